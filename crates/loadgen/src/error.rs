@@ -1,0 +1,115 @@
+//! The crate's error type and the kinds a failed request is counted under.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a plan could not be built or a run could not start. Per-request failures are not
+/// errors of this kind: they are counted by [`ErrorKind`] and the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The target URL could not be used.
+    #[error("bad URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The host name did not resolve.
+    #[error("cannot resolve {host}: {source}")]
+    Resolve {
+        /// Host and port as given.
+        host: String,
+        /// The resolver's error.
+        source: std::io::Error,
+    },
+    /// A plan setting is out of range.
+    #[error("{0}")]
+    InvalidPlan(String),
+    /// A generator thread or runtime could not be started.
+    #[error("cannot start generator thread: {0}")]
+    Spawn(std::io::Error),
+    /// A threshold expression did not parse.
+    #[error("bad threshold {expr:?}: {reason}")]
+    BadThreshold {
+        /// The expression as given.
+        expr: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+}
+
+/// The kinds a failed request is counted under. Every failure has exactly one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The server refused the TCP connection (nothing listening).
+    ConnectRefused,
+    /// The TCP handshake did not finish within the connect timeout.
+    ConnectTimeout,
+    /// No complete response within the request timeout.
+    Timeout,
+    /// The connection was reset by the peer (RST, or a write into a closed socket).
+    Reset,
+    /// The server closed the connection before sending any byte of the response.
+    EofBeforeResponse,
+    /// The server closed the connection after the response started but before it was complete.
+    TruncatedBody,
+    /// The response could not be parsed as HTTP/1.x.
+    BadResponse,
+    /// The response head was larger than 64 KiB.
+    HeaderTooLarge,
+    /// Any other I/O error.
+    IoOther,
+}
+
+impl ErrorKind {
+    /// Every kind, in report order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Timeout,
+        ErrorKind::Reset,
+        ErrorKind::EofBeforeResponse,
+        ErrorKind::TruncatedBody,
+        ErrorKind::BadResponse,
+        ErrorKind::HeaderTooLarge,
+        ErrorKind::IoOther,
+    ];
+
+    /// The name used in reports (`connect_refused`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Reset => "reset",
+            ErrorKind::EofBeforeResponse => "eof_before_response",
+            ErrorKind::TruncatedBody => "truncated_body",
+            ErrorKind::BadResponse => "bad_response",
+            ErrorKind::HeaderTooLarge => "header_too_large",
+            ErrorKind::IoOther => "io_other",
+        }
+    }
+
+    /// Index into per-kind counter arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Classifies an I/O error from a connected socket.
+    pub fn from_io(err: &std::io::Error) -> ErrorKind {
+        use std::io::ErrorKind as K;
+        match err.kind() {
+            K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
+            K::ConnectionRefused => ErrorKind::ConnectRefused,
+            K::TimedOut => ErrorKind::Timeout,
+            _ => ErrorKind::IoOther,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,197 @@
+//! tailscope's HTTP/1.1 load generator.
+//!
+//! A [`Plan`] says what to run; [`run`] starts one generator thread per core (the tokio
+//! [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
+//! workers hand their interval data to the [`recorder::Aggregator`] on the calling thread,
+//! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
+//! [`RunTotals`]. [`report::Report`] turns those into JSON and text, and [`threshold`]
+//! checks them for CI. The engine and the recorder meet only at `WorkerRecorder`, so a
+//! second engine (io_uring) can be added behind the same boundary.
+
+mod engine;
+pub mod error;
+pub mod http;
+pub mod plan;
+pub mod recorder;
+pub mod report;
+pub mod threshold;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use error::{Error, ErrorKind};
+pub use plan::{Pace, Plan, Stop};
+pub use recorder::{Percentiles, Phase, RunTotals, SlowRequest, Snapshot, TimePoint};
+
+/// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:
+/// no new requests, in-flight ones may finish within the plan's grace period, then the run
+/// returns its totals as usual.
+#[derive(Debug, Clone, Default)]
+pub struct RunControl {
+    stop: Arc<AtomicBool>,
+}
+
+impl RunControl {
+    /// A control that has not been stopped.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asks the run to stop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// The flag itself, for `signal_hook::flag::register`.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+}
+
+/// Splits `total` into `parts` shares that differ by at most one.
+fn share(total: u64, parts: usize, i: usize) -> u64 {
+    let parts = parts as u64;
+    total / parts + u64::from((i as u64) < total % parts)
+}
+
+/// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
+/// tick with the run so far, and returns what it measured.
+pub fn run(
+    plan: &Plan,
+    control: &RunControl,
+    mut on_snapshot: impl FnMut(&Snapshot),
+) -> Result<RunTotals, Error> {
+    plan.validate()?;
+    let threads = plan.effective_threads();
+    let run_for = match plan.stop {
+        Stop::Duration(d) => d,
+        Stop::Requests(_) => Duration::from_secs(3600),
+    };
+    // Latencies above this are clamped into the top bucket; open-loop latency can grow with
+    // the run's length, so the bound does too.
+    let highest = (plan.timeout * 3)
+        .max(run_for + plan.timeout)
+        .clamp(Duration::from_secs(60), Duration::from_secs(24 * 3600));
+    let start = Instant::now();
+    let measure_start = start + plan.warmup;
+    let end = match plan.stop {
+        Stop::Duration(d) => Some(measure_start + d),
+        Stop::Requests(_) => None,
+    };
+    let request = plan.encode_request();
+    let batch = request.repeat(plan.pipeline);
+    let shared = Arc::new(engine::Shared {
+        plan: plan.clone(),
+        request_len: request.len(),
+        batch,
+        start,
+        measure_start,
+        end,
+        highest,
+    });
+    let (tx, rx) = mpsc::channel();
+    let mut workers = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let connections = share(plan.connections as u64, threads, i) as usize;
+        let spec = engine::WorkerSpec {
+            index: i,
+            connections,
+            requests: match plan.stop {
+                Stop::Requests(n) => Some(share(n, threads, i)),
+                Stop::Duration(_) => None,
+            },
+            rate: match plan.pace {
+                Pace::Rate(r) => Some(r * connections as f64 / plan.connections as f64),
+                Pace::Max => None,
+            },
+            cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
+        };
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let handle = match engine::spawn_worker(shared.clone(), spec, tx.clone(), stop.clone()) {
+            Ok(h) => h,
+            Err(e) => {
+                for (_, stop) in &workers {
+                    let stop: &Arc<tokio::sync::Notify> = stop;
+                    stop.notify_one();
+                }
+                return Err(Error::Spawn(e));
+            }
+        };
+        workers.push((handle, stop));
+    }
+    drop(tx);
+
+    let mut agg = recorder::Aggregator::new(threads, highest, plan.tick, plan.slowest);
+    let mut next_snapshot = Instant::now() + plan.tick;
+    let mut last_snapshot = Instant::now();
+    let mut stop_sent = false;
+    loop {
+        let now = Instant::now();
+        if now >= next_snapshot {
+            let phase = if stop_sent || end.is_some_and(|e| now >= e) {
+                Phase::Stopping
+            } else if now < measure_start {
+                Phase::WarmingUp
+            } else {
+                Phase::Running
+            };
+            let snap = agg.snapshot(
+                phase,
+                now.saturating_duration_since(measure_start),
+                measure_start.saturating_duration_since(now),
+                now - last_snapshot,
+            );
+            on_snapshot(&snap);
+            last_snapshot = now;
+            next_snapshot = now + plan.tick;
+        }
+        if !stop_sent && control.is_stopped() {
+            for (_, stop) in &workers {
+                stop.notify_one();
+            }
+            stop_sent = true;
+        }
+        // Wake at least every 10 ms so a stop request is passed on promptly.
+        let wait = next_snapshot
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(10));
+        match rx.recv_timeout(wait) {
+            Ok(data) => agg.merge(data),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let mut last_finish = measure_start;
+    for (handle, _) in workers {
+        match handle.join() {
+            Ok(finished) => last_finish = last_finish.max(finished),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    let duration = last_finish.saturating_duration_since(measure_start);
+    let now = Instant::now();
+    let final_snap = agg.snapshot(Phase::Done, duration, Duration::ZERO, now - last_snapshot);
+    on_snapshot(&final_snap);
+    Ok(agg.finish(duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::share;
+
+    #[test]
+    fn shares_add_up_and_differ_by_at_most_one() {
+        for (total, parts) in [(10u64, 3usize), (2, 4), (100, 1), (7, 7)] {
+            let shares: Vec<u64> = (0..parts).map(|i| share(total, parts, i)).collect();
+            assert_eq!(shares.iter().sum::<u64>(), total);
+            assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! What to run: the target, the request, and the run's independent modes
+//! (`Stop` × `Pace` × pipelining depth), validated before any load starts.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// When the measured part of a run ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// Exactly this many measured requests are sent and finished.
+    Requests(u64),
+    /// Requests are sent for this long (after the warm-up), then in-flight ones may finish.
+    Duration(Duration),
+}
+
+/// How fast requests are sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pace {
+    /// Closed loop: each connection sends its next request as soon as it has room.
+    Max,
+    /// Open loop: this many requests per second in total, each with an intended send time;
+    /// latency is measured from that time (coordinated-omission correction).
+    Rate(f64),
+}
+
+/// A validated description of one run. Build it with [`Plan::new`] and the setters; every
+/// setting has the default a user of oha would expect.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The URL as given, for reports.
+    pub url: String,
+    /// The resolved address connections go to.
+    pub addr: SocketAddr,
+    /// HTTP method.
+    pub method: String,
+    /// Extra request headers, in order; they replace the default ones of the same name.
+    pub headers: Vec<(String, String)>,
+    /// Request body (sent with a Content-Length).
+    pub body: Vec<u8>,
+    /// TCP connections in total, spread over the threads.
+    pub connections: usize,
+    /// Generator threads, each with its own runtime and connections.
+    pub threads: usize,
+    /// CPUs to pin generator threads to (thread i on `cpus[i % len]`); empty: no pinning.
+    pub cpus: Vec<usize>,
+    /// When the run ends.
+    pub stop: Stop,
+    /// Closed or open loop.
+    pub pace: Pace,
+    /// HTTP/1.1 pipelining depth: requests in flight per connection.
+    pub pipeline: usize,
+    /// Reuse connections; when false every request opens its own (`Connection: close`).
+    pub keepalive: bool,
+    /// Per-request timeout, from when the request started (its connect, if it opened one).
+    pub timeout: Duration,
+    /// Limit on the TCP handshake.
+    pub connect_timeout: Duration,
+    /// Load applied before measuring; nothing sent in it is recorded.
+    pub warmup: Duration,
+    /// How many of the slowest requests are kept with their details.
+    pub slowest: usize,
+    /// How often workers hand their interval data to the aggregator.
+    pub tick: Duration,
+    /// How long in-flight requests may still finish once sending has stopped.
+    pub grace: Duration,
+    host_header: String,
+    path: String,
+}
+
+impl Plan {
+    /// A plan for `url` (http only) with oha's defaults: 50 connections, 10 s, closed loop.
+    pub fn new(url: &str) -> Result<Plan, Error> {
+        let bad = |reason: &str| Error::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let parsed = url::Url::parse(url)
+            .map_err(|e| bad(&format!("{e}; expected http://HOST[:PORT]/PATH")))?;
+        match parsed.scheme() {
+            "http" => {}
+            "https" => return Err(bad("https is not supported yet; use http://")),
+            other => {
+                return Err(bad(&format!(
+                    "scheme {other:?} is not supported; use http://"
+                )))
+            }
+        }
+        let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (host_for_resolve, port)
+            .to_socket_addrs()
+            .map_err(|source| Error::Resolve {
+                host: format!("{host}:{port}"),
+                source,
+            })?
+            .next()
+            .ok_or_else(|| Error::Resolve {
+                host: format!("{host}:{port}"),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+            })?;
+        let host_header = match parsed.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let mut path = parsed.path().to_string();
+        if let Some(q) = parsed.query() {
+            path.push('?');
+            path.push_str(q);
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Ok(Plan {
+            url: url.to_string(),
+            addr,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            connections: 50,
+            threads,
+            cpus: Vec::new(),
+            stop: Stop::Duration(Duration::from_secs(10)),
+            pace: Pace::Max,
+            pipeline: 1,
+            keepalive: true,
+            timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            slowest: 10,
+            tick: Duration::from_millis(100),
+            grace: Duration::from_secs(1),
+            host_header,
+            path,
+        })
+    }
+
+    /// Checks the settings against each other; called by [`crate::run`] before any load.
+    pub fn validate(&self) -> Result<(), Error> {
+        let invalid = |m: String| Err(Error::InvalidPlan(m));
+        if self.connections == 0 {
+            return invalid("connections must be at least 1 (-c)".into());
+        }
+        if self.threads == 0 {
+            return invalid("threads must be at least 1 (--threads)".into());
+        }
+        if self.pipeline == 0 || self.pipeline > 1024 {
+            return invalid(format!(
+                "pipeline depth must be 1..=1024, got {} (--pipeline)",
+                self.pipeline
+            ));
+        }
+        if !self.keepalive && self.pipeline > 1 {
+            return invalid("--pipeline needs keep-alive connections; drop --no-keepalive".into());
+        }
+        if let Pace::Rate(r) = self.pace {
+            if !(r.is_finite() && r > 0.0) {
+                return invalid(format!(
+                    "rate must be a positive number of requests per second, got {r} (-q)"
+                ));
+            }
+        }
+        match self.stop {
+            Stop::Requests(0) => return invalid("request count must be at least 1 (-n)".into()),
+            Stop::Duration(d) if d.is_zero() => {
+                return invalid("duration must be more than 0 (-z)".into())
+            }
+            _ => {}
+        }
+        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
+            return invalid("timeouts must be more than 0 (-t, --connect-timeout)".into());
+        }
+        if self.tick.is_zero() {
+            return invalid("tick must be more than 0".into());
+        }
+        if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return invalid(format!(
+                "method {:?} is not an HTTP method (-m)",
+                self.method
+            ));
+        }
+        for (k, v) in &self.headers {
+            if k.is_empty() || k.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f) {
+                return invalid(format!(
+                    "header name {k:?} is not a valid token (-H 'Name: value')"
+                ));
+            }
+            if v.bytes().any(|b| b == b'\r' || b == b'\n') {
+                return invalid(format!("header {k:?} has a line break in its value (-H)"));
+            }
+        }
+        if !self.cpus.is_empty() {
+            let available: Vec<usize> = core_affinity::get_core_ids()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| c.id)
+                .collect();
+            if let Some(cpu) = self.cpus.iter().find(|c| !available.contains(c)) {
+                let list: Vec<String> = available.iter().map(usize::to_string).collect();
+                return invalid(format!(
+                    "CPU {cpu} is not available to this process (available: {}); pick from those (--cpus)",
+                    list.join(",")
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The threads actually used: never more than the connections.
+    pub fn effective_threads(&self) -> usize {
+        self.threads.min(self.connections).max(1)
+    }
+
+    /// Open or closed loop, as reports name it.
+    pub fn mode(&self) -> &'static str {
+        match self.pace {
+            Pace::Max => "closed",
+            Pace::Rate(_) => "open",
+        }
+    }
+
+    /// The request bytes, encoded once for the whole run.
+    pub fn encode_request(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + self.body.len());
+        let has = |name: &str| {
+            self.headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(name))
+        };
+        out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", self.method, self.path).as_bytes());
+        if !has("host") {
+            out.extend_from_slice(format!("Host: {}\r\n", self.host_header).as_bytes());
+        }
+        if !has("user-agent") {
+            out.extend_from_slice(
+                concat!("User-Agent: tailscope/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes(),
+            );
+        }
+        if !has("accept") {
+            out.extend_from_slice(b"Accept: */*\r\n");
+        }
+        if !self.keepalive && !has("connection") {
+            out.extend_from_slice(b"Connection: close\r\n");
+        }
+        if (!self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH"))
+            && !has("content-length")
+        {
+            out.extend_from_slice(format!("Content-Length: {}\r\n", self.body.len()).as_bytes());
+        }
+        for (k, v) in &self.headers {
+            out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(&self.body);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_is_encoded_with_host_and_user_headers() {
+        let mut plan = Plan::new("http://127.0.0.1:8080/a?b=c").unwrap();
+        plan.method = "POST".into();
+        plan.headers.push(("X-Test".into(), "1".into()));
+        plan.headers.push(("User-Agent".into(), "me".into()));
+        plan.body = b"hi".to_vec();
+        let req = String::from_utf8(plan.encode_request()).unwrap();
+        assert!(
+            req.starts_with("POST /a?b=c HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"),
+            "{req}"
+        );
+        assert!(req.contains("Content-Length: 2\r\n"));
+        assert!(req.contains("User-Agent: me\r\n"));
+        assert!(!req.contains("tailscope/"));
+        assert!(
+            req.ends_with("X-Test: 1\r\nUser-Agent: me\r\n\r\nhi"),
+            "{req}"
+        );
+    }
+
+    #[test]
+    fn bad_urls_and_settings_are_refused() {
+        assert!(matches!(
+            Plan::new("https://127.0.0.1/"),
+            Err(Error::BadUrl { .. })
+        ));
+        assert!(matches!(
+            Plan::new("127.0.0.1:80"),
+            Err(Error::BadUrl { .. })
+        ));
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        plan.validate().unwrap();
+        plan.pipeline = 4;
+        plan.keepalive = false;
+        assert!(plan.validate().is_err());
+        plan.keepalive = true;
+        plan.pace = Pace::Rate(0.0);
+        assert!(plan.validate().is_err());
+        plan.pace = Pace::Rate(10.0);
+        plan.headers.push(("Bad Name".into(), "v".into()));
+        assert!(plan.validate().is_err());
+    }
+}

@@ -1,0 +1,770 @@
+//! The boundary between an engine and everything that reads its results.
+//!
+//! An engine gives each of its threads a [`WorkerRecorder`] and calls `record_*` for every
+//! finished request; nothing is shared or locked. Once per tick the worker hands its
+//! [`IntervalData`] (histograms and counters of that interval) to the [`Aggregator`], which
+//! merges them into run totals and per-second points and publishes a [`Snapshot`]. Memory is
+//! bounded: histograms and a fixed number of slow requests, never a record per request.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorKind;
+
+/// Significant figures of every latency histogram.
+const SIGFIG: u8 = 3;
+/// A send that leaves more than this after its intended time is counted as late.
+pub const LATE_SLACK: Duration = Duration::from_millis(1);
+
+/// A new latency histogram in microseconds that can hold values up to `highest`.
+pub fn new_histogram(highest: Duration) -> Histogram<u64> {
+    let highest_us = (highest.as_micros() as u64).max(2_000);
+    Histogram::new_with_bounds(1, highest_us, SIGFIG).expect("valid histogram bounds")
+}
+
+fn record_us(h: &mut Histogram<u64>, d: Duration) {
+    let us = (d.as_micros() as u64).clamp(1, h.high());
+    h.record(us).expect("value clamped into range");
+}
+
+/// One request that finished with a complete response, as the engine timed it.
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    /// Open loop: when the schedule meant the request to leave.
+    pub intended: Option<Instant>,
+    /// When the generator began the request: its connect, if it opened one, else its write.
+    pub begun: Instant,
+    /// When its bytes were written.
+    pub sent: Instant,
+    /// When the first byte of its response arrived.
+    pub first_byte: Instant,
+    /// When the last byte of its response arrived.
+    pub end: Instant,
+    /// The TCP handshake, when this request opened the connection.
+    pub connect: Option<Duration>,
+    /// The first request on its connection.
+    pub first_on_connection: bool,
+    /// Connection number within the worker.
+    pub conn: u64,
+    /// Status code.
+    pub status: u16,
+    /// Response bytes, head and body.
+    pub bytes: u64,
+}
+
+impl Finished {
+    /// Latency as the report counts it: from the intended time in open loop (or from when it
+    /// actually began, if it left early within the timer's resolution), else from `begun`.
+    pub fn latency(&self) -> Duration {
+        let start = match self.intended {
+            Some(i) => i.min(self.begun),
+            None => self.begun,
+        };
+        self.end.saturating_duration_since(start)
+    }
+}
+
+/// One of the slowest requests of a run, with where its time went.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlowRequest {
+    /// Seconds from the start of measurement to when the request began.
+    pub at_s: f64,
+    /// Total latency (as counted in the report).
+    pub latency_us: u64,
+    /// From the write to the first response byte.
+    pub ttfb_us: u64,
+    /// From the first to the last response byte.
+    pub body_us: u64,
+    /// The TCP handshake, when this request opened its connection.
+    pub connect_us: Option<u64>,
+    /// Open loop: how long after its intended time the request actually left.
+    pub queued_us: Option<u64>,
+    /// The first request on its connection.
+    pub first_on_connection: bool,
+    /// Connection number within its worker.
+    pub conn: u64,
+    /// Generator thread.
+    pub worker: usize,
+    /// Status code, or none when the request failed.
+    pub status: Option<u16>,
+    /// The failure kind, when it failed.
+    pub error: Option<ErrorKind>,
+}
+
+/// Keeps the N slowest requests seen, with O(1) rejection of the common fast request.
+#[derive(Debug, Clone, Default)]
+pub struct Slowest {
+    cap: usize,
+    items: Vec<SlowRequest>,
+}
+
+impl Slowest {
+    /// An empty set that keeps `cap` requests.
+    pub fn new(cap: usize) -> Self {
+        Slowest {
+            cap,
+            items: Vec::with_capacity(cap),
+        }
+    }
+
+    /// Whether a request of this latency would be kept.
+    #[inline]
+    pub fn admits(&self, latency_us: u64) -> bool {
+        self.cap > 0
+            && (self.items.len() < self.cap
+                || self.items.last().is_some_and(|s| latency_us > s.latency_us))
+    }
+
+    /// Adds a request if it is among the slowest.
+    pub fn offer(&mut self, req: SlowRequest) {
+        if !self.admits(req.latency_us) {
+            return;
+        }
+        let at = self
+            .items
+            .partition_point(|s| s.latency_us >= req.latency_us);
+        self.items.insert(at, req);
+        self.items.truncate(self.cap);
+    }
+
+    /// Slowest first.
+    pub fn items(&self) -> &[SlowRequest] {
+        &self.items
+    }
+}
+
+/// Counters of a run or of one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// Complete responses, of any status.
+    pub successes: u64,
+    /// Failed requests, by [`ErrorKind::index`].
+    pub errors: [u64; 9],
+    /// Response bytes read.
+    pub bytes_read: u64,
+    /// Open loop: sends that left more than [`LATE_SLACK`] after their intended time.
+    pub late_sends: u64,
+    /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
+    pub reconnects: u64,
+    /// Requests still in flight when the run stopped and the grace period ran out.
+    pub aborted: u64,
+    /// Status codes and their counts, in first-seen order.
+    pub status_codes: Vec<(u16, u64)>,
+}
+
+impl Counters {
+    /// Failed requests of every kind.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Requests counted: successes + errors.
+    pub fn requests(&self) -> u64 {
+        self.successes + self.error_total()
+    }
+
+    /// Requests that ran out of time.
+    pub fn timeouts(&self) -> u64 {
+        self.errors[ErrorKind::Timeout.index()]
+    }
+
+    /// Complete responses whose status was not 2xx.
+    pub fn non2xx(&self) -> u64 {
+        self.status_codes
+            .iter()
+            .filter(|(c, _)| !(200..300).contains(c))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn count_status(&mut self, code: u16, n: u64) {
+        match self.status_codes.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, count)) => *count += n,
+            None => self.status_codes.push((code, n)),
+        }
+    }
+
+    fn merge(&mut self, other: &Counters) {
+        self.successes += other.successes;
+        for (a, b) in self.errors.iter_mut().zip(other.errors) {
+            *a += b;
+        }
+        self.bytes_read += other.bytes_read;
+        self.late_sends += other.late_sends;
+        self.reconnects += other.reconnects;
+        self.aborted += other.aborted;
+        for &(code, n) in &other.status_codes {
+            self.count_status(code, n);
+        }
+    }
+}
+
+/// What one worker recorded in one tick.
+#[derive(Debug, Clone)]
+pub struct IntervalData {
+    /// The generator thread.
+    pub worker: usize,
+    /// Ticks since measurement started at the end of this interval (1 = the first tick).
+    pub tick: u64,
+    /// Latency of every measured request (corrected in open loop).
+    pub latency: Histogram<u64>,
+    /// Open loop: latency from the actual send.
+    pub latency_uncorrected: Histogram<u64>,
+    /// Connect times of the connections opened.
+    pub connect: Histogram<u64>,
+    /// Counters.
+    pub counters: Counters,
+    /// The slowest requests of the interval.
+    pub slowest: Slowest,
+}
+
+impl IntervalData {
+    fn new(worker: usize, highest: Duration, slowest: usize) -> Self {
+        IntervalData {
+            worker,
+            tick: 0,
+            latency: new_histogram(highest),
+            latency_uncorrected: new_histogram(highest),
+            connect: new_histogram(highest),
+            counters: Counters::default(),
+            slowest: Slowest::new(slowest),
+        }
+    }
+}
+
+/// A generator thread's own recorder. Not shared: the engine owns one per thread.
+#[derive(Debug)]
+pub struct WorkerRecorder {
+    worker: usize,
+    measure_start: Instant,
+    highest: Duration,
+    slowest_cap: usize,
+    current: IntervalData,
+}
+
+impl WorkerRecorder {
+    /// A recorder for generator thread `worker`; requests that began before `measure_start`
+    /// belong to the warm-up and are not recorded.
+    pub fn new(worker: usize, measure_start: Instant, highest: Duration, slowest: usize) -> Self {
+        WorkerRecorder {
+            worker,
+            measure_start,
+            highest,
+            slowest_cap: slowest,
+            current: IntervalData::new(worker, highest, slowest),
+        }
+    }
+
+    /// When measurement starts.
+    pub fn measure_start(&self) -> Instant {
+        self.measure_start
+    }
+
+    /// Records a request that got a complete response.
+    #[inline]
+    pub fn record_finished(&mut self, f: &Finished) {
+        let start = f.intended.map_or(f.begun, |i| i.min(f.begun));
+        if start < self.measure_start {
+            return;
+        }
+        let cur = &mut self.current;
+        let latency = f.latency();
+        record_us(&mut cur.latency, latency);
+        if f.intended.is_some() {
+            record_us(
+                &mut cur.latency_uncorrected,
+                f.end.saturating_duration_since(f.begun),
+            );
+        }
+        if let Some(c) = f.connect {
+            record_us(&mut cur.connect, c);
+        }
+        let c = &mut cur.counters;
+        c.successes += 1;
+        c.bytes_read += f.bytes;
+        match c
+            .status_codes
+            .iter_mut()
+            .find(|(code, _)| *code == f.status)
+        {
+            Some((_, n)) => *n += 1,
+            None => c.status_codes.push((f.status, 1)),
+        }
+        let latency_us = latency.as_micros() as u64;
+        if cur.slowest.admits(latency_us) {
+            let queued = f
+                .intended
+                .map(|i| f.begun.saturating_duration_since(i).as_micros() as u64);
+            cur.slowest.offer(SlowRequest {
+                at_s: start
+                    .saturating_duration_since(self.measure_start)
+                    .as_secs_f64(),
+                latency_us,
+                ttfb_us: f.first_byte.saturating_duration_since(f.sent).as_micros() as u64,
+                body_us: f.end.saturating_duration_since(f.first_byte).as_micros() as u64,
+                connect_us: f.connect.map(|c| c.as_micros() as u64),
+                queued_us: queued,
+                first_on_connection: f.first_on_connection,
+                conn: f.conn,
+                worker: self.worker,
+                status: Some(f.status),
+                error: None,
+            });
+        }
+    }
+
+    /// Records a failed request. `start` is when it began (its intended time in open loop);
+    /// failures are counted but not put into the latency histograms, whose percentiles
+    /// describe responses. A timeout still shows among the slowest requests.
+    pub fn record_failed(
+        &mut self,
+        kind: ErrorKind,
+        start: Instant,
+        now: Instant,
+        conn: u64,
+        first_on_connection: bool,
+    ) {
+        if start < self.measure_start {
+            return;
+        }
+        let cur = &mut self.current;
+        cur.counters.errors[kind.index()] += 1;
+        let latency_us = now.saturating_duration_since(start).as_micros() as u64;
+        if cur.slowest.admits(latency_us) {
+            cur.slowest.offer(SlowRequest {
+                at_s: start
+                    .saturating_duration_since(self.measure_start)
+                    .as_secs_f64(),
+                latency_us,
+                ttfb_us: 0,
+                body_us: 0,
+                connect_us: None,
+                queued_us: None,
+                first_on_connection,
+                conn,
+                worker: self.worker,
+                status: None,
+                error: Some(kind),
+            });
+        }
+    }
+
+    /// Counts a send that left late (open loop).
+    pub fn record_late_send(&mut self, intended: Instant) {
+        if intended >= self.measure_start {
+            self.current.counters.late_sends += 1;
+        }
+    }
+
+    /// Counts a reconnect after the server (or `--no-keepalive`) closed a connection.
+    pub fn record_reconnect(&mut self) {
+        self.current.counters.reconnects += 1;
+    }
+
+    /// Counts requests abandoned in flight when the run stopped.
+    pub fn record_aborted(&mut self, n: u64) {
+        self.current.counters.aborted += n;
+    }
+
+    /// Hands over this interval's data and starts a new interval.
+    pub fn take_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
+        let fresh = IntervalData::new(self.worker, self.highest, self.slowest_cap);
+        let mut data = std::mem::replace(&mut self.current, fresh);
+        let since = now.saturating_duration_since(self.measure_start);
+        data.tick = (since.as_nanos() / tick.as_nanos().max(1)) as u64;
+        data
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Fastest.
+    pub min: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: u64,
+    /// 75th percentile.
+    pub p75: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 95th percentile.
+    pub p95: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// 99.99th percentile.
+    pub p9999: u64,
+    /// Slowest.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of a histogram; all zero when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p75: h.value_at_quantile(0.75),
+            p90: h.value_at_quantile(0.90),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+        }
+    }
+}
+
+/// One point of the run's time series (one second).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimePoint {
+    /// End of the second, from the start of measurement.
+    pub t_s: f64,
+    /// Requests finished in it.
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Of which timed out.
+    pub timeouts: u64,
+    /// Median latency of its responses.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Slowest response.
+    pub max_us: u64,
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Load is applied but not recorded.
+    WarmingUp,
+    /// Load is applied and recorded.
+    Running,
+    /// No new requests; in-flight ones may finish.
+    Stopping,
+    /// The run is over.
+    Done,
+}
+
+/// What the run looks like now: plain data, cheap enough to clone every tick, for the TUI,
+/// headless progress and the profiler.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Where the run is.
+    pub phase: Phase,
+    /// Time since measurement started (zero during warm-up).
+    pub elapsed: Duration,
+    /// Time left of the warm-up.
+    pub warmup_left: Duration,
+    /// Totals since measurement started.
+    pub totals: Counters,
+    /// Counters of the last tick.
+    pub last_tick: Counters,
+    /// Length of the last tick.
+    pub tick: Duration,
+    /// Percentiles of every response so far.
+    pub latency: Percentiles,
+    /// Percentiles of the last tick's responses.
+    pub last_tick_latency: Percentiles,
+    /// Histogram of every response so far (µs), for drawing the distribution.
+    pub histogram: Histogram<u64>,
+    /// The slowest requests so far.
+    pub slowest: Vec<SlowRequest>,
+}
+
+/// Everything a finished run measured, from which reports are made.
+#[derive(Debug, Clone)]
+pub struct RunTotals {
+    /// The measured window: from the end of the warm-up to the last finished request.
+    pub duration: Duration,
+    /// Counters.
+    pub counters: Counters,
+    /// Latency of every response (corrected in open loop).
+    pub latency: Histogram<u64>,
+    /// Open loop: from the actual send.
+    pub latency_uncorrected: Histogram<u64>,
+    /// Connect times.
+    pub connect: Histogram<u64>,
+    /// One point a second.
+    pub timeseries: Vec<TimePoint>,
+    /// The slowest requests.
+    pub slowest: Vec<SlowRequest>,
+}
+
+struct SecondBucket {
+    counters: Counters,
+    latency: Histogram<u64>,
+}
+
+/// Merges workers' interval data into run totals, per-second points and snapshots.
+pub struct Aggregator {
+    highest: Duration,
+    tick: Duration,
+    totals: RunTotals,
+    last_tick: Counters,
+    last_tick_latency: Histogram<u64>,
+    seconds: BTreeMap<u64, SecondBucket>,
+    slowest: Slowest,
+    /// Highest tick reported by each worker; a second is final once every worker is past it.
+    worker_ticks: Vec<u64>,
+}
+
+impl Aggregator {
+    /// An aggregator for `workers` threads.
+    pub fn new(workers: usize, highest: Duration, tick: Duration, slowest: usize) -> Self {
+        Aggregator {
+            highest,
+            tick,
+            totals: RunTotals {
+                duration: Duration::ZERO,
+                counters: Counters::default(),
+                latency: new_histogram(highest),
+                latency_uncorrected: new_histogram(highest),
+                connect: new_histogram(highest),
+                timeseries: Vec::new(),
+                slowest: Vec::new(),
+            },
+            last_tick: Counters::default(),
+            last_tick_latency: new_histogram(highest),
+            seconds: BTreeMap::new(),
+            slowest: Slowest::new(slowest),
+            worker_ticks: vec![0; workers],
+        }
+    }
+
+    /// Merges one worker's interval.
+    pub fn merge(&mut self, data: IntervalData) {
+        let t = &mut self.totals;
+        t.latency.add(&data.latency).expect("same bounds");
+        t.latency_uncorrected
+            .add(&data.latency_uncorrected)
+            .expect("same bounds");
+        t.connect.add(&data.connect).expect("same bounds");
+        t.counters.merge(&data.counters);
+        self.last_tick.merge(&data.counters);
+        self.last_tick_latency
+            .add(&data.latency)
+            .expect("same bounds");
+        for s in data.slowest.items() {
+            self.slowest.offer(s.clone());
+        }
+        let ticks_per_second =
+            (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
+        // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
+        let second = data.tick.saturating_sub(1) / ticks_per_second;
+        let highest = self.highest;
+        let bucket = self.seconds.entry(second).or_insert_with(|| SecondBucket {
+            counters: Counters::default(),
+            latency: new_histogram(highest),
+        });
+        bucket.counters.merge(&data.counters);
+        bucket.latency.add(&data.latency).expect("same bounds");
+        if let Some(w) = self.worker_ticks.get_mut(data.worker) {
+            *w = (*w).max(data.tick);
+        }
+        let done_before = self.worker_ticks.iter().min().copied().unwrap_or(0) / ticks_per_second;
+        self.finalize_seconds(done_before);
+    }
+
+    fn finalize_seconds(&mut self, before: u64) {
+        while let Some(entry) = self.seconds.first_entry() {
+            if *entry.key() >= before {
+                break;
+            }
+            let (second, b) = entry.remove_entry();
+            let p = Percentiles::of(&b.latency);
+            self.totals.timeseries.push(TimePoint {
+                t_s: (second + 1) as f64,
+                requests: b.counters.requests(),
+                errors: b.counters.error_total(),
+                timeouts: b.counters.timeouts(),
+                p50_us: p.p50,
+                p99_us: p.p99,
+                max_us: p.max,
+            });
+        }
+    }
+
+    /// A snapshot of the run so far; starts a new "last tick".
+    pub fn snapshot(
+        &mut self,
+        phase: Phase,
+        elapsed: Duration,
+        warmup_left: Duration,
+        tick: Duration,
+    ) -> Snapshot {
+        let snap = Snapshot {
+            phase,
+            elapsed,
+            warmup_left,
+            totals: self.totals.counters.clone(),
+            last_tick: std::mem::take(&mut self.last_tick),
+            tick,
+            latency: Percentiles::of(&self.totals.latency),
+            last_tick_latency: Percentiles::of(&self.last_tick_latency),
+            histogram: self.totals.latency.clone(),
+            slowest: self.slowest.items().to_vec(),
+        };
+        self.last_tick_latency.reset();
+        snap
+    }
+
+    /// Requests counted so far.
+    pub fn requests(&self) -> u64 {
+        self.totals.counters.requests()
+    }
+
+    /// The run's totals, with every remaining second made a point.
+    pub fn finish(mut self, duration: Duration) -> RunTotals {
+        self.finalize_seconds(u64::MAX);
+        self.totals.duration = duration;
+        self.totals.slowest = self.slowest.items().to_vec();
+        self.totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finished(base: Instant, begun_ms: u64, latency_ms: u64, status: u16) -> Finished {
+        let begun = base + Duration::from_millis(begun_ms);
+        Finished {
+            intended: None,
+            begun,
+            sent: begun,
+            first_byte: begun + Duration::from_millis(latency_ms) / 2,
+            end: begun + Duration::from_millis(latency_ms),
+            connect: None,
+            first_on_connection: false,
+            conn: 0,
+            status,
+            bytes: 100,
+        }
+    }
+
+    #[test]
+    fn warmup_requests_are_not_recorded() {
+        let base = Instant::now();
+        let mut r = WorkerRecorder::new(
+            0,
+            base + Duration::from_millis(500),
+            Duration::from_secs(60),
+            5,
+        );
+        r.record_finished(&finished(base, 100, 5, 200));
+        r.record_finished(&finished(base, 600, 5, 200));
+        r.record_failed(
+            ErrorKind::Timeout,
+            base,
+            base + Duration::from_secs(1),
+            0,
+            false,
+        );
+        let d = r.take_interval(
+            base + Duration::from_millis(700),
+            Duration::from_millis(100),
+        );
+        assert_eq!(d.counters.successes, 1);
+        assert_eq!(d.counters.error_total(), 0);
+        assert_eq!(d.latency.len(), 1);
+    }
+
+    #[test]
+    fn open_loop_latency_counts_from_intended_time() {
+        let base = Instant::now();
+        let mut f = finished(base, 10, 2, 200);
+        f.intended = Some(base);
+        assert_eq!(f.latency(), Duration::from_millis(12));
+        // Left early (within timer resolution): counted from when it actually began.
+        f.intended = Some(base + Duration::from_millis(11));
+        assert_eq!(f.latency(), Duration::from_millis(2));
+    }
+
+    #[test]
+    fn aggregator_merges_workers_and_builds_seconds() {
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let mut agg = Aggregator::new(2, Duration::from_secs(60), tick, 3);
+        for worker in 0..2 {
+            let mut r = WorkerRecorder::new(worker, base, Duration::from_secs(60), 3);
+            for i in 0..10u64 {
+                r.record_finished(&finished(
+                    base,
+                    i * 10,
+                    1 + i + worker as u64 * 100,
+                    if i == 0 { 500 } else { 200 },
+                ));
+            }
+            r.record_failed(
+                ErrorKind::Reset,
+                base,
+                base + Duration::from_millis(3),
+                1,
+                true,
+            );
+            agg.merge(r.take_interval(base + Duration::from_millis(100), tick));
+            // A second interval in the next second.
+            r.record_finished(&finished(base, 1_050, 7, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(1_100), tick));
+        }
+        let snap = agg.snapshot(Phase::Running, Duration::from_secs(1), Duration::ZERO, tick);
+        assert_eq!(snap.totals.requests(), 2 * 12);
+        assert_eq!(snap.totals.errors[ErrorKind::Reset.index()], 2);
+        assert_eq!(snap.totals.status_codes, vec![(500, 2), (200, 20)]);
+        assert_eq!(snap.totals.non2xx(), 2);
+        assert_eq!(snap.slowest.len(), 3);
+        assert_eq!(snap.slowest[0].latency_us, 110_000);
+        assert!(snap
+            .slowest
+            .windows(2)
+            .all(|w| w[0].latency_us >= w[1].latency_us));
+        let totals = agg.finish(Duration::from_millis(1_200));
+        assert_eq!(totals.timeseries.len(), 2);
+        assert_eq!(totals.timeseries[0].requests, 22);
+        assert_eq!(totals.timeseries[0].errors, 2);
+        assert_eq!(totals.timeseries[1].requests, 2);
+        // HDR reports the top of the value's bucket: within 0.1 % of 7 ms.
+        assert!((7_000..=7_007).contains(&totals.timeseries[1].max_us));
+        assert_eq!(totals.latency.len(), 22);
+    }
+
+    #[test]
+    fn slowest_keeps_the_top_n_in_order() {
+        let mut s = Slowest::new(3);
+        for (i, l) in [5u64, 1, 9, 7, 3, 9].into_iter().enumerate() {
+            s.offer(SlowRequest {
+                at_s: i as f64,
+                latency_us: l,
+                ttfb_us: 0,
+                body_us: 0,
+                connect_us: None,
+                queued_us: None,
+                first_on_connection: false,
+                conn: 0,
+                worker: 0,
+                status: Some(200),
+                error: None,
+            });
+        }
+        let kept: Vec<u64> = s.items().iter().map(|r| r.latency_us).collect();
+        assert_eq!(kept, vec![9, 9, 7]);
+        assert!(!s.admits(7));
+        assert!(s.admits(8));
+    }
+}

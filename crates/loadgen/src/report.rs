@@ -1,0 +1,612 @@
+//! The run's report: a versioned JSON document (schema in README.md) and the text summary.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use base64::Engine as _;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorKind;
+use crate::plan::{Pace, Plan, Stop};
+use crate::recorder::{Percentiles, RunTotals, SlowRequest, TimePoint};
+
+/// The version of the JSON layout; bumped when a field changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The tool that wrote a report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    /// Always "tailscope".
+    pub name: String,
+    /// The tool's version.
+    pub version: String,
+}
+
+/// The run's settings as the report records them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Config {
+    /// Target URL.
+    pub url: String,
+    /// HTTP method.
+    pub method: String,
+    /// TCP connections.
+    pub connections: usize,
+    /// Generator threads.
+    pub threads: usize,
+    /// Pipelining depth.
+    pub pipeline: usize,
+    /// "closed" or "open".
+    pub mode: String,
+    /// Open loop: requests per second asked for.
+    pub rate: Option<f64>,
+    /// `-z`, when the run was timed.
+    pub duration_s: Option<f64>,
+    /// `-n`, when the run was counted.
+    pub requests: Option<u64>,
+    /// Warm-up, not recorded.
+    pub warmup_s: f64,
+    /// Per-request timeout.
+    pub timeout_s: f64,
+    /// Connect timeout.
+    pub connect_timeout_s: f64,
+    /// Whether connections were reused.
+    pub keepalive: bool,
+    /// CPUs the generator threads were pinned to (empty: not pinned).
+    pub cpus: Vec<usize>,
+}
+
+/// The run's totals.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    /// successes + errors.
+    pub requests: u64,
+    /// Complete responses of any status.
+    pub successes: u64,
+    /// Failed requests (every kind, timeouts included).
+    pub errors: u64,
+    /// Failed by timeout.
+    pub timeouts: u64,
+    /// The measured window (warm-up excluded).
+    pub duration_s: f64,
+    /// requests / duration_s.
+    pub rps: f64,
+    /// Response bytes read.
+    pub bytes_read: u64,
+    /// Open loop: sends that left more than 1 ms after their intended time.
+    pub late_sends: u64,
+    /// Connections opened again after the server closed them.
+    pub reconnects: u64,
+    /// Requests abandoned in flight when the run stopped.
+    pub aborted: u64,
+    /// errors / requests.
+    pub error_rate: f64,
+    /// Responses whose status was not 2xx.
+    pub non2xx: u64,
+    /// non2xx / requests.
+    pub non2xx_rate: f64,
+}
+
+/// The latency histogram, losslessly, for tools that want every percentile.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct EncodedHistogram {
+    /// "hdrhistogram-v2-deflate-base64".
+    pub encoding: String,
+    /// "us".
+    pub unit: String,
+    /// Base64 of the V2 deflate serialization.
+    pub data: String,
+}
+
+/// A whole report (`schema_version` 1). Percentile objects are null when nothing was
+/// measured, never zeros.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Who wrote it.
+    pub tool: Tool,
+    /// The settings.
+    pub config: Config,
+    /// The totals.
+    pub summary: Summary,
+    /// Latency of complete responses (corrected for coordinated omission in open loop).
+    pub latency_us: Option<Percentiles>,
+    /// Open loop only: latency from the actual send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_uncorrected_us: Option<Percentiles>,
+    /// TCP connect times.
+    pub connect_us: Option<Percentiles>,
+    /// Responses by status code.
+    pub status_codes: BTreeMap<String, u64>,
+    /// Failed requests by kind (every kind, zeros included).
+    pub errors: BTreeMap<String, u64>,
+    /// One point a second.
+    pub timeseries: Vec<TimePoint>,
+    /// The slowest requests, slowest first.
+    pub slowest: Vec<SlowRequest>,
+    /// The full latency histogram.
+    pub histogram: EncodedHistogram,
+}
+
+fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
+    (!h.is_empty()).then(|| Percentiles::of(h))
+}
+
+fn encode(h: &Histogram<u64>) -> String {
+    let mut bytes = Vec::new();
+    V2DeflateSerializer::new()
+        .serialize(h, &mut bytes)
+        .expect("serializing into a Vec cannot fail");
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Decodes a report's histogram back into an HDR histogram.
+pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(&h.data)
+        .ok()?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .ok()
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+impl Report {
+    /// The report of a finished run.
+    pub fn new(plan: &Plan, totals: &RunTotals) -> Report {
+        let c = &totals.counters;
+        let requests = c.requests();
+        let duration_s = totals.duration.as_secs_f64();
+        Report {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool {
+                name: "tailscope".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            },
+            config: Config {
+                url: plan.url.clone(),
+                method: plan.method.clone(),
+                connections: plan.connections,
+                threads: plan.effective_threads(),
+                pipeline: plan.pipeline,
+                mode: plan.mode().into(),
+                rate: match plan.pace {
+                    Pace::Rate(r) => Some(r),
+                    Pace::Max => None,
+                },
+                duration_s: match plan.stop {
+                    Stop::Duration(d) => Some(d.as_secs_f64()),
+                    Stop::Requests(_) => None,
+                },
+                requests: match plan.stop {
+                    Stop::Requests(n) => Some(n),
+                    Stop::Duration(_) => None,
+                },
+                warmup_s: plan.warmup.as_secs_f64(),
+                timeout_s: plan.timeout.as_secs_f64(),
+                connect_timeout_s: plan.connect_timeout.as_secs_f64(),
+                keepalive: plan.keepalive,
+                cpus: plan.cpus.clone(),
+            },
+            summary: Summary {
+                requests,
+                successes: c.successes,
+                errors: c.error_total(),
+                timeouts: c.timeouts(),
+                duration_s,
+                rps: if duration_s > 0.0 {
+                    requests as f64 / duration_s
+                } else {
+                    0.0
+                },
+                bytes_read: c.bytes_read,
+                late_sends: c.late_sends,
+                reconnects: c.reconnects,
+                aborted: c.aborted,
+                error_rate: ratio(c.error_total(), requests),
+                non2xx: c.non2xx(),
+                non2xx_rate: ratio(c.non2xx(), requests),
+            },
+            latency_us: percentiles(&totals.latency),
+            latency_uncorrected_us: match plan.pace {
+                Pace::Rate(_) => percentiles(&totals.latency_uncorrected),
+                Pace::Max => None,
+            },
+            connect_us: percentiles(&totals.connect),
+            status_codes: c
+                .status_codes
+                .iter()
+                .map(|(code, n)| (code.to_string(), *n))
+                .collect(),
+            errors: ErrorKind::ALL
+                .iter()
+                .map(|k| (k.as_str().to_string(), c.errors[k.index()]))
+                .collect(),
+            timeseries: totals.timeseries.clone(),
+            slowest: totals.slowest.clone(),
+            histogram: EncodedHistogram {
+                encoding: "hdrhistogram-v2-deflate-base64".into(),
+                unit: "us".into(),
+                data: encode(&totals.latency),
+            },
+        }
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a report always serializes")
+    }
+
+    /// The text summary, in the spirit of oha and wrk.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let s = &self.summary;
+        let c = &self.config;
+        let _ = writeln!(out, "Summary:");
+        let mode = match c.rate {
+            Some(r) => format!("open loop at {} req/s", fmt_count(r.round() as u64)),
+            None => "closed loop".to_string(),
+        };
+        let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
+        let _ = writeln!(
+            out,
+            "  Load:          {mode}, {} connections, {} threads, pipeline {}{}",
+            c.connections,
+            c.threads,
+            c.pipeline,
+            if c.keepalive { "" } else { ", no keep-alive" }
+        );
+        let _ = writeln!(
+            out,
+            "  Duration:      {:.2} s{}",
+            s.duration_s,
+            if c.warmup_s > 0.0 {
+                format!(" (after {:.1} s warm-up)", c.warmup_s)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(out, "  Requests:      {}", fmt_count(s.requests));
+        let _ = writeln!(out, "  Requests/sec:  {}", fmt_rate(s.rps));
+        let _ = writeln!(
+            out,
+            "  Successes:     {} ({:.2} %)",
+            fmt_count(s.successes),
+            100.0 * (1.0 - s.error_rate)
+        );
+        let _ = writeln!(
+            out,
+            "  Errors:        {} (timeouts {})",
+            fmt_count(s.errors),
+            fmt_count(s.timeouts)
+        );
+        let _ = writeln!(
+            out,
+            "  Transfer:      {} ({}/s)",
+            fmt_bytes(s.bytes_read as f64),
+            fmt_bytes(if s.duration_s > 0.0 {
+                s.bytes_read as f64 / s.duration_s
+            } else {
+                0.0
+            })
+        );
+        if c.rate.is_some() {
+            let _ = writeln!(
+                out,
+                "  Late sends:    {} (left more than 1 ms after their intended time)",
+                fmt_count(s.late_sends)
+            );
+        }
+        if s.reconnects > 0 {
+            let _ = writeln!(
+                out,
+                "  Reconnects:    {} (server closed the connection)",
+                fmt_count(s.reconnects)
+            );
+        }
+        if s.aborted > 0 {
+            let _ = writeln!(
+                out,
+                "  Aborted:       {} in flight at the end (not counted)",
+                fmt_count(s.aborted)
+            );
+        }
+        let _ = writeln!(out);
+        let title = if c.rate.is_some() {
+            "Latency (from intended send time; coordinated omission corrected):"
+        } else {
+            "Latency:"
+        };
+        write_percentiles(&mut out, title, self.latency_us.as_ref());
+        if c.rate.is_some() {
+            write_percentiles(
+                &mut out,
+                "Latency from actual send (uncorrected):",
+                self.latency_uncorrected_us.as_ref(),
+            );
+        }
+        if let Some(p) = &self.connect_us {
+            let _ = writeln!(
+                out,
+                "Connect:         min {}  p50 {}  p99 {}  max {}\n",
+                fmt_us(p.min),
+                fmt_us(p.p50),
+                fmt_us(p.p99),
+                fmt_us(p.max)
+            );
+        }
+        if let Some(h) = decode_histogram(&self.histogram).filter(|h| !h.is_empty()) {
+            let _ = writeln!(out, "Latency histogram:");
+            out.push_str(&histogram_bars(&h, 40));
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "Status codes:");
+        if self.status_codes.is_empty() {
+            let _ = writeln!(out, "  (no responses)");
+        }
+        for (code, n) in &self.status_codes {
+            let _ = writeln!(out, "  [{code}] {} responses", fmt_count(*n));
+        }
+        let errors: Vec<_> = self.errors.iter().filter(|(_, n)| **n > 0).collect();
+        if !errors.is_empty() {
+            let _ = writeln!(out, "\nErrors:");
+            for (kind, n) in errors {
+                let _ = writeln!(out, "  {kind}: {}", fmt_count(*n));
+            }
+        }
+        if !self.slowest.is_empty() {
+            let _ = writeln!(out, "\nSlowest requests:");
+            for r in self.slowest.iter().take(5) {
+                let outcome = match (r.status, r.error) {
+                    (Some(code), _) => code.to_string(),
+                    (None, Some(kind)) => kind.to_string(),
+                    (None, None) => "?".into(),
+                };
+                let mut parts = Vec::new();
+                if let Some(q) = r.queued_us.filter(|&q| q > 0) {
+                    parts.push(format!("queued {}", fmt_us(q)));
+                }
+                if let Some(cn) = r.connect_us {
+                    parts.push(format!("connect {}", fmt_us(cn)));
+                }
+                if r.error.is_none() {
+                    parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
+                    parts.push(format!("body {}", fmt_us(r.body_us)));
+                }
+                let _ = writeln!(
+                    out,
+                    "  {:>9}  at {:>7.3} s  [{}]  {}{}  (worker {}, conn {})",
+                    fmt_us(r.latency_us),
+                    r.at_s,
+                    outcome,
+                    parts.join(", "),
+                    if r.first_on_connection {
+                        ", first on its connection"
+                    } else {
+                        ""
+                    },
+                    r.worker,
+                    r.conn
+                );
+            }
+        }
+        out
+    }
+}
+
+fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>) {
+    let _ = writeln!(out, "{title}");
+    let Some(p) = p else {
+        let _ = writeln!(out, "  n/a (no complete responses)\n");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "  min {}  mean {}  stdev {}  max {}",
+        fmt_us(p.min),
+        fmt_us(p.mean.round() as u64),
+        fmt_us(p.stdev.round() as u64),
+        fmt_us(p.max)
+    );
+    for (label, v) in [
+        ("p50", p.p50),
+        ("p75", p.p75),
+        ("p90", p.p90),
+        ("p95", p.p95),
+        ("p99", p.p99),
+        ("p99.9", p.p999),
+        ("p99.99", p.p9999),
+    ] {
+        let _ = writeln!(out, "  {label:>7}  {}", fmt_us(v));
+    }
+    let _ = writeln!(out);
+}
+
+/// Log-spaced buckets (1-2-5 per decade) from the fastest to the slowest response, drawn
+/// as bars; a second mode of slow requests shows as its own group of bars.
+pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
+    let mut edges = Vec::new();
+    let mut decade = 1u64;
+    'outer: loop {
+        for m in [1, 2, 5] {
+            let edge = decade.saturating_mul(m);
+            edges.push(edge);
+            if edge > h.max() {
+                break 'outer;
+            }
+        }
+        decade = decade.saturating_mul(10);
+    }
+    let first = edges.iter().rposition(|&e| e <= h.min()).unwrap_or(0);
+    let edges = &edges[first..];
+    let mut counts = vec![0u64; edges.len().saturating_sub(1)];
+    for v in h.iter_recorded() {
+        let value = v.value_iterated_to();
+        let i = edges
+            .partition_point(|&e| e <= value)
+            .saturating_sub(1)
+            .min(counts.len().saturating_sub(1));
+        if let Some(c) = counts.get_mut(i) {
+            *c += v.count_at_value();
+        }
+    }
+    let most = counts.iter().copied().max().unwrap_or(0).max(1);
+    let total = h.len().max(1);
+    let mut out = String::new();
+    for (i, n) in counts.iter().enumerate() {
+        let bar = ((*n as f64 / most as f64) * width as f64).ceil() as usize;
+        let _ = writeln!(
+            out,
+            "  {:>8} – {:<8} {:>6.2} % {:<width$} {}",
+            fmt_us(edges[i]),
+            fmt_us(edges[i + 1]),
+            100.0 * *n as f64 / total as f64,
+            "■".repeat(bar),
+            fmt_count(*n),
+            width = width
+        );
+    }
+    out
+}
+
+/// A duration in microseconds with the unit that reads best: `850µs`, `1.23ms`, `1.62s`.
+pub fn fmt_us(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        format!("{:.2}ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}
+
+/// A count with thousands separators.
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Requests per second with one decimal and separators.
+pub fn fmt_rate(r: f64) -> String {
+    format!(
+        "{}.{}",
+        fmt_count(r.trunc() as u64),
+        ((r.fract() * 10.0).floor() as u64).min(9)
+    )
+}
+
+/// Bytes in binary units.
+pub fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{new_histogram, Counters};
+    use std::time::Duration;
+
+    fn totals() -> RunTotals {
+        let mut latency = new_histogram(Duration::from_secs(60));
+        for v in [100u64, 200, 300, 400, 1_600_000] {
+            latency.record(v).unwrap();
+        }
+        let mut counters = Counters {
+            successes: 5,
+            bytes_read: 500,
+            ..Counters::default()
+        };
+        counters.errors[ErrorKind::Timeout.index()] = 1;
+        counters.status_codes = vec![(200, 4), (503, 1)];
+        RunTotals {
+            duration: Duration::from_secs(2),
+            counters,
+            latency,
+            latency_uncorrected: new_histogram(Duration::from_secs(60)),
+            connect: new_histogram(Duration::from_secs(60)),
+            timeseries: vec![],
+            slowest: vec![],
+        }
+    }
+
+    #[test]
+    fn report_has_the_documented_shape() {
+        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+        let report = Report::new(&plan, &totals());
+        let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["summary"]["requests"], 6);
+        assert_eq!(v["summary"]["rps"], 3.0);
+        assert_eq!(v["summary"]["timeouts"], 1);
+        assert_eq!(v["status_codes"]["503"], 1);
+        assert_eq!(v["errors"]["timeout"], 1);
+        assert_eq!(v["errors"]["reset"], 0);
+        assert_eq!(v["config"]["mode"], "closed");
+        assert!(
+            v["connect_us"].is_null(),
+            "nothing measured is null, not zero"
+        );
+        assert!(v.get("latency_uncorrected_us").is_none());
+        let p99 = v["latency_us"]["p99"].as_u64().unwrap();
+        assert!((1_599_000..=1_601_000).contains(&p99), "{p99}");
+        let back: Report = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(back, report);
+        let h = decode_histogram(&report.histogram).unwrap();
+        assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn text_summary_shows_a_second_mode_as_its_own_bars() {
+        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+        let text = Report::new(&plan, &totals()).to_text();
+        assert!(text.contains("Requests/sec:  3.0"), "{text}");
+        assert!(text.contains("[503] 1 responses"));
+        assert!(text.contains("timeout: 1"));
+        let bars: Vec<&str> = text.lines().filter(|l| l.contains('■')).collect();
+        // 100–200µs, 200–500µs, then empty rows, then the 1.6 s outlier on its own.
+        assert_eq!(bars.len(), 3, "{text}");
+        assert!(bars[2].contains("1.00s – 2.00s"), "{}", bars[2]);
+        assert!(
+            text.contains(" 0.00 % "),
+            "the gap between the modes is drawn: {text}"
+        );
+    }
+
+    #[test]
+    fn units_read_well() {
+        assert_eq!(fmt_us(850), "850µs");
+        assert_eq!(fmt_us(1_230), "1.23ms");
+        assert_eq!(fmt_us(1_620_000), "1.62s");
+        assert_eq!(fmt_count(1_234_567), "1,234,567");
+        assert_eq!(fmt_count(12), "12");
+        assert_eq!(fmt_rate(123_456.78), "123,456.7");
+        assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
+    }
+}

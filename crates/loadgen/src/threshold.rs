@@ -1,0 +1,340 @@
+//! `--fail-if` thresholds for CI: `p99 < 5ms`, `rps > 50000`, `error_rate < 0.1%`.
+//!
+//! A threshold states what must hold; the run fails when it does not. Expressions are parsed
+//! before any load so a typo fails fast.
+
+use std::fmt;
+
+use crate::error::Error;
+use crate::report::{fmt_us, Report};
+
+/// What a threshold measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Metric {
+    /// A latency percentile or statistic, in microseconds.
+    Latency(LatencyStat),
+    /// Requests per second.
+    Rps,
+    /// errors / requests.
+    ErrorRate,
+    /// non-2xx responses / requests.
+    Non2xxRate,
+    /// Timed-out requests.
+    Timeouts,
+}
+
+/// Which latency statistic.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LatencyStat {
+    /// Median.
+    P50,
+    /// 75th.
+    P75,
+    /// 90th.
+    P90,
+    /// 95th.
+    P95,
+    /// 99th.
+    P99,
+    /// 99.9th.
+    P999,
+    /// 99.99th.
+    P9999,
+    /// Mean.
+    Mean,
+    /// Slowest.
+    Max,
+    /// Fastest.
+    Min,
+}
+
+/// Comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Op {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Op {
+    fn holds(self, actual: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => actual < limit,
+            Op::Le => actual <= limit,
+            Op::Gt => actual > limit,
+            Op::Ge => actual >= limit,
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        }
+    }
+}
+
+/// One parsed threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// The expression as written.
+    pub expr: String,
+    /// What it measures.
+    pub metric: Metric,
+    /// How it compares.
+    pub op: Op,
+    /// The limit in the metric's base unit (µs, req/s, a fraction, a count).
+    pub limit: f64,
+}
+
+/// The outcome of checking one threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// The threshold.
+    pub threshold: Threshold,
+    /// The measured value, formatted; "n/a" when nothing was measured.
+    pub actual: String,
+    /// Whether it held.
+    pub passed: bool,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = if self.passed { "ok" } else { "FAILED" };
+        write!(
+            f,
+            "threshold {word}: {} (actual {})",
+            self.threshold.expr, self.actual
+        )
+    }
+}
+
+const HELP: &str = "write METRIC OP VALUE, e.g. 'p99 < 5ms', 'rps > 50000', 'error_rate < 0.1%'; \
+metrics: p50 p75 p90 p95 p99 p999 p9999 mean min max rps error_rate non2xx_rate timeouts; \
+operators: < <= > >=; latency units: us ms s";
+
+impl Threshold {
+    /// Parses `METRIC OP VALUE`.
+    pub fn parse(expr: &str) -> Result<Threshold, Error> {
+        let bad = |reason: String| Error::BadThreshold {
+            expr: expr.to_string(),
+            reason: format!("{reason}; {HELP}"),
+        };
+        let op_at = expr
+            .find(['<', '>'])
+            .ok_or_else(|| bad("no comparison operator".into()))?;
+        let (name, rest) = expr.split_at(op_at);
+        let (op, value) = if let Some(v) = rest.strip_prefix("<=") {
+            (Op::Le, v)
+        } else if let Some(v) = rest.strip_prefix(">=") {
+            (Op::Ge, v)
+        } else if let Some(v) = rest.strip_prefix('<') {
+            (Op::Lt, v)
+        } else {
+            (Op::Gt, &rest[1..])
+        };
+        let name = name.trim().to_ascii_lowercase();
+        let value = value.trim();
+        let metric = match name.as_str() {
+            "p50" => Metric::Latency(LatencyStat::P50),
+            "p75" => Metric::Latency(LatencyStat::P75),
+            "p90" => Metric::Latency(LatencyStat::P90),
+            "p95" => Metric::Latency(LatencyStat::P95),
+            "p99" => Metric::Latency(LatencyStat::P99),
+            "p999" | "p99.9" => Metric::Latency(LatencyStat::P999),
+            "p9999" | "p99.99" => Metric::Latency(LatencyStat::P9999),
+            "mean" => Metric::Latency(LatencyStat::Mean),
+            "max" => Metric::Latency(LatencyStat::Max),
+            "min" => Metric::Latency(LatencyStat::Min),
+            "rps" => Metric::Rps,
+            "error_rate" => Metric::ErrorRate,
+            "non2xx_rate" => Metric::Non2xxRate,
+            "timeouts" => Metric::Timeouts,
+            "" => return Err(bad("no metric".into())),
+            other => return Err(bad(format!("unknown metric {other:?}"))),
+        };
+        let number_end = value
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(value.len());
+        let (number, unit) = value.split_at(number_end);
+        let number: f64 = number
+            .parse()
+            .map_err(|_| bad(format!("{value:?} is not a number")))?;
+        let unit = unit.trim();
+        let limit = match (metric, unit) {
+            (Metric::Latency(_), "us" | "µs") => number,
+            (Metric::Latency(_), "ms") => number * 1e3,
+            (Metric::Latency(_), "s") => number * 1e6,
+            (Metric::Latency(_), _) => {
+                return Err(bad(format!(
+                    "a latency needs a unit (us, ms, s), got {unit:?}"
+                )))
+            }
+            (Metric::ErrorRate | Metric::Non2xxRate, "%") => number / 100.0,
+            (Metric::ErrorRate | Metric::Non2xxRate, "") if number <= 1.0 => number,
+            (Metric::ErrorRate | Metric::Non2xxRate, _) => {
+                return Err(bad(format!(
+                    "a rate is a percentage (0.1%) or a fraction up to 1, got {value:?}"
+                )))
+            }
+            (Metric::Rps | Metric::Timeouts, "") => number,
+            (Metric::Rps | Metric::Timeouts, _) => {
+                return Err(bad(format!(
+                    "{name} takes a plain number, got unit {unit:?}"
+                )))
+            }
+        };
+        Ok(Threshold {
+            expr: expr.trim().to_string(),
+            metric,
+            op,
+            limit,
+        })
+    }
+
+    /// Checks the threshold against a report. A latency threshold on a run with no complete
+    /// responses fails: there is nothing to show it held.
+    pub fn check(&self, report: &Report) -> Verdict {
+        let s = &report.summary;
+        let actual: Option<(f64, String)> = match self.metric {
+            Metric::Latency(stat) => report.latency_us.as_ref().map(|p| {
+                let v = match stat {
+                    LatencyStat::P50 => p.p50 as f64,
+                    LatencyStat::P75 => p.p75 as f64,
+                    LatencyStat::P90 => p.p90 as f64,
+                    LatencyStat::P95 => p.p95 as f64,
+                    LatencyStat::P99 => p.p99 as f64,
+                    LatencyStat::P999 => p.p999 as f64,
+                    LatencyStat::P9999 => p.p9999 as f64,
+                    LatencyStat::Mean => p.mean,
+                    LatencyStat::Max => p.max as f64,
+                    LatencyStat::Min => p.min as f64,
+                };
+                (v, fmt_us(v.round() as u64))
+            }),
+            Metric::Rps => Some((s.rps, format!("{:.1} req/s", s.rps))),
+            Metric::ErrorRate => Some((s.error_rate, format!("{:.3} %", s.error_rate * 100.0))),
+            Metric::Non2xxRate => Some((s.non2xx_rate, format!("{:.3} %", s.non2xx_rate * 100.0))),
+            Metric::Timeouts => Some((s.timeouts as f64, s.timeouts.to_string())),
+        };
+        match actual {
+            Some((v, shown)) => Verdict {
+                threshold: self.clone(),
+                actual: shown,
+                passed: self.op.holds(v, self.limit),
+            },
+            None => Verdict {
+                threshold: self.clone(),
+                actual: "n/a (no complete responses)".into(),
+                passed: false,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?} {} {}", self.metric, self.op.as_str(), self.limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{new_histogram, Counters, RunTotals};
+    use std::time::Duration;
+
+    #[test]
+    fn parses_every_documented_form() {
+        let t = Threshold::parse("p99 < 5ms").unwrap();
+        assert_eq!(
+            (t.metric, t.op, t.limit),
+            (Metric::Latency(LatencyStat::P99), Op::Lt, 5_000.0)
+        );
+        let t = Threshold::parse("rps>50000").unwrap();
+        assert_eq!((t.metric, t.op, t.limit), (Metric::Rps, Op::Gt, 50_000.0));
+        let t = Threshold::parse("error_rate < 0.1%").unwrap();
+        assert!((t.limit - 0.001).abs() < 1e-12);
+        let t = Threshold::parse("non2xx_rate <= 0.01").unwrap();
+        assert_eq!((t.op, t.limit), (Op::Le, 0.01));
+        let t = Threshold::parse("max <= 2s").unwrap();
+        assert_eq!(t.limit, 2e6);
+        let t = Threshold::parse("p99.9 >= 250us").unwrap();
+        assert_eq!(
+            (t.metric, t.op, t.limit),
+            (Metric::Latency(LatencyStat::P999), Op::Ge, 250.0)
+        );
+        assert_eq!(Threshold::parse("timeouts < 1").unwrap().limit, 1.0);
+    }
+
+    #[test]
+    fn malformed_expressions_say_what_is_wrong() {
+        for (expr, needle) in [
+            ("p99 5ms", "no comparison operator"),
+            ("p98 < 5ms", "unknown metric"),
+            ("p99 < 5", "needs a unit"),
+            ("p99 < fast", "not a number"),
+            ("rps > 5k", "plain number"),
+            ("error_rate < 5", "percentage"),
+            ("< 5ms", "no metric"),
+        ] {
+            let err = Threshold::parse(expr).unwrap_err().to_string();
+            assert!(err.contains(needle), "{expr}: {err}");
+        }
+    }
+
+    fn report(latencies: &[u64], errors: u64) -> Report {
+        let mut latency = new_histogram(Duration::from_secs(60));
+        for &v in latencies {
+            latency.record(v).unwrap();
+        }
+        let mut counters = Counters {
+            successes: latencies.len() as u64,
+            ..Counters::default()
+        };
+        counters.status_codes = vec![(200, latencies.len() as u64)];
+        counters.errors[0] = errors;
+        let totals = RunTotals {
+            duration: Duration::from_secs(1),
+            counters,
+            latency,
+            latency_uncorrected: new_histogram(Duration::from_secs(60)),
+            connect: new_histogram(Duration::from_secs(60)),
+            timeseries: vec![],
+            slowest: vec![],
+        };
+        Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
+    }
+
+    #[test]
+    fn checks_hold_and_fail_on_the_boundary() {
+        let r = report(&[1_000; 99], 1);
+        assert!(Threshold::parse("p99 <= 1ms").unwrap().check(&r).passed);
+        assert!(!Threshold::parse("p99 < 1ms").unwrap().check(&r).passed);
+        assert!(Threshold::parse("rps >= 100").unwrap().check(&r).passed);
+        assert!(!Threshold::parse("rps > 100").unwrap().check(&r).passed);
+        assert!(
+            !Threshold::parse("error_rate < 1%")
+                .unwrap()
+                .check(&r)
+                .passed
+        );
+        assert!(
+            Threshold::parse("error_rate <= 1%")
+                .unwrap()
+                .check(&r)
+                .passed
+        );
+        let empty = report(&[], 5);
+        let v = Threshold::parse("p99 < 1s").unwrap().check(&empty);
+        assert!(!v.passed);
+        assert!(v.actual.starts_with("n/a"));
+    }
+}

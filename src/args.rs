@@ -1,0 +1,178 @@
+//! The command line, as clap reads it. Doc comments are the help text. Nothing here is
+//! checked beyond its type: `run::RunConfig` validates the flags against each other.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// tailscope: an HTTP/1.1 load tester that explains its tail latency.
+#[derive(Debug, Parser)]
+#[command(name = "tailscope", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load an HTTP/1.1 server and report throughput, latency and errors.
+    Run(RunArgs),
+}
+
+/// `tailscope run URL [flags]`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Target URL (http://HOST[:PORT]/PATH).
+    pub url: String,
+    /// How much load and for how long.
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// What each request is.
+    #[command(flatten)]
+    pub request: RequestArgs,
+    /// Where results go and what must hold.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Load shape.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Load")]
+pub struct LoadArgs {
+    /// Concurrent connections.
+    #[arg(
+        short = 'c',
+        long = "connections",
+        default_value_t = 50,
+        value_name = "N"
+    )]
+    pub connections: usize,
+    /// Run for this long (500ms, 10s, 2m). Default 10s unless -n is given.
+    #[arg(short = 'z', long = "duration", value_parser = parse_duration, value_name = "DUR")]
+    pub duration: Option<Duration>,
+    /// Send exactly this many measured requests.
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    pub requests: Option<u64>,
+    /// Open loop: this many requests per second in total, latency measured from each
+    /// request's intended send time (coordinated-omission corrected).
+    #[arg(short = 'q', long = "rate", value_name = "RATE")]
+    pub rate: Option<f64>,
+    /// HTTP/1.1 pipelining depth: requests in flight per connection.
+    #[arg(long = "pipeline", default_value_t = 1, value_name = "N")]
+    pub pipeline: usize,
+    /// Open a new connection for every request.
+    #[arg(long = "no-keepalive")]
+    pub no_keepalive: bool,
+    /// Generator threads (default: one per CPU).
+    #[arg(long = "threads", value_name = "N")]
+    pub threads: Option<usize>,
+    /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3).
+    #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
+    pub cpus: Option<Vec<usize>>,
+    /// Apply load for this long before measuring; nothing sent in it is recorded.
+    #[arg(long = "warmup", value_parser = parse_duration, value_name = "DUR")]
+    pub warmup: Option<Duration>,
+    /// Per-request timeout, from when the request began (its connect, if it opened one).
+    #[arg(short = 't', long = "timeout", value_parser = parse_duration, default_value = "20s", value_name = "DUR")]
+    pub timeout: Duration,
+    /// Limit on the TCP handshake.
+    #[arg(long = "connect-timeout", value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    pub connect_timeout: Duration,
+}
+
+/// Request shape.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Request")]
+pub struct RequestArgs {
+    /// HTTP method.
+    #[arg(
+        short = 'm',
+        long = "method",
+        default_value = "GET",
+        value_name = "METHOD"
+    )]
+    pub method: String,
+    /// Extra header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(
+        short = 'd',
+        long = "body",
+        value_name = "BODY",
+        conflicts_with = "body_file"
+    )]
+    pub body: Option<String>,
+    /// Request body from a file.
+    #[arg(short = 'D', long = "body-file", value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+}
+
+/// Output and CI gates.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Output")]
+pub struct OutputArgs {
+    /// Headless: print the summary at the end (also when stdout is not a terminal; the live
+    /// dashboard is not built yet, so runs are headless for now).
+    #[arg(long = "no-tui")]
+    pub no_tui: bool,
+    /// Write the JSON report here ('-' for stdout; the text summary then goes to stderr).
+    #[arg(long = "json", value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Fail (exit 99) unless this holds, e.g. 'p99 < 5ms', 'rps > 50000', 'error_rate < 0.1%'
+    /// (repeatable).
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
+}
+
+/// Parses `500ms`, `10s`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
+}
+
+/// Parses a CPU list such as `1`, `0,2` or `0-3,6`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let bad = |part: &str| format!("{part:?} is not a CPU number or range: write e.g. 1 or 0,2-3");
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| bad(part))?;
+                let b: usize = b.trim().parse().map_err(|_| bad(part))?;
+                if a > b {
+                    return Err(bad(part));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad(part))?),
+        }
+    }
+    cpus.dedup();
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_durations() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("10").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

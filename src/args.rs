@@ -71,7 +71,7 @@ pub struct LoadArgs {
     pub threads: Option<usize>,
     /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3).
     #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<CpuList>,
     /// Apply load for this long before measuring; nothing sent in it is recorded.
     #[arg(long = "warmup", value_parser = parse_duration, value_name = "DUR")]
     pub warmup: Option<Duration>,
@@ -134,8 +134,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
 }
 
+/// A list of CPU numbers, as `--cpus` takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
 /// Parses a CPU list such as `1`, `0,2` or `0-3,6`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
     let bad = |part: &str| format!("{part:?} is not a CPU number or range: write e.g. 1 or 0,2-3");
     let mut cpus = Vec::new();
     for part in s.split(',').map(str::trim) {
@@ -152,7 +156,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
         }
     }
     cpus.dedup();
-    Ok(cpus)
+    Ok(CpuList(cpus))
 }
 
 #[cfg(test)]
@@ -161,8 +165,8 @@ mod tests {
 
     #[test]
     fn cpu_lists_and_durations() {
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
+        assert_eq!(parse_cpu_list("1").unwrap().0, vec![1]);
+        assert_eq!(parse_cpu_list("0,2-4").unwrap().0, vec![0, 2, 3, 4]);
         assert!(parse_cpu_list("3-1").is_err());
         assert!(parse_cpu_list("a").is_err());
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));

@@ -33,7 +33,7 @@ impl RunConfig {
             plan.threads = t;
         }
         if let Some(cpus) = load.cpus {
-            plan.cpus = cpus;
+            plan.cpus = cpus.0;
         }
         plan.stop = match (load.requests, load.duration) {
             (Some(_), Some(_)) => {

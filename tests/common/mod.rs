@@ -1,0 +1,187 @@
+//! Test servers that behave, and misbehave, on purpose; and a runner for the binary.
+//!
+//! Each server binds 127.0.0.1:0, runs a thread per connection, answers every complete
+//! request found in one read with one write (so pipelining is exercised), and asks a
+//! behaviour closure what to do with each request.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a test server does with one request.
+pub enum Reply {
+    /// Send these bytes.
+    Send(Vec<u8>),
+    /// Send these bytes, then close the connection gracefully.
+    SendThenClose(Vec<u8>),
+    /// Wait, then send these bytes.
+    Delay(Duration, Vec<u8>),
+    /// Close gracefully without answering.
+    Close,
+    /// Close with a TCP reset (SO_LINGER 0).
+    Reset,
+    /// Never answer; keep the connection open.
+    Hang,
+}
+
+/// A plain 200 with a body, keep-alive.
+pub fn ok(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Counters a test server keeps.
+#[derive(Default)]
+pub struct Stats {
+    /// Requests received (complete heads).
+    pub received: AtomicU64,
+    /// Requests answered with a full response.
+    pub answered: AtomicU64,
+    /// Connections accepted.
+    pub connections: AtomicU64,
+    /// The most requests found complete in one read (pipelining depth seen).
+    pub max_batch: AtomicU64,
+}
+
+/// A running test server.
+pub struct TestServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// What it saw.
+    pub stats: Arc<Stats>,
+}
+
+impl TestServer {
+    /// `http://ADDR/PATH`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+}
+
+/// Starts a server; `behaviour(n)` decides the reply to the n-th request it received
+/// (0-based, over all connections).
+pub fn serve(behaviour: impl Fn(u64) -> Reply + Send + Sync + 'static) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stats = Arc::new(Stats::default());
+    let behaviour = Arc::new(behaviour);
+    let s = stats.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            s.connections.fetch_add(1, Ordering::SeqCst);
+            let s = s.clone();
+            let behaviour = behaviour.clone();
+            std::thread::spawn(move || handle(conn, &s, &*behaviour));
+        }
+    });
+    TestServer { addr, stats }
+}
+
+fn handle(mut conn: TcpStream, stats: &Stats, behaviour: &dyn Fn(u64) -> Reply) {
+    let _ = conn.set_nodelay(true);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let n = match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let mut out = Vec::new();
+        let mut batch = 0;
+        while let Some(len) = request_len(&buf) {
+            buf.drain(..len);
+            batch += 1;
+            let index = stats.received.fetch_add(1, Ordering::SeqCst);
+            match behaviour(index) {
+                Reply::Send(bytes) => {
+                    out.extend_from_slice(&bytes);
+                    stats.answered.fetch_add(1, Ordering::SeqCst);
+                }
+                Reply::SendThenClose(bytes) => {
+                    out.extend_from_slice(&bytes);
+                    stats.answered.fetch_add(1, Ordering::SeqCst);
+                    let _ = conn.write_all(&out);
+                    return;
+                }
+                Reply::Delay(d, bytes) => {
+                    let _ = conn.write_all(&out);
+                    out.clear();
+                    std::thread::sleep(d);
+                    out.extend_from_slice(&bytes);
+                    stats.answered.fetch_add(1, Ordering::SeqCst);
+                }
+                Reply::Close => {
+                    let _ = conn.write_all(&out);
+                    return;
+                }
+                Reply::Reset => {
+                    let _ = conn.write_all(&out);
+                    let _ = socket2::SockRef::from(&conn).set_linger(Some(Duration::ZERO));
+                    return;
+                }
+                Reply::Hang => {
+                    let _ = conn.write_all(&out);
+                    while matches!(conn.read(&mut chunk), Ok(n) if n > 0) {}
+                    return;
+                }
+            }
+        }
+        stats.max_batch.fetch_max(batch, Ordering::SeqCst);
+        if !out.is_empty() && conn.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
+/// Length of the first complete request in `buf` (head plus Content-Length body).
+fn request_len(buf: &[u8]) -> Option<usize> {
+    let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = std::str::from_utf8(&buf[..head_end]).ok()?;
+    let body = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    (buf.len() >= head_end + body).then_some(head_end + body)
+}
+
+/// Runs the tailscope binary with these arguments (stdin closed, not a terminal).
+pub fn tailscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the tailscope binary runs")
+}
+
+/// Runs `tailscope run URL ARGS --json -` and returns the exit code, the parsed report
+/// and stderr.
+pub fn run_json(url: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let mut all = vec!["run", url, "--json", "-"];
+    all.extend_from_slice(args);
+    let out = tailscope(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}\nstderr: {stderr}"));
+    (out.status.code().unwrap_or(-1), report, stderr)
+}
+
+/// A counter of the report, as a number.
+pub fn n(v: &serde_json::Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}

@@ -1,0 +1,454 @@
+//! End-to-end tests of `tailscope run` against servers written here (127.0.0.1:0).
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::{n, ok, run_json, serve, tailscope, Reply};
+
+#[test]
+fn exact_request_count_over_several_threads() {
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let (code, r, stderr) = run_json(
+        &server.url("/plaintext"),
+        &["-n", "1000", "-c", "10", "--threads", "2"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["requests"]), 1000);
+    assert_eq!(n(&r["summary"]["successes"]), 1000);
+    assert_eq!(n(&r["status_codes"]["200"]), 1000);
+    assert_eq!(
+        server.stats.answered.load(Ordering::SeqCst),
+        1000,
+        "no request beyond -n was sent"
+    );
+    assert_eq!(server.stats.received.load(Ordering::SeqCst), 1000);
+    assert_eq!(
+        n(&r["summary"]["bytes_read"]),
+        1000 * ok("Hello, World!").len() as u64
+    );
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["config"]["threads"], 2);
+    assert!(r["latency_us"]["p50"].as_u64().unwrap() > 0);
+    assert!(r["connect_us"]["max"].as_u64().is_some());
+}
+
+#[test]
+fn pipelining_sends_many_requests_per_write_and_stays_exact() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &[
+            "-n",
+            "2000",
+            "-c",
+            "2",
+            "--threads",
+            "1",
+            "--pipeline",
+            "16",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["requests"]), 2000);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+    assert_eq!(server.stats.answered.load(Ordering::SeqCst), 2000);
+    assert!(
+        server.stats.max_batch.load(Ordering::SeqCst) > 1,
+        "requests arrived pipelined"
+    );
+    assert_eq!(r["config"]["pipeline"], 16);
+}
+
+#[test]
+fn chunked_and_read_until_close_bodies() {
+    let chunked = serve(|_| {
+        Reply::Send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n".to_vec())
+    });
+    let (code, r, stderr) = run_json(
+        &chunked.url("/"),
+        &["-n", "200", "-c", "4", "--pipeline", "4"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["successes"]), 200);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+
+    let until_close = serve(|_| {
+        Reply::SendThenClose(
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close".to_vec(),
+        )
+    });
+    let (code, r, stderr) = run_json(&until_close.url("/"), &["-n", "50", "-c", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["successes"]), 50);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+    assert!(
+        n(&r["summary"]["reconnects"]) >= 48,
+        "every response closed its connection"
+    );
+}
+
+#[test]
+fn server_closing_connections_means_reconnect_not_error() {
+    // nginx-style: every third response says Connection: close; pipelined requests after it
+    // are sent again on a new connection.
+    let server = serve(|i| {
+        if i % 3 == 2 {
+            Reply::SendThenClose(
+                b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+            )
+        } else {
+            Reply::Send(ok("ok"))
+        }
+    });
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &["-n", "300", "-c", "3", "--pipeline", "4"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["requests"]), 300);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+    assert!(n(&r["summary"]["reconnects"]) >= 90);
+    assert_eq!(server.stats.answered.load(Ordering::SeqCst), 300);
+}
+
+#[test]
+fn no_keepalive_opens_a_connection_per_request() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "40", "-c", "2", "--no-keepalive"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["successes"]), 40);
+    assert_eq!(server.stats.connections.load(Ordering::SeqCst), 40);
+}
+
+/// Runs a short load against a server that fails every request one way and returns the
+/// report's error counts.
+fn errors_of(reply: fn(u64) -> Reply, extra: &[&str]) -> serde_json::Value {
+    let server = serve(reply);
+    let mut args = vec!["-n", "6", "-c", "2", "--threads", "1"];
+    args.extend_from_slice(extra);
+    let (code, r, stderr) = run_json(&server.url("/"), &args);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["summary"]["requests"]), 6, "{r}");
+    assert_eq!(n(&r["summary"]["errors"]), 6, "{r}");
+    r["errors"].clone()
+}
+
+#[test]
+fn each_error_kind_from_a_misbehaving_server() {
+    let e = errors_of(|_| Reply::Hang, &["-t", "200ms"]);
+    assert_eq!(n(&e["timeout"]), 6, "{e}");
+    let e = errors_of(|_| Reply::Reset, &[]);
+    assert_eq!(n(&e["reset"]) + n(&e["eof_before_response"]), 6, "{e}");
+    assert!(n(&e["reset"]) > 0, "an RST is counted as reset: {e}");
+    let e = errors_of(|_| Reply::Close, &[]);
+    assert_eq!(n(&e["eof_before_response"]), 6, "{e}");
+    let e = errors_of(
+        |_| {
+            Reply::SendThenClose(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b".to_vec(),
+            )
+        },
+        &[],
+    );
+    assert_eq!(n(&e["truncated_body"]), 6, "{e}");
+    let e = errors_of(|_| Reply::Send(b"SMTP ready\r\n\r\n".to_vec()), &[]);
+    assert_eq!(n(&e["bad_response"]), 6, "{e}");
+    let e = errors_of(
+        |_| {
+            let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+            for _ in 0..10 {
+                head.extend_from_slice(format!("X-Big: {}\r\n", "a".repeat(8000)).as_bytes());
+            }
+            head.extend_from_slice(b"Content-Length: 0\r\n\r\n");
+            Reply::Send(head)
+        },
+        &[],
+    );
+    assert_eq!(n(&e["header_too_large"]), 6, "{e}");
+}
+
+#[test]
+fn connect_refused_is_counted_and_the_run_ends() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (code, r, stderr) = run_json(
+        &format!("http://127.0.0.1:{port}/"),
+        &["-n", "5", "-c", "1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["errors"]["connect_refused"]), 5);
+    assert!(
+        r["latency_us"].is_null(),
+        "no response: latency is null, not zeros"
+    );
+}
+
+#[test]
+fn connect_timeout_when_the_accept_queue_is_full() {
+    // A listener that never accepts, with a backlog of 1, filled by two connections: further
+    // SYNs are dropped by the kernel, so the handshake cannot finish.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    socket.listen(1).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fillers.push(s),
+            Err(_) => break,
+        }
+    }
+    let (code, r, stderr) = run_json(
+        &format!("http://{addr}/"),
+        &["-n", "2", "-c", "1", "--connect-timeout", "300ms"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(n(&r["errors"]["connect_timeout"]), 2, "{}", r["errors"]);
+    drop(fillers);
+}
+
+#[test]
+fn open_loop_holds_the_rate() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = run_json(&server.url("/"), &["-q", "400", "-z", "2s", "-c", "8"]);
+    assert_eq!(code, 0, "{stderr}");
+    let requests = n(&r["summary"]["requests"]);
+    assert!(
+        (760..=840).contains(&requests),
+        "400 req/s for 2 s sent {requests}"
+    );
+    assert_eq!(r["config"]["mode"], "open");
+    assert!(r["latency_uncorrected_us"]["p50"].as_u64().is_some());
+    // Against a fast server sends leave on schedule; a few may slip on a busy test machine.
+    assert!(
+        n(&r["summary"]["late_sends"]) < requests / 10,
+        "{}",
+        r["summary"]
+    );
+}
+
+#[test]
+fn open_loop_corrects_for_a_stalled_server() {
+    // One connection; the server stalls for 500 ms once. Requests scheduled during the stall
+    // leave late, and their latency counts from when they should have left.
+    let start = Instant::now();
+    let stalled = std::sync::atomic::AtomicBool::new(false);
+    let server = serve(move |_| {
+        if start.elapsed() > Duration::from_millis(800) && !stalled.swap(true, Ordering::SeqCst) {
+            Reply::Delay(Duration::from_millis(500), ok("x"))
+        } else {
+            Reply::Send(ok("x"))
+        }
+    });
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &["-q", "200", "-z", "2s", "-c", "1", "--threads", "1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let corrected_p90 = n(&r["latency_us"]["p90"]);
+    let uncorrected_p90 = n(&r["latency_uncorrected_us"]["p90"]);
+    assert!(
+        corrected_p90 > 50_000,
+        "corrected p90 {corrected_p90} µs shows the stall"
+    );
+    assert!(
+        uncorrected_p90 < 50_000,
+        "uncorrected p90 {uncorrected_p90} µs hides it"
+    );
+    assert!(n(&r["summary"]["late_sends"]) >= 50, "{}", r["summary"]);
+    let requests = n(&r["summary"]["requests"]);
+    assert!(
+        (360..=440).contains(&requests),
+        "the rate is held through the stall: {requests}"
+    );
+}
+
+#[test]
+fn thresholds_set_the_exit_code() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let url = server.url("/");
+    let out = tailscope(&[
+        "run",
+        &url,
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--fail-if",
+        "p99 < 1us",
+        "--fail-if",
+        "rps > 1",
+    ]);
+    assert_eq!(out.status.code(), Some(99));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("threshold FAILED: p99 < 1us"), "{stderr}");
+    assert!(stderr.contains("threshold ok: rps > 1"), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Requests/sec"),
+        "the report comes first"
+    );
+
+    let out = tailscope(&[
+        "run",
+        &url,
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--fail-if",
+        "error_rate < 1%",
+        "--fail-if",
+        "p99 < 10s",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let before = server.stats.received.load(Ordering::SeqCst);
+    let out = tailscope(&["run", &url, "-n", "100", "--fail-if", "p99 < 5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a unit"));
+    assert_eq!(
+        server.stats.received.load(Ordering::SeqCst),
+        before,
+        "no load before a bad threshold fails"
+    );
+}
+
+#[test]
+fn bad_flags_fail_fast_with_exit_code_2() {
+    for (args, needle) in [
+        (
+            &["run", "http://127.0.0.1:9/", "-c", "0"][..],
+            "connections",
+        ),
+        (
+            &["run", "http://127.0.0.1:9/", "--pipeline", "0"],
+            "pipeline",
+        ),
+        (&["run", "http://127.0.0.1:9/", "-z", "10"], "unit"),
+        (&["run", "https://127.0.0.1:9/"], "https"),
+        (
+            &["run", "http://127.0.0.1:9/", "-n", "5", "-z", "1s"],
+            "not both",
+        ),
+        (
+            &["run", "http://127.0.0.1:9/", "-H", "NoColon"],
+            "Name: value",
+        ),
+        (&["run", "http://127.0.0.1:9/", "-q", "0"], "rate"),
+        (
+            &["run", "http://127.0.0.1:9/", "--cpus", "4096"],
+            "not available",
+        ),
+        (&["run", "http://127.0.0.1:9/", "--bogus"], "--bogus"),
+    ] {
+        let out = tailscope(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn ctrl_c_stops_gracefully_and_still_reports() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args([
+            "run",
+            &server.url("/"),
+            "-z",
+            "60s",
+            "-c",
+            "4",
+            "--json",
+            "-",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let started = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped promptly"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(n(&r["summary"]["requests"]) > 0);
+    assert!(r["summary"]["duration_s"].as_f64().unwrap() < 30.0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Requests/sec"),
+        "text summary on stderr"
+    );
+}
+
+#[test]
+fn warmup_is_not_recorded_and_text_goes_to_stdout() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let out = tailscope(&[
+        "run",
+        &server.url("/"),
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--warmup",
+        "300ms",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Requests:      200\n"), "{text}");
+    assert!(text.contains("Latency histogram:"), "{text}");
+    assert!(
+        server.stats.answered.load(Ordering::SeqCst) > 200,
+        "warm-up requests were sent but not counted"
+    );
+}
+
+#[test]
+fn timeseries_has_a_point_a_second_and_slowest_requests() {
+    let server = serve(|i| {
+        if i == 50 {
+            Reply::Delay(Duration::from_millis(300), ok("slow"))
+        } else {
+            Reply::Send(ok("x"))
+        }
+    });
+    let (code, r, stderr) = run_json(&server.url("/"), &["-z", "2s", "-c", "4", "-q", "500"]);
+    assert_eq!(code, 0, "{stderr}");
+    let points = r["timeseries"].as_array().unwrap();
+    assert!(points.len() >= 2, "{points:?}");
+    let total: u64 = points.iter().map(|p| n(&p["requests"])).sum();
+    assert_eq!(total, n(&r["summary"]["requests"]));
+    let slowest = &r["slowest"][0];
+    assert!(n(&slowest["latency_us"]) >= 300_000, "{slowest}");
+    assert!(n(&slowest["ttfb_us"]) >= 290_000, "{slowest}");
+    assert_eq!(r["histogram"]["encoding"], "hdrhistogram-v2-deflate-base64");
+}

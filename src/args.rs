@@ -20,6 +20,43 @@ pub struct Cli {
 pub enum Command {
     /// Load an HTTP/1.1 server and report throughput, latency and errors.
     Run(RunArgs),
+    /// Run the io_uring reference HTTP server (the calibration target and spike laboratory).
+    Serve(ServeArgs),
+}
+
+/// `tailscope serve [flags]`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free one (printed when ready).
+    #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub addr: std::net::SocketAddr,
+    /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU).
+    #[arg(long = "threads", value_name = "N")]
+    pub threads: Option<usize>,
+    /// Pin worker threads to these CPUs (e.g. 0 or 0,2-3).
+    #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
+    pub cpus: Option<CpuList>,
+    /// Serve the files under DIR at /static/.
+    #[arg(long = "static", value_name = "DIR")]
+    pub static_dir: Option<PathBuf>,
+    /// Listen backlog of each listener; a small one reproduces accept-queue overflow.
+    #[arg(long = "backlog", default_value_t = 4096, value_name = "N")]
+    pub backlog: i32,
+    /// Fault injection: block each worker's loop every DUR (needs --stall-for).
+    #[arg(long = "stall-every", value_parser = parse_duration, value_name = "DUR", requires = "stall_for")]
+    pub stall_every: Option<Duration>,
+    /// Fault injection: how long each stall blocks the loop (needs --stall-every).
+    #[arg(long = "stall-for", value_parser = parse_duration, value_name = "DUR", requires = "stall_every")]
+    pub stall_for: Option<Duration>,
+    /// Connections a worker keeps at once; more are closed as they are accepted.
+    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N")]
+    pub max_conns: usize,
+    /// Close keep-alive connections idle for this long.
+    #[arg(long = "idle-timeout", value_parser = parse_duration, default_value = "60s", value_name = "DUR")]
+    pub idle_timeout: Duration,
+    /// Close connections whose request head is not complete after this long (slowloris).
+    #[arg(long = "header-timeout", value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    pub header_timeout: Duration,
 }
 
 /// `tailscope run URL [flags]`.

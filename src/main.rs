@@ -4,6 +4,7 @@
 mod args;
 mod exit;
 mod run;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Serve(args)) => serve::serve(args),
         None => {
             // The default job (the embedded reference server under the live dashboard) needs
             // the server, targets and TUI crates, which are not built yet.

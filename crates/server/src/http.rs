@@ -1,0 +1,424 @@
+//! Requests in, responses out: pure functions over bytes, no sockets, so they are unit-tested
+//! and fuzzed on their own.
+//!
+//! Heads are parsed by `httparse`. Responses are written piece by piece into the connection's
+//! output buffer for every request (no pre-rendered response), with the Date header from the
+//! worker's once-a-second cache and `itoa` for lengths: this is the hot path.
+
+use std::mem::MaybeUninit;
+
+/// Limits on what a client may send.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest request head; a larger one is answered 431.
+    pub max_head: usize,
+    /// Largest request body; a larger one is answered 413.
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_head: 8 * 1024,
+            max_body: 1024 * 1024,
+        }
+    }
+}
+
+/// Most header fields a request may have; more is answered 431.
+const MAX_HEADERS: usize = 64;
+/// Largest `/bytes/N`.
+pub const MAX_BYTES: usize = 64 * 1024 * 1024;
+/// Longest `/delay/MS`.
+pub const MAX_DELAY_MS: u64 = 60_000;
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// `/plaintext` and `/`.
+    Plaintext,
+    /// `/json`.
+    Json,
+    /// `/bytes/N`: an N-byte body.
+    Bytes(usize),
+    /// `/delay/MS`: plaintext after MS milliseconds.
+    Delay(u64),
+    /// `/static/PATH`, still percent-encoded.
+    Static(&'a str),
+    /// Anything else.
+    NotFound,
+    /// A method other than GET and HEAD.
+    MethodNotAllowed,
+}
+
+/// A complete request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// Bytes of head and body.
+    pub len: usize,
+    /// What it asks for.
+    pub route: Route<'a>,
+    /// HEAD: answer without a body.
+    pub head_only: bool,
+    /// The client wants the connection kept open.
+    pub keep_alive: bool,
+}
+
+/// What the front of a connection's input holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// Not a whole request yet.
+    Partial,
+    /// A whole request.
+    Request(Request<'a>),
+    /// A request that is answered with this status and a close.
+    Reject(Status),
+}
+
+/// The statuses the server answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// 200
+    Ok,
+    /// 400
+    BadRequest,
+    /// 404
+    NotFound,
+    /// 405
+    MethodNotAllowed,
+    /// 413
+    PayloadTooLarge,
+    /// 431
+    HeaderFieldsTooLarge,
+    /// 501
+    NotImplemented,
+}
+
+impl Status {
+    /// The numeric code.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::PayloadTooLarge => 413,
+            Status::HeaderFieldsTooLarge => 431,
+            Status::NotImplemented => 501,
+        }
+    }
+
+    fn line(self) -> &'static [u8] {
+        match self {
+            Status::Ok => b"HTTP/1.1 200 OK\r\n",
+            Status::BadRequest => b"HTTP/1.1 400 Bad Request\r\n",
+            Status::NotFound => b"HTTP/1.1 404 Not Found\r\n",
+            Status::MethodNotAllowed => b"HTTP/1.1 405 Method Not Allowed\r\n",
+            Status::PayloadTooLarge => b"HTTP/1.1 413 Payload Too Large\r\n",
+            Status::HeaderFieldsTooLarge => b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+            Status::NotImplemented => b"HTTP/1.1 501 Not Implemented\r\n",
+        }
+    }
+}
+
+/// Parses the request at the front of `buf`.
+pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let head_len = match req.parse_with_uninit_headers(buf, &mut headers) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() > limits.max_head {
+                Parsed::Reject(Status::HeaderFieldsTooLarge)
+            } else {
+                Parsed::Partial
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Parsed::Reject(Status::HeaderFieldsTooLarge)
+        }
+        Err(_) => return Parsed::Reject(Status::BadRequest),
+    };
+    if head_len > limits.max_head {
+        return Parsed::Reject(Status::HeaderFieldsTooLarge);
+    }
+    let http10 = req.version == Some(0);
+    let mut keep_alive = !http10;
+    let mut body: usize = 0;
+    let mut seen_length = false;
+    for h in req.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let Some(n) = parse_decimal(h.value) else {
+                return Parsed::Reject(Status::BadRequest);
+            };
+            if seen_length && n != body {
+                return Parsed::Reject(Status::BadRequest);
+            }
+            seen_length = true;
+            body = n;
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked request bodies are not needed by any endpoint here.
+            return Parsed::Reject(Status::NotImplemented);
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                if token.eq_ignore_ascii_case(b"close") {
+                    keep_alive = false;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        }
+    }
+    if body > limits.max_body {
+        return Parsed::Reject(Status::PayloadTooLarge);
+    }
+    let len = head_len + body;
+    if buf.len() < len {
+        return Parsed::Partial;
+    }
+    let method = req.method.unwrap_or("");
+    let head_only = method == "HEAD";
+    let route = if method == "GET" || head_only {
+        route(req.path.unwrap_or("/"))
+    } else {
+        Route::MethodNotAllowed
+    };
+    Parsed::Request(Request {
+        len,
+        route,
+        head_only,
+        keep_alive,
+    })
+}
+
+fn parse_decimal(v: &[u8]) -> Option<usize> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(
+        v.iter()
+            .fold(0usize, |acc, &d| acc * 10 + usize::from(d - b'0')),
+    )
+}
+
+fn route(target: &str) -> Route<'_> {
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    match path {
+        "/plaintext" | "/" => Route::Plaintext,
+        "/json" => Route::Json,
+        _ => {
+            if let Some(n) = path.strip_prefix("/bytes/") {
+                match parse_decimal(n.as_bytes()) {
+                    Some(n) if n <= MAX_BYTES => Route::Bytes(n),
+                    _ => Route::NotFound,
+                }
+            } else if let Some(ms) = path.strip_prefix("/delay/") {
+                match parse_decimal(ms.as_bytes()) {
+                    Some(ms) if ms as u64 <= MAX_DELAY_MS => Route::Delay(ms as u64),
+                    _ => Route::NotFound,
+                }
+            } else if let Some(file) = path.strip_prefix("/static/") {
+                Route::Static(file)
+            } else {
+                Route::NotFound
+            }
+        }
+    }
+}
+
+/// The fixed 29-byte value of the Date header, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub type HttpDate = [u8; 29];
+
+/// Formats the current time for the Date header.
+pub fn http_date(now: std::time::SystemTime) -> HttpDate {
+    let text = httpdate::fmt_http_date(now);
+    let mut out = [b' '; 29];
+    let n = text.len().min(29);
+    out[..n].copy_from_slice(&text.as_bytes()[..n]);
+    out
+}
+
+/// Appends one response: status line, Server, Date, Content-Type, Content-Length, an
+/// optional `Connection: close`, and the body unless `head_only`.
+pub fn write_response(
+    out: &mut Vec<u8>,
+    status: Status,
+    content_type: &str,
+    body: &[u8],
+    date: &HttpDate,
+    head_only: bool,
+    close: bool,
+) {
+    write_head(out, status, content_type, body.len(), date, close);
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Appends a response head for a body of `len` bytes (the caller appends the body).
+pub fn write_head(
+    out: &mut Vec<u8>,
+    status: Status,
+    content_type: &str,
+    len: usize,
+    date: &HttpDate,
+    close: bool,
+) {
+    out.extend_from_slice(status.line());
+    out.extend_from_slice(b"Server: tailscope\r\nDate: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(content_type.as_bytes());
+    out.extend_from_slice(b"\r\nContent-Length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+    if close {
+        out.extend_from_slice(b"\r\nConnection: close");
+    }
+    out.extend_from_slice(b"\r\n\r\n");
+}
+
+/// Appends an error response with a one-line text body; it always closes the connection.
+pub fn write_error(out: &mut Vec<u8>, status: Status, date: &HttpDate) {
+    let body: &[u8] = match status {
+        Status::BadRequest => b"bad request\n",
+        Status::NotFound => b"not found\n",
+        Status::MethodNotAllowed => b"method not allowed\n",
+        Status::PayloadTooLarge => b"request body too large\n",
+        Status::HeaderFieldsTooLarge => b"request head too large\n",
+        Status::NotImplemented => b"not implemented\n",
+        Status::Ok => b"",
+    };
+    write_response(out, status, "text/plain", body, date, false, true);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(bytes: &[u8]) -> Parsed<'_> {
+        parse(bytes, &Limits::default())
+    }
+
+    #[test]
+    fn routes() {
+        let cases: [(&[u8], Route<'_>); 7] = [
+            (b"GET / HTTP/1.1\r\n\r\n", Route::Plaintext),
+            (b"GET /plaintext?x=1 HTTP/1.1\r\n\r\n", Route::Plaintext),
+            (b"GET /json HTTP/1.1\r\n\r\n", Route::Json),
+            (b"GET /bytes/6000 HTTP/1.1\r\n\r\n", Route::Bytes(6000)),
+            (b"GET /delay/25 HTTP/1.1\r\n\r\n", Route::Delay(25)),
+            (
+                b"GET /static/a%20b.txt HTTP/1.1\r\n\r\n",
+                Route::Static("a%20b.txt"),
+            ),
+            (
+                b"POST /json HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi",
+                Route::MethodNotAllowed,
+            ),
+        ];
+        for (bytes, want) in cases {
+            match req(bytes) {
+                Parsed::Request(r) => {
+                    assert_eq!(r.route, want, "{:?}", String::from_utf8_lossy(bytes));
+                    assert_eq!(r.len, bytes.len());
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            req(b"GET /nope HTTP/1.1\r\n\r\n"),
+            Parsed::Request(Request {
+                route: Route::NotFound,
+                ..
+            })
+        ));
+        assert!(matches!(
+            req(b"GET /bytes/99999999999 HTTP/1.1\r\n\r\n"),
+            Parsed::Request(Request {
+                route: Route::NotFound,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn partial_pipelined_and_keep_alive() {
+        assert_eq!(req(b"GET / HTTP/1.1\r\nHost: x\r\n"), Parsed::Partial);
+        assert_eq!(
+            req(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab"),
+            Parsed::Partial
+        );
+        let two = b"GET / HTTP/1.1\r\n\r\nGET /json HTTP/1.1\r\n\r\n";
+        let Parsed::Request(first) = req(two) else {
+            panic!()
+        };
+        assert_eq!(first.len, 18);
+        assert!(first.keep_alive);
+        let Parsed::Request(r) = req(b"GET / HTTP/1.0\r\n\r\n") else {
+            panic!()
+        };
+        assert!(!r.keep_alive);
+        let Parsed::Request(r) = req(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n") else {
+            panic!()
+        };
+        assert!(r.keep_alive);
+        let Parsed::Request(r) = req(b"HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n") else {
+            panic!()
+        };
+        assert!(!r.keep_alive && r.head_only);
+    }
+
+    #[test]
+    fn rejects() {
+        assert_eq!(req(b"GARBAGE\r\n\r\n"), Parsed::Reject(Status::BadRequest));
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            Parsed::Reject(Status::BadRequest)
+        );
+        assert_eq!(
+            req(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Parsed::Reject(Status::NotImplemented)
+        );
+        assert_eq!(
+            req(b"POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n"),
+            Parsed::Reject(Status::PayloadTooLarge)
+        );
+        let mut big = b"GET / HTTP/1.1\r\nX-A: ".to_vec();
+        big.extend(std::iter::repeat_n(b'a', 9000));
+        assert_eq!(req(&big), Parsed::Reject(Status::HeaderFieldsTooLarge));
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        for i in 0..100 {
+            many.extend_from_slice(format!("X-{i}: a\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(req(&many), Parsed::Reject(Status::HeaderFieldsTooLarge));
+    }
+
+    #[test]
+    fn responses_are_well_formed() {
+        let date = http_date(std::time::UNIX_EPOCH);
+        assert_eq!(&date, b"Thu, 01 Jan 1970 00:00:00 GMT");
+        let mut out = Vec::new();
+        write_response(
+            &mut out,
+            Status::Ok,
+            "text/plain",
+            b"Hello, World!",
+            &date,
+            false,
+            false,
+        );
+        assert_eq!(
+            out,
+            b"HTTP/1.1 200 OK\r\nServer: tailscope\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!"
+        );
+        out.clear();
+        write_error(&mut out, Status::NotFound, &date);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(text.contains("Connection: close\r\n"));
+        assert!(text.ends_with("\r\n\r\nnot found\n"));
+    }
+}

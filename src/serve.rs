@@ -1,0 +1,54 @@
+//! `tailscope serve`: the reference server in the foreground until SIGINT or SIGTERM.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use tailscope_server::{Config, Error, Stall};
+
+use crate::args::ServeArgs;
+use crate::exit::{Outcome, UsageError};
+
+/// Starts the server, prints `listening on http://ADDR`, and serves until a signal asks it
+/// to stop; then in-flight responses are finished and it exits 0.
+pub fn serve(args: ServeArgs) -> Result<Outcome> {
+    let mut config = Config {
+        addr: args.addr,
+        static_dir: args.static_dir,
+        backlog: args.backlog,
+        max_conns: args.max_conns,
+        idle_timeout: args.idle_timeout,
+        header_timeout: args.header_timeout,
+        ..Config::default()
+    };
+    if let Some(t) = args.threads {
+        config.threads = t;
+    }
+    if let Some(cpus) = args.cpus {
+        config.cpus = cpus.0;
+    }
+    if let (Some(every), Some(duration)) = (args.stall_every, args.stall_for) {
+        if every.is_zero() || duration.is_zero() {
+            return Err(
+                UsageError("--stall-every and --stall-for must be more than 0".into()).into(),
+            );
+        }
+        config.stall = Some(Stall { every, duration });
+    }
+    let server = match tailscope_server::start(config) {
+        Ok(s) => s,
+        Err(e @ (Error::Invalid(_) | Error::StaticDir { .. })) => {
+            return Err(UsageError(e.to_string()).into())
+        }
+        Err(e) => return Err(e).context("the reference server could not start"),
+    };
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, server.shutdown_flag())
+            .context("cannot install the signal handler")?;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on http://{}", server.local_addr());
+    let _ = out.flush();
+    drop(out);
+    server.join().context("the reference server failed")?;
+    Ok(Outcome::Success)
+}

@@ -17,6 +17,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
+// Built once at startup; boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Load an HTTP/1.1 server and report throughput, latency and errors.
     Run(RunArgs),
@@ -59,11 +61,14 @@ pub struct ServeArgs {
     pub header_timeout: Duration,
 }
 
-/// `tailscope run URL [flags]`.
+/// `tailscope run URL [flags]` or `tailscope run --target KIND [flags]`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Target URL (http://HOST[:PORT]/PATH).
-    pub url: String,
+    /// Target URL (http://HOST[:PORT]/PATH); or give --target to launch the server.
+    pub url: Option<String>,
+    /// What is under test and where it runs.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// How much load and for how long.
     #[command(flatten)]
     pub load: LoadArgs,
@@ -73,6 +78,30 @@ pub struct RunArgs {
     /// Where results go and what must hold.
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// The server under test.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Target")]
+pub struct TargetArgs {
+    /// Launch the server, load it, stop it: embedded (the reference server), nginx, or
+    /// 'command:CMD ... {port}' (a shell command; {port} and {cpus} are filled in).
+    #[arg(long = "target", value_name = "KIND", conflicts_with = "url")]
+    pub target: Option<String>,
+    /// Path to load on a launched target.
+    #[arg(
+        long = "path",
+        default_value = "/plaintext",
+        value_name = "PATH",
+        requires = "target"
+    )]
+    pub path: String,
+    /// CPUs for the launched server (default: the first half of the CPUs).
+    #[arg(long = "server-cpus", value_parser = parse_cpu_list, value_name = "LIST", requires = "target")]
+    pub server_cpus: Option<CpuList>,
+    /// The process id of the server at URL, for the report (and the profiler, later).
+    #[arg(long = "pid", value_name = "PID", conflicts_with = "target")]
+    pub pid: Option<u32>,
 }
 
 /// Load shape.
@@ -106,8 +135,9 @@ pub struct LoadArgs {
     /// Generator threads (default: one per CPU).
     #[arg(long = "threads", value_name = "N")]
     pub threads: Option<usize>,
-    /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3).
-    #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
+    /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3). With --target the default is
+    /// the CPUs the server does not get.
+    #[arg(long = "cpus", visible_alias = "client-cpus", value_parser = parse_cpu_list, value_name = "LIST")]
     pub cpus: Option<CpuList>,
     /// Apply load for this long before measuring; nothing sent in it is recorded.
     #[arg(long = "warmup", value_parser = parse_duration, value_name = "DUR")]

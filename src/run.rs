@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report};
+use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
+use tailscope_targets::cpus::{self, format_list};
+use tailscope_targets::{Target, TargetSpec};
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
@@ -20,20 +22,84 @@ pub struct RunConfig {
     pub json: Option<PathBuf>,
     /// CI gates.
     pub thresholds: Vec<Threshold>,
+    /// A server to launch on these CPUs, loaded at `path`.
+    pub launch: Option<Launch>,
+    /// The process id of an external server (`--pid`).
+    pub pid: Option<u32>,
+}
+
+/// A server tailscope starts itself.
+pub struct Launch {
+    /// What to start.
+    pub spec: TargetSpec,
+    /// Its CPUs.
+    pub server_cpus: Vec<usize>,
+    /// The path to load.
+    pub path: String,
 }
 
 impl RunConfig {
     /// Validates the flags; every problem is a [`UsageError`] (exit code 2).
     pub fn from_args(args: RunArgs) -> Result<RunConfig> {
         let usage = |e: String| anyhow::Error::new(UsageError(e));
-        let mut plan = Plan::new(&args.url).map_err(|e| usage(e.to_string()))?;
+        let target = args.target;
         let load = args.load;
+        let (url, launch) = match (args.url, target.target) {
+            (Some(url), _) => (url, None),
+            (None, Some(kind)) => {
+                let spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
+                if !target.path.starts_with('/') {
+                    return Err(usage(format!("--path {:?} must start with '/'", target.path)));
+                }
+                let available = cpus::available();
+                let (default_server, default_client) = cpus::default_split(&available);
+                let server_cpus = target.server_cpus.map_or(default_server, |c| c.0);
+                if let Some(&cpu) = server_cpus.iter().find(|c| !available.contains(c)) {
+                    return Err(usage(format!(
+                        "CPU {cpu} is not available to this process (available: {}) (--server-cpus)",
+                        format_list(&available)
+                    )));
+                }
+                let client_default = match available.iter().copied().filter(|c| !server_cpus.contains(c)).collect::<Vec<_>>() {
+                    rest if rest.is_empty() => default_client,
+                    rest => rest,
+                };
+                let client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
+                // The port is not known until the server is up; the URL is set then.
+                let placeholder = format!("http://127.0.0.1:1{}", target.path);
+                let launch = Launch {
+                    spec,
+                    server_cpus,
+                    path: target.path,
+                };
+                let mut cfg_cpus = client;
+                cfg_cpus.dedup();
+                (placeholder, Some((launch, cfg_cpus)))
+            }
+            (None, None) => {
+                return Err(usage(
+                    "give a URL to load (tailscope run http://127.0.0.1:8080/), or --target embedded|nginx|'command:CMD {port}' to launch a server".into(),
+                ))
+            }
+        };
+        let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
         plan.connections = load.connections;
-        if let Some(t) = load.threads {
-            plan.threads = t;
-        }
         if let Some(cpus) = load.cpus {
             plan.cpus = cpus.0;
+        }
+        let launch = launch.map(|(launch, client_cpus)| {
+            plan.cpus = client_cpus;
+            launch
+        });
+        match load.threads {
+            Some(t) => plan.threads = t,
+            None if launch.is_some() => plan.threads = plan.cpus.len().max(1),
+            None => {}
+        }
+        if let Some(pid) = target.pid {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(usage(format!("no process with pid {pid} (--pid)")));
+            }
         }
         plan.stop = match (load.requests, load.duration) {
             (Some(_), Some(_)) => {
@@ -85,21 +151,41 @@ impl RunConfig {
             plan,
             json: args.output.json,
             thresholds,
+            launch,
+            pid: target.pid,
         })
     }
 }
 
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
-    let config = RunConfig::from_args(args)?;
+    let mut config = RunConfig::from_args(args)?;
     let control = RunControl::new();
-    // A first Ctrl-C or SIGTERM stops gracefully and still reports; a second one exits at once.
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 130, control.flag())
-            .context("cannot install the signal handler")?;
-        signal_hook::flag::register(signal, control.flag())
-            .context("cannot install the signal handler")?;
-    }
+    watch_signals(&control)?;
+    let mut target = match &config.launch {
+        Some(launch) => {
+            eprintln!(
+                "tailscope: starting {} on CPU {}",
+                launch.spec.kind(),
+                format_list(&launch.server_cpus)
+            );
+            let t = Target::launch(&launch.spec, &launch.server_cpus)
+                .with_context(|| format!("the {} target could not start", launch.spec.kind()))?;
+            config
+                .plan
+                .set_url(&format!("{}{}", t.base_url(), launch.path))
+                .context("the launched target's URL")?;
+            eprintln!(
+                "tailscope: {} ready at {} (pid {}); generator on CPU {}",
+                t.name(),
+                t.base_url(),
+                t.pid(),
+                format_list(&config.plan.cpus)
+            );
+            Some(t)
+        }
+        None => None,
+    };
     let plan = &config.plan;
     let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
@@ -128,7 +214,33 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     if live {
         eprintln!();
     }
-    let report = Report::new(plan, &totals);
+    let mut report = Report::new(plan, &totals);
+    report.target = match (&mut target, config.pid) {
+        (Some(t), _) => Some(TargetInfo {
+            kind: t.kind().to_string(),
+            name: t.name().to_string(),
+            pid: Some(t.pid()),
+            command: Some(t.command_line().to_string()),
+            server_cpus: t.server_cpus().to_vec(),
+        }),
+        (None, Some(pid)) => Some(TargetInfo {
+            kind: "external".into(),
+            name: "external".into(),
+            pid: Some(pid),
+            command: None,
+            server_cpus: Vec::new(),
+        }),
+        (None, None) => None,
+    };
+    if let Some(mut t) = target.take() {
+        if let Some(status) = t.exited() {
+            eprintln!(
+                "tailscope: the {} server exited during the run ({status})",
+                t.name()
+            );
+        }
+        t.stop();
+    }
     let text = report.to_text();
     if json_to_stdout {
         eprint!("{text}");
@@ -155,6 +267,28 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         return Ok(Outcome::Interrupted);
     }
     Ok(Outcome::Success)
+}
+
+/// A first Ctrl-C or SIGTERM stops the run gracefully (it still reports and stops the
+/// target); a second one kills any launched target's process group and exits at once.
+fn watch_signals(control: &RunControl) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .context("cannot install the signal handler")?;
+    let flag = control.flag();
+    std::thread::Builder::new()
+        .name("tailscope-signals".into())
+        .spawn(move || {
+            for (n, _) in signals.forever().enumerate() {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                if n >= 1 {
+                    tailscope_targets::kill_all_launched();
+                    std::process::exit(130);
+                }
+            }
+        })
+        .context("cannot start the signal thread")?;
+    Ok(())
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.

@@ -121,7 +121,7 @@ fn get(server: &Serve, request: &[u8]) -> Response {
 
 fn closed_after(mut r: BufReader<TcpStream>) -> bool {
     let mut rest = Vec::new();
-    matches!(r.read_to_end(&mut rest), Ok(_)) && rest.is_empty()
+    r.read_to_end(&mut rest).is_ok() && rest.is_empty()
 }
 
 #[test]
@@ -363,11 +363,9 @@ fn graceful_shutdown_finishes_in_flight_responses() {
         read_response(&mut BufReader::new(s), false).expect("the in-flight response is finished");
     assert_eq!(r.body, b"Hello, World!");
     let status = server.child.wait().unwrap();
+    // Exit 0 after finishing the response. (Whether the port still answers is not checked:
+    // a parallel test's server may be given the same port as soon as it is free.)
     assert_eq!(status.code(), Some(0));
-    assert!(
-        TcpStream::connect(&server.addr).is_err(),
-        "no longer listening"
-    );
 }
 
 #[test]

@@ -72,44 +72,7 @@ pub struct Plan {
 impl Plan {
     /// A plan for `url` (http only) with oha's defaults: 50 connections, 10 s, closed loop.
     pub fn new(url: &str) -> Result<Plan, Error> {
-        let bad = |reason: &str| Error::BadUrl {
-            url: url.to_string(),
-            reason: reason.to_string(),
-        };
-        let parsed = url::Url::parse(url)
-            .map_err(|e| bad(&format!("{e}; expected http://HOST[:PORT]/PATH")))?;
-        match parsed.scheme() {
-            "http" => {}
-            "https" => return Err(bad("https is not supported yet; use http://")),
-            other => {
-                return Err(bad(&format!(
-                    "scheme {other:?} is not supported; use http://"
-                )))
-            }
-        }
-        let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
-        let port = parsed.port_or_known_default().unwrap_or(80);
-        let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (host_for_resolve, port)
-            .to_socket_addrs()
-            .map_err(|source| Error::Resolve {
-                host: format!("{host}:{port}"),
-                source,
-            })?
-            .next()
-            .ok_or_else(|| Error::Resolve {
-                host: format!("{host}:{port}"),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-            })?;
-        let host_header = match parsed.port() {
-            Some(p) => format!("{host}:{p}"),
-            None => host.to_string(),
-        };
-        let mut path = parsed.path().to_string();
-        if let Some(q) = parsed.query() {
-            path.push('?');
-            path.push_str(q);
-        }
+        let (addr, host_header, path) = parse_url(url)?;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Plan {
             url: url.to_string(),
@@ -133,6 +96,17 @@ impl Plan {
             host_header,
             path,
         })
+    }
+
+    /// Points the plan at another URL, keeping every other setting (used once a launched
+    /// target's port is known).
+    pub fn set_url(&mut self, url: &str) -> Result<(), Error> {
+        let (addr, host_header, path) = parse_url(url)?;
+        self.url = url.to_string();
+        self.addr = addr;
+        self.host_header = host_header;
+        self.path = path;
+        Ok(())
     }
 
     /// Checks the settings against each other; called by [`crate::run`] before any load.
@@ -254,6 +228,53 @@ impl Plan {
         out.extend_from_slice(&self.body);
         out
     }
+}
+
+/// Resolves an http URL into the address to connect to, the Host header and the request
+/// target (path and query).
+fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
+    let bad = |reason: &str| Error::BadUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let parsed =
+        url::Url::parse(url).map_err(|e| bad(&format!("{e}; expected http://HOST[:PORT]/PATH")))?;
+    match parsed.scheme() {
+        "http" => {}
+        "https" => return Err(bad("https is not supported yet; use http://")),
+        other => {
+            return Err(bad(&format!(
+                "scheme {other:?} is not supported; use http://"
+            )))
+        }
+    }
+    let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
+    let port = parsed.port_or_known_default().unwrap_or(80);
+    let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
+    let resolve_error = |source| Error::Resolve {
+        host: format!("{host}:{port}"),
+        source,
+    };
+    let addr = (host_for_resolve, port)
+        .to_socket_addrs()
+        .map_err(resolve_error)?
+        .next()
+        .ok_or_else(|| {
+            resolve_error(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no address",
+            ))
+        })?;
+    let host_header = match parsed.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
+    };
+    let mut path = parsed.path().to_string();
+    if let Some(q) = parsed.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    Ok((addr, host_header, path))
 }
 
 #[cfg(test)]

@@ -57,6 +57,21 @@ pub struct Config {
     pub cpus: Vec<usize>,
 }
 
+/// The server under test, when tailscope launched it or was told its pid.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct TargetInfo {
+    /// `embedded`, `nginx`, `command`, or `external` (a URL, with `--pid`).
+    pub kind: String,
+    /// A short name: `embedded`, `nginx`, the command's program.
+    pub name: String,
+    /// Its process id, when known.
+    pub pid: Option<u32>,
+    /// The command that was run, when tailscope launched it.
+    pub command: Option<String>,
+    /// CPUs the server was pinned to (empty: not pinned).
+    pub server_cpus: Vec<usize>,
+}
+
 /// The run's totals.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
@@ -109,6 +124,9 @@ pub struct Report {
     pub tool: Tool,
     /// The settings.
     pub config: Config,
+    /// The server under test, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetInfo>,
     /// The totals.
     pub summary: Summary,
     /// Latency of complete responses (corrected for coordinated omission in open loop).
@@ -197,6 +215,7 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
             },
+            target: None,
             summary: Summary {
                 requests,
                 successes: c.successes,
@@ -257,6 +276,20 @@ impl Report {
             None => "closed loop".to_string(),
         };
         let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
+        if let Some(t) = &self.target {
+            let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+            let cpus = if t.server_cpus.is_empty() {
+                String::new()
+            } else {
+                format!(" on CPU {}", cpu_list(&t.server_cpus))
+            };
+            let gen = if c.cpus.is_empty() {
+                String::new()
+            } else {
+                format!("; generator on CPU {}", cpu_list(&c.cpus))
+            };
+            let _ = writeln!(out, "  Server:        {}{pid}{cpus}{gen}", t.name);
+        }
         let _ = writeln!(
             out,
             "  Load:          {mode}, {} connections, {} threads, pipeline {}{}",
@@ -476,6 +509,13 @@ pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
         );
     }
     out
+}
+
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// A duration in microseconds with the unit that reads best: `850µs`, `1.23ms`, `1.62s`.

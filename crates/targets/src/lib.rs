@@ -1,6 +1,75 @@
-//! What is under test and how it is watched (issues: targets, profiler).
+//! What is under test: launch it, wait until it is ready, pin it, and tear it down.
 //!
-//! Not built yet. It will launch and tear down the server under test (the embedded reference
-//! server as `current_exe() serve`, nginx from a generated config, or any command), pin the
-//! server and the generator to disjoint CPUs, and profile the run: per-core perf counters,
-//! /proc per-core CPU, the target's own CPU, and the kernel's TCP counters.
+//! A [`TargetSpec`] names a server (the embedded reference server, nginx from a generated
+//! config, or any command). [`Target::launch`] starts it in its own process group, on the
+//! server's CPUs ([`cpus`]), waits until it answers HTTP, and returns a guard: [`Target::stop`]
+//! sends SIGTERM to the group, waits a grace period, then SIGKILL, and reaps; dropping the
+//! guard does the same, so a panic leaves nothing behind, and the child also gets SIGKILL
+//! from the kernel if tailscope itself is killed ([`sys`], the crate's only `unsafe`).
+//! The profiler (per-core counters, /proc samplers) comes here too, in a later issue.
+
+pub mod cpus;
+mod launch;
+mod nginx;
+mod spec;
+mod sys;
+
+pub use launch::{kill_all_launched, Target};
+pub use spec::TargetSpec;
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+
+/// Why a target could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A target description is malformed.
+    #[error("{0}")]
+    BadSpec(String),
+    /// The program to run is not installed.
+    #[error("{program} not found on PATH: {hint}")]
+    NotInstalled {
+        /// The program.
+        program: String,
+        /// How to get it, or what to use instead.
+        hint: String,
+    },
+    /// The process could not be started.
+    #[error("cannot start {name}: {source}")]
+    Spawn {
+        /// The target's name.
+        name: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The process exited before it was ready.
+    #[error("{name} exited before it was ready ({status}); the end of its stderr:\n{stderr}")]
+    Exited {
+        /// The target's name.
+        name: String,
+        /// How it exited.
+        status: ExitStatus,
+        /// The last lines it wrote on stderr.
+        stderr: String,
+    },
+    /// The process did not answer HTTP in time.
+    #[error("{name} was not ready after {waited:?} (no HTTP answer at {url}); the end of its stderr:\n{stderr}")]
+    NotReady {
+        /// The target's name.
+        name: String,
+        /// How long it was given.
+        waited: std::time::Duration,
+        /// Where readiness was checked.
+        url: String,
+        /// The last lines it wrote on stderr.
+        stderr: String,
+    },
+    /// A file the target needs could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,497 @@
+//! The lifecycle of a launched server: spawn, ready, stop, and never leave one behind.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::cpus::format_list;
+use crate::{nginx, sys, Error, TargetSpec};
+
+/// Process groups launched and not yet stopped, for [`kill_all_launched`].
+static LAUNCHED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// How much of a target's stderr is kept for error messages.
+const STDERR_TAIL: usize = 8 * 1024;
+/// How long a target gets to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// Kills (SIGKILL) every launched target's process group. For a signal handler's last
+/// resort, when tailscope must exit at once and guards will not run.
+pub fn kill_all_launched() {
+    if let Ok(groups) = LAUNCHED.lock() {
+        for &pgid in groups.iter() {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// A launched, ready server. Stopping it (or dropping it) stops its whole process group.
+pub struct Target {
+    name: String,
+    kind: &'static str,
+    command_line: String,
+    child: Option<Child>,
+    pgid: i32,
+    port: u16,
+    server_cpus: Vec<usize>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    temp_dir: Option<PathBuf>,
+}
+
+fn free_port() -> Result<u16, Error> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|source| Error::Spawn {
+            name: "a free port".into(),
+            source,
+        })
+}
+
+fn keep_tail(mut from: impl Read + Send + 'static, into: Arc<Mutex<VecDeque<u8>>>) {
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 4096];
+        while let Ok(n) = from.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            let Ok(mut tail) = into.lock() else { break };
+            tail.extend(&chunk[..n]);
+            let excess = tail.len().saturating_sub(STDERR_TAIL);
+            tail.drain(..excess);
+        }
+    });
+}
+
+impl Target {
+    /// Launches `spec` on `server_cpus` (empty: anywhere) and waits until it answers HTTP.
+    pub fn launch(spec: &TargetSpec, server_cpus: &[usize]) -> Result<Target, Error> {
+        let cpu_list = format_list(server_cpus);
+        let (name, mut cmd, port, temp_dir) = match spec {
+            TargetSpec::Embedded {
+                threads,
+                backlog,
+                stall,
+            } => {
+                let exe = std::env::current_exe().map_err(|source| Error::Spawn {
+                    name: "embedded".into(),
+                    source,
+                })?;
+                let mut cmd = Command::new(exe);
+                let threads = threads.unwrap_or(server_cpus.len().max(1));
+                cmd.args([
+                    "serve",
+                    "--addr",
+                    "127.0.0.1:0",
+                    "--threads",
+                    &threads.to_string(),
+                ]);
+                if !server_cpus.is_empty() {
+                    cmd.args(["--cpus", &cpu_list]);
+                }
+                if let Some(b) = backlog {
+                    cmd.args(["--backlog", &b.to_string()]);
+                }
+                if let Some((every, duration)) = stall {
+                    cmd.args(["--stall-every", &format!("{}ms", every.as_millis())]);
+                    cmd.args(["--stall-for", &format!("{}ms", duration.as_millis())]);
+                }
+                ("embedded".to_string(), cmd, None, None)
+            }
+            TargetSpec::Nginx {
+                workers,
+                static_dir,
+            } => {
+                let bin = nginx::find()?;
+                let port = free_port()?;
+                let dir = std::env::temp_dir()
+                    .join(format!("tailscope-nginx-{}-{port}", std::process::id()));
+                std::fs::create_dir_all(&dir).map_err(|source| Error::Write {
+                    path: dir.clone(),
+                    source,
+                })?;
+                let conf = nginx::write_config(&dir, port, *workers, static_dir.as_deref())?;
+                let mut cmd = Command::new(bin);
+                cmd.arg("-p")
+                    .arg(&dir)
+                    .arg("-e")
+                    .arg(dir.join("error.log"))
+                    .arg("-c")
+                    .arg(conf);
+                ("nginx".to_string(), cmd, Some(port), Some(dir))
+            }
+            TargetSpec::Command {
+                template, env, cwd, ..
+            } => {
+                let port = free_port()?;
+                let line = template
+                    .replace("{port}", &port.to_string())
+                    .replace("{cpus}", &cpu_list);
+                let mut cmd = Command::new("sh");
+                cmd.arg("-c")
+                    .arg(&line)
+                    .envs(env.iter().map(|(k, v)| (k, v)));
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let program = template
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("command")
+                    .to_string();
+                (program, cmd, Some(port), None)
+            }
+        };
+        let command_line = format!("{cmd:?}");
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(if port.is_none() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stderr(Stdio::piped());
+        sys::die_with_parent_and_pin(&mut cmd, server_cpus);
+        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+            name: name.clone(),
+            source,
+        })?;
+        let pgid = child.id() as i32;
+        if let Ok(mut groups) = LAUNCHED.lock() {
+            groups.push(pgid);
+        }
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(err) = child.stderr.take() {
+            keep_tail(err, stderr.clone());
+        }
+        let announced = child.stdout.take().map(|out| {
+            // The embedded server prints `listening on http://ADDR` once ready; the rest of
+            // its stdout is drained so it never blocks on a full pipe.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut lines = BufReader::new(out).lines();
+                if let Some(Ok(first)) = lines.next() {
+                    let _ = tx.send(first);
+                }
+                for _ in lines {}
+            });
+            rx
+        });
+        let mut target = Target {
+            name,
+            kind: spec.kind(),
+            command_line,
+            child: Some(child),
+            pgid,
+            port: port.unwrap_or(0),
+            server_cpus: server_cpus.to_vec(),
+            stderr,
+            temp_dir,
+        };
+        let deadline = Instant::now() + spec.ready_timeout();
+        if let Some(rx) = announced {
+            target.port = target.wait_announced(&rx, deadline)?;
+        }
+        target.wait_ready(spec.ready_path(), deadline)?;
+        Ok(target)
+    }
+
+    fn stderr_tail(&self) -> String {
+        let bytes: Vec<u8> = self
+            .stderr
+            .lock()
+            .map(|t| t.iter().copied().collect())
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    fn exit_error(&mut self) -> Option<Error> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        // Give the stderr reader a moment to catch the last words.
+        std::thread::sleep(Duration::from_millis(50));
+        Some(Error::Exited {
+            name: self.name.clone(),
+            status,
+            stderr: self.stderr_tail(),
+        })
+    }
+
+    fn not_ready(&self, url: String, waited: Duration) -> Error {
+        Error::NotReady {
+            name: self.name.clone(),
+            waited,
+            url,
+            stderr: self.stderr_tail(),
+        }
+    }
+
+    fn wait_announced(
+        &mut self,
+        rx: &std::sync::mpsc::Receiver<String>,
+        deadline: Instant,
+    ) -> Result<u16, Error> {
+        let started = Instant::now();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(line) => {
+                    let port = line.rsplit(':').next().and_then(|p| p.trim().parse().ok());
+                    return port.ok_or_else(|| {
+                        self.not_ready(format!("(it printed {line:?})"), started.elapsed())
+                    });
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let deadline = Instant::now() + Duration::from_secs(2);
+                    while Instant::now() < deadline {
+                        if let Some(e) = self.exit_error() {
+                            return Err(e);
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    return Err(self.not_ready("(stdout closed)".into(), started.elapsed()));
+                }
+            }
+            if let Some(e) = self.exit_error() {
+                return Err(e);
+            }
+            if Instant::now() >= deadline {
+                return Err(self.not_ready("(no 'listening on' line)".into(), started.elapsed()));
+            }
+        }
+    }
+
+    /// Waits until a TCP connect succeeds and an HTTP GET of `path` gets any HTTP answer.
+    fn wait_ready(&mut self, path: &str, deadline: Instant) -> Result<(), Error> {
+        let started = Instant::now();
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        loop {
+            if let Some(e) = self.exit_error() {
+                return Err(e);
+            }
+            if http_answers(addr, path) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.not_ready(format!("http://{addr}{path}"), started.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The process id of the launched process (the group leader).
+    pub fn pid(&self) -> u32 {
+        self.pgid as u32
+    }
+
+    /// `embedded`, `nginx`, or the command's program.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `embedded`, `nginx` or `command`.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// How the server exited, if it already has (a crash during the run).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// The command that was run, for reports.
+    pub fn command_line(&self) -> &str {
+        &self.command_line
+    }
+
+    /// The CPUs it was pinned to (empty: not pinned).
+    pub fn server_cpus(&self) -> &[usize] {
+        &self.server_cpus
+    }
+
+    /// Stops the process group: SIGTERM, up to 3 s of grace, then SIGKILL; reaps the leader.
+    /// Returns how the leader exited.
+    pub fn stop(mut self) -> Option<ExitStatus> {
+        self.terminate(STOP_GRACE)
+    }
+
+    fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        let group = Pid::from_raw(self.pgid);
+        let mut status = child.try_wait().ok().flatten();
+        if status.is_none() {
+            let _ = killpg(group, Signal::SIGTERM);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                status = child.try_wait().ok().flatten();
+                if status.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Whatever is left of the group (workers of a dead master, a shell's children).
+        let _ = killpg(group, Signal::SIGKILL);
+        if status.is_none() {
+            status = child.wait().ok();
+        }
+        if let Ok(mut groups) = LAUNCHED.lock() {
+            groups.retain(|&g| g != self.pgid);
+        }
+        if let Some(dir) = self.temp_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        status
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        self.terminate(Duration::from_millis(500));
+    }
+}
+
+fn http_answers(addr: SocketAddr, path: &str) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 8];
+    let mut got = 0;
+    while got < head.len() {
+        match s.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    head[..got].starts_with(b"HTTP/1.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(template: &str, ready_timeout: Duration) -> TargetSpec {
+        TargetSpec::Command {
+            template: template.into(),
+            env: vec![("TS_TEST".into(), "1".into())],
+            cwd: None,
+            ready_path: "/".into(),
+            ready_timeout,
+        }
+    }
+
+    /// Live (not zombie) processes whose process group is `pgid`, from /proc.
+    fn live_in_group(pgid: i32) -> Vec<i32> {
+        let mut pids = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid pgrp ...: comm may hold spaces, so split after the ')'.
+            let Some((head, rest)) = stat.rsplit_once(')') else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let pid: i32 = head
+                .split_whitespace()
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
+                pids.push(pid);
+            }
+        }
+        pids
+    }
+
+    #[test]
+    fn crash_at_start_reports_status_and_stderr() {
+        let err = Target::launch(
+            &command("echo boom {port} >&2; exit 3", Duration::from_secs(5)),
+            &[],
+        )
+        .err()
+        .unwrap();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Exited { .. }), "{text}");
+        assert!(
+            text.contains("exit status: 3") && text.contains("boom"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn not_ready_times_out_with_stderr_and_leaves_nothing() {
+        let pid_file = std::env::temp_dir().join(format!("ts-not-ready-{}", std::process::id()));
+        let template = format!(
+            "echo $$ > {}; echo waiting on {{port}} >&2; exec sleep 30",
+            pid_file.display()
+        );
+        let err = Target::launch(&command(&template, Duration::from_millis(400)), &[])
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(matches!(err, Error::NotReady { .. }), "{text}");
+        assert!(text.contains("waiting on"), "{text}");
+        let pid: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(&pid_file);
+        assert_eq!(
+            live_in_group(pid),
+            Vec::<i32>::new(),
+            "the server that never got ready was stopped"
+        );
+    }
+
+    #[test]
+    fn stop_kills_the_whole_group() {
+        let py = "python3 -c \"import http.server as h, os, sys; os.system('sleep 60 &'); h.HTTPServer(('127.0.0.1', {port}), h.SimpleHTTPRequestHandler).serve_forever()\"";
+        let t = match Target::launch(&command(py, Duration::from_secs(10)), &[]) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        };
+        let pgid = t.pgid;
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            live_in_group(pgid).len() >= 2,
+            "the server and its background child run"
+        );
+        t.stop();
+        // SIGKILL is delivered asynchronously: give the kernel a moment to finish the orphans.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while !live_in_group(pgid).is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(
+            live_in_group(pgid),
+            Vec::<i32>::new(),
+            "no live process left in the group"
+        );
+    }
+}

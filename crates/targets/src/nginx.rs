@@ -1,0 +1,60 @@
+//! nginx as a target: a config written into a temporary directory, nginx in the foreground.
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// Finds the nginx binary (it lives in /usr/sbin, which is not always on PATH).
+pub fn find() -> Result<PathBuf, Error> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([
+            PathBuf::from("/usr/sbin"),
+            PathBuf::from("/usr/local/sbin"),
+            PathBuf::from("/usr/local/nginx/sbin"),
+        ])
+        .map(|dir| dir.join("nginx"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::NotInstalled {
+            program: "nginx".into(),
+            hint: "install it (apt-get install nginx-light) or use --target 'command:...'".into(),
+        })
+}
+
+/// Writes `nginx.conf` into `dir`: `workers` workers, no access log, keep-alive without a
+/// request cap, `/plaintext`, `/` and `/json` answered like the reference server, and
+/// `/static/` from `static_dir` when given.
+pub fn write_config(
+    dir: &Path,
+    port: u16,
+    workers: usize,
+    static_dir: Option<&Path>,
+) -> Result<PathBuf, Error> {
+    let d = dir.display();
+    let affinity = if workers > 1 {
+        "worker_cpu_affinity auto;\n"
+    } else {
+        ""
+    };
+    let static_location = static_dir.map_or(String::new(), |s| {
+        format!("        location /static/ {{ alias {}/; }}\n", s.display())
+    });
+    let config = format!(
+        "worker_processes {workers};\n{affinity}daemon off;\nmaster_process on;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+events {{ worker_connections 16384; }}\n\
+http {{\n    access_log off;\n    keepalive_requests 1000000000;\n    keepalive_timeout 75s;\n\
+    client_body_temp_path {d}/body;\n    proxy_temp_path {d}/proxy;\n    fastcgi_temp_path {d}/fastcgi;\n\
+    uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;\n\
+    server {{\n        listen 127.0.0.1:{port} backlog=4096;\n\
+        location = /plaintext {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
+        location = / {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
+        location = /json {{ default_type application/json; return 200 '{{\"message\":\"Hello, World!\"}}'; }}\n\
+{static_location}    }}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, config).map_err(|source| Error::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}

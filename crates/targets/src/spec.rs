@@ -1,0 +1,121 @@
+//! What to launch.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Error;
+
+/// A server to launch and load.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TargetSpec {
+    /// The reference server, run as `current_exe() serve` so it is profiled like any other.
+    Embedded {
+        /// Worker threads (default: one per server CPU).
+        threads: Option<usize>,
+        /// Listen backlog.
+        backlog: Option<i32>,
+        /// Injected stalls: every, for.
+        stall: Option<(Duration, Duration)>,
+    },
+    /// nginx from a generated config.
+    Nginx {
+        /// Worker processes.
+        workers: usize,
+        /// Served under `/static/`.
+        static_dir: Option<PathBuf>,
+    },
+    /// Any server, from a shell command template with `{port}` and `{cpus}`.
+    Command {
+        /// The template.
+        template: String,
+        /// Extra environment.
+        env: Vec<(String, String)>,
+        /// Working directory.
+        cwd: Option<PathBuf>,
+        /// Path that must answer HTTP for the server to count as ready.
+        ready_path: String,
+        /// How long it may take.
+        ready_timeout: Duration,
+    },
+}
+
+impl TargetSpec {
+    /// Parses the command line's `--target`: `embedded`, `nginx`, or `command:TEMPLATE`.
+    pub fn parse(s: &str) -> Result<TargetSpec, Error> {
+        if let Some(template) = s.strip_prefix("command:") {
+            if !template.contains("{port}") {
+                return Err(Error::BadSpec(format!(
+                    "command target {template:?} has no {{port}}: the server must listen where tailscope says, e.g. 'command:python3 -m http.server {{port}}'"
+                )));
+            }
+            return Ok(TargetSpec::Command {
+                template: template.to_string(),
+                env: Vec::new(),
+                cwd: None,
+                ready_path: "/".into(),
+                ready_timeout: Duration::from_secs(10),
+            });
+        }
+        match s {
+            "embedded" => Ok(TargetSpec::Embedded {
+                threads: None,
+                backlog: None,
+                stall: None,
+            }),
+            "nginx" => Ok(TargetSpec::Nginx {
+                workers: 1,
+                static_dir: None,
+            }),
+            other => Err(Error::BadSpec(format!(
+                "unknown target {other:?}: use embedded, nginx, or 'command:CMD --port {{port}}'"
+            ))),
+        }
+    }
+
+    /// A short name for output: `embedded`, `nginx`, or the command's program.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TargetSpec::Embedded { .. } => "embedded",
+            TargetSpec::Nginx { .. } => "nginx",
+            TargetSpec::Command { .. } => "command",
+        }
+    }
+
+    /// Where readiness is checked.
+    pub fn ready_path(&self) -> &str {
+        match self {
+            TargetSpec::Command { ready_path, .. } => ready_path,
+            _ => "/plaintext",
+        }
+    }
+
+    /// How long the server may take to become ready.
+    pub fn ready_timeout(&self) -> Duration {
+        match self {
+            TargetSpec::Command { ready_timeout, .. } => *ready_timeout,
+            _ => Duration::from_secs(10),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_kinds() {
+        assert_eq!(TargetSpec::parse("embedded").unwrap().kind(), "embedded");
+        assert_eq!(TargetSpec::parse("nginx").unwrap().kind(), "nginx");
+        let c = TargetSpec::parse("command:python3 -m http.server {port}").unwrap();
+        assert_eq!(c.kind(), "command");
+        assert_eq!(c.ready_path(), "/");
+        assert!(TargetSpec::parse("command:python3 -m http.server")
+            .unwrap_err()
+            .to_string()
+            .contains("{port}"));
+        assert!(TargetSpec::parse("apache")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown target"));
+    }
+}

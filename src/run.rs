@@ -190,7 +190,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
     eprintln!(
-        "tailscope: {} {} — {} connections, {} threads, {}{}",
+        "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         plan.method,
         plan.url,
         plan.connections,

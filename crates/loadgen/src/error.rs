@@ -15,12 +15,12 @@ pub enum Error {
         reason: String,
     },
     /// The host name did not resolve.
-    #[error("cannot resolve {host}: {source}")]
+    #[error("cannot resolve {host}: {error}")]
     Resolve {
         /// Host and port as given.
         host: String,
         /// The resolver's error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A plan setting is out of range.
     #[error("{0}")]

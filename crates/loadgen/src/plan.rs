@@ -251,9 +251,9 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
     let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
     let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
-    let resolve_error = |source| Error::Resolve {
+    let resolve_error = |error| Error::Resolve {
         host: format!("{host}:{port}"),
-        source,
+        error,
     };
     let addr = (host_for_resolve, port)
         .to_socket_addrs()

@@ -292,9 +292,11 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "  Load:          {mode}, {} connections, {} threads, pipeline {}{}",
+            "  Load:          {mode}, {} connection{}, {} thread{}, pipeline {}{}",
             c.connections,
+            plural(c.connections),
             c.threads,
+            plural(c.threads),
             c.pipeline,
             if c.keepalive { "" } else { ", no keep-alive" }
         );
@@ -509,6 +511,14 @@ pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
         );
     }
     out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn cpu_list(cpus: &[usize]) -> String {

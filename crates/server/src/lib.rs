@@ -25,7 +25,7 @@ use std::time::Duration;
 pub enum Error {
     /// io_uring cannot be used in this process.
     #[error(
-        "io_uring is not available here ({cause}): io_uring_setup failed with {source}. {fix}"
+        "io_uring is not available here ({cause}): io_uring_setup failed with {error}. {fix}"
     )]
     IoUringUnavailable {
         /// What is known to block it.
@@ -33,34 +33,34 @@ pub enum Error {
         /// What to do about it.
         fix: String,
         /// The setup error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The listening socket could not be set up.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {error}")]
     Listen {
         /// The address asked for.
         addr: SocketAddr,
         /// The socket error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The static directory is not usable.
-    #[error("--static {dir}: {source}")]
+    #[error("--static {dir}: {error}")]
     StaticDir {
         /// The directory given.
         dir: PathBuf,
         /// Why it cannot be used.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A setting is out of range.
     #[error("{0}")]
     Invalid(String),
     /// A worker failed.
-    #[error("worker {worker} failed: {source}")]
+    #[error("worker {worker} failed: {error}")]
     Worker {
         /// Which worker thread.
         worker: usize,
         /// Its error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -143,15 +143,15 @@ impl Server {
             let result = handle
                 .join()
                 .unwrap_or_else(|_| Err(std::io::Error::other("worker panicked")));
-            if let Err(source) = result {
-                first_error.get_or_insert(Error::Worker { worker, source });
+            if let Err(error) = result {
+                first_error.get_or_insert(Error::Worker { worker, error });
             }
         }
         first_error.map_or(Ok(()), Err)
     }
 }
 
-fn io_uring_unavailable(source: std::io::Error) -> Error {
+fn io_uring_unavailable(error: std::io::Error) -> Error {
     let disabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
         .ok()
         .and_then(|s| s.trim().parse::<u32>().ok());
@@ -160,7 +160,7 @@ fn io_uring_unavailable(source: std::io::Error) -> Error {
             format!("kernel.io_uring_disabled = {n}"),
             "Fix: sysctl -w kernel.io_uring_disabled=0 (as root).".to_string(),
         ),
-        _ if source.raw_os_error() == Some(libc::ENOSYS) || source.raw_os_error() == Some(libc::EPERM) => (
+        _ if error.raw_os_error() == Some(libc::ENOSYS) || error.raw_os_error() == Some(libc::EPERM) => (
             "blocked by a seccomp filter or an old kernel".to_string(),
             "Fix: a kernel of 6.0 or later, and in a container a seccomp profile that allows io_uring \
              (e.g. docker run --security-opt seccomp=unconfined)."
@@ -168,11 +168,11 @@ fn io_uring_unavailable(source: std::io::Error) -> Error {
         ),
         _ => ("unknown cause".to_string(), "Check the kernel log.".to_string()),
     };
-    Error::IoUringUnavailable { cause, fix, source }
+    Error::IoUringUnavailable { cause, fix, error }
 }
 
 fn listener(addr: SocketAddr, backlog: i32) -> Result<OwnedFd, Error> {
-    let err = |source| Error::Listen { addr, source };
+    let err = |error| Error::Listen { addr, error };
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -195,14 +195,14 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
         return Err(Error::Invalid("--backlog must be at least 1".into()));
     }
     if let Some(dir) = &config.static_dir {
-        let canonical = dir.canonicalize().map_err(|source| Error::StaticDir {
+        let canonical = dir.canonicalize().map_err(|error| Error::StaticDir {
             dir: dir.clone(),
-            source,
+            error,
         })?;
         if !canonical.is_dir() {
             return Err(Error::StaticDir {
                 dir: dir.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+                error: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
             });
         }
         config.static_dir = Some(canonical);
@@ -246,7 +246,7 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
                 };
                 worker.run()
             })
-            .map_err(|source| Error::Worker { worker: i, source })?;
+            .map_err(|error| Error::Worker { worker: i, error })?;
         threads.push(handle);
     }
     drop(ready_tx);
@@ -258,10 +258,10 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
     for _ in 0..server.threads.len() {
         match ready_rx.recv() {
             Ok(Ok(())) => {}
-            Ok(Err(source)) => {
+            Ok(Err(error)) => {
                 server.shutdown();
                 let _ = server.join();
-                return Err(Error::Worker { worker: 0, source });
+                return Err(Error::Worker { worker: 0, error });
             }
             Err(_) => break,
         }

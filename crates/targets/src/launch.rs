@@ -49,9 +49,9 @@ fn free_port() -> Result<u16, Error> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|source| Error::Spawn {
+        .map_err(|error| Error::Spawn {
             name: "a free port".into(),
-            source,
+            error,
         })
 }
 
@@ -80,9 +80,9 @@ impl Target {
                 backlog,
                 stall,
             } => {
-                let exe = std::env::current_exe().map_err(|source| Error::Spawn {
+                let exe = std::env::current_exe().map_err(|error| Error::Spawn {
                     name: "embedded".into(),
-                    source,
+                    error,
                 })?;
                 let mut cmd = Command::new(exe);
                 let threads = threads.unwrap_or(server_cpus.len().max(1));
@@ -113,9 +113,9 @@ impl Target {
                 let port = free_port()?;
                 let dir = std::env::temp_dir()
                     .join(format!("tailscope-nginx-{}-{port}", std::process::id()));
-                std::fs::create_dir_all(&dir).map_err(|source| Error::Write {
+                std::fs::create_dir_all(&dir).map_err(|error| Error::Write {
                     path: dir.clone(),
-                    source,
+                    error,
                 })?;
                 let conf = nginx::write_config(&dir, port, *workers, static_dir.as_deref())?;
                 let mut cmd = Command::new(bin);
@@ -159,9 +159,9 @@ impl Target {
             })
             .stderr(Stdio::piped());
         sys::die_with_parent_and_pin(&mut cmd, server_cpus);
-        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+        let mut child = cmd.spawn().map_err(|error| Error::Spawn {
             name: name.clone(),
-            source,
+            error,
         })?;
         let pgid = child.id() as i32;
         if let Ok(mut groups) = LAUNCHED.lock() {

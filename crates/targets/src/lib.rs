@@ -35,12 +35,12 @@ pub enum Error {
         hint: String,
     },
     /// The process could not be started.
-    #[error("cannot start {name}: {source}")]
+    #[error("cannot start {name}: {error}")]
     Spawn {
         /// The target's name.
         name: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The process exited before it was ready.
     #[error("{name} exited before it was ready ({status}); the end of its stderr:\n{stderr}")]
@@ -65,11 +65,11 @@ pub enum Error {
         stderr: String,
     },
     /// A file the target needs could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}")]
     Write {
         /// The file.
         path: PathBuf,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }

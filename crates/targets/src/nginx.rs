@@ -52,9 +52,9 @@ http {{\n    access_log off;\n    keepalive_requests 1000000000;\n    keepalive_
 {static_location}    }}\n}}\n"
     );
     let path = dir.join("nginx.conf");
-    std::fs::write(&path, config).map_err(|source| Error::Write {
+    std::fs::write(&path, config).map_err(|error| Error::Write {
         path: path.clone(),
-        source,
+        error,
     })?;
     Ok(path)
 }

@@ -24,6 +24,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run the io_uring reference HTTP server (the calibration target and spike laboratory).
     Serve(ServeArgs),
+    /// Compare several servers on several endpoints, side by side, from a TOML suite file.
+    Suite(crate::suite::SuiteArgs),
+    /// Compare two JSON reports (run or suite) metric by metric; gate CI on regressions.
+    Compare(crate::compare::CompareArgs),
 }
 
 /// `tailscope serve [flags]`.

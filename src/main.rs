@@ -2,9 +2,12 @@
 //! The work is done by the crates under `crates/`; this is CLI and wiring only.
 
 mod args;
+mod compare;
 mod exit;
 mod run;
 mod serve;
+mod suite;
+mod suite_file;
 
 use std::process::ExitCode;
 
@@ -18,6 +21,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Serve(args)) => serve::serve(args),
+        Some(Command::Suite(args)) => suite::suite(args),
+        Some(Command::Compare(args)) => compare::compare(args),
         // The main job: the embedded reference server under load. Headless for now (the
         // dashboard is another issue): a 10 s run that prints its summary.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])

@@ -271,7 +271,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
 
 /// A first Ctrl-C or SIGTERM stops the run gracefully (it still reports and stops the
 /// target); a second one kills any launched target's process group and exits at once.
-fn watch_signals(control: &RunControl) -> Result<()> {
+pub(crate) fn watch_signals(control: &RunControl) -> Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
         .context("cannot install the signal handler")?;
@@ -292,7 +292,7 @@ fn watch_signals(control: &RunControl) -> Result<()> {
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn print_stdout(text: &str) -> Result<()> {
+pub(crate) fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -24,9 +24,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// io_uring cannot be used in this process.
-    #[error(
-        "io_uring is not available here ({cause}): io_uring_setup failed with {error}. {fix}"
-    )]
+    #[error("io_uring is not available here ({cause}): io_uring_setup failed with {error}. {fix}")]
     IoUringUnavailable {
         /// What is known to block it.
         cause: String,

@@ -1,0 +1,375 @@
+//! The suite file (TOML): parsed and validated before anything starts, every problem named
+//! with its line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use tailscope_targets::TargetSpec;
+use toml::Spanned;
+
+use crate::args::{parse_cpu_list, parse_duration};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    suite: SuiteSection,
+    #[serde(default)]
+    load: LoadSection,
+    #[serde(default)]
+    target: Vec<TargetSection>,
+    #[serde(default)]
+    endpoint: Vec<EndpointSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuiteSection {
+    baseline: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadSection {
+    connections: Option<usize>,
+    duration: Option<Spanned<String>>,
+    warmup: Option<Spanned<String>>,
+    runs: Option<Spanned<usize>>,
+    pipeline: Option<usize>,
+    rate: Option<f64>,
+    threads: Option<usize>,
+    timeout: Option<Spanned<String>>,
+    server_cpus: Option<Spanned<String>>,
+    client_cpus: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetSection {
+    name: Spanned<String>,
+    kind: Spanned<String>,
+    threads: Option<usize>,
+    backlog: Option<i32>,
+    stall_every: Option<Spanned<String>>,
+    stall_for: Option<Spanned<String>>,
+    workers: Option<usize>,
+    #[serde(rename = "static")]
+    static_dir: Option<PathBuf>,
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    ready_path: Option<String>,
+    ready_timeout: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EndpointSection {
+    path: Spanned<String>,
+}
+
+/// The load every run of a suite applies.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    /// Connections.
+    pub connections: usize,
+    /// Each measured run.
+    pub duration: Duration,
+    /// The warm-up before an endpoint's runs (not recorded).
+    pub warmup: Duration,
+    /// Measured runs per target and endpoint.
+    pub runs: usize,
+    /// Pipelining depth.
+    pub pipeline: usize,
+    /// Open loop rate, if any.
+    pub rate: Option<f64>,
+    /// Generator threads (default: one per generator CPU).
+    pub threads: Option<usize>,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// CPUs for the servers (default: the first half).
+    pub server_cpus: Option<Vec<usize>>,
+    /// CPUs for the generator (default: the rest).
+    pub client_cpus: Option<Vec<usize>>,
+}
+
+/// A validated suite.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    /// The target the others are compared with.
+    pub baseline: Option<String>,
+    /// The load.
+    pub load: Load,
+    /// Targets in file order, by name.
+    pub targets: Vec<(String, TargetSpec)>,
+    /// Endpoint paths in file order.
+    pub endpoints: Vec<String>,
+}
+
+/// `FILE:LINE: problem`.
+fn at<T>(file: &Path, text: &str, spanned: &Spanned<T>, problem: impl std::fmt::Display) -> String {
+    let line = text[..spanned.span().start.min(text.len())]
+        .matches('\n')
+        .count()
+        + 1;
+    format!("{}:{line}: {problem}", file.display())
+}
+
+fn duration(
+    file: &Path,
+    text: &str,
+    v: &Option<Spanned<String>>,
+    default: Duration,
+) -> Result<Duration, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => parse_duration(s.get_ref())
+            .map_err(|e| at(file, text, s, format!("{:?}: {e}", s.get_ref()))),
+    }
+}
+
+fn cpu_list(
+    file: &Path,
+    text: &str,
+    v: &Option<Spanned<String>>,
+) -> Result<Option<Vec<usize>>, String> {
+    v.as_ref()
+        .map(|s| {
+            parse_cpu_list(s.get_ref())
+                .map(|c| c.0)
+                .map_err(|e| at(file, text, s, e))
+        })
+        .transpose()
+}
+
+/// Parses and validates a suite file's text.
+pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
+    let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let l = &raw.load;
+    let runs = match &l.runs {
+        Some(r) if *r.get_ref() == 0 => return Err(at(file, text, r, "runs must be at least 1")),
+        Some(r) => *r.get_ref(),
+        None => 3,
+    };
+    let load = Load {
+        connections: l.connections.unwrap_or(64),
+        duration: duration(file, text, &l.duration, Duration::from_secs(10))?,
+        warmup: duration(file, text, &l.warmup, Duration::from_secs(3))?,
+        runs,
+        pipeline: l.pipeline.unwrap_or(1),
+        rate: l.rate,
+        threads: l.threads,
+        timeout: duration(file, text, &l.timeout, Duration::from_secs(20))?,
+        server_cpus: cpu_list(file, text, &l.server_cpus)?,
+        client_cpus: cpu_list(file, text, &l.client_cpus)?,
+    };
+    if raw.target.is_empty() {
+        return Err(format!(
+            "{}: no [[target]]: add at least one (kind = \"embedded\", \"nginx\" or \"command\")",
+            file.display()
+        ));
+    }
+    if raw.endpoint.is_empty() {
+        return Err(format!(
+            "{}: no [[endpoint]]: add at least one, e.g. path = \"/plaintext\"",
+            file.display()
+        ));
+    }
+    let mut targets: Vec<(String, TargetSpec)> = Vec::new();
+    for t in &raw.target {
+        let name = t.name.get_ref().clone();
+        if targets.iter().any(|(n, _)| *n == name) {
+            return Err(at(
+                file,
+                text,
+                &t.name,
+                format!("target name {name:?} is used twice"),
+            ));
+        }
+        let spec = match t.kind.get_ref().as_str() {
+            "embedded" => {
+                let stall = match (&t.stall_every, &t.stall_for) {
+                    (Some(e), Some(f)) => Some((
+                        duration(file, text, &Some(e.clone()), Duration::ZERO)?,
+                        duration(file, text, &Some(f.clone()), Duration::ZERO)?,
+                    )),
+                    (None, None) => None,
+                    (Some(s), None) | (None, Some(s)) => {
+                        return Err(at(file, text, s, "stall_every and stall_for go together"))
+                    }
+                };
+                TargetSpec::Embedded {
+                    threads: t.threads,
+                    backlog: t.backlog,
+                    stall,
+                }
+            }
+            "nginx" => TargetSpec::Nginx {
+                workers: t.workers.unwrap_or(1),
+                static_dir: t.static_dir.clone(),
+            },
+            "command" => {
+                let Some(command) = &t.command else {
+                    return Err(at(
+                        file,
+                        text,
+                        &t.kind,
+                        "a command target needs command = \"... {port} ...\"",
+                    ));
+                };
+                if !command.get_ref().contains("{port}") {
+                    return Err(at(
+                        file,
+                        text,
+                        command,
+                        "the command has no {port}: the server must listen where tailscope says",
+                    ));
+                }
+                TargetSpec::Command {
+                    template: command.get_ref().clone(),
+                    env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    cwd: t.cwd.clone(),
+                    ready_path: t.ready_path.clone().unwrap_or_else(|| "/".into()),
+                    ready_timeout: duration(file, text, &t.ready_timeout, Duration::from_secs(10))?,
+                }
+            }
+            other => {
+                return Err(at(
+                    file,
+                    text,
+                    &t.kind,
+                    format!("unknown kind {other:?}: use \"embedded\", \"nginx\" or \"command\""),
+                ));
+            }
+        };
+        targets.push((name, spec));
+    }
+    let mut endpoints = Vec::new();
+    for e in &raw.endpoint {
+        if !e.path.get_ref().starts_with('/') {
+            return Err(at(
+                file,
+                text,
+                &e.path,
+                format!("endpoint path {:?} must start with '/'", e.path.get_ref()),
+            ));
+        }
+        endpoints.push(e.path.get_ref().clone());
+    }
+    let baseline = match &raw.suite.baseline {
+        Some(b) if !targets.iter().any(|(n, _)| n == b.get_ref()) => {
+            let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(at(
+                file,
+                text,
+                b,
+                format!(
+                    "baseline {:?} is not a target (targets: {})",
+                    b.get_ref(),
+                    names.join(", ")
+                ),
+            ));
+        }
+        Some(b) => Some(b.get_ref().clone()),
+        None => None,
+    };
+    Ok(Suite {
+        baseline,
+        load,
+        targets,
+        endpoints,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[suite]
+baseline = "nginx"
+[load]
+connections = 64
+duration = "10s"
+warmup = "3s"
+runs = 3
+[[target]]
+name = "reference"
+kind = "embedded"
+threads = 1
+[[target]]
+name = "nginx"
+kind = "nginx"
+workers = 1
+[[target]]
+name = "mine"
+kind = "command"
+command = "./my-server --port {port}"
+[[endpoint]]
+path = "/plaintext"
+"#;
+
+    #[test]
+    fn the_documented_example_parses() {
+        let s = parse(Path::new("s.toml"), GOOD).unwrap();
+        assert_eq!(s.baseline.as_deref(), Some("nginx"));
+        assert_eq!(s.load.runs, 3);
+        assert_eq!(s.load.duration, Duration::from_secs(10));
+        assert_eq!(s.targets.len(), 3);
+        assert_eq!(s.targets[2].1.kind(), "command");
+        assert_eq!(s.endpoints, vec!["/plaintext"]);
+    }
+
+    #[test]
+    fn errors_name_the_line_and_the_problem() {
+        let cases = [
+            (
+                GOOD.replace("duration = \"10s\"", "duration = \"ten\""),
+                "s.toml:6:",
+                "ten",
+            ),
+            (
+                GOOD.replace("baseline = \"nginx\"", "baseline = \"apache\""),
+                "s.toml:3:",
+                "not a target",
+            ),
+            (
+                GOOD.replace("kind = \"nginx\"", "kind = \"apache\""),
+                "s.toml:15:",
+                "unknown kind",
+            ),
+            (
+                GOOD.replace("--port {port}", "--port 80"),
+                "s.toml:20:",
+                "{port}",
+            ),
+            (
+                GOOD.replace("runs = 3", "runs = 0"),
+                "s.toml:8:",
+                "at least 1",
+            ),
+            (
+                GOOD.replace("workers = 1", "wrokers = 1"),
+                "line 16",
+                "wrokers",
+            ),
+            (
+                GOOD.replace("path = \"/plaintext\"", "path = \"plaintext\""),
+                "s.toml:22:",
+                "must start",
+            ),
+        ];
+        for (text, line, problem) in cases {
+            let err = parse(Path::new("s.toml"), &text).unwrap_err();
+            assert!(
+                err.contains(line) && err.contains(problem),
+                "want {line} {problem}, got: {err}"
+            );
+        }
+        let err = parse(Path::new("s.toml"), "[load]\nruns = 1\n").unwrap_err();
+        assert!(err.contains("no [[target]]"), "{err}");
+    }
+}

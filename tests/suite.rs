@@ -1,0 +1,284 @@
+//! End-to-end tests of `tailscope suite` and `tailscope compare`.
+
+mod common;
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::tailscope;
+
+fn temp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ts-suite-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Live (not zombie) children of `ppid`, from /proc.
+fn children(ppid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 1 && f[1] == ppid.to_string() && f[0] != "Z" {
+            out.extend(
+                head.split_whitespace()
+                    .next()
+                    .and_then(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+    })
+}
+
+const QUICK: &str = r#"
+[suite]
+baseline = "python"
+[load]
+connections = 4
+duration = "400ms"
+warmup = "100ms"
+runs = 2
+[[target]]
+name = "python"
+kind = "command"
+command = "python3 -m http.server {port} --bind 127.0.0.1"
+[[target]]
+name = "reference"
+kind = "embedded"
+threads = 1
+[[endpoint]]
+path = "/"
+"#;
+
+#[test]
+fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 not installed");
+        return;
+    }
+    let file = temp("quick.toml", QUICK);
+    let json = file.with_extension("json");
+    let md = file.with_extension("md");
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        eprintln!("skipped: io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.starts_with("| target | endpoint | req/s (median) |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| python | / |") && table.contains("| 1.00× |"),
+        "{table}"
+    );
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), table);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["kind"], "suite");
+    assert!(r["host"]["kernel"].is_string() && r["host"]["cpus"].as_u64().unwrap() >= 1);
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for res in results {
+        let runs = res["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{res}");
+        let rps: Vec<f64> = runs.iter().map(|x| x["rps"].as_f64().unwrap()).collect();
+        assert_eq!(
+            res["rps_min"].as_f64().unwrap(),
+            rps.iter().copied().fold(f64::MAX, f64::min)
+        );
+        assert!((res["rps_median"].as_f64().unwrap() - (rps[0] + rps[1]) / 2.0).abs() < 1e-6);
+    }
+    assert_eq!(results[0]["vs_baseline"], 1.0);
+    let ratio = results[1]["vs_baseline"].as_f64().unwrap();
+    assert!(
+        (ratio
+            - results[1]["rps_median"].as_f64().unwrap()
+                / results[0]["rps_median"].as_f64().unwrap())
+        .abs()
+            < 1e-9
+    );
+    assert!(stderr.contains("suite: reference / run 2/2"), "{stderr}");
+}
+
+#[test]
+fn a_bad_suite_file_fails_before_anything_starts() {
+    let bad = QUICK.replace("duration = \"400ms\"", "duration = \"fast\"");
+    let out = tailscope(&["suite", temp("bad.toml", &bad).to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml:6:") && stderr.contains("fast"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("starting"),
+        "nothing was started: {stderr}"
+    );
+    let out = tailscope(&["suite", "/nonexistent/suite.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn sigint_to_a_running_suite_leaves_no_process() {
+    let long = QUICK
+        .replace("duration = \"400ms\"", "duration = \"30s\"")
+        .replace("baseline = \"python\"", "baseline = \"reference\"");
+    let long = long.replace(
+        "[[target]]\nname = \"python\"\nkind = \"command\"\ncommand = \"python3 -m http.server {port} --bind 127.0.0.1\"\n",
+        "",
+    );
+    let file = temp("long.toml", &long);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(["suite", file.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 256];
+    let started = Instant::now();
+    while !seen.contains("/ warm-up") && started.elapsed() < Duration::from_secs(20) {
+        let k = stderr.read(&mut buf).unwrap();
+        if k == 0 {
+            break;
+        }
+        seen.push_str(&String::from_utf8_lossy(&buf[..k]));
+    }
+    if seen.contains("io_uring is not available") {
+        eprintln!("skipped: io_uring unavailable");
+        let _ = child.wait();
+        return;
+    }
+    let servers = children(child.id());
+    assert!(
+        !servers.is_empty(),
+        "the embedded server runs as a child: {seen}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while servers.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        servers.iter().all(|&p| !alive(p)),
+        "no server outlives the suite: {servers:?}"
+    );
+}
+
+fn run_report(rps: f64, p99: u64) -> String {
+    serde_json::json!({
+        "schema_version": 1,
+        "summary": {"rps": rps, "error_rate": 0.0},
+        "latency_us": {"p50": p99 / 2, "p90": p99, "p99": p99, "p999": p99, "max": p99, "mean": p99 / 2},
+    })
+    .to_string()
+}
+
+#[test]
+fn compare_gates_on_regressions() {
+    let base = temp("base.json", &run_report(100_000.0, 1_000));
+    let same = temp("same.json", &run_report(98_000.0, 1_020));
+    let slower = temp("slower.json", &run_report(90_000.0, 1_000));
+    let spikier = temp("spikier.json", &run_report(100_000.0, 1_200));
+    let b = base.to_str().unwrap();
+    let out = tailscope(&[
+        "compare",
+        b,
+        same.to_str().unwrap(),
+        "--fail-if-regression",
+        "5",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("| req/s | 100000 | 98000 | -2.0 % |"),
+        "{table}"
+    );
+    let out = tailscope(&[
+        "compare",
+        b,
+        slower.to_str().unwrap(),
+        "--fail-if-regression",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(99));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("regression: req/s: -10.0 %"));
+    let out = tailscope(&[
+        "compare",
+        b,
+        spikier.to_str().unwrap(),
+        "--fail-if-regression",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(99));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("regression: p99: +20.0 %"));
+    let out = tailscope(&["compare", b, slower.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "without a gate it only reports");
+    let suite = temp("suite.json", r#"{"kind": "suite", "results": []}"#);
+    let out = tailscope(&["compare", b, suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let junk = temp("junk.json", "not json");
+    let out = tailscope(&["compare", b, junk.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn compare_suites_matches_target_and_endpoint() {
+    let suite = |rps: f64| {
+        serde_json::json!({"kind": "suite", "results": [
+            {"target": "ref", "endpoint": "/", "rps_median": rps, "p50_us_median": 50.0, "p99_us_median": 100.0},
+        ]})
+        .to_string()
+    };
+    let a = temp("sa.json", &suite(1000.0));
+    let b = temp("sb.json", &suite(800.0));
+    let out = tailscope(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--fail-if-regression",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(99));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("| ref / req/s | 1000 | 800 | -20.0 % |"));
+}

@@ -186,8 +186,8 @@ pub struct RequestArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Output")]
 pub struct OutputArgs {
-    /// Headless: print the summary at the end (also when stdout is not a terminal; the live
-    /// dashboard is not built yet, so runs are headless for now).
+    /// Headless: no live dashboard, only the summary at the end (automatic when stdout is not
+    /// a terminal).
     #[arg(long = "no-tui")]
     pub no_tui: bool,
     /// Write the JSON report here ('-' for stdout; the text summary then goes to stderr).

@@ -23,8 +23,8 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve::serve(args),
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
-        // The main job: the embedded reference server under load. Headless for now (the
-        // dashboard is another issue): a 10 s run that prints its summary.
+        // The main job: the embedded reference server under a 10 s load, on the live dashboard
+        // when stdout is a terminal, headless (printing the summary) otherwise.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])
             .command
         {

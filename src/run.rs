@@ -9,7 +9,10 @@ use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo}
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
 use tailscope_targets::cpus::{self, format_list};
+use tailscope_targets::procstat::CpuSampler;
 use tailscope_targets::{Target, TargetSpec};
+use tailscope_tui::app::{Action, RunInfo};
+use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
@@ -26,6 +29,8 @@ pub struct RunConfig {
     pub launch: Option<Launch>,
     /// The process id of an external server (`--pid`).
     pub pid: Option<u32>,
+    /// Show the live dashboard (stdout is a terminal and `--no-tui` was not given).
+    pub tui: bool,
 }
 
 /// A server tailscope starts itself.
@@ -153,6 +158,7 @@ impl RunConfig {
             thresholds,
             launch,
             pid: target.pid,
+            tui: !args.output.no_tui && std::io::stdout().is_terminal(),
         })
     }
 }
@@ -204,13 +210,31 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             Stop::Requests(n) => format!(", {n} requests"),
         }
     );
+    let dashboard = if config.tui {
+        start_dashboard(&config, target.as_ref(), &control)
+    } else {
+        None
+    };
+    let live = live && dashboard.is_none();
     let mut progress = Progress::default();
+    let mut cpu_sampler = dashboard.as_ref().map(|_| CpuSampler::new());
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
-        if live {
+        if let (Some((feed, _)), Some(sampler)) = (&dashboard, cpu_sampler.as_mut()) {
+            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), sampler.sample()));
+        } else if live {
             progress.show(snap);
         }
-    })
-    .context("the load generator could not run")?;
+    });
+    if let Some((feed, handle)) = dashboard {
+        // Dropping the feed ends the dashboard; it gives the terminal back before returning.
+        drop(feed);
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("tailscope: the dashboard failed: {e}"),
+            Err(_) => eprintln!("tailscope: the dashboard panicked (terminal restored)"),
+        }
+    }
+    let totals = totals.context("the load generator could not run")?;
     if live {
         eprintln!();
     }
@@ -263,11 +287,54 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     if failed > 0 {
         return Ok(Outcome::ThresholdFailed);
     }
-    if control.is_stopped() {
+    if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
         return Ok(Outcome::Interrupted);
     }
+    // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
     Ok(Outcome::Success)
 }
+
+/// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,
+/// and the run goes on headless.
+fn start_dashboard(
+    config: &RunConfig,
+    target: Option<&Target>,
+    control: &RunControl,
+) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
+    let plan = &config.plan;
+    let info = RunInfo {
+        target: format!("{} {}", plan.method, plan.url),
+        server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
+        rate: match plan.pace {
+            Pace::Rate(r) => Some(r),
+            Pace::Max => None,
+        },
+        pipeline: plan.pipeline,
+        connections: plan.connections,
+        threads: plan.effective_threads(),
+        duration: match plan.stop {
+            Stop::Duration(d) => Some(d),
+            Stop::Requests(_) => None,
+        },
+        requests: match plan.stop {
+            Stop::Requests(n) => Some(n),
+            Stop::Duration(_) => None,
+        },
+        server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
+        client_cpus: plan.cpus.clone(),
+    };
+    match tailscope_tui::spawn(info, control.clone()) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("tailscope: cannot start the dashboard ({e}); running headless");
+            None
+        }
+    }
+}
+
+/// Set when SIGINT or SIGTERM arrived (as opposed to a stop asked from the dashboard).
+pub(crate) static SIGNALLED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// A first Ctrl-C or SIGTERM stops the run gracefully (it still reports and stops the
 /// target); a second one kills any launched target's process group and exits at once.
@@ -280,6 +347,7 @@ pub(crate) fn watch_signals(control: &RunControl) -> Result<()> {
         .name("tailscope-signals".into())
         .spawn(move || {
             for (n, _) in signals.forever().enumerate() {
+                SIGNALLED.store(true, std::sync::atomic::Ordering::SeqCst);
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 if n >= 1 {
                     tailscope_targets::kill_all_launched();

@@ -15,7 +15,7 @@ use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::Target;
 
 use crate::exit::{Outcome, UsageError};
-use crate::run::{print_stdout, watch_signals};
+use crate::run::{print_stdout, watch_signals, SIGNALLED};
 use crate::suite_file::{self, Load, Suite};
 
 /// `tailscope suite` arguments.
@@ -410,7 +410,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
     }
-    Ok(if control.is_stopped() {
+    Ok(if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
         Outcome::Interrupted
     } else if failed {
         Outcome::Failure

@@ -14,6 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::pending;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     /// When sending stops (`-z`); none for `-n`.
     pub end: Option<Instant>,
     pub highest: Duration,
+    /// A new total open-loop rate asked for during the run (f64 bits; 0: none).
+    pub rate_override: Arc<AtomicU64>,
 }
 
 /// One worker's share of the run.
@@ -59,6 +62,8 @@ pub(crate) struct WorkerSpec {
     pub requests: Option<u64>,
     /// This worker's share of `-q`.
     pub rate: Option<f64>,
+    /// This worker's share of the connections (and so of any new rate).
+    pub share: f64,
     pub cpu: Option<usize>,
 }
 
@@ -94,9 +99,13 @@ struct Worker {
     stopping: Cell<bool>,
     /// Remaining measured requests (`-n`).
     tickets: Cell<Option<u64>>,
-    /// Open loop: next slot number and the time between slots.
+    /// Open loop: the schedule is `slot_base + k × slot_interval_s` for k = `next_slot`…;
+    /// a rate change starts a new schedule at the next slot's time.
     next_slot: Cell<u64>,
-    slot_interval_s: f64,
+    slot_base: Cell<Instant>,
+    slot_interval_s: Cell<f64>,
+    rate_bits: Cell<u64>,
+    share: f64,
     in_flight: Cell<u64>,
     next_conn: Cell<u64>,
     /// Wakes connections idling until a future slot when the run stops.
@@ -130,8 +139,22 @@ impl Worker {
         if self.stopping.get() {
             return None;
         }
+        let asked = self.shared.rate_override.load(Ordering::Relaxed);
+        if asked != self.rate_bits.get() {
+            self.rate_bits.set(asked);
+            let rate = f64::from_bits(asked) * self.share;
+            if rate > 0.0 {
+                let k = self.next_slot.get();
+                let next = self.slot_base.get()
+                    + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+                self.slot_base.set(next);
+                self.next_slot.set(0);
+                self.slot_interval_s.set(1.0 / rate);
+            }
+        }
         let k = self.next_slot.get();
-        let at = self.shared.start + Duration::from_secs_f64(k as f64 * self.slot_interval_s);
+        let at =
+            self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
         if self.shared.end.is_some_and(|e| at >= e) {
             return None;
         }
@@ -195,7 +218,10 @@ async fn worker_main(
         stopping: Cell::new(false),
         tickets: Cell::new(spec.requests),
         next_slot: Cell::new(0),
-        slot_interval_s: spec.rate.map_or(0.0, |r| 1.0 / r),
+        slot_base: Cell::new(shared.start),
+        slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
+        rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
+        share: spec.share,
         in_flight: Cell::new(0),
         next_conn: Cell::new(0),
         stop_idle: Notify::new(),

@@ -16,7 +16,7 @@ pub mod recorder;
 pub mod report;
 pub mod threshold;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +31,9 @@ pub use recorder::{Percentiles, Phase, RunTotals, SlowRequest, Snapshot, TimePoi
 #[derive(Debug, Clone, Default)]
 pub struct RunControl {
     stop: Arc<AtomicBool>,
+    /// Open loop: a new total rate (f64 bits), 0 when never changed; read by the workers at
+    /// each slot claim, a relaxed load.
+    rate: Arc<AtomicU64>,
 }
 
 impl RunControl {
@@ -52,6 +55,27 @@ impl RunControl {
     /// The flag itself, for `signal_hook::flag::register`.
     pub fn flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// Open loop: changes the total rate from the next scheduled request on. Ignored in
+    /// closed loop and for rates that are not positive and finite.
+    pub fn set_rate(&self, total_per_second: f64) {
+        if total_per_second.is_finite() && total_per_second > 0.0 {
+            self.rate
+                .store(total_per_second.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// The rate asked for by [`RunControl::set_rate`], if any.
+    pub fn rate(&self) -> Option<f64> {
+        match self.rate.load(Ordering::Relaxed) {
+            0 => None,
+            bits => Some(f64::from_bits(bits)),
+        }
+    }
+
+    pub(crate) fn rate_cell(&self) -> Arc<AtomicU64> {
+        self.rate.clone()
     }
 }
 
@@ -88,6 +112,7 @@ pub fn run(
     let request = plan.encode_request();
     let batch = request.repeat(plan.pipeline);
     let shared = Arc::new(engine::Shared {
+        rate_override: control.rate_cell(),
         plan: plan.clone(),
         request_len: request.len(),
         batch,
@@ -111,6 +136,7 @@ pub fn run(
                 Pace::Rate(r) => Some(r * connections as f64 / plan.connections as f64),
                 Pace::Max => None,
             },
+            share: connections as f64 / plan.connections as f64,
             cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
         };
         let stop = Arc::new(tokio::sync::Notify::new());

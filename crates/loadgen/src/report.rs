@@ -466,9 +466,24 @@ fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>) {
     let _ = writeln!(out);
 }
 
-/// Log-spaced buckets (1-2-5 per decade) from the fastest to the slowest response, drawn
-/// as bars; a second mode of slow requests shows as its own group of bars.
-pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
+/// One bucket of a log-spaced latency histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Lower edge, inclusive, in microseconds.
+    pub low_us: u64,
+    /// Upper edge, exclusive, in microseconds.
+    pub high_us: u64,
+    /// Responses in it.
+    pub count: u64,
+}
+
+/// Log-spaced buckets (1-2-5 per decade) from the fastest to the slowest response, so a
+/// second mode of slow requests stands apart as its own group. Empty buckets between modes
+/// are kept: the gap is part of the picture.
+pub fn log_buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+    if h.is_empty() {
+        return Vec::new();
+    }
     let mut edges = Vec::new();
     let mut decade = 1u64;
     'outer: loop {
@@ -483,30 +498,43 @@ pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
     }
     let first = edges.iter().rposition(|&e| e <= h.min()).unwrap_or(0);
     let edges = &edges[first..];
-    let mut counts = vec![0u64; edges.len().saturating_sub(1)];
+    let mut buckets: Vec<Bucket> = edges
+        .windows(2)
+        .map(|w| Bucket {
+            low_us: w[0],
+            high_us: w[1],
+            count: 0,
+        })
+        .collect();
     for v in h.iter_recorded() {
         let value = v.value_iterated_to();
         let i = edges
             .partition_point(|&e| e <= value)
             .saturating_sub(1)
-            .min(counts.len().saturating_sub(1));
-        if let Some(c) = counts.get_mut(i) {
-            *c += v.count_at_value();
+            .min(buckets.len().saturating_sub(1));
+        if let Some(b) = buckets.get_mut(i) {
+            b.count += v.count_at_value();
         }
     }
-    let most = counts.iter().copied().max().unwrap_or(0).max(1);
+    buckets
+}
+
+/// [`log_buckets`] drawn as text bars `width` wide.
+pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
+    let buckets = log_buckets(h);
+    let most = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
     let total = h.len().max(1);
     let mut out = String::new();
-    for (i, n) in counts.iter().enumerate() {
-        let bar = ((*n as f64 / most as f64) * width as f64).ceil() as usize;
+    for b in &buckets {
+        let bar = ((b.count as f64 / most as f64) * width as f64).ceil() as usize;
         let _ = writeln!(
             out,
             "  {:>8} – {:<8} {:>6.2} % {:<width$} {}",
-            fmt_us(edges[i]),
-            fmt_us(edges[i + 1]),
-            100.0 * *n as f64 / total as f64,
+            fmt_us(b.low_us),
+            fmt_us(b.high_us),
+            100.0 * b.count as f64 / total as f64,
             "■".repeat(bar),
-            fmt_count(*n),
+            fmt_count(b.count),
             width = width
         );
     }

@@ -11,6 +11,7 @@
 pub mod cpus;
 mod launch;
 mod nginx;
+pub mod procstat;
 mod spec;
 mod sys;
 

@@ -1,0 +1,257 @@
+//! The dashboard's state and the one place it changes: [`App::update`].
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
+use tailscope_targets::procstat::CpuUsage;
+
+/// Ticks of history kept for the charts (at 10 a second: one minute).
+pub const HISTORY: usize = 600;
+/// How much `+` and `-` change the open-loop rate.
+pub const RATE_STEP: f64 = 1.25;
+
+/// What the run is, for the header. Fixed for the run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunInfo {
+    /// Method and URL.
+    pub target: String,
+    /// The launched server, e.g. `embedded (pid 1234)`.
+    pub server: Option<String>,
+    /// Open-loop rate asked for at the start; none for closed loop.
+    pub rate: Option<f64>,
+    /// Pipelining depth.
+    pub pipeline: usize,
+    /// Connections.
+    pub connections: usize,
+    /// Generator threads.
+    pub threads: usize,
+    /// `-z`, when timed.
+    pub duration: Option<Duration>,
+    /// `-n`, when counted.
+    pub requests: Option<u64>,
+    /// The server's CPUs.
+    pub server_cpus: Vec<usize>,
+    /// The generator's CPUs.
+    pub client_cpus: Vec<usize>,
+}
+
+/// The three views.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Everything at a glance.
+    Overview,
+    /// Latency over time and its distribution, large.
+    Latency,
+    /// Per-core usage and the slowest requests.
+    Cores,
+}
+
+impl View {
+    /// In Tab order.
+    pub const ALL: [View; 3] = [View::Overview, View::Latency, View::Cores];
+
+    /// Its tab title.
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Overview => "1 Overview",
+            View::Latency => "2 Latency",
+            View::Cores => "3 Cores & spikes",
+        }
+    }
+}
+
+/// Something that changes the dashboard.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// A new snapshot from the generator and, when readable, per-CPU usage.
+    Snapshot(Box<Snapshot>, Option<Vec<CpuUsage>>),
+    /// Stop the load gracefully.
+    Quit,
+    /// Next view.
+    NextView,
+    /// A view by number.
+    Show(View),
+    /// Freeze or unfreeze the display (the load goes on).
+    ToggleFreeze,
+    /// Raise the open-loop rate.
+    RateUp,
+    /// Lower the open-loop rate.
+    RateDown,
+    /// Show or hide the keys.
+    ToggleHelp,
+}
+
+/// What the dashboard asks of the run in response to an action.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Effect {
+    /// Stop the load gracefully.
+    Stop,
+    /// Set the total open-loop rate.
+    SetRate(f64),
+}
+
+/// One tick of history.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TickPoint {
+    /// Seconds since measurement started.
+    pub t_s: f64,
+    /// Complete responses per second in the tick.
+    pub ok_rps: f64,
+    /// Failed requests per second in the tick.
+    pub err_rps: f64,
+    /// The tick's p50, p99 and max (µs); zero when the tick had no response.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Slowest.
+    pub max_us: u64,
+}
+
+/// The dashboard's state.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// What runs.
+    pub info: RunInfo,
+    /// The latest snapshot shown (held while frozen).
+    pub snapshot: Option<Box<Snapshot>>,
+    /// Per-tick history shown in the charts.
+    pub history: VecDeque<TickPoint>,
+    /// Per-CPU usage of the last tick; none when unreadable.
+    pub cpus: Option<Vec<CpuUsage>>,
+    /// The current view.
+    pub view: View,
+    /// The display is frozen.
+    pub frozen: bool,
+    /// The key help is shown.
+    pub help: bool,
+    /// Stop was asked for.
+    pub quitting: bool,
+    /// The open-loop rate now asked for.
+    pub rate: Option<f64>,
+    /// When each error kind last went up (seconds since measurement started).
+    pub error_seen: Vec<(ErrorKind, f64)>,
+    /// A one-line note for the footer (e.g. why a key did nothing).
+    pub note: Option<String>,
+}
+
+impl App {
+    /// A dashboard for `info`, before the first snapshot.
+    pub fn new(info: RunInfo) -> Self {
+        App {
+            rate: info.rate,
+            info,
+            snapshot: None,
+            history: VecDeque::with_capacity(HISTORY),
+            cpus: None,
+            view: View::Overview,
+            frozen: false,
+            help: false,
+            quitting: false,
+            error_seen: Vec::new(),
+            note: None,
+        }
+    }
+
+    /// Applies an action; returns what the run should do, if anything.
+    pub fn update(&mut self, action: Action) -> Option<Effect> {
+        match action {
+            Action::Snapshot(snap, cpus) => {
+                if !self.frozen {
+                    self.absorb(snap, cpus);
+                }
+                None
+            }
+            Action::Quit => {
+                self.quitting = true;
+                Some(Effect::Stop)
+            }
+            Action::NextView => {
+                let i = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0);
+                self.view = View::ALL[(i + 1) % View::ALL.len()];
+                None
+            }
+            Action::Show(v) => {
+                self.view = v;
+                None
+            }
+            Action::ToggleFreeze => {
+                self.frozen = !self.frozen;
+                None
+            }
+            Action::ToggleHelp => {
+                self.help = !self.help;
+                None
+            }
+            Action::RateUp | Action::RateDown => {
+                let Some(rate) = self.rate else {
+                    self.note = Some("+/- need open loop (-q RATE)".into());
+                    return None;
+                };
+                let new = if matches!(action, Action::RateUp) {
+                    rate * RATE_STEP
+                } else {
+                    (rate / RATE_STEP).max(1.0)
+                };
+                self.rate = Some(new);
+                self.note = Some(format!("rate set to {new:.0} req/s"));
+                Some(Effect::SetRate(new))
+            }
+        }
+    }
+
+    fn absorb(&mut self, snap: Box<Snapshot>, cpus: Option<Vec<CpuUsage>>) {
+        let elapsed = snap.elapsed.as_secs_f64();
+        if let Some(prev) = &self.snapshot {
+            for kind in ErrorKind::ALL {
+                if snap.totals.errors[kind.index()] > prev.totals.errors[kind.index()] {
+                    match self.error_seen.iter_mut().find(|(k, _)| *k == kind) {
+                        Some((_, t)) => *t = elapsed,
+                        None => self.error_seen.push((kind, elapsed)),
+                    }
+                }
+            }
+        }
+        if snap.phase != Phase::WarmingUp && !snap.tick.is_zero() {
+            let tick = snap.tick.as_secs_f64();
+            let p = &snap.last_tick_latency;
+            self.history.push_back(TickPoint {
+                t_s: elapsed,
+                ok_rps: snap.last_tick.successes as f64 / tick,
+                err_rps: snap.last_tick.error_total() as f64 / tick,
+                p50_us: p.p50,
+                p99_us: p.p99,
+                max_us: p.max,
+            });
+            while self.history.len() > HISTORY {
+                self.history.pop_front();
+            }
+        }
+        if cpus.is_some() {
+            self.cpus = cpus;
+        }
+        self.snapshot = Some(snap);
+    }
+}
+
+/// The action a key asks for, if any.
+pub fn key_action(key: KeyEvent) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Char('c') if ctrl => Some(Action::Quit),
+        KeyCode::Char('q') | KeyCode::Esc => Some(Action::Quit),
+        KeyCode::Tab => Some(Action::NextView),
+        KeyCode::Char('1') => Some(Action::Show(View::Overview)),
+        KeyCode::Char('2') => Some(Action::Show(View::Latency)),
+        KeyCode::Char('3') => Some(Action::Show(View::Cores)),
+        KeyCode::Char('p') => Some(Action::ToggleFreeze),
+        KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::RateUp),
+        KeyCode::Char('-') => Some(Action::RateDown),
+        KeyCode::Char('?') | KeyCode::Char('h') => Some(Action::ToggleHelp),
+        _ => None,
+    }
+}

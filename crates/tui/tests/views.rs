@@ -1,0 +1,319 @@
+//! The dashboard drawn from fixed data: widgets against exact buffers, whole views as insta
+//! snapshots at a roomy and at the smallest supported size, and key handling through
+//! `App::update`.
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::widgets::Widget;
+use ratatui::Terminal;
+use tailscope_loadgen::recorder::{
+    new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot,
+};
+use tailscope_loadgen::ErrorKind;
+use tailscope_targets::procstat::CpuUsage;
+use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
+use tailscope_tui::ui::{self, Footer};
+
+fn info(rate: Option<f64>) -> RunInfo {
+    RunInfo {
+        target: "GET http://127.0.0.1:8080/plaintext".into(),
+        server: Some("embedded (pid 4242)".into()),
+        rate,
+        pipeline: 1,
+        connections: 64,
+        threads: 1,
+        duration: Some(Duration::from_secs(10)),
+        requests: None,
+        server_cpus: vec![0],
+        client_cpus: vec![1],
+    }
+}
+
+/// A run 4 s in: a fast mode around 250 µs and a slow mode at 1.6 s (a stall), with timeouts.
+fn snapshot(tick: u64) -> Snapshot {
+    let mut histogram = new_histogram(Duration::from_secs(60));
+    for i in 0..10_000u64 {
+        histogram.record(200 + i % 100).unwrap();
+    }
+    for _ in 0..40 {
+        histogram.record(1_600_000).unwrap();
+    }
+    let mut totals = Counters {
+        successes: 10_040 + tick * 100,
+        ..Counters::default()
+    };
+    totals.errors[ErrorKind::Timeout.index()] = 3 + tick;
+    totals.status_codes = vec![(200, 10_000 + tick * 100), (503, 40)];
+    let mut last_tick = Counters {
+        successes: 350,
+        ..Counters::default()
+    };
+    last_tick.errors[ErrorKind::Timeout.index()] = if tick % 5 == 0 { 1 } else { 0 };
+    let spike = tick == 20;
+    let p = Percentiles {
+        min: 200,
+        mean: 260.0,
+        stdev: 30.0,
+        p50: 250,
+        p75: 270,
+        p90: 290,
+        p95: 295,
+        p99: if spike { 1_600_000 } else { 299 },
+        p999: 1_600_000,
+        p9999: 1_600_000,
+        max: 1_600_000,
+    };
+    Snapshot {
+        phase: Phase::Running,
+        elapsed: Duration::from_millis(100 * tick),
+        warmup_left: Duration::ZERO,
+        totals,
+        last_tick,
+        tick: Duration::from_millis(100),
+        latency: p,
+        last_tick_latency: Percentiles {
+            max: if spike { 1_600_000 } else { 400 },
+            ..p
+        },
+        histogram,
+        slowest: vec![SlowRequest {
+            at_s: 2.0,
+            latency_us: 1_600_000,
+            ttfb_us: 1_599_000,
+            body_us: 1_000,
+            connect_us: Some(1_000_000),
+            queued_us: None,
+            first_on_connection: true,
+            conn: 7,
+            worker: 0,
+            status: Some(200),
+            error: None,
+        }],
+    }
+}
+
+fn cpus() -> Vec<CpuUsage> {
+    vec![
+        CpuUsage {
+            cpu: 0,
+            user_pct: 5.0,
+            system_pct: 60.0,
+            irq_pct: 0.0,
+            softirq_pct: 30.0,
+            steal_pct: 0.0,
+            idle_pct: 5.0,
+        },
+        CpuUsage {
+            cpu: 1,
+            user_pct: 10.0,
+            system_pct: 40.0,
+            irq_pct: 0.0,
+            softirq_pct: 40.0,
+            steal_pct: 0.0,
+            idle_pct: 10.0,
+        },
+    ]
+}
+
+fn app_with_data(rate: Option<f64>) -> App {
+    let mut app = App::new(info(rate));
+    for tick in 1..=40 {
+        app.update(Action::Snapshot(Box::new(snapshot(tick)), Some(cpus())));
+    }
+    app
+}
+
+fn screen(app: &App, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| ui::render(app, f)).unwrap();
+    terminal.backend().to_string()
+}
+
+#[test]
+fn overview_120x40() {
+    insta::assert_snapshot!(screen(&app_with_data(None), 120, 40));
+}
+
+#[test]
+fn overview_80x24_hides_panels_instead_of_garbling() {
+    let text = screen(&app_with_data(None), 80, 24);
+    assert!(
+        !text.contains("Latency per tick"),
+        "the latency chart is dropped at 80×24"
+    );
+    assert!(text.contains("Throughput") && text.contains("Status & errors"));
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn latency_view_120x40() {
+    let mut app = app_with_data(None);
+    app.update(Action::Show(View::Latency));
+    let text = screen(&app, 120, 40);
+    assert!(
+        text.contains("1.00s–2.00s"),
+        "the 1.6 s mode has its own bar"
+    );
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn cores_view_120x40() {
+    let mut app = app_with_data(None);
+    app.update(Action::Show(View::Cores));
+    let text = screen(&app, 120, 40);
+    assert!(text.contains("cpu0  S") && text.contains("cpu1   G"));
+    assert!(
+        text.contains("connect 1.00s"),
+        "the slow request's split is shown"
+    );
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn help_overlay_and_a_tiny_terminal() {
+    let mut app = app_with_data(Some(1000.0));
+    app.update(Action::ToggleHelp);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+    assert!(screen(&app, 30, 6).contains("terminal too small"));
+}
+
+#[test]
+fn histogram_rows_keep_the_modes_when_space_runs_short() {
+    use tailscope_loadgen::report::Bucket;
+    use tailscope_tui::ui::fit_rows;
+    let b = |low: u64, count: u64| Bucket {
+        low_us: low,
+        high_us: low * 2,
+        count,
+    };
+    let buckets = [
+        b(100, 900),
+        b(200, 80),
+        b(500, 0),
+        b(1000, 0),
+        b(2000, 0),
+        b(5000, 0),
+        b(10000, 15),
+    ];
+    let counts =
+        |rows: Vec<Option<&Bucket>>| rows.iter().map(|r| r.map(|b| b.count)).collect::<Vec<_>>();
+    assert_eq!(fit_rows(&buckets, 10).len(), 7, "everything fits");
+    assert_eq!(
+        counts(fit_rows(&buckets, 4)),
+        vec![Some(900), Some(80), None, Some(15)],
+        "the gap is folded"
+    );
+    assert_eq!(
+        counts(fit_rows(&buckets, 2)),
+        vec![Some(900), Some(80)],
+        "the fullest stay, in order"
+    );
+}
+
+#[test]
+fn footer_widget_marks_the_current_view() {
+    let mut app = App::new(info(None));
+    app.update(Action::Show(View::Latency));
+    let area = Rect::new(0, 0, 60, 1);
+    let mut buf = Buffer::empty(area);
+    (&Footer(&app)).render(area, &mut buf);
+    let mut want =
+        Buffer::with_lines([" 1 Overview  2 Latency  3 Cores & spikes   q quit · p freeze"]);
+    // Styles are checked separately: only the current view is reversed.
+    want.set_style(area, buf.cell((0, 0)).unwrap().style());
+    assert_eq!(
+        buf.content.iter().map(|c| c.symbol()).collect::<String>(),
+        want.content.iter().map(|c| c.symbol()).collect::<String>()
+    );
+    let reversed = |x: u16| {
+        buf.cell((x, 0))
+            .unwrap()
+            .modifier
+            .contains(ratatui::style::Modifier::REVERSED)
+    };
+    assert!(reversed(14), "'2 Latency' is highlighted");
+    assert!(!reversed(3), "'1 Overview' is not");
+}
+
+#[test]
+fn keys_map_to_actions() {
+    let key = |c: KeyCode, m: KeyModifiers| key_action(KeyEvent::new(c, m));
+    assert!(matches!(
+        key(KeyCode::Char('q'), KeyModifiers::NONE),
+        Some(Action::Quit)
+    ));
+    assert!(matches!(
+        key(KeyCode::Esc, KeyModifiers::NONE),
+        Some(Action::Quit)
+    ));
+    assert!(matches!(
+        key(KeyCode::Char('c'), KeyModifiers::CONTROL),
+        Some(Action::Quit)
+    ));
+    assert!(key(KeyCode::Char('c'), KeyModifiers::NONE).is_none());
+    assert!(matches!(
+        key(KeyCode::Tab, KeyModifiers::NONE),
+        Some(Action::NextView)
+    ));
+    assert!(matches!(
+        key(KeyCode::Char('3'), KeyModifiers::NONE),
+        Some(Action::Show(View::Cores))
+    ));
+    assert!(matches!(
+        key(KeyCode::Char('+'), KeyModifiers::NONE),
+        Some(Action::RateUp)
+    ));
+    assert!(matches!(
+        key(KeyCode::Char('?'), KeyModifiers::NONE),
+        Some(Action::ToggleHelp)
+    ));
+}
+
+#[test]
+fn update_is_the_only_place_state_changes() {
+    let mut app = App::new(info(Some(1000.0)));
+    assert_eq!(app.update(Action::Quit), Some(Effect::Stop));
+    assert!(app.quitting);
+    assert_eq!(app.update(Action::NextView), None);
+    assert_eq!(app.view, View::Latency);
+    app.update(Action::NextView);
+    app.update(Action::NextView);
+    assert_eq!(app.view, View::Overview, "Tab wraps around");
+    assert_eq!(app.update(Action::RateUp), Some(Effect::SetRate(1250.0)));
+    assert_eq!(app.update(Action::RateDown), Some(Effect::SetRate(1000.0)));
+
+    app.update(Action::Snapshot(Box::new(snapshot(1)), None));
+    app.update(Action::ToggleFreeze);
+    app.update(Action::Snapshot(Box::new(snapshot(2)), Some(cpus())));
+    assert_eq!(
+        app.snapshot.as_ref().unwrap().elapsed,
+        Duration::from_millis(100),
+        "frozen: the display holds"
+    );
+    assert_eq!(app.history.len(), 1);
+    app.update(Action::ToggleFreeze);
+    app.update(Action::Snapshot(Box::new(snapshot(3)), Some(cpus())));
+    assert_eq!(
+        app.snapshot.as_ref().unwrap().elapsed,
+        Duration::from_millis(300)
+    );
+    assert_eq!(
+        app.error_seen,
+        vec![(ErrorKind::Timeout, 0.3)],
+        "timeouts went up at 0.3 s"
+    );
+    assert!(app.cpus.is_some());
+
+    let mut closed = App::new(info(None));
+    assert_eq!(
+        closed.update(Action::RateUp),
+        None,
+        "no rate to change in closed loop"
+    );
+    assert!(closed.note.as_deref().unwrap().contains("open loop"));
+}

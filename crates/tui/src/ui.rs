@@ -672,7 +672,7 @@ impl Widget for &Cpus<'_> {
             Style::default().fg(DIM),
         )));
         lines.push(Line::from(Span::styled(
-            "ctx/s, migr/s, IPC: n/a (no profiler)",
+            "ctx/s, IPC: n/a (no profiler)",
             Style::default().fg(DIM),
         )));
         Paragraph::new(lines).render(inner, buf);

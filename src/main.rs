@@ -4,6 +4,7 @@
 mod args;
 mod compare;
 mod exit;
+mod profile;
 mod run;
 mod serve;
 mod suite;

@@ -9,13 +9,13 @@ use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo}
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
 use tailscope_targets::cpus::{self, format_list};
-use tailscope_targets::procstat::CpuSampler;
 use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
 use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
+use crate::profile::RunProfiler;
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -217,10 +217,22 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     };
     let live = live && dashboard.is_none();
     let mut progress = Progress::default();
-    let mut cpu_sampler = dashboard.as_ref().map(|_| CpuSampler::new());
+    let server_cpus = target
+        .as_ref()
+        .map(|t| t.server_cpus().to_vec())
+        .unwrap_or_default();
+    let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
+    let mut profiler = RunProfiler::new(
+        target_pid,
+        server_cpus,
+        plan.cpus.clone(),
+        !plan.warmup.is_zero(),
+    );
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
-        if let (Some((feed, _)), Some(sampler)) = (&dashboard, cpu_sampler.as_mut()) {
-            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), sampler.sample()));
+        let (cpus, counters) = profiler.on_snapshot(snap);
+        if let Some((feed, _)) = &dashboard {
+            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
+            let _ = feed.send(Action::Counters(counters));
         } else if live {
             progress.show(snap);
         }
@@ -256,8 +268,10 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }),
         (None, None) => None,
     };
-    if let Some(mut t) = target.take() {
-        if let Some(status) = t.exited() {
+    let server_exited = target.as_mut().and_then(|t| t.exited());
+    let sections = profiler.finish(plan, &totals, &mut report);
+    if let Some(t) = target.take() {
+        if let Some(status) = server_exited {
             eprintln!(
                 "tailscope: the {} server exited during the run ({status})",
                 t.name()
@@ -265,7 +279,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         t.stop();
     }
-    let text = report.to_text();
+    let text = report.to_text() + &sections;
     if json_to_stdout {
         eprint!("{text}");
         print_stdout(&report.to_json())?;

@@ -240,8 +240,12 @@ async fn worker_main(
             let mut iv = tokio::time::interval_at((w.shared.measure_start + tick).into(), tick);
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
             loop {
-                iv.tick().await;
-                let data = w.rec.borrow_mut().take_interval(Instant::now(), tick);
+                let scheduled = iv.tick().await.into_std();
+                let now = Instant::now();
+                let mut rec = w.rec.borrow_mut();
+                rec.record_loop_lag(now.saturating_duration_since(scheduled));
+                let data = rec.take_interval(now, tick);
+                drop(rec);
                 if tx.send(data).is_err() {
                     break;
                 }

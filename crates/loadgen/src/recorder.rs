@@ -151,6 +151,9 @@ pub struct Counters {
     pub reconnects: u64,
     /// Requests still in flight when the run stopped and the grace period ran out.
     pub aborted: u64,
+    /// The most a generator thread's tick fired late (µs): how long its event loop was held
+    /// up. A "server stall" with a lag as long is the generator's own pause.
+    pub max_loop_lag_us: u64,
     /// Status codes and their counts, in first-seen order.
     pub status_codes: Vec<(u16, u64)>,
 }
@@ -196,6 +199,7 @@ impl Counters {
         self.late_sends += other.late_sends;
         self.reconnects += other.reconnects;
         self.aborted += other.aborted;
+        self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
         }
@@ -215,6 +219,10 @@ pub struct IntervalData {
     pub latency_uncorrected: Histogram<u64>,
     /// Connect times of the connections opened.
     pub connect: Histogram<u64>,
+    /// Latency of requests that were the first on their connection (connect included).
+    pub first_request: Histogram<u64>,
+    /// Body time: first to last response byte.
+    pub body: Histogram<u64>,
     /// Counters.
     pub counters: Counters,
     /// The slowest requests of the interval.
@@ -229,6 +237,8 @@ impl IntervalData {
             latency: new_histogram(highest),
             latency_uncorrected: new_histogram(highest),
             connect: new_histogram(highest),
+            first_request: new_histogram(highest),
+            body: new_histogram(highest),
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
         }
@@ -282,6 +292,10 @@ impl WorkerRecorder {
         if let Some(c) = f.connect {
             record_us(&mut cur.connect, c);
         }
+        if f.first_on_connection {
+            record_us(&mut cur.first_request, latency);
+        }
+        record_us(&mut cur.body, f.end.saturating_duration_since(f.first_byte));
         let c = &mut cur.counters;
         c.successes += 1;
         c.bytes_read += f.bytes;
@@ -369,6 +383,13 @@ impl WorkerRecorder {
         self.current.counters.aborted += n;
     }
 
+    /// Notes how late the worker's tick fired.
+    pub fn record_loop_lag(&mut self, lag: Duration) {
+        let us = lag.as_micros() as u64;
+        let c = &mut self.current.counters;
+        c.max_loop_lag_us = c.max_loop_lag_us.max(us);
+    }
+
     /// Hands over this interval's data and starts a new interval.
     pub fn take_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
         let fresh = IntervalData::new(self.worker, self.highest, self.slowest_cap);
@@ -445,6 +466,16 @@ pub struct TimePoint {
     pub p99_us: u64,
     /// Slowest response.
     pub max_us: u64,
+    /// Responses at least 10× the run's median so far (and at least 1 ms): the requests a
+    /// spike in this second delayed.
+    #[serde(default)]
+    pub outliers: u64,
+    /// The most a generator thread's event loop was held up in this second (µs).
+    #[serde(default)]
+    pub generator_lag_us: u64,
+    /// Busy percentage of each CPU in this second, when the profiler ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_busy_pct: Vec<f64>,
 }
 
 /// Where a run is.
@@ -500,6 +531,10 @@ pub struct RunTotals {
     pub latency_uncorrected: Histogram<u64>,
     /// Connect times.
     pub connect: Histogram<u64>,
+    /// Latency of first-on-connection requests (connect included).
+    pub first_request: Histogram<u64>,
+    /// Body times (first to last byte).
+    pub body: Histogram<u64>,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
     /// The slowest requests.
@@ -536,6 +571,8 @@ impl Aggregator {
                 latency: new_histogram(highest),
                 latency_uncorrected: new_histogram(highest),
                 connect: new_histogram(highest),
+                first_request: new_histogram(highest),
+                body: new_histogram(highest),
                 timeseries: Vec::new(),
                 slowest: Vec::new(),
             },
@@ -555,6 +592,10 @@ impl Aggregator {
             .add(&data.latency_uncorrected)
             .expect("same bounds");
         t.connect.add(&data.connect).expect("same bounds");
+        t.first_request
+            .add(&data.first_request)
+            .expect("same bounds");
+        t.body.add(&data.body).expect("same bounds");
         t.counters.merge(&data.counters);
         self.last_tick.merge(&data.counters);
         self.last_tick_latency
@@ -588,6 +629,17 @@ impl Aggregator {
             }
             let (second, b) = entry.remove_entry();
             let p = Percentiles::of(&b.latency);
+            let run_p50 = if self.totals.latency.is_empty() {
+                0
+            } else {
+                self.totals.latency.value_at_quantile(0.5)
+            };
+            let threshold = (run_p50 * 10).max(1_000);
+            let outliers = if b.latency.is_empty() || b.latency.max() < threshold {
+                0
+            } else {
+                b.latency.count_between(threshold, b.latency.max())
+            };
             self.totals.timeseries.push(TimePoint {
                 t_s: (second + 1) as f64,
                 requests: b.counters.requests(),
@@ -596,6 +648,9 @@ impl Aggregator {
                 p50_us: p.p50,
                 p99_us: p.p99,
                 max_us: p.max,
+                outliers,
+                generator_lag_us: b.counters.max_loop_lag_us,
+                cpu_busy_pct: Vec::new(),
             });
         }
     }

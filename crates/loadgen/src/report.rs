@@ -146,6 +146,10 @@ pub struct Report {
     pub slowest: Vec<SlowRequest>,
     /// The full latency histogram.
     pub histogram: EncodedHistogram,
+    /// Sections added by whoever runs the generator (the binary adds `profile` and
+    /// `diagnosis`); the generator knows nothing of them.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
@@ -257,6 +261,7 @@ impl Report {
                 unit: "us".into(),
                 data: encode(&totals.latency),
             },
+            extra: serde_json::Map::new(),
         }
     }
 
@@ -629,6 +634,8 @@ mod tests {
             latency,
             latency_uncorrected: new_histogram(Duration::from_secs(60)),
             connect: new_histogram(Duration::from_secs(60)),
+            first_request: new_histogram(Duration::from_secs(60)),
+            body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],
             slowest: vec![],
         }

@@ -9,9 +9,11 @@
 //! The profiler (per-core counters, /proc samplers) comes here too, in a later issue.
 
 pub mod cpus;
+pub mod forensics;
 mod launch;
 mod nginx;
 pub mod procstat;
+pub mod profile;
 mod spec;
 mod sys;
 

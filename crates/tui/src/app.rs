@@ -6,6 +6,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
 use tailscope_targets::procstat::CpuUsage;
+use tailscope_targets::profile::TickCounters;
 
 /// Ticks of history kept for the charts (at 10 a second: one minute).
 pub const HISTORY: usize = 600;
@@ -67,6 +68,8 @@ impl View {
 pub enum Action {
     /// A new snapshot from the generator and, when readable, per-CPU usage.
     Snapshot(Box<Snapshot>, Option<Vec<CpuUsage>>),
+    /// The profiler's per-CPU counters of the same tick.
+    Counters(TickCounters),
     /// Stop the load gracefully.
     Quit,
     /// Next view.
@@ -120,6 +123,8 @@ pub struct App {
     pub history: VecDeque<TickPoint>,
     /// Per-CPU usage of the last tick; none when unreadable.
     pub cpus: Option<Vec<CpuUsage>>,
+    /// Per-CPU perf counters of the last tick.
+    pub counters: Option<TickCounters>,
     /// The current view.
     pub view: View,
     /// The display is frozen.
@@ -145,6 +150,7 @@ impl App {
             snapshot: None,
             history: VecDeque::with_capacity(HISTORY),
             cpus: None,
+            counters: None,
             view: View::Overview,
             frozen: false,
             help: false,
@@ -160,6 +166,12 @@ impl App {
             Action::Snapshot(snap, cpus) => {
                 if !self.frozen {
                     self.absorb(snap, cpus);
+                }
+                None
+            }
+            Action::Counters(c) => {
+                if !self.frozen {
+                    self.counters = Some(c);
                 }
                 None
             }

@@ -671,10 +671,26 @@ impl Widget for &Cpus<'_> {
             "u user · s system+irq · si softirq",
             Style::default().fg(DIM),
         )));
-        lines.push(Line::from(Span::styled(
-            "ctx/s, IPC: n/a (no profiler)",
-            Style::default().fg(DIM),
-        )));
+        // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
+        // IPC, no perf permission), never a made-up zero.
+        let counters = app.counters.as_ref();
+        for c in cpus {
+            let get =
+                |v: Option<&Vec<Option<f64>>>| v.and_then(|v| v.get(c.cpu).copied().flatten());
+            let ctx = get(counters.map(|k| &k.context_switches_per_s));
+            let migr = get(counters.map(|k| &k.migrations_per_s));
+            let ipc = get(counters.map(|k| &k.ipc));
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "cpu{:<2} ctx/s {} migr/s {} IPC {}",
+                    c.cpu,
+                    ctx.map_or("n/a".into(), |v| format!("{v:.0}")),
+                    migr.map_or("n/a".into(), |v| format!("{v:.0}")),
+                    ipc.map_or("n/a".into(), |v| format!("{v:.2}"))
+                ),
+                Style::default().fg(DIM),
+            )));
+        }
         Paragraph::new(lines).render(inner, buf);
     }
 }

@@ -15,6 +15,7 @@ use tailscope_loadgen::recorder::{
 };
 use tailscope_loadgen::ErrorKind;
 use tailscope_targets::procstat::CpuUsage;
+use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
 use tailscope_tui::ui::{self, Footer};
 
@@ -123,6 +124,12 @@ fn app_with_data(rate: Option<f64>) -> App {
     let mut app = App::new(info(rate));
     for tick in 1..=40 {
         app.update(Action::Snapshot(Box::new(snapshot(tick)), Some(cpus())));
+        // Software counters counted, hardware ones not (a VM without a PMU): IPC is n/a.
+        app.update(Action::Counters(TickCounters {
+            context_switches_per_s: vec![Some(1961.0), Some(153.0)],
+            migrations_per_s: vec![Some(2.0), Some(1.0)],
+            ipc: vec![None, None],
+        }));
     }
     app
 }
@@ -167,6 +174,10 @@ fn cores_view_120x40() {
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
     assert!(text.contains("cpu0  S") && text.contains("cpu1   G"));
+    assert!(
+        text.contains("cpu0  ctx/s 1961 migr/s 2 IPC n/a"),
+        "counters, and n/a where not counted"
+    );
     assert!(
         text.contains("connect 1.00s"),
         "the slow request's split is shown"

@@ -1,0 +1,513 @@
+//! Spike forensics: name the likely cause of a tail spike, with its evidence, or nothing.
+//!
+//! Each rule names a cause only when both its latency signature and its corroborating
+//! counters are there; a healthy run names none. The rules read plain numbers
+//! ([`Evidence`]) that the binary extracts from the generator's histograms and the profile,
+//! so they are tested on synthetic data, near-misses included.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// A window of the run, in seconds from the start of measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Window {
+    /// Start.
+    pub start_s: f64,
+    /// End.
+    pub end_s: f64,
+}
+
+/// A named cause.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnosis {
+    /// `accept_queue_overflow`, `delayed_ack`, `retransmission`, `server_stall`,
+    /// `cpu_contention` or `generator_saturated`.
+    pub cause: String,
+    /// The numbers that show it.
+    pub evidence: String,
+    /// Requests it slowed (an estimate from the histograms).
+    pub requests_affected: u64,
+    /// When, if it is confined to a window.
+    pub window: Option<Window>,
+}
+
+/// One second of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Second {
+    /// End of the second.
+    pub t_s: f64,
+    /// Requests finished in it.
+    pub requests: u64,
+    /// Responses ≥ 10× the run's median (and ≥ 1 ms).
+    pub outliers: u64,
+    /// Its slowest response.
+    pub max_us: u64,
+    /// The most the generator's own event loop was held up in it.
+    pub generator_lag_us: u64,
+}
+
+/// One of the slowest requests.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Slow {
+    /// When it began.
+    pub at_s: f64,
+    /// Its latency.
+    pub latency_us: u64,
+    /// It opened its connection.
+    pub first_on_connection: bool,
+}
+
+/// What the rules read.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Evidence {
+    /// Requests counted.
+    pub requests: u64,
+    /// Requests that can be in flight at once (connections × pipeline depth).
+    pub in_flight: u64,
+    /// The run's median latency.
+    pub p50_us: Option<u64>,
+    /// One entry per second.
+    pub seconds: Vec<Second>,
+    /// The slowest requests.
+    pub slowest: Vec<Slow>,
+    /// First-on-connection requests that took ~1 s, ~3 s, ~7 s (SYN retransmit times).
+    pub new_connection_syn_steps: [u64; 3],
+    /// Responses whose body arrived 38–60 ms after their head.
+    pub split_body_40ms: u64,
+    /// Responses that took ~200 ms, ~400 ms, ~800 ms (minimum RTO and its back-off).
+    pub rto_steps: [u64; 3],
+    /// Responses that took 100–190 ms: RTO delays stand out above these, a stall's spread
+    /// of latencies does not.
+    pub below_rto: u64,
+    /// Kernel TCP counter deltas; `None` when unreadable.
+    pub tcp: Option<BTreeMap<String, i64>>,
+    /// Mean busy % of the server's CPUs, when known.
+    pub server_cpus_busy_pct: Option<f64>,
+    /// Mean busy % of the generator's CPUs, when known.
+    pub client_cpus_busy_pct: Option<f64>,
+    /// Mean steal % over the CPUs used.
+    pub steal_pct: Option<f64>,
+    /// The target's involuntary context switches per second.
+    pub target_involuntary_per_s: Option<f64>,
+    /// The run's length.
+    pub duration_s: f64,
+}
+
+fn tcp(e: &Evidence, name: &str) -> i64 {
+    e.tcp
+        .as_ref()
+        .and_then(|t| t.get(name).copied())
+        .unwrap_or(0)
+}
+
+fn tcp_list(e: &Evidence, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("{n} +{}", tcp(e, n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Names the causes the evidence supports, most specific first.
+pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
+    let mut out = Vec::new();
+    out.extend(accept_queue_overflow(e));
+    out.extend(delayed_ack(e));
+    out.extend(retransmission(e));
+    out.extend(server_stall(e));
+    out.extend(cpu_contention(e));
+    out.extend(generator_saturated(e));
+    out
+}
+
+fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
+    let slow_new: u64 = e.new_connection_syn_steps.iter().sum();
+    let moved = tcp(e, "ListenOverflows")
+        + tcp(e, "ListenDrops")
+        + tcp(e, "TCPSynRetrans")
+        + tcp(e, "TCPReqQFullDrop");
+    if slow_new == 0 || moved <= 0 {
+        return None;
+    }
+    let [s1, s3, s7] = e.new_connection_syn_steps;
+    let window = window_of(
+        e.slowest
+            .iter()
+            .filter(|s| s.first_on_connection && s.latency_us >= 900_000),
+    );
+    Some(Diagnosis {
+        cause: "accept_queue_overflow".into(),
+        evidence: format!(
+            "{slow_new} requests on new connections took ~1 s ({s1}), ~3 s ({s3}) or ~7 s ({s7}): SYN or handshake retransmits \
+             after the listen queue overflowed ({}); raise the backlog (listen(2), net.core.somaxconn) or accept faster",
+            tcp_list(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans", "TCPReqQFullDrop"])
+        ),
+        requests_affected: slow_new,
+        window,
+    })
+}
+
+fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
+    let n = e.split_body_40ms;
+    if n < 10 || (n as f64) < 0.01 * e.requests as f64 {
+        return None;
+    }
+    Some(Diagnosis {
+        cause: "delayed_ack".into(),
+        evidence: format!(
+            "{n} responses ({:.1} %) arrived in two parts, the body 38–60 ms after the head: the server writes head and body \
+             separately with Nagle on, and the second write waits for the client's delayed ACK (40 ms); fix: TCP_NODELAY or one write",
+            100.0 * n as f64 / e.requests.max(1) as f64
+        ),
+        requests_affected: n,
+        window: None,
+    })
+}
+
+fn retransmission(e: &Evidence) -> Option<Diagnosis> {
+    let n: u64 = e.rto_steps.iter().sum();
+    // Segments actually resent. TCPTimeouts alone is no evidence: an application that stops
+    // reading for longer than the minimum RTO makes retransmit timers fire with nothing lost
+    // (seen here: a 250 ms stall, TCPTimeouts +32, RetransSegs +0).
+    let resent = tcp(e, "RetransSegs");
+    // Steps, not a spread: a stall in open loop delays requests by every amount up to its
+    // length, RTOs by ~200 ms and its doublings.
+    if n < 3 || resent <= 0 || n < 3 * e.below_rto {
+        return None;
+    }
+    // Many delayed at the same moment is a stall's signature; RTOs hit requests one by one.
+    let together: u64 = e
+        .seconds
+        .iter()
+        .filter(|s| s.outliers >= (e.in_flight / 2).max(5))
+        .map(|s| s.outliers)
+        .sum();
+    if together >= n {
+        return None;
+    }
+    let [r2, r4, r8] = e.rto_steps;
+    Some(Diagnosis {
+        cause: "retransmission".into(),
+        evidence: format!(
+            "{n} responses took ~200 ms ({r2}), ~400 ms ({r4}) or ~800 ms ({r8}): the minimum RTO and its back-off, while \
+             {}: segments were lost and resent",
+            tcp_list(e, &["RetransSegs", "TCPTimeouts", "TCPLossProbes"])
+        ),
+        requests_affected: n,
+        window: None,
+    })
+}
+
+/// A stall shorter than this is not named (VMs show few-ms blips all the time).
+const MIN_STALL_US: u64 = 20_000;
+
+fn server_stall(e: &Evidence) -> Option<Diagnosis> {
+    let threshold = (e.in_flight / 2).max(5);
+    let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
+    // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
+    // generator took itself would delay every response just the same.
+    let stalled: Vec<&Second> = e
+        .seconds
+        .iter()
+        .filter(|s| {
+            s.outliers >= threshold && s.max_us >= floor && s.generator_lag_us * 2 < s.max_us
+        })
+        .collect();
+    if stalled.is_empty() {
+        return None;
+    }
+    // The listen-queue counters point at connection setup instead. Retransmits do not veto:
+    // measured here, a 250 ms stall of the io_uring server moved RetransSegs and TCPTimeouts
+    // by about the number of requests it held (+45..+69) with nothing else wrong. What tells
+    // a stall from retransmission is timing: many at the same moment, not one by one.
+    let listen = ["ListenOverflows", "ListenDrops", "TCPSynRetrans"]
+        .iter()
+        .map(|n| tcp(e, n))
+        .sum::<i64>();
+    let affected_total: u64 = stalled.iter().map(|s| s.outliers).sum();
+    if listen > 0 {
+        return None;
+    }
+    // Old connections were delayed too: not a connection-setup problem.
+    let in_window = |s: &&Slow| {
+        stalled
+            .iter()
+            .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= sec.t_s - 1.0)
+    };
+    let slow: Vec<&Slow> = e.slowest.iter().filter(in_window).collect();
+    if !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+        return None;
+    }
+    let affected = affected_total;
+    let worst = stalled.iter().map(|s| s.max_us).max().unwrap_or(0);
+    let window = window_of(slow.iter().copied()).or(Some(Window {
+        start_s: stalled[0].t_s - 1.0,
+        end_s: stalled[stalled.len() - 1].t_s,
+    }));
+    let seconds: Vec<String> = stalled
+        .iter()
+        .map(|s| format!("{:.0}", s.t_s - 1.0))
+        .collect();
+    Some(Diagnosis {
+        cause: "server_stall".into(),
+        evidence: format!(
+            "{affected} requests were delayed together, up to {} ms, in second(s) {} — at least {threshold} at once, about \
+             half of the {} that can be in flight — on reused connections too, while no listen-queue counter moved ({}): the server stopped \
+             running for a while (a GC pause, a blocking call, a stalled event loop)",
+            worst / 1000,
+            seconds.join(", "),
+            e.in_flight,
+            if e.tcp.is_some() { tcp_list(e, &["ListenOverflows", "ListenDrops", "RetransSegs"]) } else { "TCP counters unreadable".into() }
+        ),
+        requests_affected: affected,
+        window,
+    })
+}
+
+fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
+    let spiky = e.seconds.iter().any(|s| s.outliers > 0);
+    let steal = e.steal_pct.filter(|s| *s >= 5.0);
+    let preempted = e.target_involuntary_per_s.filter(|v| *v >= 1000.0);
+    if !spiky || (steal.is_none() && preempted.is_none()) {
+        return None;
+    }
+    let mut why = Vec::new();
+    if let Some(s) = steal {
+        why.push(format!("the hypervisor took {s:.1} % of the CPUs (steal)"));
+    }
+    if let Some(p) = preempted {
+        why.push(format!(
+            "the server was preempted {p:.0} times a second (involuntary context switches)"
+        ));
+    }
+    Some(Diagnosis {
+        cause: "cpu_contention".into(),
+        evidence: format!(
+            "tail outliers while {}: the server waited for a CPU",
+            why.join(" and ")
+        ),
+        requests_affected: e.seconds.iter().map(|s| s.outliers).sum(),
+        window: None,
+    })
+}
+
+fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
+    let (Some(client), Some(server)) = (e.client_cpus_busy_pct, e.server_cpus_busy_pct) else {
+        return None;
+    };
+    if client < 90.0 || server > 70.0 {
+        return None;
+    }
+    Some(Diagnosis {
+        cause: "generator_saturated".into(),
+        evidence: format!(
+            "the generator's CPUs were {client:.0} % busy while the server's were {server:.0} %: the generator, not the server, \
+             set the pace; these numbers describe the generator (add --threads/--cpus, or use pipelining)"
+        ),
+        requests_affected: 0,
+        window: None,
+    })
+}
+
+fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
+    let mut w: Option<Window> = None;
+    for s in slow {
+        let end = s.at_s + s.latency_us as f64 / 1e6;
+        w = Some(match w {
+            None => Window {
+                start_s: s.at_s,
+                end_s: end,
+            },
+            Some(w) => Window {
+                start_s: w.start_s.min(s.at_s),
+                end_s: w.end_s.max(end),
+            },
+        });
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> Evidence {
+        Evidence {
+            requests: 100_000,
+            in_flight: 64,
+            p50_us: Some(250),
+            seconds: (1..=10)
+                .map(|t| Second {
+                    t_s: t as f64,
+                    requests: 10_000,
+                    outliers: 2,
+                    max_us: 4_000,
+                    generator_lag_us: 300,
+                })
+                .collect(),
+            slowest: vec![Slow {
+                at_s: 3.2,
+                latency_us: 4_000,
+                first_on_connection: false,
+            }],
+            tcp: Some(BTreeMap::from([
+                ("ListenOverflows".into(), 0),
+                ("RetransSegs".into(), 0),
+                ("TCPSynRetrans".into(), 0),
+            ])),
+            server_cpus_busy_pct: Some(99.0),
+            client_cpus_busy_pct: Some(95.0),
+            steal_pct: Some(0.2),
+            target_involuntary_per_s: Some(3.0),
+            duration_s: 10.0,
+            ..Evidence::default()
+        }
+    }
+
+    fn causes(e: &Evidence) -> Vec<String> {
+        diagnose(e).into_iter().map(|d| d.cause).collect()
+    }
+
+    #[test]
+    fn a_healthy_run_names_nothing() {
+        assert!(causes(&healthy()).is_empty());
+    }
+
+    #[test]
+    fn accept_queue_overflow_needs_slow_new_connections_and_the_counters() {
+        let mut e = healthy();
+        e.new_connection_syn_steps = [12, 2, 0];
+        e.slowest.push(Slow {
+            at_s: 1.5,
+            latency_us: 1_020_000,
+            first_on_connection: true,
+        });
+        // Near-miss: ~1 s on new connections but no listen counter moved.
+        assert!(causes(&e).is_empty());
+        e.tcp.as_mut().unwrap().insert("ListenOverflows".into(), 40);
+        let d = diagnose(&e);
+        assert_eq!(d[0].cause, "accept_queue_overflow");
+        assert_eq!(d[0].requests_affected, 14);
+        assert!(
+            d[0].evidence.contains("ListenOverflows +40"),
+            "{}",
+            d[0].evidence
+        );
+        assert_eq!(
+            d[0].window,
+            Some(Window {
+                start_s: 1.5,
+                end_s: 2.52
+            })
+        );
+    }
+
+    #[test]
+    fn delayed_ack_needs_split_responses() {
+        let mut e = healthy();
+        e.split_body_40ms = 8;
+        assert!(causes(&e).is_empty(), "too few to name");
+        e.split_body_40ms = 3_000;
+        assert_eq!(causes(&e), vec!["delayed_ack"]);
+    }
+
+    #[test]
+    fn retransmission_needs_rto_steps_and_retransmits() {
+        let mut e = healthy();
+        e.rto_steps = [20, 3, 0];
+        assert!(
+            causes(&e).is_empty(),
+            "200 ms responses alone could be a slow server"
+        );
+        e.tcp.as_mut().unwrap().insert("RetransSegs".into(), 25);
+        assert_eq!(causes(&e), vec!["retransmission"]);
+        // Near-miss: as many just below 200 ms: a spread (a stall), not RTO steps.
+        e.below_rto = 30;
+        assert!(causes(&e).is_empty());
+    }
+
+    #[test]
+    fn server_stall_needs_many_delayed_together_on_old_connections_and_quiet_tcp() {
+        let mut e = healthy();
+        e.seconds[4].outliers = 60;
+        e.seconds[4].max_us = 300_000;
+        e.slowest = vec![
+            Slow {
+                at_s: 4.1,
+                latency_us: 300_000,
+                first_on_connection: false,
+            },
+            Slow {
+                at_s: 4.12,
+                latency_us: 280_000,
+                first_on_connection: false,
+            },
+        ];
+        let d = diagnose(&e);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].cause, "server_stall");
+        assert_eq!(d[0].requests_affected, 60);
+        assert_eq!(
+            d[0].window,
+            Some(Window {
+                start_s: 4.1,
+                end_s: 4.4
+            })
+        );
+        // Near-miss: the generator's own loop was held up as long: its pause, not the server's.
+        let mut own = e.clone();
+        own.seconds[4].generator_lag_us = 280_000;
+        assert!(causes(&own).is_empty());
+        // Near-miss: a few-ms blip is not named, however many it touched.
+        let mut blip = e.clone();
+        blip.seconds[4].max_us = 8_000;
+        assert!(causes(&blip).is_empty());
+        // Near-miss: a handful of outliers is not "most in-flight requests".
+        let mut few = e.clone();
+        few.seconds[4].outliers = 20;
+        assert!(causes(&few).is_empty());
+        // Near-miss: only new connections were slow: not a stall.
+        let mut only_new = e.clone();
+        only_new
+            .slowest
+            .iter_mut()
+            .for_each(|s| s.first_on_connection = true);
+        assert!(causes(&only_new).is_empty());
+        // Retransmits during a stall (the stalled receiver lets RTO timers fire) do not turn
+        // it into "retransmission": the requests were delayed together, not one by one.
+        let mut retrans = e.clone();
+        retrans
+            .tcp
+            .as_mut()
+            .unwrap()
+            .insert("RetransSegs".into(), 60);
+        retrans.rto_steps = [0, 0, 0];
+        assert_eq!(causes(&retrans), vec!["server_stall"]);
+        let mut listen = e.clone();
+        listen
+            .tcp
+            .as_mut()
+            .unwrap()
+            .insert("ListenOverflows".into(), 1);
+        assert!(!causes(&listen).contains(&"server_stall".to_string()));
+    }
+
+    #[test]
+    fn cpu_contention_and_generator_saturation() {
+        let mut e = healthy();
+        e.steal_pct = Some(12.0);
+        assert_eq!(causes(&e), vec!["cpu_contention"]);
+        let mut quiet = e.clone();
+        quiet.seconds.iter_mut().for_each(|s| s.outliers = 0);
+        assert!(
+            causes(&quiet).is_empty(),
+            "steal without a tail is not a spike cause"
+        );
+        let mut g = healthy();
+        g.server_cpus_busy_pct = Some(40.0);
+        assert_eq!(causes(&g), vec!["generator_saturated"]);
+        g.client_cpus_busy_pct = Some(85.0);
+        assert!(causes(&g).is_empty());
+    }
+}

@@ -1,0 +1,559 @@
+//! The profiler: what the machine, the server and the generator did during a run.
+//!
+//! Sampled every tick beside the generator's snapshots: per-CPU time from /proc/stat, NET_RX
+//! and NET_TX softirqs from /proc/softirqs, per-CPU perf counters (software ones always where
+//! perf is allowed; hardware ones only where the PMU has them, `None` otherwise, never 0),
+//! the target process from /proc/PID, the generator's own CPU time, and the kernel's TCP
+//! counters from /proc/net/netstat and /proc/net/snmp. [`Profiler::finish`] turns the deltas
+//! into a [`Profile`] for the report.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use perf_event::events::{Event, Hardware, Software};
+use perf_event::{Builder, Counter};
+use serde::Serialize;
+
+use crate::procstat::{read_ticks, usage, CpuTicks, CpuUsage};
+
+/// The TCP counters the report and the forensics read (TcpExt from /proc/net/netstat, Tcp
+/// from /proc/net/snmp).
+pub const TCP_COUNTERS: [&str; 8] = [
+    "ListenOverflows",
+    "ListenDrops",
+    "TCPSynRetrans",
+    "TCPTimeouts",
+    "RetransSegs",
+    "TCPReqQFullDrop",
+    "TCPAbortOnTimeout",
+    "TCPLossProbes",
+];
+
+/// The perf counters opened on each CPU, in this order.
+const PERF_NAMES: [&str; 8] = [
+    "cpu_clock",
+    "context_switches",
+    "cpu_migrations",
+    "page_faults",
+    "cycles",
+    "instructions",
+    "cache_misses",
+    "branch_misses",
+];
+
+fn perf_event(i: usize) -> Box<dyn Fn() -> Builder<'static>> {
+    fn b(e: impl Event + Clone + 'static) -> Box<dyn Fn() -> Builder<'static>> {
+        Box::new(move || Builder::new(e.clone()))
+    }
+    match i {
+        0 => b(Software::CPU_CLOCK),
+        1 => b(Software::CONTEXT_SWITCHES),
+        2 => b(Software::CPU_MIGRATIONS),
+        3 => b(Software::PAGE_FAULTS),
+        4 => b(Hardware::CPU_CYCLES),
+        5 => b(Hardware::INSTRUCTIONS),
+        6 => b(Hardware::CACHE_MISSES),
+        _ => b(Hardware::BRANCH_MISSES),
+    }
+}
+
+/// One CPU's counters; a slot is `None` where the kernel refused that event.
+struct CpuCounters {
+    counters: Vec<Option<Counter>>,
+}
+
+impl CpuCounters {
+    fn open(cpu: usize) -> CpuCounters {
+        let counters = (0..PERF_NAMES.len())
+            .map(|i| {
+                // Kernel work included (perf-event2 excludes it by default): on a loopback
+                // benchmark most of the CPU time, and every context switch, is in the kernel.
+                // Where the kernel refuses that, count user space only.
+                let mut builder = perf_event(i)();
+                builder
+                    .one_cpu(cpu)
+                    .any_pid()
+                    .enabled(true)
+                    .exclude_kernel(false);
+                builder.build().ok().or_else(|| {
+                    let mut user_only = perf_event(i)();
+                    user_only.one_cpu(cpu).any_pid().enabled(true);
+                    user_only.build().ok()
+                })
+            })
+            .collect();
+        CpuCounters { counters }
+    }
+
+    fn read(&mut self) -> [Option<u64>; 8] {
+        let mut out = [None; 8];
+        for (slot, counter) in out.iter_mut().zip(self.counters.iter_mut()) {
+            *slot = counter.as_mut().and_then(|c| c.read().ok());
+        }
+        out
+    }
+}
+
+/// What /proc says about one process.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProcSample {
+    user_s: f64,
+    system_s: f64,
+    threads: i64,
+    voluntary: Option<u64>,
+    involuntary: Option<u64>,
+    max_rss_kb: Option<u64>,
+}
+
+fn sample_process(process: &procfs::process::Process) -> Option<ProcSample> {
+    let stat = process.stat().ok()?;
+    let tps = procfs::ticks_per_second() as f64;
+    let status = process.status().ok();
+    Some(ProcSample {
+        user_s: stat.utime as f64 / tps,
+        system_s: stat.stime as f64 / tps,
+        threads: stat.num_threads,
+        voluntary: status.as_ref().and_then(|s| s.voluntary_ctxt_switches),
+        involuntary: status.as_ref().and_then(|s| s.nonvoluntary_ctxt_switches),
+        max_rss_kb: status.as_ref().and_then(|s| s.vmhwm),
+    })
+}
+
+/// Parses the header/value line pairs of /proc/net/netstat or /proc/net/snmp.
+pub fn parse_net_counters(text: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((p1, names)), Some((p2, values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        if p1 != p2 || !(p1 == "TcpExt" || p1 == "Tcp") {
+            continue;
+        }
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            if let Ok(v) = v.parse::<i64>() {
+                out.insert(n.to_string(), v);
+            }
+        }
+    }
+    out
+}
+
+fn read_tcp() -> Option<BTreeMap<String, i64>> {
+    let mut all = parse_net_counters(&std::fs::read_to_string("/proc/net/netstat").ok()?);
+    all.extend(parse_net_counters(
+        &std::fs::read_to_string("/proc/net/snmp").ok()?,
+    ));
+    Some(all)
+}
+
+/// Parses /proc/softirqs into per-CPU (NET_RX, NET_TX) counts.
+pub fn parse_softirqs(text: &str) -> Vec<(u64, u64)> {
+    let mut rx = Vec::new();
+    let mut tx = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let into = match parts.next() {
+            Some("NET_RX:") => &mut rx,
+            Some("NET_TX:") => &mut tx,
+            _ => continue,
+        };
+        into.extend(parts.filter_map(|v| v.parse::<u64>().ok()));
+    }
+    rx.into_iter().zip(tx).collect()
+}
+
+/// Per-CPU figures of one tick, for the dashboard.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TickCounters {
+    /// Context switches per second on each CPU (`None`: perf unavailable).
+    pub context_switches_per_s: Vec<Option<f64>>,
+    /// Migrations per second onto each CPU.
+    pub migrations_per_s: Vec<Option<f64>>,
+    /// Instructions per cycle (`None` without a PMU).
+    pub ipc: Vec<Option<f64>>,
+}
+
+/// One CPU over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuProfile {
+    /// CPU number.
+    pub cpu: usize,
+    /// Percent of the run in user mode.
+    pub user_pct: f64,
+    /// In the kernel.
+    pub system_pct: f64,
+    /// In hard interrupts.
+    pub irq_pct: f64,
+    /// In soft interrupts.
+    pub softirq_pct: f64,
+    /// Idle.
+    pub idle_pct: f64,
+    /// Taken by the hypervisor.
+    pub steal_pct: f64,
+    /// NET_RX softirqs run on this CPU.
+    pub net_rx_softirqs: Option<u64>,
+    /// NET_TX softirqs.
+    pub net_tx_softirqs: Option<u64>,
+    /// perf: context switches.
+    pub context_switches: Option<u64>,
+    /// perf: migrations.
+    pub cpu_migrations: Option<u64>,
+    /// perf: page faults.
+    pub page_faults: Option<u64>,
+    /// perf: cycles (`null` without a PMU).
+    pub cycles: Option<u64>,
+    /// perf: instructions.
+    pub instructions: Option<u64>,
+    /// instructions / cycles.
+    pub ipc: Option<f64>,
+    /// perf: cache misses.
+    pub cache_misses: Option<u64>,
+    /// perf: branch misses.
+    pub branch_misses: Option<u64>,
+}
+
+/// The server process over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetProfile {
+    /// Its pid.
+    pub pid: u32,
+    /// user + system, all threads.
+    pub cpu_time_s: f64,
+    /// User time.
+    pub user_s: f64,
+    /// System time.
+    pub system_s: f64,
+    /// CPU µs per request: the server's cost of one request.
+    pub service_demand_us: Option<f64>,
+    /// Voluntary context switches.
+    pub voluntary_ctx_switches: Option<u64>,
+    /// Involuntary context switches (preemptions).
+    pub involuntary_ctx_switches: Option<u64>,
+    /// Peak resident memory.
+    pub max_rss_kb: Option<u64>,
+    /// Threads at the end.
+    pub threads: i64,
+}
+
+/// The generator (this process) over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GeneratorProfile {
+    /// user + system of the whole tailscope process.
+    pub cpu_time_s: f64,
+    /// CPU µs per request.
+    pub cpu_us_per_request: Option<f64>,
+}
+
+/// Everything the profiler measured, for the report's `profile`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Profile {
+    /// How often it sampled.
+    pub interval_ms: u64,
+    /// Seconds profiled.
+    pub duration_s: f64,
+    /// Per CPU.
+    pub cpus: Vec<CpuProfile>,
+    /// The server, when its pid is known.
+    pub target: Option<TargetProfile>,
+    /// The generator.
+    pub generator: Option<GeneratorProfile>,
+    /// Kernel TCP counters, as deltas over the run (`null` when unreadable).
+    pub tcp: Option<BTreeMap<String, i64>>,
+    /// What could not be measured here, and why.
+    pub notes: Vec<String>,
+}
+
+/// Samples the machine, the target and the generator while a run goes on.
+pub struct Profiler {
+    target: Option<(u32, procfs::process::Process)>,
+    perf: Vec<CpuCounters>,
+    started: Instant,
+    cpu_start: Option<Vec<CpuTicks>>,
+    cpu_last: Option<Vec<CpuTicks>>,
+    perf_start: Vec<[Option<u64>; 8]>,
+    perf_last: (Instant, Vec<[Option<u64>; 8]>),
+    softirq_start: Option<Vec<(u64, u64)>>,
+    tcp_start: Option<BTreeMap<String, i64>>,
+    target_start: Option<ProcSample>,
+    self_start: Option<ProcSample>,
+}
+
+impl Profiler {
+    /// Opens the counters. `target_pid` is the server's process, when known.
+    pub fn new(target_pid: Option<u32>) -> Profiler {
+        let cpus = read_ticks().map_or(0, |t| t.len());
+        let perf: Vec<CpuCounters> = (0..cpus).map(CpuCounters::open).collect();
+        let target = target_pid.and_then(|pid| {
+            procfs::process::Process::new(pid as i32)
+                .ok()
+                .map(|p| (pid, p))
+        });
+        let mut p = Profiler {
+            target,
+            perf,
+            started: Instant::now(),
+            cpu_start: None,
+            cpu_last: None,
+            perf_start: Vec::new(),
+            perf_last: (Instant::now(), Vec::new()),
+            softirq_start: None,
+            tcp_start: None,
+            target_start: None,
+            self_start: None,
+        };
+        p.begin();
+        p
+    }
+
+    /// Starts (or restarts) the measured window: call it when the warm-up ends.
+    pub fn begin(&mut self) {
+        self.started = Instant::now();
+        self.cpu_start = read_ticks();
+        self.cpu_last = self.cpu_start.clone();
+        self.perf_start = self.perf.iter_mut().map(CpuCounters::read).collect();
+        self.perf_last = (self.started, self.perf_start.clone());
+        self.softirq_start = std::fs::read_to_string("/proc/softirqs")
+            .ok()
+            .map(|t| parse_softirqs(&t));
+        self.tcp_start = read_tcp();
+        self.target_start = self.target.as_ref().and_then(|(_, p)| sample_process(p));
+        self.self_start = procfs::process::Process::myself()
+            .ok()
+            .and_then(|p| sample_process(&p));
+    }
+
+    /// Whether the PMU gave hardware counters on this machine.
+    pub fn has_hardware_counters(&self) -> bool {
+        self.perf.iter().any(|c| c.counters[5].is_some())
+    }
+
+    /// One tick: per-CPU usage and counters since the previous tick.
+    pub fn tick(&mut self) -> (Option<Vec<CpuUsage>>, TickCounters) {
+        let now_ticks = read_ticks();
+        let cpus = match (&self.cpu_last, &now_ticks) {
+            (Some(before), Some(after)) => Some(
+                before
+                    .iter()
+                    .zip(after)
+                    .enumerate()
+                    .map(|(i, (b, a))| usage(i, b, a))
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if now_ticks.is_some() {
+            self.cpu_last = now_ticks;
+        }
+        let now = Instant::now();
+        let reads: Vec<[Option<u64>; 8]> = self.perf.iter_mut().map(CpuCounters::read).collect();
+        let secs = now.duration_since(self.perf_last.0).as_secs_f64().max(1e-6);
+        let mut tick = TickCounters::default();
+        for (after, before) in reads.iter().zip(&self.perf_last.1) {
+            let delta = |i: usize| Some(after[i]?.saturating_sub(before[i]?));
+            tick.context_switches_per_s
+                .push(delta(1).map(|d| d as f64 / secs));
+            tick.migrations_per_s
+                .push(delta(2).map(|d| d as f64 / secs));
+            tick.ipc.push(match (delta(5), delta(4)) {
+                (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
+                _ => None,
+            });
+        }
+        self.perf_last = (now, reads);
+        (cpus, tick)
+    }
+
+    /// The profile of the window since [`Profiler::begin`], for `requests` requests.
+    pub fn finish(mut self, requests: u64) -> Profile {
+        let duration_s = self.started.elapsed().as_secs_f64();
+        let mut notes = Vec::new();
+        let cpu_end = read_ticks();
+        let perf_end: Vec<[Option<u64>; 8]> = self.perf.iter_mut().map(CpuCounters::read).collect();
+        let softirq_end = std::fs::read_to_string("/proc/softirqs")
+            .ok()
+            .map(|t| parse_softirqs(&t));
+        if self.perf.iter().all(|c| c.counters[1].is_none()) {
+            notes.push("perf counters unavailable (perf_event_paranoid or no permission): counters are null".into());
+        } else if !self.has_hardware_counters() {
+            notes.push("hardware counters (cycles, instructions, cache and branch misses) not supported here (no PMU): null".into());
+        }
+        let mut cpus = Vec::new();
+        if let (Some(start), Some(end)) = (&self.cpu_start, &cpu_end) {
+            for (i, (b, a)) in start.iter().zip(end).enumerate() {
+                let u = usage(i, b, a);
+                let p0 = self.perf_start.get(i).copied().unwrap_or([None; 8]);
+                let p1 = perf_end.get(i).copied().unwrap_or([None; 8]);
+                let d = |k: usize| Some(p1[k]?.saturating_sub(p0[k]?));
+                let soft = |f: fn(&(u64, u64)) -> u64| -> Option<u64> {
+                    let s0 = self.softirq_start.as_ref()?.get(i)?;
+                    let s1 = softirq_end.as_ref()?.get(i)?;
+                    Some(f(s1).saturating_sub(f(s0)))
+                };
+                cpus.push(CpuProfile {
+                    cpu: i,
+                    user_pct: u.user_pct,
+                    system_pct: u.system_pct,
+                    irq_pct: u.irq_pct,
+                    softirq_pct: u.softirq_pct,
+                    idle_pct: u.idle_pct,
+                    steal_pct: u.steal_pct,
+                    net_rx_softirqs: soft(|s| s.0),
+                    net_tx_softirqs: soft(|s| s.1),
+                    context_switches: d(1),
+                    cpu_migrations: d(2),
+                    page_faults: d(3),
+                    cycles: d(4),
+                    instructions: d(5),
+                    ipc: match (d(5), d(4)) {
+                        (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
+                        _ => None,
+                    },
+                    cache_misses: d(6),
+                    branch_misses: d(7),
+                });
+            }
+        } else {
+            notes.push("/proc/stat unreadable: per-CPU usage is missing".into());
+        }
+        let per_request = |cpu_s: f64| (requests > 0).then(|| cpu_s * 1e6 / requests as f64);
+        let target = match (&self.target, self.target_start) {
+            (Some((pid, process)), Some(start)) => sample_process(process).map(|end| {
+                let user_s = end.user_s - start.user_s;
+                let system_s = end.system_s - start.system_s;
+                let sub = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+                TargetProfile {
+                    pid: *pid,
+                    cpu_time_s: user_s + system_s,
+                    user_s,
+                    system_s,
+                    service_demand_us: per_request(user_s + system_s),
+                    voluntary_ctx_switches: sub(end.voluntary, start.voluntary),
+                    involuntary_ctx_switches: sub(end.involuntary, start.involuntary),
+                    max_rss_kb: end.max_rss_kb,
+                    threads: end.threads,
+                }
+            }),
+            (Some((pid, _)), None) => {
+                notes.push(format!("target pid {pid} could not be read from /proc"));
+                None
+            }
+            _ => None,
+        };
+        if target.is_none()
+            && self.target.is_some()
+            && !notes.iter().any(|n| n.starts_with("target pid"))
+        {
+            notes.push(
+                "the target exited before the end of the run: its CPU time is missing".into(),
+            );
+        }
+        let generator = match (
+            procfs::process::Process::myself()
+                .ok()
+                .and_then(|p| sample_process(&p)),
+            self.self_start,
+        ) {
+            (Some(end), Some(start)) => {
+                let cpu = (end.user_s - start.user_s) + (end.system_s - start.system_s);
+                Some(GeneratorProfile {
+                    cpu_time_s: cpu,
+                    cpu_us_per_request: per_request(cpu),
+                })
+            }
+            _ => None,
+        };
+        let tcp = match (&self.tcp_start, read_tcp()) {
+            (Some(start), Some(end)) => Some(
+                TCP_COUNTERS
+                    .iter()
+                    .filter_map(|name| {
+                        Some((name.to_string(), end.get(*name)? - start.get(*name)?))
+                    })
+                    .collect(),
+            ),
+            _ => {
+                notes.push(
+                    "/proc/net/netstat or /proc/net/snmp unreadable: TCP counters are null".into(),
+                );
+                None
+            }
+        };
+        Profile {
+            interval_ms: 100,
+            duration_s,
+            cpus,
+            target,
+            generator,
+            tcp,
+            notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn net_counters_and_softirqs_parse() {
+        let netstat = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 12 14\nIpExt: InNoRoutes\nIpExt: 3\n";
+        let c = parse_net_counters(netstat);
+        assert_eq!(c.get("ListenOverflows"), Some(&12));
+        assert_eq!(c.get("ListenDrops"), Some(&14));
+        assert!(!c.contains_key("InNoRoutes"));
+        let snmp = "Tcp: RtoAlgorithm RetransSegs\nTcp: 1 7\n";
+        assert_eq!(parse_net_counters(snmp).get("RetransSegs"), Some(&7));
+        let soft = "                    CPU0       CPU1\n          HI:          1          0\n      NET_TX:         10         20\n      NET_RX:        300        400\n";
+        assert_eq!(parse_softirqs(soft), vec![(300, 10), (400, 20)]);
+    }
+
+    #[test]
+    fn profiles_this_process_and_the_machine() {
+        let me = std::process::id();
+        let mut p = Profiler::new(Some(me));
+        let mut x = 0u64;
+        for i in 0..3_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        let (cpus, counters) = p.tick();
+        if let Some(cpus) = cpus {
+            assert_eq!(cpus.len(), counters.ipc.len());
+        }
+        let profile = p.finish(1000);
+        let target = profile.target.expect("this process is readable");
+        assert_eq!(target.pid, me);
+        assert!(target.cpu_time_s >= 0.0);
+        assert!(target.threads >= 1);
+        assert!(profile.generator.is_some());
+        // Hardware counters are null exactly where `perf stat` says "not supported".
+        let perf = std::process::Command::new("perf")
+            .args(["stat", "-e", "instructions", "true"])
+            .output();
+        if let Ok(out) = perf {
+            let text = String::from_utf8_lossy(&out.stderr);
+            let supported = !text.contains("not supported")
+                && !text.contains("<not counted>")
+                && out.status.success();
+            let any_instructions = profile.cpus.iter().any(|c| c.instructions.is_some());
+            if text.contains("not supported") {
+                assert!(
+                    !any_instructions,
+                    "no PMU: instructions must be null, not 0"
+                );
+                assert!(profile.cpus.iter().all(|c| c.ipc.is_none()));
+            } else if supported && profile.cpus.iter().any(|c| c.context_switches.is_some()) {
+                assert!(
+                    any_instructions,
+                    "the PMU counts instructions here: they must be reported"
+                );
+            }
+        } else {
+            eprintln!("skipped the PMU cross-check: perf is not installed");
+        }
+    }
+}

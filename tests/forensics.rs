@@ -1,0 +1,196 @@
+//! Spike forensics against servers that misbehave on purpose, and the profile of a run.
+//! Each test skips with a message where io_uring (the reference server) is unavailable.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use common::{n, run_json};
+
+/// The kernel's TCP counters are system-wide: one test's retransmits would show in another's
+/// profile. These tests take turns.
+static KERNEL_COUNTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    KERNEL_COUNTERS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `tailscope serve` with these flags on a free port; killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    fn start(flags: &[&str]) -> Option<Server> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        match line.trim().strip_prefix("listening on ") {
+            Some(url) => Some(Server {
+                url: format!("{url}/plaintext"),
+                child,
+            }),
+            None => {
+                let _ = child.wait();
+                eprintln!(
+                    "skipped: the reference server cannot start here (io_uring unavailable?)"
+                );
+                None
+            }
+        }
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn causes(report: &serde_json::Value) -> Vec<String> {
+    report["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["cause"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_healthy_run_names_no_cause_and_profiles_the_server() {
+    let _turn = serial();
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let (code, r, stderr) = run_json(
+        &server.url,
+        &["-q", "1000", "-c", "4", "-z", "2s", "--pid", &server.pid()],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(causes(&r), Vec::<String>::new(), "{}", r["diagnosis"]);
+    let profile = &r["profile"];
+    let cpus = profile["cpus"].as_array().unwrap();
+    assert!(!cpus.is_empty());
+    for key in [
+        "user_pct",
+        "system_pct",
+        "softirq_pct",
+        "idle_pct",
+        "steal_pct",
+        "context_switches",
+        "cycles",
+        "ipc",
+    ] {
+        assert!(
+            cpus[0].get(key).is_some(),
+            "cpus[].{key} is reported (a number or null)"
+        );
+    }
+    // The target's CPU time over the run is real and no more than its lifetime total.
+    let target = &profile["target"];
+    assert_eq!(target["pid"].as_u64().unwrap().to_string(), server.pid());
+    let run_cpu = target["cpu_time_s"].as_f64().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", server.pid())).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let lifetime = ticks / 100.0;
+    assert!(run_cpu > 0.0, "a server answering 1000 req/s used CPU");
+    assert!(
+        run_cpu <= lifetime + 0.02,
+        "run {run_cpu} s ≤ lifetime {lifetime} s (from /proc/PID/stat)"
+    );
+    assert!(target["service_demand_us"].as_f64().unwrap() > 0.0);
+    assert!(profile["generator"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
+    assert!(profile["tcp"]["ListenOverflows"].is_i64());
+    assert!(r["timeseries"][0]["cpu_busy_pct"]
+        .as_array()
+        .is_some_and(|c| !c.is_empty()));
+}
+
+#[test]
+fn an_injected_stall_is_named_server_stall_with_its_window() {
+    let _turn = serial();
+    let Some(server) = Server::start(&["--stall-every", "700ms", "--stall-for", "250ms"]) else {
+        return;
+    };
+    let (code, r, stderr) = run_json(&server.url, &["-c", "16", "--threads", "1", "-z", "2500ms"]);
+    assert_eq!(code, 0, "{stderr}");
+    let d = r["diagnosis"].as_array().unwrap();
+    let stall = d
+        .iter()
+        .find(|d| d["cause"] == "server_stall")
+        .unwrap_or_else(|| {
+            panic!(
+                "{} tcp {} timeseries {}",
+                r["diagnosis"], r["profile"]["tcp"], r["timeseries"]
+            )
+        });
+    assert!(n(&stall["requests_affected"]) >= 8);
+    let w = &stall["window"];
+    assert!(w["end_s"].as_f64().unwrap() > w["start_s"].as_f64().unwrap());
+    assert!(stall["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("no listen-queue counter moved"));
+    assert!(
+        !causes(&r).contains(&"retransmission".to_string()),
+        "a stall's spread is not RTO steps: {}",
+        r["diagnosis"]
+    );
+    assert!(!causes(&r).contains(&"accept_queue_overflow".to_string()));
+}
+
+#[test]
+fn a_small_backlog_is_named_accept_queue_overflow() {
+    let _turn = serial();
+    let Some(server) = Server::start(&["--backlog", "1"]) else {
+        return;
+    };
+    let (code, r, stderr) = run_json(
+        &server.url,
+        &["-c", "128", "--no-keepalive", "-z", "3s", "--threads", "1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let overflows = r["profile"]["tcp"]["ListenOverflows"].as_i64().unwrap_or(0);
+    if overflows == 0 {
+        eprintln!(
+            "skipped: the listen queue did not overflow on this machine (ListenOverflows +0)"
+        );
+        return;
+    }
+    let d = r["diagnosis"].as_array().unwrap();
+    let aqo = d
+        .iter()
+        .find(|d| d["cause"] == "accept_queue_overflow")
+        .unwrap_or_else(|| panic!("{}", r["diagnosis"]));
+    assert!(n(&aqo["requests_affected"]) > 0);
+    assert!(aqo["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("ListenOverflows +"));
+    assert!(
+        !causes(&r).contains(&"server_stall".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+}

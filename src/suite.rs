@@ -15,6 +15,7 @@ use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::Target;
 
 use crate::exit::{Outcome, UsageError};
+use crate::profile::RunProfiler;
 use crate::run::{print_stdout, watch_signals, SIGNALLED};
 use crate::suite_file::{self, Load, Suite};
 
@@ -97,6 +98,9 @@ pub struct RunFigures {
     pub max_us: Option<u64>,
     /// The measured window.
     pub duration_s: f64,
+    /// The server's CPU time per request (its service demand), from the profiler.
+    #[serde(default)]
+    pub server_us_per_request: Option<f64>,
 }
 
 /// One target × endpoint.
@@ -121,8 +125,30 @@ pub struct SuiteResult {
     pub p50_us_median: Option<f64>,
     /// Median of the runs' p99.
     pub p99_us_median: Option<f64>,
+    /// Median of the runs' server CPU µs per request.
+    #[serde(default)]
+    pub server_us_per_request_median: Option<f64>,
     /// rps_median / the baseline target's rps_median on the same endpoint.
     pub vs_baseline: Option<f64>,
+}
+
+impl SuiteResult {
+    /// A result with its runs; the medians and ratio are filled in by [`summarize`].
+    pub fn new(target: &str, endpoint: &str, error: Option<String>, runs: Vec<RunFigures>) -> Self {
+        SuiteResult {
+            target: target.to_string(),
+            endpoint: endpoint.to_string(),
+            error,
+            runs,
+            rps_median: None,
+            rps_min: None,
+            rps_max: None,
+            p50_us_median: None,
+            p99_us_median: None,
+            server_us_per_request_median: None,
+            vs_baseline: None,
+        }
+    }
 }
 
 /// The suite's JSON report.
@@ -180,6 +206,12 @@ pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
             .collect();
         r.p50_us_median = median(&p50);
         r.p99_us_median = median(&p99);
+        let demand: Vec<f64> = r
+            .runs
+            .iter()
+            .filter_map(|x| x.server_us_per_request)
+            .collect();
+        r.server_us_per_request_median = median(&demand);
     }
     let Some(base) = baseline else { return };
     let base_rps: Vec<(String, Option<f64>)> = results
@@ -204,13 +236,13 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
     let mut out = String::new();
     let base = baseline.map_or(String::new(), |b| format!(" (vs {b})"));
     out.push_str(&format!(
-        "| target | endpoint | req/s (median) | min – max | p50 | p99 | ratio{base} |\n"
+        "| target | endpoint | req/s (median) | min – max | p50 | p99 | server CPU/req | ratio{base} |\n"
     ));
-    out.push_str("|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
     for r in results {
         if let Some(e) = &r.error {
             out.push_str(&format!(
-                "| {} | {} | failed: {} | | | | |\n",
+                "| {} | {} | failed: {} | | | | | |\n",
                 r.target,
                 r.endpoint,
                 e.lines().next().unwrap_or("")
@@ -220,7 +252,7 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
         let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{:.0}", x.round()));
         let lat = |v: Option<f64>| v.map_or("n/a".to_string(), |x| fmt_us(x.round() as u64));
         out.push_str(&format!(
-            "| {} | {} | {} | {} – {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} – {} | {} | {} | {} | {} |\n",
             r.target,
             r.endpoint,
             num(r.rps_median),
@@ -228,6 +260,8 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
             num(r.rps_max),
             lat(r.p50_us_median),
             lat(r.p99_us_median),
+            r.server_us_per_request_median
+                .map_or("n/a".to_string(), |u| format!("{u:.2} µs")),
             r.vs_baseline
                 .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
         ));
@@ -294,18 +328,12 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 eprintln!("suite: {name} could not start: {e}");
                 failed = true;
                 for endpoint in &suite.endpoints {
-                    results.push(SuiteResult {
-                        target: name.clone(),
-                        endpoint: endpoint.clone(),
-                        error: Some(e.to_string()),
-                        runs: Vec::new(),
-                        rps_median: None,
-                        rps_min: None,
-                        rps_max: None,
-                        p50_us_median: None,
-                        p99_us_median: None,
-                        vs_baseline: None,
-                    });
+                    results.push(SuiteResult::new(
+                        name,
+                        endpoint,
+                        Some(e.to_string()),
+                        Vec::new(),
+                    ));
                 }
                 continue;
             }
@@ -326,8 +354,21 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     break;
                 }
                 let plan = plan_for(load, &url, &client_cpus, load.duration)?;
-                let totals = tailscope_loadgen::run(&plan, &control, |_| {})?;
-                let report = Report::new(&plan, &totals);
+                let mut profiler = RunProfiler::new(
+                    Some(target.pid()),
+                    server_cpus.clone(),
+                    client_cpus.clone(),
+                    false,
+                );
+                let totals = tailscope_loadgen::run(&plan, &control, |snap| {
+                    profiler.on_snapshot(snap);
+                })?;
+                let mut report = Report::new(&plan, &totals);
+                profiler.finish(&plan, &totals, &mut report);
+                let server_us_per_request = report
+                    .extra
+                    .get("profile")
+                    .and_then(|p| p["target"]["service_demand_us"].as_f64());
                 let p = report.latency_us;
                 let figures = RunFigures {
                     rps: report.summary.rps,
@@ -338,28 +379,19 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     p999_us: p.map(|p| p.p999),
                     max_us: p.map(|p| p.max),
                     duration_s: report.summary.duration_s,
+                    server_us_per_request,
                 };
                 eprintln!(
-                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}",
+                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
                     load.runs,
                     fmt_rate(figures.rps),
                     figures.p99_us.map_or("n/a".into(), fmt_us),
-                    figures.errors
+                    figures.errors,
+                    figures.server_us_per_request.map_or("n/a".into(), |u| format!("{u:.2} µs"))
                 );
                 runs.push(figures);
             }
-            results.push(SuiteResult {
-                target: name.clone(),
-                endpoint: endpoint.clone(),
-                error: None,
-                runs,
-                rps_median: None,
-                rps_min: None,
-                rps_max: None,
-                p50_us_median: None,
-                p99_us_median: None,
-                vs_baseline: None,
-            });
+            results.push(SuiteResult::new(name, endpoint, None, runs));
             if control.is_stopped() {
                 target.stop();
                 break 'targets;
@@ -424,12 +456,11 @@ mod tests {
     use super::*;
 
     fn result(target: &str, endpoint: &str, rps: &[f64], p99: &[u64]) -> SuiteResult {
-        SuiteResult {
-            target: target.into(),
-            endpoint: endpoint.into(),
-            error: None,
-            runs: rps
-                .iter()
+        SuiteResult::new(
+            target,
+            endpoint,
+            None,
+            rps.iter()
                 .zip(p99)
                 .map(|(&rps, &p99)| RunFigures {
                     rps,
@@ -440,15 +471,10 @@ mod tests {
                     p999_us: None,
                     max_us: None,
                     duration_s: 1.0,
+                    server_us_per_request: Some(rps / 100.0),
                 })
                 .collect(),
-            rps_median: None,
-            rps_min: None,
-            rps_max: None,
-            p50_us_median: None,
-            p99_us_median: None,
-            vs_baseline: None,
-        }
+        )
     }
 
     #[test]
@@ -481,13 +507,16 @@ mod tests {
         assert_eq!(results[0].vs_baseline, Some(1.0));
         assert!((results[1].vs_baseline.unwrap() - 260.0 / 110.0).abs() < 1e-9);
         assert_eq!(results[2].vs_baseline, None, "no baseline run on /json");
+        assert_eq!(results[1].server_us_per_request_median, Some(2.6));
         let table = markdown(&results, Some("nginx"));
         assert!(
-            table.contains("| ref | /plaintext | 260 | 250 – 270 | 225µs | 450µs | 2.36× |"),
+            table.contains(
+                "| ref | /plaintext | 260 | 250 – 270 | 225µs | 450µs | 2.60 µs | 2.36× |"
+            ),
             "{table}"
         );
         assert!(
-            table.contains("| ref | /json | 200 | 200 – 200 | 300µs | 600µs | n/a |"),
+            table.contains("| ref | /json | 200 | 200 – 200 | 300µs | 600µs | 2.00 µs | n/a |"),
             "{table}"
         );
     }

@@ -194,3 +194,69 @@ fn a_small_backlog_is_named_accept_queue_overflow() {
         r["diagnosis"]
     );
 }
+
+/// A server that writes each response in two parts, head then body, with Nagle on: the
+/// body waits for the ACK of the head, which the client delays.
+fn nagle_server() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let _ = conn.set_nodelay(false);
+                let mut buf = [0u8; 4096];
+                let mut pending = Vec::new();
+                loop {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => pending.extend_from_slice(&buf[..k]),
+                    }
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let body = b"Hello, World!";
+                        let head =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                        if conn.write_all(head.as_bytes()).is_err() || conn.write_all(body).is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn responses_written_in_two_parts_with_nagle_are_named_delayed_ack() {
+    let _turn = serial();
+    let addr = nagle_server();
+    let (code, r, stderr) = run_json(
+        &format!("http://{addr}/"),
+        &["-c", "4", "--threads", "1", "-z", "2s"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let d = r["diagnosis"].as_array().unwrap();
+    let Some(ack) = d.iter().find(|d| d["cause"] == "delayed_ack") else {
+        let p50 = r["latency_us"]["p50"].as_u64().unwrap_or(0);
+        assert!(
+            p50 < 30_000,
+            "latency clustered at 40 ms yet no delayed_ack named: {}",
+            r["diagnosis"]
+        );
+        eprintln!(
+            "skipped: this kernel acknowledged at once (p50 {p50} µs): no 40 ms delayed ACK to see"
+        );
+        return;
+    };
+    assert!(n(&ack["requests_affected"]) > 10);
+    assert!(ack["evidence"].as_str().unwrap().contains("TCP_NODELAY"));
+    assert!(
+        !causes(&r).contains(&"server_stall".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+}

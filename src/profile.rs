@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
-use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
+use tailscope_loadgen::{Phase, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
 use tailscope_targets::forensics::{self, Diagnosis, Evidence, Second, Slow};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
@@ -36,6 +36,26 @@ impl RunProfiler {
             server_cpus,
             client_cpus,
         }
+    }
+
+    /// The causes the run so far supports, for the live view: from the snapshot and the TCP
+    /// counters read now (the CPU-based rules need the whole run and wait for the end).
+    pub fn live_diagnosis(&self, snap: &Snapshot, in_flight: u64) -> Vec<Diagnosis> {
+        let inputs = Inputs {
+            requests: snap.totals.requests(),
+            in_flight,
+            p50_us: (snap.totals.successes > 0).then_some(snap.latency.p50),
+            seconds: &snap.recent_seconds,
+            slowest: &snap.slowest,
+            counts: snap.spike_counts,
+            tcp: self.profiler.tcp_so_far(),
+        };
+        forensics::diagnose(&evidence(
+            inputs,
+            None,
+            &self.server_cpus,
+            &self.client_cpus,
+        ))
     }
 
     /// Samples with a snapshot; returns this tick's per-CPU usage and counters.
@@ -72,7 +92,16 @@ impl RunProfiler {
                     .collect();
             }
         }
-        let evidence = evidence(plan, totals, &profile, &self.server_cpus, &self.client_cpus);
+        let inputs = Inputs {
+            requests: totals.counters.requests(),
+            in_flight: (plan.connections * plan.pipeline) as u64,
+            p50_us: (!totals.latency.is_empty()).then(|| totals.latency.value_at_quantile(0.5)),
+            seconds: &totals.timeseries,
+            slowest: &totals.slowest,
+            counts: totals.spike_counts(),
+            tcp: profile.tcp.clone(),
+        };
+        let evidence = evidence(inputs, Some(&profile), &self.server_cpus, &self.client_cpus);
         let diagnosis = forensics::diagnose(&evidence);
         report.extra.insert(
             "profile".into(),
@@ -102,27 +131,33 @@ fn mean_busy(profile: &Profile, cpus: &[usize]) -> Option<f64> {
     (!busy.is_empty()).then(|| busy.iter().sum::<f64>() / busy.len() as f64)
 }
 
+/// What the forensics read, from the generator's data (run totals or a live snapshot) and the
+/// profiler's; the same for the live view and the final report.
+struct Inputs<'a> {
+    requests: u64,
+    in_flight: u64,
+    p50_us: Option<u64>,
+    seconds: &'a [TimePoint],
+    slowest: &'a [SlowRequest],
+    counts: SpikeCounts,
+    tcp: Option<BTreeMap<String, i64>>,
+}
+
 fn evidence(
-    plan: &Plan,
-    totals: &RunTotals,
-    profile: &Profile,
+    i: Inputs<'_>,
+    profile: Option<&Profile>,
     server_cpus: &[usize],
     client_cpus: &[usize],
 ) -> Evidence {
-    let count = |h: &hdrhistogram::Histogram<u64>, lo: u64, hi: u64| {
-        if h.is_empty() || h.max() < lo {
-            0
-        } else {
-            h.count_between(lo, hi)
-        }
-    };
-    let steal: Vec<f64> = profile.cpus.iter().map(|c| c.steal_pct).collect();
+    let steal: Vec<f64> = profile
+        .map(|p| p.cpus.iter().map(|c| c.steal_pct).collect())
+        .unwrap_or_default();
     Evidence {
-        requests: totals.counters.requests(),
-        in_flight: (plan.connections * plan.pipeline) as u64,
-        p50_us: (!totals.latency.is_empty()).then(|| totals.latency.value_at_quantile(0.5)),
-        seconds: totals
-            .timeseries
+        requests: i.requests,
+        in_flight: i.in_flight,
+        p50_us: i.p50_us,
+        seconds: i
+            .seconds
             .iter()
             .map(|p| Second {
                 t_s: p.t_s,
@@ -132,7 +167,7 @@ fn evidence(
                 generator_lag_us: p.generator_lag_us,
             })
             .collect(),
-        slowest: totals
+        slowest: i
             .slowest
             .iter()
             .map(|s| Slow {
@@ -141,28 +176,18 @@ fn evidence(
                 first_on_connection: s.first_on_connection,
             })
             .collect(),
-        new_connection_syn_steps: [
-            count(&totals.first_request, 900_000, 1_600_000),
-            count(&totals.first_request, 2_800_000, 3_800_000),
-            count(&totals.first_request, 6_800_000, 8_000_000),
-        ],
-        split_body_40ms: count(&totals.body, 38_000, 60_000),
-        rto_steps: [
-            count(&totals.latency, 195_000, 260_000),
-            count(&totals.latency, 390_000, 500_000),
-            count(&totals.latency, 790_000, 950_000),
-        ],
-        below_rto: count(&totals.latency, 100_000, 190_000),
-        tcp: profile.tcp.clone(),
-        server_cpus_busy_pct: mean_busy(profile, server_cpus),
-        client_cpus_busy_pct: mean_busy(profile, client_cpus),
+        new_connection_syn_steps: i.counts.new_connection_syn_steps,
+        split_body_40ms: i.counts.split_body_40ms,
+        rto_steps: i.counts.rto_steps,
+        below_rto: i.counts.below_rto,
+        tcp: i.tcp,
+        server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, server_cpus)),
+        client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, client_cpus)),
         steal_pct: (!steal.is_empty()).then(|| steal.iter().sum::<f64>() / steal.len() as f64),
-        target_involuntary_per_s: profile
-            .target
-            .as_ref()
-            .and_then(|t| t.involuntary_ctx_switches)
-            .map(|n| n as f64 / profile.duration_s.max(1e-3)),
-        duration_s: profile.duration_s,
+        target_involuntary_per_s: profile.and_then(|p| {
+            Some(p.target.as_ref()?.involuntary_ctx_switches? as f64 / p.duration_s.max(1e-3))
+        }),
+        duration_s: profile.map_or(0.0, |p| p.duration_s),
     }
 }
 

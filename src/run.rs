@@ -228,11 +228,19 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     );
+    let in_flight = (plan.connections * plan.pipeline) as u64;
+    let mut diagnosed_at = None;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
         if let Some((feed, _)) = &dashboard {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
+            // The spikes view: the rules re-run on the run so far once a second.
+            let second = snap.elapsed.as_secs();
+            if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
+                diagnosed_at = Some(second);
+                let _ = feed.send(Action::Diagnosis(profiler.live_diagnosis(snap, in_flight)));
+            }
         } else if live {
             progress.show(snap);
         }

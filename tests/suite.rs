@@ -125,7 +125,9 @@ fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
             < 1e-9
     );
     assert!(stderr.contains("suite: reference / run 2/2"), "{stderr}");
-    let demand = results[1]["server_us_per_request_median"].as_f64().expect("the profiler measured the server");
+    let demand = results[1]["server_us_per_request_median"]
+        .as_f64()
+        .expect("the profiler measured the server");
     assert!(demand > 0.0, "server CPU per request {demand} µs");
 }
 

@@ -478,6 +478,60 @@ pub struct TimePoint {
     pub cpu_busy_pct: Vec<f64>,
 }
 
+/// Counts from the run's histograms that spike forensics reads: how many responses fall at
+/// the delays that name a cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SpikeCounts {
+    /// First-on-connection requests at ~1 s, ~3 s, ~7 s (SYN retransmit times).
+    pub new_connection_syn_steps: [u64; 3],
+    /// Responses whose body came 38–60 ms after their head (a delayed ACK).
+    pub split_body_40ms: u64,
+    /// Responses at ~200 ms, ~400 ms, ~800 ms (minimum RTO and its back-off).
+    pub rto_steps: [u64; 3],
+    /// Responses at 100–190 ms, below the first RTO step.
+    pub below_rto: u64,
+}
+
+impl SpikeCounts {
+    fn of(
+        latency: &Histogram<u64>,
+        first_request: &Histogram<u64>,
+        body: &Histogram<u64>,
+    ) -> SpikeCounts {
+        let count = |h: &Histogram<u64>, lo: u64, hi: u64| {
+            if h.is_empty() || h.max() < lo {
+                0
+            } else {
+                h.count_between(lo, hi)
+            }
+        };
+        SpikeCounts {
+            new_connection_syn_steps: [
+                count(first_request, 900_000, 1_600_000),
+                count(first_request, 2_800_000, 3_800_000),
+                count(first_request, 6_800_000, 8_000_000),
+            ],
+            split_body_40ms: count(body, 38_000, 60_000),
+            rto_steps: [
+                count(latency, 195_000, 260_000),
+                count(latency, 390_000, 500_000),
+                count(latency, 790_000, 950_000),
+            ],
+            below_rto: count(latency, 100_000, 190_000),
+        }
+    }
+}
+
+impl RunTotals {
+    /// The forensics counts of the whole run.
+    pub fn spike_counts(&self) -> SpikeCounts {
+        SpikeCounts::of(&self.latency, &self.first_request, &self.body)
+    }
+}
+
+/// How many finished seconds a snapshot carries.
+const RECENT_SECONDS: usize = 120;
+
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -516,6 +570,10 @@ pub struct Snapshot {
     pub histogram: Histogram<u64>,
     /// The slowest requests so far.
     pub slowest: Vec<SlowRequest>,
+    /// The last finished seconds (at most two minutes' worth).
+    pub recent_seconds: Vec<TimePoint>,
+    /// The forensics counts so far.
+    pub spike_counts: SpikeCounts,
 }
 
 /// Everything a finished run measured, from which reports are made.
@@ -674,6 +732,14 @@ impl Aggregator {
             last_tick_latency: Percentiles::of(&self.last_tick_latency),
             histogram: self.totals.latency.clone(),
             slowest: self.slowest.items().to_vec(),
+            recent_seconds: self.totals.timeseries
+                [self.totals.timeseries.len().saturating_sub(RECENT_SECONDS)..]
+                .to_vec(),
+            spike_counts: SpikeCounts::of(
+                &self.totals.latency,
+                &self.totals.first_request,
+                &self.totals.body,
+            ),
         };
         self.last_tick_latency.reset();
         snap

@@ -326,6 +326,17 @@ impl Profiler {
             .and_then(|p| sample_process(&p));
     }
 
+    /// The TCP counters' deltas since [`Profiler::begin`] (read now).
+    pub fn tcp_so_far(&self) -> Option<BTreeMap<String, i64>> {
+        let (start, now) = (self.tcp_start.as_ref()?, read_tcp()?);
+        Some(
+            TCP_COUNTERS
+                .iter()
+                .filter_map(|n| Some((n.to_string(), now.get(*n)? - start.get(*n)?)))
+                .collect(),
+        )
+    }
+
     /// Whether the PMU gave hardware counters on this machine.
     pub fn has_hardware_counters(&self) -> bool {
         self.perf.iter().any(|c| c.counters[5].is_some())
@@ -466,22 +477,12 @@ impl Profiler {
             }
             _ => None,
         };
-        let tcp = match (&self.tcp_start, read_tcp()) {
-            (Some(start), Some(end)) => Some(
-                TCP_COUNTERS
-                    .iter()
-                    .filter_map(|name| {
-                        Some((name.to_string(), end.get(*name)? - start.get(*name)?))
-                    })
-                    .collect(),
-            ),
-            _ => {
-                notes.push(
-                    "/proc/net/netstat or /proc/net/snmp unreadable: TCP counters are null".into(),
-                );
-                None
-            }
-        };
+        let tcp = self.tcp_so_far();
+        if tcp.is_none() {
+            notes.push(
+                "/proc/net/netstat or /proc/net/snmp unreadable: TCP counters are null".into(),
+            );
+        }
         Profile {
             interval_ms: 100,
             duration_s,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
+use tailscope_targets::forensics::Diagnosis;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 
@@ -70,6 +71,8 @@ pub enum Action {
     Snapshot(Box<Snapshot>, Option<Vec<CpuUsage>>),
     /// The profiler's per-CPU counters of the same tick.
     Counters(TickCounters),
+    /// The spike causes the run so far supports.
+    Diagnosis(Vec<Diagnosis>),
     /// Stop the load gracefully.
     Quit,
     /// Next view.
@@ -125,6 +128,8 @@ pub struct App {
     pub cpus: Option<Vec<CpuUsage>>,
     /// Per-CPU perf counters of the last tick.
     pub counters: Option<TickCounters>,
+    /// Spike causes named so far.
+    pub diagnosis: Vec<Diagnosis>,
     /// The current view.
     pub view: View,
     /// The display is frozen.
@@ -151,6 +156,7 @@ impl App {
             history: VecDeque::with_capacity(HISTORY),
             cpus: None,
             counters: None,
+            diagnosis: Vec::new(),
             view: View::Overview,
             frozen: false,
             help: false,
@@ -172,6 +178,12 @@ impl App {
             Action::Counters(c) => {
                 if !self.frozen {
                     self.counters = Some(c);
+                }
+                None
+            }
+            Action::Diagnosis(d) => {
+                if !self.frozen {
+                    self.diagnosis = d;
                 }
                 None
             }

@@ -139,13 +139,58 @@ fn latency_view(app: &App, frame: &mut Frame, body: Rect) {
 }
 
 fn cores_view(app: &App, frame: &mut Frame, body: Rect) {
-    let [top, bottom] =
-        Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(body);
+    let [top, middle, bottom] = Layout::vertical([
+        Constraint::Percentage(36),
+        Constraint::Percentage(30),
+        Constraint::Percentage(34),
+    ])
+    .areas(body);
     let [cpus, errors] =
         Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(top);
     frame.render_widget(&Cpus(app), cpus);
     frame.render_widget(&Errors(app), errors);
+    frame.render_widget(&Spikes(app), middle);
     frame.render_widget(&Slowest(app), bottom);
+}
+
+/// The spike causes the run so far supports, with their evidence.
+pub struct Spikes<'a>(pub &'a App);
+
+impl Widget for &Spikes<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let block = panel("Spikes: likely causes");
+        if self.0.diagnosis.is_empty() {
+            Paragraph::new(Line::from(Span::styled(
+                "no spike cause found so far (a cause is named only when its signature and its evidence are both there)",
+                Style::default().fg(DIM),
+            )))
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .block(block)
+            .render(area, buf);
+            return;
+        }
+        let mut lines = Vec::new();
+        for d in &self.0.diagnosis {
+            let window = d.window.map_or(String::new(), |w| {
+                format!(" at {:.2}–{:.2} s", w.start_s, w.end_s)
+            });
+            lines.push(Line::from(vec![
+                Span::styled(
+                    d.cause.clone(),
+                    Style::default().fg(BAD).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(format!(
+                    "  {} requests{window}",
+                    fmt_count(d.requests_affected)
+                )),
+            ]));
+            lines.push(Line::from(Span::raw(d.evidence.clone())));
+        }
+        Paragraph::new(lines)
+            .wrap(ratatui::widgets::Wrap { trim: true })
+            .block(block)
+            .render(area, buf);
+    }
 }
 
 /// Target, server, mode, progress and state.

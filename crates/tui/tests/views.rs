@@ -14,6 +14,7 @@ use tailscope_loadgen::recorder::{
     new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot,
 };
 use tailscope_loadgen::ErrorKind;
+use tailscope_targets::forensics::{Diagnosis, Window};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
@@ -94,6 +95,8 @@ fn snapshot(tick: u64) -> Snapshot {
             status: Some(200),
             error: None,
         }],
+        recent_seconds: Vec::new(),
+        spike_counts: Default::default(),
     }
 }
 
@@ -171,6 +174,12 @@ fn latency_view_120x40() {
 #[test]
 fn cores_view_120x40() {
     let mut app = app_with_data(None);
+    app.update(Action::Diagnosis(vec![Diagnosis {
+        cause: "accept_queue_overflow".into(),
+        evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
+        requests_affected: 40,
+        window: Some(Window { start_s: 2.0, end_s: 3.02 }),
+    }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
     assert!(text.contains("cpu0  S") && text.contains("cpu1   G"));

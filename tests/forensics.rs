@@ -120,6 +120,9 @@ fn a_healthy_run_names_no_cause_and_profiles_the_server() {
         "run {run_cpu} s ≤ lifetime {lifetime} s (from /proc/PID/stat)"
     );
     assert!(target["service_demand_us"].as_f64().unwrap() > 0.0);
+    // At 1000 req/s the server waits between requests: its worker threads switch out
+    // voluntarily (counted over every thread, not just the main one).
+    assert!(n(&target["voluntary_ctx_switches"]) > 100, "{target}");
     assert!(profile["generator"]["cpu_us_per_request"].as_f64().unwrap() > 0.0);
     assert!(profile["tcp"]["ListenOverflows"].is_i64());
     assert!(r["timeseries"][0]["cpu_busy_pct"]

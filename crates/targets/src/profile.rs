@@ -109,12 +109,27 @@ fn sample_process(process: &procfs::process::Process) -> Option<ProcSample> {
     let stat = process.stat().ok()?;
     let tps = procfs::ticks_per_second() as f64;
     let status = process.status().ok();
+    // Context switches are per thread in /proc (the leader's status counts only the main
+    // thread, which in a server mostly waits): sum them over every task.
+    let (mut voluntary, mut involuntary) = (None::<u64>, None::<u64>);
+    if let Ok(tasks) = process.tasks() {
+        for task in tasks.flatten() {
+            if let Ok(st) = task.status() {
+                if let Some(v) = st.voluntary_ctxt_switches {
+                    voluntary = Some(voluntary.unwrap_or(0) + v);
+                }
+                if let Some(v) = st.nonvoluntary_ctxt_switches {
+                    involuntary = Some(involuntary.unwrap_or(0) + v);
+                }
+            }
+        }
+    }
     Some(ProcSample {
         user_s: stat.utime as f64 / tps,
         system_s: stat.stime as f64 / tps,
         threads: stat.num_threads,
-        voluntary: status.as_ref().and_then(|s| s.voluntary_ctxt_switches),
-        involuntary: status.as_ref().and_then(|s| s.nonvoluntary_ctxt_switches),
+        voluntary,
+        involuntary,
         max_rss_kb: status.as_ref().and_then(|s| s.vmhwm),
     })
 }

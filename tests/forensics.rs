@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use common::{n, run_json};
 
@@ -24,30 +23,10 @@ struct Server {
 
 impl Server {
     fn start(flags: &[&str]) -> Option<Server> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
-            .args(flags)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        match line.trim().strip_prefix("listening on ") {
-            Some(url) => Some(Server {
-                url: format!("{url}/plaintext"),
-                child,
-            }),
-            None => {
-                let _ = child.wait();
-                eprintln!(
-                    "skipped: the reference server cannot start here (io_uring unavailable?)"
-                );
-                None
-            }
-        }
+        common::spawn_serve(flags).map(|(child, addr)| Server {
+            child,
+            url: format!("http://{addr}/plaintext"),
+        })
     }
 
     fn pid(&self) -> String {

@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// A `tailscope serve` child, killed on drop.
@@ -18,37 +18,7 @@ impl Serve {
     /// Starts the server on a free port; `None` (after saying why) where io_uring is
     /// unavailable.
     fn start(extra: &[&str]) -> Option<Serve> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        match line.trim().strip_prefix("listening on http://") {
-            Some(addr) => Some(Serve {
-                addr: addr.to_string(),
-                child,
-            }),
-            None => {
-                let mut err = String::new();
-                child
-                    .stderr
-                    .take()
-                    .unwrap()
-                    .read_to_string(&mut err)
-                    .unwrap();
-                let status = child.wait().unwrap();
-                assert!(err.contains("io_uring"), "serve failed ({status}): {err}");
-                eprintln!("skipped: io_uring unavailable here: {err}");
-                None
-            }
-        }
+        common::spawn_serve(extra).map(|(child, addr)| Serve { child, addr })
     }
 
     fn connect(&self) -> TcpStream {

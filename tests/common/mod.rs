@@ -159,6 +159,39 @@ fn request_len(buf: &[u8]) -> Option<usize> {
     (buf.len() >= head_end + body).then_some(head_end + body)
 }
 
+/// Starts `tailscope serve --addr 127.0.0.1:0 --threads 1 FLAGS` and reads the address it
+/// prints. `None`, after saying so, where the reference server cannot start because io_uring
+/// is unavailable; any other failure to start fails the test.
+pub fn spawn_serve(flags: &[&str]) -> Option<(std::process::Child, String)> {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
+        .args(flags)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the tailscope binary runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if let Some(addr) = line.trim().strip_prefix("listening on http://") {
+        return Some((child, addr.to_string()));
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(err.contains("io_uring"), "serve failed ({status}): {err}");
+    eprintln!("skipped: io_uring unavailable here: {err}");
+    None
+}
+
 /// Runs the tailscope binary with these arguments (stdin closed, not a terminal).
 pub fn tailscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailscope"))

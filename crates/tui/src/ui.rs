@@ -32,6 +32,16 @@ pub fn fmt_si(v: f64) -> String {
     }
 }
 
+/// A chart line in Braille dots.
+fn line<'a>(name: &'a str, color: Color, data: &'a [(f64, f64)]) -> Dataset<'a> {
+    Dataset::default()
+        .name(name)
+        .marker(symbols::Marker::Braille)
+        .graph_type(GraphType::Line)
+        .style(Style::default().fg(color))
+        .data(data)
+}
+
 fn panel(title: &str) -> Block<'_> {
     Block::bordered().title(Span::styled(
         format!(" {title} "),
@@ -364,21 +374,9 @@ impl Widget for &Throughput<'_> {
             .fold(1.0, f64::max)
             * 1.1;
         let (x0, x1) = x_bounds(app);
-        let mut sets = vec![Dataset::default()
-            .name("ok")
-            .marker(symbols::Marker::Braille)
-            .graph_type(GraphType::Line)
-            .style(Style::default().fg(OK))
-            .data(&ok)];
+        let mut sets = vec![line("ok", OK, &ok)];
         if err.iter().any(|(_, e)| *e > 0.0) {
-            sets.push(
-                Dataset::default()
-                    .name("errors")
-                    .marker(symbols::Marker::Braille)
-                    .graph_type(GraphType::Line)
-                    .style(Style::default().fg(BAD))
-                    .data(&err),
-            );
+            sets.push(line("errors", BAD, &err));
         }
         Chart::new(sets)
             .block(panel(&title))
@@ -481,24 +479,9 @@ impl Widget for &LatencyChart<'_> {
             .collect();
         let (x0, x1) = x_bounds(app);
         let sets = vec![
-            Dataset::default()
-                .name("p50")
-                .marker(symbols::Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::default().fg(P50))
-                .data(&p50),
-            Dataset::default()
-                .name("p99")
-                .marker(symbols::Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::default().fg(P99))
-                .data(&p99),
-            Dataset::default()
-                .name("max")
-                .marker(symbols::Marker::Braille)
-                .graph_type(GraphType::Line)
-                .style(Style::default().fg(MAX))
-                .data(&max),
+            line("p50", P50, &p50),
+            line("p99", P99, &p99),
+            line("max", MAX, &max),
         ];
         Chart::new(sets)
             .block(panel("Latency per tick (log scale)"))

@@ -121,6 +121,30 @@ impl RunProfiler {
     }
 }
 
+/// How much of the server's CPUs' capacity went to something other than the server: their
+/// busy time less the server's own CPU time. Only where the server's CPUs are known (pinned at
+/// launch, or its `Cpus_allowed_list`) and apart from the generator's.
+fn foreign_pct(profile: &Profile, server_cpus: &[usize], client_cpus: &[usize]) -> Option<f64> {
+    let target = profile.target.as_ref()?;
+    let cpus: Vec<usize> = if server_cpus.is_empty() {
+        target.cpus_allowed.clone()
+    } else {
+        server_cpus.to_vec()
+    };
+    if cpus.is_empty() || cpus.iter().any(|c| client_cpus.contains(c)) || profile.duration_s <= 0.0
+    {
+        return None;
+    }
+    let busy_s: f64 = profile
+        .cpus
+        .iter()
+        .filter(|c| cpus.contains(&c.cpu))
+        .map(|c| (100.0 - c.idle_pct) / 100.0 * profile.duration_s)
+        .sum();
+    let capacity_s = cpus.len() as f64 * profile.duration_s;
+    Some(((busy_s - target.cpu_time_s) / capacity_s * 100.0).max(0.0))
+}
+
 fn mean_busy(profile: &Profile, cpus: &[usize]) -> Option<f64> {
     let busy: Vec<f64> = profile
         .cpus
@@ -184,6 +208,7 @@ fn evidence(
         server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, server_cpus)),
         client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, client_cpus)),
         steal_pct: (!steal.is_empty()).then(|| steal.iter().sum::<f64>() / steal.len() as f64),
+        server_foreign_pct: profile.and_then(|p| foreign_pct(p, server_cpus, client_cpus)),
         target_involuntary_per_s: profile.and_then(|p| {
             Some(p.target.as_ref()?.involuntary_ctx_switches? as f64 / p.duration_s.max(1e-3))
         }),

@@ -242,3 +242,53 @@ fn responses_written_in_two_parts_with_nagle_are_named_delayed_ack() {
         r["diagnosis"]
     );
 }
+
+#[test]
+fn a_cpu_hog_on_the_servers_core_is_named_cpu_contention_not_a_stall() {
+    let _turn = serial();
+    if std::thread::available_parallelism().map_or(1, |p| p.get()) < 2 {
+        eprintln!("skipped: one CPU: the server and the generator cannot be kept apart");
+        return;
+    }
+    // The default split puts the server on the first CPU; a busy loop shares it.
+    let first_cpu = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .and_then(|v| v.split([',', '-']).next().map(str::to_string))
+        .unwrap_or_else(|| "0".into());
+    let Ok(mut hog) = std::process::Command::new("taskset")
+        .args(["-c", &first_cpu, "sh", "-c", "while :; do :; done"])
+        .spawn()
+    else {
+        eprintln!("skipped: taskset not installed");
+        return;
+    };
+    let out = common::tailscope(&[
+        "run", "--target", "embedded", "-z", "3s", "-c", "16", "--json", "-",
+    ]);
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        eprintln!("skipped: io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = causes(&r);
+    assert!(
+        c.contains(&"cpu_contention".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+    assert!(
+        !c.contains(&"server_stall".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+}

@@ -88,6 +88,10 @@ pub struct Evidence {
     pub client_cpus_busy_pct: Option<f64>,
     /// Mean steal % over the CPUs used.
     pub steal_pct: Option<f64>,
+    /// Of the server's CPUs' capacity, the percentage busy with work that was not the
+    /// server's own (another process competing for them), when its CPUs are known and apart
+    /// from the generator's.
+    pub server_foreign_pct: Option<f64>,
     /// The target's involuntary context switches per second.
     pub target_involuntary_per_s: Option<f64>,
     /// The run's length.
@@ -203,6 +207,10 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
 const MIN_STALL_US: u64 = 20_000;
 
 fn server_stall(e: &Evidence) -> Option<Diagnosis> {
+    // A server that waited for a CPU others held did not stop by itself.
+    if contended(e) {
+        return None;
+    }
     let threshold = (e.in_flight / 2).max(5);
     let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
     // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
@@ -265,21 +273,32 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     })
 }
 
+/// The server's CPUs count as contended when this much of their capacity went to others.
+const FOREIGN_PCT: f64 = 30.0;
+/// Steal from the hypervisor that counts as contention.
+const STEAL_PCT: f64 = 5.0;
+
+fn contended(e: &Evidence) -> bool {
+    e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
+        || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT)
+}
+
 fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
     let spiky = e.seconds.iter().any(|s| s.outliers > 0);
-    let steal = e.steal_pct.filter(|s| *s >= 5.0);
-    let preempted = e.target_involuntary_per_s.filter(|v| *v >= 1000.0);
-    if !spiky || (steal.is_none() && preempted.is_none()) {
+    if !spiky || !contended(e) {
         return None;
     }
     let mut why = Vec::new();
-    if let Some(s) = steal {
+    if let Some(s) = e.steal_pct.filter(|s| *s >= STEAL_PCT) {
         why.push(format!("the hypervisor took {s:.1} % of the CPUs (steal)"));
     }
-    if let Some(p) = preempted {
+    if let Some(f) = e.server_foreign_pct.filter(|f| *f >= FOREIGN_PCT) {
         why.push(format!(
-            "the server was preempted {p:.0} times a second (involuntary context switches)"
+            "{f:.0} % of the server's CPUs went to work that was not the server's"
         ));
+    }
+    if let Some(p) = e.target_involuntary_per_s {
+        why.push(format!("the server was preempted {p:.0} times a second"));
     }
     Some(Diagnosis {
         cause: "cpu_contention".into(),
@@ -498,6 +517,19 @@ mod tests {
         let mut e = healthy();
         e.steal_pct = Some(12.0);
         assert_eq!(causes(&e), vec!["cpu_contention"]);
+        // Another process on the server's CPU: the spike is contention, not a stall.
+        let mut hog = healthy();
+        hog.server_foreign_pct = Some(60.0);
+        hog.seconds[4].outliers = 60;
+        hog.seconds[4].max_us = 20_000;
+        hog.slowest[0].at_s = 4.1;
+        assert_eq!(causes(&hog), vec!["cpu_contention"]);
+        hog.server_foreign_pct = Some(3.0);
+        assert_eq!(
+            causes(&hog),
+            vec!["server_stall"],
+            "the same spike without a competitor is a stall"
+        );
         let mut quiet = e.clone();
         quiet.seconds.iter_mut().for_each(|s| s.outliers = 0);
         assert!(

@@ -134,6 +134,32 @@ fn sample_process(process: &procfs::process::Process) -> Option<ProcSample> {
     })
 }
 
+/// Parses a kernel CPU list such as `0-3,6`.
+pub fn parse_cpu_list(list: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.trim().parse::<usize>().ok()),
+        }
+    }
+    cpus
+}
+
+fn cpus_allowed(pid: u32) -> Vec<usize> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(parse_cpu_list))
+        })
+        .unwrap_or_default()
+}
+
 /// Parses the header/value line pairs of /proc/net/netstat or /proc/net/snmp.
 pub fn parse_net_counters(text: &str) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
@@ -252,6 +278,8 @@ pub struct TargetProfile {
     pub max_rss_kb: Option<u64>,
     /// Threads at the end.
     pub threads: i64,
+    /// The CPUs it may run on (`Cpus_allowed_list`).
+    pub cpus_allowed: Vec<usize>,
 }
 
 /// The generator (this process) over the run.
@@ -461,6 +489,7 @@ impl Profiler {
                     involuntary_ctx_switches: sub(end.involuntary, start.involuntary),
                     max_rss_kb: end.max_rss_kb,
                     threads: end.threads,
+                    cpus_allowed: cpus_allowed(*pid),
                 }
             }),
             (Some((pid, _)), None) => {
@@ -525,6 +554,8 @@ mod tests {
         assert_eq!(parse_net_counters(snmp).get("RetransSegs"), Some(&7));
         let soft = "                    CPU0       CPU1\n          HI:          1          0\n      NET_TX:         10         20\n      NET_RX:        300        400\n";
         assert_eq!(parse_softirqs(soft), vec![(300, 10), (400, 20)]);
+        assert_eq!(parse_cpu_list("0-2,5\n"), vec![0, 1, 2, 5]);
+        assert_eq!(parse_cpu_list("1"), vec![1]);
     }
 
     #[test]

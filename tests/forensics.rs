@@ -292,3 +292,110 @@ fn a_cpu_hog_on_the_servers_core_is_named_cpu_contention_not_a_stall() {
         r["diagnosis"]
     );
 }
+
+#[test]
+fn packet_loss_in_a_private_network_namespace_is_named_retransmission() {
+    let _turn = serial();
+    // 5 % of packets on the namespace's own loopback are dropped: the machine's loopback and
+    // the other tests never see the rule, and it goes away with the namespace.
+    let bin = env!("CARGO_BIN_EXE_tailscope");
+    let script = format!(
+        "ip link set lo up && nft add table inet loss && \
+         nft add chain inet loss c '{{ type filter hook input priority 0 ; }}' && \
+         nft add rule inet loss c iif lo numgen random mod 20 == 0 drop || exit 77; \
+         {bin} serve --addr 127.0.0.1:18100 --threads 1 >/dev/null 2>&1 & sp=$!; \
+         for i in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18100) 2>/dev/null && break; sleep 0.1; done; \
+         {bin} run http://127.0.0.1:18100/ -z 3s -c 8 --threads 1 --json -; code=$?; kill $sp; exit $code"
+    );
+    let out = match std::process::Command::new("unshare")
+        .args(["-n", "bash", "-c", &script])
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("skipped: unshare not available ({e})");
+            return;
+        }
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(77)
+        || stderr.contains("unshare failed")
+        || stderr.contains("Operation not permitted")
+    {
+        eprintln!("skipped: no private network namespace with nftables here (needs root and nft): {stderr}");
+        return;
+    }
+    if stderr.contains("io_uring is not available") {
+        eprintln!("skipped: io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = causes(&r);
+    assert!(
+        c.contains(&"retransmission".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+    assert!(
+        !c.contains(&"server_stall".to_string()),
+        "loss is not a stall: {}",
+        r["diagnosis"]
+    );
+    assert!(
+        !c.contains(&"accept_queue_overflow".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+}
+
+#[test]
+fn a_cpu_hog_on_the_generators_core_is_named_generator_saturated() {
+    let _turn = serial();
+    if std::thread::available_parallelism().map_or(1, |p| p.get()) < 2 {
+        eprintln!("skipped: one CPU: the server and the generator cannot be kept apart");
+        return;
+    }
+    // The default split gives the generator the last CPUs; a busy loop takes half of one.
+    let last_cpu = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .map(|v| v.trim().to_string())
+            })
+        })
+        .and_then(|v| v.rsplit([',', '-']).next().map(str::to_string))
+        .unwrap_or_else(|| "1".into());
+    let Ok(mut hog) = std::process::Command::new("taskset")
+        .args(["-c", &last_cpu, "sh", "-c", "while :; do :; done"])
+        .spawn()
+    else {
+        eprintln!("skipped: taskset not installed");
+        return;
+    };
+    let out = common::tailscope(&[
+        "run", "--target", "embedded", "-z", "3s", "-c", "16", "--cpus", &last_cpu, "--json", "-",
+    ]);
+    let _ = hog.kill();
+    let _ = hog.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        eprintln!("skipped: io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = causes(&r);
+    assert!(
+        c.contains(&"generator_saturated".to_string()),
+        "{} {}",
+        r["diagnosis"],
+        r["profile"]["cpus"]
+    );
+    assert!(
+        !c.contains(&"cpu_contention".to_string()),
+        "the server's CPUs were free: {}",
+        r["diagnosis"]
+    );
+}

@@ -127,11 +127,13 @@ pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
 
 fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
     let slow_new: u64 = e.new_connection_syn_steps.iter().sum();
-    let moved = tcp(e, "ListenOverflows")
-        + tcp(e, "ListenDrops")
-        + tcp(e, "TCPSynRetrans")
-        + tcp(e, "TCPReqQFullDrop");
-    if slow_new == 0 || moved <= 0 {
+    // The queue counters are the specific evidence. SYN retransmits alone can also be packet
+    // loss: they count only when data retransmits (RetransSegs less the SYNs) do not outnumber
+    // them (measured with 5 % loss: one lost SYN beside 191 resent data segments).
+    let queue = tcp(e, "ListenOverflows") + tcp(e, "ListenDrops") + tcp(e, "TCPReqQFullDrop");
+    let syn = tcp(e, "TCPSynRetrans");
+    let data_retrans = (tcp(e, "RetransSegs") - syn).max(0);
+    if slow_new == 0 || (queue <= 0 && (syn <= 0 || data_retrans > syn)) {
         return None;
     }
     let [s1, s3, s7] = e.new_connection_syn_steps;
@@ -180,14 +182,8 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
     if n < 3 || resent <= 0 || n < 3 * e.below_rto {
         return None;
     }
-    // Many delayed at the same moment is a stall's signature; RTOs hit requests one by one.
-    let together: u64 = e
-        .seconds
-        .iter()
-        .filter(|s| s.outliers >= (e.in_flight / 2).max(5))
-        .map(|s| s.outliers)
-        .sum();
-    if together >= n {
+    // Released at the same moment is a stall's signature; RTO delays end one by one.
+    if stall_shaped(e) {
         return None;
     }
     let [r2, r4, r8] = e.rto_steps;
@@ -245,6 +241,11 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     };
     let slow: Vec<&Slow> = e.slowest.iter().filter(in_window).collect();
     if !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+        return None;
+    }
+    // Many slow requests in a second is not enough (scattered retransmit delays add up too):
+    // a stall releases what it held at one moment.
+    if !stall_shaped(e) {
         return None;
     }
     let affected = affected_total;
@@ -329,6 +330,36 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
     })
 }
 
+/// The most slow requests that ended at the same moment (within 10 ms, or 5 % of their
+/// latency): a stall releases everything it held at once, retransmit delays end one by one.
+fn released_together(slowest: &[Slow]) -> usize {
+    let ends: Vec<(f64, f64)> = slowest
+        .iter()
+        .map(|s| {
+            (
+                s.at_s + s.latency_us as f64 / 1e6,
+                s.latency_us as f64 / 1e6,
+            )
+        })
+        .collect();
+    ends.iter()
+        .map(|&(end, latency)| {
+            let tolerance = (0.05 * latency).max(0.010);
+            ends.iter()
+                .filter(|(e, _)| (e - end).abs() <= tolerance)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether the slowest requests look released together: at least three, and at least half
+/// of those kept.
+fn stall_shaped(e: &Evidence) -> bool {
+    let together = released_together(&e.slowest);
+    together >= 3 && together * 2 >= e.slowest.len()
+}
+
 fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
     let mut w: Option<Window> = None;
     for s in slow {
@@ -384,6 +415,23 @@ mod tests {
         }
     }
 
+    /// Slow requests a 300 ms stall at 4.1 s released together at 4.40 s.
+    fn stalled_slowest() -> Vec<Slow> {
+        [
+            (4.1, 300_000),
+            (4.12, 280_000),
+            (4.15, 250_000),
+            (4.2, 200_000),
+        ]
+        .into_iter()
+        .map(|(at_s, latency_us)| Slow {
+            at_s,
+            latency_us,
+            first_on_connection: false,
+        })
+        .collect()
+    }
+
     fn causes(e: &Evidence) -> Vec<String> {
         diagnose(e).into_iter().map(|d| d.cause).collect()
     }
@@ -404,6 +452,19 @@ mod tests {
         });
         // Near-miss: ~1 s on new connections but no listen counter moved.
         assert!(causes(&e).is_empty());
+        // Near-miss: a SYN retransmit among many data retransmits is packet loss.
+        let mut lossy = e.clone();
+        lossy
+            .tcp
+            .as_mut()
+            .unwrap()
+            .insert("TCPSynRetrans".into(), 1);
+        lossy
+            .tcp
+            .as_mut()
+            .unwrap()
+            .insert("RetransSegs".into(), 192);
+        assert!(!causes(&lossy).contains(&"accept_queue_overflow".to_string()));
         e.tcp.as_mut().unwrap().insert("ListenOverflows".into(), 40);
         let d = diagnose(&e);
         assert_eq!(d[0].cause, "accept_queue_overflow");
@@ -451,18 +512,8 @@ mod tests {
         let mut e = healthy();
         e.seconds[4].outliers = 60;
         e.seconds[4].max_us = 300_000;
-        e.slowest = vec![
-            Slow {
-                at_s: 4.1,
-                latency_us: 300_000,
-                first_on_connection: false,
-            },
-            Slow {
-                at_s: 4.12,
-                latency_us: 280_000,
-                first_on_connection: false,
-            },
-        ];
+        // Released together: every one ends at 4.40 s.
+        e.slowest = stalled_slowest();
         let d = diagnose(&e);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].cause, "server_stall");
@@ -482,6 +533,22 @@ mod tests {
         let mut blip = e.clone();
         blip.seconds[4].max_us = 8_000;
         assert!(causes(&blip).is_empty());
+        // Near-miss: as many slow, but ending one by one (retransmit delays), is no stall.
+        let mut scattered = e.clone();
+        scattered.slowest = [
+            (4.1, 300_000),
+            (4.3, 250_000),
+            (4.5, 280_000),
+            (4.7, 210_000),
+        ]
+        .into_iter()
+        .map(|(at_s, latency_us)| Slow {
+            at_s,
+            latency_us,
+            first_on_connection: false,
+        })
+        .collect();
+        assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));
         // Near-miss: a handful of outliers is not "most in-flight requests".
         let mut few = e.clone();
         few.seconds[4].outliers = 20;
@@ -522,7 +589,7 @@ mod tests {
         hog.server_foreign_pct = Some(60.0);
         hog.seconds[4].outliers = 60;
         hog.seconds[4].max_us = 20_000;
-        hog.slowest[0].at_s = 4.1;
+        hog.slowest = stalled_slowest();
         assert_eq!(causes(&hog), vec!["cpu_contention"]);
         hog.server_foreign_pct = Some(3.0);
         assert_eq!(

@@ -103,7 +103,8 @@ pub struct TargetArgs {
     /// CPUs for the launched server (default: the first half of the CPUs).
     #[arg(long = "server-cpus", value_parser = parse_cpu_list, value_name = "LIST", requires = "target")]
     pub server_cpus: Option<CpuList>,
-    /// The process id of the server at URL, for the report (and the profiler, later).
+    /// The process id of the server at URL: the profiler watches it (CPU time, context
+    /// switches, service demand) and the report names it.
     #[arg(long = "pid", value_name = "PID", conflicts_with = "target")]
     pub pid: Option<u32>,
 }

@@ -1,0 +1,67 @@
+//! The open-loop rate changed during a run (the dashboard's + and -) is what the run then holds.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+
+use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
+
+/// A keep-alive server answering every request at once.
+fn server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut pending = Vec::new();
+                loop {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        if conn
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+#[test]
+fn a_rate_set_during_the_run_is_held_from_then_on() {
+    let mut plan = Plan::new(&server()).unwrap();
+    plan.connections = 8;
+    plan.threads = 2;
+    plan.pace = Pace::Rate(200.0);
+    plan.stop = Stop::Duration(Duration::from_secs(2));
+    let control = RunControl::new();
+    let raise = {
+        let control = control.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            control.set_rate(1000.0);
+        })
+    };
+    let totals = tailscope_loadgen::run(&plan, &control, |_| {}).unwrap();
+    raise.join().unwrap();
+    let requests = totals.counters.requests();
+    // 200 req/s for the first second, 1000 req/s for the second: about 1200.
+    assert!((1_020..=1_380).contains(&requests), "sent {requests}");
+    assert_eq!(control.rate(), Some(1000.0));
+    let seconds: Vec<u64> = totals.timeseries.iter().map(|p| p.requests).collect();
+    assert!(seconds.len() >= 2, "{seconds:?}");
+    assert!(
+        seconds[1] > 3 * seconds[0],
+        "the second second ran at the new rate: {seconds:?}"
+    );
+}

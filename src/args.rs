@@ -212,23 +212,7 @@ pub struct CpuList(pub Vec<usize>);
 
 /// Parses a CPU list such as `1`, `0,2` or `0-3,6`.
 pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
-    let bad = |part: &str| format!("{part:?} is not a CPU number or range: write e.g. 1 or 0,2-3");
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: usize = a.trim().parse().map_err(|_| bad(part))?;
-                let b: usize = b.trim().parse().map_err(|_| bad(part))?;
-                if a > b {
-                    return Err(bad(part));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(part.parse().map_err(|_| bad(part))?),
-        }
-    }
-    cpus.dedup();
-    Ok(CpuList(cpus))
+    tailscope_targets::cpus::parse_list(s).map(CpuList)
 }
 
 #[cfg(test)]

@@ -47,6 +47,27 @@ pub fn format_list(cpus: &[usize]) -> String {
     parts.join(",")
 }
 
+/// Parses a CPU list as the command line and the kernel write it: `1`, `0,2`, `0-3,6`.
+pub fn parse_list(s: &str) -> Result<Vec<usize>, String> {
+    let bad = |part: &str| format!("{part:?} is not a CPU number or range: write e.g. 1 or 0,2-3");
+    let mut cpus = Vec::new();
+    for part in s.trim().split(',').map(str::trim) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| bad(part))?;
+                let b: usize = b.trim().parse().map_err(|_| bad(part))?;
+                if a > b {
+                    return Err(bad(part));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad(part))?),
+        }
+    }
+    cpus.dedup();
+    Ok(cpus)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

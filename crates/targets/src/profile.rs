@@ -134,28 +134,14 @@ fn sample_process(process: &procfs::process::Process) -> Option<ProcSample> {
     })
 }
 
-/// Parses a kernel CPU list such as `0-3,6`.
-pub fn parse_cpu_list(list: &str) -> Vec<usize> {
-    let mut cpus = Vec::new();
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                if let (Ok(a), Ok(b)) = (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
-                    cpus.extend(a..=b);
-                }
-            }
-            None => cpus.extend(part.trim().parse::<usize>().ok()),
-        }
-    }
-    cpus
-}
-
 fn cpus_allowed(pid: u32) -> Vec<usize> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(parse_cpu_list))
+            s.lines().find_map(|l| {
+                l.strip_prefix("Cpus_allowed_list:")
+                    .and_then(|v| crate::cpus::parse_list(v).ok())
+            })
         })
         .unwrap_or_default()
 }
@@ -554,8 +540,8 @@ mod tests {
         assert_eq!(parse_net_counters(snmp).get("RetransSegs"), Some(&7));
         let soft = "                    CPU0       CPU1\n          HI:          1          0\n      NET_TX:         10         20\n      NET_RX:        300        400\n";
         assert_eq!(parse_softirqs(soft), vec![(300, 10), (400, 20)]);
-        assert_eq!(parse_cpu_list("0-2,5\n"), vec![0, 1, 2, 5]);
-        assert_eq!(parse_cpu_list("1"), vec![1]);
+        assert_eq!(crate::cpus::parse_list("\t0-2,5\n"), Ok(vec![0, 1, 2, 5]));
+        assert_eq!(crate::cpus::parse_list("1"), Ok(vec![1]));
     }
 
     #[test]

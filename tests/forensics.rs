@@ -243,43 +243,45 @@ fn responses_written_in_two_parts_with_nagle_are_named_delayed_ack() {
     );
 }
 
-#[test]
-fn a_cpu_hog_on_the_servers_core_is_named_cpu_contention_not_a_stall() {
-    let _turn = serial();
-    if std::thread::available_parallelism().map_or(1, |p| p.get()) < 2 {
+/// Runs `tailscope run --target embedded -z 3s -c 16 EXTRA --json -` while a busy loop
+/// holds `cpu`; the report, or `None` after saying why the test cannot run here.
+fn run_beside_a_busy_loop(cpu: usize, extra: &[&str]) -> Option<serde_json::Value> {
+    if tailscope_targets::cpus::available().len() < 2 {
         eprintln!("skipped: one CPU: the server and the generator cannot be kept apart");
-        return;
+        return None;
     }
-    // The default split puts the server on the first CPU; a busy loop shares it.
-    let first_cpu = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("Cpus_allowed_list:")
-                    .map(|v| v.trim().to_string())
-            })
-        })
-        .and_then(|v| v.split([',', '-']).next().map(str::to_string))
-        .unwrap_or_else(|| "0".into());
+    let cpu = cpu.to_string();
     let Ok(mut hog) = std::process::Command::new("taskset")
-        .args(["-c", &first_cpu, "sh", "-c", "while :; do :; done"])
+        .args(["-c", &cpu, "sh", "-c", "while :; do :; done"])
         .spawn()
     else {
         eprintln!("skipped: taskset not installed");
-        return;
+        return None;
     };
-    let out = common::tailscope(&[
+    let mut args = vec![
         "run", "--target", "embedded", "-z", "3s", "-c", "16", "--json", "-",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = common::tailscope(&args);
     let _ = hog.kill();
     let _ = hog.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("io_uring is not available") {
         eprintln!("skipped: io_uring unavailable");
-        return;
+        return None;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn a_cpu_hog_on_the_servers_core_is_named_cpu_contention_not_a_stall() {
+    let _turn = serial();
+    // The default split puts the server on the first CPU; a busy loop shares it.
+    let first = tailscope_targets::cpus::available()[0];
+    let Some(r) = run_beside_a_busy_loop(first, &[]) else {
+        return;
+    };
     let c = causes(&r);
     assert!(
         c.contains(&"cpu_contention".to_string()),
@@ -352,40 +354,11 @@ fn packet_loss_in_a_private_network_namespace_is_named_retransmission() {
 #[test]
 fn a_cpu_hog_on_the_generators_core_is_named_generator_saturated() {
     let _turn = serial();
-    if std::thread::available_parallelism().map_or(1, |p| p.get()) < 2 {
-        eprintln!("skipped: one CPU: the server and the generator cannot be kept apart");
-        return;
-    }
     // The default split gives the generator the last CPUs; a busy loop takes half of one.
-    let last_cpu = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("Cpus_allowed_list:")
-                    .map(|v| v.trim().to_string())
-            })
-        })
-        .and_then(|v| v.rsplit([',', '-']).next().map(str::to_string))
-        .unwrap_or_else(|| "1".into());
-    let Ok(mut hog) = std::process::Command::new("taskset")
-        .args(["-c", &last_cpu, "sh", "-c", "while :; do :; done"])
-        .spawn()
-    else {
-        eprintln!("skipped: taskset not installed");
+    let last = *tailscope_targets::cpus::available().last().unwrap();
+    let Some(r) = run_beside_a_busy_loop(last, &["--cpus", &last.to_string()]) else {
         return;
     };
-    let out = common::tailscope(&[
-        "run", "--target", "embedded", "-z", "3s", "-c", "16", "--cpus", &last_cpu, "--json", "-",
-    ]);
-    let _ = hog.kill();
-    let _ = hog.wait();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable");
-        return;
-    }
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = causes(&r);
     assert!(
         c.contains(&"generator_saturated".to_string()),

@@ -384,11 +384,7 @@ fn ctrl_c_stops_gracefully_and_still_reports() {
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let started = Instant::now();
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    common::interrupt(child.id());
     let out = child.wait_with_output().unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(10),

@@ -2,10 +2,9 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use common::tailscope;
 
@@ -15,35 +14,6 @@ fn temp(name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// Live (not zombie) children of `ppid`, from /proc.
-fn children(ppid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 1 && f[1] == ppid.to_string() && f[0] != "Z" {
-            out.extend(
-                head.split_whitespace()
-                    .next()
-                    .and_then(|p| p.parse::<u32>().ok()),
-            );
-        }
-    }
-    out
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(')')
-            .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
-    })
 }
 
 const QUICK: &str = r#"
@@ -159,47 +129,23 @@ fn sigint_to_a_running_suite_leaves_no_process() {
         "",
     );
     let file = temp("long.toml", &long);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
-        .args(["suite", file.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 256];
-    let started = Instant::now();
-    while !seen.contains("/ warm-up") && started.elapsed() < Duration::from_secs(20) {
-        let k = stderr.read(&mut buf).unwrap();
-        if k == 0 {
-            break;
-        }
-        seen.push_str(&String::from_utf8_lossy(&buf[..k]));
-    }
+    let (mut child, seen) = common::spawn_until(&["suite", file.to_str().unwrap()], "/ warm-up");
     if seen.contains("io_uring is not available") {
         eprintln!("skipped: io_uring unavailable");
         let _ = child.wait();
         return;
     }
-    let servers = children(child.id());
+    let servers = common::children(child.id());
     assert!(
         !servers.is_empty(),
         "the embedded server runs as a child: {seen}"
     );
     std::thread::sleep(Duration::from_millis(500));
-    assert!(Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    common::interrupt(child.id());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while servers.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
     assert!(
-        servers.iter().all(|&p| !alive(p)),
+        servers.iter().all(|&p| common::gone(p)),
         "no server outlives the suite: {servers:?}"
     );
 }

@@ -4,32 +4,10 @@
 mod common;
 
 use std::io::Read;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{n, tailscope};
-
-/// Whether `pid` is a live (not zombie) process.
-fn alive(pid: u64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// Waits briefly for `pid` to be gone (the kernel reaps orphans asynchronously).
-fn gone(pid: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
+use common::{gone, n, tailscope};
 
 fn io_uring_missing(stderr: &str) -> bool {
     if stderr.contains("io_uring is not available") {
@@ -98,35 +76,19 @@ fn run_target_embedded_reports_the_server_and_stops_it() {
 
 #[test]
 fn sigint_during_a_launched_run_reports_and_leaves_no_server() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
-        .args([
-            "run", "--target", "embedded", "-z", "60s", "-c", "4", "--json", "-",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Wait until the server is up (the 'ready' line), then interrupt.
-    let mut stderr = child.stderr.take().unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 512];
-    while !seen.contains("ready at") {
-        let k = stderr.read(&mut buf).unwrap();
-        if k == 0 {
-            break;
-        }
-        seen.push_str(&String::from_utf8_lossy(&buf[..k]));
-    }
+    let (mut child, seen) = common::spawn_until(
+        &[
+            "run", "--target", "embedded", "-z", "60s", "-c", "4", "--json", "-",
+        ],
+        "ready at",
+    );
     if io_uring_missing(&seen) {
         let _ = child.wait();
         return;
     }
     std::thread::sleep(Duration::from_millis(800));
-    assert!(Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
+    common::interrupt(child.id());
     let mut out = Vec::new();
     child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     let status = child.wait().unwrap();

@@ -192,6 +192,81 @@ pub fn spawn_serve(flags: &[&str]) -> Option<(std::process::Child, String)> {
     None
 }
 
+/// Whether `pid` is a live (not zombie) process.
+pub fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits up to 3 s for `pid` to be gone (SIGKILL and the reaping of orphans take a moment).
+pub fn gone(pid: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Live (not zombie) children of `ppid`, from /proc.
+pub fn children(ppid: u32) -> Vec<u64> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if f.len() > 1 && f[1] == ppid.to_string() && f[0] != "Z" {
+            out.extend(
+                head.split_whitespace()
+                    .next()
+                    .and_then(|p| p.parse::<u64>().ok()),
+            );
+        }
+    }
+    out
+}
+
+/// Starts tailscope with `args` (stdout and stderr piped) and reads its stderr until `marker`
+/// shows up (or it ends, or 20 s pass); returns the child and what was read.
+pub fn spawn_until(args: &[&str], marker: &str) -> (std::process::Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the tailscope binary runs");
+    let mut stderr = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 512];
+    let started = std::time::Instant::now();
+    while !seen.contains(marker) && started.elapsed() < Duration::from_secs(20) {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    // Kept open: tailscope still writes to stderr (its summary, progress).
+    child.stderr = Some(stderr);
+    (child, seen)
+}
+
+/// Sends SIGINT to `pid`, as Ctrl-C would.
+pub fn interrupt(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(ok.success());
+}
+
 /// Runs the tailscope binary with these arguments (stdin closed, not a terminal).
 pub fn tailscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailscope"))

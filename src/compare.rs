@@ -215,7 +215,7 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
     };
     let regressions: Vec<String> = rows.iter().filter_map(|r| r.regression(limit)).collect();
     for r in &regressions {
-        eprintln!("regression: {r}");
+        say!("regression: {r}");
     }
     Ok(if regressions.is_empty() {
         Outcome::Success

@@ -1,6 +1,23 @@
 //! The `tailscope` binary: parse → validate → run → map the outcome to an exit code.
 //! The work is done by the crates under `crates/`; this is CLI and wiring only.
 
+/// Writes a line to stderr. A closed stderr (`2>&-`, a pipe whose reader left) is not an
+/// error: the run goes on and the exit code stays what the run decides (`eprintln!` panics).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the newline.
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod compare;
 mod exit;
@@ -37,10 +54,10 @@ fn main() -> ExitCode {
         Ok(outcome) => outcome.code(),
         Err(err) => {
             if let Some(usage) = err.downcast_ref::<UsageError>() {
-                eprintln!("tailscope: {usage}");
+                say!("tailscope: {usage}");
                 return Outcome::Usage.code();
             }
-            eprintln!("tailscope: {err:#}");
+            say!("tailscope: {err:#}");
             Outcome::Failure.code()
         }
     }

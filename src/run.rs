@@ -170,7 +170,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     watch_signals(&control)?;
     let mut target = match &config.launch {
         Some(launch) => {
-            eprintln!(
+            say!(
                 "tailscope: starting {} on CPU {}",
                 launch.spec.kind(),
                 format_list(&launch.server_cpus)
@@ -181,7 +181,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 .plan
                 .set_url(&format!("{}{}", t.base_url(), launch.path))
                 .context("the launched target's URL")?;
-            eprintln!(
+            say!(
                 "tailscope: {} ready at {} (pid {}); generator on CPU {}",
                 t.name(),
                 t.base_url(),
@@ -195,7 +195,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let plan = &config.plan;
     let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
-    eprintln!(
+    say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         plan.method,
         plan.url,
@@ -250,13 +250,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         drop(feed);
         match handle.join() {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => eprintln!("tailscope: the dashboard failed: {e}"),
-            Err(_) => eprintln!("tailscope: the dashboard panicked (terminal restored)"),
+            Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
+            Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
         }
     }
     let totals = totals.context("the load generator could not run")?;
     if live {
-        eprintln!();
+        say!();
     }
     let mut report = Report::new(plan, &totals);
     report.target = match (&mut target, config.pid) {
@@ -280,7 +280,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let sections = profiler.finish(plan, &totals, &mut report);
     if let Some(t) = target.take() {
         if let Some(status) = server_exited {
-            eprintln!(
+            say!(
                 "tailscope: the {} server exited during the run ({status})",
                 t.name()
             );
@@ -289,7 +289,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     }
     let text = report.to_text() + &sections;
     if json_to_stdout {
-        eprint!("{text}");
+        say_part!("{text}");
         print_stdout(&report.to_json())?;
     } else {
         print_stdout(&text)?;
@@ -304,7 +304,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         if !verdict.passed {
             failed += 1;
         }
-        eprintln!("{verdict}");
+        say!("{verdict}");
     }
     if failed > 0 {
         return Ok(Outcome::ThresholdFailed);
@@ -348,7 +348,7 @@ fn start_dashboard(
     match tailscope_tui::spawn(info, control.clone()) {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("tailscope: cannot start the dashboard ({e}); running headless");
+            say!("tailscope: cannot start the dashboard ({e}); running headless");
             None
         }
     }
@@ -418,6 +418,6 @@ impl Progress {
                 fmt_count(snap.totals.error_total()),
             ),
         };
-        eprint!("\r\x1b[2K{line}");
+        say_part!("\r\x1b[2K{line}");
     }
 }

@@ -305,7 +305,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     let control = RunControl::new();
     watch_signals(&control)?;
     let host = Host::read();
-    eprintln!(
+    say!(
         "suite: {} target(s) × {} endpoint(s) × {} run(s) of {}, warm-up {}; servers on CPU {}, generator on CPU {}",
         suite.targets.len(),
         suite.endpoints.len(),
@@ -321,11 +321,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         if control.is_stopped() {
             break;
         }
-        eprintln!("suite: starting {name} ({})", spec.kind());
+        say!("suite: starting {name} ({})", spec.kind());
         let target = match Target::launch(spec, &server_cpus) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("suite: {name} could not start: {e}");
+                say!("suite: {name} could not start: {e}");
                 failed = true;
                 for endpoint in &suite.endpoints {
                     results.push(SuiteResult::new(
@@ -341,7 +341,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         for endpoint in &suite.endpoints {
             let url = format!("{}{endpoint}", target.base_url());
             if !load.warmup.is_zero() {
-                eprintln!("suite: {name} {endpoint} warm-up");
+                say!("suite: {name} {endpoint} warm-up");
                 tailscope_loadgen::run(
                     &plan_for(load, &url, &client_cpus, load.warmup)?,
                     &control,
@@ -381,7 +381,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     duration_s: report.summary.duration_s,
                     server_us_per_request,
                 };
-                eprintln!(
+                say!(
                     "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
                     load.runs,
                     fmt_rate(figures.rps),
@@ -428,7 +428,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         serde_json::to_string_pretty(&report).context("serializing the suite report")? + "\n";
     match args.json.as_deref() {
         Some(p) if p.as_os_str() == "-" => {
-            eprint!("{table}");
+            say_part!("{table}");
             print_stdout(&json)?;
         }
         other => {

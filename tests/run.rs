@@ -448,3 +448,28 @@ fn timeseries_has_a_point_a_second_and_slowest_requests() {
     assert!(n(&slowest["ttfb_us"]) >= 290_000, "{slowest}");
     assert_eq!(r["histogram"]["encoding"], "hdrhistogram-v2-deflate-base64");
 }
+
+#[test]
+fn a_closed_stderr_is_not_an_error() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args([
+            "run",
+            &server.url("/"),
+            "-n",
+            "200",
+            "-c",
+            "2",
+            "--fail-if",
+            "rps > 1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader of stderr goes away before tailscope writes anything to it.
+    drop(child.stderr.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "no panic on a closed stderr");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Requests:      200\n"));
+}

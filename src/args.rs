@@ -1,10 +1,20 @@
-//! The command line, as clap reads it. Doc comments are the help text. Nothing here is
-//! checked beyond its type: `run::RunConfig` validates the flags against each other.
+//! The command line, as clap reads it. Doc comments are the help text. Every number is
+//! checked against its range here, at parse time (clap exits 2 with a message naming the
+//! range); `run::RunConfig` validates the flags against each other.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
+use tailscope_loadgen::plan::{
+    MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_THREADS, MAX_TIMEOUT, MIN_RATE,
+};
+
+/// The highest process id Linux hands out (PID_MAX_LIMIT on 64-bit).
+const MAX_PID: u64 = 4_194_304;
+/// The deepest pipelining the generator allows.
+const MAX_PIPELINE: u64 = 1024;
 
 /// tailscope: an HTTP/1.1 load tester that explains its tail latency.
 #[derive(Debug, Parser)]
@@ -37,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub addr: std::net::SocketAddr,
     /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU).
-    #[arg(long = "threads", value_name = "N")]
+    #[arg(long = "threads", value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
     pub threads: Option<usize>,
     /// Pin worker threads to these CPUs (e.g. 0 or 0,2-3).
     #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
@@ -46,22 +56,22 @@ pub struct ServeArgs {
     #[arg(long = "static", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,
     /// Listen backlog of each listener; a small one reproduces accept-queue overflow.
-    #[arg(long = "backlog", default_value_t = 4096, value_name = "N")]
+    #[arg(long = "backlog", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=65535))]
     pub backlog: i32,
     /// Fault injection: block each worker's loop every DUR (needs --stall-for).
-    #[arg(long = "stall-every", value_parser = parse_duration, value_name = "DUR", requires = "stall_for")]
+    #[arg(long = "stall-every", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_for")]
     pub stall_every: Option<Duration>,
     /// Fault injection: how long each stall blocks the loop (needs --stall-every).
-    #[arg(long = "stall-for", value_parser = parse_duration, value_name = "DUR", requires = "stall_every")]
+    #[arg(long = "stall-for", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_every")]
     pub stall_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
-    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N")]
+    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as u64 * 10))]
     pub max_conns: usize,
     /// Close keep-alive connections idle for this long.
-    #[arg(long = "idle-timeout", value_parser = parse_duration, default_value = "60s", value_name = "DUR")]
+    #[arg(long = "idle-timeout", value_parser = duration_in(MS, DAY), default_value = "60s", value_name = "DUR")]
     pub idle_timeout: Duration,
     /// Close connections whose request head is not complete after this long (slowloris).
-    #[arg(long = "header-timeout", value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    #[arg(long = "header-timeout", value_parser = duration_in(MS, HOUR), default_value = "10s", value_name = "DUR")]
     pub header_timeout: Duration,
 }
 
@@ -92,20 +102,16 @@ pub struct TargetArgs {
     /// 'command:CMD ... {port}' (a shell command; {port} and {cpus} are filled in).
     #[arg(long = "target", value_name = "KIND", conflicts_with = "url")]
     pub target: Option<String>,
-    /// Path to load on a launched target.
-    #[arg(
-        long = "path",
-        default_value = "/plaintext",
-        value_name = "PATH",
-        requires = "target"
-    )]
-    pub path: String,
+    /// Path to load on a launched target [default: /plaintext for embedded and nginx, / for
+    /// command:].
+    #[arg(long = "path", value_name = "PATH", requires = "target")]
+    pub path: Option<String>,
     /// CPUs for the launched server (default: the first half of the CPUs).
     #[arg(long = "server-cpus", value_parser = parse_cpu_list, value_name = "LIST", requires = "target")]
     pub server_cpus: Option<CpuList>,
     /// The process id of the server at URL: the profiler watches it (CPU time, context
     /// switches, service demand) and the report names it.
-    #[arg(long = "pid", value_name = "PID", conflicts_with = "target")]
+    #[arg(long = "pid", value_name = "PID", conflicts_with = "target", value_parser = parse_pid)]
     pub pid: Option<u32>,
 }
 
@@ -118,40 +124,41 @@ pub struct LoadArgs {
         short = 'c',
         long = "connections",
         default_value_t = 50,
-        value_name = "N"
+        value_name = "N",
+        value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as u64)
     )]
     pub connections: usize,
-    /// Run for this long (500ms, 10s, 2m). Default 10s unless -n is given.
-    #[arg(short = 'z', long = "duration", value_parser = parse_duration, value_name = "DUR")]
+    /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
+    #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR")]
     pub duration: Option<Duration>,
     /// Send exactly this many measured requests.
-    #[arg(short = 'n', long = "requests", value_name = "N")]
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS))]
     pub requests: Option<u64>,
-    /// Open loop: this many requests per second in total, latency measured from each
-    /// request's intended send time (coordinated-omission corrected).
-    #[arg(short = 'q', long = "rate", value_name = "RATE")]
+    /// Open loop: this many requests per second in total (0.01 to 100000000), latency
+    /// measured from each request's intended send time (coordinated-omission corrected).
+    #[arg(short = 'q', long = "rate", value_name = "RATE", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// HTTP/1.1 pipelining depth: requests in flight per connection.
-    #[arg(long = "pipeline", default_value_t = 1, value_name = "N")]
+    #[arg(long = "pipeline", default_value_t = 1, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_PIPELINE))]
     pub pipeline: usize,
     /// Open a new connection for every request.
     #[arg(long = "no-keepalive")]
     pub no_keepalive: bool,
     /// Generator threads (default: one per CPU).
-    #[arg(long = "threads", value_name = "N")]
+    #[arg(long = "threads", value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
     pub threads: Option<usize>,
     /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3). With --target the default is
     /// the CPUs the server does not get.
     #[arg(long = "cpus", visible_alias = "client-cpus", value_parser = parse_cpu_list, value_name = "LIST")]
     pub cpus: Option<CpuList>,
     /// Apply load for this long before measuring; nothing sent in it is recorded.
-    #[arg(long = "warmup", value_parser = parse_duration, value_name = "DUR")]
+    #[arg(long = "warmup", value_parser = duration_in(Duration::ZERO, MAX_DURATION), value_name = "DUR")]
     pub warmup: Option<Duration>,
     /// Per-request timeout, from when the request began (its connect, if it opened one).
-    #[arg(short = 't', long = "timeout", value_parser = parse_duration, default_value = "20s", value_name = "DUR")]
+    #[arg(short = 't', long = "timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "20s", value_name = "DUR")]
     pub timeout: Duration,
     /// Limit on the TCP handshake.
-    #[arg(long = "connect-timeout", value_parser = parse_duration, default_value = "10s", value_name = "DUR")]
+    #[arg(long = "connect-timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "10s", value_name = "DUR")]
     pub connect_timeout: Duration,
 }
 
@@ -204,6 +211,62 @@ pub struct OutputArgs {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim())
         .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
+}
+
+const MS: Duration = Duration::from_millis(1);
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// A duration parser that refuses values outside `lo..=hi`, naming the range.
+pub fn duration_in(
+    lo: Duration,
+    hi: Duration,
+) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let d = parse_duration(s)?;
+        if d < lo || d > hi {
+            return Err(format!(
+                "{} is out of range: give {}..={}",
+                s.trim(),
+                fmt_limit(lo),
+                fmt_limit(hi)
+            ));
+        }
+        Ok(d)
+    }
+}
+
+/// `0s`, `1ms`, `1h`, `30days`: a limit as the user would type it.
+fn fmt_limit(d: Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
+}
+
+/// Parses a process id and checks it is one Linux can hand out.
+pub fn parse_pid(s: &str) -> Result<u32, String> {
+    let pid: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a process id (a number, as `pidof` prints it)"))?;
+    if !(1..=MAX_PID).contains(&pid) {
+        return Err(format!(
+            "no process can have pid {pid}: pids are 1..={MAX_PID}"
+        ));
+    }
+    Ok(pid as u32)
+}
+
+/// Parses an open-loop rate and checks its range.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of requests per second, e.g. 1000"))?;
+    if !(MIN_RATE..=MAX_RATE).contains(&r) {
+        return Err(format!(
+            "{s} is out of range: give {MIN_RATE}..={MAX_RATE} requests per second"
+        ));
+    }
+    Ok(r)
 }
 
 /// A list of CPU numbers, as `--cpus` takes it.

@@ -53,8 +53,17 @@ impl RunConfig {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
                 let spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
-                if !target.path.starts_with('/') {
-                    return Err(usage(format!("--path {:?} must start with '/'", target.path)));
+                // embedded and nginx serve the benchmark's /plaintext; a command: server is
+                // anyone's, and `/` is the one path it surely has.
+                let path = target.path.unwrap_or_else(|| {
+                    match spec {
+                        TargetSpec::Command { .. } => "/",
+                        _ => "/plaintext",
+                    }
+                    .to_string()
+                });
+                if !path.starts_with('/') {
+                    return Err(usage(format!("--path {path:?} must start with '/'")));
                 }
                 let available = cpus::available();
                 let (default_server, default_client) = cpus::default_split(&available);
@@ -71,11 +80,11 @@ impl RunConfig {
                 };
                 let client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
                 // The port is not known until the server is up; the URL is set then.
-                let placeholder = format!("http://127.0.0.1:1{}", target.path);
+                let placeholder = format!("http://127.0.0.1:1{path}");
                 let launch = Launch {
                     spec,
                     server_cpus,
-                    path: target.path,
+                    path,
                 };
                 let mut cfg_cpus = client;
                 cfg_cpus.dedup();
@@ -146,6 +155,9 @@ impl RunConfig {
             })?;
         }
         plan.validate().map_err(|e| usage(e.to_string()))?;
+        if let Some(path) = &args.output.json {
+            check_writable(path).map_err(usage)?;
+        }
         let thresholds = args
             .output
             .fail_if
@@ -163,9 +175,74 @@ impl RunConfig {
     }
 }
 
+/// Checks that the JSON report can be written to `path` before the run, so a long run does
+/// not end with its report lost. `-` (stdout) always can. A file that did not exist is
+/// created and removed again.
+fn check_writable(path: &std::path::Path) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot write the JSON report to {}: {e}; pick a writable path (--json)",
+            path.display()
+        )),
+    }
+}
+
+/// File descriptors a run needs besides one per connection: stdio, each generator thread's
+/// runtime (epoll, eventfd, timers), the profiler's perf counters (several per CPU) and
+/// /proc files, the signal pipe, a launched server's pipes.
+fn fd_overhead(threads: usize) -> u64 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    64 + 8 * threads as u64 + 16 * cpus
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit, then checks that `-c` fits. A run that
+/// does not fit would spend itself on EMFILE; it is refused (exit 2) before anything starts,
+/// naming the limit and how to raise it.
+fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        // Unreadable: the run goes on and EMFILE, if it comes, is counted by its own kind.
+        return Ok(());
+    };
+    let mut limit = soft;
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        limit = hard;
+    }
+    let need = plan.connections as u64 + fd_overhead(plan.effective_threads());
+    if need <= limit {
+        return Ok(());
+    }
+    let fits = limit.saturating_sub(fd_overhead(plan.effective_threads()));
+    Err(UsageError(format!(
+        "-c {} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
+         lower -c to {} or less, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
+        plan.connections,
+        fmt_count(need),
+        fmt_count(limit),
+        fmt_count(hard),
+        fits
+    )))
+}
+
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
     let mut config = RunConfig::from_args(args)?;
+    fit_open_files(&config.plan)?;
     let control = RunControl::new();
     watch_signals(&control)?;
     let mut target = match &config.launch {
@@ -259,6 +336,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         say!();
     }
     let mut report = Report::new(plan, &totals);
+    if report.interrupted {
+        report.signal = signal_name();
+    }
     report.target = match (&mut target, config.pid) {
         (Some(t), _) => Some(TargetInfo {
             kind: t.kind().to_string(),
@@ -298,6 +378,11 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
         }
     }
+    let signalled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+    let no_response = report.no_response_reason();
+    if let Some(reason) = &no_response {
+        say!("tailscope: {reason}");
+    }
     let mut failed = 0;
     for t in &config.thresholds {
         let verdict = t.check(&report);
@@ -306,10 +391,15 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         say!("{verdict}");
     }
+    // A run that measured nothing is a failure whatever the thresholds say (unless it was
+    // cut short by a signal, which says more).
+    if no_response.is_some() && !signalled {
+        return Ok(Outcome::Failure);
+    }
     if failed > 0 {
         return Ok(Outcome::ThresholdFailed);
     }
-    if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+    if signalled {
         return Ok(Outcome::Interrupted);
     }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
@@ -358,6 +448,20 @@ fn start_dashboard(
 pub(crate) static SIGNALLED: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// The first signal that stopped the run (0: none), for the report.
+static FIRST_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// `SIGINT` or `SIGTERM`, when one of them stopped the run.
+fn signal_name() -> Option<String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    match FIRST_SIGNAL.load(std::sync::atomic::Ordering::SeqCst) {
+        SIGINT => Some("SIGINT".into()),
+        SIGTERM => Some("SIGTERM".into()),
+        0 => None,
+        other => Some(format!("signal {other}")),
+    }
+}
+
 /// A first Ctrl-C or SIGTERM stops the run gracefully (it still reports and stops the
 /// target); a second one kills any launched target's process group and exits at once.
 pub(crate) fn watch_signals(control: &RunControl) -> Result<()> {
@@ -368,7 +472,13 @@ pub(crate) fn watch_signals(control: &RunControl) -> Result<()> {
     std::thread::Builder::new()
         .name("tailscope-signals".into())
         .spawn(move || {
-            for (n, _) in signals.forever().enumerate() {
+            for (n, signal) in signals.forever().enumerate() {
+                let _ = FIRST_SIGNAL.compare_exchange(
+                    0,
+                    signal,
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 SIGNALLED.store(true, std::sync::atomic::Ordering::SeqCst);
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 if n >= 1 {

@@ -129,7 +129,9 @@ fn errors_of(reply: fn(u64) -> Reply, extra: &[&str]) -> serde_json::Value {
     let mut args = vec!["-n", "6", "-c", "2", "--threads", "1"];
     args.extend_from_slice(extra);
     let (code, r, stderr) = run_json(&server.url("/"), &args);
-    assert_eq!(code, 0, "{stderr}");
+    // No request got a response: the run measured nothing, exits 1 and says why.
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no request got a response"), "{stderr}");
     assert_eq!(n(&r["summary"]["requests"]), 6, "{r}");
     assert_eq!(n(&r["summary"]["errors"]), 6, "{r}");
     r["errors"].clone()
@@ -179,7 +181,11 @@ fn connect_refused_is_counted_and_the_run_ends() {
         &format!("http://127.0.0.1:{port}/"),
         &["-n", "5", "-c", "1"],
     );
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("nothing is listening at 127.0.0.1:{port}")),
+        "{stderr}"
+    );
     assert_eq!(n(&r["errors"]["connect_refused"]), 5);
     assert!(
         r["latency_us"].is_null(),
@@ -213,7 +219,8 @@ fn connect_timeout_when_the_accept_queue_is_full() {
         &format!("http://{addr}/"),
         &["-n", "2", "-c", "1", "--connect-timeout", "300ms"],
     );
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("no connection to"), "{stderr}");
     assert_eq!(n(&r["errors"]["connect_timeout"]), 2, "{}", r["errors"]);
     drop(fillers);
 }

@@ -38,6 +38,13 @@ const INITIAL_BUF: usize = 16 * 1024;
 /// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
 /// A send that leaves early is measured from when it actually left.
 const EARLY_WAKE: Duration = Duration::from_millis(2);
+/// A connection whose connect failed waits this long before the next try, doubling up to
+/// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
+/// microseconds, and without a pause a run against nothing spins at ~100 k connects a
+/// second, burning the CPU it is meant to measure with. Only failed connects wait.
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+/// The longest pause between failed connects of one connection.
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What every worker of a run reads; built once, never written after the start.
 pub(crate) struct Shared {
@@ -67,8 +74,15 @@ pub(crate) struct WorkerSpec {
     pub cpu: Option<usize>,
 }
 
-/// What a worker thread returns: when its last request finished.
-pub(crate) type WorkerOutcome = Instant;
+/// What a worker thread returns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WorkerOutcome {
+    /// When it stopped sending: the end of `-z`, the stop request, or when its last `-n`
+    /// request was claimed.
+    pub sending_ended: Instant,
+    /// When its last in-flight request finished (or the grace period ran out).
+    pub finished: Instant,
+}
 
 /// A request claimed by a connection.
 #[derive(Debug, Clone, Copy)]
@@ -107,6 +121,10 @@ struct Worker {
     rate_bits: Cell<u64>,
     share: f64,
     in_flight: Cell<u64>,
+    /// Connections in the middle of a TCP handshake.
+    connecting: Cell<u64>,
+    /// `-n`: when the last measured request was claimed (the end of the load window).
+    last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
@@ -122,6 +140,9 @@ impl Worker {
             Some(0) => false,
             Some(n) => {
                 self.tickets.set(Some(n - 1));
+                if n == 1 {
+                    self.last_ticket_at.set(Some(Instant::now()));
+                }
                 true
             }
         }
@@ -204,7 +225,7 @@ async fn worker_main(
     spec: WorkerSpec,
     tx: Sender<IntervalData>,
     stop: Arc<Notify>,
-) -> Instant {
+) -> WorkerOutcome {
     let plan = &shared.plan;
     let tick = plan.tick;
     let rec = WorkerRecorder::new(
@@ -223,6 +244,8 @@ async fn worker_main(
         rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
         share: spec.share,
         in_flight: Cell::new(0),
+        connecting: Cell::new(0),
+        last_ticket_at: Cell::new(None),
         next_conn: Cell::new(0),
         stop_idle: Notify::new(),
         shared: shared.clone(),
@@ -258,6 +281,15 @@ async fn worker_main(
         _ = stop.notified() => {}
         _ = async { while conns.join_next().await.is_some() {} } => {}
     }
+    // The load window ends when sending stops, not when the last response comes back: the
+    // timer wakes a little after `end`, and `-n` ends at its last claim.
+    let mut sending_ended = Instant::now();
+    if let Some(e) = end {
+        sending_ended = sending_ended.min(e);
+    }
+    if let Some(t) = w.last_ticket_at.get() {
+        sending_ended = sending_ended.min(t);
+    }
     w.stopping.set(true);
     w.stop_idle.notify_waiters();
     let drained = timeout(plan.grace, async {
@@ -266,14 +298,20 @@ async fn worker_main(
     .await
     .is_ok();
     if !drained {
-        w.rec.borrow_mut().record_aborted(w.in_flight.get());
+        let mut rec = w.rec.borrow_mut();
+        rec.record_aborted(w.in_flight.get());
+        rec.record_still_connecting(w.connecting.get());
+        drop(rec);
         conns.abort_all();
     }
     let finished = Instant::now();
     ticker.abort();
     let last = w.rec.borrow_mut().take_interval(finished, tick);
     let _ = tx.send(last);
-    finished
+    WorkerOutcome {
+        sending_ended,
+        finished,
+    }
 }
 
 /// How a connection ended: the kind to count its in-flight requests under, if any.
@@ -299,6 +337,7 @@ async fn connection(w: Rc<Worker>) {
     let mut stream: Option<TcpStream> = None;
     let mut conn_id = 0u64;
     let mut had_connection = false;
+    let mut backoff = MIN_BACKOFF;
     let timer = tokio::time::sleep_until((Instant::now() + plan.timeout).into());
     tokio::pin!(timer);
 
@@ -349,14 +388,17 @@ async fn connection(w: Rc<Worker>) {
             if had_connection {
                 w.rec.borrow_mut().record_reconnect();
             }
+            w.connecting.set(w.connecting.get() + 1);
             let connected = match timeout(connect_limit, TcpStream::connect(shared.plan.addr)).await
             {
                 Ok(Ok(s)) => Ok(s),
                 Ok(Err(e)) => Err(connect_error_kind(&e)),
                 Err(_) => Err(ErrorKind::ConnectTimeout),
             };
+            w.connecting.set(w.connecting.get().saturating_sub(1));
             match connected {
                 Ok(s) => {
+                    backoff = MIN_BACKOFF;
                     let _ = s.set_nodelay(true);
                     stream = Some(s);
                     had_connection = true;
@@ -377,6 +419,14 @@ async fn connection(w: Rc<Worker>) {
                         0,
                         true,
                     );
+                    // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
+                    if !w.stopping.get() {
+                        tokio::select! {
+                            _ = tokio::time::sleep(backoff) => {}
+                            _ = w.stop_idle.notified() => {}
+                        }
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             }

@@ -58,13 +58,19 @@ pub enum ErrorKind {
     BadResponse,
     /// The response head was larger than 64 KiB.
     HeaderTooLarge,
+    /// No file descriptor for a new socket (EMFILE, ENFILE): the process's or the system's
+    /// open-file limit.
+    TooManyOpenFiles,
+    /// No local address/port for a new connection (EADDRNOTAVAIL): the ephemeral port
+    /// range is used up, often by sockets in TIME_WAIT.
+    NoLocalPort,
     /// Any other I/O error.
     IoOther,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Timeout,
@@ -73,8 +79,13 @@ impl ErrorKind {
         ErrorKind::TruncatedBody,
         ErrorKind::BadResponse,
         ErrorKind::HeaderTooLarge,
+        ErrorKind::TooManyOpenFiles,
+        ErrorKind::NoLocalPort,
         ErrorKind::IoOther,
     ];
+
+    /// How many kinds there are (the length of per-kind counter arrays).
+    pub const COUNT: usize = 11;
 
     /// The name used in reports (`connect_refused`, …).
     pub fn as_str(self) -> &'static str {
@@ -87,6 +98,8 @@ impl ErrorKind {
             ErrorKind::TruncatedBody => "truncated_body",
             ErrorKind::BadResponse => "bad_response",
             ErrorKind::HeaderTooLarge => "header_too_large",
+            ErrorKind::TooManyOpenFiles => "too_many_open_files",
+            ErrorKind::NoLocalPort => "no_local_port",
             ErrorKind::IoOther => "io_other",
         }
     }
@@ -103,6 +116,10 @@ impl ErrorKind {
             K::ConnectionReset | K::ConnectionAborted | K::BrokenPipe => ErrorKind::Reset,
             K::ConnectionRefused => ErrorKind::ConnectRefused,
             K::TimedOut => ErrorKind::Timeout,
+            K::AddrNotAvailable => ErrorKind::NoLocalPort,
+            // EMFILE (24) and ENFILE (23) have no stable io::ErrorKind; their numbers are the
+            // same on every Linux architecture.
+            _ if matches!(err.raw_os_error(), Some(23 | 24)) => ErrorKind::TooManyOpenFiles,
             _ => ErrorKind::IoOther,
         }
     }
@@ -111,5 +128,25 @@ impl ErrorKind {
 impl std::fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+    use std::io;
+
+    #[test]
+    fn descriptor_and_port_exhaustion_have_their_own_kinds() {
+        let emfile = io::Error::from_raw_os_error(24);
+        let enfile = io::Error::from_raw_os_error(23);
+        let eaddrnotavail = io::Error::from_raw_os_error(99);
+        assert_eq!(ErrorKind::from_io(&emfile), ErrorKind::TooManyOpenFiles);
+        assert_eq!(ErrorKind::from_io(&enfile), ErrorKind::TooManyOpenFiles);
+        assert_eq!(ErrorKind::from_io(&eaddrnotavail), ErrorKind::NoLocalPort);
+        assert_eq!(ErrorKind::ALL.len(), ErrorKind::COUNT);
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i, "{k}");
+        }
     }
 }

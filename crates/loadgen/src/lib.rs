@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
-pub use recorder::{Percentiles, Phase, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
+pub use recorder::{
+    Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
+};
 
 /// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:
 /// no new requests, in-flight ones may finish within the plan's grace period, then the run
@@ -57,12 +59,12 @@ impl RunControl {
         self.stop.clone()
     }
 
-    /// Open loop: changes the total rate from the next scheduled request on. Ignored in
-    /// closed loop and for rates that are not positive and finite.
+    /// Open loop: changes the total rate from the next scheduled request on, kept within
+    /// [`plan::MIN_RATE`]..=[`plan::MAX_RATE`]. Ignored in closed loop and for NaN.
     pub fn set_rate(&self, total_per_second: f64) {
-        if total_per_second.is_finite() && total_per_second > 0.0 {
-            self.rate
-                .store(total_per_second.to_bits(), Ordering::Relaxed);
+        if !total_per_second.is_nan() {
+            let rate = total_per_second.clamp(plan::MIN_RATE, plan::MAX_RATE);
+            self.rate.store(rate.to_bits(), Ordering::Relaxed);
         }
     }
 
@@ -158,7 +160,24 @@ pub fn run(
     let mut next_snapshot = Instant::now() + plan.tick;
     let mut last_snapshot = Instant::now();
     let mut stop_sent = false;
+    let mut stopped_at = None;
+    let mut rate_changes = Vec::new();
+    let mut last_rate = control.rate();
     loop {
+        // Rate changes are noted here, off the workers' path, when they are asked for.
+        let asked = control.rate();
+        if asked != last_rate {
+            last_rate = asked;
+            if let Some(rate) = asked {
+                let now = Instant::now();
+                let t_s = if now >= measure_start {
+                    (now - measure_start).as_secs_f64()
+                } else {
+                    -(measure_start - now).as_secs_f64()
+                };
+                rate_changes.push(RateChange { t_s, rate });
+            }
+        }
         let now = Instant::now();
         if now >= next_snapshot {
             let phase = if stop_sent || end.is_some_and(|e| now >= e) {
@@ -183,6 +202,7 @@ pub fn run(
                 stop.notify_one();
             }
             stop_sent = true;
+            stopped_at = Some(Instant::now());
         }
         // Wake at least every 10 ms so a stop request is passed on promptly.
         let wait = next_snapshot
@@ -194,18 +214,34 @@ pub fn run(
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    let mut sending_ended = measure_start;
     let mut last_finish = measure_start;
     for (handle, _) in workers {
         match handle.join() {
-            Ok(finished) => last_finish = last_finish.max(finished),
+            Ok(outcome) => {
+                sending_ended = sending_ended.max(outcome.sending_ended);
+                last_finish = last_finish.max(outcome.finished);
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         }
     }
-    let duration = last_finish.saturating_duration_since(measure_start);
+    // The load window is the measured part of sending; responses that came back in the
+    // grace period after it are counted, and the grace is reported on its own.
+    let duration = sending_ended.saturating_duration_since(measure_start);
+    let grace = last_finish.saturating_duration_since(sending_ended.max(measure_start));
     let now = Instant::now();
-    let final_snap = agg.snapshot(Phase::Done, duration, Duration::ZERO, now - last_snapshot);
+    let final_snap = agg.snapshot(
+        Phase::Done,
+        duration + grace,
+        Duration::ZERO,
+        now - last_snapshot,
+    );
     on_snapshot(&final_snap);
-    Ok(agg.finish(duration))
+    let mut totals = agg.finish(duration, grace);
+    totals.rate_changes = rate_changes;
+    // A stop asked for once sending had ended (during the grace) cut nothing short.
+    totals.stopped_early = stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
+    Ok(totals)
 }
 
 #[cfg(test)]

@@ -6,6 +6,24 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+/// The most connections a plan may ask for (`-c`).
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// The most generator threads a plan may ask for (`--threads`).
+pub const MAX_THREADS: usize = 1024;
+/// The most measured requests a plan may ask for (`-n`).
+pub const MAX_REQUESTS: u64 = 1_000_000_000_000;
+/// The slowest open-loop rate, requests per second in total (`-q`, and the `-` key): below
+/// it a slot is minutes apart and the schedule's arithmetic nears `Instant`'s range.
+pub const MIN_RATE: f64 = 0.01;
+/// The fastest open-loop rate, requests per second in total.
+pub const MAX_RATE: f64 = 100_000_000.0;
+/// The longest run and the longest warm-up (`-z`, `--warmup`): 30 days.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest request and connect timeouts (`-t`, `--connect-timeout`): 1 hour.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// The shortest duration, warm-up aside, any of those may be.
+pub const MIN_DURATION: Duration = Duration::from_millis(1);
+
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {
@@ -112,11 +130,17 @@ impl Plan {
     /// Checks the settings against each other; called by [`crate::run`] before any load.
     pub fn validate(&self) -> Result<(), Error> {
         let invalid = |m: String| Err(Error::InvalidPlan(m));
-        if self.connections == 0 {
-            return invalid("connections must be at least 1 (-c)".into());
+        if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
+            return invalid(format!(
+                "connections must be 1..={MAX_CONNECTIONS}, got {} (-c)",
+                self.connections
+            ));
         }
-        if self.threads == 0 {
-            return invalid("threads must be at least 1 (--threads)".into());
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return invalid(format!(
+                "threads must be 1..={MAX_THREADS}, got {} (--threads)",
+                self.threads
+            ));
         }
         if self.pipeline == 0 || self.pipeline > 1024 {
             return invalid(format!(
@@ -128,22 +152,47 @@ impl Plan {
             return invalid("--pipeline needs keep-alive connections; drop --no-keepalive".into());
         }
         if let Pace::Rate(r) = self.pace {
-            if !(r.is_finite() && r > 0.0) {
+            if !(MIN_RATE..=MAX_RATE).contains(&r) {
                 return invalid(format!(
-                    "rate must be a positive number of requests per second, got {r} (-q)"
+                    "rate must be {MIN_RATE}..={MAX_RATE} requests per second, got {r} (-q)"
                 ));
             }
         }
-        match self.stop {
-            Stop::Requests(0) => return invalid("request count must be at least 1 (-n)".into()),
-            Stop::Duration(d) if d.is_zero() => {
-                return invalid("duration must be more than 0 (-z)".into())
+        let span = |d: Duration, lo: Duration, hi: Duration, what: &str| {
+            if d < lo || d > hi {
+                Err(Error::InvalidPlan(format!(
+                    "{what} must be {}..={}, got {}",
+                    fmt_duration(lo),
+                    fmt_duration(hi),
+                    fmt_duration(d)
+                )))
+            } else {
+                Ok(())
             }
-            _ => {}
+        };
+        match self.stop {
+            Stop::Requests(n) if !(1..=MAX_REQUESTS).contains(&n) => {
+                return invalid(format!(
+                    "request count must be 1..={MAX_REQUESTS}, got {n} (-n)"
+                ))
+            }
+            Stop::Duration(d) => span(d, MIN_DURATION, MAX_DURATION, "duration (-z)")?,
+            Stop::Requests(_) => {}
         }
-        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
-            return invalid("timeouts must be more than 0 (-t, --connect-timeout)".into());
-        }
+        span(
+            self.warmup,
+            Duration::ZERO,
+            MAX_DURATION,
+            "warm-up (--warmup)",
+        )?;
+        span(self.timeout, MIN_DURATION, MAX_TIMEOUT, "timeout (-t)")?;
+        span(
+            self.connect_timeout,
+            MIN_DURATION,
+            MAX_TIMEOUT,
+            "connect timeout (--connect-timeout)",
+        )?;
+        span(self.grace, Duration::ZERO, MAX_TIMEOUT, "grace")?;
         if self.tick.is_zero() {
             return invalid("tick must be more than 0".into());
         }
@@ -228,6 +277,37 @@ impl Plan {
         out.extend_from_slice(&self.body);
         out
     }
+}
+
+/// `1ms`, `10s`, `30days`: how the limits are named in messages.
+fn fmt_duration(d: Duration) -> String {
+    // Whole milliseconds: a limit message has no use for nanoseconds.
+    let ms = Duration::from_millis(d.as_millis().min(u64::MAX as u128) as u64);
+    if ms.is_zero() && !d.is_zero() {
+        return format!("{}ns", d.as_nanos());
+    }
+    humantime_like(ms)
+}
+
+/// A compact rendering of whole-millisecond durations (`0s`, `1ms`, `1h`, `30days`).
+fn humantime_like(d: Duration) -> String {
+    let ms = d.as_millis();
+    const UNITS: [(u128, &str); 5] = [
+        (24 * 3600 * 1000, "days"),
+        (3600 * 1000, "h"),
+        (60 * 1000, "m"),
+        (1000, "s"),
+        (1, "ms"),
+    ];
+    if ms == 0 {
+        return "0s".into();
+    }
+    for (unit, name) in UNITS {
+        if ms % unit == 0 {
+            return format!("{}{name}", ms / unit);
+        }
+    }
+    unreachable!("every duration is a whole number of milliseconds")
 }
 
 /// Resolves an http URL into the address to connect to, the Host header and the request
@@ -320,7 +400,17 @@ mod tests {
         plan.keepalive = true;
         plan.pace = Pace::Rate(0.0);
         assert!(plan.validate().is_err());
+        plan.pace = Pace::Rate(1e-20);
+        assert!(plan.validate().unwrap_err().to_string().contains("0.01..="));
         plan.pace = Pace::Rate(10.0);
+        plan.stop = Stop::Duration(Duration::from_secs(u64::MAX / 4));
+        let err = plan.validate().unwrap_err().to_string();
+        assert!(err.contains("1ms..=30days"), "{err}");
+        plan.stop = Stop::Duration(Duration::from_secs(1));
+        plan.timeout = Duration::from_secs(7200);
+        assert!(plan.validate().unwrap_err().to_string().contains("1h"));
+        plan.timeout = Duration::from_secs(1);
+        plan.validate().unwrap();
         plan.headers.push(("Bad Name".into(), "v".into()));
         assert!(plan.validate().is_err());
     }

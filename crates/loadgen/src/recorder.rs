@@ -142,7 +142,7 @@ pub struct Counters {
     /// Complete responses, of any status.
     pub successes: u64,
     /// Failed requests, by [`ErrorKind::index`].
-    pub errors: [u64; 9],
+    pub errors: [u64; ErrorKind::COUNT],
     /// Response bytes read.
     pub bytes_read: u64,
     /// Open loop: sends that left more than [`LATE_SLACK`] after their intended time.
@@ -151,6 +151,8 @@ pub struct Counters {
     pub reconnects: u64,
     /// Requests still in flight when the run stopped and the grace period ran out.
     pub aborted: u64,
+    /// Connections still in their TCP handshake when the grace period ran out.
+    pub still_connecting: u64,
     /// The most a generator thread's tick fired late (µs): how long its event loop was held
     /// up. A "server stall" with a lag as long is the generator's own pause.
     pub max_loop_lag_us: u64,
@@ -199,6 +201,7 @@ impl Counters {
         self.late_sends += other.late_sends;
         self.reconnects += other.reconnects;
         self.aborted += other.aborted;
+        self.still_connecting += other.still_connecting;
         self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
@@ -383,6 +386,11 @@ impl WorkerRecorder {
         self.current.counters.aborted += n;
     }
 
+    /// Counts connections still opening when the run stopped.
+    pub fn record_still_connecting(&mut self, n: u64) {
+        self.current.counters.still_connecting += n;
+    }
+
     /// Notes how late the worker's tick fired.
     pub fn record_loop_lag(&mut self, lag: Duration) {
         let us = lag.as_micros() as u64;
@@ -452,8 +460,13 @@ impl Percentiles {
 /// One point of the run's time series (one second).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TimePoint {
-    /// End of the second, from the start of measurement.
+    /// End of the second, from the start of measurement; for the last, partial second, when
+    /// its data ends. Unique and increasing.
     pub t_s: f64,
+    /// The last point of a run that ended within this second: it covers less than 1 s, from
+    /// the previous point's `t_s` to its own.
+    #[serde(default)]
+    pub partial: bool,
     /// Requests finished in it.
     pub requests: u64,
     /// Of which failed.
@@ -597,6 +610,22 @@ pub struct RunTotals {
     pub timeseries: Vec<TimePoint>,
     /// The slowest requests.
     pub slowest: Vec<SlowRequest>,
+    /// After the load window: how long in-flight requests took to finish (or until the grace
+    /// period ran out). Their responses are counted in the run.
+    pub grace: Duration,
+    /// Open-loop rate changes during the run, in order.
+    pub rate_changes: Vec<RateChange>,
+    /// The run was stopped before its end (`RunControl::stop`: a signal, the dashboard).
+    pub stopped_early: bool,
+}
+
+/// A change of the open-loop rate during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateChange {
+    /// When, in seconds from the start of measurement (negative during the warm-up).
+    pub t_s: f64,
+    /// The new total rate, requests per second.
+    pub rate: f64,
 }
 
 struct SecondBucket {
@@ -615,6 +644,10 @@ pub struct Aggregator {
     slowest: Slowest,
     /// Highest tick reported by each worker; a second is final once every worker is past it.
     worker_ticks: Vec<u64>,
+    /// Seconds below this are points already; data arriving for them (a worker's last
+    /// interval, taken just after a tick) goes into the first open second instead, so no
+    /// second is made a point twice.
+    open_from: u64,
 }
 
 impl Aggregator {
@@ -633,12 +666,16 @@ impl Aggregator {
                 body: new_histogram(highest),
                 timeseries: Vec::new(),
                 slowest: Vec::new(),
+                grace: Duration::ZERO,
+                rate_changes: Vec::new(),
+                stopped_early: false,
             },
             last_tick: Counters::default(),
             last_tick_latency: new_histogram(highest),
             seconds: BTreeMap::new(),
             slowest: Slowest::new(slowest),
             worker_ticks: vec![0; workers],
+            open_from: 0,
         }
     }
 
@@ -665,7 +702,7 @@ impl Aggregator {
         let ticks_per_second =
             (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
         // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
-        let second = data.tick.saturating_sub(1) / ticks_per_second;
+        let second = (data.tick.saturating_sub(1) / ticks_per_second).max(self.open_from);
         let highest = self.highest;
         let bucket = self.seconds.entry(second).or_insert_with(|| SecondBucket {
             counters: Counters::default(),
@@ -686,6 +723,7 @@ impl Aggregator {
                 break;
             }
             let (second, b) = entry.remove_entry();
+            self.open_from = second + 1;
             let p = Percentiles::of(&b.latency);
             let run_p50 = if self.totals.latency.is_empty() {
                 0
@@ -700,6 +738,7 @@ impl Aggregator {
             };
             self.totals.timeseries.push(TimePoint {
                 t_s: (second + 1) as f64,
+                partial: false,
                 requests: b.counters.requests(),
                 errors: b.counters.error_total(),
                 timeouts: b.counters.timeouts(),
@@ -750,10 +789,22 @@ impl Aggregator {
         self.totals.counters.requests()
     }
 
-    /// The run's totals, with every remaining second made a point.
-    pub fn finish(mut self, duration: Duration) -> RunTotals {
+    /// The run's totals, with every remaining second made a point. `duration` is the load
+    /// window, `grace` how long in-flight requests took after it; the last point, when the
+    /// data ends before its second does, is marked partial and dated when the data ends.
+    pub fn finish(mut self, duration: Duration, grace: Duration) -> RunTotals {
         self.finalize_seconds(u64::MAX);
+        let data_end_s = (duration + grace).as_secs_f64();
+        if let Some(last) = self.totals.timeseries.last_mut() {
+            let second_start = last.t_s - 1.0;
+            if data_end_s < last.t_s {
+                last.partial = true;
+                // Milliseconds, and never at or before the second's start: t_s stays unique.
+                last.t_s = ((data_end_s * 1000.0).ceil() / 1000.0).max(second_start + 0.001);
+            }
+        }
         self.totals.duration = duration;
+        self.totals.grace = grace;
         self.totals.slowest = self.slowest.items().to_vec();
         self.totals
     }
@@ -855,7 +906,7 @@ mod tests {
             .slowest
             .windows(2)
             .all(|w| w[0].latency_us >= w[1].latency_us));
-        let totals = agg.finish(Duration::from_millis(1_200));
+        let totals = agg.finish(Duration::from_millis(1_200), Duration::ZERO);
         assert_eq!(totals.timeseries.len(), 2);
         assert_eq!(totals.timeseries[0].requests, 22);
         assert_eq!(totals.timeseries[0].errors, 2);
@@ -863,6 +914,33 @@ mod tests {
         // HDR reports the top of the value's bucket: within 0.1 % of 7 ms.
         assert!((7_000..=7_007).contains(&totals.timeseries[1].max_us));
         assert_eq!(totals.latency.len(), 22);
+        assert_eq!(totals.timeseries[1].t_s, 1.2);
+        assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
+    }
+
+    #[test]
+    fn a_late_interval_does_not_repeat_a_second() {
+        // A worker's last interval taken just after tick 10 belongs to a second that is a
+        // point already: it must not make a second point with the same t_s.
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3);
+        for k in 1..=11u64 {
+            r.record_finished(&finished(base, k * 100 - 50, 1, 200));
+            agg.merge(r.take_interval(base + tick * k as u32, tick));
+        }
+        r.record_finished(&finished(base, 1_090, 1, 200));
+        // Taken at 1.1 s again (tick 11, second 1 is open) and then a stale tick 10.
+        let mut stale = r.take_interval(base + Duration::from_millis(1_000), tick);
+        stale.tick = 10;
+        agg.merge(stale);
+        let totals = agg.finish(Duration::from_millis(1_100), Duration::ZERO);
+        let t: Vec<f64> = totals.timeseries.iter().map(|p| p.t_s).collect();
+        assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+        assert_eq!(totals.counters.requests(), 12);
+        let in_points: u64 = totals.timeseries.iter().map(|p| p.requests).sum();
+        assert_eq!(in_points, 12);
     }
 
     #[test]

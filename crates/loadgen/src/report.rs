@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorKind;
 use crate::plan::{Pace, Plan, Stop};
-use crate::recorder::{Percentiles, RunTotals, SlowRequest, TimePoint};
+use crate::recorder::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -83,8 +83,13 @@ pub struct Summary {
     pub errors: u64,
     /// Failed by timeout.
     pub timeouts: u64,
-    /// The measured window (warm-up excluded).
+    /// The load window: from the end of the warm-up until sending stopped (`-z`, the last
+    /// `-n` request sent, or a stop). Responses in the grace period after it are counted.
     pub duration_s: f64,
+    /// After the load window, how long in-flight requests took to finish (at most the grace
+    /// period; requests still in flight then are `aborted`).
+    #[serde(default)]
+    pub grace_s: f64,
     /// requests / duration_s.
     pub rps: f64,
     /// Response bytes read.
@@ -95,6 +100,9 @@ pub struct Summary {
     pub reconnects: u64,
     /// Requests abandoned in flight when the run stopped.
     pub aborted: u64,
+    /// Connections still in their TCP handshake when the run stopped.
+    #[serde(default)]
+    pub still_connecting: u64,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -142,6 +150,19 @@ pub struct Report {
     pub errors: BTreeMap<String, u64>,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
+    /// Open-loop rate changes during the run (the dashboard's `+`/`-`), in order.
+    #[serde(default)]
+    pub rate_changes: Vec<RateChange>,
+    /// The run was stopped before its end (Ctrl-C, SIGTERM, or from the dashboard).
+    #[serde(default)]
+    pub interrupted: bool,
+    /// The signal that stopped it (`SIGINT`, `SIGTERM`); null when none did.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// What the reader should know before trusting the numbers (non-2xx responses, no
+    /// responses at all, connections still opening at the end), one sentence each.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     /// The slowest requests, slowest first.
     pub slowest: Vec<SlowRequest>,
     /// The full latency histogram.
@@ -188,7 +209,7 @@ impl Report {
         let c = &totals.counters;
         let requests = c.requests();
         let duration_s = totals.duration.as_secs_f64();
-        Report {
+        let mut report = Report {
             schema_version: SCHEMA_VERSION,
             tool: Tool {
                 name: "tailscope".into(),
@@ -226,6 +247,7 @@ impl Report {
                 errors: c.error_total(),
                 timeouts: c.timeouts(),
                 duration_s,
+                grace_s: totals.grace.as_secs_f64(),
                 rps: if duration_s > 0.0 {
                     requests as f64 / duration_s
                 } else {
@@ -235,6 +257,7 @@ impl Report {
                 late_sends: c.late_sends,
                 reconnects: c.reconnects,
                 aborted: c.aborted,
+                still_connecting: c.still_connecting,
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
@@ -255,6 +278,10 @@ impl Report {
                 .map(|k| (k.as_str().to_string(), c.errors[k.index()]))
                 .collect(),
             timeseries: totals.timeseries.clone(),
+            rate_changes: totals.rate_changes.clone(),
+            interrupted: totals.stopped_early,
+            signal: None,
+            warnings: Vec::new(),
             slowest: totals.slowest.clone(),
             histogram: EncodedHistogram {
                 encoding: "hdrhistogram-v2-deflate-base64".into(),
@@ -262,7 +289,119 @@ impl Report {
                 data: encode(&totals.latency),
             },
             extra: serde_json::Map::new(),
+        };
+        report.warnings = report.compute_warnings();
+        report
+    }
+
+    /// Why no request got a response, when none did: the run measured nothing, and the
+    /// caller should fail (exit 1) with this reason. `None` when any response came back.
+    pub fn no_response_reason(&self) -> Option<String> {
+        let s = &self.summary;
+        if s.successes > 0 {
+            return None;
         }
+        let addr = url_authority(&self.config.url);
+        let (kind, n) = self
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, n)| (k.as_str(), *n))
+            .unwrap_or(("", 0));
+        if n == 0 {
+            return Some(if s.still_connecting > 0 {
+                format!(
+                    "no request got a response: {} connection(s) to {addr} were still opening when the run ended",
+                    fmt_count(s.still_connecting)
+                )
+            } else if s.aborted > 0 {
+                format!(
+                    "no request got a response: {} were still waiting for {addr} when the run ended (-t is {:.1} s)",
+                    fmt_count(s.aborted),
+                    self.config.timeout_s
+                )
+            } else {
+                format!("no request got a response from {addr}: none was sent")
+            });
+        }
+        let why = match kind {
+            "connect_refused" => format!(
+                "nothing is listening at {addr} (every connect was refused: {}); is the server running, and is the port right?",
+                fmt_count(n)
+            ),
+            "connect_timeout" => format!(
+                "no connection to {addr} was accepted within --connect-timeout {:.1} s ({} tries)",
+                self.config.connect_timeout_s,
+                fmt_count(n)
+            ),
+            "timeout" => format!(
+                "{addr} accepted connections but answered nothing within -t {:.1} s ({} timeouts)",
+                self.config.timeout_s,
+                fmt_count(n)
+            ),
+            "too_many_open_files" => format!(
+                "out of file descriptors ({} too_many_open_files): raise `ulimit -n` or lower -c",
+                fmt_count(n)
+            ),
+            "no_local_port" => format!(
+                "no local port left to connect to {addr} ({} no_local_port): the ephemeral ports are used up (TIME_WAIT); lower -c, keep connections alive, or widen net.ipv4.ip_local_port_range",
+                fmt_count(n)
+            ),
+            other => format!(
+                "every request to {addr} failed, mostly {other} ({})",
+                fmt_count(n)
+            ),
+        };
+        Some(format!("no request got a response: {why}"))
+    }
+
+    fn compute_warnings(&self) -> Vec<String> {
+        let s = &self.summary;
+        let mut out = Vec::new();
+        if let Some(reason) = self.no_response_reason() {
+            out.push(reason);
+        }
+        let responses = s.successes;
+        for (code, n) in &self.status_codes {
+            let is_2xx = code.starts_with('2') && code.len() == 3;
+            if is_2xx || *n == 0 || responses == 0 {
+                continue;
+            }
+            let pct = 100.0 * *n as f64 / responses as f64;
+            let hint = match code.as_str() {
+                "404" => ": is --path (or the URL's path) right?",
+                "405" => &*format!(": does the server take {} there (-m)?", self.config.method),
+                "400" | "411" | "413" | "415" | "422" | "431" => {
+                    ": the server rejected the request; check -m, -H and the body"
+                }
+                "401" | "403" => ": the server wants credentials (-H 'Authorization: ...')",
+                "429" | "503" => ": the server is shedding load",
+                c if c.starts_with('5') => ": the server failed",
+                c if c.starts_with('3') => ": a redirect, which tailscope does not follow",
+                _ => "",
+            };
+            out.push(format!(
+                "{} % of responses were {code} ({}){hint}",
+                fmt_pct(pct),
+                fmt_count(*n)
+            ));
+        }
+        if s.still_connecting > 0 {
+            let connects = match &self.connect_us {
+                Some(p) => format!(
+                    "the connects that finished took p50 {}, max {}",
+                    fmt_us(p.p50),
+                    fmt_us(p.max)
+                ),
+                None => "no connect finished".to_string(),
+            };
+            out.push(format!(
+                "{} of {} connections were still opening when the run ended ({connects}): the run measured connection set-up; give a longer -z, a --warmup, or fewer -c",
+                fmt_count(s.still_connecting),
+                fmt_count(self.config.connections as u64)
+            ));
+        }
+        out
     }
 
     /// Pretty JSON.
@@ -307,14 +446,39 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "  Duration:      {:.2} s{}",
+            "  Duration:      {:.2} s{}, then {:.2} s for responses in flight",
             s.duration_s,
             if c.warmup_s > 0.0 {
                 format!(" (after {:.1} s warm-up)", c.warmup_s)
             } else {
                 String::new()
-            }
+            },
+            s.grace_s
         );
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "  Interrupted:   {}; the run was cut short",
+                match &self.signal {
+                    Some(sig) => format!("by {sig}"),
+                    None => "stopped from the dashboard".to_string(),
+                }
+            );
+        }
+        if !self.rate_changes.is_empty() {
+            let changes: Vec<String> = self
+                .rate_changes
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} req/s at {:.1} s",
+                        fmt_count(r.rate.round() as u64),
+                        r.t_s
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  Rate changes:  {}", changes.join(", "));
+        }
         let _ = writeln!(out, "  Requests:      {}", fmt_count(s.requests));
         let _ = writeln!(out, "  Requests/sec:  {}", fmt_rate(s.rps));
         let _ = writeln!(
@@ -323,6 +487,14 @@ impl Report {
             fmt_count(s.successes),
             100.0 * (1.0 - s.error_rate)
         );
+        if s.successes > 0 {
+            let _ = writeln!(
+                out,
+                "  Non-2xx:       {} ({} % of responses)",
+                fmt_count(s.non2xx),
+                fmt_pct(100.0 * s.non2xx as f64 / s.successes as f64)
+            );
+        }
         let _ = writeln!(
             out,
             "  Errors:        {} (timeouts {})",
@@ -359,6 +531,16 @@ impl Report {
                 "  Aborted:       {} in flight at the end (not counted)",
                 fmt_count(s.aborted)
             );
+        }
+        if s.still_connecting > 0 {
+            let _ = writeln!(
+                out,
+                "  Connecting:    {} still opening at the end",
+                fmt_count(s.still_connecting)
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
         }
         let _ = writeln!(out);
         let title = if c.rate.is_some() {
@@ -546,6 +728,21 @@ pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
     out
 }
 
+/// A percentage with as many decimals as it needs to not read 0 or 100 when it is not.
+fn fmt_pct(p: f64) -> String {
+    if (99.95..100.0).contains(&p) || (p > 0.0 && p < 0.05) {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// `HOST:PORT` of a URL as given (`http://127.0.0.1:1/x` → `127.0.0.1:1`).
+fn url_authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
 fn plural(n: usize) -> &'static str {
     if n == 1 {
         ""
@@ -638,6 +835,9 @@ mod tests {
             body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],
             slowest: vec![],
+            grace: Duration::from_millis(250),
+            rate_changes: vec![],
+            stopped_early: false,
         }
     }
 
@@ -681,6 +881,72 @@ mod tests {
         assert!(
             text.contains(" 0.00 % "),
             "the gap between the modes is drawn: {text}"
+        );
+    }
+
+    #[test]
+    fn non_2xx_responses_get_a_line_and_a_warning() {
+        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+        let report = Report::new(&plan, &totals());
+        let text = report.to_text();
+        assert!(
+            text.contains("Non-2xx:       1 (20.0 % of responses)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("warning: 20.0 % of responses were 503 (1): the server is shedding load"),
+            "{text}"
+        );
+        assert!(
+            text.contains("then 0.25 s for responses in flight"),
+            "{text}"
+        );
+        assert_eq!(report.summary.grace_s, 0.25);
+        assert_eq!(report.no_response_reason(), None);
+    }
+
+    #[test]
+    fn a_run_with_no_response_says_why() {
+        let plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        let mut t = totals();
+        t.counters.successes = 0;
+        t.counters.status_codes.clear();
+        t.counters.errors[ErrorKind::Timeout.index()] = 0;
+        t.counters.errors[ErrorKind::ConnectRefused.index()] = 1234;
+        let report = Report::new(&plan, &t);
+        let reason = report.no_response_reason().unwrap();
+        assert!(
+            reason.contains("nothing is listening at 127.0.0.1:1"),
+            "{reason}"
+        );
+        assert_eq!(report.warnings[0], reason);
+        t.counters.errors[ErrorKind::ConnectRefused.index()] = 0;
+        t.counters.still_connecting = 7;
+        let reason = Report::new(&plan, &t).no_response_reason().unwrap();
+        assert!(reason.contains("7 connection(s)"), "{reason}");
+    }
+
+    #[test]
+    fn interruption_and_rate_changes_are_reported() {
+        let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+        plan.pace = Pace::Rate(1000.0);
+        let mut t = totals();
+        t.stopped_early = true;
+        t.rate_changes = vec![RateChange {
+            t_s: 1.5,
+            rate: 1250.0,
+        }];
+        let mut report = Report::new(&plan, &t);
+        report.signal = Some("SIGINT".into());
+        let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert_eq!(v["interrupted"], true);
+        assert_eq!(v["signal"], "SIGINT");
+        assert_eq!(v["rate_changes"][0]["rate"], 1250.0);
+        let text = report.to_text();
+        assert!(text.contains("Interrupted:   by SIGINT"), "{text}");
+        assert!(
+            text.contains("Rate changes:  1,250 req/s at 1.5 s"),
+            "{text}"
         );
     }
 

@@ -311,6 +311,9 @@ mod tests {
             body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],
             slowest: vec![],
+            grace: Duration::ZERO,
+            rate_changes: vec![],
+            stopped_early: false,
         };
         Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
     }

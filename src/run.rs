@@ -531,3 +531,69 @@ impl Progress {
         say_part!("\r\x1b[2K{line}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use proptest::prelude::*;
+
+    use crate::args::{Cli, Command};
+
+    /// Parses and validates `run URL FLAG VALUE` the way `main` does, without running
+    /// anything: Ok(true) when it would run, Ok(false) when it is refused.
+    fn parse_and_validate(flag: &str, value: &str) -> bool {
+        let argv = ["tailscope", "run", "http://127.0.0.1:9/", flag, value];
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Some(Command::Run(args)),
+            }) => super::RunConfig::from_args(args).is_ok(),
+            Ok(_) => unreachable!("run parses as run"),
+            Err(_) => false,
+        }
+    }
+
+    const COUNT_FLAGS: [&str; 5] = ["-c", "-n", "--pipeline", "--threads", "--pid"];
+    const DURATION_FLAGS: [&str; 4] = ["-z", "-t", "--connect-timeout", "--warmup"];
+    const UNITS: [&str; 10] = ["ns", "us", "ms", "s", "m", "h", "d", "w", "M", "y"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn no_count_panics(flag in prop::sample::select(&COUNT_FLAGS[..]), v in any::<i128>()) {
+            parse_and_validate(flag, &v.to_string());
+        }
+
+        #[test]
+        fn no_rate_panics(v in any::<f64>()) {
+            let ok = parse_and_validate("-q", &v.to_string());
+            prop_assert_eq!(ok, (0.01..=1e8).contains(&v));
+        }
+
+        #[test]
+        fn no_duration_panics(
+            flag in prop::sample::select(&DURATION_FLAGS[..]),
+            n in any::<u64>(),
+            unit in prop::sample::select(&UNITS[..]),
+        ) {
+            parse_and_validate(flag, &format!("{n}{unit}"));
+        }
+
+        #[test]
+        fn no_text_panics(
+            flag in prop::sample::select(&["-c", "-n", "-q", "-z", "-t", "--warmup", "--pipeline"][..]),
+            v in "[-+0-9.eEa-z ]{0,24}",
+        ) {
+            parse_and_validate(flag, &v);
+        }
+    }
+
+    #[test]
+    fn the_issue_s_values_are_refused() {
+        assert!(!parse_and_validate("-q", "1e-20"));
+        assert!(!parse_and_validate("-z", "500000000000y"));
+        assert!(!parse_and_validate("-c", "0"));
+        assert!(parse_and_validate("-q", "1000"));
+        assert!(parse_and_validate("-z", "3s"));
+    }
+}

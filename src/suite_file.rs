@@ -9,7 +9,11 @@ use serde::Deserialize;
 use tailscope_targets::TargetSpec;
 use toml::Spanned;
 
-use crate::args::{parse_cpu_list, parse_duration};
+use tailscope_loadgen::plan::{
+    MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_THREADS, MAX_TIMEOUT, MIN_RATE,
+};
+
+use crate::args::{duration_in, parse_cpu_list};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,13 +37,13 @@ struct SuiteSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoadSection {
-    connections: Option<usize>,
+    connections: Option<Spanned<usize>>,
     duration: Option<Spanned<String>>,
     warmup: Option<Spanned<String>>,
     runs: Option<Spanned<usize>>,
-    pipeline: Option<usize>,
-    rate: Option<f64>,
-    threads: Option<usize>,
+    pipeline: Option<Spanned<usize>>,
+    rate: Option<Spanned<f64>>,
+    threads: Option<Spanned<usize>>,
     timeout: Option<Spanned<String>>,
     server_cpus: Option<Spanned<String>>,
     client_cpus: Option<Spanned<String>>,
@@ -50,11 +54,11 @@ struct LoadSection {
 struct TargetSection {
     name: Spanned<String>,
     kind: Spanned<String>,
-    threads: Option<usize>,
-    backlog: Option<i32>,
+    threads: Option<Spanned<usize>>,
+    backlog: Option<Spanned<i32>>,
     stall_every: Option<Spanned<String>>,
     stall_for: Option<Spanned<String>>,
-    workers: Option<usize>,
+    workers: Option<Spanned<usize>>,
     #[serde(rename = "static")]
     static_dir: Option<PathBuf>,
     command: Option<Spanned<String>>,
@@ -118,18 +122,55 @@ fn at<T>(file: &Path, text: &str, spanned: &Spanned<T>, problem: impl std::fmt::
     format!("{}:{line}: {problem}", file.display())
 }
 
+/// A duration field within `range` (the same ranges as the command line's flags).
 fn duration(
     file: &Path,
     text: &str,
     v: &Option<Spanned<String>>,
     default: Duration,
+    range: std::ops::RangeInclusive<Duration>,
 ) -> Result<Duration, String> {
     match v {
         None => Ok(default),
-        Some(s) => parse_duration(s.get_ref())
+        Some(s) => duration_in(*range.start(), *range.end())(s.get_ref())
             .map_err(|e| at(file, text, s, format!("{:?}: {e}", s.get_ref()))),
     }
 }
+
+/// A numeric field within `range`, or `None` when absent.
+fn number<T>(
+    file: &Path,
+    text: &str,
+    v: &Option<Spanned<T>>,
+    name: &str,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<Option<T>, String>
+where
+    T: PartialOrd + Copy + std::fmt::Display,
+{
+    match v {
+        None => Ok(None),
+        Some(s) if range.contains(s.get_ref()) => Ok(Some(*s.get_ref())),
+        Some(s) => Err(at(
+            file,
+            text,
+            s,
+            format!(
+                "{name} = {} is out of range: give {}..={}",
+                s.get_ref(),
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+const MS: Duration = Duration::from_millis(1);
+const HOUR: Duration = Duration::from_secs(3600);
+/// The most measured runs per target and endpoint.
+const MAX_RUNS: usize = 1000;
+/// The most nginx worker processes.
+const MAX_WORKERS: usize = 1024;
 
 fn cpu_list(
     file: &Path,
@@ -149,20 +190,41 @@ fn cpu_list(
 pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
     let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
     let l = &raw.load;
-    let runs = match &l.runs {
-        Some(r) if *r.get_ref() == 0 => return Err(at(file, text, r, "runs must be at least 1")),
-        Some(r) => *r.get_ref(),
-        None => 3,
-    };
+    let runs = number(file, text, &l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
     let load = Load {
-        connections: l.connections.unwrap_or(64),
-        duration: duration(file, text, &l.duration, Duration::from_secs(10))?,
-        warmup: duration(file, text, &l.warmup, Duration::from_secs(3))?,
+        connections: number(
+            file,
+            text,
+            &l.connections,
+            "connections",
+            1..=MAX_CONNECTIONS,
+        )?
+        .unwrap_or(64),
+        duration: duration(
+            file,
+            text,
+            &l.duration,
+            Duration::from_secs(10),
+            MS..=MAX_DURATION,
+        )?,
+        warmup: duration(
+            file,
+            text,
+            &l.warmup,
+            Duration::from_secs(3),
+            Duration::ZERO..=MAX_DURATION,
+        )?,
         runs,
-        pipeline: l.pipeline.unwrap_or(1),
-        rate: l.rate,
-        threads: l.threads,
-        timeout: duration(file, text, &l.timeout, Duration::from_secs(20))?,
+        pipeline: number(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
+        rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
+        threads: number(file, text, &l.threads, "threads", 1..=MAX_THREADS)?,
+        timeout: duration(
+            file,
+            text,
+            &l.timeout,
+            Duration::from_secs(20),
+            MS..=MAX_TIMEOUT,
+        )?,
         server_cpus: cpu_list(file, text, &l.server_cpus)?,
         client_cpus: cpu_list(file, text, &l.client_cpus)?,
     };
@@ -193,8 +255,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
             "embedded" => {
                 let stall = match (&t.stall_every, &t.stall_for) {
                     (Some(e), Some(f)) => Some((
-                        duration(file, text, &Some(e.clone()), Duration::ZERO)?,
-                        duration(file, text, &Some(f.clone()), Duration::ZERO)?,
+                        duration(file, text, &Some(e.clone()), Duration::ZERO, MS..=HOUR)?,
+                        duration(file, text, &Some(f.clone()), Duration::ZERO, MS..=HOUR)?,
                     )),
                     (None, None) => None,
                     (Some(s), None) | (None, Some(s)) => {
@@ -202,13 +264,13 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                     }
                 };
                 TargetSpec::Embedded {
-                    threads: t.threads,
-                    backlog: t.backlog,
+                    threads: number(file, text, &t.threads, "threads", 1..=MAX_THREADS)?,
+                    backlog: number(file, text, &t.backlog, "backlog", 1..=65535)?,
                     stall,
                 }
             }
             "nginx" => TargetSpec::Nginx {
-                workers: t.workers.unwrap_or(1),
+                workers: number(file, text, &t.workers, "workers", 1..=MAX_WORKERS)?.unwrap_or(1),
                 static_dir: t.static_dir.clone(),
             },
             "command" => {
@@ -233,7 +295,13 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                     env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                     cwd: t.cwd.clone(),
                     ready_path: t.ready_path.clone().unwrap_or_else(|| "/".into()),
-                    ready_timeout: duration(file, text, &t.ready_timeout, Duration::from_secs(10))?,
+                    ready_timeout: duration(
+                        file,
+                        text,
+                        &t.ready_timeout,
+                        Duration::from_secs(10),
+                        MS..=HOUR,
+                    )?,
                 }
             }
             other => {
@@ -349,7 +417,27 @@ path = "/plaintext"
             (
                 GOOD.replace("runs = 3", "runs = 0"),
                 "s.toml:8:",
-                "at least 1",
+                "runs = 0 is out of range: give 1..=1000",
+            ),
+            (
+                GOOD.replace("connections = 64", "connections = 0"),
+                "s.toml:5:",
+                "1..=1000000",
+            ),
+            (
+                GOOD.replace("connections = 64", "connections = 64\nrate = 1e-20"),
+                "s.toml:6:",
+                "rate = 0.00000000000000000001 is out of range",
+            ),
+            (
+                GOOD.replace("duration = \"10s\"", "duration = \"500000000000y\""),
+                "s.toml:6:",
+                "1ms..=30days",
+            ),
+            (
+                GOOD.replace("workers = 1", "workers = 0"),
+                "s.toml:16:",
+                "workers = 0",
             ),
             (
                 GOOD.replace("workers = 1", "wrokers = 1"),

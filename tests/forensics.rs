@@ -155,8 +155,8 @@ fn a_small_backlog_is_named_accept_queue_overflow() {
     assert_eq!(code, 0, "{stderr}");
     let overflows = r["profile"]["tcp"]["ListenOverflows"].as_i64().unwrap_or(0);
     if overflows == 0 {
-        eprintln!(
-            "skipped: the listen queue did not overflow on this machine (ListenOverflows +0)"
+        common::inconclusive(
+            "the listen queue did not overflow on this machine (ListenOverflows +0)",
         );
         return;
     }
@@ -229,9 +229,9 @@ fn responses_written_in_two_parts_with_nagle_are_named_delayed_ack() {
             "latency clustered at 40 ms yet no delayed_ack named: {}",
             r["diagnosis"]
         );
-        eprintln!(
-            "skipped: this kernel acknowledged at once (p50 {p50} µs): no 40 ms delayed ACK to see"
-        );
+        common::inconclusive(format!(
+            "this kernel acknowledged at once (p50 {p50} µs): no 40 ms delayed ACK to see"
+        ));
         return;
     };
     assert!(n(&ack["requests_affected"]) > 10);
@@ -247,7 +247,7 @@ fn responses_written_in_two_parts_with_nagle_are_named_delayed_ack() {
 /// holds `cpu`; the report, or `None` after saying why the test cannot run here.
 fn run_beside_a_busy_loop(cpu: usize, extra: &[&str]) -> Option<serde_json::Value> {
     if tailscope_targets::cpus::available().len() < 2 {
-        eprintln!("skipped: one CPU: the server and the generator cannot be kept apart");
+        common::skip("one CPU: the server and the generator cannot be kept apart");
         return None;
     }
     let cpu = cpu.to_string();
@@ -255,7 +255,7 @@ fn run_beside_a_busy_loop(cpu: usize, extra: &[&str]) -> Option<serde_json::Valu
         .args(["-c", &cpu, "sh", "-c", "while :; do :; done"])
         .spawn()
     else {
-        eprintln!("skipped: taskset not installed");
+        common::skip("taskset not installed (apt-get install util-linux)");
         return None;
     };
     let mut args = vec![
@@ -267,7 +267,7 @@ fn run_beside_a_busy_loop(cpu: usize, extra: &[&str]) -> Option<serde_json::Valu
     let _ = hog.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable");
+        common::skip("io_uring unavailable");
         return None;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -315,7 +315,7 @@ fn packet_loss_in_a_private_network_namespace_is_named_retransmission() {
     {
         Ok(out) => out,
         Err(e) => {
-            eprintln!("skipped: unshare not available ({e})");
+            common::skip(format!("unshare not available ({e})"));
             return;
         }
     };
@@ -324,11 +324,11 @@ fn packet_loss_in_a_private_network_namespace_is_named_retransmission() {
         || stderr.contains("unshare failed")
         || stderr.contains("Operation not permitted")
     {
-        eprintln!("skipped: no private network namespace with nftables here (needs root and nft): {stderr}");
+        common::skip(format!("no private network namespace with nftables here (needs root and nft: apt-get install nftables): {stderr}"));
         return;
     }
     if stderr.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable");
+        common::skip("io_uring unavailable");
         return;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");

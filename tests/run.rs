@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -479,4 +480,299 @@ fn a_closed_stderr_is_not_an_error() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "no panic on a closed stderr");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Requests:      200\n"));
+}
+
+// ---- Honest verdicts (issue 9, item 3) ----
+
+#[test]
+fn a_command_target_loads_slash_and_gets_200s() {
+    // The README's example: Python's server has no /plaintext; a command: target loads `/`.
+    if !common::has_tool("python3", "--version") {
+        common::skip("python3 not installed (apt-get install python3)");
+        return;
+    }
+    let out = tailscope(&[
+        "run",
+        "--target",
+        "command:python3 -m http.server {port} --bind 127.0.0.1",
+        "-z",
+        "1s",
+        "-c",
+        "2",
+        "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        r["config"]["url"].as_str().unwrap().ends_with('/'),
+        "{}",
+        r["config"]
+    );
+    assert!(n(&r["status_codes"]["200"]) > 0, "{}", r["status_codes"]);
+    assert_eq!(n(&r["summary"]["non2xx"]), 0, "{}", r["status_codes"]);
+    assert!(
+        r["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        r["warnings"]
+    );
+}
+
+#[test]
+fn a_method_the_server_refuses_is_warned_about() {
+    let out = tailscope(&[
+        "run", "--target", "embedded", "-m", "POST", "-d", "x", "-z", "1s", "-c", "2", "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        common::skip("io_uring unavailable");
+        return;
+    }
+    // Every response came back (405 is a response): the run itself worked.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let responses = n(&r["summary"]["successes"]);
+    assert!(responses > 0);
+    assert_eq!(n(&r["status_codes"]["405"]), responses);
+    assert_eq!(n(&r["summary"]["non2xx"]), responses);
+    let warning = "100.0 % of responses were 405";
+    assert!(
+        r["warnings"][0].as_str().unwrap().starts_with(warning),
+        "{}",
+        r["warnings"]
+    );
+    // The text summary (on stderr with --json -) has the line and the warning.
+    assert!(stderr.contains("Non-2xx:"), "{stderr}");
+    assert!(stderr.contains(&format!("warning: {warning}")), "{stderr}");
+}
+
+#[test]
+fn nothing_listening_exits_1_says_why_and_backs_off() {
+    let (code, r, stderr) = run_json("http://127.0.0.1:1/", &["-z", "2s"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("nothing is listening at 127.0.0.1:1"),
+        "{stderr}"
+    );
+    // Each of the 50 connections backs off to 100 ms between tries: about 30 tries each in
+    // 2 s, where a spinning generator made ~200,000.
+    let attempts = n(&r["errors"]["connect_refused"]);
+    assert!(
+        (50..=5_000).contains(&attempts),
+        "{attempts} connects in 2 s"
+    );
+    assert_eq!(
+        n(&r["summary"]["errors"]),
+        attempts,
+        "every try is still counted"
+    );
+}
+
+#[test]
+fn connections_still_opening_at_the_end_are_named() {
+    // A listener that never accepts, its backlog filled: handshakes do not finish, and the
+    // connect timeout (10 s) is longer than the run.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(
+            &"127.0.0.1:0"
+                .parse::<std::net::SocketAddr>()
+                .unwrap()
+                .into(),
+        )
+        .unwrap();
+    socket.listen(1).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fillers.push(s),
+            Err(_) => break,
+        }
+    }
+    let (code, r, stderr) = run_json(
+        &format!("http://{addr}/"),
+        &["-z", "1s", "-c", "4", "--threads", "1", "-t", "2s"],
+    );
+    assert_eq!(code, 1, "{stderr}");
+    let opening = n(&r["summary"]["still_connecting"]);
+    assert!((1..=4).contains(&opening), "{}", r["summary"]);
+    assert!(stderr.contains("still opening"), "{stderr}");
+    drop(fillers);
+}
+
+// ---- Limits named, not hit (item 4) ----
+
+#[test]
+fn more_connections_than_the_open_file_limit_exit_2_naming_it() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    // `ulimit -n` in sh sets the hard limit too: tailscope cannot raise it.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "ulimit -n 1000 && exec {} run {} -c 30000 -z 1s",
+                env!("CARGO_BIN_EXE_tailscope"),
+                server.url("/")
+            ),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("RLIMIT_NOFILE"), "{stderr}");
+    assert!(stderr.contains("ulimit -n"), "{stderr}");
+    assert!(stderr.contains("-c 30000"), "{stderr}");
+    assert_eq!(
+        server.stats.connections.load(Ordering::SeqCst),
+        0,
+        "nothing was sent"
+    );
+}
+
+#[test]
+fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+    // Soft 256, hard 4096: 1,000 connections fit once the soft limit is raised.
+    let server = serve(|_| Reply::Send(ok("x")));
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "ulimit -S -n 256 && ulimit -H -n 4096 && exec {} run {} -c 1000 -n 2000 --threads 1 --json -",
+                env!("CARGO_BIN_EXE_tailscope"),
+                server.url("/")
+            ),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(n(&r["summary"]["successes"]), 2000, "{}", r["errors"]);
+    assert_eq!(n(&r["errors"]["too_many_open_files"]), 0);
+}
+
+// ---- Every input bounded (item 5) ----
+
+#[test]
+fn out_of_range_numbers_exit_2_naming_the_range_without_a_panic() {
+    let cases: [(&[&str], &str); 8] = [
+        (&["-q", "1e-20"], "0.01..=100000000"),
+        (&["-z", "500000000000y"], "1ms..=30days"),
+        (&["-c", "0"], "1..=1000000"),
+        (&["-c", "99999999999"], "1..=1000000"),
+        (&["-t", "0s"], "1ms..=1h"),
+        (&["--pipeline", "5000"], "1..=1024"),
+        (&["-n", "0"], "1..="),
+        (&["--warmup", "100y"], "0s..=30days"),
+    ];
+    for (flags, range) in cases {
+        let mut args = vec!["run", "http://127.0.0.1:9/"];
+        args.extend_from_slice(flags);
+        let out = tailscope(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(range), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{flags:?}: {stderr}");
+    }
+}
+
+#[test]
+fn an_unwritable_json_path_is_refused_before_the_run() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let out = tailscope(&[
+        "run",
+        &server.url("/"),
+        "-z",
+        "1s",
+        "--json",
+        "/nonexistent-dir/report.json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--json"), "{stderr}");
+    assert_eq!(server.stats.connections.load(Ordering::SeqCst), 0);
+}
+
+// ---- Measurement semantics (item 6) ----
+
+#[test]
+fn duration_is_the_load_window_and_the_grace_is_reported() {
+    // Every response takes 400 ms: at the end of -z, requests are still in flight and come
+    // back in the grace period. They count, but not as load time.
+    let server = serve(|_| Reply::Delay(Duration::from_millis(400), ok("slow")));
+    let (code, r, stderr) = run_json(&server.url("/"), &["-z", "3s", "-c", "4", "--threads", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    // Sending stops at the deadline itself: the window is -z, not -z plus the grace.
+    assert_eq!(s["duration_s"].as_f64().unwrap(), 3.0, "{s}");
+    let grace = s["grace_s"].as_f64().unwrap();
+    assert!(grace > 0.0 && grace <= 1.5, "{s}");
+    let requests = n(&s["requests"]);
+    assert_eq!(
+        requests,
+        server.stats.answered.load(Ordering::SeqCst),
+        "{s}"
+    );
+    assert_eq!(s["rps"].as_f64().unwrap(), requests as f64 / 3.0);
+    let ts = r["timeseries"].as_array().unwrap();
+    let t: Vec<f64> = ts.iter().map(|p| p["t_s"].as_f64().unwrap()).collect();
+    assert!(
+        t.windows(2).all(|w| w[0] < w[1]),
+        "t_s not increasing: {t:?}"
+    );
+    let partial: Vec<bool> = ts.iter().map(|p| p["partial"] == true).collect();
+    assert!(
+        partial[..partial.len() - 1].iter().all(|p| !p),
+        "only the last point may be partial: {t:?} {partial:?}"
+    );
+    let in_points: u64 = ts.iter().map(|p| n(&p["requests"])).sum();
+    assert_eq!(in_points, requests, "every request is in one point");
+    assert!(stderr.contains("for responses in flight"), "{stderr}");
+}
+
+#[test]
+fn ctrl_c_marks_the_run_interrupted() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let url = server.url("/");
+    let (mut child, seen) = common::spawn_until(
+        &[
+            "run",
+            &url,
+            "-z",
+            "30s",
+            "-c",
+            "2",
+            "--threads",
+            "1",
+            "--json",
+            "-",
+        ],
+        "tailscope: GET",
+    );
+    assert!(seen.contains("tailscope: GET"), "{seen}");
+    std::thread::sleep(Duration::from_millis(500));
+    common::interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["interrupted"], true);
+    assert_eq!(r["signal"], "SIGINT");
+    assert!(r["summary"]["duration_s"].as_f64().unwrap() < 30.0);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Interrupted:   by SIGINT"), "{stderr}");
+}
+
+#[test]
+fn a_finished_run_is_not_interrupted() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "100", "-c", "2"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(r["interrupted"], false);
+    assert!(r["signal"].is_null());
+    assert_eq!(r["rate_changes"], serde_json::json!([]));
 }

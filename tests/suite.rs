@@ -39,7 +39,7 @@ path = "/"
 #[test]
 fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
     if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 not installed");
+        common::skip("python3 not installed (apt-get install python3)");
         return;
     }
     let file = temp("quick.toml", QUICK);
@@ -55,7 +55,7 @@ fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable");
+        common::skip("io_uring unavailable");
         return;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
@@ -131,7 +131,7 @@ fn sigint_to_a_running_suite_leaves_no_process() {
     let file = temp("long.toml", &long);
     let (mut child, seen) = common::spawn_until(&["suite", file.to_str().unwrap()], "/ warm-up");
     if seen.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable");
+        common::skip("io_uring unavailable");
         let _ = child.wait();
         return;
     }

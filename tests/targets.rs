@@ -11,7 +11,7 @@ use common::{gone, n, tailscope};
 
 fn io_uring_missing(stderr: &str) -> bool {
     if stderr.contains("io_uring is not available") {
-        eprintln!("skipped: io_uring unavailable here");
+        common::skip("io_uring unavailable here");
         return true;
     }
     false
@@ -121,7 +121,7 @@ fn a_target_that_crashes_at_start_fails_with_its_stderr() {
 #[test]
 fn command_target_with_python() {
     if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 not installed");
+        common::skip("python3 not installed (apt-get install python3)");
         return;
     }
     let out = tailscope(&[
@@ -163,7 +163,7 @@ fn nginx_target() {
         if !has_nginx {
             assert_eq!(out.status.code(), Some(1));
             assert!(stderr.contains("apt-get install nginx-light"), "{stderr}");
-            eprintln!("skipped: nginx not installed (the error says how to install it)");
+            common::skip("nginx not installed (apt-get install nginx-light)");
             return;
         }
         (

@@ -44,7 +44,7 @@ impl Drop for Session {
 #[test]
 fn dashboard_shows_live_numbers_and_q_prints_the_summary() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux not installed");
+        common::skip("tmux not installed (apt-get install tmux)");
         return;
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));

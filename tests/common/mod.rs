@@ -159,6 +159,75 @@ fn request_len(buf: &[u8]) -> Option<usize> {
     (buf.len() >= head_end + body).then_some(head_end + body)
 }
 
+/// Where skipped tests are recorded, one line each: `target/tmp/test-skips.txt`. `.ci/run`
+/// deletes it before the tests and fails, listing it, if any test wrote to it.
+pub fn skips_file() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-skips.txt")
+}
+
+/// Where tests that ran but could not reproduce what they look for on this machine are
+/// recorded (`target/tmp/test-inconclusive.txt`); `.ci/run` lists them without failing.
+pub fn inconclusive_file() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-inconclusive.txt")
+}
+
+/// The running test, as `binary::test_name` (libtest names each test's thread after it).
+fn test_name() -> String {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|s| {
+            s.rsplit_once('-')
+                .map_or(s.clone(), |(name, _hash)| name.to_string())
+        })
+        .unwrap_or_default();
+    let thread = std::thread::current();
+    format!("{binary}::{}", thread.name().unwrap_or("?"))
+}
+
+/// Says, visibly, that the calling test is skipped and why (`skipped: binary::test: reason`),
+/// and records it in [`skips_file`]. Call it, then `return`, when the test needs something
+/// the machine does not have: `common::skip("tmux not installed (apt-get install tmux)")`.
+///
+/// The line goes to the process's stderr directly, not through `eprintln!`, which the test
+/// harness captures and shows only for failed tests: a skip is seen in every `cargo test`.
+pub fn skip(reason: impl std::fmt::Display) {
+    record(&skips_file(), "skipped", &reason.to_string());
+}
+
+/// Like [`skip`], for a test that ran but whose effect did not happen on this machine (a
+/// kernel that acknowledged at once): said and recorded in [`inconclusive_file`], which CI
+/// lists but does not fail on.
+pub fn inconclusive(reason: impl std::fmt::Display) {
+    record(&inconclusive_file(), "inconclusive", &reason.to_string());
+}
+
+fn record(file: &std::path::Path, what: &str, reason: &str) {
+    let line = format!("{what}: {}: {reason}", test_name());
+    // Written with write_all on the handle: print!/eprint! output is captured per test.
+    let _ = writeln!(std::io::stderr(), "{line}");
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    {
+        let _ = f.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
+/// Whether `program` can be run (`program ARG` starts at all), for tests that need a tool.
+pub fn has_tool(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
 /// Starts `tailscope serve --addr 127.0.0.1:0 --threads 1 FLAGS` and reads the address it
 /// prints. `None`, after saying so, where the reference server cannot start because io_uring
 /// is unavailable; any other failure to start fails the test.
@@ -188,7 +257,7 @@ pub fn spawn_serve(flags: &[&str]) -> Option<(std::process::Child, String)> {
         .unwrap();
     let status = child.wait().unwrap();
     assert!(err.contains("io_uring"), "serve failed ({status}): {err}");
-    eprintln!("skipped: io_uring unavailable here: {err}");
+    skip(format!("io_uring unavailable here: {}", err.trim()));
     None
 }
 

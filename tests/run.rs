@@ -739,7 +739,7 @@ fn duration_is_the_load_window_and_the_grace_is_reported() {
 fn ctrl_c_marks_the_run_interrupted() {
     let server = serve(|_| Reply::Send(ok("x")));
     let url = server.url("/");
-    let (mut child, seen) = common::spawn_until(
+    let (child, seen) = common::spawn_until(
         &[
             "run",
             &url,

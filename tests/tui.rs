@@ -96,3 +96,44 @@ fn dashboard_shows_live_numbers_and_q_prints_the_summary() {
         "the dashboard is gone, the terminal restored:\n{visible}"
     );
 }
+
+#[test]
+fn a_rate_changed_with_plus_is_in_the_summary() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let session = Session(format!("tailscope-rate-{}", std::process::id()));
+    let command = format!(
+        "{} run {} -z 60s -c 4 --threads 1 -q 400; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_tailscope"),
+        server.url("/plaintext")
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session.0,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &command,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
+    tmux(&["send-keys", "-t", &session.0, "+"]);
+    wait_for(&session.0, "rate set to 500", false).expect("+ raises the rate by 25 %");
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
+    assert!(after.contains("EXIT=0"), "q exits 0:\n{after}");
+    assert!(after.contains("Rate changes:  500 req/s at"), "{after}");
+    assert!(
+        after.contains("Interrupted:   stopped from the dashboard"),
+        "{after}"
+    );
+}

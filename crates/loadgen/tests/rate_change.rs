@@ -58,10 +58,27 @@ fn a_rate_set_during_the_run_is_held_from_then_on() {
     // 200 req/s for the first second, 1000 req/s for the second: about 1200.
     assert!((1_020..=1_380).contains(&requests), "sent {requests}");
     assert_eq!(control.rate(), Some(1000.0));
+    // The change is in the run's record, dated within the run.
+    assert_eq!(totals.rate_changes.len(), 1, "{:?}", totals.rate_changes);
+    assert_eq!(totals.rate_changes[0].rate, 1000.0);
+    let t = totals.rate_changes[0].t_s;
+    assert!(t > 0.0 && t < 2.0, "{t}");
+    assert!(!totals.stopped_early);
     let seconds: Vec<u64> = totals.timeseries.iter().map(|p| p.requests).collect();
     assert!(seconds.len() >= 2, "{seconds:?}");
     assert!(
         seconds[1] > 3 * seconds[0],
         "the second second ran at the new rate: {seconds:?}"
     );
+}
+
+#[test]
+fn rates_out_of_range_are_clamped_not_panicked_on() {
+    let control = RunControl::new();
+    control.set_rate(1e-20);
+    assert_eq!(control.rate(), Some(tailscope_loadgen::plan::MIN_RATE));
+    control.set_rate(f64::INFINITY);
+    assert_eq!(control.rate(), Some(tailscope_loadgen::plan::MAX_RATE));
+    control.set_rate(f64::NAN);
+    assert_eq!(control.rate(), Some(tailscope_loadgen::plan::MAX_RATE));
 }

@@ -92,7 +92,7 @@ fn dashboard_shows_live_numbers_and_q_prints_the_summary() {
     );
     let visible = tmux(&["capture-pane", "-p", "-t", &session.0]);
     assert!(
-        !visible.contains("Throughput  now"),
+        !visible.contains("Throughput  last second"),
         "the dashboard is gone, the terminal restored:\n{visible}"
     );
 }

@@ -11,7 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 use ratatui::Terminal;
 use tailscope_loadgen::recorder::{
-    new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot,
+    new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot, TimePoint,
 };
 use tailscope_loadgen::ErrorKind;
 use tailscope_targets::forensics::{Diagnosis, Window};
@@ -95,9 +95,58 @@ fn snapshot(tick: u64) -> Snapshot {
             status: Some(200),
             error: None,
         }],
-        recent_seconds: Vec::new(),
+        // The finished seconds: 3,500 req/s, 2 of them timeouts each.
+        recent_seconds: (1..=tick / 10)
+            .map(|s| second(s as f64, 3_500, 2))
+            .collect(),
         spike_counts: Default::default(),
     }
+}
+
+fn second(t_s: f64, requests: u64, errors: u64) -> TimePoint {
+    TimePoint {
+        t_s,
+        partial: false,
+        requests,
+        errors,
+        timeouts: errors,
+        p50_us: 250,
+        p99_us: 299,
+        max_us: 400,
+        outliers: 0,
+        generator_lag_us: 0,
+        cpu_busy_pct: Vec::new(),
+    }
+}
+
+#[test]
+fn throughput_is_drawn_per_finished_second_not_per_tick() {
+    // One tick that brought two intervals of a worker (700 responses in 100 ms, "7,000/s")
+    // must not show: the panel shows the last finished second, 3,500 req/s.
+    let mut app = App::new(info(None));
+    let mut snap = snapshot(25);
+    snap.last_tick.successes = 700;
+    app.update(Action::Snapshot(Box::new(snap), None));
+    let rates = tailscope_tui::ui::per_second_rates(&app);
+    assert_eq!(rates.len(), 2);
+    assert_eq!(rates[1], (2.0, 3_498.0, 2.0));
+    let area = Rect::new(0, 0, 70, 12);
+    let mut buf = Buffer::empty(area);
+    (&ui::Throughput(&app)).render(area, &mut buf);
+    let text: String = (0..area.width)
+        .map(|x| buf[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(text.contains("last second 3.5k req/s"), "{text}");
+    assert!(!text.contains("7.0k"), "{text}");
+    // Before any second has finished there is no rate to show.
+    let mut app = App::new(info(None));
+    app.update(Action::Snapshot(Box::new(snapshot(5)), None));
+    let mut buf = Buffer::empty(area);
+    (&ui::Throughput(&app)).render(area, &mut buf);
+    let text: String = (0..area.width)
+        .map(|x| buf[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(text.contains("last second n/a"), "{text}");
 }
 
 fn cpus() -> Vec<CpuUsage> {

@@ -84,7 +84,8 @@ impl RunProfiler {
     pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> String {
         let profile = self.profiler.finish(report.summary.requests);
         for point in report.timeseries.iter_mut() {
-            let second = (point.t_s.round() as u64).saturating_sub(1);
+            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
+            let second = (point.t_s.ceil() as u64).saturating_sub(1);
             if let Some((sums, n)) = self.per_second.get(&second).filter(|(_, n)| *n > 0) {
                 point.cpu_busy_pct = sums
                     .iter()

@@ -515,13 +515,18 @@ impl Progress {
             return;
         }
         self.last_shown = Some(snap.elapsed);
-        let tick_s = snap.tick.as_secs_f64().max(1e-3);
+        // The last finished second, not a tick ×10: a tick may carry two intervals of a
+        // worker, or none (see tailscope_tui::ui::Throughput).
+        let rate = snap
+            .recent_seconds
+            .last()
+            .map_or("n/a".to_string(), |p| fmt_rate(p.requests as f64));
         let line = match snap.phase {
             Phase::WarmingUp => format!("warming up, {:.1} s left", snap.warmup_left.as_secs_f64()),
             _ => format!(
                 "{:>6.1} s  {:>12} req/s  p50 {:>8}  p99 {:>8}  max {:>8}  errors {}",
                 snap.elapsed.as_secs_f64(),
-                fmt_rate(snap.last_tick.requests() as f64 / tick_s),
+                rate,
                 fmt_us(snap.latency.p50),
                 fmt_us(snap.latency.p99),
                 fmt_us(snap.latency.max),

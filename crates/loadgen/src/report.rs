@@ -604,18 +604,16 @@ impl Report {
                     parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
                     parts.push(format!("body {}", fmt_us(r.body_us)));
                 }
+                if r.first_on_connection {
+                    parts.push("first on its connection".to_string());
+                }
                 let _ = writeln!(
                     out,
-                    "  {:>9}  at {:>7.3} s  [{}]  {}{}  (worker {}, conn {})",
+                    "  {:>9}  at {:>7.3} s  [{}]  {}  (worker {}, conn {})",
                     fmt_us(r.latency_us),
                     r.at_s,
                     outcome,
                     parts.join(", "),
-                    if r.first_on_connection {
-                        ", first on its connection"
-                    } else {
-                        ""
-                    },
                     r.worker,
                     r.conn
                 );

@@ -776,3 +776,19 @@ fn a_finished_run_is_not_interrupted() {
     assert!(r["signal"].is_null());
     assert_eq!(r["rate_changes"], serde_json::json!([]));
 }
+
+#[test]
+fn a_counted_run_s_window_ends_when_its_last_request_is_sent() {
+    // Four requests on four connections leave at once; their 300 ms responses all come back
+    // after the window, in the grace, and are counted.
+    let server = serve(|_| Reply::Delay(Duration::from_millis(300), ok("slow")));
+    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "4", "-c", "4", "--threads", "1"]);
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(n(&s["requests"]), 4, "{s}");
+    let (window, grace) = (
+        s["duration_s"].as_f64().unwrap(),
+        s["grace_s"].as_f64().unwrap(),
+    );
+    assert!(window < grace, "sent at once, answered 300 ms later: {s}");
+}

@@ -400,6 +400,19 @@ impl Report {
                 fmt_count(s.still_connecting),
                 fmt_count(self.config.connections as u64)
             ));
+        } else if let Some(p) = &self.connect_us {
+            // Connects that all finished but took a good part of the run: with many
+            // connections the run measured set-up, not the steady state (-c 20000 -z 3s).
+            let window_us = s.duration_s * 1e6;
+            if window_us > 0.0 && p.p99 as f64 >= 0.1 * window_us {
+                out.push(format!(
+                    "connects took up to {} (p50 {}, p99 {}) in a {:.2} s run: much of it measured connection set-up; give a --warmup, a longer -z, or fewer -c",
+                    fmt_us(p.max),
+                    fmt_us(p.p50),
+                    fmt_us(p.p99),
+                    s.duration_s
+                ));
+            }
         }
         out
     }
@@ -922,6 +935,26 @@ mod tests {
         t.counters.still_connecting = 7;
         let reason = Report::new(&plan, &t).no_response_reason().unwrap();
         assert!(reason.contains("7 connection(s)"), "{reason}");
+    }
+
+    #[test]
+    fn slow_connects_in_a_short_run_are_warned_about() {
+        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+        let mut t = totals();
+        // 2 s run; the connects took 300 ms to 1.8 s: set-up, not the steady state.
+        for ms in [300u64, 900, 1_800] {
+            t.connect.record(ms * 1_000).unwrap();
+        }
+        let w = Report::new(&plan, &t).warnings;
+        assert!(
+            w.iter().any(|w| w.starts_with("connects took up to 1.80s")),
+            "{w:?}"
+        );
+        // Fast connects say nothing.
+        let mut t = totals();
+        t.connect.record(150).unwrap();
+        let w = Report::new(&plan, &t).warnings;
+        assert!(!w.iter().any(|w| w.contains("connects took")), "{w:?}");
     }
 
     #[test]

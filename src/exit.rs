@@ -7,9 +7,11 @@ use std::process::ExitCode;
 pub enum Outcome {
     /// 0: the run finished and every threshold held.
     Success,
-    /// 1: something failed at run time (could not start, could not write the report).
+    /// 1: something failed at run time (could not start, could not write the report), or
+    /// no request got any response (the run measured nothing).
     Failure,
-    /// 2: bad flags, URL, threshold expression or input file; nothing was run.
+    /// 2: bad flags, URL, threshold expression or input file, a number out of its range, an
+    /// unwritable `--json` path, `-c` beyond the open-file limit; nothing was run.
     Usage,
     /// 99: the run finished but a `--fail-if` threshold did not hold.
     ThresholdFailed,

@@ -573,7 +573,7 @@ fn nothing_listening_exits_1_says_why_and_backs_off() {
 #[test]
 fn connections_still_opening_at_the_end_are_named() {
     // A listener that never accepts, its backlog filled: handshakes do not finish, and the
-    // connect timeout (10 s) is longer than the run.
+    // connect limit (-t 5s; --connect-timeout 10s) outlasts the run and its 1 s grace.
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket
         .bind(
@@ -594,7 +594,7 @@ fn connections_still_opening_at_the_end_are_named() {
     }
     let (code, r, stderr) = run_json(
         &format!("http://{addr}/"),
-        &["-z", "1s", "-c", "4", "--threads", "1", "-t", "2s"],
+        &["-z", "1s", "-c", "4", "--threads", "1", "-t", "5s"],
     );
     assert_eq!(code, 1, "{stderr}");
     let opening = n(&r["summary"]["still_connecting"]);

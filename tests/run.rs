@@ -512,8 +512,12 @@ fn a_command_target_loads_slash_and_gets_200s() {
     );
     assert!(n(&r["status_codes"]["200"]) > 0, "{}", r["status_codes"]);
     assert_eq!(n(&r["summary"]["non2xx"]), 0, "{}", r["status_codes"]);
+    // No word about non-2xx (a slow connect on a busy machine may still be warned about).
+    let warnings = r["warnings"].as_array().unwrap();
     assert!(
-        r["warnings"].as_array().unwrap().is_empty(),
+        !warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("of responses were")),
         "{}",
         r["warnings"]
     );

@@ -198,6 +198,7 @@ fn evidence(
                 at_s: s.at_s,
                 latency_us: s.latency_us,
                 first_on_connection: s.first_on_connection,
+                unfinished: s.unfinished,
             })
             .collect(),
         new_connection_syn_steps: i.counts.new_connection_syn_steps,

@@ -28,7 +28,7 @@ use tokio::time::{sleep_until, timeout};
 use crate::error::ErrorKind;
 use crate::http::{ResponseParser, MAX_HEAD};
 use crate::plan::{Pace, Plan};
-use crate::recorder::{Finished, IntervalData, WorkerRecorder, LATE_SLACK};
+use crate::recorder::{Finished, IntervalData, Stage, Unfinished, WorkerRecorder, LATE_SLACK};
 
 /// Read buffer per connection; it grows up to a full response head only when one needs it.
 const INITIAL_BUF: usize = 16 * 1024;
@@ -110,6 +110,13 @@ struct Worker {
     next_conn: Cell<u64>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
+    /// When sending stopped early (a stop request): open-loop slots from then on never fell
+    /// due. `-z`'s end is in `shared.end`.
+    stopped_at: Cell<Option<Instant>>,
+    /// The grace period is over: every connection records what it still waits for as
+    /// unfinished and returns.
+    grace_over: Cell<bool>,
+    grace_notify: Notify,
 }
 
 impl Worker {
@@ -135,8 +142,19 @@ impl Worker {
             .then_some(Claim { intended: None })
     }
 
+    /// Where the measured window ends for the schedule: `-z`'s end, or when a stop came.
+    fn window_end(&self) -> Option<Instant> {
+        match (self.shared.end, self.stopped_at.get()) {
+            (Some(e), Some(s)) => Some(e.min(s)),
+            (e, s) => e.or(s),
+        }
+    }
+
+    /// Open loop: the next slot of the schedule, if it falls due inside the window. Slots
+    /// that fell due before the window ended are still sent while the grace period lasts
+    /// (a connection that was busy at the end takes them), so none goes unmeasured.
     fn claim_slot(&self) -> Option<Claim> {
-        if self.stopping.get() {
+        if self.grace_over.get() {
             return None;
         }
         let asked = self.shared.rate_override.load(Ordering::Relaxed);
@@ -155,7 +173,7 @@ impl Worker {
         let k = self.next_slot.get();
         let at =
             self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-        if self.shared.end.is_some_and(|e| at >= e) {
+        if self.window_end().is_some_and(|e| at >= e) {
             return None;
         }
         if !self.take_ticket(at >= self.shared.measure_start) {
@@ -163,6 +181,77 @@ impl Worker {
         }
         self.next_slot.set(k + 1);
         Some(Claim { intended: Some(at) })
+    }
+
+    /// Resolves once the grace period is over (at once if it already is).
+    async fn grace_ended(&self) {
+        if !self.grace_over.get() {
+            self.grace_notify.notified().await;
+        }
+    }
+
+    /// Records every request a connection still holds when the grace period ends, and
+    /// every claim it had not sent, as unfinished.
+    fn abandon(&self, held: &Held<'_>) {
+        let now = Instant::now();
+        let mut rec = self.rec.borrow_mut();
+        for f in held.in_flight {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: f.start(),
+                    sent: Some(f.sent),
+                    first_byte: f.first_byte,
+                    stage: Stage::Response,
+                    first_on_connection: f.first_on_connection,
+                    conn: held.conn,
+                },
+                now,
+            );
+        }
+        for (i, c) in held.queued.iter().enumerate() {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: c.intended.unwrap_or(held.since),
+                    sent: None,
+                    first_byte: None,
+                    stage: held.stage,
+                    first_on_connection: i == 0 && held.stage == Stage::Connecting,
+                    conn: held.conn,
+                },
+                now,
+            );
+        }
+        drop(rec);
+        self.sub_in_flight(held.in_flight.len());
+    }
+
+    /// Open loop, after the grace period: every slot that fell due inside the window and
+    /// no connection took is unfinished, waiting since its intended time.
+    fn abandon_unsent_slots(&self) {
+        let Some(end) = self.window_end() else { return };
+        let now = Instant::now();
+        let until = end.min(now);
+        let mut rec = self.rec.borrow_mut();
+        loop {
+            let k = self.next_slot.get();
+            let at = self.slot_base.get()
+                + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+            if at >= until || !self.take_ticket(at >= self.shared.measure_start) {
+                break;
+            }
+            self.next_slot.set(k + 1);
+            rec.record_unfinished(
+                &Unfinished {
+                    start: at,
+                    sent: None,
+                    first_byte: None,
+                    stage: Stage::NotSent,
+                    first_on_connection: false,
+                    conn: 0,
+                },
+                now,
+            );
+        }
     }
 
     fn add_in_flight(&self, n: usize) {
@@ -225,6 +314,9 @@ async fn worker_main(
         in_flight: Cell::new(0),
         next_conn: Cell::new(0),
         stop_idle: Notify::new(),
+        stopped_at: Cell::new(None),
+        grace_over: Cell::new(false),
+        grace_notify: Notify::new(),
         shared: shared.clone(),
     });
     let mut conns = JoinSet::new();
@@ -253,10 +345,13 @@ async fn worker_main(
         })
     };
     let end = shared.end;
-    tokio::select! {
-        _ = async { match end { Some(e) => sleep_until(e.into()).await, None => pending().await } } => {}
-        _ = stop.notified() => {}
-        _ = async { while conns.join_next().await.is_some() {} } => {}
+    let stopped = tokio::select! {
+        _ = async { match end { Some(e) => sleep_until(e.into()).await, None => pending().await } } => false,
+        _ = stop.notified() => true,
+        _ = async { while conns.join_next().await.is_some() {} } => false,
+    };
+    if stopped {
+        w.stopped_at.set(Some(Instant::now()));
     }
     w.stopping.set(true);
     w.stop_idle.notify_waiters();
@@ -266,8 +361,23 @@ async fn worker_main(
     .await
     .is_ok();
     if !drained {
-        w.rec.borrow_mut().record_aborted(w.in_flight.get());
-        conns.abort_all();
+        // What is still waiting now is the run's slowest: each connection records its
+        // requests as unfinished and returns.
+        w.grace_over.set(true);
+        w.grace_notify.notify_waiters();
+        let returned = timeout(Duration::from_millis(500), async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        if !returned {
+            w.rec.borrow_mut().record_aborted(w.in_flight.get());
+            conns.abort_all();
+        }
+    }
+    if matches!(shared.plan.pace, Pace::Rate(_)) {
+        w.grace_over.set(true);
+        w.abandon_unsent_slots();
     }
     let finished = Instant::now();
     ticker.abort();
@@ -284,7 +394,28 @@ enum Closed {
     Failed { front: ErrorKind, rest: ErrorKind },
 }
 
+/// What a connection holds when the grace period ends.
+struct Held<'a> {
+    in_flight: &'a VecDeque<InFlight>,
+    queued: &'a VecDeque<Claim>,
+    /// Closed loop: when the queued claims began (the connect or the write they wait for).
+    since: Instant,
+    /// What the queued claims wait for.
+    stage: Stage,
+    conn: u64,
+}
+
+/// A connection task; its lifetime is what its requests' time is checked against
+/// (Little's law).
 async fn connection(w: Rc<Worker>) {
+    let started = Instant::now();
+    connection_loop(w.clone()).await;
+    w.rec
+        .borrow_mut()
+        .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
+}
+
+async fn connection_loop(w: Rc<Worker>) {
     let shared = w.shared.clone();
     let plan = &shared.plan;
     let depth = plan.pipeline;
@@ -304,8 +435,25 @@ async fn connection(w: Rc<Worker>) {
 
     loop {
         let now = Instant::now();
-        // 1. Claim work up to the pipelining depth.
-        if w.stopping.get() {
+        if w.grace_over.get() {
+            w.abandon(&Held {
+                in_flight: &in_flight,
+                queued: &queued,
+                since: now,
+                stage: Stage::NotSent,
+                conn: conn_id,
+            });
+            return;
+        }
+        // 1. Claim work up to the pipelining depth. After a stop, a slot held for later is
+        // dropped if it no longer falls inside the window.
+        if w.stopping.get()
+            && (!open_loop
+                || next_slot
+                    .and_then(|c| c.intended)
+                    .zip(w.window_end())
+                    .is_some_and(|(at, end)| at >= end))
+        {
             next_slot = None;
         }
         while in_flight.len() + queued.len() < depth {
@@ -332,6 +480,7 @@ async fn connection(w: Rc<Worker>) {
             let closed_while_idle = tokio::select! {
                 _ = sleep_until(wake.into()) => false,
                 _ = w.stop_idle.notified() => false,
+                _ = w.grace_ended() => false,
                 // A server that closes idle connections (keep-alive timeout) is noticed here,
                 // not as a failure of the next request.
                 _ = async { match stream.as_mut() { Some(s) => { let _ = s.read(&mut buf[..]).await; } None => pending().await } } => true,
@@ -349,11 +498,23 @@ async fn connection(w: Rc<Worker>) {
             if had_connection {
                 w.rec.borrow_mut().record_reconnect();
             }
-            let connected = match timeout(connect_limit, TcpStream::connect(shared.plan.addr)).await
-            {
-                Ok(Ok(s)) => Ok(s),
-                Ok(Err(e)) => Err(connect_error_kind(&e)),
-                Err(_) => Err(ErrorKind::ConnectTimeout),
+            let connecting = timeout(connect_limit, TcpStream::connect(shared.plan.addr));
+            let connected = tokio::select! {
+                r = connecting => match r {
+                    Ok(Ok(s)) => Ok(s),
+                    Ok(Err(e)) => Err(connect_error_kind(&e)),
+                    Err(_) => Err(ErrorKind::ConnectTimeout),
+                },
+                _ = w.grace_ended() => {
+                    w.abandon(&Held {
+                        in_flight: &in_flight,
+                        queued: &queued,
+                        since: now,
+                        stage: Stage::Connecting,
+                        conn: conn_id,
+                    });
+                    return;
+                }
             };
             match connected {
                 Ok(s) => {
@@ -370,13 +531,10 @@ async fn connection(w: Rc<Worker>) {
                 Err(kind) => {
                     let c = queued.pop_front().expect("a claim to connect for");
                     let failed_at = Instant::now();
-                    w.rec.borrow_mut().record_failed(
-                        kind,
-                        c.intended.unwrap_or(now),
-                        failed_at,
-                        0,
-                        true,
-                    );
+                    let mut rec = w.rec.borrow_mut();
+                    rec.record_failed(kind, c.intended.unwrap_or(now), failed_at, 0, true);
+                    // The claims behind it waited for the same connect and will try again.
+                    rec.record_waiting(now, failed_at, queued.len());
                     continue;
                 }
             }
@@ -394,8 +552,19 @@ async fn connection(w: Rc<Worker>) {
                 begun = sent;
             }
             let k = queued.len();
-            let write =
-                write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout).await;
+            let write = tokio::select! {
+                r = write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout) => r,
+                _ = w.grace_ended() => {
+                    w.abandon(&Held {
+                        in_flight: &in_flight,
+                        queued: &queued,
+                        since: begun,
+                        stage: Stage::Sending,
+                        conn: conn_id,
+                    });
+                    return;
+                }
+            };
             let mut rec = w.rec.borrow_mut();
             for (i, c) in queued.drain(..).enumerate() {
                 if let Some(t) = c.intended {
@@ -439,6 +608,16 @@ async fn connection(w: Rc<Worker>) {
             r = s.read(&mut buf[filled..]) => Some(r),
             _ = &mut timer => None,
             _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => continue,
+            _ = w.grace_ended() => {
+                w.abandon(&Held {
+                    in_flight: &in_flight,
+                    queued: &queued,
+                    since: now,
+                    stage: Stage::NotSent,
+                    conn: conn_id,
+                });
+                return;
+            }
         };
         let now = Instant::now();
         let n = match read {

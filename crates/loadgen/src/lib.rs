@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
-pub use recorder::{Percentiles, Phase, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
+pub use recorder::{
+    Percentiles, Phase, RunTotals, SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
+};
 
 /// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:
 /// no new requests, in-flight ones may finish within the plan's grace period, then the run

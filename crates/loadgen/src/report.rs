@@ -75,7 +75,8 @@ pub struct TargetInfo {
 /// The run's totals.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
-    /// successes + errors.
+    /// successes + errors + unfinished: every request that began in the measured window
+    /// (in open loop, every slot that fell due in it).
     pub requests: u64,
     /// Complete responses of any status.
     pub successes: u64,
@@ -93,8 +94,20 @@ pub struct Summary {
     pub late_sends: u64,
     /// Connections opened again after the server closed them.
     pub reconnects: u64,
-    /// Requests abandoned in flight when the run stopped.
+    /// Requests the generator lost track of at the end (a connection task that had to be
+    /// cancelled): 0 unless something is wrong with the generator itself. Unfinished
+    /// requests are counted in `unfinished`, not here.
     pub aborted: u64,
+    /// Requests still waiting when the grace period ended, recorded in every latency
+    /// figure at their wait so far (a lower bound of their latency).
+    #[serde(default)]
+    pub unfinished: u64,
+    /// The shortest wait of an unfinished request; null when there were none.
+    #[serde(default)]
+    pub unfinished_min_us: Option<u64>,
+    /// The longest wait of an unfinished request; null when there were none.
+    #[serde(default)]
+    pub unfinished_max_us: Option<u64>,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -102,6 +115,22 @@ pub struct Summary {
     /// non2xx / requests.
     pub non2xx_rate: f64,
 }
+
+/// Little's law as a self-check of a closed-loop run: the connections' time in the measured
+/// window against the time its requests account for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LittlesLaw {
+    /// Connections' lifetimes in the window × pipelining depth (s).
+    pub connection_s: f64,
+    /// Finished, failed and unfinished requests' times, plus retried connects (s).
+    pub accounted_s: f64,
+    /// The share of `connection_s` no request accounts for (%): time the generator lost
+    /// between requests. Over 5 % means the generator was saturated or has a bug.
+    pub unaccounted_pct: f64,
+}
+
+/// Unaccounted time above this share is reported as the generator's own.
+pub const LITTLES_LAW_SLACK_PCT: f64 = 5.0;
 
 /// The latency histogram, losslessly, for tools that want every percentile.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -129,8 +158,16 @@ pub struct Report {
     pub target: Option<TargetInfo>,
     /// The totals.
     pub summary: Summary,
-    /// Latency of complete responses (corrected for coordinated omission in open loop).
+    /// Latency of every request that got a response, and of every unfinished one at its
+    /// wait so far (corrected for coordinated omission in open loop).
     pub latency_us: Option<Percentiles>,
+    /// The percentiles of `latency_us` that unfinished requests reach (`p99`, `p999`,
+    /// `max`, ...): their true values are at least as high.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_lower_bound: Vec<String>,
+    /// Closed loop: Little's law as a self-check; null in open loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub littles_law: Option<LittlesLaw>,
     /// Open loop only: latency from the actual send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_uncorrected_us: Option<Percentiles>,
@@ -172,6 +209,31 @@ pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut bytes.as_slice())
         .ok()
+}
+
+/// The names of the percentiles whose value unfinished requests may set: a percentile is
+/// exact only when it lies below every unfinished request's wait.
+fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
+    let (Some(min), false) = (unfinished_min_us, h.is_empty()) else {
+        return Vec::new();
+    };
+    let floor = h.lowest_equivalent(min.clamp(1, h.high()));
+    let p = Percentiles::of(h);
+    [
+        ("min", p.min),
+        ("p50", p.p50),
+        ("p75", p.p75),
+        ("p90", p.p90),
+        ("p95", p.p95),
+        ("p99", p.p99),
+        ("p999", p.p999),
+        ("p9999", p.p9999),
+        ("max", p.max),
+    ]
+    .into_iter()
+    .filter(|&(_, v)| v >= floor)
+    .map(|(name, _)| name.to_string())
+    .collect()
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {
@@ -235,11 +297,24 @@ impl Report {
                 late_sends: c.late_sends,
                 reconnects: c.reconnects,
                 aborted: c.aborted,
+                unfinished: c.unfinished,
+                unfinished_min_us: c.unfinished_min_us,
+                unfinished_max_us: c.unfinished_max_us,
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
             },
             latency_us: percentiles(&totals.latency),
+            latency_lower_bound: lower_bounds(&totals.latency, c.unfinished_min_us),
+            littles_law: match plan.pace {
+                Pace::Max if c.connection_us > 0 => Some(LittlesLaw {
+                    connection_s: c.connection_us as f64 / 1e6,
+                    accounted_s: c.accounted_us as f64 / 1e6,
+                    unaccounted_pct: 100.0
+                        * (1.0 - c.accounted_us as f64 / c.connection_us as f64).max(0.0),
+                }),
+                _ => None,
+            },
             latency_uncorrected_us: match plan.pace {
                 Pace::Rate(_) => percentiles(&totals.latency_uncorrected),
                 Pace::Max => None,
@@ -321,7 +396,7 @@ impl Report {
             out,
             "  Successes:     {} ({:.2} %)",
             fmt_count(s.successes),
-            100.0 * (1.0 - s.error_rate)
+            100.0 * ratio(s.successes, s.requests)
         );
         let _ = writeln!(
             out,
@@ -353,11 +428,36 @@ impl Report {
                 fmt_count(s.reconnects)
             );
         }
+        if s.unfinished > 0 {
+            let waits = match (s.unfinished_min_us, s.unfinished_max_us) {
+                (Some(lo), Some(hi)) if lo == hi => format!("waited {}", fmt_us(hi)),
+                (Some(lo), Some(hi)) => format!("waited {} to {}", fmt_us(lo), fmt_us(hi)),
+                _ => String::from("waits unknown"),
+            };
+            let _ = writeln!(
+                out,
+                "  Unfinished:    {} still waiting when the run ended ({waits}); counted at their wait so far, a lower bound",
+                fmt_count(s.unfinished)
+            );
+        }
         if s.aborted > 0 {
             let _ = writeln!(
                 out,
-                "  Aborted:       {} in flight at the end (not counted)",
+                "  Aborted:       {} lost by the generator at the end (not counted: a generator bug)",
                 fmt_count(s.aborted)
+            );
+        }
+        if let Some(l) = self
+            .littles_law
+            .as_ref()
+            .filter(|l| l.unaccounted_pct > LITTLES_LAW_SLACK_PCT)
+        {
+            let _ = writeln!(
+                out,
+                "  Warning:       {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+                l.unaccounted_pct,
+                l.connection_s - l.accounted_s,
+                l.connection_s
             );
         }
         let _ = writeln!(out);
@@ -366,12 +466,18 @@ impl Report {
         } else {
             "Latency:"
         };
-        write_percentiles(&mut out, title, self.latency_us.as_ref());
+        write_percentiles(
+            &mut out,
+            title,
+            self.latency_us.as_ref(),
+            &self.latency_lower_bound,
+        );
         if c.rate.is_some() {
             write_percentiles(
                 &mut out,
                 "Latency from actual send (uncorrected):",
                 self.latency_uncorrected_us.as_ref(),
+                &[],
             );
         }
         if let Some(p) = &self.connect_us {
@@ -409,6 +515,7 @@ impl Report {
                 let outcome = match (r.status, r.error) {
                     (Some(code), _) => code.to_string(),
                     (None, Some(kind)) => kind.to_string(),
+                    (None, None) if r.unfinished => "unfinished".into(),
                     (None, None) => "?".into(),
                 };
                 let mut parts = Vec::new();
@@ -418,14 +525,20 @@ impl Report {
                 if let Some(cn) = r.connect_us {
                     parts.push(format!("connect {}", fmt_us(cn)));
                 }
-                if r.error.is_none() {
+                if let Some(stage) = r.stage {
+                    parts.push(stage.describe().to_string());
+                } else if r.error.is_none() {
                     parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
                     parts.push(format!("body {}", fmt_us(r.body_us)));
                 }
                 let _ = writeln!(
                     out,
                     "  {:>9}  at {:>7.3} s  [{}]  {}{}  (worker {}, conn {})",
-                    fmt_us(r.latency_us),
+                    if r.unfinished {
+                        format!("≥ {}", fmt_us(r.latency_us))
+                    } else {
+                        fmt_us(r.latency_us)
+                    },
                     r.at_s,
                     outcome,
                     parts.join(", "),
@@ -443,30 +556,46 @@ impl Report {
     }
 }
 
-fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>) {
+/// `lower` names the percentiles that are lower bounds (unfinished requests reach them):
+/// they print as `≥ 2.00s`, and so do the mean and stdev then.
+fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>, lower: &[String]) {
     let _ = writeln!(out, "{title}");
     let Some(p) = p else {
         let _ = writeln!(out, "  n/a (no complete responses)\n");
         return;
     };
+    let at_least = |name: &str, v: u64| {
+        if lower.iter().any(|l| l == name) {
+            format!("≥ {}", fmt_us(v))
+        } else {
+            fmt_us(v)
+        }
+    };
+    let mean_bound = if lower.is_empty() { "" } else { "≥ " };
     let _ = writeln!(
         out,
-        "  min {}  mean {}  stdev {}  max {}",
-        fmt_us(p.min),
+        "  min {}  mean {mean_bound}{}  stdev {}  max {}",
+        at_least("min", p.min),
         fmt_us(p.mean.round() as u64),
         fmt_us(p.stdev.round() as u64),
-        fmt_us(p.max)
+        at_least("max", p.max)
     );
-    for (label, v) in [
-        ("p50", p.p50),
-        ("p75", p.p75),
-        ("p90", p.p90),
-        ("p95", p.p95),
-        ("p99", p.p99),
-        ("p99.9", p.p999),
-        ("p99.99", p.p9999),
+    for (label, name, v) in [
+        ("p50", "p50", p.p50),
+        ("p75", "p75", p.p75),
+        ("p90", "p90", p.p90),
+        ("p95", "p95", p.p95),
+        ("p99", "p99", p.p99),
+        ("p99.9", "p999", p.p999),
+        ("p99.99", "p9999", p.p9999),
     ] {
-        let _ = writeln!(out, "  {label:>7}  {}", fmt_us(v));
+        let _ = writeln!(out, "  {label:>7}  {}", at_least(name, v));
+    }
+    if !lower.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (≥: unfinished requests reach this figure; their true latency is longer)"
+        );
     }
     let _ = writeln!(out);
 }

@@ -14,8 +14,12 @@ use serde::Serialize;
 pub struct Window {
     /// Start.
     pub start_s: f64,
-    /// End.
+    /// End. When `open_ended`, the cause was still going on when the run ended: this is
+    /// when it was last seen, not when it stopped.
     pub end_s: f64,
+    /// Requests it held were still unfinished at the end of the run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub open_ended: bool,
 }
 
 /// A named cause.
@@ -56,6 +60,8 @@ pub struct Slow {
     pub latency_us: u64,
     /// It opened its connection.
     pub first_on_connection: bool,
+    /// Still unfinished when the run ended: `latency_us` is a lower bound.
+    pub unfinished: bool,
 }
 
 /// What the rules read.
@@ -253,6 +259,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let window = window_of(slow.iter().copied()).or(Some(Window {
         start_s: stalled[0].t_s - 1.0,
         end_s: stalled[stalled.len() - 1].t_s,
+        open_ended: false,
     }));
     let seconds: Vec<String> = stalled
         .iter()
@@ -368,10 +375,12 @@ fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
             None => Window {
                 start_s: s.at_s,
                 end_s: end,
+                open_ended: s.unfinished,
             },
             Some(w) => Window {
                 start_s: w.start_s.min(s.at_s),
                 end_s: w.end_s.max(end),
+                open_ended: w.open_ended || s.unfinished,
             },
         });
     }
@@ -400,6 +409,7 @@ mod tests {
                 at_s: 3.2,
                 latency_us: 4_000,
                 first_on_connection: false,
+                unfinished: false,
             }],
             tcp: Some(BTreeMap::from([
                 ("ListenOverflows".into(), 0),
@@ -428,6 +438,7 @@ mod tests {
             at_s,
             latency_us,
             first_on_connection: false,
+            unfinished: false,
         })
         .collect()
     }
@@ -449,6 +460,7 @@ mod tests {
             at_s: 1.5,
             latency_us: 1_020_000,
             first_on_connection: true,
+            unfinished: false,
         });
         // Near-miss: ~1 s on new connections but no listen counter moved.
         assert!(causes(&e).is_empty());
@@ -478,7 +490,8 @@ mod tests {
             d[0].window,
             Some(Window {
                 start_s: 1.5,
-                end_s: 2.52
+                end_s: 2.52,
+                open_ended: false,
             })
         );
     }
@@ -522,7 +535,8 @@ mod tests {
             d[0].window,
             Some(Window {
                 start_s: 4.1,
-                end_s: 4.4
+                end_s: 4.4,
+                open_ended: false,
             })
         );
         // Near-miss: the generator's own loop was held up as long: its pause, not the server's.
@@ -546,6 +560,7 @@ mod tests {
             at_s,
             latency_us,
             first_on_connection: false,
+            unfinished: false,
         })
         .collect();
         assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));

@@ -442,8 +442,13 @@ impl Widget for &Percentiles<'_> {
                 )),
             ]));
         }
+        let unfinished = if s.totals.unfinished > 0 {
+            format!(" · {} unfinished", fmt_count(s.totals.unfinished))
+        } else {
+            String::new()
+        };
         lines.push(Line::from(format!(
-            "  {} requests · {} errors · {} timeouts",
+            "  {} requests · {} errors · {} timeouts{unfinished}",
             fmt_count(s.totals.requests()),
             fmt_count(s.totals.error_total()),
             fmt_count(s.totals.timeouts())
@@ -741,6 +746,7 @@ impl Widget for &Slowest<'_> {
             let outcome = match (r.status, r.error) {
                 (Some(c), _) => c.to_string(),
                 (None, Some(k)) => k.to_string(),
+                (None, None) if r.unfinished => "unfinished".into(),
                 _ => "?".into(),
             };
             let mut split = Vec::new();

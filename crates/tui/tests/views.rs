@@ -94,6 +94,8 @@ fn snapshot(tick: u64) -> Snapshot {
             worker: 0,
             status: Some(200),
             error: None,
+            unfinished: false,
+            stage: None,
         }],
         recent_seconds: Vec::new(),
         spike_counts: Default::default(),
@@ -178,7 +180,11 @@ fn cores_view_120x40() {
         cause: "accept_queue_overflow".into(),
         evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
         requests_affected: 40,
-        window: Some(Window { start_s: 2.0, end_s: 3.02 }),
+        window: Some(Window {
+            start_s: 2.0,
+            end_s: 3.02,
+            open_ended: false,
+        }),
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);

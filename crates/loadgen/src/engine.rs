@@ -28,7 +28,10 @@ use tokio::time::{sleep_until, timeout};
 use crate::error::ErrorKind;
 use crate::http::{ResponseParser, MAX_HEAD};
 use crate::plan::{Pace, Plan};
-use crate::recorder::{Finished, IntervalData, Stage, Unfinished, WorkerRecorder, LATE_SLACK};
+use crate::recorder::{
+    Finished, IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder, LATE_SLACK,
+};
+use crate::sys::tcp_facts;
 
 /// Read buffer per connection; it grows up to a full response head only when one needs it.
 const INITIAL_BUF: usize = 16 * 1024;
@@ -38,6 +41,9 @@ const INITIAL_BUF: usize = 16 * 1024;
 /// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
 /// A send that leaves early is measured from when it actually left.
 const EARLY_WAKE: Duration = Duration::from_millis(2);
+/// A handshake at least this slow had a SYN retransmitted (the first SYN RTO is 1 s): the
+/// connection's TCP_INFO is read right after it to count them.
+const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
 
 /// What every worker of a run reads; built once, never written after the start.
 pub(crate) struct Shared {
@@ -204,6 +210,7 @@ impl Worker {
                     stage: Stage::Response,
                     first_on_connection: f.first_on_connection,
                     conn: held.conn,
+                    tcp: held.tcp,
                 },
                 now,
             );
@@ -217,6 +224,7 @@ impl Worker {
                     stage: held.stage,
                     first_on_connection: i == 0 && held.stage == Stage::Connecting,
                     conn: held.conn,
+                    tcp: held.tcp,
                 },
                 now,
             );
@@ -248,6 +256,7 @@ impl Worker {
                     stage: Stage::NotSent,
                     first_on_connection: false,
                     conn: 0,
+                    tcp: None,
                 },
                 now,
             );
@@ -403,6 +412,16 @@ struct Held<'a> {
     /// What the queued claims wait for.
     stage: Stage,
     conn: u64,
+    /// The connection's TCP_INFO now.
+    tcp: Option<TcpFacts>,
+}
+
+/// Reads a connection's TCP_INFO and counts the segments it retransmitted since the last
+/// read (`seen`).
+fn observe(w: &Worker, s: &TcpStream, seen: &mut u32, handshake: bool) -> Option<TcpFacts> {
+    let facts = tcp_facts(s);
+    w.rec.borrow_mut().record_tcp(facts, seen, handshake);
+    facts
 }
 
 /// A connection task; its lifetime is what its requests' time is checked against
@@ -429,6 +448,8 @@ async fn connection_loop(w: Rc<Worker>) {
     let mut next_slot: Option<Claim> = None;
     let mut stream: Option<TcpStream> = None;
     let mut conn_id = 0u64;
+    // The connection's retransmitted segments as of its last TCP_INFO read.
+    let mut retrans_seen = 0u32;
     let mut had_connection = false;
     let timer = tokio::time::sleep_until((Instant::now() + plan.timeout).into());
     tokio::pin!(timer);
@@ -436,12 +457,16 @@ async fn connection_loop(w: Rc<Worker>) {
     loop {
         let now = Instant::now();
         if w.grace_over.get() {
+            let tcp = stream
+                .as_ref()
+                .and_then(|s| observe(&w, s, &mut retrans_seen, false));
             w.abandon(&Held {
                 in_flight: &in_flight,
                 queued: &queued,
                 since: now,
                 stage: Stage::NotSent,
                 conn: conn_id,
+                tcp,
             });
             return;
         }
@@ -474,7 +499,12 @@ async fn connection_loop(w: Rc<Worker>) {
             }
         }
         if in_flight.is_empty() && queued.is_empty() {
-            let Some(slot) = next_slot else { return };
+            let Some(slot) = next_slot else {
+                if let Some(s) = stream.as_ref() {
+                    observe(&w, s, &mut retrans_seen, false);
+                }
+                return;
+            };
             // Idle until the slot; wake early (see EARLY_WAKE).
             let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
             let closed_while_idle = tokio::select! {
@@ -512,6 +542,7 @@ async fn connection_loop(w: Rc<Worker>) {
                         since: now,
                         stage: Stage::Connecting,
                         conn: conn_id,
+                        tcp: None,
                     });
                     return;
                 }
@@ -519,11 +550,16 @@ async fn connection_loop(w: Rc<Worker>) {
             match connected {
                 Ok(s) => {
                     let _ = s.set_nodelay(true);
+                    let took = now.elapsed();
+                    retrans_seen = 0;
+                    if took >= SLOW_HANDSHAKE {
+                        observe(&w, &s, &mut retrans_seen, true);
+                    }
                     stream = Some(s);
                     had_connection = true;
                     conn_id = w.next_conn.get();
                     w.next_conn.set(conn_id + 1);
-                    connect_time = Some(now.elapsed());
+                    connect_time = Some(took);
                     parser.reset();
                     (pos, filled) = (0, 0);
                     timer.as_mut().reset((now + plan.timeout).into());
@@ -553,17 +589,20 @@ async fn connection_loop(w: Rc<Worker>) {
             }
             let k = queued.len();
             let write = tokio::select! {
-                r = write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout) => r,
-                _ = w.grace_ended() => {
-                    w.abandon(&Held {
-                        in_flight: &in_flight,
-                        queued: &queued,
-                        since: begun,
-                        stage: Stage::Sending,
-                        conn: conn_id,
-                    });
-                    return;
-                }
+                r = write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout) => Some(r),
+                _ = w.grace_ended() => None,
+            };
+            let Some(write) = write else {
+                let tcp = observe(&w, s, &mut retrans_seen, false);
+                w.abandon(&Held {
+                    in_flight: &in_flight,
+                    queued: &queued,
+                    since: begun,
+                    stage: Stage::Sending,
+                    conn: conn_id,
+                    tcp,
+                });
+                return;
             };
             let mut rec = w.rec.borrow_mut();
             for (i, c) in queued.drain(..).enumerate() {
@@ -594,6 +633,7 @@ async fn connection_loop(w: Rc<Worker>) {
                         rest: kind,
                     },
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -603,22 +643,29 @@ async fn connection_loop(w: Rc<Worker>) {
         let slot_due = next_slot
             .and_then(|c| c.intended)
             .filter(|_| in_flight.len() < depth);
+        let mut grace_over = false;
         let read = tokio::select! {
             biased;
             r = s.read(&mut buf[filled..]) => Some(r),
             _ = &mut timer => None,
             _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => continue,
             _ = w.grace_ended() => {
-                w.abandon(&Held {
-                    in_flight: &in_flight,
-                    queued: &queued,
-                    since: now,
-                    stage: Stage::NotSent,
-                    conn: conn_id,
-                });
-                return;
+                grace_over = true;
+                None
             }
         };
+        if grace_over {
+            let tcp = observe(&w, s, &mut retrans_seen, false);
+            w.abandon(&Held {
+                in_flight: &in_flight,
+                queued: &queued,
+                since: now,
+                stage: Stage::NotSent,
+                conn: conn_id,
+                tcp,
+            });
+            return;
+        }
         let now = Instant::now();
         let n = match read {
             None => {
@@ -635,6 +682,7 @@ async fn connection_loop(w: Rc<Worker>) {
                                 rest: ErrorKind::Timeout,
                             },
                             conn_id,
+                            &mut retrans_seen,
                         );
                         timer.as_mut().reset((now + plan.timeout).into());
                     }
@@ -655,6 +703,7 @@ async fn connection_loop(w: Rc<Worker>) {
                         rest: kind,
                     },
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -666,7 +715,8 @@ async fn connection_loop(w: Rc<Worker>) {
                         Ok(Some(done)) => {
                             let f = in_flight.pop_front().expect("checked non-empty");
                             w.sub_in_flight(1);
-                            finish(&w, &f, now, conn_id, done.status, done.bytes);
+                            let tcp = slow_tcp(&w, s, &mut retrans_seen, &f, now);
+                            finish(&w, &f, now, conn_id, done.status, done.bytes, tcp);
                             Closed::Graceful
                         }
                         Ok(None) => Closed::Graceful,
@@ -683,6 +733,7 @@ async fn connection_loop(w: Rc<Worker>) {
                     &mut queued,
                     outcome,
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -709,7 +760,8 @@ async fn connection_loop(w: Rc<Worker>) {
                     };
                     let f = in_flight.pop_front().expect("checked non-empty");
                     w.sub_in_flight(1);
-                    finish(&w, &f, now, conn_id, done.status, done.bytes);
+                    let tcp = slow_tcp(&w, s, &mut retrans_seen, &f, now);
+                    finish(&w, &f, now, conn_id, done.status, done.bytes, tcp);
                     if done.close || !plan.keepalive {
                         closing = Some(Closed::Graceful);
                         break;
@@ -750,6 +802,7 @@ async fn connection_loop(w: Rc<Worker>) {
                 &mut queued,
                 outcome,
                 conn_id,
+                &mut retrans_seen,
             );
             continue;
         }
@@ -793,7 +846,31 @@ async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Res
     }
 }
 
-fn finish(w: &Worker, f: &InFlight, end: Instant, conn: u64, status: u16, bytes: u64) {
+/// A slow response's connection TCP_INFO (retransmits, RTT, RTO); none for the fast rest.
+fn slow_tcp(
+    w: &Worker,
+    s: &TcpStream,
+    seen: &mut u32,
+    f: &InFlight,
+    end: Instant,
+) -> Option<TcpFacts> {
+    let latency = end.saturating_duration_since(f.start().min(f.begun));
+    if w.rec.borrow().is_slow(latency) {
+        observe(w, s, seen, false)
+    } else {
+        None
+    }
+}
+
+fn finish(
+    w: &Worker,
+    f: &InFlight,
+    end: Instant,
+    conn: u64,
+    status: u16,
+    bytes: u64,
+    tcp: Option<TcpFacts>,
+) {
     w.rec.borrow_mut().record_finished(&Finished {
         intended: f.intended,
         begun: f.begun,
@@ -805,6 +882,7 @@ fn finish(w: &Worker, f: &InFlight, end: Instant, conn: u64, status: u16, bytes:
         conn,
         status,
         bytes,
+        tcp,
     });
 }
 
@@ -817,8 +895,11 @@ fn close(
     queued: &mut VecDeque<Claim>,
     outcome: Closed,
     conn: u64,
+    retrans_seen: &mut u32,
 ) {
-    *stream = None;
+    if let Some(s) = stream.take() {
+        observe(w, &s, retrans_seen, false);
+    }
     w.sub_in_flight(in_flight.len());
     match outcome {
         Closed::Graceful => {

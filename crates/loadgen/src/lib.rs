@@ -14,6 +14,7 @@ pub mod http;
 pub mod plan;
 pub mod recorder;
 pub mod report;
+mod sys;
 pub mod threshold;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -19,6 +19,10 @@ const SIGFIG: u8 = 3;
 /// A send that leaves more than this after its intended time is counted as late.
 pub const LATE_SLACK: Duration = Duration::from_millis(1);
 
+/// Responses at least this slow get their connection's TCP_INFO read (a retransmit delays a
+/// response by the 200 ms minimum RTO or more).
+pub const SLOW_TCP_INFO: Duration = Duration::from_millis(100);
+
 /// A new latency histogram in microseconds that can hold values up to `highest`.
 pub fn new_histogram(highest: Duration) -> Histogram<u64> {
     let highest_us = (highest.as_micros() as u64).max(2_000);
@@ -28,6 +32,19 @@ pub fn new_histogram(highest: Duration) -> Histogram<u64> {
 fn record_us(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, h.high());
     h.record(us).expect("value clamped into range");
+}
+
+/// What the kernel's TCP_INFO said of one of the generator's own connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpFacts {
+    /// Segments retransmitted over the connection's life, SYNs included.
+    pub total_retrans: u32,
+    /// Segments the kernel currently thinks lost.
+    pub lost: u32,
+    /// The retransmission timeout now (µs).
+    pub rto_us: u32,
+    /// The smoothed round-trip time (µs).
+    pub rtt_us: u32,
 }
 
 /// One request that finished with a complete response, as the engine timed it.
@@ -53,6 +70,8 @@ pub struct Finished {
     pub status: u16,
     /// Response bytes, head and body.
     pub bytes: u64,
+    /// Its connection's TCP_INFO when it ended, read for slow requests only.
+    pub tcp: Option<TcpFacts>,
 }
 
 impl Finished {
@@ -99,6 +118,17 @@ pub struct SlowRequest {
     /// For an unfinished request, what it was waiting for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
+    /// Segments its connection had retransmitted when it ended (from TCP_INFO; SYNs
+    /// included); null when not read.
+    #[serde(default)]
+    pub retransmits: Option<u32>,
+    /// Its connection's smoothed RTT then (µs).
+    #[serde(default)]
+    pub rtt_us: Option<u32>,
+    /// Its connection's retransmission timeout then (µs): above the 200 ms minimum after a
+    /// timeout fired.
+    #[serde(default)]
+    pub rto_us: Option<u32>,
 }
 
 /// What an unfinished request was waiting for when the run ended.
@@ -142,6 +172,8 @@ pub struct Unfinished {
     pub first_on_connection: bool,
     /// Connection number within the worker.
     pub conn: u64,
+    /// Its connection's TCP_INFO at the end, when it had a connection.
+    pub tcp: Option<TcpFacts>,
 }
 
 /// Keeps the N slowest requests seen, with O(1) rejection of the common fast request.
@@ -216,6 +248,13 @@ pub struct Counters {
     /// Little's law check: what the connections could account for (µs): each connection's
     /// lifetime in the measured window × the pipelining depth.
     pub connection_us: u64,
+    /// Segments the generator's own connections retransmitted (TCP_INFO, read at close, on
+    /// a timeout and behind slow responses), SYNs not included.
+    pub retransmits: u64,
+    /// SYNs the generator's own connections retransmitted (read after a slow connect).
+    pub syn_retransmits: u64,
+    /// TCP_INFO reads that succeeded; 0 means the run's own TCP evidence is unavailable.
+    pub tcp_info_reads: u64,
     /// The most a generator thread's tick fired late (µs): how long its event loop was held
     /// up. A "server stall" with a lag as long is the generator's own pause.
     pub max_loop_lag_us: u64,
@@ -269,6 +308,9 @@ impl Counters {
         self.unfinished_max_us = self.unfinished_max_us.max(other.unfinished_max_us);
         self.accounted_us += other.accounted_us;
         self.connection_us += other.connection_us;
+        self.retransmits += other.retransmits;
+        self.syn_retransmits += other.syn_retransmits;
+        self.tcp_info_reads += other.tcp_info_reads;
         self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
@@ -414,6 +456,9 @@ impl WorkerRecorder {
                 error: None,
                 unfinished: false,
                 stage: None,
+                retransmits: f.tcp.map(|t| t.total_retrans),
+                rtt_us: f.tcp.map(|t| t.rtt_us),
+                rto_us: f.tcp.map(|t| t.rto_us),
             });
         }
     }
@@ -453,6 +498,9 @@ impl WorkerRecorder {
                 error: Some(kind),
                 unfinished: false,
                 stage: None,
+                retransmits: None,
+                rtt_us: None,
+                rto_us: None,
             });
         }
     }
@@ -506,8 +554,33 @@ impl WorkerRecorder {
                 error: None,
                 unfinished: true,
                 stage: Some(u.stage),
+                retransmits: u.tcp.map(|t| t.total_retrans),
+                rtt_us: u.tcp.map(|t| t.rtt_us),
+                rto_us: u.tcp.map(|t| t.rto_us),
             });
         }
+    }
+
+    /// Counts what a TCP_INFO read of one connection adds: the segments retransmitted since
+    /// `seen` (the connection's count at the previous read), under SYNs when the read came
+    /// right after a slow handshake.
+    pub fn record_tcp(&mut self, facts: Option<TcpFacts>, seen: &mut u32, handshake: bool) {
+        let Some(f) = facts else { return };
+        let c = &mut self.current.counters;
+        c.tcp_info_reads += 1;
+        let new = u64::from(f.total_retrans.saturating_sub(*seen));
+        *seen = (*seen).max(f.total_retrans);
+        if handshake {
+            c.syn_retransmits += new;
+        } else {
+            c.retransmits += new;
+        }
+    }
+
+    /// Whether a response of this latency would be among the slowest kept now: the engine
+    /// reads the connection's TCP_INFO for those.
+    pub fn is_slow(&self, latency: Duration) -> bool {
+        latency >= SLOW_TCP_INFO || self.current.slowest.admits(micros(latency))
     }
 
     /// Little's law check: time the generator deliberately spent waiting for `claims`
@@ -627,6 +700,9 @@ pub struct TimePoint {
     /// their wait so far).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unfinished: u64,
+    /// Segments the generator's own connections retransmitted, as read in this second.
+    #[serde(default)]
+    pub retransmits: u64,
     /// Median latency of its responses.
     pub p50_us: u64,
     /// 99th percentile.
@@ -871,6 +947,7 @@ impl Aggregator {
                 errors: b.counters.error_total(),
                 timeouts: b.counters.timeouts(),
                 unfinished: b.counters.unfinished,
+                retransmits: b.counters.retransmits + b.counters.syn_retransmits,
                 p50_us: p.p50,
                 p99_us: p.p99,
                 max_us: p.max,
@@ -944,6 +1021,7 @@ mod tests {
             conn: 0,
             status,
             bytes: 100,
+            tcp: None,
         }
     }
 
@@ -1051,6 +1129,9 @@ mod tests {
                 error: None,
                 unfinished: false,
                 stage: None,
+                retransmits: None,
+                rtt_us: None,
+                rto_us: None,
             });
         }
         let kept: Vec<u64> = s.items().iter().map(|r| r.latency_us).collect();

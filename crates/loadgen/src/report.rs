@@ -108,6 +108,13 @@ pub struct Summary {
     /// The longest wait of an unfinished request; null when there were none.
     #[serde(default)]
     pub unfinished_max_us: Option<u64>,
+    /// Segments the generator's own connections retransmitted (TCP_INFO, SYNs apart); null
+    /// when TCP_INFO could not be read.
+    #[serde(default)]
+    pub retransmits: Option<u64>,
+    /// SYNs the generator's own connections retransmitted; null when not read.
+    #[serde(default)]
+    pub syn_retransmits: Option<u64>,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -300,6 +307,8 @@ impl Report {
                 unfinished: c.unfinished,
                 unfinished_min_us: c.unfinished_min_us,
                 unfinished_max_us: c.unfinished_max_us,
+                retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),
+                syn_retransmits: (c.tcp_info_reads > 0).then_some(c.syn_retransmits),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),

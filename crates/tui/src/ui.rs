@@ -724,6 +724,13 @@ impl Widget for &Cpus<'_> {
                 Style::default().fg(DIM),
             )));
         }
+        // The target's own accept queue: full means new connections wait for SYN retransmits.
+        let (text, color) = match app.listen {
+            Some(l) if l.full > 0 => (format!("listen queue {}/{} FULL", l.queue, l.backlog), BAD),
+            Some(l) => (format!("listen queue {}/{}", l.queue, l.backlog), DIM),
+            None => ("listen queue n/a".to_string(), DIM),
+        };
+        lines.push(Line::from(Span::styled(text, Style::default().fg(color))));
         Paragraph::new(lines).render(inner, buf);
     }
 }

@@ -15,6 +15,7 @@ use tailscope_loadgen::recorder::{
 };
 use tailscope_loadgen::ErrorKind;
 use tailscope_targets::forensics::{Diagnosis, Window};
+use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
@@ -96,6 +97,9 @@ fn snapshot(tick: u64) -> Snapshot {
             error: None,
             unfinished: false,
             stage: None,
+            retransmits: None,
+            rtt_us: None,
+            rto_us: None,
         }],
         recent_seconds: Vec::new(),
         spike_counts: Default::default(),
@@ -135,6 +139,13 @@ fn app_with_data(rate: Option<f64>) -> App {
             migrations_per_s: vec![Some(2.0), Some(1.0)],
             ipc: vec![None, None],
         }));
+        // The target's listener, filling up in the last ticks.
+        app.update(Action::ListenQueue(Some(ListenSample {
+            sockets: 1,
+            queue: if tick > 38 { 128 } else { 2 },
+            backlog: 128,
+            full: usize::from(tick > 38),
+        })));
     }
     app
 }

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
 use tailscope_loadgen::{Phase, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
 use tailscope_targets::forensics::{self, Diagnosis, Evidence, Second, Slow};
+use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
 
@@ -19,6 +20,10 @@ pub struct RunProfiler {
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
+    /// The accept queues of the listeners the run loads.
+    listen: Option<ListenWatch>,
+    /// The last tick's view of them, for the dashboard.
+    listen_now: Option<ListenSample>,
 }
 
 impl RunProfiler {
@@ -35,7 +40,21 @@ impl RunProfiler {
             per_second: BTreeMap::new(),
             server_cpus,
             client_cpus,
+            listen: None,
+            listen_now: None,
         }
+    }
+
+    /// Also watches the accept queues of the listeners behind `addr` (the address the run
+    /// loads), every tick.
+    pub fn watching_listeners(mut self, addr: std::net::SocketAddr) -> Self {
+        self.listen = Some(ListenWatch::new(addr));
+        self
+    }
+
+    /// The listeners' accept queues at the last tick, when watched and found.
+    pub fn listen_now(&self) -> Option<ListenSample> {
+        self.listen_now
     }
 
     /// The causes the run so far supports, for the live view: from the snapshot and the TCP
@@ -49,6 +68,8 @@ impl RunProfiler {
             slowest: &snap.slowest,
             counts: snap.spike_counts,
             tcp: self.profiler.tcp_so_far(),
+            own: own_tcp(&snap.totals),
+            listen: self.listen.as_ref().map(ListenWatch::so_far),
         };
         forensics::diagnose(&evidence(
             inputs,
@@ -63,7 +84,13 @@ impl RunProfiler {
         if !self.begun && snap.phase != Phase::WarmingUp {
             // The warm-up is over: the profile covers the measured window only.
             self.profiler.begin();
+            if let Some(l) = self.listen.as_mut() {
+                l.restart();
+            }
             self.begun = true;
+        }
+        if let (Some(l), true) = (self.listen.as_mut(), self.begun) {
+            self.listen_now = l.sample(snap.elapsed);
         }
         let (cpus, counters) = self.profiler.tick();
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
@@ -101,7 +128,10 @@ impl RunProfiler {
             slowest: &totals.slowest,
             counts: totals.spike_counts(),
             tcp: profile.tcp.clone(),
+            own: own_tcp(&totals.counters),
+            listen: self.listen.map(ListenWatch::finish),
         };
+        let listen = inputs.listen.clone();
         let evidence = evidence(inputs, Some(&profile), &self.server_cpus, &self.client_cpus);
         let diagnosis = forensics::diagnose(&evidence);
         report.extra.insert(
@@ -112,12 +142,19 @@ impl RunProfiler {
             "diagnosis".into(),
             serde_json::to_value(&diagnosis).unwrap_or_default(),
         );
+        if let Some(l) = &listen {
+            report.extra.insert(
+                "listen_queue".into(),
+                serde_json::to_value(l).unwrap_or_default(),
+            );
+        }
         text(
             &profile,
             &diagnosis,
             &self.server_cpus,
             &self.client_cpus,
             report,
+            listen.as_ref(),
         )
     }
 }
@@ -166,6 +203,13 @@ struct Inputs<'a> {
     slowest: &'a [SlowRequest],
     counts: SpikeCounts,
     tcp: Option<BTreeMap<String, i64>>,
+    /// Our own connections' (data, SYN) retransmits, when TCP_INFO could be read.
+    own: Option<(u64, u64)>,
+    listen: Option<ListenReport>,
+}
+
+fn own_tcp(c: &tailscope_loadgen::recorder::Counters) -> Option<(u64, u64)> {
+    (c.tcp_info_reads > 0).then_some((c.retransmits, c.syn_retransmits))
 }
 
 fn evidence(
@@ -199,6 +243,7 @@ fn evidence(
                 at_s: s.at_s,
                 latency_us: s.latency_us,
                 first_on_connection: s.first_on_connection,
+                unfinished: s.unfinished,
             })
             .collect(),
         new_connection_syn_steps: i.counts.new_connection_syn_steps,
@@ -206,6 +251,9 @@ fn evidence(
         rto_steps: i.counts.rto_steps,
         below_rto: i.counts.below_rto,
         tcp: i.tcp,
+        own_retransmits: i.own.map(|o| o.0),
+        own_syn_retransmits: i.own.map(|o| o.1),
+        listen: i.listen,
         server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, server_cpus)),
         client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, client_cpus)),
         steal_pct: (!steal.is_empty()).then(|| steal.iter().sum::<f64>() / steal.len() as f64),
@@ -227,6 +275,7 @@ fn text(
     server_cpus: &[usize],
     client_cpus: &[usize],
     report: &Report,
+    listen: Option<&ListenReport>,
 ) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "\nServer (profiled over {:.1} s):", profile.duration_s);
@@ -292,13 +341,54 @@ fn text(
             );
         }
     }
+    let s = &report.summary;
+    match (s.retransmits, s.syn_retransmits) {
+        (Some(data), Some(syn)) => {
+            let _ = writeln!(
+                out,
+                "  our connections (TCP_INFO): {} segments retransmitted, {} SYNs retransmitted",
+                fmt_count(data),
+                fmt_count(syn)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "  our connections (TCP_INFO): n/a");
+        }
+    }
+    match listen {
+        Some(l) if l.samples > 0 => {
+            let _ = writeln!(
+                out,
+                "  listen queue (port {}, {} socket{}, backlog {}): longest {}, at its limit in {} of {} samples",
+                l.port,
+                l.sockets,
+                if l.sockets == 1 { "" } else { "s" },
+                opt(l.backlog),
+                fmt_count(u64::from(l.max_queue)),
+                fmt_count(l.full_samples),
+                fmt_count(l.samples)
+            );
+        }
+        Some(l) => {
+            let _ = writeln!(
+                out,
+                "  listen queue: n/a ({})",
+                l.unavailable.as_deref().unwrap_or("not found")
+            );
+        }
+        None => {}
+    }
     match &profile.tcp {
         Some(tcp) => {
             let moved: Vec<String> = tcp.iter().map(|(k, v)| format!("{k} {v:+}")).collect();
-            let _ = writeln!(out, "  TCP: {}", moved.join(", "));
+            let _ = writeln!(
+                out,
+                "  TCP, machine-wide (every socket on the machine): {}",
+                moved.join(", ")
+            );
         }
         None => {
-            let _ = writeln!(out, "  TCP: n/a");
+            let _ = writeln!(out, "  TCP, machine-wide: n/a");
         }
     }
     for note in &profile.notes {
@@ -310,7 +400,11 @@ fn text(
     }
     for d in diagnosis {
         let window = d.window.map_or(String::new(), |w| {
-            format!(", {:.2}–{:.2} s", w.start_s, w.end_s)
+            if w.open_ended {
+                format!(", from {:.2} s, still going at the end", w.start_s)
+            } else {
+                format!(", {:.2}–{:.2} s", w.start_s, w.end_s)
+            }
         });
         let _ = writeln!(
             out,

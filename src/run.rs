@@ -304,7 +304,8 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         server_cpus,
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
-    );
+    )
+    .watching_listeners(plan.addr);
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
@@ -312,6 +313,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         if let Some((feed, _)) = &dashboard {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
+            let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
             if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {

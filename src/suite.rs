@@ -359,7 +359,8 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     server_cpus.clone(),
                     client_cpus.clone(),
                     false,
-                );
+                )
+                .watching_listeners(plan.addr);
                 let totals = tailscope_loadgen::run(&plan, &control, |snap| {
                     profiler.on_snapshot(snap);
                 })?;

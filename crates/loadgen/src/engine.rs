@@ -28,7 +28,10 @@ use tokio::time::{sleep_until, timeout};
 use crate::error::ErrorKind;
 use crate::http::{ResponseParser, MAX_HEAD};
 use crate::plan::{Pace, Plan};
-use crate::recorder::{Finished, IntervalData, WorkerRecorder, LATE_SLACK};
+use crate::recorder::{
+    Finished, IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder, LATE_SLACK,
+};
+use crate::sys::tcp_facts;
 
 /// Read buffer per connection; it grows up to a full response head only when one needs it.
 const INITIAL_BUF: usize = 16 * 1024;
@@ -45,6 +48,9 @@ const EARLY_WAKE: Duration = Duration::from_millis(2);
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// The longest pause between failed connects of one connection.
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
+/// A handshake at least this slow had a SYN retransmitted (the first SYN RTO is 1 s): the
+/// connection's TCP_INFO is read right after it to count them.
+const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
 
 /// What every worker of a run reads; built once, never written after the start.
 pub(crate) struct Shared {
@@ -128,6 +134,13 @@ struct Worker {
     next_conn: Cell<u64>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
+    /// When sending stopped early (a stop request): open-loop slots from then on never fell
+    /// due. `-z`'s end is in `shared.end`.
+    stopped_at: Cell<Option<Instant>>,
+    /// The grace period is over: every connection records what it still waits for as
+    /// unfinished and returns.
+    grace_over: Cell<bool>,
+    grace_notify: Notify,
 }
 
 impl Worker {
@@ -156,8 +169,19 @@ impl Worker {
             .then_some(Claim { intended: None })
     }
 
+    /// Where the measured window ends for the schedule: `-z`'s end, or when a stop came.
+    fn window_end(&self) -> Option<Instant> {
+        match (self.shared.end, self.stopped_at.get()) {
+            (Some(e), Some(s)) => Some(e.min(s)),
+            (e, s) => e.or(s),
+        }
+    }
+
+    /// Open loop: the next slot of the schedule, if it falls due inside the window. Slots
+    /// that fell due before the window ended are still sent while the grace period lasts
+    /// (a connection that was busy at the end takes them), so none goes unmeasured.
     fn claim_slot(&self) -> Option<Claim> {
-        if self.stopping.get() {
+        if self.grace_over.get() {
             return None;
         }
         let asked = self.shared.rate_override.load(Ordering::Relaxed);
@@ -176,7 +200,7 @@ impl Worker {
         let k = self.next_slot.get();
         let at =
             self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-        if self.shared.end.is_some_and(|e| at >= e) {
+        if self.window_end().is_some_and(|e| at >= e) {
             return None;
         }
         if !self.take_ticket(at >= self.shared.measure_start) {
@@ -184,6 +208,80 @@ impl Worker {
         }
         self.next_slot.set(k + 1);
         Some(Claim { intended: Some(at) })
+    }
+
+    /// Resolves once the grace period is over (at once if it already is).
+    async fn grace_ended(&self) {
+        if !self.grace_over.get() {
+            self.grace_notify.notified().await;
+        }
+    }
+
+    /// Records every request a connection still holds when the grace period ends, and
+    /// every claim it had not sent, as unfinished.
+    fn abandon(&self, held: &Held<'_>) {
+        let now = Instant::now();
+        let mut rec = self.rec.borrow_mut();
+        for f in held.in_flight {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: f.start(),
+                    sent: Some(f.sent),
+                    first_byte: f.first_byte,
+                    stage: Stage::Response,
+                    first_on_connection: f.first_on_connection,
+                    conn: held.conn,
+                    tcp: held.tcp,
+                },
+                now,
+            );
+        }
+        for (i, c) in held.queued.iter().enumerate() {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: c.intended.unwrap_or(held.since),
+                    sent: None,
+                    first_byte: None,
+                    stage: held.stage,
+                    first_on_connection: i == 0 && held.stage == Stage::Connecting,
+                    conn: held.conn,
+                    tcp: held.tcp,
+                },
+                now,
+            );
+        }
+        drop(rec);
+        self.sub_in_flight(held.in_flight.len());
+    }
+
+    /// Open loop, after the grace period: every slot that fell due inside the window and
+    /// no connection took is unfinished, waiting since its intended time.
+    fn abandon_unsent_slots(&self) {
+        let Some(end) = self.window_end() else { return };
+        let now = Instant::now();
+        let until = end.min(now);
+        let mut rec = self.rec.borrow_mut();
+        loop {
+            let k = self.next_slot.get();
+            let at = self.slot_base.get()
+                + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+            if at >= until || !self.take_ticket(at >= self.shared.measure_start) {
+                break;
+            }
+            self.next_slot.set(k + 1);
+            rec.record_unfinished(
+                &Unfinished {
+                    start: at,
+                    sent: None,
+                    first_byte: None,
+                    stage: Stage::NotSent,
+                    first_on_connection: false,
+                    conn: 0,
+                    tcp: None,
+                },
+                now,
+            );
+        }
     }
 
     fn add_in_flight(&self, n: usize) {
@@ -248,6 +346,9 @@ async fn worker_main(
         last_ticket_at: Cell::new(None),
         next_conn: Cell::new(0),
         stop_idle: Notify::new(),
+        stopped_at: Cell::new(None),
+        grace_over: Cell::new(false),
+        grace_notify: Notify::new(),
         shared: shared.clone(),
     });
     let mut conns = JoinSet::new();
@@ -276,10 +377,13 @@ async fn worker_main(
         })
     };
     let end = shared.end;
-    tokio::select! {
-        _ = async { match end { Some(e) => sleep_until(e.into()).await, None => pending().await } } => {}
-        _ = stop.notified() => {}
-        _ = async { while conns.join_next().await.is_some() {} } => {}
+    let stopped = tokio::select! {
+        _ = async { match end { Some(e) => sleep_until(e.into()).await, None => pending().await } } => false,
+        _ = stop.notified() => true,
+        _ = async { while conns.join_next().await.is_some() {} } => false,
+    };
+    if stopped {
+        w.stopped_at.set(Some(Instant::now()));
     }
     // The load window ends when sending stops, not when the last response comes back: the
     // timer wakes a little after `end`, and `-n` ends at its last claim.
@@ -298,11 +402,27 @@ async fn worker_main(
     .await
     .is_ok();
     if !drained {
-        let mut rec = w.rec.borrow_mut();
-        rec.record_aborted(w.in_flight.get());
-        rec.record_still_connecting(w.connecting.get());
-        drop(rec);
-        conns.abort_all();
+        // Handshakes still open now: named in the summary (their requests are unfinished).
+        w.rec
+            .borrow_mut()
+            .record_still_connecting(w.connecting.get());
+        // What is still waiting now is the run's slowest: each connection records its
+        // requests as unfinished and returns.
+        w.grace_over.set(true);
+        w.grace_notify.notify_waiters();
+        let returned = timeout(Duration::from_millis(500), async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await
+        .is_ok();
+        if !returned {
+            w.rec.borrow_mut().record_aborted(w.in_flight.get());
+            conns.abort_all();
+        }
+    }
+    if matches!(shared.plan.pace, Pace::Rate(_)) {
+        w.grace_over.set(true);
+        w.abandon_unsent_slots();
     }
     let finished = Instant::now();
     ticker.abort();
@@ -322,7 +442,38 @@ enum Closed {
     Failed { front: ErrorKind, rest: ErrorKind },
 }
 
+/// What a connection holds when the grace period ends.
+struct Held<'a> {
+    in_flight: &'a VecDeque<InFlight>,
+    queued: &'a VecDeque<Claim>,
+    /// Closed loop: when the queued claims began (the connect or the write they wait for).
+    since: Instant,
+    /// What the queued claims wait for.
+    stage: Stage,
+    conn: u64,
+    /// The connection's TCP_INFO now.
+    tcp: Option<TcpFacts>,
+}
+
+/// Reads a connection's TCP_INFO and counts the segments it retransmitted since the last
+/// read (`seen`).
+fn observe(w: &Worker, s: &TcpStream, seen: &mut u32, handshake: bool) -> Option<TcpFacts> {
+    let facts = tcp_facts(s);
+    w.rec.borrow_mut().record_tcp(facts, seen, handshake);
+    facts
+}
+
+/// A connection task; its lifetime is what its requests' time is checked against
+/// (Little's law).
 async fn connection(w: Rc<Worker>) {
+    let started = Instant::now();
+    connection_loop(w.clone()).await;
+    w.rec
+        .borrow_mut()
+        .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
+}
+
+async fn connection_loop(w: Rc<Worker>) {
     let shared = w.shared.clone();
     let plan = &shared.plan;
     let depth = plan.pipeline;
@@ -336,6 +487,8 @@ async fn connection(w: Rc<Worker>) {
     let mut next_slot: Option<Claim> = None;
     let mut stream: Option<TcpStream> = None;
     let mut conn_id = 0u64;
+    // The connection's retransmitted segments as of its last TCP_INFO read.
+    let mut retrans_seen = 0u32;
     let mut had_connection = false;
     let mut backoff = MIN_BACKOFF;
     let timer = tokio::time::sleep_until((Instant::now() + plan.timeout).into());
@@ -343,8 +496,29 @@ async fn connection(w: Rc<Worker>) {
 
     loop {
         let now = Instant::now();
-        // 1. Claim work up to the pipelining depth.
-        if w.stopping.get() {
+        if w.grace_over.get() {
+            let tcp = stream
+                .as_ref()
+                .and_then(|s| observe(&w, s, &mut retrans_seen, false));
+            w.abandon(&Held {
+                in_flight: &in_flight,
+                queued: &queued,
+                since: now,
+                stage: Stage::NotSent,
+                conn: conn_id,
+                tcp,
+            });
+            return;
+        }
+        // 1. Claim work up to the pipelining depth. After a stop, a slot held for later is
+        // dropped if it no longer falls inside the window.
+        if w.stopping.get()
+            && (!open_loop
+                || next_slot
+                    .and_then(|c| c.intended)
+                    .zip(w.window_end())
+                    .is_some_and(|(at, end)| at >= end))
+        {
             next_slot = None;
         }
         while in_flight.len() + queued.len() < depth {
@@ -365,12 +539,18 @@ async fn connection(w: Rc<Worker>) {
             }
         }
         if in_flight.is_empty() && queued.is_empty() {
-            let Some(slot) = next_slot else { return };
+            let Some(slot) = next_slot else {
+                if let Some(s) = stream.as_ref() {
+                    observe(&w, s, &mut retrans_seen, false);
+                }
+                return;
+            };
             // Idle until the slot; wake early (see EARLY_WAKE).
             let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
             let closed_while_idle = tokio::select! {
                 _ = sleep_until(wake.into()) => false,
                 _ = w.stop_idle.notified() => false,
+                _ = w.grace_ended() => false,
                 // A server that closes idle connections (keep-alive timeout) is noticed here,
                 // not as a failure of the next request.
                 _ = async { match stream.as_mut() { Some(s) => { let _ = s.read(&mut buf[..]).await; } None => pending().await } } => true,
@@ -389,22 +569,40 @@ async fn connection(w: Rc<Worker>) {
                 w.rec.borrow_mut().record_reconnect();
             }
             w.connecting.set(w.connecting.get() + 1);
-            let connected = match timeout(connect_limit, TcpStream::connect(shared.plan.addr)).await
-            {
-                Ok(Ok(s)) => Ok(s),
-                Ok(Err(e)) => Err(connect_error_kind(&e)),
-                Err(_) => Err(ErrorKind::ConnectTimeout),
+            let connecting = timeout(connect_limit, TcpStream::connect(shared.plan.addr));
+            let connected = tokio::select! {
+                r = connecting => match r {
+                    Ok(Ok(s)) => Ok(s),
+                    Ok(Err(e)) => Err(connect_error_kind(&e)),
+                    Err(_) => Err(ErrorKind::ConnectTimeout),
+                },
+                _ = w.grace_ended() => {
+                    w.abandon(&Held {
+                        in_flight: &in_flight,
+                        queued: &queued,
+                        since: now,
+                        stage: Stage::Connecting,
+                        conn: conn_id,
+                        tcp: None,
+                    });
+                    return;
+                }
             };
             w.connecting.set(w.connecting.get().saturating_sub(1));
             match connected {
                 Ok(s) => {
                     backoff = MIN_BACKOFF;
                     let _ = s.set_nodelay(true);
+                    let took = now.elapsed();
+                    retrans_seen = 0;
+                    if took >= SLOW_HANDSHAKE {
+                        observe(&w, &s, &mut retrans_seen, true);
+                    }
                     stream = Some(s);
                     had_connection = true;
                     conn_id = w.next_conn.get();
                     w.next_conn.set(conn_id + 1);
-                    connect_time = Some(now.elapsed());
+                    connect_time = Some(took);
                     parser.reset();
                     (pos, filled) = (0, 0);
                     timer.as_mut().reset((now + plan.timeout).into());
@@ -412,19 +610,22 @@ async fn connection(w: Rc<Worker>) {
                 Err(kind) => {
                     let c = queued.pop_front().expect("a claim to connect for");
                     let failed_at = Instant::now();
-                    w.rec.borrow_mut().record_failed(
-                        kind,
-                        c.intended.unwrap_or(now),
-                        failed_at,
-                        0,
-                        true,
-                    );
+                    {
+                        let mut rec = w.rec.borrow_mut();
+                        rec.record_failed(kind, c.intended.unwrap_or(now), failed_at, 0, true);
+                        // The claims behind it waited for the same connect and will try again.
+                        rec.record_waiting(now, failed_at, queued.len());
+                    }
                     // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
+                    // The pause is the generator's own, on purpose: Little's law counts it.
                     if !w.stopping.get() {
                         tokio::select! {
                             _ = tokio::time::sleep(backoff) => {}
                             _ = w.stop_idle.notified() => {}
                         }
+                        w.rec
+                            .borrow_mut()
+                            .record_waiting(failed_at, Instant::now(), depth);
                     }
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
@@ -444,8 +645,22 @@ async fn connection(w: Rc<Worker>) {
                 begun = sent;
             }
             let k = queued.len();
-            let write =
-                write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout).await;
+            let write = tokio::select! {
+                r = write_requests(s, &shared.batch[..k * shared.request_len], plan.timeout) => Some(r),
+                _ = w.grace_ended() => None,
+            };
+            let Some(write) = write else {
+                let tcp = observe(&w, s, &mut retrans_seen, false);
+                w.abandon(&Held {
+                    in_flight: &in_flight,
+                    queued: &queued,
+                    since: begun,
+                    stage: Stage::Sending,
+                    conn: conn_id,
+                    tcp,
+                });
+                return;
+            };
             let mut rec = w.rec.borrow_mut();
             for (i, c) in queued.drain(..).enumerate() {
                 if let Some(t) = c.intended {
@@ -475,6 +690,7 @@ async fn connection(w: Rc<Worker>) {
                         rest: kind,
                     },
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -484,12 +700,29 @@ async fn connection(w: Rc<Worker>) {
         let slot_due = next_slot
             .and_then(|c| c.intended)
             .filter(|_| in_flight.len() < depth);
+        let mut grace_over = false;
         let read = tokio::select! {
             biased;
             r = s.read(&mut buf[filled..]) => Some(r),
             _ = &mut timer => None,
             _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => continue,
+            _ = w.grace_ended() => {
+                grace_over = true;
+                None
+            }
         };
+        if grace_over {
+            let tcp = observe(&w, s, &mut retrans_seen, false);
+            w.abandon(&Held {
+                in_flight: &in_flight,
+                queued: &queued,
+                since: now,
+                stage: Stage::NotSent,
+                conn: conn_id,
+                tcp,
+            });
+            return;
+        }
         let now = Instant::now();
         let n = match read {
             None => {
@@ -506,6 +739,7 @@ async fn connection(w: Rc<Worker>) {
                                 rest: ErrorKind::Timeout,
                             },
                             conn_id,
+                            &mut retrans_seen,
                         );
                         timer.as_mut().reset((now + plan.timeout).into());
                     }
@@ -526,6 +760,7 @@ async fn connection(w: Rc<Worker>) {
                         rest: kind,
                     },
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -537,7 +772,8 @@ async fn connection(w: Rc<Worker>) {
                         Ok(Some(done)) => {
                             let f = in_flight.pop_front().expect("checked non-empty");
                             w.sub_in_flight(1);
-                            finish(&w, &f, now, conn_id, done.status, done.bytes);
+                            let tcp = slow_tcp(&w, s, &mut retrans_seen, &f, now);
+                            finish(&w, &f, now, conn_id, done.status, done.bytes, tcp);
                             Closed::Graceful
                         }
                         Ok(None) => Closed::Graceful,
@@ -554,6 +790,7 @@ async fn connection(w: Rc<Worker>) {
                     &mut queued,
                     outcome,
                     conn_id,
+                    &mut retrans_seen,
                 );
                 continue;
             }
@@ -580,7 +817,8 @@ async fn connection(w: Rc<Worker>) {
                     };
                     let f = in_flight.pop_front().expect("checked non-empty");
                     w.sub_in_flight(1);
-                    finish(&w, &f, now, conn_id, done.status, done.bytes);
+                    let tcp = slow_tcp(&w, s, &mut retrans_seen, &f, now);
+                    finish(&w, &f, now, conn_id, done.status, done.bytes, tcp);
                     if done.close || !plan.keepalive {
                         closing = Some(Closed::Graceful);
                         break;
@@ -621,6 +859,7 @@ async fn connection(w: Rc<Worker>) {
                 &mut queued,
                 outcome,
                 conn_id,
+                &mut retrans_seen,
             );
             continue;
         }
@@ -664,7 +903,31 @@ async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Res
     }
 }
 
-fn finish(w: &Worker, f: &InFlight, end: Instant, conn: u64, status: u16, bytes: u64) {
+/// A slow response's connection TCP_INFO (retransmits, RTT, RTO); none for the fast rest.
+fn slow_tcp(
+    w: &Worker,
+    s: &TcpStream,
+    seen: &mut u32,
+    f: &InFlight,
+    end: Instant,
+) -> Option<TcpFacts> {
+    let latency = end.saturating_duration_since(f.start().min(f.begun));
+    if w.rec.borrow().is_slow(latency) {
+        observe(w, s, seen, false)
+    } else {
+        None
+    }
+}
+
+fn finish(
+    w: &Worker,
+    f: &InFlight,
+    end: Instant,
+    conn: u64,
+    status: u16,
+    bytes: u64,
+    tcp: Option<TcpFacts>,
+) {
     w.rec.borrow_mut().record_finished(&Finished {
         intended: f.intended,
         begun: f.begun,
@@ -676,6 +939,7 @@ fn finish(w: &Worker, f: &InFlight, end: Instant, conn: u64, status: u16, bytes:
         conn,
         status,
         bytes,
+        tcp,
     });
 }
 
@@ -688,8 +952,11 @@ fn close(
     queued: &mut VecDeque<Claim>,
     outcome: Closed,
     conn: u64,
+    retrans_seen: &mut u32,
 ) {
-    *stream = None;
+    if let Some(s) = stream.take() {
+        observe(w, &s, retrans_seen, false);
+    }
     w.sub_in_flight(in_flight.len());
     match outcome {
         Closed::Graceful => {

@@ -14,6 +14,7 @@ pub mod http;
 pub mod plan;
 pub mod recorder;
 pub mod report;
+mod sys;
 pub mod threshold;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
 pub use recorder::{
-    Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
+    Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
 };
 
 /// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:

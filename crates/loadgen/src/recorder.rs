@@ -19,6 +19,10 @@ const SIGFIG: u8 = 3;
 /// A send that leaves more than this after its intended time is counted as late.
 pub const LATE_SLACK: Duration = Duration::from_millis(1);
 
+/// Responses at least this slow get their connection's TCP_INFO read (a retransmit delays a
+/// response by the 200 ms minimum RTO or more).
+pub const SLOW_TCP_INFO: Duration = Duration::from_millis(100);
+
 /// A new latency histogram in microseconds that can hold values up to `highest`.
 pub fn new_histogram(highest: Duration) -> Histogram<u64> {
     let highest_us = (highest.as_micros() as u64).max(2_000);
@@ -28,6 +32,19 @@ pub fn new_histogram(highest: Duration) -> Histogram<u64> {
 fn record_us(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, h.high());
     h.record(us).expect("value clamped into range");
+}
+
+/// What the kernel's TCP_INFO said of one of the generator's own connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpFacts {
+    /// Segments retransmitted over the connection's life, SYNs included.
+    pub total_retrans: u32,
+    /// Segments the kernel currently thinks lost.
+    pub lost: u32,
+    /// The retransmission timeout now (µs).
+    pub rto_us: u32,
+    /// The smoothed round-trip time (µs).
+    pub rtt_us: u32,
 }
 
 /// One request that finished with a complete response, as the engine timed it.
@@ -53,6 +70,8 @@ pub struct Finished {
     pub status: u16,
     /// Response bytes, head and body.
     pub bytes: u64,
+    /// Its connection's TCP_INFO when it ended, read for slow requests only.
+    pub tcp: Option<TcpFacts>,
 }
 
 impl Finished {
@@ -92,6 +111,69 @@ pub struct SlowRequest {
     pub status: Option<u16>,
     /// The failure kind, when it failed.
     pub error: Option<ErrorKind>,
+    /// Still unfinished when the run ended: `latency_us` is how long it had waited by then,
+    /// a lower bound of its latency.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
+    /// For an unfinished request, what it was waiting for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+    /// Segments its connection had retransmitted when it ended (from TCP_INFO; SYNs
+    /// included); null when not read.
+    #[serde(default)]
+    pub retransmits: Option<u32>,
+    /// Its connection's smoothed RTT then (µs).
+    #[serde(default)]
+    pub rtt_us: Option<u32>,
+    /// Its connection's retransmission timeout then (µs): above the 200 ms minimum after a
+    /// timeout fired.
+    #[serde(default)]
+    pub rto_us: Option<u32>,
+}
+
+/// What an unfinished request was waiting for when the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Open loop: its slot fell due but no connection was free to send it.
+    NotSent,
+    /// Its connection's TCP handshake.
+    Connecting,
+    /// Its request bytes to be taken by the server (a full socket buffer).
+    Sending,
+    /// Its response (or the rest of it).
+    Response,
+}
+
+impl Stage {
+    /// A few words for the text summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::NotSent => "never sent: no connection was free",
+            Stage::Connecting => "still connecting",
+            Stage::Sending => "still sending",
+            Stage::Response => "waiting for the response",
+        }
+    }
+}
+
+/// A request still unfinished when the run ended, as the engine saw it then.
+#[derive(Debug, Clone, Copy)]
+pub struct Unfinished {
+    /// When it began (its intended time in open loop).
+    pub start: Instant,
+    /// When its bytes were written, if they were.
+    pub sent: Option<Instant>,
+    /// When the first byte of its response arrived, if one did.
+    pub first_byte: Option<Instant>,
+    /// What it was waiting for.
+    pub stage: Stage,
+    /// It opened (or was opening) its connection.
+    pub first_on_connection: bool,
+    /// Connection number within the worker.
+    pub conn: u64,
+    /// Its connection's TCP_INFO at the end, when it had a connection.
+    pub tcp: Option<TcpFacts>,
 }
 
 /// Keeps the N slowest requests seen, with O(1) rejection of the common fast request.
@@ -149,10 +231,32 @@ pub struct Counters {
     pub late_sends: u64,
     /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
     pub reconnects: u64,
-    /// Requests still in flight when the run stopped and the grace period ran out.
+    /// Requests abandoned because their connection task could not be stopped in time (a
+    /// generator bug if ever non-zero: unfinished requests are counted in `unfinished`).
     pub aborted: u64,
     /// Connections still in their TCP handshake when the grace period ran out.
     pub still_connecting: u64,
+    /// Requests that began in the measured window (open loop: slots that fell due in it)
+    /// and were still unfinished when the grace period ended; their waits so far are in the
+    /// latency histogram as lower bounds.
+    pub unfinished: u64,
+    /// The shortest wait of an unfinished request (µs).
+    pub unfinished_min_us: Option<u64>,
+    /// The longest wait of an unfinished request (µs).
+    pub unfinished_max_us: Option<u64>,
+    /// Little's law check: the time measured requests account for (µs), finished, failed
+    /// and unfinished, plus deliberate waits (a connect retried).
+    pub accounted_us: u64,
+    /// Little's law check: what the connections could account for (µs): each connection's
+    /// lifetime in the measured window × the pipelining depth.
+    pub connection_us: u64,
+    /// Segments the generator's own connections retransmitted (TCP_INFO, read at close, on
+    /// a timeout and behind slow responses), SYNs not included.
+    pub retransmits: u64,
+    /// SYNs the generator's own connections retransmitted (read after a slow connect).
+    pub syn_retransmits: u64,
+    /// TCP_INFO reads that succeeded; 0 means the run's own TCP evidence is unavailable.
+    pub tcp_info_reads: u64,
     /// The most a generator thread's tick fired late (µs): how long its event loop was held
     /// up. A "server stall" with a lag as long is the generator's own pause.
     pub max_loop_lag_us: u64,
@@ -166,9 +270,9 @@ impl Counters {
         self.errors.iter().sum()
     }
 
-    /// Requests counted: successes + errors.
+    /// Requests counted: successes + errors + unfinished.
     pub fn requests(&self) -> u64 {
-        self.successes + self.error_total()
+        self.successes + self.error_total() + self.unfinished
     }
 
     /// Requests that ran out of time.
@@ -202,11 +306,34 @@ impl Counters {
         self.reconnects += other.reconnects;
         self.aborted += other.aborted;
         self.still_connecting += other.still_connecting;
+        self.unfinished += other.unfinished;
+        self.unfinished_min_us = min_some(self.unfinished_min_us, other.unfinished_min_us);
+        self.unfinished_max_us = self.unfinished_max_us.max(other.unfinished_max_us);
+        self.accounted_us += other.accounted_us;
+        self.connection_us += other.connection_us;
+        self.retransmits += other.retransmits;
+        self.syn_retransmits += other.syn_retransmits;
+        self.tcp_info_reads += other.tcp_info_reads;
         self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// What one worker recorded in one tick.
@@ -302,6 +429,7 @@ impl WorkerRecorder {
         let c = &mut cur.counters;
         c.successes += 1;
         c.bytes_read += f.bytes;
+        c.accounted_us += micros(latency);
         match c
             .status_codes
             .iter_mut()
@@ -329,6 +457,11 @@ impl WorkerRecorder {
                 worker: self.worker,
                 status: Some(f.status),
                 error: None,
+                unfinished: false,
+                stage: None,
+                retransmits: f.tcp.map(|t| t.total_retrans),
+                rtt_us: f.tcp.map(|t| t.rtt_us),
+                rto_us: f.tcp.map(|t| t.rto_us),
             });
         }
     }
@@ -349,7 +482,8 @@ impl WorkerRecorder {
         }
         let cur = &mut self.current;
         cur.counters.errors[kind.index()] += 1;
-        let latency_us = now.saturating_duration_since(start).as_micros() as u64;
+        let latency_us = micros(now.saturating_duration_since(start));
+        cur.counters.accounted_us += latency_us;
         if cur.slowest.admits(latency_us) {
             cur.slowest.offer(SlowRequest {
                 at_s: start
@@ -365,8 +499,110 @@ impl WorkerRecorder {
                 worker: self.worker,
                 status: None,
                 error: Some(kind),
+                unfinished: false,
+                stage: None,
+                retransmits: None,
+                rtt_us: None,
+                rto_us: None,
             });
         }
+    }
+
+    /// Records a request still unfinished when the run ended (`now`): its wait so far goes
+    /// into the latency histograms as a lower bound of its latency, so the tail that never
+    /// came back is not dropped from the percentiles.
+    pub fn record_unfinished(&mut self, u: &Unfinished, now: Instant) {
+        if u.start < self.measure_start {
+            return;
+        }
+        let cur = &mut self.current;
+        let waited = now.saturating_duration_since(u.start);
+        let waited_us = micros(waited);
+        record_us(&mut cur.latency, waited);
+        if let Some(sent) = u.sent {
+            record_us(
+                &mut cur.latency_uncorrected,
+                now.saturating_duration_since(sent),
+            );
+        }
+        if u.first_on_connection {
+            record_us(&mut cur.first_request, waited);
+        }
+        let c = &mut cur.counters;
+        c.unfinished += 1;
+        c.unfinished_min_us = min_some(c.unfinished_min_us, Some(waited_us));
+        c.unfinished_max_us = c.unfinished_max_us.max(Some(waited_us));
+        c.accounted_us += waited_us;
+        if cur.slowest.admits(waited_us) {
+            cur.slowest.offer(SlowRequest {
+                at_s: u
+                    .start
+                    .saturating_duration_since(self.measure_start)
+                    .as_secs_f64(),
+                latency_us: waited_us,
+                ttfb_us: match (u.sent, u.first_byte) {
+                    (Some(sent), Some(first)) => micros(first.saturating_duration_since(sent)),
+                    (Some(sent), None) => micros(now.saturating_duration_since(sent)),
+                    _ => 0,
+                },
+                body_us: u
+                    .first_byte
+                    .map_or(0, |first| micros(now.saturating_duration_since(first))),
+                connect_us: None,
+                queued_us: (u.stage == Stage::NotSent).then_some(waited_us),
+                first_on_connection: u.first_on_connection,
+                conn: u.conn,
+                worker: self.worker,
+                status: None,
+                error: None,
+                unfinished: true,
+                stage: Some(u.stage),
+                retransmits: u.tcp.map(|t| t.total_retrans),
+                rtt_us: u.tcp.map(|t| t.rtt_us),
+                rto_us: u.tcp.map(|t| t.rto_us),
+            });
+        }
+    }
+
+    /// Counts what a TCP_INFO read of one connection adds: the segments retransmitted since
+    /// `seen` (the connection's count at the previous read), under SYNs when the read came
+    /// right after a slow handshake.
+    pub fn record_tcp(&mut self, facts: Option<TcpFacts>, seen: &mut u32, handshake: bool) {
+        let Some(f) = facts else { return };
+        let c = &mut self.current.counters;
+        c.tcp_info_reads += 1;
+        let new = u64::from(f.total_retrans.saturating_sub(*seen));
+        *seen = (*seen).max(f.total_retrans);
+        if handshake {
+            c.syn_retransmits += new;
+        } else {
+            c.retransmits += new;
+        }
+    }
+
+    /// Whether a response of this latency would be among the slowest kept now: the engine
+    /// reads the connection's TCP_INFO for those.
+    pub fn is_slow(&self, latency: Duration) -> bool {
+        latency >= SLOW_TCP_INFO || self.current.slowest.admits(micros(latency))
+    }
+
+    /// Little's law check: time the generator deliberately spent waiting for `claims`
+    /// requests (a connect that failed, a back-off) that no request's latency holds.
+    pub fn record_waiting(&mut self, since: Instant, now: Instant, claims: usize) {
+        if since < self.measure_start {
+            return;
+        }
+        self.current.counters.accounted_us +=
+            micros(now.saturating_duration_since(since)) * claims as u64;
+    }
+
+    /// Little's law check: a connection task lived from `started` to `ended` with
+    /// `depth` requests' worth of room; the measured part of that is what requests could
+    /// account for.
+    pub fn record_connection_span(&mut self, started: Instant, ended: Instant, depth: usize) {
+        let from = started.max(self.measure_start);
+        self.current.counters.connection_us +=
+            micros(ended.saturating_duration_since(from)) * depth as u64;
     }
 
     /// Counts a send that left late (open loop).
@@ -473,6 +709,13 @@ pub struct TimePoint {
     pub errors: u64,
     /// Of which timed out.
     pub timeouts: u64,
+    /// Of which were still unfinished when the run ended (counted in the last second, at
+    /// their wait so far).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unfinished: u64,
+    /// Segments the generator's own connections retransmitted, as read in this second.
+    #[serde(default)]
+    pub retransmits: u64,
     /// Median latency of its responses.
     pub p50_us: u64,
     /// 99th percentile.
@@ -742,6 +985,8 @@ impl Aggregator {
                 requests: b.counters.requests(),
                 errors: b.counters.error_total(),
                 timeouts: b.counters.timeouts(),
+                unfinished: b.counters.unfinished,
+                retransmits: b.counters.retransmits + b.counters.syn_retransmits,
                 p50_us: p.p50,
                 p99_us: p.p99,
                 max_us: p.max,
@@ -827,6 +1072,7 @@ mod tests {
             conn: 0,
             status,
             bytes: 100,
+            tcp: None,
         }
     }
 
@@ -959,6 +1205,11 @@ mod tests {
                 worker: 0,
                 status: Some(200),
                 error: None,
+                unfinished: false,
+                stage: None,
+                retransmits: None,
+                rtt_us: None,
+                rto_us: None,
             });
         }
         let kept: Vec<u64> = s.items().iter().map(|r| r.latency_us).collect();

@@ -75,7 +75,8 @@ pub struct TargetInfo {
 /// The run's totals.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
-    /// successes + errors.
+    /// successes + errors + unfinished: every request that began in the measured window
+    /// (in open loop, every slot that fell due in it).
     pub requests: u64,
     /// Complete responses of any status.
     pub successes: u64,
@@ -98,11 +99,30 @@ pub struct Summary {
     pub late_sends: u64,
     /// Connections opened again after the server closed them.
     pub reconnects: u64,
-    /// Requests abandoned in flight when the run stopped.
+    /// Requests the generator lost track of at the end (a connection task that had to be
+    /// cancelled): 0 unless something is wrong with the generator itself. Unfinished
+    /// requests are counted in `unfinished`, not here.
     pub aborted: u64,
     /// Connections still in their TCP handshake when the run stopped.
     #[serde(default)]
     pub still_connecting: u64,
+    /// Requests still waiting when the grace period ended, recorded in every latency
+    /// figure at their wait so far (a lower bound of their latency).
+    #[serde(default)]
+    pub unfinished: u64,
+    /// The shortest wait of an unfinished request; null when there were none.
+    #[serde(default)]
+    pub unfinished_min_us: Option<u64>,
+    /// The longest wait of an unfinished request; null when there were none.
+    #[serde(default)]
+    pub unfinished_max_us: Option<u64>,
+    /// Segments the generator's own connections retransmitted (TCP_INFO, SYNs apart); null
+    /// when TCP_INFO could not be read.
+    #[serde(default)]
+    pub retransmits: Option<u64>,
+    /// SYNs the generator's own connections retransmitted; null when not read.
+    #[serde(default)]
+    pub syn_retransmits: Option<u64>,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -110,6 +130,22 @@ pub struct Summary {
     /// non2xx / requests.
     pub non2xx_rate: f64,
 }
+
+/// Little's law as a self-check of a closed-loop run: the connections' time in the measured
+/// window against the time its requests account for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LittlesLaw {
+    /// Connections' lifetimes in the window × pipelining depth (s).
+    pub connection_s: f64,
+    /// Finished, failed and unfinished requests' times, plus retried connects (s).
+    pub accounted_s: f64,
+    /// The share of `connection_s` no request accounts for (%): time the generator lost
+    /// between requests. Over 5 % means the generator was saturated or has a bug.
+    pub unaccounted_pct: f64,
+}
+
+/// Unaccounted time above this share is reported as the generator's own.
+pub const LITTLES_LAW_SLACK_PCT: f64 = 5.0;
 
 /// The latency histogram, losslessly, for tools that want every percentile.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -137,8 +173,16 @@ pub struct Report {
     pub target: Option<TargetInfo>,
     /// The totals.
     pub summary: Summary,
-    /// Latency of complete responses (corrected for coordinated omission in open loop).
+    /// Latency of every request that got a response, and of every unfinished one at its
+    /// wait so far (corrected for coordinated omission in open loop).
     pub latency_us: Option<Percentiles>,
+    /// The percentiles of `latency_us` that unfinished requests reach (`p99`, `p999`,
+    /// `max`, ...): their true values are at least as high.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency_lower_bound: Vec<String>,
+    /// Closed loop: Little's law as a self-check; null in open loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub littles_law: Option<LittlesLaw>,
     /// Open loop only: latency from the actual send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_uncorrected_us: Option<Percentiles>,
@@ -193,6 +237,31 @@ pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut bytes.as_slice())
         .ok()
+}
+
+/// The names of the percentiles whose value unfinished requests may set: a percentile is
+/// exact only when it lies below every unfinished request's wait.
+fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
+    let (Some(min), false) = (unfinished_min_us, h.is_empty()) else {
+        return Vec::new();
+    };
+    let floor = h.lowest_equivalent(min.clamp(1, h.high()));
+    let p = Percentiles::of(h);
+    [
+        ("min", p.min),
+        ("p50", p.p50),
+        ("p75", p.p75),
+        ("p90", p.p90),
+        ("p95", p.p95),
+        ("p99", p.p99),
+        ("p999", p.p999),
+        ("p9999", p.p9999),
+        ("max", p.max),
+    ]
+    .into_iter()
+    .filter(|&(_, v)| v >= floor)
+    .map(|(name, _)| name.to_string())
+    .collect()
 }
 
 fn ratio(part: u64, whole: u64) -> f64 {
@@ -258,11 +327,26 @@ impl Report {
                 reconnects: c.reconnects,
                 aborted: c.aborted,
                 still_connecting: c.still_connecting,
+                unfinished: c.unfinished,
+                unfinished_min_us: c.unfinished_min_us,
+                unfinished_max_us: c.unfinished_max_us,
+                retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),
+                syn_retransmits: (c.tcp_info_reads > 0).then_some(c.syn_retransmits),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
             },
             latency_us: percentiles(&totals.latency),
+            latency_lower_bound: lower_bounds(&totals.latency, c.unfinished_min_us),
+            littles_law: match plan.pace {
+                Pace::Max if c.connection_us > 0 => Some(LittlesLaw {
+                    connection_s: c.connection_us as f64 / 1e6,
+                    accounted_s: c.accounted_us as f64 / 1e6,
+                    unaccounted_pct: 100.0
+                        * (1.0 - c.accounted_us as f64 / c.connection_us as f64).max(0.0),
+                }),
+                _ => None,
+            },
             latency_uncorrected_us: match plan.pace {
                 Pace::Rate(_) => percentiles(&totals.latency_uncorrected),
                 Pace::Max => None,
@@ -314,10 +398,11 @@ impl Report {
                     "no request got a response: {} connection(s) to {addr} were still opening when the run ended",
                     fmt_count(s.still_connecting)
                 )
-            } else if s.aborted > 0 {
+            } else if s.unfinished > 0 {
                 format!(
-                    "no request got a response: {} were still waiting for {addr} when the run ended (-t is {:.1} s)",
-                    fmt_count(s.aborted),
+                    "no request got a response: {} were still waiting for {addr} when the run ended, up to {} (-t is {:.1} s)",
+                    fmt_count(s.unfinished),
+                    s.unfinished_max_us.map_or("n/a".into(), fmt_us),
                     self.config.timeout_s
                 )
             } else {
@@ -498,7 +583,7 @@ impl Report {
             out,
             "  Successes:     {} ({:.2} %)",
             fmt_count(s.successes),
-            100.0 * (1.0 - s.error_rate)
+            100.0 * ratio(s.successes, s.requests)
         );
         if s.successes > 0 {
             let _ = writeln!(
@@ -538,10 +623,22 @@ impl Report {
                 fmt_count(s.reconnects)
             );
         }
+        if s.unfinished > 0 {
+            let waits = match (s.unfinished_min_us, s.unfinished_max_us) {
+                (Some(lo), Some(hi)) if lo == hi => format!("waited {}", fmt_us(hi)),
+                (Some(lo), Some(hi)) => format!("waited {} to {}", fmt_us(lo), fmt_us(hi)),
+                _ => String::from("waits unknown"),
+            };
+            let _ = writeln!(
+                out,
+                "  Unfinished:    {} still waiting when the run ended ({waits}); counted at their wait so far, a lower bound",
+                fmt_count(s.unfinished)
+            );
+        }
         if s.aborted > 0 {
             let _ = writeln!(
                 out,
-                "  Aborted:       {} in flight at the end (not counted)",
+                "  Aborted:       {} lost by the generator at the end (not counted: a generator bug)",
                 fmt_count(s.aborted)
             );
         }
@@ -555,18 +652,37 @@ impl Report {
         for w in &self.warnings {
             let _ = writeln!(out, "  warning: {w}");
         }
+        if let Some(l) = self
+            .littles_law
+            .as_ref()
+            .filter(|l| l.unaccounted_pct > LITTLES_LAW_SLACK_PCT)
+        {
+            let _ = writeln!(
+                out,
+                "  Warning:       {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+                l.unaccounted_pct,
+                l.connection_s - l.accounted_s,
+                l.connection_s
+            );
+        }
         let _ = writeln!(out);
         let title = if c.rate.is_some() {
             "Latency (from intended send time; coordinated omission corrected):"
         } else {
             "Latency:"
         };
-        write_percentiles(&mut out, title, self.latency_us.as_ref());
+        write_percentiles(
+            &mut out,
+            title,
+            self.latency_us.as_ref(),
+            &self.latency_lower_bound,
+        );
         if c.rate.is_some() {
             write_percentiles(
                 &mut out,
                 "Latency from actual send (uncorrected):",
                 self.latency_uncorrected_us.as_ref(),
+                &[],
             );
         }
         if let Some(p) = &self.connect_us {
@@ -604,6 +720,7 @@ impl Report {
                 let outcome = match (r.status, r.error) {
                     (Some(code), _) => code.to_string(),
                     (None, Some(kind)) => kind.to_string(),
+                    (None, None) if r.unfinished => "unfinished".into(),
                     (None, None) => "?".into(),
                 };
                 let mut parts = Vec::new();
@@ -613,7 +730,9 @@ impl Report {
                 if let Some(cn) = r.connect_us {
                     parts.push(format!("connect {}", fmt_us(cn)));
                 }
-                if r.error.is_none() {
+                if let Some(stage) = r.stage {
+                    parts.push(stage.describe().to_string());
+                } else if r.error.is_none() {
                     parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
                     parts.push(format!("body {}", fmt_us(r.body_us)));
                 }
@@ -623,7 +742,11 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "  {:>9}  at {:>7.3} s  [{}]  {}  (worker {}, conn {})",
-                    fmt_us(r.latency_us),
+                    if r.unfinished {
+                        format!("≥ {}", fmt_us(r.latency_us))
+                    } else {
+                        fmt_us(r.latency_us)
+                    },
                     r.at_s,
                     outcome,
                     parts.join(", "),
@@ -636,30 +759,46 @@ impl Report {
     }
 }
 
-fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>) {
+/// `lower` names the percentiles that are lower bounds (unfinished requests reach them):
+/// they print as `≥ 2.00s`, and so do the mean and stdev then.
+fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>, lower: &[String]) {
     let _ = writeln!(out, "{title}");
     let Some(p) = p else {
         let _ = writeln!(out, "  n/a (no complete responses)\n");
         return;
     };
+    let at_least = |name: &str, v: u64| {
+        if lower.iter().any(|l| l == name) {
+            format!("≥ {}", fmt_us(v))
+        } else {
+            fmt_us(v)
+        }
+    };
+    let mean_bound = if lower.is_empty() { "" } else { "≥ " };
     let _ = writeln!(
         out,
-        "  min {}  mean {}  stdev {}  max {}",
-        fmt_us(p.min),
+        "  min {}  mean {mean_bound}{}  stdev {}  max {}",
+        at_least("min", p.min),
         fmt_us(p.mean.round() as u64),
         fmt_us(p.stdev.round() as u64),
-        fmt_us(p.max)
+        at_least("max", p.max)
     );
-    for (label, v) in [
-        ("p50", p.p50),
-        ("p75", p.p75),
-        ("p90", p.p90),
-        ("p95", p.p95),
-        ("p99", p.p99),
-        ("p99.9", p.p999),
-        ("p99.99", p.p9999),
+    for (label, name, v) in [
+        ("p50", "p50", p.p50),
+        ("p75", "p75", p.p75),
+        ("p90", "p90", p.p90),
+        ("p95", "p95", p.p95),
+        ("p99", "p99", p.p99),
+        ("p99.9", "p999", p.p999),
+        ("p99.99", "p9999", p.p9999),
     ] {
-        let _ = writeln!(out, "  {label:>7}  {}", fmt_us(v));
+        let _ = writeln!(out, "  {label:>7}  {}", at_least(name, v));
+    }
+    if !lower.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (≥: unfinished requests reach this figure; their true latency is longer)"
+        );
     }
     let _ = writeln!(out);
 }

@@ -1,7 +1,10 @@
 //! Spike forensics: name the likely cause of a tail spike, with its evidence, or nothing.
 //!
 //! Each rule names a cause only when both its latency signature and its corroborating
-//! counters are there; a healthy run names none. The rules read plain numbers
+//! evidence are there; a healthy run names none. The evidence is the run's own: TCP_INFO of
+//! the generator's connections and the accept queue of the target's listeners. The kernel's
+//! machine-wide counters (/proc/net/netstat) move for every socket on the machine, so they
+//! are cited beside it, labelled, and never create or veto a cause. The rules read plain numbers
 //! ([`Evidence`]) that the binary extracts from the generator's histograms and the profile,
 //! so they are tested on synthetic data, near-misses included.
 
@@ -9,13 +12,19 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::listen::ListenReport;
+
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Window {
     /// Start.
     pub start_s: f64,
-    /// End.
+    /// End. When `open_ended`, the cause was still going on when the run ended: this is
+    /// when it was last seen, not when it stopped.
     pub end_s: f64,
+    /// Requests it held were still unfinished at the end of the run.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub open_ended: bool,
 }
 
 /// A named cause.
@@ -56,6 +65,8 @@ pub struct Slow {
     pub latency_us: u64,
     /// It opened its connection.
     pub first_on_connection: bool,
+    /// Still unfinished when the run ended: `latency_us` is a lower bound.
+    pub unfinished: bool,
 }
 
 /// What the rules read.
@@ -80,8 +91,16 @@ pub struct Evidence {
     /// Responses that took 100–190 ms: RTO delays stand out above these, a stall's spread
     /// of latencies does not.
     pub below_rto: u64,
-    /// Kernel TCP counter deltas; `None` when unreadable.
+    /// Machine-wide kernel TCP counter deltas (every socket on the machine); `None` when
+    /// unreadable. Cited as corroboration only.
     pub tcp: Option<BTreeMap<String, i64>>,
+    /// Segments the generator's own connections retransmitted (TCP_INFO), SYNs apart;
+    /// `None` when TCP_INFO could not be read.
+    pub own_retransmits: Option<u64>,
+    /// SYNs the generator's own connections retransmitted.
+    pub own_syn_retransmits: Option<u64>,
+    /// The accept queues of the target's listeners; `None` when not watched.
+    pub listen: Option<ListenReport>,
     /// Mean busy % of the server's CPUs, when known.
     pub server_cpus_busy_pct: Option<f64>,
     /// Mean busy % of the generator's CPUs, when known.
@@ -113,6 +132,57 @@ fn tcp_list(e: &Evidence, names: &[&str]) -> String {
         .join(", ")
 }
 
+/// The machine-wide counters as a labelled aside.
+fn machine_wide(e: &Evidence, names: &[&str]) -> String {
+    if e.tcp.is_some() {
+        format!("machine-wide, all sockets: {}", tcp_list(e, names))
+    } else {
+        "machine-wide counters unreadable".into()
+    }
+}
+
+/// The watched listeners, when they could be sampled.
+fn watched(e: &Evidence) -> Option<&ListenReport> {
+    e.listen.as_ref().filter(|l| l.samples > 0)
+}
+
+/// Whether the target's own listener was seen at its limit.
+fn listener_full(e: &Evidence) -> bool {
+    watched(e).is_some_and(|l| l.full_samples > 0)
+}
+
+/// Our own SYN retransmits that point at dropped handshakes rather than packet loss: data
+/// retransmits do not outnumber them (measured with 5 % loss: one lost SYN beside 191
+/// resent data segments).
+fn own_syn_drops(e: &Evidence) -> u64 {
+    let syn = e.own_syn_retransmits.unwrap_or(0);
+    if syn > 0 && e.own_retransmits.unwrap_or(0) <= syn {
+        syn
+    } else {
+        0
+    }
+}
+
+fn listener_text(e: &Evidence) -> String {
+    match (watched(e), e.listen.as_ref()) {
+        (Some(l), _) => format!(
+            "the target's listener ({} socket{} on port {}, backlog {}) was at its limit in {} of {} samples, longest queue {}",
+            l.sockets,
+            if l.sockets == 1 { "" } else { "s" },
+            l.port,
+            l.backlog.map_or("n/a".into(), |b| b.to_string()),
+            l.full_samples,
+            l.samples,
+            l.max_queue
+        ),
+        (None, Some(l)) => format!(
+            "the target's listener could not be watched ({})",
+            l.unavailable.as_deref().unwrap_or("not found")
+        ),
+        (None, None) => "the target's listener was not watched".into(),
+    }
+}
+
 /// Names the causes the evidence supports, most specific first.
 pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
     let mut out = Vec::new();
@@ -127,13 +197,10 @@ pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
 
 fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
     let slow_new: u64 = e.new_connection_syn_steps.iter().sum();
-    // The queue counters are the specific evidence. SYN retransmits alone can also be packet
-    // loss: they count only when data retransmits (RetransSegs less the SYNs) do not outnumber
-    // them (measured with 5 % loss: one lost SYN beside 191 resent data segments).
-    let queue = tcp(e, "ListenOverflows") + tcp(e, "ListenDrops") + tcp(e, "TCPReqQFullDrop");
-    let syn = tcp(e, "TCPSynRetrans");
-    let data_retrans = (tcp(e, "RetransSegs") - syn).max(0);
-    if slow_new == 0 || (queue <= 0 && (syn <= 0 || data_retrans > syn)) {
+    // The specific evidence is the target's own listener at its limit; where it cannot be
+    // watched (or the queue filled between samples), our own connections' SYN retransmits
+    // (a full queue drops SYNs) when data retransmits do not outnumber them.
+    if slow_new == 0 || !(listener_full(e) || own_syn_drops(e) > 0) {
         return None;
     }
     let [s1, s3, s7] = e.new_connection_syn_steps;
@@ -142,12 +209,22 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
             .iter()
             .filter(|s| s.first_on_connection && s.latency_us >= 900_000),
     );
+    let full_seconds =
+        watched(e)
+            .filter(|l| !l.full_seconds.is_empty())
+            .map_or(String::new(), |l| {
+                let secs: Vec<String> = l.full_seconds.iter().map(u64::to_string).collect();
+                format!(" (full in second(s) {})", secs.join(", "))
+            });
     Some(Diagnosis {
         cause: "accept_queue_overflow".into(),
         evidence: format!(
             "{slow_new} requests on new connections took ~1 s ({s1}), ~3 s ({s3}) or ~7 s ({s7}): SYN or handshake retransmits \
-             after the listen queue overflowed ({}); raise the backlog (listen(2), net.core.somaxconn) or accept faster",
-            tcp_list(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans", "TCPReqQFullDrop"])
+             after the listen queue overflowed: {}{full_seconds}; our connections retransmitted {} SYNs ({}); \
+             raise the backlog (listen(2), net.core.somaxconn) or accept faster",
+            listener_text(e),
+            e.own_syn_retransmits.map_or("n/a".into(), |n| n.to_string()),
+            machine_wide(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans"])
         ),
         requests_affected: slow_new,
         window,
@@ -173,13 +250,13 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
 
 fn retransmission(e: &Evidence) -> Option<Diagnosis> {
     let n: u64 = e.rto_steps.iter().sum();
-    // Segments actually resent. TCPTimeouts alone is no evidence: an application that stops
-    // reading for longer than the minimum RTO makes retransmit timers fire with nothing lost
-    // (seen here: a 250 ms stall, TCPTimeouts +32, RetransSegs +0).
-    let resent = tcp(e, "RetransSegs");
+    // Segments our own connections actually resent. A timer firing is no evidence: an
+    // application that stops reading for longer than the minimum RTO makes retransmit timers
+    // fire with nothing lost (seen here: a 250 ms stall, TCPTimeouts +32, RetransSegs +0).
+    let resent = e.own_retransmits.unwrap_or(0);
     // Steps, not a spread: a stall in open loop delays requests by every amount up to its
     // length, RTOs by ~200 ms and its doublings.
-    if n < 3 || resent <= 0 || n < 3 * e.below_rto {
+    if n < 3 || resent == 0 || n < 3 * e.below_rto {
         return None;
     }
     // Released at the same moment is a stall's signature; RTO delays end one by one.
@@ -191,8 +268,8 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
         cause: "retransmission".into(),
         evidence: format!(
             "{n} responses took ~200 ms ({r2}), ~400 ms ({r4}) or ~800 ms ({r8}): the minimum RTO and its back-off, while \
-             {}: segments were lost and resent",
-            tcp_list(e, &["RetransSegs", "TCPTimeouts", "TCPLossProbes"])
+             our own connections retransmitted {resent} segments (TCP_INFO; {}): segments were lost and resent",
+            machine_wide(e, &["RetransSegs", "TCPTimeouts", "TCPLossProbes"])
         ),
         requests_affected: n,
         window: None,
@@ -225,12 +302,11 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     // measured here, a 250 ms stall of the io_uring server moved RetransSegs and TCPTimeouts
     // by about the number of requests it held (+45..+69) with nothing else wrong. What tells
     // a stall from retransmission is timing: many at the same moment, not one by one.
-    let listen = ["ListenOverflows", "ListenDrops", "TCPSynRetrans"]
-        .iter()
-        .map(|n| tcp(e, n))
-        .sum::<i64>();
+    // The target's own listener full, or our own SYNs dropped, point at connection setup
+    // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
+    // another busy server's leftovers must not veto this one's stall.)
     let affected_total: u64 = stalled.iter().map(|s| s.outliers).sum();
-    if listen > 0 {
+    if listener_full(e) || own_syn_drops(e) > 0 {
         return None;
     }
     // Old connections were delayed too: not a connection-setup problem.
@@ -253,6 +329,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let window = window_of(slow.iter().copied()).or(Some(Window {
         start_s: stalled[0].t_s - 1.0,
         end_s: stalled[stalled.len() - 1].t_s,
+        open_ended: false,
     }));
     let seconds: Vec<String> = stalled
         .iter()
@@ -262,12 +339,13 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         cause: "server_stall".into(),
         evidence: format!(
             "{affected} requests were delayed together, up to {} ms, in second(s) {} — at least {threshold} at once, about \
-             half of the {} that can be in flight — on reused connections too, while no listen-queue counter moved ({}): the server stopped \
-             running for a while (a GC pause, a blocking call, a stalled event loop)",
+             half of the {} that can be in flight — on reused connections too, while the listen queue never filled ({}; \
+             {}): the server stopped running for a while (a GC pause, a blocking call, a stalled event loop)",
             worst / 1000,
             seconds.join(", "),
             e.in_flight,
-            if e.tcp.is_some() { tcp_list(e, &["ListenOverflows", "ListenDrops", "RetransSegs"]) } else { "TCP counters unreadable".into() }
+            listener_text(e),
+            machine_wide(e, &["ListenOverflows", "ListenDrops", "RetransSegs"])
         ),
         requests_affected: affected,
         window,
@@ -368,10 +446,12 @@ fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
             None => Window {
                 start_s: s.at_s,
                 end_s: end,
+                open_ended: s.unfinished,
             },
             Some(w) => Window {
                 start_s: w.start_s.min(s.at_s),
                 end_s: w.end_s.max(end),
+                open_ended: w.open_ended || s.unfinished,
             },
         });
     }
@@ -400,12 +480,25 @@ mod tests {
                 at_s: 3.2,
                 latency_us: 4_000,
                 first_on_connection: false,
+                unfinished: false,
             }],
             tcp: Some(BTreeMap::from([
                 ("ListenOverflows".into(), 0),
                 ("RetransSegs".into(), 0),
                 ("TCPSynRetrans".into(), 0),
             ])),
+            own_retransmits: Some(0),
+            own_syn_retransmits: Some(0),
+            listen: Some(ListenReport {
+                port: 8080,
+                sockets: 1,
+                backlog: Some(4096),
+                samples: 100,
+                full_samples: 0,
+                max_queue: 3,
+                full_seconds: Vec::new(),
+                unavailable: None,
+            }),
             server_cpus_busy_pct: Some(99.0),
             client_cpus_busy_pct: Some(95.0),
             steal_pct: Some(0.2),
@@ -428,6 +521,7 @@ mod tests {
             at_s,
             latency_us,
             first_on_connection: false,
+            unfinished: false,
         })
         .collect()
     }
@@ -442,35 +536,48 @@ mod tests {
     }
 
     #[test]
-    fn accept_queue_overflow_needs_slow_new_connections_and_the_counters() {
+    fn accept_queue_overflow_needs_slow_new_connections_and_our_own_listener_or_syns() {
         let mut e = healthy();
         e.new_connection_syn_steps = [12, 2, 0];
         e.slowest.push(Slow {
             at_s: 1.5,
             latency_us: 1_020_000,
             first_on_connection: true,
+            unfinished: false,
         });
-        // Near-miss: ~1 s on new connections but no listen counter moved.
+        // Near-miss: ~1 s on new connections but our listener never filled and no SYN of
+        // ours was resent.
         assert!(causes(&e).is_empty());
-        // Near-miss: a SYN retransmit among many data retransmits is packet loss.
+        // Near-miss: another listener on the machine overflowed (machine-wide counters
+        // moved), ours did not: not ours to name.
+        let mut elsewhere = e.clone();
+        elsewhere
+            .tcp
+            .as_mut()
+            .unwrap()
+            .insert("ListenOverflows".into(), 900);
+        assert!(causes(&elsewhere).is_empty(), "{:?}", diagnose(&elsewhere));
+        // Near-miss: one SYN of ours resent among many data retransmits is packet loss.
         let mut lossy = e.clone();
-        lossy
-            .tcp
-            .as_mut()
-            .unwrap()
-            .insert("TCPSynRetrans".into(), 1);
-        lossy
-            .tcp
-            .as_mut()
-            .unwrap()
-            .insert("RetransSegs".into(), 192);
+        lossy.own_syn_retransmits = Some(1);
+        lossy.own_retransmits = Some(192);
         assert!(!causes(&lossy).contains(&"accept_queue_overflow".to_string()));
-        e.tcp.as_mut().unwrap().insert("ListenOverflows".into(), 40);
+        // Our SYNs dropped and nothing else resent: the queue, even between samples.
+        let mut syns = e.clone();
+        syns.own_syn_retransmits = Some(14);
+        assert_eq!(causes(&syns), vec!["accept_queue_overflow"]);
+        // The listener seen full.
+        let l = e.listen.as_mut().unwrap();
+        l.full_samples = 25;
+        l.max_queue = 4096;
+        l.full_seconds = vec![1, 2];
         let d = diagnose(&e);
         assert_eq!(d[0].cause, "accept_queue_overflow");
         assert_eq!(d[0].requests_affected, 14);
         assert!(
-            d[0].evidence.contains("ListenOverflows +40"),
+            d[0].evidence.contains("at its limit in 25 of 100 samples")
+                && d[0].evidence.contains("second(s) 1, 2")
+                && d[0].evidence.contains("machine-wide"),
             "{}",
             d[0].evidence
         );
@@ -478,7 +585,8 @@ mod tests {
             d[0].window,
             Some(Window {
                 start_s: 1.5,
-                end_s: 2.52
+                end_s: 2.52,
+                open_ended: false,
             })
         );
     }
@@ -500,7 +608,10 @@ mod tests {
             causes(&e).is_empty(),
             "200 ms responses alone could be a slow server"
         );
+        // Near-miss: segments resent machine-wide, none on our connections.
         e.tcp.as_mut().unwrap().insert("RetransSegs".into(), 25);
+        assert!(causes(&e).is_empty(), "{:?}", diagnose(&e));
+        e.own_retransmits = Some(25);
         assert_eq!(causes(&e), vec!["retransmission"]);
         // Near-miss: as many just below 200 ms: a spread (a stall), not RTO steps.
         e.below_rto = 30;
@@ -522,7 +633,8 @@ mod tests {
             d[0].window,
             Some(Window {
                 start_s: 4.1,
-                end_s: 4.4
+                end_s: 4.4,
+                open_ended: false,
             })
         );
         // Near-miss: the generator's own loop was held up as long: its pause, not the server's.
@@ -546,6 +658,7 @@ mod tests {
             at_s,
             latency_us,
             first_on_connection: false,
+            unfinished: false,
         })
         .collect();
         assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));
@@ -570,12 +683,17 @@ mod tests {
             .insert("RetransSegs".into(), 60);
         retrans.rto_steps = [0, 0, 0];
         assert_eq!(causes(&retrans), vec!["server_stall"]);
-        let mut listen = e.clone();
-        listen
+        // Another listener on the machine overflowing does not veto this server's stall.
+        let mut elsewhere = e.clone();
+        elsewhere
             .tcp
             .as_mut()
             .unwrap()
-            .insert("ListenOverflows".into(), 1);
+            .insert("ListenOverflows".into(), 178);
+        assert_eq!(causes(&elsewhere), vec!["server_stall"]);
+        // Its own listener full does: connection setup, not a stall.
+        let mut listen = e.clone();
+        listen.listen.as_mut().unwrap().full_samples = 3;
         assert!(!causes(&listen).contains(&"server_stall".to_string()));
     }
 

@@ -11,6 +11,7 @@
 pub mod cpus;
 pub mod forensics;
 mod launch;
+pub mod listen;
 mod nginx;
 pub mod procstat;
 pub mod profile;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
 use tailscope_targets::forensics::Diagnosis;
+use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 
@@ -71,6 +72,8 @@ pub enum Action {
     Snapshot(Box<Snapshot>, Option<Vec<CpuUsage>>),
     /// The profiler's per-CPU counters of the same tick.
     Counters(TickCounters),
+    /// The accept queues of the target's listeners at the same tick (`None`: not found).
+    ListenQueue(Option<ListenSample>),
     /// The spike causes the run so far supports.
     Diagnosis(Vec<Diagnosis>),
     /// Stop the load gracefully.
@@ -128,6 +131,8 @@ pub struct App {
     pub cpus: Option<Vec<CpuUsage>>,
     /// Per-CPU perf counters of the last tick.
     pub counters: Option<TickCounters>,
+    /// The target's listeners' accept queues at the last tick.
+    pub listen: Option<ListenSample>,
     /// Spike causes named so far.
     pub diagnosis: Vec<Diagnosis>,
     /// The current view.
@@ -156,6 +161,7 @@ impl App {
             history: VecDeque::with_capacity(HISTORY),
             cpus: None,
             counters: None,
+            listen: None,
             diagnosis: Vec::new(),
             view: View::Overview,
             frozen: false,
@@ -178,6 +184,12 @@ impl App {
             Action::Counters(c) => {
                 if !self.frozen {
                     self.counters = Some(c);
+                }
+                None
+            }
+            Action::ListenQueue(l) => {
+                if !self.frozen {
+                    self.listen = l;
                 }
                 None
             }

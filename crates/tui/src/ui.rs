@@ -466,8 +466,13 @@ impl Widget for &Percentiles<'_> {
                 )),
             ]));
         }
+        let unfinished = if s.totals.unfinished > 0 {
+            format!(" · {} unfinished", fmt_count(s.totals.unfinished))
+        } else {
+            String::new()
+        };
         lines.push(Line::from(format!(
-            "  {} requests · {} errors · {} timeouts",
+            "  {} requests · {} errors · {} timeouts{unfinished}",
             fmt_count(s.totals.requests()),
             fmt_count(s.totals.error_total()),
             fmt_count(s.totals.timeouts())
@@ -755,6 +760,13 @@ impl Widget for &Cpus<'_> {
                 Style::default().fg(DIM),
             )));
         }
+        // The target's own accept queue: full means new connections wait for SYN retransmits.
+        let (text, color) = match app.listen {
+            Some(l) if l.full > 0 => (format!("listen queue {}/{} FULL", l.queue, l.backlog), BAD),
+            Some(l) => (format!("listen queue {}/{}", l.queue, l.backlog), DIM),
+            None => ("listen queue n/a".to_string(), DIM),
+        };
+        lines.push(Line::from(Span::styled(text, Style::default().fg(color))));
         Paragraph::new(lines).render(inner, buf);
     }
 }
@@ -777,6 +789,7 @@ impl Widget for &Slowest<'_> {
             let outcome = match (r.status, r.error) {
                 (Some(c), _) => c.to_string(),
                 (None, Some(k)) => k.to_string(),
+                (None, None) if r.unfinished => "unfinished".into(),
                 _ => "?".into(),
             };
             let mut split = Vec::new();

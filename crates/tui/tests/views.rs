@@ -15,6 +15,7 @@ use tailscope_loadgen::recorder::{
 };
 use tailscope_loadgen::ErrorKind;
 use tailscope_targets::forensics::{Diagnosis, Window};
+use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
@@ -94,6 +95,11 @@ fn snapshot(tick: u64) -> Snapshot {
             worker: 0,
             status: Some(200),
             error: None,
+            unfinished: false,
+            stage: None,
+            retransmits: None,
+            rtt_us: None,
+            rto_us: None,
         }],
         // The finished seconds: 3,500 req/s, 2 of them timeouts each.
         recent_seconds: (1..=tick / 10)
@@ -110,6 +116,8 @@ fn second(t_s: f64, requests: u64, errors: u64) -> TimePoint {
         requests,
         errors,
         timeouts: errors,
+        unfinished: 0,
+        retransmits: 0,
         p50_us: 250,
         p99_us: 299,
         max_us: 400,
@@ -182,6 +190,13 @@ fn app_with_data(rate: Option<f64>) -> App {
             migrations_per_s: vec![Some(2.0), Some(1.0)],
             ipc: vec![None, None],
         }));
+        // The target's listener, filling up in the last ticks.
+        app.update(Action::ListenQueue(Some(ListenSample {
+            sockets: 1,
+            queue: if tick > 38 { 128 } else { 2 },
+            backlog: 128,
+            full: usize::from(tick > 38),
+        })));
     }
     app
 }
@@ -227,7 +242,11 @@ fn cores_view_120x40() {
         cause: "accept_queue_overflow".into(),
         evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
         requests_affected: 40,
-        window: Some(Window { start_s: 2.0, end_s: 3.02 }),
+        window: Some(Window {
+            start_s: 2.0,
+            end_s: 3.02,
+            open_ended: false,
+        }),
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);

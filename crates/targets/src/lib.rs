@@ -16,6 +16,7 @@ pub mod procstat;
 pub mod profile;
 mod spec;
 mod sys;
+pub mod tree;
 
 pub use launch::{kill_all_launched, Target};
 pub use spec::TargetSpec;

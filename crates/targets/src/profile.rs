@@ -346,15 +346,18 @@ struct MemberStart {
     stime: u64,
     voluntary: Option<u64>,
     involuntary: Option<u64>,
+    /// It had exited before the window began (during the warm-up).
+    gone: bool,
 }
 
 impl TreeStart {
     fn of(tree: &ProcessTree) -> TreeStart {
         TreeStart {
             ticks: tree.cpu_ticks(),
+            // Those already gone are kept too: their figures then are final, so they add
+            // nothing to the window and are left out of its breakdown.
             members: tree
                 .members()
-                .filter(|m| m.alive)
                 .map(|m| {
                     (
                         (m.stat.pid, m.stat.starttime),
@@ -363,6 +366,7 @@ impl TreeStart {
                             stime: m.stat.stime,
                             voluntary: m.voluntary,
                             involuntary: m.involuntary,
+                            gone: !m.alive,
                         },
                     )
                 })
@@ -397,6 +401,9 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
     let mut max_rss_kb = None::<u64>;
     for m in tree.members() {
         let base = start.member(m);
+        if base.gone {
+            continue;
+        }
         let user = m.stat.utime.saturating_sub(base.utime);
         let system = m.stat.stime.saturating_sub(base.stime);
         let v = sub(m.voluntary, base.voluntary);

@@ -120,6 +120,8 @@ fn tree_of(root: u64) -> Vec<u64> {
 
 /// What one run says about the server's tree.
 struct TreeRun {
+    /// Whether CPU 0 was quiet before the run, so that its figures can be judged.
+    quiet: bool,
     report: serde_json::Value,
     cpu_s: f64,
     busy_s: f64,
@@ -153,6 +155,7 @@ impl TreeRun {
             .map(|d| d["cause"].as_str().unwrap().to_string())
             .collect();
         TreeRun {
+            quiet: false,
             cpu_s: target["cpu_time_s"].as_f64().unwrap(),
             busy_s,
             causes,
@@ -274,7 +277,8 @@ fn healthy_run(what: &str, mut measure: impl FnMut() -> TreeRun) -> TreeRun {
     let mut last = None;
     for _ in 0..3 {
         let before = cpu0_busy_pct().unwrap_or(0.0);
-        let run = measure();
+        let mut run = measure();
+        run.quiet = before <= QUIET_PCT;
         if before > QUIET_PCT {
             eprintln!(
                 "{what}: CPU 0 was {before:.0} % busy with other work before the run, not judged: {}",
@@ -382,20 +386,31 @@ fn by_pid(server: &OwnServer, requests: &str) -> TreeRun {
     TreeRun::of(report)
 }
 
-/// Totals of the same server launched and named by --pid are comparable: the same work, a
-/// noisy machine (the per-request CPU may differ by a factor, never by the tree's size).
+/// Totals of the same server launched and named by --pid are comparable: the same work, so
+/// the same processes and a per-request CPU within a factor of 3 (a noisy machine, never the
+/// tree's size: reading one process of it would be off by the number of workers, or read 0).
+/// CPU per request rises under contention (more preemptions, fewer requests per wake-up: 9 µs
+/// against 28 µs measured for nginx with CPU 0 fully taken by a build), so the factor is
+/// judged only when both runs had a quiet CPU.
 fn assert_comparable(launched: &TreeRun, external: &TreeRun, what: &str) {
     let a = launched.target()["service_demand_us"].as_f64().unwrap();
     let b = external.target()["service_demand_us"].as_f64().unwrap();
+    assert!(a > 0.0 && b > 0.0, "{what}: {a} µs, {b} µs");
+    assert!(
+        n(&external.target()["processes_seen"]) >= 2,
+        "{what}: --pid follows the tree: {}",
+        external.describe()
+    );
+    if !(launched.quiet && external.quiet) {
+        eprintln!(
+            "skipped: {what}: comparing the service demand of the launched and --pid runs ({a:.1} µs vs {b:.1} µs; CPU 0 was busy with other work)"
+        );
+        return;
+    }
     assert!(
         b > a / 3.0 && b < a * 3.0,
         "{what}: service demand launched {a:.1} µs vs --pid {b:.1} µs\nlaunched: {}\n--pid: {}",
         launched.describe(),
-        external.describe()
-    );
-    assert!(
-        n(&external.target()["processes_seen"]) >= 2,
-        "{what}: --pid follows the tree: {}",
         external.describe()
     );
 }

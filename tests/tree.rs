@@ -659,3 +659,56 @@ fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server that leaves the target's process group (`setsid`) is out of reach of a group
+/// kill; it is still a descendant, so stopping the tree and the guardian still get it.
+#[test]
+fn a_server_that_leaves_the_group_is_still_stopped_and_killed() {
+    if !has_python() || Command::new("setsid").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 or setsid not installed");
+        return;
+    }
+    let _turn = serial();
+    let template =
+        "command:setsid python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1; true";
+    // A normal stop.
+    let (mut child, mut seen) = common::spawn_until(
+        &[
+            "run", "--target", template, "--path", "/", "-z", "60s", "-c", "1",
+        ],
+        "ready at",
+    );
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buf = [0u8; 256];
+    while !seen
+        .split("ready at")
+        .nth(1)
+        .is_some_and(|l| l.contains(')'))
+    {
+        use std::io::Read;
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    child.stderr = Some(stderr);
+    let root: u64 = seen
+        .split("(pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    std::thread::sleep(Duration::from_millis(500));
+    let tree = tree_of(root);
+    assert!(tree.len() >= 2, "the shell and its server: {tree:?}");
+    common::interrupt(child.id());
+    let _ = child.wait();
+    let survivors: Vec<u64> = tree.iter().copied().filter(|&p| !common::gone(p)).collect();
+    assert_eq!(
+        survivors,
+        Vec::<u64>::new(),
+        "stopping the tree reaches the server that left the group"
+    );
+    // A SIGKILL of tailscope: the guardian reaches it too.
+    sigkill_leaves_nothing(template, 2);
+}

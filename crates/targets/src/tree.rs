@@ -211,10 +211,15 @@ impl ProcessTree {
             }
         }
         // Join: the root, the group, and children of members, until nothing new joins (a
-        // child can have a lower pid than its parent after pid wrap-around).
+        // child can have a lower pid than its parent after pid wrap-around). tailscope itself
+        // never joins (`--pid` of the shell it was started from): the generator's work is not
+        // the server's, and without it its children (the guardian) do not join either;
+        // unless tailscope is the root itself (a test profiling its own process).
+        let me = std::process::id() as i32;
+        let root = self.root;
         loop {
             let mut joined = false;
-            for s in &now {
+            for s in now.iter().filter(|s| s.pid != me || s.pid == root) {
                 let known = self
                     .members
                     .get(&s.pid)
@@ -344,6 +349,16 @@ impl ProcessTree {
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};
+
+    #[test]
+    fn tailscope_is_never_part_of_the_tree_it_profiles() {
+        // `--pid` of the shell tailscope was started from: here, the test's parent.
+        let parent = std::os::unix::process::parent_id();
+        let tree = ProcessTree::new(parent, None);
+        let me = std::process::id() as i32;
+        assert!(tree.members().any(|m| m.stat.pid == parent as i32));
+        assert!(tree.members().all(|m| m.stat.pid != me));
+    }
 
     #[test]
     fn follows_children_and_keeps_the_cpu_of_the_dead() {

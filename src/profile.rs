@@ -261,12 +261,14 @@ fn text(
             };
             let _ = writeln!(
                 out,
-                "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s){}",
+                "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s) = {}{}",
                 p.pid,
                 what,
                 p.cpu_time_s,
                 p.user_s,
                 p.system_s,
+                p.service_demand_us
+                    .map_or("n/a".into(), |u| format!("{u:.2} µs/req")),
                 if p.alive_at_end { "" } else { "  exited" },
             );
         }

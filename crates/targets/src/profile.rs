@@ -276,6 +276,8 @@ pub struct ProcessProfile {
     pub system_s: f64,
     /// user + system.
     pub cpu_time_s: f64,
+    /// Its own CPU µs per request of the run (its share of the tree's service demand).
+    pub service_demand_us: Option<f64>,
     /// Voluntary context switches over the run.
     pub voluntary_ctx_switches: Option<u64>,
     /// Involuntary context switches over the run.
@@ -426,6 +428,8 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
             user_s: user as f64 / tps,
             system_s: system as f64 / tps,
             cpu_time_s: (user + system) as f64 / tps,
+            service_demand_us: (requests > 0)
+                .then(|| (user + system) as f64 / tps * 1e6 / requests as f64),
             voluntary_ctx_switches: v,
             involuntary_ctx_switches: i,
             threads: m.stat.threads,

@@ -283,15 +283,63 @@ fn text(
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
         let _ = writeln!(
             out,
-            "  {name} pid {}: {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} threads; max RSS {} KiB",
+            "  {name} (pid {}): {} process{} ({} alive at the end): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} threads; RSS {} KiB in all, largest peak {} KiB",
             t.pid,
+            t.processes_seen,
+            if t.processes_seen == 1 { "" } else { "es" },
+            t.processes_alive_at_end,
             t.cpu_time_s,
             t.user_s,
             t.system_s,
             t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
             t.threads,
+            opt(t.rss_sum_kb.map(fmt_count)),
             opt(t.max_rss_kb.map(fmt_count)),
         );
+        // The busiest processes by name; a prefork server's many exited workers go on one line.
+        const SHOWN: usize = 8;
+        for p in t.processes.iter().take(SHOWN) {
+            let what = if p.command.is_empty() {
+                &p.comm
+            } else {
+                &p.command
+            };
+            let what: String = if what.chars().count() > 40 {
+                what.chars().take(39).chain(['…']).collect()
+            } else {
+                what.clone()
+            };
+            let _ = writeln!(
+                out,
+                "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s) = {}{}",
+                p.pid,
+                what,
+                p.cpu_time_s,
+                p.user_s,
+                p.system_s,
+                p.service_demand_us
+                    .map_or("n/a".into(), |u| format!("{u:.2} µs/req")),
+                if p.alive_at_end { "" } else { "  exited" },
+            );
+        }
+        if t.processes.len() > SHOWN {
+            let rest = &t.processes[SHOWN..];
+            let _ = writeln!(
+                out,
+                "    … and {} more process{} ({} exited): {:.2} s",
+                rest.len(),
+                if rest.len() == 1 { "" } else { "es" },
+                rest.iter().filter(|p| !p.alive_at_end).count(),
+                rest.iter().map(|p| p.cpu_time_s).sum::<f64>(),
+            );
+        }
+        if t.exited_cpu_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "    of which {:.2} s by processes that exited during the run",
+                t.exited_cpu_s
+            );
+        }
         let _ = writeln!(
             out,
             "  context switches: {} voluntary, {} involuntary",

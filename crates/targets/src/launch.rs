@@ -13,6 +13,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::cpus::format_list;
+use crate::tree::ProcessTree;
 use crate::{nginx, sys, Error, TargetSpec};
 
 /// Process groups launched and not yet stopped, for [`kill_all_launched`].
@@ -23,7 +24,8 @@ const STDERR_TAIL: usize = 8 * 1024;
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Kills (SIGKILL) every launched target's process group. For a signal handler's last
-/// resort, when tailscope must exit at once and guards will not run.
+/// resort, when tailscope must exit at once and guards will not run (each target's guardian
+/// then kills what is left of its tree when tailscope's process ends).
 pub fn kill_all_launched() {
     if let Ok(groups) = LAUNCHED.lock() {
         for &pgid in groups.iter() {
@@ -32,7 +34,7 @@ pub fn kill_all_launched() {
     }
 }
 
-/// A launched, ready server. Stopping it (or dropping it) stops its whole process group.
+/// A launched, ready server. Stopping it (or dropping it) stops its whole process tree.
 pub struct Target {
     name: String,
     kind: &'static str,
@@ -43,6 +45,9 @@ pub struct Target {
     server_cpus: Vec<usize>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
     temp_dir: Option<PathBuf>,
+    /// Kills the tree if tailscope dies without stopping it (`None`: it could not be forked;
+    /// the root's PR_SET_PDEATHSIG is then the only safety net).
+    guardian: Option<sys::Guardian>,
 }
 
 fn free_port() -> Result<u16, Error> {
@@ -111,6 +116,9 @@ impl Target {
             } => {
                 let bin = nginx::find()?;
                 let port = free_port()?;
+                // Directories left by a tailscope that was killed before its guardian could
+                // remove them.
+                nginx::sweep_stale_dirs(&std::env::temp_dir());
                 let dir = std::env::temp_dir()
                     .join(format!("tailscope-nginx-{}-{port}", std::process::id()));
                 std::fs::create_dir_all(&dir).map_err(|error| Error::Write {
@@ -167,6 +175,8 @@ impl Target {
         if let Ok(mut groups) = LAUNCHED.lock() {
             groups.push(pgid);
         }
+        // A failed fork leaves the PDEATHSIG safety net: the run goes on.
+        let guardian = sys::Guardian::spawn(child.id(), temp_dir.clone()).ok();
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = child.stderr.take() {
             keep_tail(err, stderr.clone());
@@ -194,6 +204,7 @@ impl Target {
             server_cpus: server_cpus.to_vec(),
             stderr,
             temp_dir,
+            guardian,
         };
         let deadline = Instant::now() + spec.ready_timeout();
         if let Some(rx) = announced {
@@ -327,7 +338,8 @@ impl Target {
         &self.server_cpus
     }
 
-    /// Stops the process group: SIGTERM, up to 3 s of grace, then SIGKILL; reaps the leader.
+    /// Stops the process tree: SIGTERM to the group and every descendant, up to 3 s of grace
+    /// for the leader, then SIGKILL to whatever is left of the tree; reaps the leader.
     /// Returns how the leader exited.
     pub fn stop(mut self) -> Option<ExitStatus> {
         self.terminate(STOP_GRACE)
@@ -335,29 +347,41 @@ impl Target {
 
     fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
-        let group = Pid::from_raw(self.pgid);
+        // Read before the first signal, while every process is still connected to the root.
+        let mut tree = ProcessTree::for_killing(self.pgid as u32, Some(self.pgid as u32));
         let mut status = child.try_wait().ok().flatten();
         if status.is_none() {
-            let _ = killpg(group, Signal::SIGTERM);
+            tree.signal(Signal::SIGTERM);
             let deadline = Instant::now() + grace;
+            let mut refreshed = Instant::now();
             while Instant::now() < deadline {
                 status = child.try_wait().ok().flatten();
                 if status.is_some() {
                     break;
                 }
+                if refreshed.elapsed() >= Duration::from_millis(100) {
+                    // Keep up with processes forked during the shutdown.
+                    tree.refresh();
+                    refreshed = Instant::now();
+                }
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        // Whatever is left of the group (workers of a dead master, a shell's children).
-        let _ = killpg(group, Signal::SIGKILL);
+        // Whatever is left of the tree (workers of a dead master, a shell's children, a
+        // process that left the group).
+        let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
         if status.is_none() {
             status = child.wait().ok();
         }
+        tree.kill_all(Duration::from_secs(1));
         if let Ok(mut groups) = LAUNCHED.lock() {
             groups.retain(|&g| g != self.pgid);
         }
         if let Some(dir) = self.temp_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(guardian) = self.guardian.take() {
+            guardian.release();
         }
         status
     }

@@ -3,10 +3,11 @@
 //! A [`TargetSpec`] names a server (the embedded reference server, nginx from a generated
 //! config, or any command). [`Target::launch`] starts it in its own process group, on the
 //! server's CPUs ([`cpus`]), waits until it answers HTTP, and returns a guard: [`Target::stop`]
-//! sends SIGTERM to the group, waits a grace period, then SIGKILL, and reaps; dropping the
-//! guard does the same, so a panic leaves nothing behind, and the child also gets SIGKILL
-//! from the kernel if tailscope itself is killed ([`sys`], the crate's only `unsafe`).
-//! The profiler (per-core counters, /proc samplers) comes here too, in a later issue.
+//! sends SIGTERM to its whole process tree ([`tree`]), waits a grace period, then SIGKILL, and
+//! reaps; dropping the guard does the same, so a panic leaves nothing behind. If tailscope
+//! itself is killed, a guardian process forked at launch kills the tree and removes its
+//! temporary directory ([`sys`], the crate's only `unsafe`). The profiler ([`profile`]) follows
+//! the same tree, and [`forensics`] reads what it measured.
 
 pub mod cpus;
 pub mod forensics;
@@ -17,6 +18,7 @@ pub mod procstat;
 pub mod profile;
 mod spec;
 mod sys;
+pub mod tree;
 
 pub use launch::{kill_all_launched, Target};
 pub use spec::TargetSpec;

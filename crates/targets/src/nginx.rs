@@ -58,3 +58,46 @@ http {{\n    access_log off;\n    keepalive_requests 1000000000;\n    keepalive_
     })?;
     Ok(path)
 }
+
+/// Removes `tailscope-nginx-PID-PORT` directories under `tmp` whose tailscope (PID) is no
+/// longer running: what a tailscope killed before its guardian could clean up left behind.
+pub fn sweep_stale_dirs(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("tailscope-nginx-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{owner}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_only_the_dirs_of_dead_owners() {
+        let tmp = std::env::temp_dir().join(format!("ts-sweep-{}", std::process::id()));
+        let mine = tmp.join(format!("tailscope-nginx-{}-8080", std::process::id()));
+        // Pid numbers stop well below this (pid_max is at most 2^22).
+        let dead = tmp.join("tailscope-nginx-999999999-8080");
+        let other = tmp.join("tailscope-other-1");
+        for d in [&mine, &dead, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        sweep_stale_dirs(&tmp);
+        assert!(mine.exists() && other.exists());
+        assert!(!dead.exists());
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

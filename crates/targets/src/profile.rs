@@ -3,9 +3,10 @@
 //! Sampled every tick beside the generator's snapshots: per-CPU time from /proc/stat, NET_RX
 //! and NET_TX softirqs from /proc/softirqs, per-CPU perf counters (software ones always where
 //! perf is allowed; hardware ones only where the PMU has them, `None` otherwise, never 0),
-//! the target process from /proc/PID, the generator's own CPU time, and the kernel's TCP
-//! counters from /proc/net/netstat and /proc/net/snmp. [`Profiler::finish`] turns the deltas
-//! into a [`Profile`] for the report.
+//! the target's whole process tree ([`crate::tree`]: every process descended from its pid,
+//! those that exit and are respawned during the run included), the generator's own CPU time,
+//! and the kernel's TCP counters from /proc/net/netstat and /proc/net/snmp.
+//! [`Profiler::finish`] turns the deltas into a [`Profile`] for the report.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -15,6 +16,7 @@ use perf_event::{Builder, Counter};
 use serde::Serialize;
 
 use crate::procstat::{read_ticks, usage, CpuTicks, CpuUsage};
+use crate::tree::{Member, ProcessTree};
 
 /// The TCP counters the report and the forensics read (TcpExt from /proc/net/netstat, Tcp
 /// from /proc/net/snmp).
@@ -94,43 +96,19 @@ impl CpuCounters {
     }
 }
 
-/// What /proc says about one process.
+/// The CPU time of one process (the generator: tailscope itself).
 #[derive(Debug, Clone, Copy, Default)]
 struct ProcSample {
     user_s: f64,
     system_s: f64,
-    threads: i64,
-    voluntary: Option<u64>,
-    involuntary: Option<u64>,
-    max_rss_kb: Option<u64>,
 }
 
 fn sample_process(process: &procfs::process::Process) -> Option<ProcSample> {
     let stat = process.stat().ok()?;
     let tps = procfs::ticks_per_second() as f64;
-    let status = process.status().ok();
-    // Context switches are per thread in /proc (the leader's status counts only the main
-    // thread, which in a server mostly waits): sum them over every task.
-    let (mut voluntary, mut involuntary) = (None::<u64>, None::<u64>);
-    if let Ok(tasks) = process.tasks() {
-        for task in tasks.flatten() {
-            if let Ok(st) = task.status() {
-                if let Some(v) = st.voluntary_ctxt_switches {
-                    voluntary = Some(voluntary.unwrap_or(0) + v);
-                }
-                if let Some(v) = st.nonvoluntary_ctxt_switches {
-                    involuntary = Some(involuntary.unwrap_or(0) + v);
-                }
-            }
-        }
-    }
     Some(ProcSample {
         user_s: stat.utime as f64 / tps,
         system_s: stat.stime as f64 / tps,
-        threads: stat.num_threads,
-        voluntary,
-        involuntary,
-        max_rss_kb: status.as_ref().and_then(|s| s.vmhwm),
     })
 }
 
@@ -243,29 +221,73 @@ pub struct CpuProfile {
     pub branch_misses: Option<u64>,
 }
 
-/// The server process over the run.
+/// The server over the run: its whole process tree (the root, every process descended from it,
+/// and those that exited during the run).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetProfile {
+    /// The root's pid (the launched process, or `--pid`).
+    pub pid: u32,
+    /// user + system over the tree, all threads, exited processes included.
+    pub cpu_time_s: f64,
+    /// User time of the tree.
+    pub user_s: f64,
+    /// System time of the tree.
+    pub system_s: f64,
+    /// The tree's CPU µs per request: the server's cost of one request.
+    pub service_demand_us: Option<f64>,
+    /// Voluntary context switches, summed over the tree's threads.
+    pub voluntary_ctx_switches: Option<u64>,
+    /// Involuntary context switches (preemptions), summed over the tree's threads.
+    pub involuntary_ctx_switches: Option<u64>,
+    /// The largest peak resident memory (VmHWM) of any one process of the tree.
+    pub max_rss_kb: Option<u64>,
+    /// Resident memory of the tree's live processes at the end, summed (shared pages count
+    /// once per process, as `ps` does).
+    pub rss_sum_kb: Option<u64>,
+    /// Threads of the live processes at the end.
+    pub threads: i64,
+    /// The CPUs the root may run on (`Cpus_allowed_list`).
+    pub cpus_allowed: Vec<usize>,
+    /// Processes seen in the tree during the run.
+    pub processes_seen: usize,
+    /// Of those, alive at the end.
+    pub processes_alive_at_end: usize,
+    /// CPU time of the processes that exited during the run (respawned workers, a shell's
+    /// children), included in `cpu_time_s`.
+    pub exited_cpu_s: f64,
+    /// Each process of the tree, the busiest first.
+    pub processes: Vec<ProcessProfile>,
+}
+
+/// One process of the server's tree over the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessProfile {
     /// Its pid.
     pub pid: u32,
-    /// user + system, all threads.
-    pub cpu_time_s: f64,
-    /// User time.
+    /// Its parent's pid when last seen.
+    pub ppid: i32,
+    /// The kernel's short name.
+    pub comm: String,
+    /// Its command line, shortened (nginx's shows `nginx: worker process`).
+    pub command: String,
+    /// User time of its own threads over the run.
     pub user_s: f64,
     /// System time.
     pub system_s: f64,
-    /// CPU µs per request: the server's cost of one request.
+    /// user + system.
+    pub cpu_time_s: f64,
+    /// Its own CPU µs per request of the run (its share of the tree's service demand).
     pub service_demand_us: Option<f64>,
-    /// Voluntary context switches.
+    /// Voluntary context switches over the run.
     pub voluntary_ctx_switches: Option<u64>,
-    /// Involuntary context switches (preemptions).
+    /// Involuntary context switches over the run.
     pub involuntary_ctx_switches: Option<u64>,
-    /// Peak resident memory.
-    pub max_rss_kb: Option<u64>,
-    /// Threads at the end.
+    /// Threads when last seen.
     pub threads: i64,
-    /// The CPUs it may run on (`Cpus_allowed_list`).
-    pub cpus_allowed: Vec<usize>,
+    /// Peak resident memory, KiB.
+    pub max_rss_kb: Option<u64>,
+    /// Whether it was still running at the end of the run.
+    pub alive_at_end: bool,
 }
 
 /// The generator (this process) over the run.
@@ -298,7 +320,8 @@ pub struct Profile {
 
 /// Samples the machine, the target and the generator while a run goes on.
 pub struct Profiler {
-    target: Option<(u32, procfs::process::Process)>,
+    target_pid: Option<u32>,
+    tree: Option<ProcessTree>,
     perf: Vec<CpuCounters>,
     started: Instant,
     cpu_start: Option<Vec<CpuTicks>>,
@@ -307,8 +330,136 @@ pub struct Profiler {
     perf_last: (Instant, Vec<[Option<u64>; 8]>),
     softirq_start: Option<Vec<(u64, u64)>>,
     tcp_start: Option<BTreeMap<String, i64>>,
-    target_start: Option<ProcSample>,
+    tree_start: Option<TreeStart>,
     self_start: Option<ProcSample>,
+}
+
+/// The tree at the start of the measured window.
+struct TreeStart {
+    /// Cumulative (user, system) ticks of the tree.
+    ticks: (u64, u64),
+    /// Each member's own figures then, by pid and start time.
+    members: BTreeMap<(i32, u64), MemberStart>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct MemberStart {
+    utime: u64,
+    stime: u64,
+    voluntary: Option<u64>,
+    involuntary: Option<u64>,
+    /// It had exited before the window began (during the warm-up).
+    gone: bool,
+}
+
+impl TreeStart {
+    fn of(tree: &ProcessTree) -> TreeStart {
+        TreeStart {
+            ticks: tree.cpu_ticks(),
+            // Those already gone are kept too: their figures then are final, so they add
+            // nothing to the window and are left out of its breakdown.
+            members: tree
+                .members()
+                .map(|m| {
+                    (
+                        (m.stat.pid, m.stat.starttime),
+                        MemberStart {
+                            utime: m.stat.utime,
+                            stime: m.stat.stime,
+                            voluntary: m.voluntary,
+                            involuntary: m.involuntary,
+                            gone: !m.alive,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// A member's own figures at the start (zeros for one born during the window).
+    fn member(&self, m: &Member) -> MemberStart {
+        self.members
+            .get(&(m.stat.pid, m.stat.starttime))
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// The tree's profile over the window from `start` to now.
+fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetProfile {
+    let tps = procfs::ticks_per_second() as f64;
+    let (user_end, system_end) = tree.cpu_ticks();
+    let user_s = user_end.saturating_sub(start.ticks.0) as f64 / tps;
+    let system_s = system_end.saturating_sub(start.ticks.1) as f64 / tps;
+    let cpu_time_s = user_s + system_s;
+    let sub = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b.unwrap_or(0)));
+    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    let mut processes = Vec::new();
+    let (mut voluntary, mut involuntary) = (None, None);
+    let (mut exited_ticks, mut threads, mut rss_pages) = (0u64, 0i64, None::<u64>);
+    let mut max_rss_kb = None::<u64>;
+    for m in tree.members() {
+        let base = start.member(m);
+        if base.gone {
+            continue;
+        }
+        let user = m.stat.utime.saturating_sub(base.utime);
+        let system = m.stat.stime.saturating_sub(base.stime);
+        let v = sub(m.voluntary, base.voluntary);
+        let i = sub(m.involuntary, base.involuntary);
+        voluntary = sum(voluntary, v);
+        involuntary = sum(involuntary, i);
+        max_rss_kb = max_rss_kb.max(m.max_rss_kb);
+        let alive = m.alive && !m.stat.zombie;
+        if alive {
+            threads += m.stat.threads;
+            rss_pages = Some(rss_pages.unwrap_or(0) + m.stat.rss_pages);
+        } else {
+            exited_ticks += user + system;
+        }
+        processes.push(ProcessProfile {
+            pid: m.stat.pid as u32,
+            ppid: m.stat.ppid,
+            comm: m.stat.comm.clone(),
+            command: m.command.clone(),
+            user_s: user as f64 / tps,
+            system_s: system as f64 / tps,
+            cpu_time_s: (user + system) as f64 / tps,
+            service_demand_us: (requests > 0)
+                .then(|| (user + system) as f64 / tps * 1e6 / requests as f64),
+            voluntary_ctx_switches: v,
+            involuntary_ctx_switches: i,
+            threads: m.stat.threads,
+            max_rss_kb: m.max_rss_kb,
+            alive_at_end: alive,
+        });
+    }
+    processes.sort_by(|a, b| {
+        b.cpu_time_s
+            .total_cmp(&a.cpu_time_s)
+            .then(a.pid.cmp(&b.pid))
+    });
+    let page_kb = procfs::page_size() / 1024;
+    TargetProfile {
+        pid: tree.root(),
+        cpu_time_s,
+        user_s,
+        system_s,
+        service_demand_us: (requests > 0).then(|| cpu_time_s * 1e6 / requests as f64),
+        voluntary_ctx_switches: voluntary,
+        involuntary_ctx_switches: involuntary,
+        max_rss_kb,
+        rss_sum_kb: rss_pages.map(|p| p * page_kb),
+        threads,
+        cpus_allowed: cpus_allowed(tree.root()),
+        processes_seen: processes.len(),
+        processes_alive_at_end: processes.iter().filter(|p| p.alive_at_end).count(),
+        exited_cpu_s: exited_ticks as f64 / tps,
+        processes,
+    }
 }
 
 impl Profiler {
@@ -316,13 +467,14 @@ impl Profiler {
     pub fn new(target_pid: Option<u32>) -> Profiler {
         let cpus = read_ticks().map_or(0, |t| t.len());
         let perf: Vec<CpuCounters> = (0..cpus).map(CpuCounters::open).collect();
-        let target = target_pid.and_then(|pid| {
-            procfs::process::Process::new(pid as i32)
-                .ok()
-                .map(|p| (pid, p))
-        });
+        // Descendants only, not the root's process group: a `--pid` server started from a
+        // shell may share its group with unrelated processes (`server | tee log`).
+        let tree = target_pid
+            .filter(|pid| procfs::process::Process::new(*pid as i32).is_ok())
+            .map(|pid| ProcessTree::new(pid, None));
         let mut p = Profiler {
-            target,
+            target_pid,
+            tree,
             perf,
             started: Instant::now(),
             cpu_start: None,
@@ -331,7 +483,7 @@ impl Profiler {
             perf_last: (Instant::now(), Vec::new()),
             softirq_start: None,
             tcp_start: None,
-            target_start: None,
+            tree_start: None,
             self_start: None,
         };
         p.begin();
@@ -349,7 +501,10 @@ impl Profiler {
             .ok()
             .map(|t| parse_softirqs(&t));
         self.tcp_start = read_tcp();
-        self.target_start = self.target.as_ref().and_then(|(_, p)| sample_process(p));
+        if let Some(tree) = self.tree.as_mut() {
+            tree.refresh();
+            self.tree_start = Some(TreeStart::of(tree));
+        }
         self.self_start = procfs::process::Process::myself()
             .ok()
             .and_then(|p| sample_process(&p));
@@ -373,6 +528,10 @@ impl Profiler {
 
     /// One tick: per-CPU usage and counters since the previous tick.
     pub fn tick(&mut self) -> (Option<Vec<CpuUsage>>, TickCounters) {
+        // Every tick, so that workers forked and gone between two ends of the run are seen.
+        if let Some(tree) = self.tree.as_mut() {
+            tree.refresh();
+        }
         let now_ticks = read_ticks();
         let cpus = match (&self.cpu_last, &now_ticks) {
             (Some(before), Some(after)) => Some(
@@ -460,38 +619,27 @@ impl Profiler {
             notes.push("/proc/stat unreadable: per-CPU usage is missing".into());
         }
         let per_request = |cpu_s: f64| (requests > 0).then(|| cpu_s * 1e6 / requests as f64);
-        let target = match (&self.target, self.target_start) {
-            (Some((pid, process)), Some(start)) => sample_process(process).map(|end| {
-                let user_s = end.user_s - start.user_s;
-                let system_s = end.system_s - start.system_s;
-                let sub = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
-                TargetProfile {
-                    pid: *pid,
-                    cpu_time_s: user_s + system_s,
-                    user_s,
-                    system_s,
-                    service_demand_us: per_request(user_s + system_s),
-                    voluntary_ctx_switches: sub(end.voluntary, start.voluntary),
-                    involuntary_ctx_switches: sub(end.involuntary, start.involuntary),
-                    max_rss_kb: end.max_rss_kb,
-                    threads: end.threads,
-                    cpus_allowed: cpus_allowed(*pid),
+        let target = match (self.tree.as_mut(), &self.tree_start) {
+            (Some(tree), Some(start)) => {
+                tree.refresh();
+                if !tree
+                    .members()
+                    .any(|m| m.stat.pid as u32 == tree.root() && m.alive)
+                {
+                    notes.push(format!(
+                        "the server's process {} exited during the run: its CPU time is counted up to its last sample",
+                        tree.root()
+                    ));
                 }
-            }),
-            (Some((pid, _)), None) => {
-                notes.push(format!("target pid {pid} could not be read from /proc"));
+                Some(tree_profile(tree, start, requests))
+            }
+            _ => {
+                if let Some(pid) = self.target_pid {
+                    notes.push(format!("target pid {pid} could not be read from /proc"));
+                }
                 None
             }
-            _ => None,
         };
-        if target.is_none()
-            && self.target.is_some()
-            && !notes.iter().any(|n| n.starts_with("target pid"))
-        {
-            notes.push(
-                "the target exited before the end of the run: its CPU time is missing".into(),
-            );
-        }
         let generator = match (
             procfs::process::Process::myself()
                 .ok()

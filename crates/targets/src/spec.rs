@@ -40,7 +40,8 @@ pub enum TargetSpec {
 }
 
 impl TargetSpec {
-    /// Parses the command line's `--target`: `embedded`, `nginx`, or `command:TEMPLATE`.
+    /// Parses the command line's `--target`: `embedded`, `nginx`, `nginx:WORKERS`, or
+    /// `command:TEMPLATE`.
     pub fn parse(s: &str) -> Result<TargetSpec, Error> {
         if let Some(template) = s.strip_prefix("command:") {
             if !template.contains("{port}") {
@@ -56,6 +57,17 @@ impl TargetSpec {
                 ready_timeout: Duration::from_secs(10),
             });
         }
+        if let Some(workers) = s.strip_prefix("nginx:") {
+            return match workers.parse::<usize>() {
+                Ok(workers @ 1..=64) => Ok(TargetSpec::Nginx {
+                    workers,
+                    static_dir: None,
+                }),
+                _ => Err(Error::BadSpec(format!(
+                    "nginx target {s:?}: the number of worker processes must be 1 to 64, e.g. nginx:2"
+                ))),
+            };
+        }
         match s {
             "embedded" => Ok(TargetSpec::Embedded {
                 threads: None,
@@ -67,7 +79,7 @@ impl TargetSpec {
                 static_dir: None,
             }),
             other => Err(Error::BadSpec(format!(
-                "unknown target {other:?}: use embedded, nginx, or 'command:CMD --port {{port}}'"
+                "unknown target {other:?}: use embedded, nginx, nginx:WORKERS, or 'command:CMD --port {{port}}'"
             ))),
         }
     }
@@ -113,6 +125,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("{port}"));
+        assert_eq!(
+            TargetSpec::parse("nginx:2").unwrap(),
+            TargetSpec::Nginx {
+                workers: 2,
+                static_dir: None
+            }
+        );
+        assert!(TargetSpec::parse("nginx:0").is_err());
+        assert!(TargetSpec::parse("nginx:x").is_err());
         assert!(TargetSpec::parse("apache")
             .unwrap_err()
             .to_string()

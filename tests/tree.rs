@@ -1,0 +1,714 @@
+//! The target is its whole process tree: real multi-process servers (nginx with 2 workers,
+//! gunicorn whose workers are respawned mid-run, a server forked by `sh -c`) are profiled as
+//! one, launched or named by `--pid`, and nothing of them survives a SIGKILL of tailscope.
+//!
+//! The tests take turns (one lock): each pins its server to CPU 0 and compares the tree's CPU
+//! time with that CPU's busy time, which another test's server would spoil. The machine is
+//! shared, so a measurement is retried when another process took the server's CPU (a fact
+//! the profile shows), and no timing is asserted.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{alive, n, run_json, tailscope};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn nginx_bin() -> Option<PathBuf> {
+    [
+        "/usr/sbin/nginx",
+        "/usr/local/sbin/nginx",
+        "/usr/local/nginx/sbin/nginx",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+}
+
+fn has_gunicorn() -> bool {
+    Command::new("python3")
+        .args(["-m", "gunicorn", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn has_python() -> bool {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ts-tree-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A WSGI app for gunicorn, in `dir/app.py`.
+fn write_wsgi_app(dir: &Path) {
+    std::fs::write(
+        dir.join("app.py"),
+        "def app(environ, start_response):\n    body = b'Hello, World!'\n    start_response('200 OK', [('Content-Type', 'text/plain'), ('Content-Length', str(len(body)))])\n    return [body]\n",
+    )
+    .unwrap();
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The server commands under test, as `--target` takes them (`{port}` filled by tailscope).
+fn gunicorn_template(dir: &Path) -> String {
+    format!(
+        "command:python3 -m gunicorn --chdir {} --workers 2 --max-requests 300 --max-requests-jitter 30 -b 127.0.0.1:{{port}} app:app",
+        dir.display()
+    )
+}
+
+/// `sh -c` that forks the server (the `; true` keeps the shell from exec'ing it).
+const SH_TEMPLATE: &str =
+    "command:python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1; true";
+
+/// (pid, ppid) of every process, from /proc.
+fn all_parents() -> Vec<(u64, u64, bool)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let pid = head.split_whitespace().next().and_then(|p| p.parse().ok());
+        if let (Some(pid), Some(ppid)) = (pid, f.get(1).and_then(|p| p.parse().ok())) {
+            out.push((pid, ppid, f[0] == "Z"));
+        }
+    }
+    out
+}
+
+/// `root` and every live process descended from it.
+fn tree_of(root: u64) -> Vec<u64> {
+    let all = all_parents();
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            all.iter()
+                .filter(|(_, ppid, zombie)| *ppid == parent && !zombie)
+                .map(|(pid, _, _)| *pid),
+        );
+        i += 1;
+    }
+    tree
+}
+
+/// What one run says about the server's tree.
+struct TreeRun {
+    /// Whether CPU 0 was quiet before the run, so that its figures can be judged.
+    quiet: bool,
+    report: serde_json::Value,
+    cpu_s: f64,
+    busy_s: f64,
+    causes: Vec<String>,
+}
+
+impl TreeRun {
+    fn of(report: serde_json::Value) -> TreeRun {
+        let profile = &report["profile"];
+        let target = &profile["target"];
+        let duration = profile["duration_s"].as_f64().unwrap();
+        // The server's CPUs: pinned at launch, or what the --pid process may run on.
+        let server_cpus: Vec<u64> = report["target"]["server_cpus"]
+            .as_array()
+            .filter(|a| !a.is_empty())
+            .unwrap_or_else(|| target["cpus_allowed"].as_array().unwrap())
+            .iter()
+            .map(n)
+            .collect();
+        let busy_s = profile["cpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| server_cpus.contains(&n(&c["cpu"])))
+            .map(|c| (100.0 - c["idle_pct"].as_f64().unwrap()) / 100.0 * duration)
+            .sum();
+        let causes = report["diagnosis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["cause"].as_str().unwrap().to_string())
+            .collect();
+        TreeRun {
+            quiet: false,
+            cpu_s: target["cpu_time_s"].as_f64().unwrap(),
+            busy_s,
+            causes,
+            report,
+        }
+    }
+
+    fn target(&self) -> &serde_json::Value {
+        &self.report["profile"]["target"]
+    }
+
+    /// The tree took at least half of its CPU's busy time, and the run named no cause on the
+    /// server's side. `generator_saturated` is a fact of these closed-loop runs, not a fault of
+    /// the server: nginx answers faster than one CPU of the (debug-built) generator can ask,
+    /// and the rule says so; what must not appear is `cpu_contention` from a tree whose CPU
+    /// was not counted.
+    fn healthy(&self) -> bool {
+        self.cpu_s >= 0.5 * self.busy_s && self.causes.iter().all(|c| c == "generator_saturated")
+    }
+
+    fn describe(&self) -> String {
+        let processes: Vec<String> = self.target()["processes"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|p| {
+                        format!(
+                            "{} {} {:.2}s{}",
+                            p["pid"],
+                            p["comm"].as_str().unwrap_or(""),
+                            p["cpu_time_s"].as_f64().unwrap_or(0.0),
+                            if p["alive_at_end"] == true {
+                                ""
+                            } else {
+                                " exited"
+                            }
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        format!(
+            "tree CPU {:.2} s of {:.2} s busy on the server's CPU; causes {:?}; processes [{}]",
+            self.cpu_s,
+            self.busy_s,
+            self.causes,
+            processes.join(", ")
+        )
+    }
+
+    /// Facts that hold on any run: the tree has the processes, their CPU is counted, the
+    /// per-process lines add up to no more than the total.
+    fn check_facts(&self, min_processes: u64, what: &str) {
+        let t = self.target();
+        let requests = n(&self.report["summary"]["requests"]);
+        assert!(requests > 0, "{what}: requests were answered");
+        assert!(
+            n(&t["processes_seen"]) >= min_processes,
+            "{what}: at least {min_processes} processes: {}",
+            self.describe()
+        );
+        assert!(self.cpu_s > 0.0, "{what}: {}", self.describe());
+        let demand = t["service_demand_us"].as_f64().unwrap();
+        // Plausible: non-zero, and below a CPU-second per request.
+        assert!(
+            demand > 0.0 && demand < 1e6,
+            "{what}: service demand {demand} µs"
+        );
+        let per_process: f64 = t["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["cpu_time_s"].as_f64().unwrap())
+            .sum();
+        assert!(
+            per_process <= self.cpu_s + 0.05,
+            "{what}: the processes' own CPU ({per_process:.2} s) is within the tree's total: {}",
+            self.describe()
+        );
+        assert!(self.report["profile"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|note| !note.as_str().unwrap().contains("could not be read")));
+    }
+}
+
+/// How busy CPU 0 (the server's) is with whatever runs on it now, over half a second.
+fn cpu0_busy_pct() -> Option<f64> {
+    fn ticks() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().find(|l| l.starts_with("cpu0 "))?;
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let idle = v.get(3)? + v.get(4)?;
+        Some((v.iter().sum(), idle))
+    }
+    let (t0, i0) = ticks()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let (t1, i1) = ticks()?;
+    let total = t1.saturating_sub(t0).max(1) as f64;
+    Some(100.0 * (1.0 - i1.saturating_sub(i0) as f64 / total))
+}
+
+/// The share of CPU 0 that other work may already take for a run to count as quiet.
+const QUIET_PCT: f64 = 25.0;
+
+/// Runs `measure` until a run on a quiet machine is healthy (the tree took at least half of
+/// its CPU's busy time, no cause named), at most 3 times. The machine is shared: when CPU 0
+/// is already busy with other work before a run, the profiler rightly names
+/// `cpu_contention` and the tree's share of the busy time says nothing, so that run is not
+/// judged; if no run was quiet, the comparison is skipped, visibly. A quiet run that is not
+/// healthy fails the test.
+fn healthy_run(what: &str, mut measure: impl FnMut() -> TreeRun) -> TreeRun {
+    let mut judged = Vec::new();
+    let mut last = None;
+    for _ in 0..3 {
+        let before = cpu0_busy_pct().unwrap_or(0.0);
+        let mut run = measure();
+        run.quiet = before <= QUIET_PCT;
+        if before > QUIET_PCT {
+            eprintln!(
+                "{what}: CPU 0 was {before:.0} % busy with other work before the run, not judged: {}",
+                run.describe()
+            );
+            last = Some(run);
+            continue;
+        }
+        if run.healthy() {
+            return run;
+        }
+        judged.push(run.describe());
+        last = Some(run);
+    }
+    assert!(
+        judged.is_empty(),
+        "{what}: quiet runs that were not healthy: {judged:#?}"
+    );
+    common::inconclusive(format!(
+        "{what}: the tree's share of its CPU's busy time not judged (CPU 0 was busy with other work before each of 3 runs)"
+    ));
+    last.expect("3 runs")
+}
+
+fn launched(target: &str, args: &[&str]) -> TreeRun {
+    let mut all = vec!["run", "--target", target, "--json", "-"];
+    all.extend_from_slice(args);
+    let out = tailscope(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
+    let root = n(&report["target"]["pid"]);
+    assert!(common::gone(root), "the target's root {root} was stopped");
+    TreeRun::of(report)
+}
+
+/// A server the test starts itself on CPU 0 (for `run URL --pid`); killed with its tree.
+struct OwnServer {
+    child: Child,
+    port: u16,
+}
+
+impl OwnServer {
+    fn start(mut cmd: Command, port: u16) -> OwnServer {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd.spawn().expect("the server starts");
+        let server = OwnServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // Let a prefork server finish forking its workers.
+                std::thread::sleep(Duration::from_millis(500));
+                return server;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the server on port {port} did not start");
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let pgid = self.child.id() as i32;
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pgid}")])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn taskset_cpu0(program: &str) -> Command {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", "0", program]);
+    cmd
+}
+
+fn by_pid(server: &OwnServer, requests: &str) -> TreeRun {
+    let (code, report, stderr) = run_json(
+        &server.url(),
+        &[
+            "--pid",
+            &server.pid(),
+            "--cpus",
+            "1",
+            "-n",
+            requests,
+            "-c",
+            "4",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    TreeRun::of(report)
+}
+
+/// Totals of the same server launched and named by --pid are comparable: the same work, so
+/// the same processes and a per-request CPU within a factor of 3 (a noisy machine, never the
+/// tree's size: reading one process of it would be off by the number of workers, or read 0).
+/// CPU per request rises under contention (more preemptions, fewer requests per wake-up: 9 µs
+/// against 28 µs measured for nginx with CPU 0 fully taken by a build), so the factor is
+/// judged only when both runs had a quiet CPU.
+fn assert_comparable(launched: &TreeRun, external: &TreeRun, what: &str) {
+    let a = launched.target()["service_demand_us"].as_f64().unwrap();
+    let b = external.target()["service_demand_us"].as_f64().unwrap();
+    assert!(a > 0.0 && b > 0.0, "{what}: {a} µs, {b} µs");
+    assert!(
+        n(&external.target()["processes_seen"]) >= 2,
+        "{what}: --pid follows the tree: {}",
+        external.describe()
+    );
+    if !(launched.quiet && external.quiet) {
+        common::inconclusive(format!(
+            "{what}: the service demand of the launched and --pid runs not compared ({a:.1} µs vs {b:.1} µs; CPU 0 was busy with other work)"
+        ));
+        return;
+    }
+    assert!(
+        b > a / 3.0 && b < a * 3.0,
+        "{what}: service demand launched {a:.1} µs vs --pid {b:.1} µs\nlaunched: {}\n--pid: {}",
+        launched.describe(),
+        external.describe()
+    );
+}
+
+/// SIGKILLs tailscope in the middle of a launched run: after 2 s nothing of the target's tree
+/// is alive and no temporary directory of it is left.
+fn sigkill_leaves_nothing(target: &str, min_processes: usize) {
+    let (mut child, mut seen) = common::spawn_until(
+        &[
+            "run", "--target", target, "-z", "60s", "-c", "4", "--json", "-",
+        ],
+        "ready at",
+    );
+    // The marker may arrive before the rest of its line.
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buf = [0u8; 256];
+    while !seen
+        .split("ready at")
+        .nth(1)
+        .is_some_and(|l| l.contains(')'))
+    {
+        use std::io::Read;
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    child.stderr = Some(stderr);
+    let root: u64 = seen
+        .split("(pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let tree = tree_of(root);
+    assert!(
+        tree.len() >= min_processes,
+        "{target}: the tree runs: {tree:?}"
+    );
+    let tailscope_pid = child.id();
+    child.kill().unwrap();
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_secs(2));
+    let survivors: Vec<u64> = tree.iter().copied().filter(|&p| alive(p)).collect();
+    assert_eq!(
+        survivors,
+        Vec::<u64>::new(),
+        "{target}: nothing of the tree {tree:?} outlives a SIGKILL of tailscope by 2 s"
+    );
+    let prefix = format!("tailscope-nginx-{tailscope_pid}-");
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(&prefix))
+        .collect();
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "{target}: no temporary directory left"
+    );
+}
+
+#[test]
+fn nginx_with_two_workers_is_profiled_as_its_tree() {
+    let Some(nginx) = nginx_bin() else {
+        common::skip("nginx not installed");
+        return;
+    };
+    let _turn = serial();
+    let run = healthy_run("nginx:2 launched", || {
+        launched("nginx:2", &["-n", "60000", "-c", "8"])
+    });
+    run.check_facts(3, "nginx:2 launched");
+    let workers: Vec<&serde_json::Value> = run.target()["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["command"].as_str().unwrap().contains("worker process"))
+        .collect();
+    assert_eq!(workers.len(), 2, "{}", run.describe());
+
+    // The same nginx started by the test, named by --pid MASTER.
+    let dir = temp_dir("nginx");
+    let port = free_port();
+    let d = dir.display();
+    std::fs::write(
+        dir.join("nginx.conf"),
+        format!(
+            "worker_processes 2;\ndaemon off;\nmaster_process on;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+events {{ worker_connections 1024; }}\n\
+http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+server {{ listen 127.0.0.1:{port}; location = / {{ default_type text/plain; return 200 \"Hello, World!\"; }} }} }}\n"
+        ),
+    )
+    .unwrap();
+    let mut cmd = taskset_cpu0(nginx.to_str().unwrap());
+    cmd.arg("-p")
+        .arg(&dir)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .arg("-c")
+        .arg(dir.join("nginx.conf"));
+    let server = OwnServer::start(cmd, port);
+    let external = healthy_run("nginx --pid", || by_pid(&server, "60000"));
+    external.check_facts(3, "nginx --pid");
+    assert_comparable(&run, &external, "nginx");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    sigkill_leaves_nothing("nginx:2", 3);
+}
+
+#[test]
+fn gunicorn_with_respawned_workers_is_profiled_as_its_tree() {
+    if !has_gunicorn() {
+        common::skip("gunicorn not installed");
+        return;
+    }
+    let _turn = serial();
+    let dir = temp_dir("gunicorn");
+    write_wsgi_app(&dir);
+    let template = gunicorn_template(&dir);
+    let run = healthy_run("gunicorn launched", || {
+        launched(&template, &["--path", "/", "-n", "3000", "-c", "4"])
+    });
+    // The arbiter, 2 workers, and workers respawned after 300 requests each.
+    run.check_facts(5, "gunicorn launched");
+    let t = run.target();
+    assert!(
+        n(&t["processes_seen"]) > n(&t["processes_alive_at_end"]),
+        "workers exited during the run: {}",
+        run.describe()
+    );
+    assert!(
+        t["exited_cpu_s"].as_f64().unwrap() > 0.0,
+        "the exited workers' CPU is kept: {}",
+        run.describe()
+    );
+
+    let port = free_port();
+    let mut cmd = taskset_cpu0("python3");
+    cmd.args([
+        "-m",
+        "gunicorn",
+        "--chdir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "2",
+        "--max-requests",
+        "300",
+        "--max-requests-jitter",
+        "30",
+        "-b",
+        &format!("127.0.0.1:{port}"),
+        "app:app",
+    ]);
+    let server = OwnServer::start(cmd, port);
+    let external = healthy_run("gunicorn --pid", || by_pid(&server, "3000"));
+    external.check_facts(5, "gunicorn --pid");
+    assert_comparable(&run, &external, "gunicorn");
+    drop(server);
+
+    sigkill_leaves_nothing(&template, 3);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_server_forked_by_sh_is_profiled_as_its_tree() {
+    if !has_python() {
+        common::skip("python3 not installed");
+        return;
+    }
+    let _turn = serial();
+    let run = healthy_run("sh -c launched", || {
+        launched(SH_TEMPLATE, &["--path", "/", "-n", "2000", "-c", "2"])
+    });
+    // The shell and the python it forked; the work is python's.
+    run.check_facts(2, "sh -c launched");
+    let busiest = &run.target()["processes"][0];
+    assert!(
+        busiest["command"].as_str().unwrap().contains("http.server"),
+        "the server, not the shell, did the work: {}",
+        run.describe()
+    );
+
+    let port = free_port();
+    let mut cmd = taskset_cpu0("sh");
+    cmd.args([
+        "-c",
+        &format!("python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1; true"),
+    ]);
+    let server = OwnServer::start(cmd, port);
+    let external = healthy_run("sh -c --pid", || by_pid(&server, "2000"));
+    external.check_facts(2, "sh -c --pid");
+    assert_comparable(&run, &external, "sh -c");
+    drop(server);
+
+    sigkill_leaves_nothing(SH_TEMPLATE, 2);
+}
+
+#[test]
+fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
+    if !has_python() {
+        common::skip("python3 not installed");
+        return;
+    }
+    let _turn = serial();
+    let nginx = if nginx_bin().is_some() {
+        "[[target]]\nname = \"nginx\"\nkind = \"nginx\"\nworkers = 2\n"
+    } else {
+        common::skip("nginx not installed (the suite runs the command target only)");
+        ""
+    };
+    let suite = format!(
+        "[load]\nconnections = 4\nduration = \"1s\"\nwarmup = \"200ms\"\nruns = 1\n\
+[[target]]\nname = \"python\"\nkind = \"command\"\ncommand = \"python3 -m http.server {{port}} --bind 127.0.0.1 >/dev/null 2>&1; true\"\n\
+{nginx}[[endpoint]]\npath = \"/\"\n"
+    );
+    let dir = temp_dir("suite");
+    let file = dir.join("tree.toml");
+    std::fs::write(&file, suite).unwrap();
+    let json = dir.join("tree.json");
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), if nginx.is_empty() { 1 } else { 2 });
+    for res in results {
+        // The work is done by python under sh -c and by nginx's workers, never by the
+        // launched process itself: zero here would mean the wrapper or the master was read.
+        let demand = res["server_us_per_request_median"].as_f64();
+        assert!(
+            demand.is_some_and(|d| d > 0.0),
+            "server CPU/req of {}: {demand:?}\n{stderr}",
+            res["target"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server that leaves the target's process group (`setsid`) is out of reach of a group
+/// kill; it is still a descendant, so stopping the tree and the guardian still get it.
+#[test]
+fn a_server_that_leaves_the_group_is_still_stopped_and_killed() {
+    if !has_python() || Command::new("setsid").arg("--version").output().is_err() {
+        common::skip("python3 or setsid not installed");
+        return;
+    }
+    let _turn = serial();
+    let template =
+        "command:setsid python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1; true";
+    // A normal stop.
+    let (mut child, mut seen) = common::spawn_until(
+        &[
+            "run", "--target", template, "--path", "/", "-z", "60s", "-c", "1",
+        ],
+        "ready at",
+    );
+    let mut stderr = child.stderr.take().unwrap();
+    let mut buf = [0u8; 256];
+    while !seen
+        .split("ready at")
+        .nth(1)
+        .is_some_and(|l| l.contains(')'))
+    {
+        use std::io::Read;
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
+        }
+    }
+    child.stderr = Some(stderr);
+    let root: u64 = seen
+        .split("(pid ")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    std::thread::sleep(Duration::from_millis(500));
+    let tree = tree_of(root);
+    assert!(tree.len() >= 2, "the shell and its server: {tree:?}");
+    common::interrupt(child.id());
+    let _ = child.wait();
+    let survivors: Vec<u64> = tree.iter().copied().filter(|&p| !common::gone(p)).collect();
+    assert_eq!(
+        survivors,
+        Vec::<u64>::new(),
+        "stopping the tree reaches the server that left the group"
+    );
+    // A SIGKILL of tailscope: the guardian reaches it too.
+    sigkill_leaves_nothing(template, 2);
+}

@@ -60,8 +60,51 @@ pub struct Request<'a> {
     pub route: Route<'a>,
     /// HEAD: answer without a body.
     pub head_only: bool,
-    /// The client wants the connection kept open.
-    pub keep_alive: bool,
+    /// Whether the connection stays open after the answer, and what the answer says about it.
+    pub connection: Connection,
+}
+
+impl Request<'_> {
+    /// The connection stays open after this request is answered.
+    pub fn keep_alive(&self) -> bool {
+        self.connection != Connection::Close
+    }
+}
+
+/// What happens to the connection after a response, and the `Connection` header that says so.
+///
+/// HTTP/1.1 connections persist unless a side says `close`; HTTP/1.0 connections close unless
+/// the client asks for `keep-alive`, and then the response must echo `Connection: keep-alive`
+/// or the client (ApacheBench `ab -k`, for one) waits for a close that never comes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// HTTP/1.1's default: kept open, no header.
+    Persistent,
+    /// HTTP/1.0 with `Connection: keep-alive`: kept open, the header echoed.
+    KeepAlive,
+    /// Closed after the response, which says `Connection: close`.
+    Close,
+}
+
+impl Connection {
+    /// The rule above, from the request's version and its `Connection` tokens.
+    pub fn negotiate(http10: bool, asked_close: bool, asked_keep_alive: bool) -> Connection {
+        match (http10, asked_close, asked_keep_alive) {
+            (_, true, _) => Connection::Close,
+            (true, false, true) => Connection::KeepAlive,
+            (true, false, false) => Connection::Close,
+            (false, false, _) => Connection::Persistent,
+        }
+    }
+
+    /// The header line (with its leading CRLF) a response carries for this, if any.
+    fn header(self) -> &'static [u8] {
+        match self {
+            Connection::Persistent => b"",
+            Connection::KeepAlive => b"\r\nConnection: keep-alive",
+            Connection::Close => b"\r\nConnection: close",
+        }
+    }
 }
 
 /// What the front of a connection's input holds.
@@ -143,7 +186,8 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
         return Parsed::Reject(Status::HeaderFieldsTooLarge);
     }
     let http10 = req.version == Some(0);
-    let mut keep_alive = !http10;
+    let mut asked_close = false;
+    let mut asked_keep_alive = false;
     let mut body: usize = 0;
     let mut seen_length = false;
     for h in req.headers.iter() {
@@ -163,9 +207,9 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             for token in h.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
-                    keep_alive = false;
+                    asked_close = true;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    keep_alive = true;
+                    asked_keep_alive = true;
                 }
             }
         }
@@ -188,7 +232,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
         len,
         route,
         head_only,
-        keep_alive,
+        connection: Connection::negotiate(http10, asked_close, asked_keep_alive),
     })
 }
 
@@ -240,8 +284,8 @@ pub fn http_date(now: std::time::SystemTime) -> HttpDate {
     out
 }
 
-/// Appends one response: status line, Server, Date, Content-Type, Content-Length, an
-/// optional `Connection: close`, and the body unless `head_only`.
+/// Appends one response: status line, Server, Date, Content-Type, Content-Length, the
+/// `Connection` header `connection` calls for, and the body unless `head_only`.
 pub fn write_response(
     out: &mut Vec<u8>,
     status: Status,
@@ -249,9 +293,9 @@ pub fn write_response(
     body: &[u8],
     date: &HttpDate,
     head_only: bool,
-    close: bool,
+    connection: Connection,
 ) {
-    write_head(out, status, content_type, body.len(), date, close);
+    write_head(out, status, content_type, body.len(), date, connection);
     if !head_only {
         out.extend_from_slice(body);
     }
@@ -264,7 +308,7 @@ pub fn write_head(
     content_type: &str,
     len: usize,
     date: &HttpDate,
-    close: bool,
+    connection: Connection,
 ) {
     out.extend_from_slice(status.line());
     out.extend_from_slice(b"Server: tailscope\r\nDate: ");
@@ -273,9 +317,7 @@ pub fn write_head(
     out.extend_from_slice(content_type.as_bytes());
     out.extend_from_slice(b"\r\nContent-Length: ");
     out.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
-    if close {
-        out.extend_from_slice(b"\r\nConnection: close");
-    }
+    out.extend_from_slice(connection.header());
     out.extend_from_slice(b"\r\n\r\n");
 }
 
@@ -290,7 +332,15 @@ pub fn write_error(out: &mut Vec<u8>, status: Status, date: &HttpDate) {
         Status::NotImplemented => b"not implemented\n",
         Status::Ok => b"",
     };
-    write_response(out, status, "text/plain", body, date, false, true);
+    write_response(
+        out,
+        status,
+        "text/plain",
+        body,
+        date,
+        false,
+        Connection::Close,
+    );
 }
 
 #[cfg(test)]
@@ -355,19 +405,56 @@ mod tests {
             panic!()
         };
         assert_eq!(first.len, 18);
-        assert!(first.keep_alive);
-        let Parsed::Request(r) = req(b"GET / HTTP/1.0\r\n\r\n") else {
-            panic!()
-        };
-        assert!(!r.keep_alive);
-        let Parsed::Request(r) = req(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n") else {
-            panic!()
-        };
-        assert!(r.keep_alive);
+        assert!(first.keep_alive());
         let Parsed::Request(r) = req(b"HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n") else {
             panic!()
         };
-        assert!(!r.keep_alive && r.head_only);
+        assert!(!r.keep_alive() && r.head_only);
+    }
+
+    #[test]
+    fn http10_is_kept_open_only_when_it_asks_and_then_hears_so() {
+        let cases: [(&[u8], Connection); 7] = [
+            (b"GET / HTTP/1.0\r\n\r\n", Connection::Close),
+            (
+                b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+                Connection::KeepAlive,
+            ),
+            // ApacheBench's spelling.
+            (
+                b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+                Connection::KeepAlive,
+            ),
+            (
+                b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+                Connection::Close,
+            ),
+            (b"GET / HTTP/1.1\r\n\r\n", Connection::Persistent),
+            (
+                b"GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n",
+                Connection::Persistent,
+            ),
+            (
+                b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+                Connection::Close,
+            ),
+        ];
+        for (bytes, want) in cases {
+            let Parsed::Request(r) = req(bytes) else {
+                panic!("{:?}", String::from_utf8_lossy(bytes))
+            };
+            assert_eq!(r.connection, want, "{:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(r.keep_alive(), want != Connection::Close);
+        }
+        let date = http_date(std::time::UNIX_EPOCH);
+        let head = |connection| {
+            let mut out = Vec::new();
+            write_head(&mut out, Status::Ok, "text/plain", 0, &date, connection);
+            String::from_utf8(out).unwrap()
+        };
+        assert!(head(Connection::KeepAlive).ends_with("\r\nConnection: keep-alive\r\n\r\n"));
+        assert!(head(Connection::Close).ends_with("\r\nConnection: close\r\n\r\n"));
+        assert!(!head(Connection::Persistent).contains("Connection:"));
     }
 
     #[test]
@@ -408,7 +495,7 @@ mod tests {
             b"Hello, World!",
             &date,
             false,
-            false,
+            Connection::Persistent,
         );
         assert_eq!(
             out,

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::http::{self, HttpDate, Limits, Parsed, Route, Status};
+use crate::http::{self, Connection, HttpDate, Limits, Parsed, Route, Status};
 use crate::static_files;
 use crate::uring::{Completion, Payload, Ring};
 use crate::Config;
@@ -47,7 +47,7 @@ struct Conn {
 #[derive(Clone, Copy)]
 struct DelayedReply {
     head_only: bool,
-    close: bool,
+    connection: Connection,
 }
 
 /// What a worker needs to know besides its own state.
@@ -354,9 +354,9 @@ impl Worker {
             b"Hello, World!",
             &self.ctx.date,
             reply.head_only,
-            reply.close,
+            reply.connection,
         );
-        if reply.close {
+        if reply.connection == Connection::Close {
             conn.close_after_flush = true;
         }
         self.process_input(slot);
@@ -419,7 +419,7 @@ impl Worker {
                 Parsed::Request(r) => r,
             };
             consumed += request.len;
-            let close = !request.keep_alive;
+            let connection = request.connection;
             let out = &mut conn.output;
             match request.route {
                 Route::Plaintext => http::write_response(
@@ -429,7 +429,7 @@ impl Worker {
                     b"Hello, World!",
                     &ctx.date,
                     request.head_only,
-                    close,
+                    connection,
                 ),
                 Route::Json => {
                     ctx.json.clear();
@@ -447,7 +447,7 @@ impl Worker {
                         &ctx.json,
                         &ctx.date,
                         request.head_only,
-                        close,
+                        connection,
                     );
                 }
                 Route::Bytes(n) => {
@@ -457,7 +457,7 @@ impl Worker {
                         "application/octet-stream",
                         n,
                         &ctx.date,
-                        close,
+                        connection,
                     );
                     if !request.head_only {
                         out.resize(out.len() + n, b'x');
@@ -474,7 +474,7 @@ impl Worker {
                         conn.ops += 1;
                         conn.delay_pending = Some(DelayedReply {
                             head_only: request.head_only,
-                            close,
+                            connection,
                         });
                     } else {
                         http::write_error(out, Status::BadRequest, &ctx.date);
@@ -497,7 +497,7 @@ impl Worker {
                             &body,
                             &ctx.date,
                             request.head_only,
-                            close,
+                            connection,
                         ),
                         Err(_) => http::write_error(out, Status::NotFound, &ctx.date),
                     },
@@ -513,7 +513,7 @@ impl Worker {
                     b"not found\n",
                     &ctx.date,
                     request.head_only,
-                    close,
+                    connection,
                 ),
                 Route::MethodNotAllowed => http::write_response(
                     out,
@@ -522,10 +522,10 @@ impl Worker {
                     b"method not allowed\n",
                     &ctx.date,
                     false,
-                    close,
+                    connection,
                 ),
             }
-            if close {
+            if connection == Connection::Close {
                 conn.close_after_flush = true;
             }
         }

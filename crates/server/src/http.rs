@@ -1,11 +1,16 @@
-//! Requests in, responses out: pure functions over bytes, no sockets, so they are unit-tested
-//! and fuzzed on their own.
+//! Requests in, responses out: functions over bytes, no sockets, so they are unit-tested and
+//! fuzzed on their own. [`parse`] finds the request at the front of the input, [`respond`]
+//! routes it and writes its answer; the worker only moves bytes and arms timers.
 //!
 //! Heads are parsed by `httparse`. Responses are written piece by piece into the connection's
 //! output buffer for every request (no pre-rendered response), with the Date header from the
 //! worker's once-a-second cache and `itoa` for lengths: this is the hot path.
 
 use std::mem::MaybeUninit;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::static_files;
 
 /// Limits on what a client may send.
 #[derive(Debug, Clone, Copy)]
@@ -343,6 +348,181 @@ pub fn write_error(out: &mut Vec<u8>, status: Status, date: &HttpDate) {
     );
 }
 
+/// What answers depend on besides the request: the `--static` root and the Date header.
+#[derive(Debug, Clone)]
+pub struct Site {
+    static_root: Option<PathBuf>,
+    date: HttpDate,
+}
+
+impl Site {
+    /// A site serving `/static/` from `static_root` (canonical), if any, dated `date`.
+    pub fn new(static_root: Option<PathBuf>, date: HttpDate) -> Site {
+        Site { static_root, date }
+    }
+
+    /// Changes the Date header of the answers from now on (once a second).
+    pub fn set_date(&mut self, date: HttpDate) {
+        self.date = date;
+    }
+
+    /// The Date header's value.
+    pub fn date(&self) -> &HttpDate {
+        &self.date
+    }
+}
+
+/// What is left to do once [`respond`] has seen a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// The answer is written; close the connection after sending it if `close`.
+    Written {
+        /// The connection closes after this answer.
+        close: bool,
+    },
+    /// Nothing is written yet: the answer is due later (`/delay/MS`).
+    Delayed(Delayed),
+}
+
+/// An answer due after a delay; write it with [`write_delayed`] when the time has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delayed {
+    /// How long to wait.
+    pub after: Duration,
+    /// HEAD: answer without a body.
+    pub head_only: bool,
+    /// What happens to the connection afterwards.
+    pub connection: Connection,
+}
+
+#[derive(serde::Serialize)]
+struct Message {
+    message: &'static str,
+}
+
+/// Routes `request` and appends its answer to `out`, or says when it is due.
+///
+/// Reads a `/static/` file (a brief blocking read: the reference server serves small files
+/// from the page cache, not a file system under load); otherwise a function of its inputs.
+pub fn respond(request: &Request<'_>, site: &Site, out: &mut Vec<u8>) -> Reply {
+    let connection = request.connection;
+    let written = Reply::Written {
+        close: connection == Connection::Close,
+    };
+    let head_only = request.head_only;
+    match request.route {
+        Route::Plaintext => write_response(
+            out,
+            Status::Ok,
+            "text/plain",
+            b"Hello, World!",
+            &site.date,
+            head_only,
+            connection,
+        ),
+        Route::Json => {
+            // Serialized per request (TechEmpower's rule), into the stack: no allocation.
+            let mut buf = [0u8; 64];
+            let mut rest = &mut buf[..];
+            serde_json::to_writer(
+                &mut rest,
+                &Message {
+                    message: "Hello, World!",
+                },
+            )
+            .expect("a struct of one string fits in 64 bytes");
+            let len = 64 - rest.len();
+            write_response(
+                out,
+                Status::Ok,
+                "application/json",
+                &buf[..len],
+                &site.date,
+                head_only,
+                connection,
+            );
+        }
+        Route::Bytes(n) => {
+            write_head(
+                out,
+                Status::Ok,
+                "application/octet-stream",
+                n,
+                &site.date,
+                connection,
+            );
+            if !head_only {
+                out.resize(out.len() + n, b'x');
+            }
+        }
+        Route::Delay(ms) => {
+            return Reply::Delayed(Delayed {
+                after: Duration::from_millis(ms),
+                head_only,
+                connection,
+            })
+        }
+        Route::Static(path) => {
+            let file = site
+                .static_root
+                .as_deref()
+                .ok_or(Status::NotFound)
+                .and_then(|root| static_files::resolve(root, path))
+                .and_then(|file| {
+                    let body = std::fs::read(&file).map_err(|_| Status::NotFound)?;
+                    Ok((file, body))
+                });
+            match file {
+                Ok((file, body)) => write_response(
+                    out,
+                    Status::Ok,
+                    static_files::content_type(&file),
+                    &body,
+                    &site.date,
+                    head_only,
+                    connection,
+                ),
+                Err(status) => {
+                    write_error(out, status, &site.date);
+                    return Reply::Written { close: true };
+                }
+            }
+        }
+        Route::NotFound => write_response(
+            out,
+            Status::NotFound,
+            "text/plain",
+            b"not found\n",
+            &site.date,
+            head_only,
+            connection,
+        ),
+        Route::MethodNotAllowed => write_response(
+            out,
+            Status::MethodNotAllowed,
+            "text/plain",
+            b"method not allowed\n",
+            &site.date,
+            false,
+            connection,
+        ),
+    }
+    written
+}
+
+/// Appends the answer to a `/delay/MS` request whose time has come.
+pub fn write_delayed(delayed: &Delayed, site: &Site, out: &mut Vec<u8>) {
+    write_response(
+        out,
+        Status::Ok,
+        "text/plain",
+        b"Hello, World!",
+        &site.date,
+        delayed.head_only,
+        delayed.connection,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +635,77 @@ mod tests {
         assert!(head(Connection::KeepAlive).ends_with("\r\nConnection: keep-alive\r\n\r\n"));
         assert!(head(Connection::Close).ends_with("\r\nConnection: close\r\n\r\n"));
         assert!(!head(Connection::Persistent).contains("Connection:"));
+    }
+
+    fn answer(bytes: &[u8], site: &Site) -> (Reply, String) {
+        let Parsed::Request(r) = req(bytes) else {
+            panic!("{:?}", String::from_utf8_lossy(bytes))
+        };
+        let mut out = Vec::new();
+        let reply = respond(&r, site, &mut out);
+        (reply, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn respond_routes_and_says_what_is_left() {
+        let site = Site::new(None, http_date(std::time::UNIX_EPOCH));
+        let keep = Reply::Written { close: false };
+        let (reply, text) = answer(b"GET /plaintext HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, keep);
+        assert_eq!(
+            text,
+            "HTTP/1.1 200 OK\r\nServer: tailscope\r\nDate: Thu, 01 Jan 1970 00:00:00 GMT\r\n\
+             Content-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!"
+        );
+        let (reply, text) = answer(b"GET /json HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, keep);
+        assert!(text.contains("application/json\r\nContent-Length: 27\r\n"));
+        assert!(text.ends_with("\r\n\r\n{\"message\":\"Hello, World!\"}"));
+        let (_, text) = answer(b"HEAD /bytes/5 HTTP/1.1\r\n\r\n", &site);
+        assert!(text.ends_with("Content-Length: 5\r\n\r\n"));
+        let (_, text) = answer(b"GET /bytes/5 HTTP/1.1\r\n\r\n", &site);
+        assert!(text.ends_with("\r\n\r\nxxxxx"));
+        let (reply, text) = answer(b"GET /delay/7 HTTP/1.0\r\n\r\n", &site);
+        assert_eq!(
+            reply,
+            Reply::Delayed(Delayed {
+                after: Duration::from_millis(7),
+                head_only: false,
+                connection: Connection::Close,
+            })
+        );
+        assert!(text.is_empty(), "nothing written before the delay");
+        let (reply, text) = answer(b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n", &site);
+        assert_eq!(reply, Reply::Written { close: true });
+        assert!(text.starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(text.contains("\r\nConnection: close\r\n"));
+        let (reply, text) = answer(b"DELETE / HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, keep);
+        assert!(text.starts_with("HTTP/1.1 405 "));
+        // /static/ without --static: 404 and a close.
+        let (reply, text) = answer(b"GET /static/a.txt HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, Reply::Written { close: true });
+        assert!(text.starts_with("HTTP/1.1 404 "));
+    }
+
+    #[test]
+    fn respond_serves_static_files_and_refuses_traversal() {
+        let dir = std::env::temp_dir().join(format!("tailscope-respond-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), b"static body").unwrap();
+        let site = Site::new(
+            Some(dir.canonicalize().unwrap()),
+            http_date(std::time::UNIX_EPOCH),
+        );
+        let (reply, text) = answer(b"GET /static/a.txt HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, Reply::Written { close: false });
+        assert!(text.ends_with("\r\n\r\nstatic body"), "{text}");
+        let (reply, text) = answer(b"GET /static/../x HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, Reply::Written { close: true });
+        assert!(text.starts_with("HTTP/1.1 400 "), "{text}");
+        let (reply, _) = answer(b"GET /static/missing HTTP/1.1\r\n\r\n", &site);
+        assert_eq!(reply, Reply::Written { close: true });
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

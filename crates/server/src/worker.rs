@@ -301,12 +301,19 @@ impl Worker {
 
     fn received(&mut self, slot: usize, c: &Completion) {
         let conn = self.conns[slot].as_mut().expect("live connection");
+        // Bytes that arrive on an empty input are answered straight from the provided buffer
+        // (the common case: a whole batch in one recv); only what is left over is copied.
+        let mut fresh = None;
         if let Some(bid) = c.buffer {
-            if c.result > 0 && conn.life != Life::Closing {
-                conn.input
-                    .extend_from_slice(self.ring.buffer(bid, c.result as usize));
+            if c.result > 0 && conn.life == Life::Open && conn.input.is_empty() {
+                fresh = Some((bid, c.result as usize));
+            } else {
+                if c.result > 0 && conn.life != Life::Closing {
+                    conn.input
+                        .extend_from_slice(self.ring.buffer(bid, c.result as usize));
+                }
+                self.ring.recycle(bid);
             }
-            self.ring.recycle(bid);
         }
         if !c.more {
             conn.recv_armed = false;
@@ -337,7 +344,7 @@ impl Worker {
             }
         }
         if c.result > 0 {
-            self.process_input(slot);
+            self.answer(slot, fresh);
         }
     }
 
@@ -392,6 +399,13 @@ impl Worker {
 
     /// Answers every complete request at the front of the input, then sends.
     fn process_input(&mut self, slot: usize) {
+        self.answer(slot, None);
+    }
+
+    /// Answers every complete request at the front of the input, or of `fresh` (a provided
+    /// buffer and its length, received into an empty input: read in place, then given back
+    /// to the ring), keeps what is left for later, then sends.
+    fn answer(&mut self, slot: usize, fresh: Option<(u16, usize)>) {
         let Worker {
             conns,
             ring,
@@ -400,45 +414,58 @@ impl Worker {
             ..
         } = self;
         let conn = conns[slot].as_mut().expect("live connection");
+        let bytes = match fresh {
+            Some((bid, len)) => ring.buffer(bid, len),
+            None => &conn.input[..],
+        };
         let mut consumed = 0;
-        while conn.delayed.is_none()
+        let mut due = None;
+        while due.is_none()
+            && conn.delayed.is_none()
             && conn.life == Life::Open
             && conn.output.len() < MAX_PENDING_OUTPUT
         {
-            let request = match http::parse(&conn.input[consumed..], limits) {
+            let request = match http::parse(&bytes[consumed..], limits) {
                 Parsed::Partial => break,
                 Parsed::Reject(status) => {
                     http::write_error(&mut conn.output, status, site.date());
-                    conn.drain();
-                    consumed = conn.input.len();
+                    conn.life = Life::Draining;
+                    consumed = bytes.len();
                     break;
                 }
                 Parsed::Request(r) => r,
             };
             consumed += request.len;
             match http::respond(&request, site, &mut conn.output) {
-                Reply::Written { close } => {
-                    if close {
-                        conn.drain();
-                    }
-                }
-                Reply::Delayed(delayed) => {
-                    let tok = token(slot, conn.generation) | DELAY_BIT;
-                    if ring.timeout(delayed.after, tok).is_ok() {
-                        conn.delayed = Some(delayed);
-                    } else {
-                        http::write_error(&mut conn.output, Status::BadRequest, site.date());
-                        conn.drain();
-                    }
-                }
+                Reply::Written { close: false } => {}
+                Reply::Written { close: true } => conn.life = Life::Draining,
+                Reply::Delayed(delayed) => due = Some(delayed),
             }
         }
+        let leftover = bytes.len() - consumed;
         if consumed > 0 {
             conn.last_activity = Instant::now();
-            if consumed == conn.input.len() {
-                conn.input.clear();
-            } else {
+        }
+        match fresh {
+            Some((bid, len)) => {
+                if leftover > 0 {
+                    conn.input
+                        .extend_from_slice(&ring.buffer(bid, len)[consumed..]);
+                }
+                ring.recycle(bid);
+            }
+            None if leftover == 0 => conn.input.clear(),
+            None => {
                 conn.input.drain(..consumed);
+            }
+        }
+        if let Some(delayed) = due {
+            let tok = token(slot, conn.generation) | DELAY_BIT;
+            if ring.timeout(delayed.after, tok).is_ok() {
+                conn.delayed = Some(delayed);
+            } else {
+                http::write_error(&mut conn.output, Status::BadRequest, site.date());
+                conn.drain();
             }
         }
         conn.partial_since = if conn.input.is_empty() || conn.life != Life::Open {

@@ -241,9 +241,7 @@ fn parse_simple<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
     };
     let target_start = i;
     i = skip_printable(buf, i, b'!');
-    while i < buf.len() && TARGET_BYTE[usize::from(buf[i])] {
-        i += 1;
-    }
+    i = skip_class(buf, i, &TARGET_BYTE);
     if i == target_start || buf.get(i) != Some(&b' ') {
         return None;
     }
@@ -263,10 +261,7 @@ fn parse_simple<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
             break;
         }
         let name_start = i;
-        i += buf[i..]
-            .iter()
-            .take_while(|&&b| NAME_BYTE[usize::from(b)])
-            .count();
+        i = skip_class(buf, i, &NAME_BYTE);
         if i == name_start || *buf.get(i)? != b':' {
             return None;
         }
@@ -274,10 +269,7 @@ fn parse_simple<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
         i += 1;
         let value_start = i;
         i = skip_printable(buf, i, b' ');
-        i += buf[i..]
-            .iter()
-            .take_while(|&&b| VALUE_BYTE[usize::from(b)])
-            .count();
+        i = skip_class(buf, i, &VALUE_BYTE);
         if buf.get(i..i + 2)? != b"\r\n" {
             return None;
         }
@@ -299,6 +291,14 @@ fn parse_simple<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
     }
     let route = route(target);
     Some(fields.finish(buf.len(), i, http10, head_only, route, limits))
+}
+
+/// The index of the first byte at or after `i` outside `class` (`buf.len()` if none).
+fn skip_class(buf: &[u8], i: usize, class: &[bool; 256]) -> usize {
+    buf[i..]
+        .iter()
+        .position(|&b| !class[usize::from(b)])
+        .map_or(buf.len(), |n| i + n)
 }
 
 /// Skips the run of bytes in `low..=0x7e` that starts at `i`, eight at a time: returns the

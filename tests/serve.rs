@@ -208,6 +208,65 @@ fn sixteen_pipelined_requests_are_answered_in_order() {
 }
 
 #[test]
+fn http10_keep_alive_is_echoed_and_kept_open_and_plain_http10_is_closed() {
+    let Some(server) = Serve::start(&[]) else {
+        return;
+    };
+    let mut r = BufReader::new(server.connect());
+    for _ in 0..3 {
+        r.get_mut()
+            .write_all(b"GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            .unwrap();
+        let resp = read_response(&mut r, false).expect("kept open");
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.header("Connection"), Some("keep-alive"));
+        assert_eq!(resp.body, b"Hello, World!");
+    }
+    r.get_mut()
+        .write_all(b"GET /plaintext HTTP/1.0\r\n\r\n")
+        .unwrap();
+    let resp = read_response(&mut r, false).unwrap();
+    assert_eq!(resp.header("Connection"), Some("close"));
+    assert!(
+        closed_after(r),
+        "an HTTP/1.0 request without keep-alive closes"
+    );
+}
+
+/// `ab -k` speaks HTTP/1.0 with `Connection: Keep-Alive` and waits for a close unless the
+/// answer echoes it; every one of its requests must reuse a connection.
+#[test]
+fn apachebench_keep_alive_completes() {
+    if Command::new("ab").arg("-V").output().is_err() {
+        eprintln!("skipped: ab not installed (apt-get install apache2-utils)");
+        return;
+    }
+    let Some(server) = Serve::start(&[]) else {
+        return;
+    };
+    let url = format!("http://{}/plaintext", server.addr);
+    let out = Command::new("ab")
+        .args(["-k", "-n", "20000", "-c", "32", "-s", "20", &url])
+        .output()
+        .expect("ab runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "ab failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert_eq!(field("Complete requests:"), "20000", "{text}");
+    assert_eq!(field("Failed requests:"), "0", "{text}");
+    assert_eq!(field("Keep-Alive requests:"), "20000", "{text}");
+}
+
+#[test]
 fn a_request_split_across_three_writes_is_reassembled() {
     let Some(server) = Serve::start(&[]) else {
         return;

@@ -234,11 +234,12 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
                 // The ring is made on the thread that uses it (SINGLE_ISSUER).
                 let worker = match worker::Worker::new(listener, config, shutdown) {
                     Ok(w) => {
-                        let _ = ready.send(Ok(()));
+                        let _ = ready.send((i, Ok(())));
                         w
                     }
                     Err(e) => {
-                        let _ = ready.send(Err(std::io::Error::new(e.kind(), e.to_string())));
+                        let copy = std::io::Error::new(e.kind(), e.to_string());
+                        let _ = ready.send((i, Err(copy)));
                         return Err(e);
                     }
                 };
@@ -255,11 +256,11 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
     };
     for _ in 0..server.threads.len() {
         match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
+            Ok((_, Ok(()))) => {}
+            Ok((worker, Err(error))) => {
                 server.shutdown();
                 let _ = server.join();
-                return Err(Error::Worker { worker: 0, error });
+                return Err(Error::Worker { worker, error });
             }
             Err(_) => break,
         }

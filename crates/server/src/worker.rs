@@ -7,13 +7,11 @@
 //! requests behind it until its timeout fires; a partial send is continued, never dropped.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::http::{self, HttpDate, Limits, Parsed, Route, Status};
-use crate::static_files;
+use crate::http::{self, Delayed, Limits, Parsed, Reply, Site, Status};
 use crate::uring::{Completion, Payload, Ring};
 use crate::Config;
 
@@ -28,39 +26,51 @@ const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
 /// How long a graceful shutdown waits for in-flight responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Where a connection is in its life; it only moves down this list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    /// Reading requests and answering them.
+    Open,
+    /// No more requests are read: what is owed is answered and sent, then it closes (the
+    /// client closed its side or asked for a close, sent something bad, or the server is
+    /// shutting down).
+    Draining,
+    /// Shut down; the slot is freed once its last op has completed.
+    Closing,
+}
+
 struct Conn {
     fd: OwnedFd,
     generation: u32,
     input: Vec<u8>,
     output: Vec<u8>,
     spare: Vec<u8>,
-    send_in_flight: bool,
+    life: Life,
+    /// The ops the kernel may still complete: a multishot recv, one send, one `/delay`
+    /// timeout (whose answer waits here). The slot is reused only when all three are done.
     recv_armed: bool,
-    delay_pending: Option<DelayedReply>,
-    close_after_flush: bool,
-    closing: bool,
-    ops: u32,
+    send_in_flight: bool,
+    delayed: Option<Delayed>,
     last_activity: Instant,
     partial_since: Option<Instant>,
 }
 
-#[derive(Clone, Copy)]
-struct DelayedReply {
-    head_only: bool,
-    close: bool,
-}
+impl Conn {
+    fn ops_in_flight(&self) -> bool {
+        self.recv_armed || self.send_in_flight || self.delayed.is_some()
+    }
 
-/// What a worker needs to know besides its own state.
-struct Ctx {
-    limits: Limits,
-    static_root: Option<PathBuf>,
-    date: HttpDate,
-    json: Vec<u8>,
-}
+    /// Nothing sent or owed: closing now loses no answer.
+    fn quiet(&self) -> bool {
+        !self.send_in_flight && self.output.is_empty() && self.delayed.is_none()
+    }
 
-#[derive(serde::Serialize)]
-struct Message {
-    message: &'static str,
+    /// Moves to `Draining` unless already further along.
+    fn drain(&mut self) {
+        if self.life == Life::Open {
+            self.life = Life::Draining;
+        }
+    }
 }
 
 pub(crate) struct Worker {
@@ -70,7 +80,8 @@ pub(crate) struct Worker {
     free: Vec<usize>,
     live: usize,
     next_generation: u32,
-    ctx: Ctx,
+    limits: Limits,
+    site: Site,
     config: Arc<Config>,
     shutdown: Arc<AtomicBool>,
     accepting: bool,
@@ -111,12 +122,11 @@ impl Worker {
             free: Vec::new(),
             live: 0,
             next_generation: 0,
-            ctx: Ctx {
-                limits: Limits::default(),
-                static_root: config.static_dir.clone(),
-                date: http::http_date(SystemTime::now()),
-                json: Vec::with_capacity(64),
-            },
+            limits: Limits::default(),
+            site: Site::new(
+                config.static_dir.clone(),
+                http::http_date(SystemTime::now()),
+            ),
             next_stall: config.stall.map(|s| now + s.every),
             config,
             shutdown,
@@ -174,7 +184,7 @@ impl Worker {
         let second = now_second();
         if second != self.date_second {
             self.date_second = second;
-            self.ctx.date = http::http_date(SystemTime::now());
+            self.site.set_date(http::http_date(SystemTime::now()));
         }
         if self.accepting && self.shutdown.load(Ordering::SeqCst) {
             self.begin_shutdown(now);
@@ -194,7 +204,7 @@ impl Worker {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
-            if conn.closing {
+            if conn.life == Life::Closing {
                 continue;
             }
             let slow = conn
@@ -202,7 +212,7 @@ impl Worker {
                 .is_some_and(|t| now.duration_since(t) > header_timeout);
             let idle = conn.input.is_empty()
                 && !conn.send_in_flight
-                && conn.delay_pending.is_none()
+                && conn.delayed.is_none()
                 && now.duration_since(conn.last_activity) > idle_timeout;
             if slow || idle {
                 self.begin_close(slot);
@@ -217,10 +227,8 @@ impl Worker {
             let Some(conn) = self.conns[slot].as_mut() else {
                 continue;
             };
-            conn.close_after_flush = true;
-            let idle =
-                !conn.send_in_flight && conn.output.is_empty() && conn.delay_pending.is_none();
-            if idle {
+            conn.drain();
+            if conn.quiet() {
                 self.begin_close(slot);
             }
         }
@@ -257,12 +265,10 @@ impl Worker {
             input: Vec::new(),
             output: Vec::with_capacity(4096),
             spare: Vec::new(),
-            send_in_flight: false,
+            life: Life::Open,
             recv_armed: true,
-            delay_pending: None,
-            close_after_flush: false,
-            closing: false,
-            ops: 1,
+            send_in_flight: false,
+            delayed: None,
             last_activity: Instant::now(),
             partial_since: None,
         });
@@ -273,20 +279,17 @@ impl Worker {
     fn conn_completion(&mut self, tok: u64, c: Completion) {
         let slot = (tok & 0xffff_ffff) as usize;
         let generation = ((tok & !DELAY_BIT) >> 32) as u32;
-        let Some(conn) = self
+        let live = self
             .conns
-            .get_mut(slot)
-            .and_then(Option::as_mut)
-            .filter(|c| c.generation == generation)
-        else {
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.generation == generation);
+        if !live {
             // Never expected (a slot is freed only when its ops are done); keep the buffer ring whole.
             if let Some(bid) = c.buffer {
                 self.ring.recycle(bid);
             }
             return;
-        };
-        if !c.more {
-            conn.ops -= 1;
         }
         match c.payload {
             Payload::Sent(buf, offset) => self.sent(slot, buf, offset, c.result),
@@ -298,23 +301,30 @@ impl Worker {
 
     fn received(&mut self, slot: usize, c: &Completion) {
         let conn = self.conns[slot].as_mut().expect("live connection");
+        // Bytes that arrive on an empty input are answered straight from the provided buffer
+        // (the common case: a whole batch in one recv); only what is left over is copied.
+        let mut fresh = None;
         if let Some(bid) = c.buffer {
-            if c.result > 0 && !conn.closing {
-                conn.input
-                    .extend_from_slice(self.ring.buffer(bid, c.result as usize));
+            if c.result > 0 && conn.life == Life::Open && conn.input.is_empty() {
+                fresh = Some((bid, c.result as usize));
+            } else {
+                if c.result > 0 && conn.life != Life::Closing {
+                    conn.input
+                        .extend_from_slice(self.ring.buffer(bid, c.result as usize));
+                }
+                self.ring.recycle(bid);
             }
-            self.ring.recycle(bid);
         }
         if !c.more {
             conn.recv_armed = false;
         }
-        if conn.closing {
+        if conn.life == Life::Closing {
             return;
         }
         if c.result == 0 {
             // The client closed its side: answer what was asked, then close.
-            conn.close_after_flush = true;
-            if !conn.send_in_flight && conn.output.is_empty() && conn.delay_pending.is_none() {
+            conn.drain();
+            if conn.quiet() {
                 self.begin_close(slot);
                 return;
             }
@@ -323,7 +333,7 @@ impl Worker {
             return;
         }
         let conn = self.conns[slot].as_mut().expect("live connection");
-        if !conn.recv_armed && !conn.close_after_flush {
+        if !conn.recv_armed && conn.life == Life::Open {
             // The kernel ended the multishot recv (no buffer free, or its own limit): re-arm.
             if self
                 .ring
@@ -331,33 +341,24 @@ impl Worker {
                 .is_ok()
             {
                 conn.recv_armed = true;
-                conn.ops += 1;
             }
         }
         if c.result > 0 {
-            self.process_input(slot);
+            self.answer(slot, fresh);
         }
     }
 
     fn delay_done(&mut self, slot: usize) {
         let conn = self.conns[slot].as_mut().expect("live connection");
-        let Some(reply) = conn.delay_pending.take() else {
+        let Some(delayed) = conn.delayed.take() else {
             return;
         };
-        if conn.closing {
+        if conn.life == Life::Closing {
             return;
         }
-        http::write_response(
-            &mut conn.output,
-            Status::Ok,
-            "text/plain",
-            b"Hello, World!",
-            &self.ctx.date,
-            reply.head_only,
-            reply.close,
-        );
-        if reply.close {
-            conn.close_after_flush = true;
+        http::write_delayed(&delayed, &self.site, &mut conn.output);
+        if delayed.connection == http::Connection::Close {
+            conn.drain();
         }
         self.process_input(slot);
     }
@@ -365,7 +366,7 @@ impl Worker {
     fn sent(&mut self, slot: usize, mut buf: Vec<u8>, offset: usize, result: i32) {
         let conn = self.conns[slot].as_mut().expect("live connection");
         conn.send_in_flight = false;
-        if conn.closing {
+        if conn.life == Life::Closing {
             return;
         }
         if result < 0 {
@@ -381,7 +382,6 @@ impl Worker {
                 .is_ok()
             {
                 conn.send_in_flight = true;
-                conn.ops += 1;
             } else {
                 self.begin_close(slot);
             }
@@ -389,7 +389,7 @@ impl Worker {
         }
         buf.clear();
         conn.spare = buf;
-        if !conn.input.is_empty() && conn.delay_pending.is_none() {
+        if !conn.input.is_empty() && conn.delayed.is_none() {
             // Requests held back while output was over its limit.
             self.process_input(slot);
         } else {
@@ -399,150 +399,81 @@ impl Worker {
 
     /// Answers every complete request at the front of the input, then sends.
     fn process_input(&mut self, slot: usize) {
+        self.answer(slot, None);
+    }
+
+    /// Answers every complete request at the front of the input, or of `fresh` (a provided
+    /// buffer and its length, received into an empty input: read in place, then given back
+    /// to the ring), keeps what is left for later, then sends.
+    fn answer(&mut self, slot: usize, fresh: Option<(u16, usize)>) {
         let Worker {
-            conns, ring, ctx, ..
+            conns,
+            ring,
+            site,
+            limits,
+            ..
         } = self;
         let conn = conns[slot].as_mut().expect("live connection");
+        let bytes = match fresh {
+            Some((bid, len)) => ring.buffer(bid, len),
+            None => &conn.input[..],
+        };
         let mut consumed = 0;
-        while conn.delay_pending.is_none()
-            && !conn.close_after_flush
+        let mut due = None;
+        while due.is_none()
+            && conn.delayed.is_none()
+            && conn.life == Life::Open
             && conn.output.len() < MAX_PENDING_OUTPUT
         {
-            let request = match http::parse(&conn.input[consumed..], &ctx.limits) {
+            let request = match http::parse(&bytes[consumed..], limits) {
                 Parsed::Partial => break,
                 Parsed::Reject(status) => {
-                    http::write_error(&mut conn.output, status, &ctx.date);
-                    conn.close_after_flush = true;
-                    consumed = conn.input.len();
+                    http::write_error(&mut conn.output, status, site.date());
+                    conn.life = Life::Draining;
+                    consumed = bytes.len();
                     break;
                 }
                 Parsed::Request(r) => r,
             };
             consumed += request.len;
-            let close = !request.keep_alive;
-            let out = &mut conn.output;
-            match request.route {
-                Route::Plaintext => http::write_response(
-                    out,
-                    Status::Ok,
-                    "text/plain",
-                    b"Hello, World!",
-                    &ctx.date,
-                    request.head_only,
-                    close,
-                ),
-                Route::Json => {
-                    ctx.json.clear();
-                    serde_json::to_writer(
-                        &mut ctx.json,
-                        &Message {
-                            message: "Hello, World!",
-                        },
-                    )
-                    .expect("a struct of one string serializes");
-                    http::write_response(
-                        out,
-                        Status::Ok,
-                        "application/json",
-                        &ctx.json,
-                        &ctx.date,
-                        request.head_only,
-                        close,
-                    );
-                }
-                Route::Bytes(n) => {
-                    http::write_head(
-                        out,
-                        Status::Ok,
-                        "application/octet-stream",
-                        n,
-                        &ctx.date,
-                        close,
-                    );
-                    if !request.head_only {
-                        out.resize(out.len() + n, b'x');
-                    }
-                }
-                Route::Delay(ms) => {
-                    if ring
-                        .timeout(
-                            Duration::from_millis(ms),
-                            token(slot, conn.generation) | DELAY_BIT,
-                        )
-                        .is_ok()
-                    {
-                        conn.ops += 1;
-                        conn.delay_pending = Some(DelayedReply {
-                            head_only: request.head_only,
-                            close,
-                        });
-                    } else {
-                        http::write_error(out, Status::BadRequest, &ctx.date);
-                        conn.close_after_flush = true;
-                    }
-                }
-                Route::Static(path) => match ctx
-                    .static_root
-                    .as_deref()
-                    .ok_or(Status::NotFound)
-                    .and_then(|root| static_files::resolve(root, path))
-                {
-                    // Reading a file blocks this loop briefly; the reference server serves
-                    // small files from the page cache, not a file system under load.
-                    Ok(file) => match std::fs::read(&file) {
-                        Ok(body) => http::write_response(
-                            out,
-                            Status::Ok,
-                            static_files::content_type(&file),
-                            &body,
-                            &ctx.date,
-                            request.head_only,
-                            close,
-                        ),
-                        Err(_) => http::write_error(out, Status::NotFound, &ctx.date),
-                    },
-                    Err(status) => {
-                        http::write_error(out, status, &ctx.date);
-                        conn.close_after_flush = true;
-                    }
-                },
-                Route::NotFound => http::write_response(
-                    out,
-                    Status::NotFound,
-                    "text/plain",
-                    b"not found\n",
-                    &ctx.date,
-                    request.head_only,
-                    close,
-                ),
-                Route::MethodNotAllowed => http::write_response(
-                    out,
-                    Status::MethodNotAllowed,
-                    "text/plain",
-                    b"method not allowed\n",
-                    &ctx.date,
-                    false,
-                    close,
-                ),
-            }
-            if close {
-                conn.close_after_flush = true;
+            match http::respond(&request, site, &mut conn.output) {
+                Reply::Written { close: false } => {}
+                Reply::Written { close: true } => conn.life = Life::Draining,
+                Reply::Delayed(delayed) => due = Some(delayed),
             }
         }
+        let leftover = bytes.len() - consumed;
         if consumed > 0 {
             conn.last_activity = Instant::now();
-            if consumed == conn.input.len() {
-                conn.input.clear();
-            } else {
+        }
+        match fresh {
+            Some((bid, len)) => {
+                if leftover > 0 {
+                    conn.input
+                        .extend_from_slice(&ring.buffer(bid, len)[consumed..]);
+                }
+                ring.recycle(bid);
+            }
+            None if leftover == 0 => conn.input.clear(),
+            None => {
                 conn.input.drain(..consumed);
             }
         }
-        conn.partial_since = if conn.input.is_empty() || conn.close_after_flush {
+        if let Some(delayed) = due {
+            let tok = token(slot, conn.generation) | DELAY_BIT;
+            if ring.timeout(delayed.after, tok).is_ok() {
+                conn.delayed = Some(delayed);
+            } else {
+                http::write_error(&mut conn.output, Status::BadRequest, site.date());
+                conn.drain();
+            }
+        }
+        conn.partial_since = if conn.input.is_empty() || conn.life != Life::Open {
             None
         } else {
             Some(conn.partial_since.unwrap_or_else(Instant::now))
         };
-        if conn.input.len() > ctx.limits.max_head + ctx.limits.max_body + MAX_PENDING_OUTPUT {
+        if conn.input.len() > limits.max_head + limits.max_body + MAX_PENDING_OUTPUT {
             // A client that pipelines without reading: stop before memory runs away.
             self.begin_close(slot);
             return;
@@ -553,11 +484,11 @@ impl Worker {
     /// Starts a send of the pending output, or closes if that was the last of it.
     fn flush(&mut self, slot: usize) {
         let conn = self.conns[slot].as_mut().expect("live connection");
-        if conn.send_in_flight || conn.closing {
+        if conn.send_in_flight || conn.life == Life::Closing {
             return;
         }
         if conn.output.is_empty() {
-            if conn.close_after_flush && conn.delay_pending.is_none() {
+            if conn.life == Life::Draining && conn.delayed.is_none() {
                 self.begin_close(slot);
             }
             return;
@@ -569,7 +500,6 @@ impl Worker {
             .is_ok()
         {
             conn.send_in_flight = true;
-            conn.ops += 1;
         } else {
             self.begin_close(slot);
         }
@@ -580,8 +510,8 @@ impl Worker {
         let Some(conn) = self.conns[slot].as_mut() else {
             return;
         };
-        if !conn.closing {
-            conn.closing = true;
+        if conn.life != Life::Closing {
+            conn.life = Life::Closing;
             let _ = socket2::SockRef::from(&conn.fd).shutdown(std::net::Shutdown::Both);
         }
         self.maybe_free(slot);
@@ -590,7 +520,7 @@ impl Worker {
     fn maybe_free(&mut self, slot: usize) {
         let done = self.conns[slot]
             .as_ref()
-            .is_some_and(|c| c.closing && c.ops == 0);
+            .is_some_and(|c| c.life == Life::Closing && !c.ops_in_flight());
         if done {
             // Dropping the connection closes its socket.
             self.conns[slot] = None;

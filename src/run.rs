@@ -23,6 +23,8 @@ pub struct RunConfig {
     pub plan: Plan,
     /// Where the JSON report goes.
     pub json: Option<PathBuf>,
+    /// Where to write the HTML page.
+    pub html: Option<PathBuf>,
     /// CI gates.
     pub thresholds: Vec<Threshold>,
     /// A server to launch on these CPUs, loaded at `path`.
@@ -155,6 +157,7 @@ impl RunConfig {
         Ok(RunConfig {
             plan,
             json: args.output.json,
+            html: args.output.html,
             thresholds,
             launch,
             pid: target.pid,
@@ -297,6 +300,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             std::fs::write(path, report.to_json() + "\n")
                 .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
         }
+    }
+    if let Some(path) = &config.html {
+        crate::report::write_html(&report, path)?;
     }
     let mut failed = 0;
     for t in &config.thresholds {

@@ -38,6 +38,8 @@ pub enum Command {
     Suite(crate::suite::SuiteArgs),
     /// Compare two JSON reports (run or suite) metric by metric; gate CI on regressions.
     Compare(crate::compare::CompareArgs),
+    /// Turn a saved JSON report into a self-contained HTML page with charts.
+    Report(crate::report::ReportArgs),
 }
 
 /// `tailscope serve [flags]`.
@@ -201,6 +203,9 @@ pub struct OutputArgs {
     /// Write the JSON report here ('-' for stdout; the text summary then goes to stderr).
     #[arg(long = "json", value_name = "PATH")]
     pub json: Option<PathBuf>,
+    /// Write the report as a self-contained HTML page with charts (opens offline, prints).
+    #[arg(long = "html", value_name = "PATH")]
+    pub html: Option<PathBuf>,
     /// Fail (exit 99) unless this holds, e.g. 'p99 < 5ms', 'rps > 50000', 'error_rate < 0.1%'
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]

@@ -22,6 +22,7 @@ mod args;
 mod compare;
 mod exit;
 mod profile;
+mod report;
 mod run;
 mod serve;
 mod suite;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve::serve(args),
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
+        Some(Command::Report(args)) => report::report(args),
         // The main job: the embedded reference server under a 10 s load, on the live dashboard
         // when stdout is a terminal, headless (printing the summary) otherwise.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])

@@ -23,6 +23,8 @@ pub struct RunConfig {
     pub plan: Plan,
     /// Where the JSON report goes.
     pub json: Option<PathBuf>,
+    /// Where to write the HTML page.
+    pub html: Option<PathBuf>,
     /// CI gates.
     pub thresholds: Vec<Threshold>,
     /// A server to launch on these CPUs, loaded at `path`.
@@ -156,7 +158,16 @@ impl RunConfig {
         }
         plan.validate().map_err(|e| usage(e.to_string()))?;
         if let Some(path) = &args.output.json {
-            check_writable(path).map_err(usage)?;
+            check_writable(path, "JSON report", "--json").map_err(usage)?;
+        }
+        if let Some(path) = &args.output.html {
+            if path.as_os_str() == "-" {
+                return Err(usage(
+                    "--html takes a file path, not '-': the page is a file to open in a browser"
+                        .into(),
+                ));
+            }
+            check_writable(path, "HTML report", "--html").map_err(usage)?;
         }
         let thresholds = args
             .output
@@ -167,6 +178,7 @@ impl RunConfig {
         Ok(RunConfig {
             plan,
             json: args.output.json,
+            html: args.output.html,
             thresholds,
             launch,
             pid: target.pid,
@@ -175,10 +187,10 @@ impl RunConfig {
     }
 }
 
-/// Checks that the JSON report can be written to `path` before the run, so a long run does
-/// not end with its report lost. `-` (stdout) always can. A file that did not exist is
-/// created and removed again.
-fn check_writable(path: &std::path::Path) -> Result<(), String> {
+/// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
+/// so a long run does not end with its report lost. `-` (stdout) always can. A file that did
+/// not exist is created and removed again.
+fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), String> {
     if path.as_os_str() == "-" {
         return Ok(());
     }
@@ -196,7 +208,7 @@ fn check_writable(path: &std::path::Path) -> Result<(), String> {
             Ok(())
         }
         Err(e) => Err(format!(
-            "cannot write the JSON report to {}: {e}; pick a writable path (--json)",
+            "cannot write the {what} to {}: {e}; pick a writable path ({flag})",
             path.display()
         )),
     }
@@ -379,6 +391,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             std::fs::write(path, report.to_json() + "\n")
                 .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
         }
+    }
+    if let Some(path) = &config.html {
+        crate::report::write_html(&report, path)?;
     }
     let signalled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
     let no_response = report.no_response_reason();

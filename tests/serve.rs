@@ -238,7 +238,7 @@ fn http10_keep_alive_is_echoed_and_kept_open_and_plain_http10_is_closed() {
 #[test]
 fn apachebench_keep_alive_completes() {
     if Command::new("ab").arg("-V").output().is_err() {
-        eprintln!("skipped: ab not installed (apt-get install apache2-utils)");
+        common::skip("ab not installed (apt-get install apache2-utils)");
         return;
     }
     let Some(server) = Serve::start(&[]) else {

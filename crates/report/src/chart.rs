@@ -1,0 +1,372 @@
+//! Charts as inline SVG, drawn with plotters' SVG backend when the page is built.
+//!
+//! Each chart is a `<figure data-chart="ID">` holding one `<svg>`; every data point also gets
+//! an invisible circle with a `<title>`, so hovering shows its value without a script. A chart
+//! with nothing to draw says so in words instead of showing an empty axis.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::page::escape;
+
+/// Width and height of every chart, in SVG pixels (the page scales them to its width).
+const SIZE: (u32, u32) = (900, 320);
+
+/// One line of a chart.
+pub struct Series {
+    /// Its name in the legend and the hover text.
+    pub name: String,
+    /// Its colour.
+    pub color: RGBColor,
+    /// (x, y) points, in x order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// How the y (or x) axis is scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Linear from zero.
+    Linear,
+    /// Logarithmic, for latencies that span decades.
+    Log,
+}
+
+/// A line chart: x in seconds (or any linear quantity), y linear or log.
+pub struct LineChart<'a> {
+    /// The figure's id (`data-chart`), for tests and links.
+    pub id: &'a str,
+    /// Caption above the chart.
+    pub title: &'a str,
+    /// The x axis' description.
+    pub x_desc: &'a str,
+    /// The y axis' description.
+    pub y_desc: &'a str,
+    /// The x axis' scale.
+    pub x_scale: Scale,
+    /// The y axis' scale.
+    pub y_scale: Scale,
+    /// Formats an x value for ticks and hover text.
+    pub x_fmt: &'a dyn Fn(f64) -> String,
+    /// Formats a y value for ticks and hover text.
+    pub y_fmt: &'a dyn Fn(f64) -> String,
+    /// The lines.
+    pub series: Vec<Series>,
+}
+
+/// The range covering `values`, padded, positive for a log axis.
+fn range_of(values: impl Iterator<Item = f64>, scale: Scale) -> Range<f64> {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite()) {
+        if scale == Scale::Log && v <= 0.0 {
+            continue;
+        }
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return if scale == Scale::Log {
+            1.0..10.0
+        } else {
+            0.0..1.0
+        };
+    }
+    match scale {
+        Scale::Log => (lo / 1.5).max(f64::MIN_POSITIVE)..(hi * 1.5).max(lo * 2.0),
+        Scale::Linear => {
+            let lo = lo.min(0.0);
+            let hi = if hi > lo { hi * 1.08 } else { lo + 1.0 };
+            lo..hi
+        }
+    }
+}
+
+fn usable(v: f64, scale: Scale) -> bool {
+    v.is_finite() && (scale == Scale::Linear || v > 0.0)
+}
+
+fn figure(id: &str, title: &str, body: &str, points: usize) -> String {
+    format!(
+        "<figure data-chart=\"{}\" data-points=\"{points}\"><figcaption>{}</figcaption>{body}</figure>\n",
+        escape(id),
+        escape(title)
+    )
+}
+
+fn empty(id: &str, title: &str, why: &str) -> String {
+    figure(
+        id,
+        title,
+        &format!("<p class=\"empty\">{}</p>", escape(why)),
+        0,
+    )
+}
+
+/// Appends hover circles (an invisible dot with a `<title>`) before `</svg>`.
+fn with_hover(mut svg: String, hover: &str) -> String {
+    if let Some(at) = svg.rfind("</svg>") {
+        svg.insert_str(at, hover);
+    }
+    svg
+}
+
+/// Draws a line chart.
+pub fn line_chart(c: &LineChart<'_>) -> String {
+    let all = || {
+        c.series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|(x, y)| usable(*x, c.x_scale) && usable(*y, c.y_scale))
+    };
+    let points = all().count();
+    if points == 0 {
+        return empty(c.id, c.title, "nothing was measured for this chart");
+    }
+    let x_range = range_of(all().map(|p| p.0), c.x_scale);
+    let y_range = range_of(all().map(|p| p.1), c.y_scale);
+    let mut svg = String::new();
+    let mut hover = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw_lines(&root, c, x_range, y_range, &mut hover)
+    };
+    match drawn {
+        Ok(()) => figure(c.id, c.title, &with_hover(svg, &hover), points),
+        Err(e) => empty(c.id, c.title, &format!("the chart could not be drawn: {e}")),
+    }
+}
+
+type DrawResult = Result<(), String>;
+
+fn draw_lines(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    c: &LineChart<'_>,
+    x: Range<f64>,
+    y: Range<f64>,
+    hover: &mut String,
+) -> DrawResult {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut builder = ChartBuilder::on(root);
+    builder
+        .margin(12)
+        .x_label_area_size(38)
+        .y_label_area_size(70);
+    // Four combinations of axis scales have four chart types; a macro keeps one body.
+    macro_rules! body {
+        ($chart:expr) => {{
+            let mut chart = $chart.map_err(|e| e.to_string())?;
+            chart
+                .configure_mesh()
+                .x_desc(c.x_desc)
+                .y_desc(c.y_desc)
+                .x_label_formatter(&|v| (c.x_fmt)(*v))
+                .y_label_formatter(&|v| (c.y_fmt)(*v))
+                .light_line_style(RGBColor(238, 238, 238))
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for s in &c.series {
+                let pts: Vec<(f64, f64)> = s
+                    .points
+                    .iter()
+                    .copied()
+                    .filter(|(x, y)| usable(*x, c.x_scale) && usable(*y, c.y_scale))
+                    .collect();
+                if pts.is_empty() {
+                    continue;
+                }
+                let color = s.color;
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                    .map_err(|e| e.to_string())?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
+                    });
+                for &(px, py) in &pts {
+                    let (cx, cy) = chart.backend_coord(&(px, py));
+                    let _ = write!(
+                        hover,
+                        "<circle class=\"pt\" cx=\"{cx}\" cy=\"{cy}\" r=\"4\"><title>{}: {} at {}</title></circle>",
+                        escape(&s.name),
+                        escape(&(c.y_fmt)(py)),
+                        escape(&(c.x_fmt)(px))
+                    );
+                }
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(RGBColor(200, 200, 200))
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }};
+    }
+    match (c.x_scale, c.y_scale) {
+        (Scale::Linear, Scale::Linear) => body!(builder.build_cartesian_2d(x, y)),
+        (Scale::Linear, Scale::Log) => body!(builder.build_cartesian_2d(x, y.log_scale())),
+        (Scale::Log, Scale::Linear) => body!(builder.build_cartesian_2d(x.log_scale(), y)),
+        (Scale::Log, Scale::Log) => {
+            body!(builder.build_cartesian_2d(x.log_scale(), y.log_scale()))
+        }
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+/// One bar of a bar chart.
+pub struct Bar {
+    /// Its label under the axis.
+    pub label: String,
+    /// Its height.
+    pub value: f64,
+    /// Hover text.
+    pub tooltip: String,
+}
+
+/// A bar chart of labelled bars (a histogram in log buckets).
+pub fn bar_chart(
+    id: &str,
+    title: &str,
+    y_desc: &str,
+    bars: &[Bar],
+    y_fmt: &dyn Fn(f64) -> String,
+) -> String {
+    let points = bars.iter().filter(|b| b.value > 0.0).count();
+    if points == 0 {
+        return empty(id, title, "nothing was measured for this chart");
+    }
+    let mut svg = String::new();
+    let mut hover = String::new();
+    let drawn = {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        draw_bars(&root, y_desc, bars, y_fmt, &mut hover)
+    };
+    match drawn {
+        Ok(()) => figure(id, title, &with_hover(svg, &hover), points),
+        Err(e) => empty(id, title, &format!("the chart could not be drawn: {e}")),
+    }
+}
+
+fn draw_bars(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    y_desc: &str,
+    bars: &[Bar],
+    y_fmt: &dyn Fn(f64) -> String,
+    hover: &mut String,
+) -> DrawResult {
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let top = bars.iter().map(|b| b.value).fold(0.0, f64::max) * 1.1;
+    let n = bars.len() as f64;
+    let mut chart: ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
+        ChartBuilder::on(root)
+            .margin(12)
+            .x_label_area_size(60)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..n, 0.0..top.max(1.0))
+            .map_err(|e| e.to_string())?;
+    let label_of = |v: &f64| {
+        let i = v.floor() as usize;
+        if (v - v.floor() - 0.5).abs() < 1e-9 {
+            bars.get(i).map_or(String::new(), |b| b.label.clone())
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(bars.len() * 2 + 1)
+        .x_label_formatter(&label_of)
+        .y_label_formatter(&|v| y_fmt(*v))
+        .y_desc(y_desc)
+        .light_line_style(RGBColor(238, 238, 238))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let fill = RGBColor(70, 130, 180);
+    chart
+        .draw_series(bars.iter().enumerate().map(|(i, b)| {
+            let x = i as f64;
+            Rectangle::new([(x + 0.1, 0.0), (x + 0.9, b.value)], fill.filled())
+        }))
+        .map_err(|e| e.to_string())?;
+    for (i, b) in bars.iter().enumerate() {
+        let (x0, y0) = chart.backend_coord(&(i as f64 + 0.1, b.value));
+        let (x1, y1) = chart.backend_coord(&(i as f64 + 0.9, 0.0));
+        let _ = write!(
+            hover,
+            "<rect class=\"pt\" x=\"{x0}\" y=\"{y0}\" width=\"{}\" height=\"{}\"><title>{}</title></rect>",
+            (x1 - x0).max(1),
+            (y1 - y0).max(1),
+            escape(&b.tooltip)
+        );
+    }
+    root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_chart_has_its_points_and_hover_titles() {
+        let html = line_chart(&LineChart {
+            id: "t",
+            title: "Latency <over> time",
+            x_desc: "s",
+            y_desc: "µs",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Log,
+            x_fmt: &|v| format!("{v:.0}"),
+            y_fmt: &|v| format!("{v:.0}µs"),
+            series: vec![Series {
+                name: "p99".into(),
+                color: RED,
+                points: vec![(1.0, 100.0), (2.0, 2_000.0), (3.0, 0.0)],
+            }],
+        });
+        assert!(html.contains("data-chart=\"t\""));
+        assert!(
+            html.contains("data-points=\"2\""),
+            "the 0 is off a log axis"
+        );
+        assert!(html.contains("Latency &lt;over&gt; time"));
+        assert_eq!(html.matches("<circle class=\"pt\"").count(), 2);
+        assert!(html.contains("<title>p99: 2000µs at 2</title>"));
+        assert!(html.contains("<polyline"), "{html}");
+    }
+
+    #[test]
+    fn nothing_to_draw_says_so() {
+        let html = bar_chart("h", "Histogram", "requests", &[], &|v| v.to_string());
+        assert!(html.contains("data-points=\"0\""));
+        assert!(html.contains("nothing was measured"));
+        assert!(!html.contains("<svg"));
+    }
+
+    #[test]
+    fn bars_have_titles() {
+        let html = bar_chart(
+            "h",
+            "Histogram",
+            "requests",
+            &[
+                Bar {
+                    label: "1ms".into(),
+                    value: 5.0,
+                    tooltip: "1ms–2ms: 5".into(),
+                },
+                Bar {
+                    label: "2ms".into(),
+                    value: 0.0,
+                    tooltip: "2ms–5ms: 0".into(),
+                },
+            ],
+            &|v| v.to_string(),
+        );
+        assert!(html.contains("data-points=\"1\""));
+        assert!(html.contains("<title>1ms–2ms: 5</title>"));
+    }
+}

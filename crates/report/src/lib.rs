@@ -1,0 +1,470 @@
+//! tailscope's reports for people: one self-contained HTML page per report.
+//!
+//! [`run_page`] turns a run's [`Report`] (as `tailscope run --json` writes it) into a page with
+//! its header, key figures, charts (throughput, latency over time on a log axis, the percentile
+//! spectrum, the histogram in log buckets, per-CPU busy, errors over time), the slowest
+//! requests and the diagnosis. The charts are SVG drawn by plotters when the page is built
+//! ([`chart`]); the page ([`page`]) fetches nothing when opened, so it works offline, in CI
+//! artefacts and on paper.
+
+pub mod chart;
+pub mod page;
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use plotters::style::RGBColor;
+use serde_json::Value;
+use tailscope_loadgen::report::{
+    decode_histogram, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
+};
+
+use chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
+use page::{document, escape, kpis, table};
+
+const P50: RGBColor = RGBColor(46, 139, 87);
+const P99: RGBColor = RGBColor(230, 126, 34);
+const MAX: RGBColor = RGBColor(192, 57, 43);
+const BLUE: RGBColor = RGBColor(52, 101, 164);
+/// Distinct colours for per-CPU lines, reused round-robin.
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(52, 101, 164),
+    RGBColor(204, 0, 0),
+    RGBColor(78, 154, 6),
+    RGBColor(245, 121, 0),
+    RGBColor(117, 80, 123),
+    RGBColor(193, 125, 17),
+    RGBColor(6, 152, 154),
+    RGBColor(85, 87, 83),
+];
+
+fn us_axis(v: f64) -> String {
+    fmt_us(v.max(0.0).round() as u64)
+}
+
+/// A number with at most `decimals` decimals and no trailing zeros: 2 → "2", 2.5 → "2.5".
+fn short(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+fn seconds(v: f64) -> String {
+    format!("{}s", short(v, 2))
+}
+
+fn count_axis(v: f64) -> String {
+    if v.abs() >= 1e6 {
+        format!("{}M", short(v / 1e6, 2))
+    } else if v.abs() >= 1e3 {
+        format!("{}k", short(v / 1e3, 1))
+    } else {
+        short(v, 2)
+    }
+}
+
+/// `x = 1 / (1 − q)` back to a percentile label: 10 → "90%", 1000 → "99.9%".
+fn nines(x: f64) -> String {
+    if x <= 1.0 {
+        return "0%".into();
+    }
+    let p = 100.0 * (1.0 - 1.0 / x);
+    let digits = (x.log10().round() as usize).saturating_sub(2);
+    format!("{p:.digits$}%")
+}
+
+/// The percentile spectrum's points: (1 / (1 − q), latency), HdrHistogram-style.
+fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    let mut points: Vec<(f64, f64)> = h
+        .iter_quantiles(4)
+        .map(|v| (v.quantile_iterated_to(), v.value_iterated_to() as f64))
+        .filter(|(q, _)| *q < 1.0)
+        .map(|(q, v)| (1.0 / (1.0 - q), v))
+        .collect();
+    // The maximum at the nines of one in `len` requests (or just past the last step).
+    if !h.is_empty() {
+        let x = points
+            .last()
+            .map_or(2.0, |p| p.0)
+            .max(h.len() as f64)
+            .max(2.0);
+        points.push((x, h.max() as f64));
+    }
+    points
+}
+
+fn series(name: &str, color: RGBColor, points: Vec<(f64, f64)>) -> Series {
+    Series {
+        name: name.into(),
+        color,
+        points,
+    }
+}
+
+fn cpu_role(report: &Report, cpu: usize) -> &'static str {
+    let server = report
+        .target
+        .as_ref()
+        .is_some_and(|t| t.server_cpus.contains(&cpu));
+    let generator = report.config.cpus.contains(&cpu);
+    match (server, generator) {
+        (true, true) => " (server + generator)",
+        (true, false) => " (server)",
+        (false, true) => " (generator)",
+        _ => "",
+    }
+}
+
+fn header(report: &Report) -> String {
+    let c = &report.config;
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>{} {}</h1>", escape(&c.method), escape(&c.url));
+    let mode = match c.rate {
+        Some(r) => format!("open loop at {} req/s", fmt_count(r.round() as u64)),
+        None => "closed loop".into(),
+    };
+    let mut facts = vec![format!(
+        "{mode}, {} connections, {} threads, pipeline {}",
+        c.connections, c.threads, c.pipeline
+    )];
+    if let Some(t) = &report.target {
+        let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+        facts.push(format!("server: {}{pid}", t.name));
+    }
+    if let Some(host) = report.extra.get("host").and_then(Value::as_str) {
+        facts.push(format!("host {host}"));
+    }
+    facts.push(format!("{} {}", report.tool.name, report.tool.version));
+    let _ = writeln!(out, "<p class=\"sub\">{}</p>", escape(&facts.join(" · ")));
+    out
+}
+
+fn summary(report: &Report) -> String {
+    let s = &report.summary;
+    let p = report.latency_us.as_ref();
+    let lat = |v: Option<u64>| v.map_or("n/a".into(), fmt_us);
+    let mut out = kpis(&[
+        ("requests/s", fmt_rate(s.rps)),
+        ("requests", fmt_count(s.requests)),
+        ("duration", format!("{:.2} s", s.duration_s)),
+        ("p50", lat(p.map(|p| p.p50))),
+        ("p99", lat(p.map(|p| p.p99))),
+        ("p99.9", lat(p.map(|p| p.p999))),
+        ("max", lat(p.map(|p| p.max))),
+        ("errors", fmt_count(s.errors)),
+        ("timeouts", fmt_count(s.timeouts)),
+        ("non-2xx", fmt_count(s.non2xx)),
+        ("transfer", fmt_bytes(s.bytes_read as f64)),
+    ]);
+    if s.requests > 0 && s.non2xx > 0 {
+        let _ = writeln!(
+            out,
+            "<p class=\"warn\">{:.1} % of the responses were not 2xx.</p>",
+            100.0 * s.non2xx_rate
+        );
+    }
+    out
+}
+
+fn charts(report: &Report) -> String {
+    let ts = &report.timeseries;
+    let mut out = String::new();
+    out.push_str(&line_chart(&LineChart {
+        id: "throughput",
+        title: "Throughput (requests finished per second)",
+        x_desc: "seconds into the run",
+        y_desc: "requests/s",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        y_fmt: &count_axis,
+        series: vec![series(
+            "requests/s",
+            BLUE,
+            ts.iter().map(|p| (p.t_s, p.requests as f64)).collect(),
+        )],
+    }));
+    out.push_str(&line_chart(&LineChart {
+        id: "latency-over-time",
+        title: "Latency per second (log scale)",
+        x_desc: "seconds into the run",
+        y_desc: "latency",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Log,
+        x_fmt: &seconds,
+        y_fmt: &us_axis,
+        series: vec![
+            series(
+                "p50",
+                P50,
+                ts.iter().map(|p| (p.t_s, p.p50_us as f64)).collect(),
+            ),
+            series(
+                "p99",
+                P99,
+                ts.iter().map(|p| (p.t_s, p.p99_us as f64)).collect(),
+            ),
+            series(
+                "max",
+                MAX,
+                ts.iter().map(|p| (p.t_s, p.max_us as f64)).collect(),
+            ),
+        ],
+    }));
+    let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
+    out.push_str(&line_chart(&LineChart {
+        id: "percentile-spectrum",
+        title: "Percentile spectrum (latency by percentile, log scales)",
+        x_desc: "percentile",
+        y_desc: "latency",
+        x_scale: Scale::Log,
+        y_scale: Scale::Log,
+        x_fmt: &nines,
+        y_fmt: &us_axis,
+        series: vec![series(
+            "latency",
+            BLUE,
+            histogram.as_ref().map(spectrum).unwrap_or_default(),
+        )],
+    }));
+    let bars: Vec<Bar> = histogram
+        .as_ref()
+        .map(log_buckets)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| Bar {
+            label: fmt_us(b.low_us),
+            value: b.count as f64,
+            tooltip: format!(
+                "{} – {}: {} requests",
+                fmt_us(b.low_us),
+                fmt_us(b.high_us),
+                fmt_count(b.count)
+            ),
+        })
+        .collect();
+    out.push_str(&bar_chart(
+        "histogram",
+        "Latency histogram (log buckets)",
+        "requests",
+        &bars,
+        &count_axis,
+    ));
+    let cpus = ts.iter().map(|p| p.cpu_busy_pct.len()).max().unwrap_or(0);
+    let cpu_series = (0..cpus)
+        .map(|i| {
+            series(
+                &format!("cpu{i}{}", cpu_role(report, i)),
+                PALETTE[i % PALETTE.len()],
+                ts.iter()
+                    .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
+                    .collect(),
+            )
+        })
+        .collect();
+    out.push_str(&line_chart(&LineChart {
+        id: "cpu-busy",
+        title: "CPU busy per second (server and generator CPUs marked)",
+        x_desc: "seconds into the run",
+        y_desc: "busy %",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        y_fmt: &|v| format!("{v:.0}%"),
+        series: cpu_series,
+    }));
+    out.push_str(&line_chart(&LineChart {
+        id: "errors-over-time",
+        title: "Errors and timeouts per second",
+        x_desc: "seconds into the run",
+        y_desc: "requests",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        y_fmt: &count_axis,
+        series: vec![
+            series(
+                "errors",
+                MAX,
+                ts.iter().map(|p| (p.t_s, p.errors as f64)).collect(),
+            ),
+            series(
+                "timeouts",
+                P99,
+                ts.iter().map(|p| (p.t_s, p.timeouts as f64)).collect(),
+            ),
+        ],
+    }));
+    out
+}
+
+fn tables(report: &Report) -> String {
+    let mut out = String::new();
+    if let Some(p) = &report.latency_us {
+        out.push_str("<h2>Latency percentiles</h2>\n");
+        let rows: Vec<Vec<String>> = [
+            ("min", p.min),
+            ("p50", p.p50),
+            ("p90", p.p90),
+            ("p99", p.p99),
+            ("p99.9", p.p999),
+            ("p99.99", p.p9999),
+            ("max", p.max),
+        ]
+        .iter()
+        .map(|(k, v)| vec![(*k).to_string(), fmt_us(*v)])
+        .collect();
+        out.push_str(&table(&["", "latency"], &rows));
+    }
+    out.push_str("<h2>Status codes and errors</h2>\n");
+    let mut rows: Vec<Vec<String>> = report
+        .status_codes
+        .iter()
+        .map(|(code, n)| vec![format!("[{code}]"), fmt_count(*n)])
+        .collect();
+    rows.extend(
+        report
+            .errors
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| vec![kind.clone(), fmt_count(*n)]),
+    );
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">no responses and no errors</p>\n");
+    } else {
+        out.push_str(&table(&["outcome", "requests"], &rows));
+    }
+    out.push_str("<h2>Slowest requests</h2>\n");
+    let rows: Vec<Vec<String>> = report
+        .slowest
+        .iter()
+        .map(|r| {
+            let mut split = Vec::new();
+            if let Some(q) = r.queued_us.filter(|q| *q > 0) {
+                split.push(format!("queued {}", fmt_us(q)));
+            }
+            if let Some(c) = r.connect_us {
+                split.push(format!("connect {}", fmt_us(c)));
+            }
+            if r.error.is_none() {
+                split.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
+                split.push(format!("body {}", fmt_us(r.body_us)));
+            }
+            vec![
+                fmt_us(r.latency_us),
+                format!("{:.3} s", r.at_s),
+                match (r.status, r.error) {
+                    (Some(c), _) => format!("[{c}]"),
+                    (None, Some(k)) => k.to_string(),
+                    _ => "?".into(),
+                },
+                split.join(", "),
+                format!("{} / {}", r.worker, r.conn),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">none</p>\n");
+    } else {
+        out.push_str(&table(
+            &[
+                "latency",
+                "began at",
+                "outcome",
+                "where the time went",
+                "worker / conn",
+            ],
+            &rows,
+        ));
+    }
+    out
+}
+
+fn diagnosis(report: &Report) -> String {
+    let mut out = String::from("<h2>Diagnosis</h2>\n");
+    let Some(causes) = report.extra.get("diagnosis").and_then(Value::as_array) else {
+        out.push_str("<p class=\"empty\">the run was not diagnosed</p>\n");
+        return out;
+    };
+    if causes.is_empty() {
+        out.push_str(
+            "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
+        );
+    }
+    for c in causes {
+        let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+        let _ =
+            writeln!(
+            out,
+            "<div class=\"cause\" data-cause=\"{}\"><strong>{}</strong> ({} requests): {}</div>",
+            escape(text("cause")),
+            escape(text("cause")),
+            fmt_count(c.get("requests_affected").and_then(Value::as_u64).unwrap_or(0)),
+            escape(text("evidence"))
+        );
+    }
+    out
+}
+
+/// The HTML page of a run's report.
+pub fn run_page(report: &Report) -> String {
+    let mut body = header(report);
+    body.push_str(&summary(report));
+    body.push_str("<h2>Over time and by percentile</h2>\n");
+    body.push_str(&charts(report));
+    body.push_str(&diagnosis(report));
+    body.push_str(&tables(report));
+    let _ = writeln!(
+        body,
+        "<footer>Made by {} {} from its JSON report (schema {}). Self-contained: nothing is fetched when this page is opened.</footer>",
+        escape(&report.tool.name),
+        escape(&report.tool.version),
+        report.schema_version
+    );
+    document(
+        &format!("tailscope: {} {}", report.config.method, report.config.url),
+        &body,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_labels_are_not_rounded_into_each_other() {
+        assert_eq!(seconds(0.5), "0.5s");
+        assert_eq!(seconds(2.0), "2s");
+        assert_eq!(count_axis(0.2), "0.2");
+        assert_eq!(count_axis(45_000.0), "45k");
+        assert_eq!(count_axis(1_250_000.0), "1.25M");
+    }
+
+    #[test]
+    fn nines_read_as_percentiles() {
+        assert_eq!(nines(1.0), "0%");
+        assert_eq!(nines(10.0), "90%");
+        assert_eq!(nines(100.0), "99%");
+        assert_eq!(nines(1000.0), "99.9%");
+        assert_eq!(nines(1e5), "99.999%");
+    }
+
+    #[test]
+    fn the_spectrum_climbs_to_the_max() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+        for v in 1..=1000u64 {
+            h.record(v * 10).unwrap();
+        }
+        let s = spectrum(&h);
+        assert!(s.len() > 10);
+        assert!(
+            s.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1),
+            "{s:?}"
+        );
+        let last = s.last().unwrap();
+        assert!((9_990.0..=10_010.0).contains(&last.1), "{last:?}");
+    }
+}

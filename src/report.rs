@@ -1,0 +1,60 @@
+//! `tailscope report FILE.json --html OUT.html`: a saved JSON report as a self-contained page.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tailscope_loadgen::report::Report;
+
+use crate::exit::{Outcome, UsageError};
+
+/// `tailscope report FILE.json --html OUT.html`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A report written by `tailscope run --json`.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+    /// Write the HTML page here: one self-contained file (no network access when opened).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: PathBuf,
+}
+
+/// Reads a run's JSON report, failing with a usage error that says what the file is instead.
+pub fn load_run_report(path: &std::path::Path) -> Result<Report> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        UsageError(format!(
+            "{} is not JSON ({e}): give a report written by `tailscope run --json`",
+            path.display()
+        ))
+    })?;
+    if value.get("kind").and_then(|k| k.as_str()) == Some("suite") {
+        return Err(UsageError(format!(
+            "{} is a suite report: its HTML page is not built yet; `tailscope suite --markdown` writes its table",
+            path.display()
+        ))
+        .into());
+    }
+    serde_json::from_value(value).map_err(|e| {
+        UsageError(format!(
+            "{} is not a report written by `tailscope run --json` ({e})",
+            path.display()
+        ))
+        .into()
+    })
+}
+
+/// Writes `report` as an HTML page to `path`.
+pub fn write_html(report: &Report, path: &std::path::Path) -> Result<()> {
+    std::fs::write(path, tailscope_report::run_page(report))
+        .with_context(|| format!("cannot write the HTML report to {}", path.display()))
+}
+
+/// Runs `tailscope report`.
+pub fn report(args: ReportArgs) -> Result<Outcome> {
+    let report = load_run_report(&args.file)?;
+    write_html(&report, &args.html)?;
+    say!("tailscope: wrote {}", args.html.display());
+    Ok(Outcome::Success)
+}

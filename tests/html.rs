@@ -1,0 +1,189 @@
+//! The HTML report: `run --html` and `report FILE.json --html`, opened in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{ok, serve, tailscope, Reply};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("html");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// A 2 s run against a server that answers most requests at once and every 50th after 20 ms,
+/// written as JSON and HTML.
+fn a_run() -> (serde_json::Value, String, PathBuf) {
+    let server = serve(|i| {
+        if i % 50 == 0 {
+            Reply::Delay(std::time::Duration::from_millis(20), ok("slow"))
+        } else {
+            Reply::Send(ok("Hello, World!"))
+        }
+    });
+    let json = scratch("run.json");
+    let html = scratch("run.html");
+    let out = tailscope(&[
+        "run",
+        &server.url("/"),
+        "-c",
+        "4",
+        "-z",
+        "2s",
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    (report, std::fs::read_to_string(&html).unwrap(), json)
+}
+
+fn points(page: &str, chart: &str) -> usize {
+    let marker = format!("data-chart=\"{chart}\" data-points=\"");
+    let at = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no chart {chart}"));
+    page[at + marker.len()..]
+        .split('"')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn fetches_nothing(page: &str) {
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "src='http",
+        "href='http",
+        "url(http",
+        "@import",
+        "<script",
+        "<link",
+    ] {
+        assert!(!page.contains(needle), "the page would fetch: {needle}");
+    }
+}
+
+#[test]
+fn a_run_report_is_a_self_contained_page_with_every_chart_drawn() {
+    let (report, page, json) = a_run();
+    fetches_nothing(&page);
+    for chart in [
+        "throughput",
+        "latency-over-time",
+        "percentile-spectrum",
+        "histogram",
+        "cpu-busy",
+        "errors-over-time",
+    ] {
+        assert!(points(&page, chart) > 0, "{chart} has data points");
+    }
+    let requests = report["summary"]["requests"].as_u64().unwrap();
+    let shown = tailscope_loadgen::report::fmt_count(requests);
+    assert!(
+        page.contains(&format!(
+            "<div class=\"v\">{shown}</div><div class=\"k\">requests</div>"
+        )),
+        "the header's request count is the JSON's ({shown})"
+    );
+    // The same page from the saved JSON.
+    let again = scratch("again.html");
+    let out = tailscope(&[
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
+    in_chromium(&again, "run");
+}
+
+/// Opens the page in headless Chromium: the DOM it built has every chart's SVG with its
+/// lines or bars, and a screenshot is kept as an artefact.
+fn in_chromium(page: &Path, name: &str) {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+    else {
+        common::skip("chromium not installed (apt-get install chromium)");
+        return;
+    };
+    let profile = scratch(&format!("chromium-{name}"));
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ];
+    let url = format!("file://{}", page.display());
+    let dom = Command::new(chromium)
+        .args(flags)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--dump-dom", &url])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom.contains("<figure"), "Chromium built the page: {dom}");
+    for chart in ["throughput", "latency-over-time", "percentile-spectrum"] {
+        let at = dom.find(&format!("data-chart=\"{chart}\"")).unwrap();
+        let figure = &dom[at..at + dom[at..].find("</figure>").unwrap()];
+        assert!(figure.contains("<svg"), "{chart} is an SVG in the DOM");
+        assert!(
+            figure.contains("<polyline"),
+            "{chart} has its line in the DOM"
+        );
+    }
+    let shot = scratch(&format!("{name}.png"));
+    let _ = std::fs::remove_file(&shot);
+    let out = Command::new(chromium)
+        .args(flags)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--window-size=1000,3200"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        shot.exists(),
+        "screenshot written: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("screenshot of the {name} report: {}", shot.display());
+}
+
+#[test]
+fn report_refuses_what_is_not_a_run_report() {
+    let junk = scratch("junk.json");
+    std::fs::write(&junk, "not json").unwrap();
+    let out = tailscope(&["report", junk.to_str().unwrap(), "--html", "/tmp/x.html"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not JSON"));
+    let suite = scratch("suite.json");
+    std::fs::write(
+        &suite,
+        r#"{"schema_version":1,"kind":"suite","results":[]}"#,
+    )
+    .unwrap();
+    let out = tailscope(&["report", suite.to_str().unwrap(), "--html", "/tmp/x.html"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("suite report"));
+    let out = tailscope(&["report", "/nonexistent.json", "--html", "/tmp/x.html"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -187,3 +187,45 @@ fn report_refuses_what_is_not_a_run_report() {
     let out = tailscope(&["report", "/nonexistent.json", "--html", "/tmp/x.html"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn unfinished_requests_show_as_lower_bounds_on_the_page() {
+    // Every third request is never answered: the connections end the run waiting.
+    let server = serve(|i| {
+        if i % 3 == 2 {
+            Reply::Hang
+        } else {
+            Reply::Send(ok("x"))
+        }
+    });
+    let html = scratch("unfinished.html");
+    let out = tailscope(&[
+        "run",
+        &server.url("/"),
+        "-c",
+        "2",
+        "-z",
+        "1s",
+        "-t",
+        "60s",
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    fetches_nothing(&page);
+    assert!(page.contains("data-kpi=\"unfinished\""), "the KPI is there");
+    assert!(
+        page.contains("<td>unfinished</td>"),
+        "the slowest list says so"
+    );
+    assert!(
+        page.contains("<div class=\"v\">≥ "),
+        "a key figure is marked as a lower bound"
+    );
+}

@@ -142,29 +142,68 @@ fn header(report: &Report) -> String {
     out
 }
 
+/// A latency figure, marked `≥` when unfinished requests reach it (a lower bound).
+fn latency_figure(report: &Report, name: &str, v: Option<u64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if report.latency_lower_bound.iter().any(|l| l == name) => {
+            format!("≥ {}", fmt_us(v))
+        }
+        Some(v) => fmt_us(v),
+    }
+}
+
 fn summary(report: &Report) -> String {
     let s = &report.summary;
     let p = report.latency_us.as_ref();
-    let lat = |v: Option<u64>| v.map_or("n/a".into(), fmt_us);
-    let mut out = kpis(&[
+    let lat = |name: &str, v: Option<u64>| latency_figure(report, name, v);
+    let mut items = vec![
         ("requests/s", fmt_rate(s.rps)),
         ("requests", fmt_count(s.requests)),
         ("duration", format!("{:.2} s", s.duration_s)),
-        ("p50", lat(p.map(|p| p.p50))),
-        ("p99", lat(p.map(|p| p.p99))),
-        ("p99.9", lat(p.map(|p| p.p999))),
-        ("max", lat(p.map(|p| p.max))),
+        ("p50", lat("p50", p.map(|p| p.p50))),
+        ("p99", lat("p99", p.map(|p| p.p99))),
+        ("p99.9", lat("p999", p.map(|p| p.p999))),
+        ("max", lat("max", p.map(|p| p.max))),
         ("errors", fmt_count(s.errors)),
         ("timeouts", fmt_count(s.timeouts)),
         ("non-2xx", fmt_count(s.non2xx)),
         ("transfer", fmt_bytes(s.bytes_read as f64)),
-    ]);
-    if s.requests > 0 && s.non2xx > 0 {
-        let _ = writeln!(
-            out,
-            "<p class=\"warn\">{:.1} % of the responses were not 2xx.</p>",
-            100.0 * s.non2xx_rate
-        );
+    ];
+    if s.unfinished > 0 {
+        items.insert(2, ("unfinished", fmt_count(s.unfinished)));
+    }
+    let mut out = kpis(&items);
+    let mut notes: Vec<String> = Vec::new();
+    if report.interrupted {
+        notes.push(format!(
+            "The run was interrupted{} before its end.",
+            report
+                .signal
+                .as_deref()
+                .map_or(String::new(), |sig| format!(" by {sig}"))
+        ));
+    }
+    if s.unfinished > 0 {
+        notes.push(format!(
+            "{} requests were still waiting when the run ended (up to {}): they are in every latency figure at their wait so far, so the figures marked ≥ are lower bounds.",
+            fmt_count(s.unfinished),
+            s.unfinished_max_us.map_or("n/a".into(), fmt_us)
+        ));
+    }
+    notes.extend(report.warnings.iter().cloned());
+    if let Some(l) = report
+        .littles_law
+        .as_ref()
+        .filter(|l| l.unaccounted_pct > tailscope_loadgen::report::LITTLES_LAW_SLACK_PCT)
+    {
+        notes.push(format!(
+            "{:.1} % of the connections' time is in no request: the generator lost time between requests (saturated, or a bug).",
+            l.unaccounted_pct
+        ));
+    }
+    for n in notes {
+        let _ = writeln!(out, "<p class=\"warn\">{}</p>", escape(&n));
     }
     out
 }
@@ -181,10 +220,14 @@ fn charts(report: &Report) -> String {
         y_scale: Scale::Linear,
         x_fmt: &seconds,
         y_fmt: &count_axis,
+        // A partial last second (the grace period) is no load rate: left out.
         series: vec![series(
             "requests/s",
             BLUE,
-            ts.iter().map(|p| (p.t_s, p.requests as f64)).collect(),
+            ts.iter()
+                .filter(|p| !p.partial)
+                .map(|p| (p.t_s, p.requests as f64))
+                .collect(),
         )],
     }));
     out.push_str(&line_chart(&LineChart {
@@ -315,7 +358,14 @@ fn tables(report: &Report) -> String {
             ("max", p.max),
         ]
         .iter()
-        .map(|(k, v)| vec![(*k).to_string(), fmt_us(*v)])
+        .map(|(k, v)| {
+            let name = match *k {
+                "p99.9" => "p999",
+                "p99.99" => "p9999",
+                other => other,
+            };
+            vec![(*k).to_string(), latency_figure(report, name, Some(*v))]
+        })
         .collect();
         out.push_str(&table(&["", "latency"], &rows));
     }
@@ -349,19 +399,27 @@ fn tables(report: &Report) -> String {
             if let Some(c) = r.connect_us {
                 split.push(format!("connect {}", fmt_us(c)));
             }
-            if r.error.is_none() {
+            if let Some(stage) = r.stage {
+                split.push(stage.describe().to_string());
+            } else if r.error.is_none() {
                 split.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
                 split.push(format!("body {}", fmt_us(r.body_us)));
             }
             vec![
-                fmt_us(r.latency_us),
+                if r.unfinished {
+                    format!("≥ {}", fmt_us(r.latency_us))
+                } else {
+                    fmt_us(r.latency_us)
+                },
                 format!("{:.3} s", r.at_s),
                 match (r.status, r.error) {
                     (Some(c), _) => format!("[{c}]"),
                     (None, Some(k)) => k.to_string(),
+                    _ if r.unfinished => "unfinished".into(),
                     _ => "?".into(),
                 },
                 split.join(", "),
+                r.retransmits.map_or("n/a".into(), |n| n.to_string()),
                 format!("{} / {}", r.worker, r.conn),
             ]
         })
@@ -375,6 +433,7 @@ fn tables(report: &Report) -> String {
                 "began at",
                 "outcome",
                 "where the time went",
+                "retransmits",
                 "worker / conn",
             ],
             &rows,
@@ -396,10 +455,20 @@ fn diagnosis(report: &Report) -> String {
     }
     for c in causes {
         let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-        let _ =
-            writeln!(
+        let window = c
+            .get("window")
+            .filter(|w| !w.is_null())
+            .map_or(String::new(), |w| {
+                let at = |k: &str| w.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                if w.get("open_ended").and_then(Value::as_bool) == Some(true) {
+                    format!(", from {:.2} s, still going at the end", at("start_s"))
+                } else {
+                    format!(", {:.2}–{:.2} s", at("start_s"), at("end_s"))
+                }
+            });
+        let _ = writeln!(
             out,
-            "<div class=\"cause\" data-cause=\"{}\"><strong>{}</strong> ({} requests): {}</div>",
+            "<div class=\"cause\" data-cause=\"{}\"><strong>{}</strong> ({} requests{window}): {}</div>",
             escape(text("cause")),
             escape(text("cause")),
             fmt_count(c.get("requests_affected").and_then(Value::as_u64).unwrap_or(0)),

@@ -7,7 +7,9 @@
 #
 #   bash bench/compare-generators.sh [SECONDS per run, default 10] [ROUNDS, default 3]
 #
-# Needs: wrk and nginx-light (apt-get), oha (cargo install --locked oha), a release build.
+# Needs: wrk and nginx-light (apt-get), a release build; oha (cargo install --locked oha) is
+# measured when installed. TOOLS="wrk tailscope" picks the tools; TS_BEFORE=BIN adds "before", an
+# older tailscope build, for a before/after in the same sitting. Medians and ranges per tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -28,7 +30,9 @@ measure() {
   local tool=$1 out rps
   local tf; tf=$(mktemp)
   case $tool in
-    tailscope) out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 "$ts" run "$url" --threads 1 -c 64 -z "${secs}s" --json - 2>/dev/null)
+    tailscope|before)
+               local bin=$ts; [ "$tool" = before ] && bin=$TS_BEFORE
+               out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 "$bin" run "$url" --threads 1 -c 64 -z "${secs}s" --json - 2>/dev/null)
                rps=$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["rps"])') ;;
     wrk)       out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 wrk -t1 -c64 -d"${secs}s" "$url")
                rps=$(printf '%s' "$out" | awk '/^Requests\/sec/ {print $2}') ;;
@@ -41,23 +45,29 @@ measure() {
 
 echo "| round | tool | req/s | gen CPU µs/req | peak RSS MiB |"
 echo "|---|---|---|---|---|"
-declare -A sum_rps sum_cpu
+tools=${TOOLS:-wrk tailscope oha}
+[ -n "${TS_BEFORE:-}" ] && tools="$tools before"
+[ -x "$oha" ] || tools=${tools//oha/}
+declare -A all_rps all_cpu
 for r in $(seq "$rounds"); do
-  for tool in wrk tailscope oha; do
+  for tool in $tools; do
     read -r rps cpu rss < <(measure "$tool")
     us=$(python3 -c "print(f'{$cpu * 1e6 / ($rps * $secs):.2f}')")
     printf '| %s | %s | %.0f | %s | %.1f |\n' "$r" "$tool" "$rps" "$us" "$(python3 -c "print($rss/1024)")"
-    sum_rps[$tool]=$(python3 -c "print(${sum_rps[$tool]:-0} + $rps)")
-    sum_cpu[$tool]=$(python3 -c "print(${sum_cpu[$tool]:-0} + $us)")
+    all_rps[$tool]="${all_rps[$tool]:-} $rps"
+    all_cpu[$tool]="${all_cpu[$tool]:-} $us"
   done
 done
 echo
-echo "| tool | mean req/s | vs wrk | mean CPU µs/req | vs wrk |"
+echo "| tool | median req/s (range) | vs wrk | median CPU µs/req (range) | vs wrk |"
 echo "|---|---|---|---|---|"
-for tool in wrk tailscope oha; do
-  python3 - "$tool" "${sum_rps[$tool]}" "${sum_cpu[$tool]}" "${sum_rps[wrk]}" "${sum_cpu[wrk]}" "$rounds" <<'PY'
-import sys
-tool, rps, cpu, wrps, wcpu, n = sys.argv[1], *map(float, sys.argv[2:])
-print(f"| {tool} | {rps/n:,.0f} | {rps/wrps:.2f}× | {cpu/n:.2f} | {cpu/wcpu:.2f}× |")
+for tool in $tools; do
+  python3 - "$tool" "${all_rps[$tool]}" "${all_cpu[$tool]}" "${all_rps[wrk]}" "${all_cpu[wrk]}" <<'PY'
+import statistics, sys
+tool = sys.argv[1]
+rps, cpu, wrps, wcpu = ([float(x) for x in a.split()] for a in sys.argv[2:])
+m, c = statistics.median(rps), statistics.median(cpu)
+print(f"| {tool} | {m:,.0f} ({min(rps):,.0f}–{max(rps):,.0f}) | {m/statistics.median(wrps):.2f}× "
+      f"| {c:.2f} ({min(cpu):.2f}–{max(cpu):.2f}) | {c/statistics.median(wcpu):.2f}× |")
 PY
 done

@@ -19,7 +19,7 @@ use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
-use tailscope_tui::ui::{self, Footer};
+use tailscope_tui::ui::{self, FooterPanel};
 
 fn info(rate: Option<f64>) -> RunInfo {
     RunInfo {
@@ -140,7 +140,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     assert_eq!(rates[1], (2.0, 3_498.0, 2.0));
     let area = Rect::new(0, 0, 70, 12);
     let mut buf = Buffer::empty(area);
-    (&ui::Throughput(&app)).render(area, &mut buf);
+    (&ui::ThroughputPanel(&app)).render(area, &mut buf);
     let text: String = (0..area.width)
         .map(|x| buf[(x, 0)].symbol().to_string())
         .collect();
@@ -150,7 +150,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     let mut app = App::new(info(None));
     app.update(Action::Snapshot(Box::new(snapshot(5)), None));
     let mut buf = Buffer::empty(area);
-    (&ui::Throughput(&app)).render(area, &mut buf);
+    (&ui::ThroughputPanel(&app)).render(area, &mut buf);
     let text: String = (0..area.width)
         .map(|x| buf[(x, 0)].symbol().to_string())
         .collect();
@@ -309,7 +309,7 @@ fn footer_widget_marks_the_current_view() {
     app.update(Action::Show(View::Latency));
     let area = Rect::new(0, 0, 60, 1);
     let mut buf = Buffer::empty(area);
-    (&Footer(&app)).render(area, &mut buf);
+    (&FooterPanel(&app)).render(area, &mut buf);
     let mut want =
         Buffer::with_lines([" 1 Overview  2 Latency  3 Cores & spikes   q quit · p freeze"]);
     // Styles are checked separately: only the current view is reversed.

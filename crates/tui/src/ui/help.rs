@@ -1,0 +1,30 @@
+//! The keys overlay.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Widget};
+
+use super::theme::{fg, panel, DIM};
+
+/// The keys.
+pub struct HelpPanel;
+
+impl Widget for &HelpPanel {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let lines = vec![
+            Line::from("q, Esc, Ctrl-C  stop the load, print the summary"),
+            Line::from("p               freeze / resume the display"),
+            Line::from("+ / -           raise / lower the rate (open loop)"),
+            Line::from("Tab             next view"),
+            Line::from("1 2 3           overview · latency · cores & spikes"),
+            Line::from("?               show / hide this help"),
+            Line::from(""),
+            Line::from(Span::styled(
+                "The load goes on while frozen or in help.",
+                fg(DIM),
+            )),
+        ];
+        Paragraph::new(lines).block(panel("Keys")).render(area, buf);
+    }
+}

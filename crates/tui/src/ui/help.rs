@@ -3,7 +3,7 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Widget};
+use ratatui::widgets::{Paragraph, Widget, Wrap};
 
 use super::theme::{fg, panel, DIM};
 
@@ -25,6 +25,10 @@ impl Widget for &HelpPanel {
                 fg(DIM),
             )),
         ];
-        Paragraph::new(lines).block(panel("Keys")).render(area, buf);
+        // Wrapped, not cut: on a narrow terminal a description goes on the next line whole.
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(panel("Keys", area.width))
+            .render(area, buf);
     }
 }

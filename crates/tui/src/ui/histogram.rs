@@ -2,11 +2,11 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 use tailscope_loadgen::report::{log_buckets, Bucket};
 
+use super::fit::fit_columns;
 use super::format::fmt_us;
 use super::theme::{fg, panel, DIM, P50, P99};
 use crate::app::App;
@@ -16,7 +16,7 @@ pub struct HistogramPanel<'a>(pub &'a App);
 
 impl Widget for &HistogramPanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
-        let block = panel("Latency histogram");
+        let block = panel("Latency histogram", area.width);
         let inner = block.inner(area);
         block.render(area, buf);
         let Some(s) = self.0.snapshot.as_deref() else {
@@ -29,8 +29,13 @@ impl Widget for &HistogramPanel<'_> {
         }
         let total = s.histogram.len().max(1) as f64;
         let most = buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1) as f64;
-        let label_w = 19usize;
-        let bar_w = (inner.width as usize).saturating_sub(label_w + 8).max(1);
+        // The bucket's range stays, then its share, then the bar (which only shows the
+        // share again): a narrow panel loses the bar before the number.
+        let width = usize::from(inner.width);
+        let [_, show_bar, show_pct] = fit_columns(&[(0, 18), (2, 2), (1, 7)], 0, width)[..] else {
+            unreachable!("three columns in, three out")
+        };
+        let bar_w = width.saturating_sub(27).max(1);
         let rows = fit_rows(&buckets, inner.height as usize);
         let lines: Vec<Line> = rows
             .iter()
@@ -47,11 +52,22 @@ impl Widget for &HistogramPanel<'_> {
                     } else {
                         P50
                     };
-                    Line::from(vec![
-                        Span::raw(format!("{:>8}–{:<8} ", fmt_us(b.low_us), fmt_us(b.high_us))),
-                        Span::styled("█".repeat(n.min(bar_w)), Style::default().fg(color)),
-                        Span::raw(format!(" {:.1}%", 100.0 * b.count as f64 / total)),
-                    ])
+                    let mut spans = vec![Span::raw(format!(
+                        "{:>8}–{:<8}",
+                        fmt_us(b.low_us),
+                        fmt_us(b.high_us)
+                    ))];
+                    if show_bar {
+                        spans.push(Span::raw(" "));
+                        spans.push(Span::styled("█".repeat(n.min(bar_w)), fg(color)));
+                    }
+                    if show_pct {
+                        spans.push(Span::raw(format!(
+                            " {:.1}%",
+                            100.0 * b.count as f64 / total
+                        )));
+                    }
+                    Line::from(spans)
                 }
             })
             .collect();

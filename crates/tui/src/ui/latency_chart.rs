@@ -4,8 +4,9 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::widgets::{Axis, Chart, Widget};
 
+use super::fit::Fields;
 use super::format::fmt_us;
-use super::theme::{fg, line, panel, DIM, MAX, P50, P99};
+use super::theme::{fg, line, panel_fields, DIM, MAX, P50, P99};
 use crate::app::App;
 
 use super::x_bounds;
@@ -42,7 +43,12 @@ impl Widget for &LatencyChartPanel<'_> {
             line("max", MAX, &max),
         ];
         Chart::new(sets)
-            .block(panel("Latency per tick (log scale)"))
+            .block(panel_fields(
+                Fields::new(" ")
+                    .add(0, "Latency per tick")
+                    .add(1, "(log scale)"),
+                area.width,
+            ))
             .x_axis(
                 Axis::default()
                     .bounds([x0, x1])

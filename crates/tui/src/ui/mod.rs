@@ -5,6 +5,7 @@
 
 mod cpus;
 mod errors;
+pub mod fit;
 mod footer;
 pub mod format;
 mod header;
@@ -18,7 +19,7 @@ pub mod theme;
 mod throughput;
 
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::widgets::{Clear, Paragraph};
+use ratatui::widgets::{Paragraph, Wrap};
 use ratatui::Frame;
 
 pub use cpus::CpusPanel;
@@ -43,7 +44,7 @@ pub fn render(app: &App, frame: &mut Frame) {
             "terminal too small ({}×{}): need 40×8 — q quits",
             area.width, area.height
         );
-        frame.render_widget(Paragraph::new(msg), area);
+        frame.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
     let [header, body, footer] = Layout::vertical([
@@ -54,22 +55,24 @@ pub fn render(app: &App, frame: &mut Frame) {
     .areas(area);
     frame.render_widget(&HeaderPanel(app), header);
     frame.render_widget(&FooterPanel(app), footer);
+    if app.help {
+        // The keys take the body's place rather than float over it: panels half hidden
+        // behind a popup are panels cut mid-word.
+        let w = 54.min(body.width);
+        let h = 14.min(body.height);
+        let popup = Rect::new(
+            body.x + (body.width - w) / 2,
+            body.y + (body.height - h) / 2,
+            w,
+            h,
+        );
+        frame.render_widget(&HelpPanel, popup);
+        return;
+    }
     match app.view {
         View::Overview => overview(app, frame, body),
         View::Latency => latency_view(app, frame, body),
         View::Cores => cores_view(app, frame, body),
-    }
-    if app.help {
-        let w = 54.min(area.width);
-        let h = 14.min(area.height);
-        let popup = Rect::new(
-            area.x + (area.width - w) / 2,
-            area.y + (area.height - h) / 2,
-            w,
-            h,
-        );
-        frame.render_widget(Clear, popup);
-        frame.render_widget(&HelpPanel, popup);
     }
 }
 

@@ -6,6 +6,8 @@ use ratatui::symbols;
 use ratatui::text::Span;
 use ratatui::widgets::{Block, Dataset, GraphType};
 
+use super::fit::Fields;
+
 /// Good news: 2xx, "running", "no errors", user CPU time.
 pub const OK: Color = Color::Green;
 /// Bad news: errors, system CPU time, a full listen queue.
@@ -39,10 +41,20 @@ pub fn line<'a>(name: &'a str, color: Color, data: &'a [(f64, f64)]) -> Dataset<
         .data(data)
 }
 
-/// A bordered panel with a bold title.
-pub fn panel(title: &str) -> Block<'_> {
+/// A bordered panel titled `title`, or untitled where the title does not fit whole.
+pub fn panel(title: &str, width: u16) -> Block<'_> {
+    panel_fields(Fields::new(" ").add(0, title), width)
+}
+
+/// A bordered panel titled with the fields of `title` that fit between its corners.
+pub fn panel_fields(title: Fields<'_>, width: u16) -> Block<'_> {
+    // Two corners and the space either side of the title.
+    let text = title.fit_text(usize::from(width.saturating_sub(4)));
+    if text.is_empty() {
+        return Block::bordered();
+    }
     Block::bordered().title(Span::styled(
-        format!(" {title} "),
+        format!(" {text} "),
         Style::default().add_modifier(Modifier::BOLD),
     ))
 }

@@ -4,8 +4,9 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::widgets::{Axis, Chart, Widget};
 
+use super::fit::Fields;
 use super::format::fmt_si;
-use super::theme::{fg, line, panel, BAD, DIM, OK};
+use super::theme::{fg, line, panel_fields, BAD, DIM, OK};
 use crate::app::App;
 
 use super::x_bounds;
@@ -51,10 +52,13 @@ impl Widget for &ThroughputPanel<'_> {
             let secs = s.elapsed.as_secs_f64();
             (secs > 0.0).then(|| s.totals.requests() as f64 / secs)
         });
-        let title = format!(
-            "Throughput  last second {now} req/s · mean {} req/s",
-            mean.map_or("n/a".to_string(), fmt_si)
-        );
+        let mean = mean.map_or("n/a".to_string(), fmt_si);
+        let title = Fields::new(" · ")
+            .add(0, "Throughput")
+            .add_lead(1, "  ", format!("last second {now} req/s"))
+            .or_short(format!("last second {now} r/s"))
+            .add(2, format!("mean {mean} req/s"))
+            .or_short(format!("mean {mean} r/s"));
         let ok: Vec<(f64, f64)> = rates.iter().map(|&(t, ok, _)| (t, ok)).collect();
         let err: Vec<(f64, f64)> = rates.iter().map(|&(t, _, e)| (t, e)).collect();
         let top = rates
@@ -68,7 +72,7 @@ impl Widget for &ThroughputPanel<'_> {
             sets.push(line("errors", BAD, &err));
         }
         Chart::new(sets)
-            .block(panel(&title))
+            .block(panel_fields(title, area.width))
             .x_axis(
                 Axis::default()
                     .bounds([x0, x1])

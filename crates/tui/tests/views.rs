@@ -19,6 +19,7 @@ use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
+use tailscope_tui::ui::fit::cut_fields;
 use tailscope_tui::ui::{self, FooterPanel};
 
 fn info(rate: Option<f64>) -> RunInfo {
@@ -557,42 +558,15 @@ fn long_fields() -> Vec<String> {
     fields
 }
 
-/// Panics where a field shows only in part: some beginning of it (two characters or more,
-/// not ending in a space) ends exactly where an area ends, at a border or the edge of the screen. A field shown
-/// whole, or not at all, passes.
+/// Panics where a field shows only in part (see [`cut_fields`]).
 fn assert_nothing_cut(screen: &str, fields: &[String], what: &str) {
-    for row in screen.lines() {
-        // TestBackend quotes each row.
-        let row = row.trim_matches('"');
-        for field in fields {
-            let chars: Vec<char> = field.chars().collect();
-            for k in 2..chars.len() {
-                // A beginning that ends in a space is not told apart from a whole field
-                // followed by the padding every panel has ("Latency ─", "250µs │"): a cut
-                // just after a space is missed, a cut inside a word or number is not.
-                if chars[k - 1] == ' ' {
-                    continue;
-                }
-                let prefix: String = chars[..k].iter().collect();
-                // "p99" is a field of its own (the chart's legend), not "p99.9" cut.
-                if fields.contains(&prefix) {
-                    continue;
-                }
-                for (at, _) in row.match_indices(&prefix) {
-                    let next = row[at + prefix.len()..].chars().next();
-                    // A title is followed by a space and the border: "Latency ─" is the
-                    // whole title "Latency", not "Latency per tick" cut.
-                    let title_end = prefix.ends_with(' ') && next == Some('─');
-                    let cut =
-                        !title_end && matches!(next, None | Some('│' | '┐' | '┘' | '┤' | '─'));
-                    assert!(
-                        !cut,
-                        "{what}: {field:?} is cut to {prefix:?} in\n{row}\n\n{screen}"
-                    );
-                }
-            }
-        }
-    }
+    // TestBackend quotes each row.
+    let rows: String = screen
+        .lines()
+        .map(|row| format!("{}\n", row.trim_matches('"')))
+        .collect();
+    let cuts = cut_fields(&rows, fields);
+    assert!(cuts.is_empty(), "{what}: cut fields {cuts:#?}\n{screen}");
 }
 
 fn views() -> [(&'static str, View, bool); 4] {

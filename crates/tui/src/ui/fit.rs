@@ -196,6 +196,56 @@ pub fn sentences(message: &str, max: usize) -> String {
     out.trim_end().to_string()
 }
 
+/// A field shown in part on a drawn screen: which field, the beginning that shows, the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    /// The field as it should read.
+    pub field: String,
+    /// The beginning of it that the screen shows.
+    pub shown: String,
+    /// The screen's row it is on.
+    pub row: String,
+}
+
+/// The fields that `screen` (rows of text, as a test backend or `tmux capture-pane` gives
+/// them) shows only in part: some beginning of the field, two characters or more, ends
+/// exactly where an area ends, at a border or the end of the row. A field shown whole or not
+/// at all is fine. For the tests of this rule, here and end to end.
+///
+/// A beginning that ends in a space is not looked at: it cannot be told apart from a whole
+/// field and the padding every panel has ("Latency ─", "250µs │"), so a cut just after a
+/// space is missed; a cut inside a word or a number is not. A beginning that is itself one
+/// of `fields` is whole ("p99", the chart's legend, is not "p99.9" cut).
+pub fn cut_fields(screen: &str, fields: &[String]) -> Vec<Cut> {
+    let mut cuts = Vec::new();
+    for row in screen.lines() {
+        for field in fields {
+            let chars: Vec<char> = field.chars().collect();
+            for k in 2..chars.len() {
+                if chars[k - 1] == ' ' {
+                    continue;
+                }
+                let shown: String = chars[..k].iter().collect();
+                if fields.contains(&shown) {
+                    continue;
+                }
+                let at_edge = row.match_indices(&shown).any(|(at, _)| {
+                    let next = row[at + shown.len()..].chars().next();
+                    matches!(next, None | Some('│' | '┐' | '┘' | '┤' | '─'))
+                });
+                if at_edge {
+                    cuts.push(Cut {
+                        field: field.clone(),
+                        shown,
+                        row: row.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    cuts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +305,20 @@ mod tests {
         assert_eq!(fit_columns(&cols, 1, 54), [t, t, t, t, false]);
         assert_eq!(fit_columns(&cols, 1, 50), [t, t, t, false, false]);
         assert_eq!(fit_columns(&cols, 1, 20), [t, t, false, false, false]);
+    }
+
+    #[test]
+    fn a_field_ending_at_a_border_is_cut_and_a_whole_one_is_not() {
+        let fields = [
+            "0 errors".to_string(),
+            "[200]".to_string(),
+            "p99".to_string(),
+        ];
+        let cuts = cut_fields("│3 requests · 0 error│\n│[2│", &fields);
+        let shown: Vec<&str> = cuts.iter().map(|c| c.shown.as_str()).collect();
+        assert_eq!(shown, ["0 error", "[2"]);
+        let whole = "│0 errors   │\n│[200]│p99│";
+        assert_eq!(cut_fields(whole, &fields), []);
     }
 
     #[test]

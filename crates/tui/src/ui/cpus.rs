@@ -6,6 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::fit::{fit_columns, Fields};
+use super::format::fmt_or_na;
 use super::theme::{fg, panel_fields, BAD, DIM, OK, P50};
 use tailscope_targets::procstat::CpuUsage;
 
@@ -121,12 +122,9 @@ impl Widget for &CpusPanel<'_> {
                 let ipc = get(counters.map(|k| &k.ipc));
                 [
                     name(c.cpu),
-                    format!("ctx/s {}", ctx.map_or("n/a".into(), |v| format!("{v:.0}"))),
-                    format!(
-                        "migr/s {}",
-                        migr.map_or("n/a".into(), |v| format!("{v:.0}"))
-                    ),
-                    format!("IPC {}", ipc.map_or("n/a".into(), |v| format!("{v:.2}"))),
+                    format!("ctx/s {}", fmt_or_na(ctx, 0)),
+                    format!("migr/s {}", fmt_or_na(migr, 0)),
+                    format!("IPC {}", fmt_or_na(ipc, 2)),
                 ]
             })
             .collect();

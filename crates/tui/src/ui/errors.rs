@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::fit::Fields;
-use super::format::fmt_count;
+use super::format::{fmt_count, fmt_secs};
 use super::theme::{fg, panel, BAD, DIM, OK, P99};
 use crate::app::App;
 
@@ -63,7 +63,7 @@ impl Widget for &ErrorsPanel<'_> {
                 .error_seen
                 .iter()
                 .find(|(k, _)| *k == kind)
-                .map(|(_, t)| format!("last {:.1}s ago", (now - t).max(0.0)));
+                .map(|(_, t)| format!("last {} ago", fmt_secs((now - t).max(0.0), 1)));
             let mut line = Fields::new("  ").add(
                 0,
                 vec![

@@ -21,3 +21,15 @@ pub fn fmt_cpus(cpus: &[usize]) -> String {
     }
     tailscope_targets::cpus::format_list(cpus)
 }
+
+/// Seconds with `decimals` decimals and the unit glued on, as [`fmt_us`] writes them:
+/// `2.00s`, `4s`.
+pub fn fmt_secs(s: f64, decimals: usize) -> String {
+    format!("{s:.decimals$}s")
+}
+
+/// A measured value with `decimals` decimals, or `n/a` where it could not be measured
+/// (never a made-up zero).
+pub fn fmt_or_na(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("n/a".into(), |v| format!("{v:.decimals$}"))
+}

@@ -5,7 +5,7 @@ use ratatui::layout::Rect;
 use ratatui::widgets::{Axis, Chart, Widget};
 
 use super::fit::Fields;
-use super::format::fmt_us;
+use super::format::{fmt_secs, fmt_us};
 use super::theme::{fg, line, panel_fields, DIM, MAX, P50, P99};
 use crate::app::App;
 
@@ -52,7 +52,7 @@ impl Widget for &LatencyChartPanel<'_> {
             .x_axis(
                 Axis::default()
                     .bounds([x0, x1])
-                    .labels(vec![format!("{x0:.0}s"), format!("{x1:.0}s")])
+                    .labels(vec![fmt_secs(x0, 0), fmt_secs(x1, 0)])
                     .style(fg(DIM)),
             )
             .y_axis(

@@ -6,7 +6,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 use super::fit::{fit_columns, Fields};
-use super::format::fmt_us;
+use super::format::{fmt_secs, fmt_us};
 use super::theme::{fg, panel, DIM, P99};
 use tailscope_loadgen::SlowRequest;
 
@@ -92,7 +92,7 @@ impl Widget for &SlowestPanel<'_> {
                 let cells = [
                     fmt_us(r.latency_us),
                     outcome(r),
-                    format!("{:.2}s", r.at_s),
+                    fmt_secs(r.at_s, 2),
                     r.conn.to_string(),
                     r.worker.to_string(),
                 ];

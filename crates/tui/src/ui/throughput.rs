@@ -5,7 +5,7 @@ use ratatui::layout::Rect;
 use ratatui::widgets::{Axis, Chart, Widget};
 
 use super::fit::Fields;
-use super::format::fmt_si;
+use super::format::{fmt_secs, fmt_si};
 use super::theme::{fg, line, panel_fields, BAD, DIM, OK};
 use crate::app::App;
 
@@ -76,7 +76,7 @@ impl Widget for &ThroughputPanel<'_> {
             .x_axis(
                 Axis::default()
                     .bounds([x0, x1])
-                    .labels(vec![format!("{x0:.0}s"), format!("{x1:.0}s")])
+                    .labels(vec![fmt_secs(x0, 0), fmt_secs(x1, 0)])
                     .style(fg(DIM)),
             )
             .y_axis(

@@ -501,6 +501,7 @@ fn long_fields() -> Vec<String> {
         "(log scale)",
         "Latency histogram",
         "last tick",
+        "run",
         "p99.9",
         "p99",
         "p50",
@@ -659,4 +660,22 @@ fn the_closed_loop_note_keeps_whole_sentences() {
         ],
         "note at 80×24",
     );
+}
+
+#[test]
+fn the_smallest_supported_terminal_cuts_nothing_either() {
+    let fields = long_fields();
+    for (name, view, help) in views() {
+        let mut app = long_app();
+        app.update(Action::Show(view));
+        if help {
+            app.update(Action::ToggleHelp);
+        }
+        let text = screen(&app, 40, 8);
+        assert!(
+            text.contains("tailscope"),
+            "{name} at 40×8 is drawn\n{text}"
+        );
+        assert_nothing_cut(&text, &fields, &format!("{name} at 40×8"));
+    }
 }

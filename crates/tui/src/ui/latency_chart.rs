@@ -9,7 +9,7 @@ use super::format::{fmt_secs, fmt_us};
 use super::theme::{fg, line, panel_fields, DIM, MAX, P50, P99};
 use crate::app::App;
 
-use super::x_bounds;
+use super::{x_bounds, y_labels};
 
 /// p50, p99 and max per tick on a log scale, so a 1.6 s spike stands out from a 1 ms median.
 pub struct LatencyChartPanel<'a>(pub &'a App);
@@ -58,7 +58,7 @@ impl Widget for &LatencyChartPanel<'_> {
             .y_axis(
                 Axis::default()
                     .bounds([lo, hi])
-                    .labels(labels)
+                    .labels(y_labels(labels, area.height))
                     .style(fg(DIM)),
             )
             .render(area, buf);

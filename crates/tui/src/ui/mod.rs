@@ -163,3 +163,18 @@ pub(crate) fn x_bounds(app: &App) -> (f64, f64) {
         .max(0.0);
     (x0, x1)
 }
+
+/// The y-axis labels a chart `height` rows tall (borders included) has room for: all when
+/// each gets a row, else the lowest and the highest, else none. Labels that share a row are
+/// drawn over each other ("1.36Mk" of "1.36M" and "679.0k").
+pub(crate) fn y_labels(labels: Vec<String>, height: u16) -> Vec<String> {
+    // Two borders, the x axis and its labels.
+    let rows = usize::from(height.saturating_sub(4));
+    if labels.len() <= rows {
+        labels
+    } else if rows >= 2 && labels.len() >= 2 {
+        vec![labels[0].clone(), labels[labels.len() - 1].clone()]
+    } else {
+        Vec::new()
+    }
+}

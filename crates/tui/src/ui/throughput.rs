@@ -9,7 +9,7 @@ use super::format::{fmt_secs, fmt_si};
 use super::theme::{fg, line, panel_fields, BAD, DIM, OK};
 use crate::app::App;
 
-use super::x_bounds;
+use super::{x_bounds, y_labels};
 
 /// Requests per second over time, successes and errors apart, one point per finished
 /// second of the run.
@@ -82,7 +82,10 @@ impl Widget for &ThroughputPanel<'_> {
             .y_axis(
                 Axis::default()
                     .bounds([0.0, top])
-                    .labels(vec!["0".to_string(), fmt_si(top / 2.0), fmt_si(top)])
+                    .labels(y_labels(
+                        vec!["0".to_string(), fmt_si(top / 2.0), fmt_si(top)],
+                        area.height,
+                    ))
                     .style(fg(DIM)),
             )
             .render(area, buf);

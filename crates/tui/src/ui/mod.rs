@@ -1,7 +1,8 @@
 //! Drawing: a pure function of the [`App`]. Each panel is a widget over a borrowed `App`, in
 //! its own module; nothing here changes state. Small terminals lose whole panels (lowest
-//! priority first), never get them squeezed into garbage. Colours live in [`theme`], number
-//! formats in [`format`].
+//! priority first), never get them squeezed into garbage; inside a panel every line is laid
+//! out by [`fit`], which drops whole fields and columns and never cuts one. Colours live in
+//! [`theme`], number formats in [`format`].
 
 mod cpus;
 mod errors;

@@ -1,6 +1,6 @@
 //! Fitting text into a width without cutting anything.
 //!
-//! A terminal cell cut off a line turns "[200]" into "[2" and "0 errors" into "0 error": a
+//! A terminal cell cut off a line turns `[200]` into `[2` and `0 errors` into `0 error`: a
 //! different number, a broken word. So no panel hands ratatui a line wider than its area.
 //! A line is built as [`Fields`] (pieces with a priority, some with a shorter form) and
 //! [`Fields::fit`] keeps what fits: first every shorter form is used (least important field

@@ -2,7 +2,7 @@
 //! its own module; nothing here changes state. Small terminals lose whole panels (lowest
 //! priority first), never get them squeezed into garbage; inside a panel every line is laid
 //! out by [`fit`], which drops whole fields and columns and never cuts one. Colours live in
-//! [`theme`], number formats in [`format`].
+//! [`theme`], number formats in [`mod@format`].
 
 mod cpus;
 mod errors;

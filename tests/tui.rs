@@ -1,6 +1,7 @@
 //! The dashboard in a real terminal: tmux runs the binary against a test server, the test
 //! reads the screen, presses q, and checks the summary, the exit code and the restored
-//! terminal. Skips with a message where tmux is absent (`.ci/run` installs it).
+//! terminal, and that no field of any view is cut at 80×24 and 120×40. Skips with a message
+//! where tmux is absent (`.ci/run` installs it).
 
 mod common;
 
@@ -8,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{ok, serve, Reply};
+use tailscope_tui::ui::fit::cut_fields;
 
 fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux").args(args).output().expect("tmux runs");
@@ -136,4 +138,126 @@ fn a_rate_changed_with_plus_is_in_the_summary() {
         after.contains("Interrupted:   stopped from the dashboard"),
         "{after}"
     );
+}
+
+/// Polls the pane until it shows `present` and not `absent` (a view has been redrawn).
+fn wait_for_view(session: &str, present: &str, absent: &str) -> Option<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let screen = tmux(&["capture-pane", "-p", "-t", session]);
+        if screen.contains(present) && !screen.contains(absent) {
+            return Some(screen);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+/// The labels, units and statuses a live run against a 200-answering server shows: the
+/// numbers change from run to run, the words around them do not.
+fn live_fields() -> Vec<String> {
+    [
+        "tailscope",
+        "running",
+        "closed loop",
+        "4 conn",
+        "1 thread",
+        "Throughput",
+        "last second",
+        "req/s",
+        "r/s",
+        "Latency per tick",
+        "(log scale)",
+        "Latency histogram",
+        "last tick",
+        "p99.9",
+        "p99",
+        "p50",
+        "requests",
+        "errors",
+        "timeouts",
+        "Status & errors",
+        "[200]",
+        "no errors",
+        "CPUs",
+        "(S server · G generator)",
+        "u user",
+        "s system+irq",
+        "si softirq",
+        "ctx/s",
+        "migr/s",
+        "listen queue",
+        "Spikes",
+        "likely causes",
+        "Slowest requests",
+        "latency",
+        "status",
+        "worker",
+        "split",
+        "connect",
+        "ttfb",
+        "body",
+        "1 Overview",
+        "2 Latency",
+        "3 Cores & spikes",
+        "q quit",
+        "p freeze",
+        "+/- rate",
+        "Tab view",
+        "? keys",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+#[test]
+fn no_field_is_cut_on_a_live_dashboard_at_80x24_and_120x40() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let fields = live_fields();
+    for (width, height) in [("80", "24"), ("120", "40")] {
+        let session = Session(format!("tailscope-fit-{width}-{}", std::process::id()));
+        let command = format!(
+            "{} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
+            env!("CARGO_BIN_EXE_tailscope"),
+            server.url("/plaintext")
+        );
+        let started = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session.0,
+                "-x",
+                width,
+                "-y",
+                height,
+                &command,
+            ])
+            .status()
+            .unwrap();
+        assert!(started.success());
+        // Each view by its key, once it is drawn: (key, a title it has, one it has not).
+        for (key, present, absent) in [
+            ("1", "[200]", "Spikes"),
+            ("2", "Latency histogram", "Status & errors"),
+            ("3", "Spikes", "Throughput"),
+            ("?", "Keys", "Spikes"),
+        ] {
+            tmux(&["send-keys", "-t", &session.0, key]);
+            let screen = wait_for_view(&session.0, present, absent)
+                .unwrap_or_else(|| panic!("view {key} at {width}×{height} is drawn"));
+            let cuts = cut_fields(&screen, &fields);
+            assert!(
+                cuts.is_empty(),
+                "view {key} at {width}×{height}: cut fields {cuts:#?}\n{screen}"
+            );
+        }
+        tmux(&["send-keys", "-t", &session.0, "q"]);
+        let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
+        assert!(after.contains("EXIT=0"), "q exits 0:\n{after}");
+    }
 }

@@ -222,7 +222,8 @@ impl App {
             }
             Action::RateUp | Action::RateDown => {
                 let Some(rate) = self.rate else {
-                    self.note = Some("+/- need open loop (-q RATE)".into());
+                    // Two sentences, so a narrow footer can keep the first whole.
+                    self.note = Some("+/- need open loop. Start the run with -q RATE.".into());
                     return None;
                 };
                 let new = if matches!(action, Action::RateUp) {

@@ -19,7 +19,8 @@ use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
-use tailscope_tui::ui::{self, Footer};
+use tailscope_tui::ui::fit::cut_fields;
+use tailscope_tui::ui::{self, FooterPanel};
 
 fn info(rate: Option<f64>) -> RunInfo {
     RunInfo {
@@ -140,7 +141,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     assert_eq!(rates[1], (2.0, 3_498.0, 2.0));
     let area = Rect::new(0, 0, 70, 12);
     let mut buf = Buffer::empty(area);
-    (&ui::Throughput(&app)).render(area, &mut buf);
+    (&ui::ThroughputPanel(&app)).render(area, &mut buf);
     let text: String = (0..area.width)
         .map(|x| buf[(x, 0)].symbol().to_string())
         .collect();
@@ -150,7 +151,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     let mut app = App::new(info(None));
     app.update(Action::Snapshot(Box::new(snapshot(5)), None));
     let mut buf = Buffer::empty(area);
-    (&ui::Throughput(&app)).render(area, &mut buf);
+    (&ui::ThroughputPanel(&app)).render(area, &mut buf);
     let text: String = (0..area.width)
         .map(|x| buf[(x, 0)].symbol().to_string())
         .collect();
@@ -309,7 +310,7 @@ fn footer_widget_marks_the_current_view() {
     app.update(Action::Show(View::Latency));
     let area = Rect::new(0, 0, 60, 1);
     let mut buf = Buffer::empty(area);
-    (&Footer(&app)).render(area, &mut buf);
+    (&FooterPanel(&app)).render(area, &mut buf);
     let mut want =
         Buffer::with_lines([" 1 Overview  2 Latency  3 Cores & spikes   q quit · p freeze"]);
     // Styles are checked separately: only the current view is reversed.
@@ -404,4 +405,277 @@ fn update_is_the_only_place_state_changes() {
         "no rate to change in closed loop"
     );
     assert!(closed.note.as_deref().unwrap().contains("open loop"));
+}
+
+/// The sizes every view is drawn at: the smallest usual terminal up to a large one.
+const SIZES: [(u16, u16); 4] = [(80, 24), (100, 30), (120, 40), (200, 60)];
+
+/// A 60-character URL.
+fn long_url() -> String {
+    let url = "http://127.0.0.1:8080/api/v1/accounts/123456/transactions/99";
+    assert_eq!(url.len(), 60);
+    url.to_string()
+}
+
+/// A run with every value at its longest: a 60-character URL, a rate of seven digits, a
+/// nine-digit request count, `connect_timeout` errors, CPU ranges, a pipelined many-thread
+/// load, a spike diagnosis, and a note in the footer.
+fn long_app() -> App {
+    let mut app = App::new(RunInfo {
+        target: format!("GET {}", long_url()),
+        server: Some("embedded (pid 4242)".into()),
+        rate: Some(1_234_567.0),
+        pipeline: 16,
+        connections: 10_000,
+        threads: 16,
+        duration: Some(Duration::from_secs(600)),
+        requests: None,
+        server_cpus: vec![0, 1, 2, 3],
+        client_cpus: vec![4, 5, 6, 7],
+    });
+    for tick in 1..=40 {
+        let mut snap = snapshot(tick);
+        snap.totals.errors[ErrorKind::ConnectTimeout.index()] = 1_234_567 + tick;
+        // 123,456,789 requests in all, errors included.
+        snap.totals.successes = 123_456_789 - snap.totals.error_total();
+        snap.totals.status_codes = vec![(200, 123_450_000), (503, 6_789)];
+        snap.recent_seconds = (1..=tick / 10)
+            .map(|s| second(s as f64, 1_234_567, 0))
+            .collect();
+        snap.slowest[0].conn = 9_999;
+        snap.slowest[0].worker = 15;
+        snap.slowest[0].queued_us = Some(12_345);
+        app.update(Action::Snapshot(Box::new(snap), Some(cpus())));
+        app.update(Action::Counters(TickCounters {
+            context_switches_per_s: vec![Some(1_234_567.0), Some(153.0)],
+            migrations_per_s: vec![Some(2.0), Some(1.0)],
+            ipc: vec![None, Some(1.25)],
+        }));
+        app.update(Action::ListenQueue(Some(ListenSample {
+            sockets: 1,
+            queue: 4096,
+            backlog: 4096,
+            full: 1,
+        })));
+    }
+    app.update(Action::Diagnosis(vec![Diagnosis {
+        cause: "accept_queue_overflow".into(),
+        evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
+        requests_affected: 123_456,
+        window: Some(Window {
+            start_s: 2.0,
+            end_s: 3.02,
+            open_ended: false,
+        }),
+    }]));
+    app.update(Action::RateUp);
+    app
+}
+
+/// What the widgets mean to show of [`long_app`], each a unit a reader must see whole:
+/// labels, numbers with their words, statuses. Prose that wraps is listed word by word.
+fn long_fields() -> Vec<String> {
+    let mut fields: Vec<String> = [
+        "CPUs: server 0-3 · generator 4-7",
+        "server: embedded (pid 4242)",
+        "running",
+        "open loop at 1.54M req/s",
+        "open loop at 1.54M r/s",
+        "10000 conn",
+        "16 threads",
+        "pipeline 16",
+        "1 Overview",
+        "2 Latency",
+        "3 Cores & spikes",
+        "q quit",
+        "p freeze",
+        "+/- rate",
+        "Tab view",
+        "? keys",
+        "rate set to 1543209 req/s",
+        "Throughput",
+        "last second 1.23M req/s",
+        "last second 1.23M r/s",
+        "req/s",
+        "Latency per tick",
+        "(log scale)",
+        "Latency histogram",
+        "last tick",
+        "run",
+        "p99.9",
+        "p99",
+        "p50",
+        "123,456,789 requests",
+        "1,234,650 errors",
+        "43 timeouts",
+        "Status & errors",
+        "[200] 123,450,000",
+        "[503] 6,789",
+        "non-2xx: 6,789",
+        "connect_timeout: 1,234,607",
+        "timeout: 43",
+        "CPUs",
+        "(S server · G generator)",
+        "u user",
+        "s system+irq",
+        "si softirq",
+        "ctx/s 1234567",
+        "migr/s 2",
+        "IPC n/a",
+        "IPC 1.25",
+        "listen queue 4096/4096",
+        "FULL",
+        "Slowest requests",
+        "latency",
+        "status",
+        "worker",
+        "queued 12.35ms",
+        "connect 1.00s",
+        "ttfb 1.60s",
+        "body 1.00ms",
+        "[200]",
+        "Spikes",
+        "accept_queue_overflow",
+        "123,456 requests",
+        "at 2.00–3.02 s",
+        "ListenOverflows",
+        "retransmits",
+        "Keys",
+    ]
+    .map(String::from)
+    .to_vec();
+    fields.push(format!("GET {}", long_url()));
+    for line in [
+        "q, Esc, Ctrl-C stop the load, print the summary",
+        "freeze / resume the display",
+        "raise / lower the rate (open loop)",
+        "Tab next view",
+        "overview · latency · cores & spikes",
+        "show / hide this help",
+        "The load goes on while frozen or in help.",
+    ] {
+        fields.extend(line.split(' ').filter(|w| w.len() > 1).map(String::from));
+    }
+    fields
+}
+
+/// Panics where a field shows only in part (see [`cut_fields`]).
+fn assert_nothing_cut(screen: &str, fields: &[String], what: &str) {
+    // TestBackend quotes each row.
+    let rows: String = screen
+        .lines()
+        .map(|row| format!("{}\n", row.trim_matches('"')))
+        .collect();
+    let cuts = cut_fields(&rows, fields);
+    assert!(cuts.is_empty(), "{what}: cut fields {cuts:#?}\n{screen}");
+}
+
+fn views() -> [(&'static str, View, bool); 4] {
+    [
+        ("overview", View::Overview, false),
+        ("latency", View::Latency, false),
+        ("cores", View::Cores, false),
+        ("help", View::Overview, true),
+    ]
+}
+
+#[test]
+fn no_field_is_cut_in_any_view_at_any_size() {
+    let fields = long_fields();
+    for (name, view, help) in views() {
+        for (width, height) in SIZES {
+            let mut app = long_app();
+            app.update(Action::Show(view));
+            if help {
+                app.update(Action::ToggleHelp);
+            }
+            let text = screen(&app, width, height);
+            let what = format!("{name} at {width}×{height}");
+            assert_nothing_cut(&text, &fields, &what);
+            // What stays at every size, so the check above has something to look at.
+            for always in ["running", "1 Overview", "q quit"] {
+                assert!(
+                    text.contains(always),
+                    "{what}: {always:?} is missing\n{text}"
+                );
+            }
+            insta::assert_snapshot!(format!("long_{name}_{width}x{height}"), text);
+        }
+    }
+}
+
+#[test]
+fn a_roomy_terminal_shows_every_field_whole() {
+    let mut app = long_app();
+    let overview = screen(&app, 200, 60);
+    for field in [
+        "CPUs: server 0-3 · generator 4-7",
+        "server: embedded (pid 4242)",
+        "open loop at 1.54M req/s",
+        "pipeline 16",
+        "last second 1.23M req/s",
+        "123,456,789 requests",
+        "1,234,650 errors",
+        "connect_timeout: 1,234,607",
+        "queued 12.35ms",
+        "[200]",
+        "rate set to 1543209 req/s",
+    ] {
+        assert!(
+            overview.contains(field),
+            "{field:?} missing at 200×60\n{overview}"
+        );
+    }
+    app.update(Action::Show(View::Cores));
+    let cores = screen(&app, 200, 60);
+    for field in [
+        "ctx/s 1234567",
+        "IPC 1.25",
+        "listen queue 4096/4096 FULL",
+        "123,456 requests",
+    ] {
+        assert!(
+            cores.contains(field),
+            "{field:?} missing at 200×60\n{cores}"
+        );
+    }
+}
+
+#[test]
+fn the_closed_loop_note_keeps_whole_sentences() {
+    let mut app = app_with_data(None);
+    app.update(Action::RateUp);
+    let wide = screen(&app, 120, 40);
+    assert!(
+        wide.contains("+/- need open loop. Start the run with -q RATE."),
+        "{wide}"
+    );
+    let narrow = screen(&app, 80, 24);
+    assert!(!narrow.contains("(-q RATE"), "{narrow}");
+    assert_nothing_cut(
+        &narrow,
+        &[
+            "+/- need open loop.".into(),
+            "Start the run with -q RATE.".into(),
+        ],
+        "note at 80×24",
+    );
+}
+
+#[test]
+fn the_smallest_supported_terminal_cuts_nothing_either() {
+    let fields = long_fields();
+    for (name, view, help) in views() {
+        let mut app = long_app();
+        app.update(Action::Show(view));
+        if help {
+            app.update(Action::ToggleHelp);
+        }
+        let text = screen(&app, 40, 8);
+        assert!(
+            text.contains("tailscope"),
+            "{name} at 40×8 is drawn\n{text}"
+        );
+        assert_nothing_cut(&text, &fields, &format!("{name} at 40×8"));
+    }
 }

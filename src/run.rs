@@ -533,7 +533,7 @@ impl Progress {
         }
         self.last_shown = Some(snap.elapsed);
         // The last finished second, not a tick ×10: a tick may carry two intervals of a
-        // worker, or none (see tailscope_tui::ui::Throughput).
+        // worker, or none (see tailscope_tui::ui::ThroughputPanel).
         let rate = snap
             .recent_seconds
             .last()

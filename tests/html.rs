@@ -13,6 +13,19 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// `tailscope run ARGS`, which must exit 0.
+fn run_ok(args: &[&str]) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let out = tailscope(&all);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A 2 s run against a server that answers most requests at once and every 50th after 20 ms,
 /// written as JSON and HTML.
 fn a_run() -> (serde_json::Value, String, PathBuf) {
@@ -25,8 +38,7 @@ fn a_run() -> (serde_json::Value, String, PathBuf) {
     });
     let json = scratch("run.json");
     let html = scratch("run.html");
-    let out = tailscope(&[
-        "run",
+    run_ok(&[
         &server.url("/"),
         "-c",
         "4",
@@ -37,12 +49,6 @@ fn a_run() -> (serde_json::Value, String, PathBuf) {
         "--html",
         html.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     (report, std::fs::read_to_string(&html).unwrap(), json)
@@ -199,8 +205,7 @@ fn unfinished_requests_show_as_lower_bounds_on_the_page() {
         }
     });
     let html = scratch("unfinished.html");
-    let out = tailscope(&[
-        "run",
+    run_ok(&[
         &server.url("/"),
         "-c",
         "2",
@@ -211,12 +216,6 @@ fn unfinished_requests_show_as_lower_bounds_on_the_page() {
         "--html",
         html.to_str().unwrap(),
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let page = std::fs::read_to_string(&html).unwrap();
     fetches_nothing(&page);
     assert!(page.contains("data-kpi=\"unfinished\""), "the KPI is there");

@@ -15,6 +15,7 @@ mod nginx;
 pub mod procstat;
 pub mod profile;
 mod spec;
+pub mod stacks;
 mod sys;
 
 pub use launch::{kill_all_launched, Target};

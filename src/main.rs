@@ -24,6 +24,7 @@ mod exit;
 mod profile;
 mod run;
 mod serve;
+mod stacks;
 mod suite;
 mod suite_file;
 

@@ -165,6 +165,10 @@ impl RunConfig {
 
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
+    let stacks_options = crate::stacks::StacksOptions {
+        mode: args.output.stacks,
+        flamegraph: args.output.flamegraph.clone(),
+    };
     let mut config = RunConfig::from_args(args)?;
     let control = RunControl::new();
     watch_signals(&control)?;
@@ -228,10 +232,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     );
+    let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
+        stacks.on_snapshot(snap);
         if let Some((feed, _)) = &dashboard {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
@@ -278,6 +284,8 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     };
     let server_exited = target.as_mut().and_then(|t| t.exited());
     let sections = profiler.finish(plan, &totals, &mut report);
+    // Before the target stops: its binaries are read through /proc/PID to name the frames.
+    let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {
         if let Some(status) = server_exited {
             say!(
@@ -287,7 +295,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         t.stop();
     }
-    let text = report.to_text() + &sections;
+    let text = report.to_text() + &sections + &inside;
     if json_to_stdout {
         say_part!("{text}");
         print_stdout(&report.to_json())?;

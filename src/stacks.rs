@@ -1,0 +1,320 @@
+//! On-CPU stacks of the server wired into a run (`--stacks`, `--flamegraph`): the sampler of
+//! `tailscope_targets::stacks` fed the target's process tree every tick, then a `stacks`
+//! section in the JSON report, a "Server inside" section in the text summary and, if asked,
+//! a flame graph.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use tailscope_loadgen::report::{fmt_count, Report};
+use tailscope_loadgen::{Phase, Snapshot};
+use tailscope_targets::stacks::{self, OnCpu, StackSampler, StacksReport};
+
+use crate::exit::UsageError;
+
+/// When to sample the server's stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StacksMode {
+    /// When perf sampling is allowed (root, CAP_PERFMON or perf_event_paranoid <= 0).
+    Auto,
+    /// Always; the run fails if perf sampling is not allowed.
+    On,
+    /// Never.
+    Off,
+}
+
+/// What the command line asked of the sampler.
+#[derive(Debug, Clone)]
+pub struct StacksOptions {
+    /// `--stacks`.
+    pub mode: StacksMode,
+    /// `--flamegraph`.
+    pub flamegraph: Option<PathBuf>,
+}
+
+/// The sampler of one run, or why there is none.
+pub struct RunStacks {
+    sampler: Option<StackSampler>,
+    root: Option<u32>,
+    flamegraph: Option<PathBuf>,
+    /// Why nothing is sampled (`None` when off on purpose or sampling).
+    not_sampled: Option<String>,
+    begun: bool,
+}
+
+impl RunStacks {
+    /// Opens the sampler for the target `root` (the launched server or `--pid`) and its
+    /// descendants. Fails only when sampling was asked for explicitly and cannot be had.
+    pub fn start(options: StacksOptions, root: Option<u32>) -> Result<RunStacks> {
+        let mut stacks = RunStacks {
+            sampler: None,
+            root,
+            flamegraph: options.flamegraph.clone(),
+            not_sampled: None,
+            begun: false,
+        };
+        let explicit = options.mode == StacksMode::On || options.flamegraph.is_some();
+        match (options.mode, root) {
+            (StacksMode::Off, _) if options.flamegraph.is_some() => {
+                return Err(
+                    UsageError("--flamegraph needs the stacks: drop --stacks off".into()).into(),
+                )
+            }
+            (StacksMode::Off, _) => return Ok(stacks),
+            (_, None) if explicit => {
+                return Err(UsageError(
+                    "--stacks on and --flamegraph need a server to sample: give --target or --pid"
+                        .into(),
+                )
+                .into())
+            }
+            (_, None) => return Ok(stacks),
+            _ => {}
+        }
+        match StackSampler::open(stacks::DEFAULT_FREQUENCY_HZ) {
+            Ok(s) => stacks.sampler = Some(s),
+            Err(e) if explicit => {
+                return Err(e)
+                    .context("cannot sample the server's stacks (--stacks on, --flamegraph)")
+            }
+            Err(e) => stacks.not_sampled = Some(e.to_string()),
+        }
+        Ok(stacks)
+    }
+
+    /// Feeds the sampler the target's processes and reads its buffers; called every tick.
+    pub fn on_snapshot(&mut self, snap: &Snapshot) {
+        let (Some(sampler), Some(root)) = (self.sampler.as_mut(), self.root) else {
+            return;
+        };
+        if !self.begun && snap.phase != Phase::WarmingUp {
+            // Second 0 of the generator's time series began `elapsed` ago.
+            let elapsed = u64::try_from(snap.elapsed.as_nanos()).unwrap_or(u64::MAX);
+            sampler.begin(stacks::monotonic_ns().saturating_sub(elapsed));
+            self.begun = true;
+        }
+        sampler.set_pids(&process_tree(root));
+        sampler.drain();
+    }
+
+    /// Names the frames (call it before the target is stopped: its binaries are read through
+    /// /proc), adds `stacks` to the report, writes the flame graph, and returns the text
+    /// section.
+    pub fn finish(self, report: &mut Report) -> String {
+        let Some(sampler) = self.sampler else {
+            if let Some(why) = self.not_sampled {
+                report.extra.insert(
+                    "stacks".into(),
+                    serde_json::json!({
+                        "sampler": "cpu-clock",
+                        "frequency_hz": null,
+                        "samples": null,
+                        "missing": [why],
+                    }),
+                );
+                return format!("\nServer inside: not sampled ({why})\n");
+            }
+            return String::new();
+        };
+        let on_cpu = sampler.finish();
+        // The slow seconds: those whose responses include outliers (≥ 10× the median).
+        let slow: BTreeSet<u32> = report
+            .timeseries
+            .iter()
+            .filter(|p| p.outliers > 0)
+            .map(|p| (p.t_s.ceil() as u32).saturating_sub(1))
+            .collect();
+        let stacks_report = on_cpu.differential(&slow);
+        let mut flamegraph_failed = None;
+        if let Some(path) = &self.flamegraph {
+            // The report is worth more than the picture: a failed write is said, not fatal.
+            if let Err(e) = write_flamegraph(&on_cpu, path) {
+                flamegraph_failed = Some(format!("  flame graph: {e:#}\n"));
+            }
+        }
+        report.extra.insert(
+            "stacks".into(),
+            serde_json::to_value(&stacks_report).unwrap_or_default(),
+        );
+        text(&stacks_report) + &flamegraph_failed.unwrap_or_default()
+    }
+}
+
+/// The target and its descendants, from one scan of /proc/*/stat.
+///
+/// A stand-in: the process-tree follower of `tailscope_targets` replaces it once merged (it
+/// also keeps processes that were re-parented); only [`RunStacks::on_snapshot`] calls it.
+fn process_tree(root: u32) -> Vec<u32> {
+    let mut parent_of = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // The command name may hold spaces and parentheses: the fields follow the last ')'.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parent_of.push((pid, ppid));
+            }
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parent_of
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    tree
+}
+
+fn write_flamegraph(on_cpu: &OnCpu, path: &PathBuf) -> Result<()> {
+    let lines = on_cpu.folded(|_| true);
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("cannot write the flame graph to {}", path.display()))?;
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = "tailscope: the server's on-CPU stacks over the run".into();
+    options.count_name = "samples".into();
+    if lines.is_empty() {
+        // inferno refuses an empty input; say so in the picture rather than fail the run.
+        options.title += " (no samples)";
+        let empty = ["no-samples 1"];
+        return inferno::flamegraph::from_lines(&mut options, empty, std::io::BufWriter::new(file))
+            .with_context(|| format!("cannot write the flame graph to {}", path.display()));
+    }
+    inferno::flamegraph::from_lines(
+        &mut options,
+        lines.iter().map(String::as_str),
+        std::io::BufWriter::new(file),
+    )
+    .with_context(|| format!("cannot write the flame graph to {}", path.display()))
+}
+
+/// A stack on one line: its innermost frames, leaf first.
+fn short(stack: &[String]) -> String {
+    let mut s = stack
+        .iter()
+        .take(4)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ← ");
+    if stack.len() > 4 {
+        s += " ← …";
+    }
+    s
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "n/a".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+fn text(r: &StacksReport) -> String {
+    let mut out = String::new();
+    let normal_total = r.samples - r.slow_samples;
+    let _ = writeln!(
+        out,
+        "\nServer inside (on-CPU stacks, {} at {} Hz per CPU: {} samples, {} in {} slow second(s)):",
+        r.sampler,
+        r.frequency_hz,
+        fmt_count(r.samples),
+        fmt_count(r.slow_samples),
+        r.slow_seconds.len()
+    );
+    for o in r.over_represented.iter().take(3) {
+        let _ = writeln!(
+            out,
+            "  over-represented in the slow seconds: {}{} — {:.1} % of their samples vs {:.1} % of the others",
+            o.frame,
+            o.location.as_ref().map_or(String::new(), |l| format!(" ({l})")),
+            o.slow_share * 100.0,
+            o.normal_share * 100.0
+        );
+    }
+    if r.over_represented.is_empty() && !r.slow_seconds.is_empty() {
+        let _ = writeln!(
+            out,
+            "  no frame is clearly over-represented in the slow seconds"
+        );
+    }
+    let mut slow: Vec<_> = r.on_cpu.iter().filter(|s| s.slow_samples > 0).collect();
+    slow.sort_by_key(|s| std::cmp::Reverse(s.slow_samples));
+    if !slow.is_empty() {
+        let _ = writeln!(out, "  top stacks in the slow seconds:");
+        for s in slow.iter().take(3) {
+            let _ = writeln!(
+                out,
+                "    {:>7}  {}",
+                pct(s.slow_samples, r.slow_samples),
+                short(&s.stack)
+            );
+        }
+    }
+    let mut normal: Vec<_> = r
+        .on_cpu
+        .iter()
+        .filter(|s| s.samples > s.slow_samples)
+        .collect();
+    normal.sort_by_key(|s| std::cmp::Reverse(s.samples - s.slow_samples));
+    if !normal.is_empty() {
+        let _ = writeln!(
+            out,
+            "  top stacks in the {}:",
+            if r.slow_seconds.is_empty() {
+                "run"
+            } else {
+                "other seconds"
+            }
+        );
+        for s in normal.iter().take(3) {
+            let _ = writeln!(
+                out,
+                "    {:>7}  {}",
+                pct(s.samples - s.slow_samples, normal_total),
+                short(&s.stack)
+            );
+        }
+    }
+    for m in &r.missing {
+        let _ = writeln!(out, "  missing: {m}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_of_this_process_holds_its_children() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let tree = process_tree(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(tree[0], std::process::id());
+        assert!(tree.contains(&child.id()), "{tree:?}");
+    }
+}

@@ -54,6 +54,13 @@ pub struct ServeArgs {
     /// Fault injection: how long each stall blocks the loop (needs --stall-every).
     #[arg(long = "stall-for", value_parser = parse_duration, value_name = "DUR", requires = "stall_every")]
     pub stall_for: Option<Duration>,
+    /// Fault injection: burn CPU on each worker's loop every DUR, in a function named
+    /// burn_cpu_on_purpose (needs --burn-for).
+    #[arg(long = "burn-every", value_parser = parse_duration, value_name = "DUR", requires = "burn_for")]
+    pub burn_every: Option<Duration>,
+    /// Fault injection: how long each burn holds the loop (needs --burn-every).
+    #[arg(long = "burn-for", value_parser = parse_duration, value_name = "DUR", requires = "burn_every")]
+    pub burn_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
     #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N")]
     pub max_conns: usize,

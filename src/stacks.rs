@@ -3,7 +3,6 @@
 //! section in the JSON report, a "Server inside" section in the text summary and, if asked,
 //! a flame graph.
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -119,13 +118,19 @@ impl RunStacks {
             return String::new();
         };
         let on_cpu = sampler.finish();
-        // The slow seconds: those whose responses include outliers (≥ 10× the median).
-        let slow: BTreeSet<u32> = report
-            .timeseries
-            .iter()
-            .filter(|p| p.outliers > 0)
-            .map(|p| (p.t_s.ceil() as u32).saturating_sub(1))
-            .collect();
+        // A point's t_s is the end of its second; the last, partial one may repeat it.
+        let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
+        for p in &report.timeseries {
+            let second = (p.t_s.ceil() as u32).saturating_sub(1);
+            match seconds.last_mut() {
+                Some(last) if last.0 == second => {
+                    last.1 += p.outliers;
+                    last.2 = last.2.max(p.max_us);
+                }
+                _ => seconds.push((second, p.outliers, p.max_us)),
+            }
+        }
+        let slow = stacks::slow_seconds(&seconds);
         let stacks_report = on_cpu.differential(&slow);
         let mut flamegraph_failed = None;
         if let Some(path) = &self.flamegraph {

@@ -713,6 +713,28 @@ impl OnCpu {
     }
 }
 
+/// The slow seconds of a run from its time series, `(second, outliers, max_us)` each: the
+/// seconds with outliers whose slowest response is at least 3× the median second's slowest,
+/// or whose outliers are at least 3× the median second's. On a busy machine every second has
+/// a few outliers; a spike stands out of them.
+pub fn slow_seconds(seconds: &[(u32, u64, u64)]) -> BTreeSet<u32> {
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    };
+    let max_median = median(seconds.iter().map(|s| s.2).collect());
+    let outliers_median = median(seconds.iter().map(|s| s.1).collect());
+    seconds
+        .iter()
+        .filter(|&&(_, outliers, max_us)| {
+            outliers > 0
+                && (max_us >= max_median.saturating_mul(3)
+                    || (outliers_median > 0 && outliers >= outliers_median.saturating_mul(3)))
+        })
+        .map(|s| s.0)
+        .collect()
+}
+
 fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
@@ -848,6 +870,19 @@ mod tests {
         );
         let none = on_cpu(vec![(0, 0, 5)], stacks).differential(&BTreeSet::new());
         assert!(none.missing.iter().any(|m| m.contains("no slow second")));
+    }
+
+    #[test]
+    fn a_spike_stands_out_of_the_noise() {
+        // Every second has outliers (a busy machine); second 3 has a 300 ms one.
+        let seconds: Vec<(u32, u64, u64)> = (0..8)
+            .map(|s| (s, 1500, if s == 3 { 320_000 } else { 40_000 }))
+            .collect();
+        assert_eq!(slow_seconds(&seconds), BTreeSet::from([3]));
+        // A quiet run: the only second with outliers is slow.
+        let quiet = [(0, 0, 900), (1, 4, 9_000), (2, 0, 1_000)];
+        assert_eq!(slow_seconds(&quiet), BTreeSet::from([1]));
+        assert!(slow_seconds(&[]).is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use tailscope_loadgen::report::{fmt_count, Report};
 use tailscope_loadgen::{Phase, Snapshot};
+use tailscope_targets::stacks::threads::{self, ThreadStateSampler};
 use tailscope_targets::stacks::{self, OnCpu, StackSampler, StacksReport};
 
 use crate::exit::UsageError;
@@ -36,12 +37,22 @@ pub struct StacksOptions {
 /// The sampler of one run, or why there is none.
 pub struct RunStacks {
     sampler: Option<StackSampler>,
+    /// Off-CPU time from /proc thread states (beside the stacks; needs no perf).
+    threads: Option<ThreadStateSampler>,
     root: Option<u32>,
     flamegraph: Option<PathBuf>,
     /// Why nothing is sampled (`None` when off on purpose or sampling).
     not_sampled: Option<String>,
     begun: bool,
+    /// The target's processes as last scanned, and the ticks since.
+    tree: Vec<u32>,
+    ticks_since_scan: u32,
 }
+
+/// Ticks between two scans of /proc for the target's processes: a scan reads every process's
+/// stat (about a millisecond), and ten a second cost the generator's CPU ~1 %; a process
+/// younger than half a second is missed until the next scan.
+const TICKS_PER_SCAN: u32 = 5;
 
 impl RunStacks {
     /// Opens the sampler for the target `root` (the launched server or `--pid`) and its
@@ -49,10 +60,13 @@ impl RunStacks {
     pub fn start(options: StacksOptions, root: Option<u32>) -> Result<RunStacks> {
         let mut stacks = RunStacks {
             sampler: None,
+            threads: None,
             root,
             flamegraph: options.flamegraph.clone(),
             not_sampled: None,
             begun: false,
+            tree: Vec::new(),
+            ticks_since_scan: 0,
         };
         let explicit = options.mode == StacksMode::On || options.flamegraph.is_some();
         match (options.mode, root) {
@@ -80,6 +94,10 @@ impl RunStacks {
             }
             Err(e) => stacks.not_sampled = Some(e.to_string()),
         }
+        if stacks.sampler.is_some() {
+            // A thread of its own: ~200 looks a second do not fit in the 100 ms tick.
+            stacks.threads = ThreadStateSampler::start(threads::DEFAULT_INTERVAL).ok();
+        }
         Ok(stacks)
     }
 
@@ -91,10 +109,22 @@ impl RunStacks {
         if !self.begun && snap.phase != Phase::WarmingUp {
             // Second 0 of the generator's time series began `elapsed` ago.
             let elapsed = u64::try_from(snap.elapsed.as_nanos()).unwrap_or(u64::MAX);
-            sampler.begin(stacks::monotonic_ns().saturating_sub(elapsed));
+            let origin = stacks::monotonic_ns().saturating_sub(elapsed);
+            sampler.begin(origin);
+            if let Some(t) = &self.threads {
+                t.begin(origin);
+            }
             self.begun = true;
         }
-        sampler.set_pids(&process_tree(root));
+        if self.tree.is_empty() || self.ticks_since_scan >= TICKS_PER_SCAN {
+            self.tree = process_tree(root);
+            self.ticks_since_scan = 0;
+        }
+        self.ticks_since_scan += 1;
+        sampler.set_pids(&self.tree);
+        if let Some(t) = &self.threads {
+            t.set_pids(&self.tree);
+        }
         sampler.drain();
     }
 
@@ -132,6 +162,7 @@ impl RunStacks {
         }
         let slow = stacks::slow_seconds(&seconds);
         let stacks_report = on_cpu.differential(&slow);
+        let off_cpu = self.threads.map(|t| t.finish().differential(&slow));
         let mut flamegraph_failed = None;
         if let Some(path) = &self.flamegraph {
             // The report is worth more than the picture: a failed write is said, not fatal.
@@ -139,11 +170,29 @@ impl RunStacks {
                 flamegraph_failed = Some(format!("  flame graph: {e:#}\n"));
             }
         }
-        report.extra.insert(
-            "stacks".into(),
-            serde_json::to_value(&stacks_report).unwrap_or_default(),
-        );
-        text(&stacks_report) + &flamegraph_failed.unwrap_or_default()
+        let mut json = serde_json::to_value(&stacks_report).unwrap_or_default();
+        if let (Some(obj), Some((times, over))) = (json.as_object_mut(), &off_cpu) {
+            obj.insert(
+                "off_cpu_sampler".into(),
+                format!(
+                    "/proc thread states every {} ms",
+                    threads::DEFAULT_INTERVAL.as_millis()
+                )
+                .into(),
+            );
+            obj.insert(
+                "off_cpu".into(),
+                serde_json::to_value(times).unwrap_or_default(),
+            );
+            obj.insert(
+                "off_cpu_over_represented".into(),
+                serde_json::to_value(over).unwrap_or_default(),
+            );
+        }
+        report.extra.insert("stacks".into(), json);
+        text(&stacks_report)
+            + &off_cpu.map_or(String::new(), |(_, over)| blocked_text(&over))
+            + &flamegraph_failed.unwrap_or_default()
     }
 }
 
@@ -210,6 +259,24 @@ fn write_flamegraph(on_cpu: &OnCpu, path: &PathBuf) -> Result<()> {
         std::io::BufWriter::new(file),
     )
     .with_context(|| format!("cannot write the flame graph to {}", path.display()))
+}
+
+fn blocked_text(over: &[threads::BlockedOverRepresented]) -> String {
+    let mut out = String::new();
+    for o in over.iter().take(3) {
+        let b = &o.blocked;
+        let _ = writeln!(
+            out,
+            "  blocked in the slow seconds: thread {} {} in {} ({}) — {:.1} % of its time vs {:.1} % in the others",
+            b.thread,
+            b.state,
+            b.syscall,
+            b.wchan,
+            o.slow_share * 100.0,
+            o.normal_share * 100.0
+        );
+    }
+    out
 }
 
 /// A stack on one line: its innermost frames, leaf first.

@@ -1,6 +1,7 @@
-//! On-CPU stacks end to end: the reference server burning CPU in a named function in bursts
-//! is caught by name in the slow seconds; a healthy one has nothing claimed; a stripped
-//! program's frames stay as module+offset. Each test skips, saying so, where perf sampling of
+//! On-CPU stacks and off-CPU time end to end: the reference server burning CPU in a named
+//! function in bursts is caught by name in the slow seconds, and one stalling its loop by its
+//! blocking call; a healthy one has nothing claimed; a stripped program's frames stay as
+//! module+offset. Each test skips, saying so, where perf sampling of
 //! every process is not allowed (not root and kernel.perf_event_paranoid > 0) or io_uring is
 //! unavailable.
 
@@ -108,6 +109,29 @@ fn a_cpu_burn_is_named_as_the_top_over_represented_frame_of_the_slow_seconds() {
 }
 
 #[test]
+fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
+    let _turn = serial();
+    if !may_sample() {
+        return;
+    }
+    // --stall-every sleeps on the event loop: off CPU, in clock_nanosleep.
+    let Some(server) = Server::start(&["--stall-every", "2s", "--stall-for", "300ms"]) else {
+        return;
+    };
+    let stacks = sampled_run(&server, &[]);
+    let over = stacks["off_cpu_over_represented"].as_array().unwrap();
+    let top = over
+        .first()
+        .unwrap_or_else(|| panic!("nothing claimed: {stacks:#}"));
+    assert!(
+        ["clock_nanosleep", "nanosleep"].contains(&top["syscall"].as_str().unwrap()),
+        "{stacks:#}"
+    );
+    assert_eq!(top["state"], "S");
+    assert!(top["slow_share"].as_f64().unwrap() > top["normal_share"].as_f64().unwrap());
+}
+
+#[test]
 fn a_healthy_server_has_nothing_claimed() {
     // The near miss: the same server and load, no burn. Whatever seconds the machine's noise
     // makes slow, no frame is claimed for them.
@@ -125,6 +149,8 @@ fn a_healthy_server_has_nothing_claimed() {
         over.is_empty(),
         "claimed in a healthy run: {over:?}\n{stacks:#}"
     );
+    let blocked = stacks["off_cpu_over_represented"].as_array().unwrap();
+    assert!(blocked.is_empty(), "claimed in a healthy run: {blocked:?}");
     let on_cpu = stacks["on_cpu"].as_array().unwrap();
     assert!(!on_cpu.is_empty());
     assert!(

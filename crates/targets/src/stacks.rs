@@ -22,6 +22,8 @@ use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use serde::Serialize;
 
+pub mod threads;
+
 /// The default sampling frequency per CPU: 99 Hz, not 100, so the sampler does not tick in
 /// lock-step with 10 ms timers in the target.
 pub const DEFAULT_FREQUENCY_HZ: u64 = 99;
@@ -625,13 +627,8 @@ impl OnCpu {
         }
         let mut over: Vec<OverRepresented> = Vec::new();
         if slow_total > 0 && normal_total > 0 {
-            let (ns, nn) = (slow_total as f64, normal_total as f64);
             for (frame, &(slow, normal)) in &frames {
-                let (ps, pn) = (slow as f64 / ns, normal as f64 / nn);
-                let pooled = (slow + normal) as f64 / (ns + nn);
-                let se = (pooled * (1.0 - pooled) * (1.0 / ns + 1.0 / nn)).sqrt();
-                let z = if se > 0.0 { (ps - pn) / se } else { 0.0 };
-                if slow >= MIN_SLOW_SAMPLES && ps - pn >= 0.10 && ps >= 2.0 * pn && z > 4.0 {
+                if let Some((ps, pn)) = clearly_more(slow, slow_total, normal, normal_total) {
                     over.push(OverRepresented {
                         frame: frame.to_string(),
                         location: self.locations.get(*frame).cloned(),
@@ -733,6 +730,21 @@ pub fn slow_seconds(seconds: &[(u32, u64, u64)]) -> BTreeSet<u32> {
         })
         .map(|s| s.0)
         .collect()
+}
+
+/// Whether `slow` of `slow_total` is clearly a larger share than `normal` of `normal_total`:
+/// at least 10 points and twice as large, at least [`MIN_SLOW_SAMPLES`], and a two-proportion
+/// z above 4 (a healthy run's noise claims nothing). Returns the two shares.
+fn clearly_more(slow: u64, slow_total: u64, normal: u64, normal_total: u64) -> Option<(f64, f64)> {
+    if slow_total == 0 || normal_total == 0 {
+        return None;
+    }
+    let (ns, nn) = (slow_total as f64, normal_total as f64);
+    let (ps, pn) = (slow as f64 / ns, normal as f64 / nn);
+    let pooled = (slow + normal) as f64 / (ns + nn);
+    let se = (pooled * (1.0 - pooled) * (1.0 / ns + 1.0 / nn)).sqrt();
+    let z = if se > 0.0 { (ps - pn) / se } else { 0.0 };
+    (slow >= MIN_SLOW_SAMPLES && ps - pn >= 0.10 && ps >= 2.0 * pn && z > 4.0).then_some((ps, pn))
 }
 
 fn round3(v: f64) -> f64 {

@@ -232,7 +232,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     );
-    let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid)?;
+    let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {

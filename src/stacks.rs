@@ -56,8 +56,12 @@ const TICKS_PER_SCAN: u32 = 5;
 
 impl RunStacks {
     /// Opens the sampler for the target `root` (the launched server or `--pid`) and its
-    /// descendants. Fails only when sampling was asked for explicitly and cannot be had.
-    pub fn start(options: StacksOptions, root: Option<u32>) -> Result<RunStacks> {
+    /// descendants; the thread-state looks run on the first of `client_cpus` (the generator's). Fails only when sampling was asked for explicitly and cannot be had.
+    pub fn start(
+        options: StacksOptions,
+        root: Option<u32>,
+        client_cpus: &[usize],
+    ) -> Result<RunStacks> {
         let mut stacks = RunStacks {
             sampler: None,
             threads: None,
@@ -96,7 +100,7 @@ impl RunStacks {
         }
         if stacks.sampler.is_some() {
             // A thread of its own: ~200 looks a second do not fit in the 100 ms tick.
-            stacks.threads = ThreadStateSampler::start(threads::DEFAULT_INTERVAL).ok();
+            stacks.threads = ThreadStateSampler::start(threads::DEFAULT_INTERVAL, client_cpus).ok();
         }
         Ok(stacks)
     }

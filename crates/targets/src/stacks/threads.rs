@@ -80,15 +80,23 @@ pub struct ThreadStateSampler {
 }
 
 impl ThreadStateSampler {
-    /// Starts looking every `interval` (nothing is counted before [`Self::begin`]).
-    pub fn start(interval: Duration) -> std::io::Result<ThreadStateSampler> {
+    /// Starts looking every `interval` (nothing is counted before [`Self::begin`]), from a
+    /// thread pinned to the first of `cpus` (the generator's, so the looking is not counted as
+    /// foreign load on the server's CPUs; empty: anywhere).
+    pub fn start(interval: Duration, cpus: &[usize]) -> std::io::Result<ThreadStateSampler> {
         let pids = Arc::new(Mutex::new(Vec::new()));
         let origin_ns = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (p, o, s) = (pids.clone(), origin_ns.clone(), stop.clone());
+        let cpu = cpus.first().copied();
         let handle = std::thread::Builder::new()
             .name("tailscope-threads".into())
-            .spawn(move || look_until_stopped(&p, &o, &s, interval))?;
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                look_until_stopped(&p, &o, &s, interval)
+            })?;
         Ok(ThreadStateSampler {
             pids,
             origin_ns,
@@ -127,6 +135,11 @@ fn look_until_stopped(
         interval,
         ..OffCpu::default()
     };
+    // The threads of each process, re-listed every TASKS_EVERY looks: listing a directory
+    // costs three system calls, and threads come and go far less often than every 5 ms.
+    const TASKS_EVERY: u32 = 20;
+    let mut tasks: Vec<std::path::PathBuf> = Vec::new();
+    let mut looks_since_listing = TASKS_EVERY;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(interval);
         let origin = origin_ns.load(Ordering::Relaxed);
@@ -135,37 +148,40 @@ fn look_until_stopped(
             continue;
         }
         let second = ((now - origin) / 1_000_000_000) as u32;
-        let pids = pids.lock().map(|p| p.clone()).unwrap_or_default();
-        for pid in pids {
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        if looks_since_listing >= TASKS_EVERY {
+            looks_since_listing = 0;
+            tasks.clear();
+            for pid in pids.lock().map(|p| p.clone()).unwrap_or_default() {
+                if let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+                    tasks.extend(dir.flatten().map(|t| t.path()));
+                }
+            }
+        }
+        looks_since_listing += 1;
+        for dir in &tasks {
+            let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
                 continue;
             };
-            for task in tasks.flatten() {
-                let dir = task.path();
-                let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
-                    continue;
-                };
-                let Some((thread, state)) = parse_stat(&stat) else {
-                    continue;
-                };
-                *off.looks.entry((second, thread.clone())).or_insert(0) += 1;
-                if state == "R" {
-                    continue;
-                }
-                let syscall = std::fs::read_to_string(dir.join("syscall"))
-                    .map_or_else(|_| "n/a".to_string(), |s| syscall_name(&s));
-                let wchan = std::fs::read_to_string(dir.join("wchan"))
-                    .ok()
-                    .filter(|w| !w.is_empty() && w != "0")
-                    .unwrap_or_else(|| "n/a".into());
-                let blocked = Blocked {
-                    thread,
-                    state,
-                    syscall,
-                    wchan,
-                };
-                *off.blocked.entry((second, blocked)).or_insert(0) += 1;
+            let Some((thread, state)) = parse_stat(&stat) else {
+                continue;
+            };
+            *off.looks.entry((second, thread.clone())).or_insert(0) += 1;
+            if state == "R" {
+                continue;
             }
+            let syscall = std::fs::read_to_string(dir.join("syscall"))
+                .map_or_else(|_| "n/a".to_string(), |s| syscall_name(&s));
+            let wchan = std::fs::read_to_string(dir.join("wchan"))
+                .ok()
+                .filter(|w| !w.is_empty() && w != "0")
+                .unwrap_or_else(|| "n/a".into());
+            let blocked = Blocked {
+                thread,
+                state,
+                syscall,
+                wchan,
+            };
+            *off.blocked.entry((second, blocked)).or_insert(0) += 1;
         }
     }
     off
@@ -346,7 +362,7 @@ mod tests {
             .arg("5")
             .spawn()
             .unwrap();
-        let sampler = ThreadStateSampler::start(Duration::from_millis(5)).unwrap();
+        let sampler = ThreadStateSampler::start(Duration::from_millis(5), &[]).unwrap();
         sampler.set_pids(&[child.id()]);
         sampler.begin(monotonic_ns());
         std::thread::sleep(Duration::from_millis(200));

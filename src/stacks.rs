@@ -1,7 +1,7 @@
-//! On-CPU stacks of the server wired into a run (`--stacks`, `--flamegraph`): the sampler of
-//! `tailscope_targets::stacks` fed the target's process tree every tick, then a `stacks`
-//! section in the JSON report, a "Server inside" section in the text summary and, if asked,
-//! a flame graph.
+//! On-CPU stacks and off-CPU thread states of the server wired into a run (`--stacks`,
+//! `--flamegraph`): the samplers of `tailscope_targets::stacks` fed the target's process tree
+//! every tick, then a `stacks` section in the JSON report, a "Server inside" section in the
+//! text summary and, if asked, a flame graph.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -56,7 +56,8 @@ const TICKS_PER_SCAN: u32 = 5;
 
 impl RunStacks {
     /// Opens the sampler for the target `root` (the launched server or `--pid`) and its
-    /// descendants; the thread-state looks run on the first of `client_cpus` (the generator's). Fails only when sampling was asked for explicitly and cannot be had.
+    /// descendants; the thread-state looks run on the first of `client_cpus` (the
+    /// generator's). Fails only when sampling was asked for explicitly and cannot be had.
     pub fn start(
         options: StacksOptions,
         root: Option<u32>,

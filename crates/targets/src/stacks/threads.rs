@@ -140,6 +140,8 @@ fn look_until_stopped(
     const TASKS_EVERY: u32 = 20;
     let mut tasks: Vec<std::path::PathBuf> = Vec::new();
     let mut looks_since_listing = TASKS_EVERY;
+    // Per thread: the wait channel and system call of its last look.
+    let mut last_call: HashMap<std::path::PathBuf, (String, String)> = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(interval);
         let origin = origin_ns.load(Ordering::Relaxed);
@@ -169,12 +171,22 @@ fn look_until_stopped(
             if state == "R" {
                 continue;
             }
-            let syscall = std::fs::read_to_string(dir.join("syscall"))
-                .map_or_else(|_| "n/a".to_string(), |s| syscall_name(&s));
             let wchan = std::fs::read_to_string(dir.join("wchan"))
                 .ok()
                 .filter(|w| !w.is_empty() && w != "0")
                 .unwrap_or_else(|| "n/a".into());
+            // Reading `syscall` makes the kernel wait for the thread to be inactive: the
+            // dearest of the three files. A thread still waiting where it waited at the last
+            // look is in the same call; read it again only when the wait moved.
+            let syscall = match last_call.get(dir) {
+                Some((w, call)) if *w == wchan && wchan != "n/a" => call.clone(),
+                _ => {
+                    let call = std::fs::read_to_string(dir.join("syscall"))
+                        .map_or_else(|_| "n/a".to_string(), |s| syscall_name(&s));
+                    last_call.insert(dir.clone(), (wchan.clone(), call.clone()));
+                    call
+                }
+            };
             let blocked = Blocked {
                 thread,
                 state,

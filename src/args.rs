@@ -66,6 +66,13 @@ pub struct ServeArgs {
     /// Fault injection: how long each stall blocks the loop (needs --stall-every).
     #[arg(long = "stall-for", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_every")]
     pub stall_for: Option<Duration>,
+    /// Fault injection: burn CPU on each worker's loop every DUR, in a function named
+    /// burn_cpu_on_purpose (needs --burn-for).
+    #[arg(long = "burn-every", value_parser = parse_duration, value_name = "DUR", requires = "burn_for")]
+    pub burn_every: Option<Duration>,
+    /// Fault injection: how long each burn holds the loop (needs --burn-every).
+    #[arg(long = "burn-for", value_parser = parse_duration, value_name = "DUR", requires = "burn_every")]
+    pub burn_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
     #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as u64 * 10))]
     pub max_conns: usize,
@@ -210,6 +217,14 @@ pub struct OutputArgs {
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
+    /// Sample the server's on-CPU stacks (perf cpu-clock, 99 Hz per CPU) and name what it
+    /// ran in the slow seconds: auto = when allowed (root, CAP_PERFMON or
+    /// kernel.perf_event_paranoid <= 0).
+    #[arg(long = "stacks", value_enum, default_value_t = crate::stacks::StacksMode::Auto, value_name = "WHEN")]
+    pub stacks: crate::stacks::StacksMode,
+    /// Write a flame graph (SVG) of the server's on-CPU stacks over the whole run.
+    #[arg(long = "flamegraph", value_name = "PATH.svg")]
+    pub flamegraph: Option<PathBuf>,
 }
 
 /// Parses `500ms`, `10s`, `2m`, `1h`.

@@ -25,6 +25,7 @@ mod profile;
 mod report;
 mod run;
 mod serve;
+mod stacks;
 mod suite;
 mod suite_file;
 

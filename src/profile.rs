@@ -52,6 +52,11 @@ impl RunProfiler {
         self
     }
 
+    /// The live processes of the server's tree as of the last tick, for the stack sampler.
+    pub fn tree_pids(&self) -> Vec<u32> {
+        self.profiler.tree_pids()
+    }
+
     /// The listeners' accept queues at the last tick, when watched and found.
     pub fn listen_now(&self) -> Option<ListenSample> {
         self.listen_now

@@ -253,6 +253,10 @@ fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
 
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
+    let stacks_options = crate::stacks::StacksOptions {
+        mode: args.output.stacks,
+        flamegraph: args.output.flamegraph.clone(),
+    };
     let mut config = RunConfig::from_args(args)?;
     fit_open_files(&config.plan)?;
     let control = RunControl::new();
@@ -318,10 +322,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         !plan.warmup.is_zero(),
     )
     .watching_listeners(plan.addr);
+    let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
+        stacks.on_snapshot(snap, &profiler.tree_pids());
         if let Some((feed, _)) = &dashboard {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
@@ -372,6 +378,8 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     };
     let server_exited = target.as_mut().and_then(|t| t.exited());
     let sections = profiler.finish(plan, &totals, &mut report);
+    // Before the target stops: its binaries are read through /proc/PID to name the frames.
+    let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {
         if let Some(status) = server_exited {
             say!(
@@ -381,7 +389,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         t.stop();
     }
-    let text = report.to_text() + &sections;
+    let text = report.to_text() + &sections + &inside;
     if json_to_stdout {
         say_part!("{text}");
         print_stdout(&report.to_json())?;

@@ -34,6 +34,14 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         }
         config.stall = Some(Stall { every, duration });
     }
+    if let (Some(every), Some(duration)) = (args.burn_every, args.burn_for) {
+        if every.is_zero() || duration.is_zero() {
+            return Err(
+                UsageError("--burn-every and --burn-for must be more than 0".into()).into(),
+            );
+        }
+        config.burn = Some(Stall { every, duration });
+    }
     let server = match tailscope_server::start(config) {
         Ok(s) => s,
         Err(e @ (Error::Invalid(_) | Error::StaticDir { .. })) => {

@@ -86,6 +86,9 @@ pub struct Config {
     pub backlog: i32,
     /// Injected stalls.
     pub stall: Option<Stall>,
+    /// CPU burned on purpose on each worker's loop: every `every`, for `duration`, in
+    /// `burn_cpu_on_purpose` (a named function profilers can find).
+    pub burn: Option<Stall>,
     /// Connections a worker keeps open at once; more are closed as they are accepted.
     pub max_conns: usize,
     /// A keep-alive connection with nothing to do is closed after this.
@@ -103,6 +106,7 @@ impl Default for Config {
             static_dir: None,
             backlog: 4096,
             stall: None,
+            burn: None,
             max_conns: 100_000,
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),

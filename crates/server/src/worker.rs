@@ -87,6 +87,7 @@ pub(crate) struct Worker {
     accepting: bool,
     shutdown_started: Option<Instant>,
     next_stall: Option<Instant>,
+    next_burn: Option<Instant>,
     date_second: u64,
     last_sweep: Instant,
     completions: Vec<Completion>,
@@ -99,6 +100,27 @@ const DELAY_BIT: u64 = 1 << 63;
 /// A connection op's token: slot in the low 32 bits, a 31-bit generation above it.
 fn token(slot: usize, generation: u32) -> u64 {
     (u64::from(generation & 0x7fff_ffff) << 32) | slot as u64
+}
+
+/// On purpose: a stand-in for a hot loop on the event loop (a regex gone quadratic, a large
+/// encode). Never inlined, so a profiler names it; returns its arithmetic so it is not elided.
+/// The inner loop is plain shifts and xors: no call, even unoptimised, so the samples land in
+/// this function and not in a helper (iterators are calls in a debug build).
+#[inline(never)]
+fn burn_cpu_on_purpose(duration: Duration) -> u64 {
+    let end = Instant::now() + duration;
+    let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+    while Instant::now() < end {
+        let mut i = 0u32;
+        while i < 100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            i += 1;
+        }
+        x = std::hint::black_box(x);
+    }
+    x
 }
 
 fn now_second() -> u64 {
@@ -128,6 +150,7 @@ impl Worker {
                 http::http_date(SystemTime::now()),
             ),
             next_stall: config.stall.map(|s| now + s.every),
+            next_burn: config.burn.map(|s| now + s.every),
             config,
             shutdown,
             accepting: true,
@@ -179,6 +202,12 @@ impl Worker {
                 // On purpose: a stand-in for a GC pause or a blocking call on the event loop.
                 std::thread::sleep(stall.duration);
                 self.next_stall = Some(Instant::now() + stall.every);
+            }
+        }
+        if let (Some(at), Some(burn)) = (self.next_burn, self.config.burn) {
+            if now >= at {
+                burn_cpu_on_purpose(burn.duration);
+                self.next_burn = Some(Instant::now() + burn.every);
             }
         }
         let second = now_second();

@@ -17,6 +17,7 @@ mod nginx;
 pub mod procstat;
 pub mod profile;
 mod spec;
+pub mod stacks;
 mod sys;
 pub mod tree;
 

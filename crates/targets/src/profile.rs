@@ -521,6 +521,16 @@ impl Profiler {
         )
     }
 
+    /// The live processes of the target's tree as of the last tick (empty without a target).
+    pub fn tree_pids(&self) -> Vec<u32> {
+        self.tree.as_ref().map_or_else(Vec::new, |t| {
+            t.live_pids()
+                .into_iter()
+                .filter_map(|p| u32::try_from(p).ok())
+                .collect()
+        })
+    }
+
     /// Whether the PMU gave hardware counters on this machine.
     pub fn has_hardware_counters(&self) -> bool {
         self.perf.iter().any(|c| c.counters[5].is_some())

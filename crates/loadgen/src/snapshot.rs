@@ -94,7 +94,8 @@ pub struct Counters {
     pub errors: [u64; ErrorKind::COUNT],
     /// Response bytes read.
     pub bytes_read: u64,
-    /// Open loop: sends that left more than [`crate::recorder::LATE_SLACK`] after their intended time.
+    /// Open loop: sends that left more than [`crate::recorder::LATE_SLACK`] after their
+    /// intended time.
     pub late_sends: u64,
     /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
     pub reconnects: u64,

@@ -83,7 +83,7 @@ enum Connect {
 }
 
 /// What writing the queued requests left the connection with.
-enum Send {
+enum Sent {
     /// They are in flight.
     Written,
     /// The write failed and the connection was closed: start over.
@@ -192,9 +192,9 @@ impl Connection {
             // 3. Write every claimed request in one write.
             if !self.queued.is_empty() {
                 match self.send_queued(now, connect_time).await {
-                    Send::Written => {}
-                    Send::Closed => continue,
-                    Send::GraceOver => return,
+                    Sent::Written => {}
+                    Sent::Closed => continue,
+                    Sent::GraceOver => return,
                 }
             }
 
@@ -359,9 +359,9 @@ impl Connection {
 
     /// Writes every queued request in one write and moves them in flight. `now` is when
     /// they began (their connect, if `connect_time` says one was just made, else the write).
-    async fn send_queued(&mut self, now: Instant, connect_time: Option<Duration>) -> Send {
+    async fn send_queued(&mut self, now: Instant, connect_time: Option<Duration>) -> Sent {
         let Some(s) = self.stream.as_mut() else {
-            return Send::Closed;
+            return Sent::Closed;
         };
         let sent = if connect_time.is_some() {
             Instant::now()
@@ -377,7 +377,7 @@ impl Connection {
         };
         let Some(write) = write else {
             self.abandon(now, Stage::Sending);
-            return Send::GraceOver;
+            return Sent::GraceOver;
         };
         let mut rec = w.rec.borrow_mut();
         for (i, c) in self.queued.drain(..).enumerate() {
@@ -399,9 +399,9 @@ impl Connection {
         w.add_in_flight(k);
         if let Err(kind) = write {
             self.close(Closed::failed(kind));
-            return Send::Closed;
+            return Sent::Closed;
         }
-        Send::Written
+        Sent::Written
     }
 
     /// The lazy timer fired: a real timeout only if the oldest request is overdue; else it

@@ -2,18 +2,20 @@
 //!
 //! A [`Plan`] says what to run; [`run`] starts one generator thread per core (the tokio
 //! [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
-//! workers hand their interval data to the [`recorder::Aggregator`] on the calling thread,
+//! workers hand their interval data to the [`aggregate::Aggregator`] on the calling thread,
 //! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
-//! [`RunTotals`]. [`report::Report`] turns those into JSON and text, and [`threshold`]
+//! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those into JSON and text, and [`threshold`]
 //! checks them for CI. The engine and the recorder meet only at `WorkerRecorder`, so a
 //! second engine (io_uring) can be added behind the same boundary.
 
+pub mod aggregate;
 mod engine;
 pub mod error;
 pub mod http;
 pub mod plan;
 pub mod recorder;
 pub mod report;
+pub mod snapshot;
 mod sys;
 pub mod threshold;
 
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
-pub use recorder::{
+pub use snapshot::{
     Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
 };
 
@@ -157,7 +159,7 @@ pub fn run(
     }
     drop(tx);
 
-    let mut agg = recorder::Aggregator::new(threads, highest, plan.tick, plan.slowest);
+    let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest);
     let mut next_snapshot = Instant::now() + plan.tick;
     let mut last_snapshot = Instant::now();
     let mut stop_sent = false;

@@ -248,7 +248,8 @@ impl fmt::Display for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::{new_histogram, Counters, RunTotals};
+    use crate::recorder::new_histogram;
+    use crate::snapshot::{Counters, RunTotals};
     use std::time::Duration;
 
     #[test]

@@ -1,0 +1,299 @@
+//! Merges the workers' interval data into the run's totals, per-second points and snapshots.
+//!
+//! The [`Aggregator`] lives on the calling thread of [`crate::run`]: each worker sends it an
+//! [`IntervalData`] once per tick, it adds that to the run's [`Histograms`] and
+//! [`Counters`], files it under its second, makes a [`TimePoint`] of every second all
+//! workers are past, and publishes a [`Snapshot`] when asked. At the end, [`Aggregator::finish`]
+//! returns the [`RunTotals`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::recorder::{new_histogram, Histograms, IntervalData, Slowest};
+use crate::snapshot::{Counters, Percentiles, Phase, RunTotals, Snapshot, TimePoint};
+
+/// How many finished seconds a snapshot carries.
+const RECENT_SECONDS: usize = 120;
+
+struct SecondBucket {
+    counters: Counters,
+    latency: Histogram<u64>,
+}
+
+/// Merges workers' interval data into run totals, per-second points and snapshots.
+pub struct Aggregator {
+    highest: Duration,
+    tick: Duration,
+    /// Counters of the run so far.
+    counters: Counters,
+    /// Histograms of the run so far.
+    histograms: Histograms,
+    /// The finished seconds, in order.
+    timeseries: Vec<TimePoint>,
+    last_tick: Counters,
+    last_tick_latency: Histogram<u64>,
+    seconds: BTreeMap<u64, SecondBucket>,
+    slowest: Slowest,
+    /// Highest tick reported by each worker; a second is final once every worker is past it.
+    worker_ticks: Vec<u64>,
+    /// Seconds below this are points already; data arriving for them (a worker's last
+    /// interval, taken just after a tick) goes into the first open second instead, so no
+    /// second is made a point twice.
+    open_from: u64,
+}
+
+impl Aggregator {
+    /// An aggregator for `workers` threads.
+    pub fn new(workers: usize, highest: Duration, tick: Duration, slowest: usize) -> Self {
+        Aggregator {
+            highest,
+            tick,
+            counters: Counters::default(),
+            histograms: Histograms::new(highest),
+            timeseries: Vec::new(),
+            last_tick: Counters::default(),
+            last_tick_latency: new_histogram(highest),
+            seconds: BTreeMap::new(),
+            slowest: Slowest::new(slowest),
+            worker_ticks: vec![0; workers],
+            open_from: 0,
+        }
+    }
+
+    /// Merges one worker's interval.
+    pub fn merge(&mut self, data: IntervalData) {
+        self.histograms.add(&data.histograms);
+        self.counters.merge(&data.counters);
+        self.last_tick.merge(&data.counters);
+        self.last_tick_latency
+            .add(&data.histograms.latency)
+            .expect("same bounds");
+        for s in data.slowest.items() {
+            self.slowest.offer(s.clone());
+        }
+        let ticks_per_second =
+            (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
+        // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
+        let second = (data.tick.saturating_sub(1) / ticks_per_second).max(self.open_from);
+        let highest = self.highest;
+        let bucket = self.seconds.entry(second).or_insert_with(|| SecondBucket {
+            counters: Counters::default(),
+            latency: new_histogram(highest),
+        });
+        bucket.counters.merge(&data.counters);
+        bucket
+            .latency
+            .add(&data.histograms.latency)
+            .expect("same bounds");
+        if let Some(w) = self.worker_ticks.get_mut(data.worker) {
+            *w = (*w).max(data.tick);
+        }
+        let done_before = self.worker_ticks.iter().min().copied().unwrap_or(0) / ticks_per_second;
+        self.finalize_seconds(done_before);
+    }
+
+    fn finalize_seconds(&mut self, before: u64) {
+        while let Some(entry) = self.seconds.first_entry() {
+            if *entry.key() >= before {
+                break;
+            }
+            let (second, b) = entry.remove_entry();
+            self.open_from = second + 1;
+            let p = Percentiles::of(&b.latency);
+            let run_p50 = if self.histograms.latency.is_empty() {
+                0
+            } else {
+                self.histograms.latency.value_at_quantile(0.5)
+            };
+            let threshold = (run_p50 * 10).max(1_000);
+            let outliers = if b.latency.is_empty() || b.latency.max() < threshold {
+                0
+            } else {
+                b.latency.count_between(threshold, b.latency.max())
+            };
+            self.timeseries.push(TimePoint {
+                t_s: (second + 1) as f64,
+                partial: false,
+                requests: b.counters.requests(),
+                errors: b.counters.error_total(),
+                timeouts: b.counters.timeouts(),
+                unfinished: b.counters.unfinished,
+                retransmits: b.counters.retransmits + b.counters.syn_retransmits,
+                p50_us: p.p50,
+                p99_us: p.p99,
+                max_us: p.max,
+                outliers,
+                generator_lag_us: b.counters.max_loop_lag_us,
+                cpu_busy_pct: Vec::new(),
+            });
+        }
+    }
+
+    /// A snapshot of the run so far; starts a new "last tick".
+    pub fn snapshot(
+        &mut self,
+        phase: Phase,
+        elapsed: Duration,
+        warmup_left: Duration,
+        tick: Duration,
+    ) -> Snapshot {
+        let snap = Snapshot {
+            phase,
+            elapsed,
+            warmup_left,
+            totals: self.counters.clone(),
+            last_tick: std::mem::take(&mut self.last_tick),
+            tick,
+            latency: Percentiles::of(&self.histograms.latency),
+            last_tick_latency: Percentiles::of(&self.last_tick_latency),
+            histogram: self.histograms.latency.clone(),
+            slowest: self.slowest.items().to_vec(),
+            recent_seconds: self.timeseries[self.timeseries.len().saturating_sub(RECENT_SECONDS)..]
+                .to_vec(),
+            spike_counts: self.histograms.spike_counts(),
+        };
+        self.last_tick_latency.reset();
+        snap
+    }
+
+    /// The run's totals, with every remaining second made a point. `duration` is the load
+    /// window, `grace` how long in-flight requests took after it; the last point, when the
+    /// data ends before its second does, is marked partial and dated when the data ends.
+    pub fn finish(mut self, duration: Duration, grace: Duration) -> RunTotals {
+        self.finalize_seconds(u64::MAX);
+        let data_end_s = (duration + grace).as_secs_f64();
+        if let Some(last) = self.timeseries.last_mut() {
+            let second_start = last.t_s - 1.0;
+            if data_end_s < last.t_s {
+                last.partial = true;
+                // Milliseconds, and never at or before the second's start: t_s stays unique.
+                last.t_s = ((data_end_s * 1000.0).ceil() / 1000.0).max(second_start + 0.001);
+            }
+        }
+        // RunTotals keeps its histograms as flat fields: the binary reads `totals.latency`.
+        let Histograms {
+            latency,
+            latency_uncorrected,
+            connect,
+            first_request,
+            body,
+        } = self.histograms;
+        RunTotals {
+            duration,
+            counters: self.counters,
+            latency,
+            latency_uncorrected,
+            connect,
+            first_request,
+            body,
+            timeseries: self.timeseries,
+            slowest: self.slowest.items().to_vec(),
+            grace,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::error::ErrorKind;
+    use crate::recorder::{Finished, WorkerRecorder};
+
+    fn finished(base: Instant, begun_ms: u64, latency_ms: u64, status: u16) -> Finished {
+        let begun = base + Duration::from_millis(begun_ms);
+        Finished {
+            intended: None,
+            begun,
+            sent: begun,
+            first_byte: begun + Duration::from_millis(latency_ms) / 2,
+            end: begun + Duration::from_millis(latency_ms),
+            connect: None,
+            first_on_connection: false,
+            conn: 0,
+            status,
+            bytes: 100,
+            tcp: None,
+        }
+    }
+
+    #[test]
+    fn aggregator_merges_workers_and_builds_seconds() {
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let mut agg = Aggregator::new(2, Duration::from_secs(60), tick, 3);
+        for worker in 0..2 {
+            let mut r = WorkerRecorder::new(worker, base, Duration::from_secs(60), 3);
+            for i in 0..10u64 {
+                r.record_finished(&finished(
+                    base,
+                    i * 10,
+                    1 + i + worker as u64 * 100,
+                    if i == 0 { 500 } else { 200 },
+                ));
+            }
+            r.record_failed(
+                ErrorKind::Reset,
+                base,
+                base + Duration::from_millis(3),
+                1,
+                true,
+            );
+            agg.merge(r.take_interval(base + Duration::from_millis(100), tick));
+            // A second interval in the next second.
+            r.record_finished(&finished(base, 1_050, 7, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(1_100), tick));
+        }
+        let snap = agg.snapshot(Phase::Running, Duration::from_secs(1), Duration::ZERO, tick);
+        assert_eq!(snap.totals.requests(), 2 * 12);
+        assert_eq!(snap.totals.errors[ErrorKind::Reset.index()], 2);
+        assert_eq!(snap.totals.status_codes, vec![(500, 2), (200, 20)]);
+        assert_eq!(snap.totals.non2xx(), 2);
+        assert_eq!(snap.slowest.len(), 3);
+        assert_eq!(snap.slowest[0].latency_us, 110_000);
+        assert!(snap
+            .slowest
+            .windows(2)
+            .all(|w| w[0].latency_us >= w[1].latency_us));
+        let totals = agg.finish(Duration::from_millis(1_200), Duration::ZERO);
+        assert_eq!(totals.timeseries.len(), 2);
+        assert_eq!(totals.timeseries[0].requests, 22);
+        assert_eq!(totals.timeseries[0].errors, 2);
+        assert_eq!(totals.timeseries[1].requests, 2);
+        // HDR reports the top of the value's bucket: within 0.1 % of 7 ms.
+        assert!((7_000..=7_007).contains(&totals.timeseries[1].max_us));
+        assert_eq!(totals.latency.len(), 22);
+        assert_eq!(totals.timeseries[1].t_s, 1.2);
+        assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
+    }
+
+    #[test]
+    fn a_late_interval_does_not_repeat_a_second() {
+        // A worker's last interval taken just after tick 10 belongs to a second that is a
+        // point already: it must not make a second point with the same t_s.
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3);
+        for k in 1..=11u64 {
+            r.record_finished(&finished(base, k * 100 - 50, 1, 200));
+            agg.merge(r.take_interval(base + tick * k as u32, tick));
+        }
+        r.record_finished(&finished(base, 1_090, 1, 200));
+        // Taken at 1.1 s again (tick 11, second 1 is open) and then a stale tick 10.
+        let mut stale = r.take_interval(base + Duration::from_millis(1_000), tick);
+        stale.tick = 10;
+        agg.merge(stale);
+        let totals = agg.finish(Duration::from_millis(1_100), Duration::ZERO);
+        let t: Vec<f64> = totals.timeseries.iter().map(|p| p.t_s).collect();
+        assert!(t.windows(2).all(|w| w[0] < w[1]), "{t:?}");
+        assert_eq!(totals.counters.requests(), 12);
+        let in_points: u64 = totals.timeseries.iter().map(|p| p.requests).sum();
+        assert_eq!(in_points, 12);
+    }
+}

@@ -1,0 +1,622 @@
+//! One connection task: the state of a connection and the five steps of its loop.
+//!
+//! A [`Connection`] is what a task of the worker's [`JoinSet`](tokio::task::JoinSet) owns:
+//! the socket (one TCP connection after another), its read buffer, the response parser and
+//! the requests it carries. [`task`] runs it: claim work from the [`Worker`], connect if
+//! needed, write every claimed request in one write, then read and parse responses, until
+//! there is no more work or the grace period ends. Everything it records goes through the
+//! worker's `WorkerRecorder`, one short `RefCell` borrow at a time.
+
+use std::collections::VecDeque;
+use std::future::pending;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{sleep_until, timeout, Sleep};
+
+use super::{Claim, Held, InFlight, Shared, Worker};
+use crate::error::ErrorKind;
+use crate::http::{ResponseParser, MAX_HEAD};
+use crate::plan::Pace;
+use crate::recorder::{Finished, Stage, TcpFacts, LATE_SLACK};
+use crate::sys::tcp_facts;
+
+/// Read buffer per connection; it grows up to a full response head only when one needs it.
+const INITIAL_BUF: usize = 16 * 1024;
+/// Open loop: a slot due within this is sent now rather than slept for, and sleeps end this
+/// long before their slot. tokio rounds a deadline up to the next 1 ms tick and the wake-up
+/// comes later still (measured: ~1.5 ms after the asked time), so waking 1 ms early made
+/// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
+/// A send that leaves early is measured from when it actually left.
+const EARLY_WAKE: Duration = Duration::from_millis(2);
+/// A connection whose connect failed waits this long before the next try, doubling up to
+/// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
+/// microseconds, and without a pause a run against nothing spins at ~100 k connects a
+/// second, burning the CPU it is meant to measure with. Only failed connects wait.
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+/// The longest pause between failed connects of one connection.
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+/// A handshake at least this slow had a SYN retransmitted (the first SYN RTO is 1 s): the
+/// connection's TCP_INFO is read right after it to count them.
+const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
+
+/// How a connection ended: the kind to count its in-flight requests under, if any.
+enum Closed {
+    /// Closed by the server between responses or by a `Connection: close`: resend the rest.
+    Graceful,
+    /// Failed: the front request gets `front`, the others `rest`.
+    Failed { front: ErrorKind, rest: ErrorKind },
+}
+
+impl Closed {
+    /// Failed, every in-flight request for the same reason (all but an end of file).
+    fn failed(kind: ErrorKind) -> Closed {
+        Closed::Failed {
+            front: kind,
+            rest: kind,
+        }
+    }
+}
+
+/// A connection task; its lifetime is what its requests' time is checked against
+/// (Little's law).
+pub(super) async fn task(w: Rc<Worker>) {
+    let started = Instant::now();
+    Connection::new(w.clone()).run().await;
+    w.rec
+        .borrow_mut()
+        .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
+}
+
+/// What a connect attempt left the connection with.
+enum Connect {
+    /// Open, after a handshake of this long.
+    Open(Duration),
+    /// Failed (counted, backed off): claim and try again.
+    Retry,
+    /// The grace period ended during the handshake: the task is over.
+    GraceOver,
+}
+
+/// What writing the queued requests left the connection with.
+enum Sent {
+    /// They are in flight.
+    Written,
+    /// The write failed and the connection was closed: start over.
+    Closed,
+    /// The grace period ended during the write: the task is over.
+    GraceOver,
+}
+
+/// One connection task's state, across the TCP connections it opens in turn (mini-redis's
+/// `Connection` is the model): the socket and its read buffer, the response parser, and the
+/// requests it carries. It lives in its task's future, so it costs what the loop's locals
+/// did; the per-response path borrows the recorder as before and allocates nothing.
+struct Connection {
+    w: Rc<Worker>,
+    shared: Arc<Shared>,
+    /// Requests a connection may carry at once (the pipelining depth).
+    depth: usize,
+    open_loop: bool,
+    /// The socket, while one is open.
+    stream: Option<TcpStream>,
+    /// Read buffer: `buf[pos..filled]` is read and not parsed yet.
+    buf: Vec<u8>,
+    pos: usize,
+    filled: usize,
+    parser: ResponseParser,
+    /// Written, oldest first, waiting for their responses.
+    in_flight: VecDeque<InFlight>,
+    /// Claimed, not written yet (waiting for a connect, or resent after a graceful close).
+    queued: VecDeque<Claim>,
+    /// Open loop: a slot claimed that is not due yet.
+    next_slot: Option<Claim>,
+    /// The open connection's number within the worker.
+    conn_id: u64,
+    /// The connection's retransmitted segments as of its last TCP_INFO read.
+    retrans_seen: u32,
+    /// A connection was open before: opening another is a reconnect.
+    had_connection: bool,
+    /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
+    backoff: Duration,
+}
+
+impl Connection {
+    fn new(w: Rc<Worker>) -> Connection {
+        let shared = w.shared.clone();
+        let depth = shared.plan.pipeline;
+        Connection {
+            depth,
+            open_loop: matches!(shared.plan.pace, Pace::Rate(_)),
+            stream: None,
+            buf: vec![0u8; INITIAL_BUF],
+            pos: 0,
+            filled: 0,
+            parser: ResponseParser::new(&shared.plan.method),
+            in_flight: VecDeque::with_capacity(depth),
+            queued: VecDeque::with_capacity(depth),
+            next_slot: None,
+            conn_id: 0,
+            retrans_seen: 0,
+            had_connection: false,
+            backoff: MIN_BACKOFF,
+            w,
+            shared,
+        }
+    }
+
+    /// The task's loop: claim, connect if needed, write, read, until there is no more work
+    /// or the grace period ends.
+    async fn run(mut self) {
+        let request_timeout = self.shared.plan.timeout;
+        let timer = tokio::time::sleep_until((Instant::now() + request_timeout).into());
+        tokio::pin!(timer);
+
+        loop {
+            let now = Instant::now();
+            if self.w.grace_over.get() {
+                self.abandon(now, Stage::NotSent);
+                return;
+            }
+            // 1. Claim work up to the pipelining depth.
+            self.claim(now);
+            if self.in_flight.is_empty() && self.queued.is_empty() {
+                let Some(slot) = self.next_slot else {
+                    self.observe(false);
+                    return;
+                };
+                self.idle_until(slot).await;
+                continue;
+            }
+
+            // 2. Connect when needed.
+            let mut connect_time = None;
+            if self.stream.is_none() && !self.queued.is_empty() {
+                match self.connect(now).await {
+                    Connect::Open(took) => {
+                        connect_time = Some(took);
+                        timer.as_mut().reset((now + request_timeout).into());
+                    }
+                    Connect::Retry => continue,
+                    Connect::GraceOver => return,
+                }
+            }
+            if self.stream.is_none() {
+                continue;
+            }
+
+            // 3. Write every claimed request in one write.
+            if !self.queued.is_empty() {
+                match self.send_queued(now, connect_time).await {
+                    Sent::Written => {}
+                    Sent::Closed => continue,
+                    Sent::GraceOver => return,
+                }
+            }
+
+            // 4. Wait for responses, the next slot, or the timeout.
+            let slot_due = self
+                .next_slot
+                .and_then(|c| c.intended)
+                .filter(|_| self.in_flight.len() < self.depth);
+            let Some(s) = self.stream.as_mut() else {
+                continue;
+            };
+            let (buf, filled, w) = (&mut self.buf, self.filled, &*self.w);
+            let mut grace_over = false;
+            let read = tokio::select! {
+                biased;
+                r = s.read(&mut buf[filled..]) => Some(r),
+                _ = &mut timer => None,
+                _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => continue,
+                _ = w.grace_ended() => {
+                    grace_over = true;
+                    None
+                }
+            };
+            if grace_over {
+                self.abandon(now, Stage::NotSent);
+                return;
+            }
+            let now = Instant::now();
+            match read {
+                None => self.on_timer(now, timer.as_mut()),
+                Some(Err(e)) => self.close(Closed::failed(ErrorKind::from_io(&e))),
+                Some(Ok(0)) => self.on_eof(now),
+                Some(Ok(n)) => {
+                    self.filled += n;
+                    // 5. Every complete response in the buffer, in order.
+                    match self.parse_responses(now) {
+                        Some(outcome) => self.close_after_parse(outcome, now),
+                        None => self.compact_buffer(),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Claims work up to the pipelining depth: a ticket in closed loop, due slots in open
+    /// loop (one not due yet is kept in `next_slot`). After a stop, a slot held for later is
+    /// dropped if it no longer falls inside the window.
+    fn claim(&mut self, now: Instant) {
+        let w = &*self.w;
+        if w.stopping.get()
+            && (!self.open_loop
+                || self
+                    .next_slot
+                    .and_then(|c| c.intended)
+                    .zip(w.window_end())
+                    .is_some_and(|(at, end)| at >= end))
+        {
+            self.next_slot = None;
+        }
+        while self.in_flight.len() + self.queued.len() < self.depth {
+            if self.open_loop {
+                let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot()) else {
+                    break;
+                };
+                if slot.intended.is_some_and(|t| t > now + EARLY_WAKE) {
+                    self.next_slot = Some(slot);
+                    break;
+                }
+                self.queued.push_back(slot);
+            } else {
+                match w.claim_closed(now) {
+                    Some(c) => self.queued.push_back(c),
+                    None => break,
+                }
+            }
+        }
+    }
+
+    /// Open loop, nothing to send: idles until the slot (waking early, see [`EARLY_WAKE`]),
+    /// a stop or the end of the grace period.
+    async fn idle_until(&mut self, slot: Claim) {
+        let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
+        let (stream, buf, w) = (&mut self.stream, &mut self.buf, &*self.w);
+        let closed_while_idle = tokio::select! {
+            _ = sleep_until(wake.into()) => false,
+            _ = w.stop_idle.notified() => false,
+            _ = w.grace_ended() => false,
+            // A server that closes idle connections (keep-alive timeout) is noticed here,
+            // not as a failure of the next request.
+            _ = async { match stream.as_mut() { Some(s) => { let _ = s.read(&mut buf[..]).await; } None => pending().await } } => true,
+        };
+        if closed_while_idle {
+            self.stream = None;
+        }
+    }
+
+    /// Opens a connection for the queued claims. A failed connect fails the front claim;
+    /// the claims behind it wait for the next try, after a back-off.
+    async fn connect(&mut self, now: Instant) -> Connect {
+        let w = &*self.w;
+        let plan = &self.shared.plan;
+        if self.had_connection {
+            w.rec.borrow_mut().record_reconnect();
+        }
+        w.connecting.set(w.connecting.get() + 1);
+        let connect_limit = plan.connect_timeout.min(plan.timeout);
+        let connecting = timeout(connect_limit, TcpStream::connect(plan.addr));
+        let connected = tokio::select! {
+            r = connecting => match r {
+                Ok(Ok(s)) => Ok(s),
+                Ok(Err(e)) => Err(connect_error_kind(&e)),
+                Err(_) => Err(ErrorKind::ConnectTimeout),
+            },
+            _ = w.grace_ended() => {
+                self.abandon(now, Stage::Connecting);
+                return Connect::GraceOver;
+            }
+        };
+        w.connecting.set(w.connecting.get().saturating_sub(1));
+        match connected {
+            Ok(s) => {
+                self.backoff = MIN_BACKOFF;
+                let _ = s.set_nodelay(true);
+                let took = now.elapsed();
+                self.retrans_seen = 0;
+                self.stream = Some(s);
+                if took >= SLOW_HANDSHAKE {
+                    self.observe(true);
+                }
+                self.had_connection = true;
+                self.conn_id = self.w.next_conn.get();
+                self.w.next_conn.set(self.conn_id + 1);
+                self.parser.reset();
+                (self.pos, self.filled) = (0, 0);
+                Connect::Open(took)
+            }
+            Err(kind) => {
+                let c = self.queued.pop_front().expect("a claim to connect for");
+                let failed_at = Instant::now();
+                {
+                    let mut rec = w.rec.borrow_mut();
+                    rec.record_failed(kind, c.intended.unwrap_or(now), failed_at, 0, true);
+                    // The claims behind it waited for the same connect and will try again.
+                    rec.record_waiting(now, failed_at, self.queued.len());
+                }
+                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
+                // The pause is the generator's own, on purpose: Little's law counts it.
+                if !w.stopping.get() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.backoff) => {}
+                        _ = w.stop_idle.notified() => {}
+                    }
+                    w.rec
+                        .borrow_mut()
+                        .record_waiting(failed_at, Instant::now(), self.depth);
+                }
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                Connect::Retry
+            }
+        }
+    }
+
+    /// Writes every queued request in one write and moves them in flight. `now` is when
+    /// they began (their connect, if `connect_time` says one was just made, else the write).
+    async fn send_queued(&mut self, now: Instant, connect_time: Option<Duration>) -> Sent {
+        let Some(s) = self.stream.as_mut() else {
+            return Sent::Closed;
+        };
+        let sent = if connect_time.is_some() {
+            Instant::now()
+        } else {
+            now
+        };
+        let k = self.queued.len();
+        let shared = &*self.shared;
+        let w = &*self.w;
+        let write = tokio::select! {
+            r = write_requests(s, &shared.batch[..k * shared.request_len], shared.plan.timeout) => Some(r),
+            _ = w.grace_ended() => None,
+        };
+        let Some(write) = write else {
+            self.abandon(now, Stage::Sending);
+            return Sent::GraceOver;
+        };
+        let mut rec = w.rec.borrow_mut();
+        for (i, c) in self.queued.drain(..).enumerate() {
+            if let Some(t) = c.intended {
+                if sent > t + LATE_SLACK {
+                    rec.record_late_send(t);
+                }
+            }
+            self.in_flight.push_back(InFlight {
+                intended: c.intended,
+                begun: now,
+                sent,
+                first_byte: None,
+                connect: if i == 0 { connect_time } else { None },
+                first_on_connection: i == 0 && connect_time.is_some(),
+            });
+        }
+        drop(rec);
+        w.add_in_flight(k);
+        if let Err(kind) = write {
+            self.close(Closed::failed(kind));
+            return Sent::Closed;
+        }
+        Sent::Written
+    }
+
+    /// The lazy timer fired: a real timeout only if the oldest request is overdue; else it
+    /// is re-armed at the oldest request's deadline.
+    fn on_timer(&mut self, now: Instant, timer: Pin<&mut Sleep>) {
+        let request_timeout = self.shared.plan.timeout;
+        match self.in_flight.front() {
+            Some(oldest) if oldest.begun + request_timeout <= now => {
+                self.close(Closed::failed(ErrorKind::Timeout));
+                timer.reset((now + request_timeout).into());
+            }
+            Some(oldest) => timer.reset((oldest.begun + request_timeout).into()),
+            None => timer.reset((now + request_timeout).into()),
+        }
+    }
+
+    /// The server closed the connection: a response delimited by the close is complete, a
+    /// partial one failed, and the requests behind it are sent again.
+    fn on_eof(&mut self, now: Instant) {
+        let outcome = if self.in_flight.is_empty() {
+            Closed::Graceful
+        } else {
+            match self.parser.on_eof(self.filled - self.pos) {
+                Ok(Some(done)) => {
+                    let f = self.in_flight.pop_front().expect("checked non-empty");
+                    self.w.sub_in_flight(1);
+                    let tcp = self.slow_tcp(&f, now);
+                    self.finish(&f, now, done.status, done.bytes, tcp);
+                    Closed::Graceful
+                }
+                Ok(None) => Closed::Graceful,
+                Err(kind) => Closed::Failed {
+                    front: kind,
+                    rest: ErrorKind::EofBeforeResponse,
+                },
+            }
+        };
+        self.close(outcome);
+    }
+
+    /// Records every complete response in `buf[pos..filled]`, in order. Returns how the
+    /// connection must close, if it must: a `Connection: close`, bytes nobody asked for, or
+    /// a response that cannot be parsed.
+    fn parse_responses(&mut self, now: Instant) -> Option<Closed> {
+        while self.pos < self.filled {
+            let Some(front) = self.in_flight.front_mut() else {
+                // Bytes nobody asked for: the stream cannot be trusted any more.
+                return Some(Closed::Graceful);
+            };
+            if front.first_byte.is_none() {
+                front.first_byte = Some(now);
+            }
+            match self.parser.parse(&self.buf[self.pos..self.filled]) {
+                Ok(progress) => {
+                    self.pos += progress.consumed;
+                    let done = progress.completed?;
+                    let f = self.in_flight.pop_front().expect("checked non-empty");
+                    self.w.sub_in_flight(1);
+                    let tcp = self.slow_tcp(&f, now);
+                    self.finish(&f, now, done.status, done.bytes, tcp);
+                    if done.close || !self.shared.plan.keepalive {
+                        return Some(Closed::Graceful);
+                    }
+                }
+                Err(kind) => return Some(Closed::failed(kind)),
+            }
+        }
+        None
+    }
+
+    /// Closes after parsing stopped. A bad response poisons only its own request; the rest
+    /// are sent again.
+    fn close_after_parse(&mut self, outcome: Closed, now: Instant) {
+        let outcome = match outcome {
+            Closed::Failed { front, .. }
+                if front == ErrorKind::BadResponse || front == ErrorKind::HeaderTooLarge =>
+            {
+                let f = self
+                    .in_flight
+                    .pop_front()
+                    .expect("a request was being parsed");
+                self.w.sub_in_flight(1);
+                self.w.rec.borrow_mut().record_failed(
+                    front,
+                    f.start(),
+                    now,
+                    self.conn_id,
+                    f.first_on_connection,
+                );
+                Closed::Graceful
+            }
+            other => other,
+        };
+        self.close(outcome);
+    }
+
+    /// Makes room for the next read: an empty buffer starts over, a full one moves its
+    /// unparsed tail to the front or, when one response head fills it, grows.
+    fn compact_buffer(&mut self) {
+        if self.pos == self.filled {
+            (self.pos, self.filled) = (0, 0);
+        } else if self.filled == self.buf.len() {
+            if self.pos > 0 {
+                self.buf.copy_within(self.pos..self.filled, 0);
+                (self.pos, self.filled) = (0, self.filled - self.pos);
+            } else {
+                // A response head larger than the buffer: grow once, up to the head limit.
+                self.buf
+                    .resize((self.buf.len() * 4).min(MAX_HEAD + 4096), 0);
+            }
+        }
+    }
+
+    /// Reads the open connection's TCP_INFO and counts the segments it retransmitted since
+    /// the last read; none without a connection.
+    fn observe(&mut self, handshake: bool) -> Option<TcpFacts> {
+        let facts = tcp_facts(self.stream.as_ref()?);
+        self.w
+            .rec
+            .borrow_mut()
+            .record_tcp(facts, &mut self.retrans_seen, handshake);
+        facts
+    }
+
+    /// A slow response's connection TCP_INFO (retransmits, RTT, RTO); none for the fast rest.
+    fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
+        let latency = end.saturating_duration_since(f.start().min(f.begun));
+        if self.w.rec.borrow().is_slow(latency) {
+            self.observe(false)
+        } else {
+            None
+        }
+    }
+
+    /// Records a complete response.
+    fn finish(&self, f: &InFlight, end: Instant, status: u16, bytes: u64, tcp: Option<TcpFacts>) {
+        self.w.rec.borrow_mut().record_finished(&Finished {
+            intended: f.intended,
+            begun: f.begun,
+            sent: f.sent,
+            first_byte: f.first_byte.unwrap_or(end),
+            end,
+            connect: f.connect,
+            first_on_connection: f.first_on_connection,
+            conn: self.conn_id,
+            status,
+            bytes,
+            tcp,
+        });
+    }
+
+    /// The grace period is over: records what the connection still holds as unfinished.
+    /// `since` is when the queued claims began, `stage` what they wait for.
+    fn abandon(&mut self, since: Instant, stage: Stage) {
+        let tcp = self.observe(false);
+        self.w.abandon(&Held {
+            in_flight: &self.in_flight,
+            queued: &self.queued,
+            since,
+            stage,
+            conn: self.conn_id,
+            tcp,
+        });
+    }
+
+    /// Drops the connection. Unanswered requests of a graceful close go back to the front of
+    /// the queue (keeping their intended times); those of a failed one are counted as failed.
+    fn close(&mut self, outcome: Closed) {
+        if self.stream.is_some() {
+            self.observe(false);
+            self.stream = None;
+        }
+        self.w.sub_in_flight(self.in_flight.len());
+        match outcome {
+            Closed::Graceful => {
+                for f in self.in_flight.drain(..).rev() {
+                    self.queued.push_front(Claim {
+                        intended: f.intended,
+                    });
+                }
+            }
+            Closed::Failed { front, rest } => {
+                let now = Instant::now();
+                let mut rec = self.w.rec.borrow_mut();
+                for (i, f) in self.in_flight.drain(..).enumerate() {
+                    let kind = if i == 0 { front } else { rest };
+                    rec.record_failed(kind, f.start(), now, self.conn_id, f.first_on_connection);
+                }
+            }
+        }
+    }
+}
+
+fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+        std::io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
+        _ => ErrorKind::from_io(e),
+    }
+}
+
+/// Writes a batch of requests. The common case, a batch that fits the socket buffer, is one
+/// `write` with no timer; only a write that blocks gets the request timeout.
+async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Result<(), ErrorKind> {
+    let done = match s.try_write(bytes) {
+        Ok(n) => n,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(e) => return Err(ErrorKind::from_io(&e)),
+    };
+    if done == bytes.len() {
+        return Ok(());
+    }
+    match timeout(limit, s.write_all(&bytes[done..])).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ErrorKind::from_io(&e)),
+        Err(_) => Err(ErrorKind::Timeout),
+    }
+}

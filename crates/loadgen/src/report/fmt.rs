@@ -1,0 +1,82 @@
+//! How the report writes numbers: durations, counts, rates, sizes, percentages.
+
+/// A percentage with as many decimals as it needs to not read 0 or 100 when it is not.
+pub(super) fn fmt_pct(p: f64) -> String {
+    if (99.95..100.0).contains(&p) || (p > 0.0 && p < 0.05) {
+        format!("{p:.3}")
+    } else {
+        format!("{p:.1}")
+    }
+}
+
+/// `HOST:PORT` of a URL as given (`http://127.0.0.1:1/x` → `127.0.0.1:1`).
+pub(super) fn url_authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// `"s"` unless there is one.
+pub(super) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// CPU numbers as a comma-separated list.
+pub(super) fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A duration in microseconds with the unit that reads best: `850µs`, `1.23ms`, `1.62s`.
+pub fn fmt_us(us: u64) -> String {
+    if us < 1_000 {
+        format!("{us}µs")
+    } else if us < 1_000_000 {
+        format!("{:.2}ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}
+
+/// A count with thousands separators.
+pub fn fmt_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Requests per second with one decimal and separators.
+pub fn fmt_rate(r: f64) -> String {
+    format!(
+        "{}.{}",
+        fmt_count(r.trunc() as u64),
+        ((r.fract() * 10.0).floor() as u64).min(9)
+    )
+}
+
+/// Bytes in binary units.
+pub fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.2} {}", UNITS[unit])
+    }
+}

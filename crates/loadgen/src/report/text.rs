@@ -1,0 +1,382 @@
+//! The text summary of a run (`Report::to_text`, in the spirit of oha and wrk) and the
+//! log-bucketed histogram bars it and the dashboard draw.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use super::fmt::{cpu_list, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural};
+use super::{decode_histogram, ratio, Report, LITTLES_LAW_SLACK_PCT};
+use crate::snapshot::Percentiles;
+
+impl Report {
+    /// The text summary, in the spirit of oha and wrk.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let s = &self.summary;
+        let c = &self.config;
+        let _ = writeln!(out, "Summary:");
+        let mode = match c.rate {
+            Some(r) => format!("open loop at {} req/s", fmt_count(r.round() as u64)),
+            None => "closed loop".to_string(),
+        };
+        let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
+        if let Some(t) = &self.target {
+            let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+            let cpus = if t.server_cpus.is_empty() {
+                String::new()
+            } else {
+                format!(" on CPU {}", cpu_list(&t.server_cpus))
+            };
+            let gen = if c.cpus.is_empty() {
+                String::new()
+            } else {
+                format!("; generator on CPU {}", cpu_list(&c.cpus))
+            };
+            let _ = writeln!(out, "  Server:        {}{pid}{cpus}{gen}", t.name);
+        }
+        let _ = writeln!(
+            out,
+            "  Load:          {mode}, {} connection{}, {} thread{}, pipeline {}{}",
+            c.connections,
+            plural(c.connections),
+            c.threads,
+            plural(c.threads),
+            c.pipeline,
+            if c.keepalive { "" } else { ", no keep-alive" }
+        );
+        let _ = writeln!(
+            out,
+            "  Duration:      {:.2} s{}, then {:.2} s for responses in flight",
+            s.duration_s,
+            if c.warmup_s > 0.0 {
+                format!(" (after {:.1} s warm-up)", c.warmup_s)
+            } else {
+                String::new()
+            },
+            s.grace_s
+        );
+        if self.interrupted {
+            let _ = writeln!(
+                out,
+                "  Interrupted:   {}; the run was cut short",
+                match &self.signal {
+                    Some(sig) => format!("by {sig}"),
+                    None => "stopped from the dashboard".to_string(),
+                }
+            );
+        }
+        if !self.rate_changes.is_empty() {
+            let changes: Vec<String> = self
+                .rate_changes
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} req/s at {:.1} s",
+                        fmt_count(r.rate.round() as u64),
+                        r.t_s
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "  Rate changes:  {}", changes.join(", "));
+        }
+        let _ = writeln!(out, "  Requests:      {}", fmt_count(s.requests));
+        let _ = writeln!(out, "  Requests/sec:  {}", fmt_rate(s.rps));
+        let _ = writeln!(
+            out,
+            "  Successes:     {} ({:.2} %)",
+            fmt_count(s.successes),
+            100.0 * ratio(s.successes, s.requests)
+        );
+        if s.successes > 0 {
+            let _ = writeln!(
+                out,
+                "  Non-2xx:       {} ({} % of responses)",
+                fmt_count(s.non2xx),
+                fmt_pct(100.0 * s.non2xx as f64 / s.successes as f64)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  Errors:        {} (timeouts {})",
+            fmt_count(s.errors),
+            fmt_count(s.timeouts)
+        );
+        let _ = writeln!(
+            out,
+            "  Transfer:      {} ({}/s)",
+            fmt_bytes(s.bytes_read as f64),
+            fmt_bytes(if s.duration_s > 0.0 {
+                s.bytes_read as f64 / s.duration_s
+            } else {
+                0.0
+            })
+        );
+        if c.rate.is_some() {
+            let _ = writeln!(
+                out,
+                "  Late sends:    {} (left more than 1 ms after their intended time)",
+                fmt_count(s.late_sends)
+            );
+        }
+        if s.reconnects > 0 {
+            let _ = writeln!(
+                out,
+                "  Reconnects:    {} (server closed the connection)",
+                fmt_count(s.reconnects)
+            );
+        }
+        if s.unfinished > 0 {
+            let waits = match (s.unfinished_min_us, s.unfinished_max_us) {
+                (Some(lo), Some(hi)) if lo == hi => format!("waited {}", fmt_us(hi)),
+                (Some(lo), Some(hi)) => format!("waited {} to {}", fmt_us(lo), fmt_us(hi)),
+                _ => String::from("waits unknown"),
+            };
+            let _ = writeln!(
+                out,
+                "  Unfinished:    {} still waiting when the run ended ({waits}); counted at their wait so far, a lower bound",
+                fmt_count(s.unfinished)
+            );
+        }
+        if s.aborted > 0 {
+            let _ = writeln!(
+                out,
+                "  Aborted:       {} lost by the generator at the end (not counted: a generator bug)",
+                fmt_count(s.aborted)
+            );
+        }
+        if s.still_connecting > 0 {
+            let _ = writeln!(
+                out,
+                "  Connecting:    {} still opening at the end",
+                fmt_count(s.still_connecting)
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        if let Some(l) = self
+            .littles_law
+            .as_ref()
+            .filter(|l| l.unaccounted_pct > LITTLES_LAW_SLACK_PCT)
+        {
+            let _ = writeln!(
+                out,
+                "  Warning:       {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+                l.unaccounted_pct,
+                l.connection_s - l.accounted_s,
+                l.connection_s
+            );
+        }
+        let _ = writeln!(out);
+        let title = if c.rate.is_some() {
+            "Latency (from intended send time; coordinated omission corrected):"
+        } else {
+            "Latency:"
+        };
+        write_percentiles(
+            &mut out,
+            title,
+            self.latency_us.as_ref(),
+            &self.latency_lower_bound,
+        );
+        if c.rate.is_some() {
+            write_percentiles(
+                &mut out,
+                "Latency from actual send (uncorrected):",
+                self.latency_uncorrected_us.as_ref(),
+                &[],
+            );
+        }
+        if let Some(p) = &self.connect_us {
+            let _ = writeln!(
+                out,
+                "Connect:         min {}  p50 {}  p99 {}  max {}\n",
+                fmt_us(p.min),
+                fmt_us(p.p50),
+                fmt_us(p.p99),
+                fmt_us(p.max)
+            );
+        }
+        if let Some(h) = decode_histogram(&self.histogram).filter(|h| !h.is_empty()) {
+            let _ = writeln!(out, "Latency histogram:");
+            out.push_str(&histogram_bars(&h, 40));
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "Status codes:");
+        if self.status_codes.is_empty() {
+            let _ = writeln!(out, "  (no responses)");
+        }
+        for (code, n) in &self.status_codes {
+            let _ = writeln!(out, "  [{code}] {} responses", fmt_count(*n));
+        }
+        let errors: Vec<_> = self.errors.iter().filter(|(_, n)| **n > 0).collect();
+        if !errors.is_empty() {
+            let _ = writeln!(out, "\nErrors:");
+            for (kind, n) in errors {
+                let _ = writeln!(out, "  {kind}: {}", fmt_count(*n));
+            }
+        }
+        if !self.slowest.is_empty() {
+            let _ = writeln!(out, "\nSlowest requests:");
+            for r in self.slowest.iter().take(5) {
+                let outcome = match (r.status, r.error) {
+                    (Some(code), _) => code.to_string(),
+                    (None, Some(kind)) => kind.to_string(),
+                    (None, None) if r.unfinished => "unfinished".into(),
+                    (None, None) => "?".into(),
+                };
+                let mut parts = Vec::new();
+                if let Some(q) = r.queued_us.filter(|&q| q > 0) {
+                    parts.push(format!("queued {}", fmt_us(q)));
+                }
+                if let Some(cn) = r.connect_us {
+                    parts.push(format!("connect {}", fmt_us(cn)));
+                }
+                if let Some(stage) = r.stage {
+                    parts.push(stage.describe().to_string());
+                } else if r.error.is_none() {
+                    parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
+                    parts.push(format!("body {}", fmt_us(r.body_us)));
+                }
+                if r.first_on_connection {
+                    parts.push("first on its connection".to_string());
+                }
+                let _ = writeln!(
+                    out,
+                    "  {:>9}  at {:>7.3} s  [{}]  {}  (worker {}, conn {})",
+                    if r.unfinished {
+                        format!("≥ {}", fmt_us(r.latency_us))
+                    } else {
+                        fmt_us(r.latency_us)
+                    },
+                    r.at_s,
+                    outcome,
+                    parts.join(", "),
+                    r.worker,
+                    r.conn
+                );
+            }
+        }
+        out
+    }
+}
+
+/// `lower` names the percentiles that are lower bounds (unfinished requests reach them):
+/// they print as `≥ 2.00s`, and so do the mean and stdev then.
+fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>, lower: &[String]) {
+    let _ = writeln!(out, "{title}");
+    let Some(p) = p else {
+        let _ = writeln!(out, "  n/a (no complete responses)\n");
+        return;
+    };
+    let at_least = |name: &str, v: u64| {
+        if lower.iter().any(|l| l == name) {
+            format!("≥ {}", fmt_us(v))
+        } else {
+            fmt_us(v)
+        }
+    };
+    let mean_bound = if lower.is_empty() { "" } else { "≥ " };
+    let _ = writeln!(
+        out,
+        "  min {}  mean {mean_bound}{}  stdev {}  max {}",
+        at_least("min", p.min),
+        fmt_us(p.mean.round() as u64),
+        fmt_us(p.stdev.round() as u64),
+        at_least("max", p.max)
+    );
+    for (label, name, v) in [
+        ("p50", "p50", p.p50),
+        ("p75", "p75", p.p75),
+        ("p90", "p90", p.p90),
+        ("p95", "p95", p.p95),
+        ("p99", "p99", p.p99),
+        ("p99.9", "p999", p.p999),
+        ("p99.99", "p9999", p.p9999),
+    ] {
+        let _ = writeln!(out, "  {label:>7}  {}", at_least(name, v));
+    }
+    if !lower.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (≥: unfinished requests reach this figure; their true latency is longer)"
+        );
+    }
+    let _ = writeln!(out);
+}
+
+/// One bucket of a log-spaced latency histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Lower edge, inclusive, in microseconds.
+    pub low_us: u64,
+    /// Upper edge, exclusive, in microseconds.
+    pub high_us: u64,
+    /// Responses in it.
+    pub count: u64,
+}
+
+/// Log-spaced buckets (1-2-5 per decade) from the fastest to the slowest response, so a
+/// second mode of slow requests stands apart as its own group. Empty buckets between modes
+/// are kept: the gap is part of the picture.
+pub fn log_buckets(h: &Histogram<u64>) -> Vec<Bucket> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut edges = Vec::new();
+    let mut decade = 1u64;
+    'outer: loop {
+        for m in [1, 2, 5] {
+            let edge = decade.saturating_mul(m);
+            edges.push(edge);
+            if edge > h.max() {
+                break 'outer;
+            }
+        }
+        decade = decade.saturating_mul(10);
+    }
+    let first = edges.iter().rposition(|&e| e <= h.min()).unwrap_or(0);
+    let edges = &edges[first..];
+    let mut buckets: Vec<Bucket> = edges
+        .windows(2)
+        .map(|w| Bucket {
+            low_us: w[0],
+            high_us: w[1],
+            count: 0,
+        })
+        .collect();
+    for v in h.iter_recorded() {
+        let value = v.value_iterated_to();
+        let i = edges
+            .partition_point(|&e| e <= value)
+            .saturating_sub(1)
+            .min(buckets.len().saturating_sub(1));
+        if let Some(b) = buckets.get_mut(i) {
+            b.count += v.count_at_value();
+        }
+    }
+    buckets
+}
+
+/// [`log_buckets`] drawn as text bars `width` wide.
+pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
+    let buckets = log_buckets(h);
+    let most = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    let total = h.len().max(1);
+    let mut out = String::new();
+    for b in &buckets {
+        let bar = ((b.count as f64 / most as f64) * width as f64).ceil() as usize;
+        let _ = writeln!(
+            out,
+            "  {:>8} – {:<8} {:>6.2} % {:<width$} {}",
+            fmt_us(b.low_us),
+            fmt_us(b.high_us),
+            100.0 * b.count as f64 / total as f64,
+            "■".repeat(bar),
+            fmt_count(b.count),
+            width = width
+        );
+    }
+    out
+}

@@ -1,0 +1,427 @@
+//! The published types of a run: what the engine's recording turns into.
+//!
+//! The [`crate::aggregate::Aggregator`] fills these from the workers' interval data; the
+//! caller gets a [`Snapshot`] every tick (for the TUI, headless progress and the profiler)
+//! and the [`RunTotals`] at the end, from which [`crate::report::Report`] is made. They are
+//! plain data (`Clone`, most of them serde), so they cross threads and crates freely;
+//! nothing here records or merges requests except [`Counters`], which is both the run's
+//! published counters and what a worker counts into.
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorKind;
+
+/// One of the slowest requests of a run, with where its time went.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SlowRequest {
+    /// Seconds from the start of measurement to when the request began.
+    pub at_s: f64,
+    /// Total latency (as counted in the report).
+    pub latency_us: u64,
+    /// From the write to the first response byte.
+    pub ttfb_us: u64,
+    /// From the first to the last response byte.
+    pub body_us: u64,
+    /// The TCP handshake, when this request opened its connection.
+    pub connect_us: Option<u64>,
+    /// Open loop: how long after its intended time the request actually left.
+    pub queued_us: Option<u64>,
+    /// The first request on its connection.
+    pub first_on_connection: bool,
+    /// Connection number within its worker.
+    pub conn: u64,
+    /// Generator thread.
+    pub worker: usize,
+    /// Status code, or none when the request failed.
+    pub status: Option<u16>,
+    /// The failure kind, when it failed.
+    pub error: Option<ErrorKind>,
+    /// Still unfinished when the run ended: `latency_us` is how long it had waited by then,
+    /// a lower bound of its latency.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unfinished: bool,
+    /// For an unfinished request, what it was waiting for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Stage>,
+    /// Segments its connection had retransmitted when it ended (from TCP_INFO; SYNs
+    /// included); null when not read.
+    #[serde(default)]
+    pub retransmits: Option<u32>,
+    /// Its connection's smoothed RTT then (µs).
+    #[serde(default)]
+    pub rtt_us: Option<u32>,
+    /// Its connection's retransmission timeout then (µs): above the 200 ms minimum after a
+    /// timeout fired.
+    #[serde(default)]
+    pub rto_us: Option<u32>,
+}
+
+/// What an unfinished request was waiting for when the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Open loop: its slot fell due but no connection was free to send it.
+    NotSent,
+    /// Its connection's TCP handshake.
+    Connecting,
+    /// Its request bytes to be taken by the server (a full socket buffer).
+    Sending,
+    /// Its response (or the rest of it).
+    Response,
+}
+
+impl Stage {
+    /// A few words for the text summary.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::NotSent => "never sent: no connection was free",
+            Stage::Connecting => "still connecting",
+            Stage::Sending => "still sending",
+            Stage::Response => "waiting for the response",
+        }
+    }
+}
+
+/// Counters of a run or of one interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// Complete responses, of any status.
+    pub successes: u64,
+    /// Failed requests, by [`ErrorKind::index`].
+    pub errors: [u64; ErrorKind::COUNT],
+    /// Response bytes read.
+    pub bytes_read: u64,
+    /// Open loop: sends that left more than [`crate::recorder::LATE_SLACK`] after their
+    /// intended time.
+    pub late_sends: u64,
+    /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
+    pub reconnects: u64,
+    /// Requests abandoned because their connection task could not be stopped in time (a
+    /// generator bug if ever non-zero: unfinished requests are counted in `unfinished`).
+    pub aborted: u64,
+    /// Connections still in their TCP handshake when the grace period ran out.
+    pub still_connecting: u64,
+    /// Requests that began in the measured window (open loop: slots that fell due in it)
+    /// and were still unfinished when the grace period ended; their waits so far are in the
+    /// latency histogram as lower bounds.
+    pub unfinished: u64,
+    /// The shortest wait of an unfinished request (µs).
+    pub unfinished_min_us: Option<u64>,
+    /// The longest wait of an unfinished request (µs).
+    pub unfinished_max_us: Option<u64>,
+    /// Little's law check: the time measured requests account for (µs), finished, failed
+    /// and unfinished, plus deliberate waits (a connect retried).
+    pub accounted_us: u64,
+    /// Little's law check: what the connections could account for (µs): each connection's
+    /// lifetime in the measured window × the pipelining depth.
+    pub connection_us: u64,
+    /// Segments the generator's own connections retransmitted (TCP_INFO, read at close, on
+    /// a timeout and behind slow responses), SYNs not included.
+    pub retransmits: u64,
+    /// SYNs the generator's own connections retransmitted (read after a slow connect).
+    pub syn_retransmits: u64,
+    /// TCP_INFO reads that succeeded; 0 means the run's own TCP evidence is unavailable.
+    pub tcp_info_reads: u64,
+    /// The most a generator thread's tick fired late (µs): how long its event loop was held
+    /// up. A "server stall" with a lag as long is the generator's own pause.
+    pub max_loop_lag_us: u64,
+    /// Status codes and their counts, in first-seen order.
+    pub status_codes: Vec<(u16, u64)>,
+}
+
+impl Counters {
+    /// Failed requests of every kind.
+    pub fn error_total(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+
+    /// Requests counted: successes + errors + unfinished.
+    pub fn requests(&self) -> u64 {
+        self.successes + self.error_total() + self.unfinished
+    }
+
+    /// Requests that ran out of time.
+    pub fn timeouts(&self) -> u64 {
+        self.errors[ErrorKind::Timeout.index()]
+    }
+
+    /// Complete responses whose status was not 2xx.
+    pub fn non2xx(&self) -> u64 {
+        self.status_codes
+            .iter()
+            .filter(|(c, _)| !(200..300).contains(c))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub(crate) fn count_status(&mut self, code: u16, n: u64) {
+        match self.status_codes.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, count)) => *count += n,
+            None => self.status_codes.push((code, n)),
+        }
+    }
+
+    /// Adds another interval's (or worker's) counters to these.
+    pub(crate) fn merge(&mut self, other: &Counters) {
+        self.successes += other.successes;
+        for (a, b) in self.errors.iter_mut().zip(other.errors) {
+            *a += b;
+        }
+        self.bytes_read += other.bytes_read;
+        self.late_sends += other.late_sends;
+        self.reconnects += other.reconnects;
+        self.aborted += other.aborted;
+        self.still_connecting += other.still_connecting;
+        self.unfinished += other.unfinished;
+        self.unfinished_min_us = min_some(self.unfinished_min_us, other.unfinished_min_us);
+        self.unfinished_max_us = self.unfinished_max_us.max(other.unfinished_max_us);
+        self.accounted_us += other.accounted_us;
+        self.connection_us += other.connection_us;
+        self.retransmits += other.retransmits;
+        self.syn_retransmits += other.syn_retransmits;
+        self.tcp_info_reads += other.tcp_info_reads;
+        self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
+        for &(code, n) in &other.status_codes {
+            self.count_status(code, n);
+        }
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+pub(crate) fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Fastest.
+    pub min: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: u64,
+    /// 75th percentile.
+    pub p75: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 95th percentile.
+    pub p95: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// 99.99th percentile.
+    pub p9999: u64,
+    /// Slowest.
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// The percentiles of a histogram; all zero when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: h.value_at_quantile(0.50),
+            p75: h.value_at_quantile(0.75),
+            p90: h.value_at_quantile(0.90),
+            p95: h.value_at_quantile(0.95),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+        }
+    }
+}
+
+/// One point of the run's time series (one second).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimePoint {
+    /// End of the second, from the start of measurement; for the last, partial second, when
+    /// its data ends. Unique and increasing.
+    pub t_s: f64,
+    /// The last point of a run that ended within this second: it covers less than 1 s, from
+    /// the previous point's `t_s` to its own.
+    #[serde(default)]
+    pub partial: bool,
+    /// Requests finished in it.
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Of which timed out.
+    pub timeouts: u64,
+    /// Of which were still unfinished when the run ended (counted in the last second, at
+    /// their wait so far).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unfinished: u64,
+    /// Segments the generator's own connections retransmitted, as read in this second.
+    #[serde(default)]
+    pub retransmits: u64,
+    /// Median latency of its responses.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Slowest response.
+    pub max_us: u64,
+    /// Responses at least 10× the run's median so far (and at least 1 ms): the requests a
+    /// spike in this second delayed.
+    #[serde(default)]
+    pub outliers: u64,
+    /// The most a generator thread's event loop was held up in this second (µs).
+    #[serde(default)]
+    pub generator_lag_us: u64,
+    /// Busy percentage of each CPU in this second, when the profiler ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_busy_pct: Vec<f64>,
+}
+
+/// Counts from the run's histograms that spike forensics reads: how many responses fall at
+/// the delays that name a cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SpikeCounts {
+    /// First-on-connection requests at ~1 s, ~3 s, ~7 s (SYN retransmit times).
+    pub new_connection_syn_steps: [u64; 3],
+    /// Responses whose body came 38–60 ms after their head (a delayed ACK).
+    pub split_body_40ms: u64,
+    /// Responses at ~200 ms, ~400 ms, ~800 ms (minimum RTO and its back-off).
+    pub rto_steps: [u64; 3],
+    /// Responses at 100–190 ms, below the first RTO step.
+    pub below_rto: u64,
+}
+
+impl SpikeCounts {
+    /// The counts of these histograms of a run (or of a run so far).
+    pub(crate) fn of(
+        latency: &Histogram<u64>,
+        first_request: &Histogram<u64>,
+        body: &Histogram<u64>,
+    ) -> SpikeCounts {
+        let count = |h: &Histogram<u64>, lo: u64, hi: u64| {
+            if h.is_empty() || h.max() < lo {
+                0
+            } else {
+                h.count_between(lo, hi)
+            }
+        };
+        SpikeCounts {
+            new_connection_syn_steps: [
+                count(first_request, 900_000, 1_600_000),
+                count(first_request, 2_800_000, 3_800_000),
+                count(first_request, 6_800_000, 8_000_000),
+            ],
+            split_body_40ms: count(body, 38_000, 60_000),
+            rto_steps: [
+                count(latency, 195_000, 260_000),
+                count(latency, 390_000, 500_000),
+                count(latency, 790_000, 950_000),
+            ],
+            below_rto: count(latency, 100_000, 190_000),
+        }
+    }
+}
+
+impl RunTotals {
+    /// The forensics counts of the whole run.
+    pub fn spike_counts(&self) -> SpikeCounts {
+        SpikeCounts::of(&self.latency, &self.first_request, &self.body)
+    }
+}
+
+/// Where a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Load is applied but not recorded.
+    WarmingUp,
+    /// Load is applied and recorded.
+    Running,
+    /// No new requests; in-flight ones may finish.
+    Stopping,
+    /// The run is over.
+    Done,
+}
+
+/// What the run looks like now: plain data, cheap enough to clone every tick, for the TUI,
+/// headless progress and the profiler.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Where the run is.
+    pub phase: Phase,
+    /// Time since measurement started (zero during warm-up).
+    pub elapsed: Duration,
+    /// Time left of the warm-up.
+    pub warmup_left: Duration,
+    /// Totals since measurement started.
+    pub totals: Counters,
+    /// Counters of the last tick.
+    pub last_tick: Counters,
+    /// Length of the last tick.
+    pub tick: Duration,
+    /// Percentiles of every response so far.
+    pub latency: Percentiles,
+    /// Percentiles of the last tick's responses.
+    pub last_tick_latency: Percentiles,
+    /// Histogram of every response so far (µs), for drawing the distribution.
+    pub histogram: Histogram<u64>,
+    /// The slowest requests so far.
+    pub slowest: Vec<SlowRequest>,
+    /// The last finished seconds (at most two minutes' worth).
+    pub recent_seconds: Vec<TimePoint>,
+    /// The forensics counts so far.
+    pub spike_counts: SpikeCounts,
+}
+
+/// Everything a finished run measured, from which reports are made.
+#[derive(Debug, Clone)]
+pub struct RunTotals {
+    /// The measured window: from the end of the warm-up to the last finished request.
+    pub duration: Duration,
+    /// Counters.
+    pub counters: Counters,
+    /// Latency of every response (corrected in open loop).
+    pub latency: Histogram<u64>,
+    /// Open loop: from the actual send.
+    pub latency_uncorrected: Histogram<u64>,
+    /// Connect times.
+    pub connect: Histogram<u64>,
+    /// Latency of first-on-connection requests (connect included).
+    pub first_request: Histogram<u64>,
+    /// Body times (first to last byte).
+    pub body: Histogram<u64>,
+    /// One point a second.
+    pub timeseries: Vec<TimePoint>,
+    /// The slowest requests.
+    pub slowest: Vec<SlowRequest>,
+    /// After the load window: how long in-flight requests took to finish (or until the grace
+    /// period ran out). Their responses are counted in the run.
+    pub grace: Duration,
+    /// Open-loop rate changes during the run, in order.
+    pub rate_changes: Vec<RateChange>,
+    /// The run was stopped before its end (`RunControl::stop`: a signal, the dashboard).
+    pub stopped_early: bool,
+}
+
+/// A change of the open-loop rate during a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateChange {
+    /// When, in seconds from the start of measurement (negative during the warm-up).
+    pub t_s: f64,
+    /// The new total rate, requests per second.
+    pub rate: f64,
+}

@@ -73,6 +73,30 @@ pub enum Stage {
     Response,
 }
 
+impl SlowRequest {
+    /// Where its time went, in order: queued, connect, then time to first byte and body, or
+    /// what an unfinished request was still waiting for. Each part comes with the µs it took
+    /// (`u64::MAX` for an unfinished stage), so a narrow view can keep the longest parts.
+    /// The text summary, the HTML report and the dashboard all show this one breakdown.
+    pub fn phases(&self) -> Vec<(u64, String)> {
+        use crate::report::fmt_us;
+        let mut parts = Vec::new();
+        if let Some(q) = self.queued_us.filter(|q| *q > 0) {
+            parts.push((q, format!("queued {}", fmt_us(q))));
+        }
+        if let Some(c) = self.connect_us {
+            parts.push((c, format!("connect {}", fmt_us(c))));
+        }
+        if let Some(stage) = self.stage {
+            parts.push((u64::MAX, stage.describe().to_string()));
+        } else if self.error.is_none() {
+            parts.push((self.ttfb_us, format!("ttfb {}", fmt_us(self.ttfb_us))));
+            parts.push((self.body_us, format!("body {}", fmt_us(self.body_us))));
+        }
+        parts
+    }
+}
+
 impl Stage {
     /// A few words for the text summary.
     pub fn describe(self) -> &'static str {

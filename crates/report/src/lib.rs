@@ -392,19 +392,7 @@ fn tables(report: &Report) -> String {
         .slowest
         .iter()
         .map(|r| {
-            let mut split = Vec::new();
-            if let Some(q) = r.queued_us.filter(|q| *q > 0) {
-                split.push(format!("queued {}", fmt_us(q)));
-            }
-            if let Some(c) = r.connect_us {
-                split.push(format!("connect {}", fmt_us(c)));
-            }
-            if let Some(stage) = r.stage {
-                split.push(stage.describe().to_string());
-            } else if r.error.is_none() {
-                split.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
-                split.push(format!("body {}", fmt_us(r.body_us)));
-            }
+            let split: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
             vec![
                 if r.unfinished {
                     format!("≥ {}", fmt_us(r.latency_us))

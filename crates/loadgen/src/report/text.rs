@@ -226,19 +226,7 @@ impl Report {
                     (None, None) if r.unfinished => "unfinished".into(),
                     (None, None) => "?".into(),
                 };
-                let mut parts = Vec::new();
-                if let Some(q) = r.queued_us.filter(|&q| q > 0) {
-                    parts.push(format!("queued {}", fmt_us(q)));
-                }
-                if let Some(cn) = r.connect_us {
-                    parts.push(format!("connect {}", fmt_us(cn)));
-                }
-                if let Some(stage) = r.stage {
-                    parts.push(stage.describe().to_string());
-                } else if r.error.is_none() {
-                    parts.push(format!("ttfb {}", fmt_us(r.ttfb_us)));
-                    parts.push(format!("body {}", fmt_us(r.body_us)));
-                }
+                let mut parts: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
                 if r.first_on_connection {
                     parts.push("first on its connection".to_string());
                 }

@@ -15,27 +15,6 @@ use crate::app::App;
 /// The slowest requests so far, with where their time went.
 pub struct SlowestPanel<'a>(pub &'a App);
 
-/// Where a slow request's time went, part by part with its duration: `queued 1.2ms`,
-/// `connect 1.00s`, then the stage it was stuck in (which explains the rest, so it counts as
-/// the longest part), or its time to first byte and body. The one place the dashboard
-/// writes this breakdown.
-pub fn time_split(r: &SlowRequest) -> Vec<(u64, String)> {
-    let mut split = Vec::new();
-    if let Some(q) = r.queued_us.filter(|q| *q > 0) {
-        split.push((q, format!("queued {}", fmt_us(q))));
-    }
-    if let Some(c) = r.connect_us {
-        split.push((c, format!("connect {}", fmt_us(c))));
-    }
-    if let Some(stage) = r.stage {
-        split.push((u64::MAX, stage.describe().to_string()));
-    } else if r.error.is_none() {
-        split.push((r.ttfb_us, format!("ttfb {}", fmt_us(r.ttfb_us))));
-        split.push((r.body_us, format!("body {}", fmt_us(r.body_us))));
-    }
-    split
-}
-
 /// The split as fields: where space is short, the parts that took least time go first.
 fn split_fields(parts: &[(u64, String)]) -> Fields<'static> {
     let mut by_time: Vec<usize> = (0..parts.len()).collect();
@@ -96,7 +75,7 @@ impl Widget for &SlowestPanel<'_> {
                     r.conn.to_string(),
                     r.worker.to_string(),
                 ];
-                (cells, time_split(r))
+                (cells, r.phases())
             })
             .collect();
         let cell_width = |i: usize, row: &Row| match i {

@@ -114,7 +114,7 @@ impl RunProfiler {
     /// Ends the profile, diagnoses the run, and adds both to the report. Returns the text
     /// sections for the summary.
     pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> String {
-        let profile = self.profiler.finish(report.summary.requests);
+        let profile = self.profiler.finish(report.summary.requests, plan.tick);
         for point in report.timeseries.iter_mut() {
             // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
             let second = (point.t_s.ceil() as u64).saturating_sub(1);

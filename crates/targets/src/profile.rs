@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use perf_event::events::{Event, Hardware, Software};
+use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter};
 use serde::Serialize;
 
@@ -31,31 +31,58 @@ pub const TCP_COUNTERS: [&str; 8] = [
     "TCPLossProbes",
 ];
 
-/// The perf counters opened on each CPU, in this order.
-const PERF_NAMES: [&str; 8] = [
-    "cpu_clock",
-    "context_switches",
-    "cpu_migrations",
-    "page_faults",
-    "cycles",
-    "instructions",
-    "cache_misses",
-    "branch_misses",
-];
+/// The perf counters opened on each CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PerfEvent {
+    CpuClock,
+    ContextSwitches,
+    CpuMigrations,
+    PageFaults,
+    Cycles,
+    Instructions,
+    CacheMisses,
+    BranchMisses,
+}
 
-fn perf_event(i: usize) -> Box<dyn Fn() -> Builder<'static>> {
-    fn b(e: impl Event + Clone + 'static) -> Box<dyn Fn() -> Builder<'static>> {
-        Box::new(move || Builder::new(e.clone()))
+impl PerfEvent {
+    /// Every event, in the order of a [`PerfReading`].
+    const ALL: [PerfEvent; 8] = [
+        PerfEvent::CpuClock,
+        PerfEvent::ContextSwitches,
+        PerfEvent::CpuMigrations,
+        PerfEvent::PageFaults,
+        PerfEvent::Cycles,
+        PerfEvent::Instructions,
+        PerfEvent::CacheMisses,
+        PerfEvent::BranchMisses,
+    ];
+
+    fn builder(self) -> Builder<'static> {
+        match self {
+            PerfEvent::CpuClock => Builder::new(Software::CPU_CLOCK),
+            PerfEvent::ContextSwitches => Builder::new(Software::CONTEXT_SWITCHES),
+            PerfEvent::CpuMigrations => Builder::new(Software::CPU_MIGRATIONS),
+            PerfEvent::PageFaults => Builder::new(Software::PAGE_FAULTS),
+            PerfEvent::Cycles => Builder::new(Hardware::CPU_CYCLES),
+            PerfEvent::Instructions => Builder::new(Hardware::INSTRUCTIONS),
+            PerfEvent::CacheMisses => Builder::new(Hardware::CACHE_MISSES),
+            PerfEvent::BranchMisses => Builder::new(Hardware::BRANCH_MISSES),
+        }
     }
-    match i {
-        0 => b(Software::CPU_CLOCK),
-        1 => b(Software::CONTEXT_SWITCHES),
-        2 => b(Software::CPU_MIGRATIONS),
-        3 => b(Software::PAGE_FAULTS),
-        4 => b(Hardware::CPU_CYCLES),
-        5 => b(Hardware::INSTRUCTIONS),
-        6 => b(Hardware::CACHE_MISSES),
-        _ => b(Hardware::BRANCH_MISSES),
+}
+
+/// One CPU's counters read at one moment; an event is `None` where the kernel refused it.
+#[derive(Debug, Clone, Copy, Default)]
+struct PerfReading([Option<u64>; PerfEvent::ALL.len()]);
+
+impl PerfReading {
+    fn get(&self, e: PerfEvent) -> Option<u64> {
+        self.0[e as usize]
+    }
+
+    /// How much `e` counted between `before` and this reading.
+    fn since(&self, before: &PerfReading, e: PerfEvent) -> Option<u64> {
+        Some(self.get(e)?.saturating_sub(before.get(e)?))
     }
 }
 
@@ -66,19 +93,20 @@ struct CpuCounters {
 
 impl CpuCounters {
     fn open(cpu: usize) -> CpuCounters {
-        let counters = (0..PERF_NAMES.len())
-            .map(|i| {
+        let counters = PerfEvent::ALL
+            .iter()
+            .map(|&e| {
                 // Kernel work included (perf-event2 excludes it by default): on a loopback
                 // benchmark most of the CPU time, and every context switch, is in the kernel.
                 // Where the kernel refuses that, count user space only.
-                let mut builder = perf_event(i)();
+                let mut builder = e.builder();
                 builder
                     .one_cpu(cpu)
                     .any_pid()
                     .enabled(true)
                     .exclude_kernel(false);
                 builder.build().ok().or_else(|| {
-                    let mut user_only = perf_event(i)();
+                    let mut user_only = e.builder();
                     user_only.one_cpu(cpu).any_pid().enabled(true);
                     user_only.build().ok()
                 })
@@ -87,9 +115,14 @@ impl CpuCounters {
         CpuCounters { counters }
     }
 
-    fn read(&mut self) -> [Option<u64>; 8] {
-        let mut out = [None; 8];
-        for (slot, counter) in out.iter_mut().zip(self.counters.iter_mut()) {
+    /// Whether the kernel gave this CPU the event.
+    fn has(&self, e: PerfEvent) -> bool {
+        self.counters.get(e as usize).is_some_and(Option::is_some)
+    }
+
+    fn read(&mut self) -> PerfReading {
+        let mut out = PerfReading::default();
+        for (slot, counter) in out.0.iter_mut().zip(self.counters.iter_mut()) {
             *slot = counter.as_mut().and_then(|c| c.read().ok());
         }
         out
@@ -326,8 +359,8 @@ pub struct Profiler {
     started: Instant,
     cpu_start: Option<Vec<CpuTicks>>,
     cpu_last: Option<Vec<CpuTicks>>,
-    perf_start: Vec<[Option<u64>; 8]>,
-    perf_last: (Instant, Vec<[Option<u64>; 8]>),
+    perf_start: Vec<PerfReading>,
+    perf_last: (Instant, Vec<PerfReading>),
     softirq_start: Option<Vec<(u64, u64)>>,
     tcp_start: Option<BTreeMap<String, i64>>,
     tree_start: Option<TreeStart>,
@@ -533,7 +566,7 @@ impl Profiler {
 
     /// Whether the PMU gave hardware counters on this machine.
     pub fn has_hardware_counters(&self) -> bool {
-        self.perf.iter().any(|c| c.counters[5].is_some())
+        self.perf.iter().any(|c| c.has(PerfEvent::Instructions))
     }
 
     /// One tick: per-CPU usage and counters since the previous tick.
@@ -558,34 +591,37 @@ impl Profiler {
             self.cpu_last = now_ticks;
         }
         let now = Instant::now();
-        let reads: Vec<[Option<u64>; 8]> = self.perf.iter_mut().map(CpuCounters::read).collect();
+        let reads: Vec<PerfReading> = self.perf.iter_mut().map(CpuCounters::read).collect();
         let secs = now.duration_since(self.perf_last.0).as_secs_f64().max(1e-6);
         let mut tick = TickCounters::default();
         for (after, before) in reads.iter().zip(&self.perf_last.1) {
-            let delta = |i: usize| Some(after[i]?.saturating_sub(before[i]?));
+            let delta = |e: PerfEvent| after.since(before, e);
             tick.context_switches_per_s
-                .push(delta(1).map(|d| d as f64 / secs));
+                .push(delta(PerfEvent::ContextSwitches).map(|d| d as f64 / secs));
             tick.migrations_per_s
-                .push(delta(2).map(|d| d as f64 / secs));
-            tick.ipc.push(match (delta(5), delta(4)) {
-                (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
-                _ => None,
-            });
+                .push(delta(PerfEvent::CpuMigrations).map(|d| d as f64 / secs));
+            tick.ipc.push(
+                match (delta(PerfEvent::Instructions), delta(PerfEvent::Cycles)) {
+                    (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
+                    _ => None,
+                },
+            );
         }
         self.perf_last = (now, reads);
         (cpus, tick)
     }
 
-    /// The profile of the window since [`Profiler::begin`], for `requests` requests.
-    pub fn finish(mut self, requests: u64) -> Profile {
+    /// The profile of the window since [`Profiler::begin`], for `requests` requests, sampled
+    /// every `interval` (the caller's tick: the profiler samples when it is told to).
+    pub fn finish(mut self, requests: u64, interval: std::time::Duration) -> Profile {
         let duration_s = self.started.elapsed().as_secs_f64();
         let mut notes = Vec::new();
         let cpu_end = read_ticks();
-        let perf_end: Vec<[Option<u64>; 8]> = self.perf.iter_mut().map(CpuCounters::read).collect();
+        let perf_end: Vec<PerfReading> = self.perf.iter_mut().map(CpuCounters::read).collect();
         let softirq_end = std::fs::read_to_string("/proc/softirqs")
             .ok()
             .map(|t| parse_softirqs(&t));
-        if self.perf.iter().all(|c| c.counters[1].is_none()) {
+        if self.perf.iter().all(|c| !c.has(PerfEvent::ContextSwitches)) {
             notes.push("perf counters unavailable (perf_event_paranoid or no permission): counters are null".into());
         } else if !self.has_hardware_counters() {
             notes.push("hardware counters (cycles, instructions, cache and branch misses) not supported here (no PMU): null".into());
@@ -594,9 +630,9 @@ impl Profiler {
         if let (Some(start), Some(end)) = (&self.cpu_start, &cpu_end) {
             for (i, (b, a)) in start.iter().zip(end).enumerate() {
                 let u = usage(i, b, a);
-                let p0 = self.perf_start.get(i).copied().unwrap_or([None; 8]);
-                let p1 = perf_end.get(i).copied().unwrap_or([None; 8]);
-                let d = |k: usize| Some(p1[k]?.saturating_sub(p0[k]?));
+                let p0 = self.perf_start.get(i).copied().unwrap_or_default();
+                let p1 = perf_end.get(i).copied().unwrap_or_default();
+                let d = |e: PerfEvent| p1.since(&p0, e);
                 let soft = |f: fn(&(u64, u64)) -> u64| -> Option<u64> {
                     let s0 = self.softirq_start.as_ref()?.get(i)?;
                     let s1 = softirq_end.as_ref()?.get(i)?;
@@ -612,17 +648,17 @@ impl Profiler {
                     steal_pct: u.steal_pct,
                     net_rx_softirqs: soft(|s| s.0),
                     net_tx_softirqs: soft(|s| s.1),
-                    context_switches: d(1),
-                    cpu_migrations: d(2),
-                    page_faults: d(3),
-                    cycles: d(4),
-                    instructions: d(5),
-                    ipc: match (d(5), d(4)) {
+                    context_switches: d(PerfEvent::ContextSwitches),
+                    cpu_migrations: d(PerfEvent::CpuMigrations),
+                    page_faults: d(PerfEvent::PageFaults),
+                    cycles: d(PerfEvent::Cycles),
+                    instructions: d(PerfEvent::Instructions),
+                    ipc: match (d(PerfEvent::Instructions), d(PerfEvent::Cycles)) {
                         (Some(i), Some(c)) if c > 0 => Some(i as f64 / c as f64),
                         _ => None,
                     },
-                    cache_misses: d(6),
-                    branch_misses: d(7),
+                    cache_misses: d(PerfEvent::CacheMisses),
+                    branch_misses: d(PerfEvent::BranchMisses),
                 });
             }
         } else {
@@ -672,7 +708,7 @@ impl Profiler {
             );
         }
         Profile {
-            interval_ms: 100,
+            interval_ms: u64::try_from(interval.as_millis()).unwrap_or(u64::MAX),
             duration_s,
             cpus,
             target,
@@ -715,7 +751,7 @@ mod tests {
         if let Some(cpus) = cpus {
             assert_eq!(cpus.len(), counters.ipc.len());
         }
-        let profile = p.finish(1000);
+        let profile = p.finish(1000, std::time::Duration::from_millis(100));
         let target = profile.target.expect("this process is readable");
         assert_eq!(target.pid, me);
         assert!(target.cpu_time_s >= 0.0);

@@ -303,11 +303,6 @@ impl Target {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// The process id of the launched process (the group leader).
     pub fn pid(&self) -> u32 {
         self.pgid as u32

@@ -27,12 +27,49 @@ pub struct Window {
     pub open_ended: bool,
 }
 
+/// Why a tail is slow: every cause the rules can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// New connections waited for SYN retransmits: the listen queue was full.
+    AcceptQueueOverflow,
+    /// Response bodies waited ~40 ms for the client's delayed ACK (Nagle on the server).
+    DelayedAck,
+    /// Segments were lost and resent after the minimum RTO.
+    Retransmission,
+    /// The server stopped running for a while and released what it held at once.
+    ServerStall,
+    /// The server waited for a CPU that other work held.
+    CpuContention,
+    /// The generator, not the server, set the pace.
+    GeneratorSaturated,
+}
+
+impl Cause {
+    /// The name used in reports (`server_stall`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::AcceptQueueOverflow => "accept_queue_overflow",
+            Cause::DelayedAck => "delayed_ack",
+            Cause::Retransmission => "retransmission",
+            Cause::ServerStall => "server_stall",
+            Cause::CpuContention => "cpu_contention",
+            Cause::GeneratorSaturated => "generator_saturated",
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A named cause.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Diagnosis {
-    /// `accept_queue_overflow`, `delayed_ack`, `retransmission`, `server_stall`,
-    /// `cpu_contention` or `generator_saturated`.
-    pub cause: String,
+    /// What the rules named.
+    pub cause: Cause,
     /// The numbers that show it.
     pub evidence: String,
     /// Requests it slowed (an estimate from the histograms).
@@ -217,7 +254,7 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
                 format!(" (full in second(s) {})", secs.join(", "))
             });
     Some(Diagnosis {
-        cause: "accept_queue_overflow".into(),
+        cause: Cause::AcceptQueueOverflow,
         evidence: format!(
             "{slow_new} requests on new connections took ~1 s ({s1}), ~3 s ({s3}) or ~7 s ({s7}): SYN or handshake retransmits \
              after the listen queue overflowed: {}{full_seconds}; our connections retransmitted {} SYNs ({}); \
@@ -237,7 +274,7 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
         return None;
     }
     Some(Diagnosis {
-        cause: "delayed_ack".into(),
+        cause: Cause::DelayedAck,
         evidence: format!(
             "{n} responses ({:.1} %) arrived in two parts, the body 38–60 ms after the head: the server writes head and body \
              separately with Nagle on, and the second write waits for the client's delayed ACK (40 ms); fix: TCP_NODELAY or one write",
@@ -265,7 +302,7 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
     }
     let [r2, r4, r8] = e.rto_steps;
     Some(Diagnosis {
-        cause: "retransmission".into(),
+        cause: Cause::Retransmission,
         evidence: format!(
             "{n} responses took ~200 ms ({r2}), ~400 ms ({r4}) or ~800 ms ({r8}): the minimum RTO and its back-off, while \
              our own connections retransmitted {resent} segments (TCP_INFO; {}): segments were lost and resent",
@@ -336,7 +373,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         .map(|s| format!("{:.0}", s.t_s - 1.0))
         .collect();
     Some(Diagnosis {
-        cause: "server_stall".into(),
+        cause: Cause::ServerStall,
         evidence: format!(
             "{affected} requests were delayed together, up to {} ms, in second(s) {} — at least {threshold} at once, about \
              half of the {} that can be in flight — on reused connections too, while the listen queue never filled ({}; \
@@ -380,7 +417,7 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
         why.push(format!("the server was preempted {p:.0} times a second"));
     }
     Some(Diagnosis {
-        cause: "cpu_contention".into(),
+        cause: Cause::CpuContention,
         evidence: format!(
             "tail outliers while {}: the server waited for a CPU",
             why.join(" and ")
@@ -398,7 +435,7 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
         return None;
     }
     Some(Diagnosis {
-        cause: "generator_saturated".into(),
+        cause: Cause::GeneratorSaturated,
         evidence: format!(
             "the generator's CPUs were {client:.0} % busy while the server's were {server:.0} %: the generator, not the server, \
              set the pace; these numbers describe the generator (add --threads/--cpus, or use pipelining)"
@@ -527,7 +564,10 @@ mod tests {
     }
 
     fn causes(e: &Evidence) -> Vec<String> {
-        diagnose(e).into_iter().map(|d| d.cause).collect()
+        diagnose(e)
+            .into_iter()
+            .map(|d| d.cause.to_string())
+            .collect()
     }
 
     #[test]
@@ -572,7 +612,7 @@ mod tests {
         l.max_queue = 4096;
         l.full_seconds = vec![1, 2];
         let d = diagnose(&e);
-        assert_eq!(d[0].cause, "accept_queue_overflow");
+        assert_eq!(d[0].cause, Cause::AcceptQueueOverflow);
         assert_eq!(d[0].requests_affected, 14);
         assert!(
             d[0].evidence.contains("at its limit in 25 of 100 samples")
@@ -627,7 +667,7 @@ mod tests {
         e.slowest = stalled_slowest();
         let d = diagnose(&e);
         assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].cause, "server_stall");
+        assert_eq!(d[0].cause, Cause::ServerStall);
         assert_eq!(d[0].requests_affected, 60);
         assert_eq!(
             d[0].window,

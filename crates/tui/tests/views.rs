@@ -14,7 +14,7 @@ use tailscope_loadgen::recorder::{
     new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot, TimePoint,
 };
 use tailscope_loadgen::ErrorKind;
-use tailscope_targets::forensics::{Diagnosis, Window};
+use tailscope_targets::forensics::{Cause, Diagnosis, Window};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
@@ -240,7 +240,7 @@ fn latency_view_120x40() {
 fn cores_view_120x40() {
     let mut app = app_with_data(None);
     app.update(Action::Diagnosis(vec![Diagnosis {
-        cause: "accept_queue_overflow".into(),
+        cause: Cause::AcceptQueueOverflow,
         evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
         requests_affected: 40,
         window: Some(Window {
@@ -459,7 +459,7 @@ fn long_app() -> App {
         })));
     }
     app.update(Action::Diagnosis(vec![Diagnosis {
-        cause: "accept_queue_overflow".into(),
+        cause: Cause::AcceptQueueOverflow,
         evidence: "40 requests on new connections took ~1 s (40): SYN retransmits after the listen queue overflowed (ListenOverflows +52)".into(),
         requests_affected: 123_456,
         window: Some(Window {

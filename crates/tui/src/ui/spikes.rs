@@ -33,7 +33,7 @@ impl Widget for &SpikesPanel<'_> {
         let mut lines = Vec::new();
         for d in &self.0.diagnosis {
             let mut head = Fields::new(" ")
-                .add(0, Span::styled(d.cause.clone(), bold(BAD)))
+                .add(0, Span::styled(d.cause.to_string(), bold(BAD)))
                 .add_lead(
                     1,
                     "  ",

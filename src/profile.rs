@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use tailscope_forensics::{Diagnosis, Evidence, Second, Slow};
 use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
 use tailscope_loadgen::{Phase, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
-use tailscope_targets::forensics::{self, Diagnosis, Evidence, Second, Slow};
 use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
@@ -76,7 +76,7 @@ impl RunProfiler {
             own: own_tcp(&snap.totals),
             listen: self.listen.as_ref().map(ListenWatch::so_far),
         };
-        forensics::diagnose(&evidence(
+        tailscope_forensics::diagnose(&evidence(
             inputs,
             None,
             &self.server_cpus,
@@ -138,7 +138,7 @@ impl RunProfiler {
         };
         let listen = inputs.listen.clone();
         let evidence = evidence(inputs, Some(&profile), &self.server_cpus, &self.client_cpus);
-        let diagnosis = forensics::diagnose(&evidence);
+        let diagnosis = tailscope_forensics::diagnose(&evidence);
         report.extra.insert(
             "profile".into(),
             serde_json::to_value(&profile).unwrap_or_default(),

@@ -7,10 +7,9 @@
 //! reaps; dropping the guard does the same, so a panic leaves nothing behind. If tailscope
 //! itself is killed, a guardian process forked at launch kills the tree and removes its
 //! temporary directory ([`sys`], the crate's only `unsafe`). The profiler ([`profile`]) follows
-//! the same tree, and [`forensics`] reads what it measured.
+//! the same tree; the `tailscope-forensics` crate reads what it measured.
 
 pub mod cpus;
-pub mod forensics;
 mod launch;
 pub mod listen;
 mod nginx;

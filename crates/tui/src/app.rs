@@ -4,8 +4,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use tailscope_forensics::Diagnosis;
 use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
-use tailscope_targets::forensics::Diagnosis;
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;

@@ -10,11 +10,11 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 use ratatui::Terminal;
+use tailscope_forensics::{Cause, Diagnosis, Window};
 use tailscope_loadgen::recorder::{
     new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot, TimePoint,
 };
 use tailscope_loadgen::ErrorKind;
-use tailscope_targets::forensics::{Cause, Diagnosis, Window};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::listen::ListenReport;
+use tailscope_targets::listen::ListenReport;
 
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -9,6 +9,7 @@
 
 pub mod chart;
 pub mod page;
+pub mod suite;
 
 use std::fmt::Write as _;
 

@@ -1,0 +1,284 @@
+//! A suite's results: the JSON schema of `tailscope suite --json`, the statistics over its
+//! runs (medians, ranges, the baseline ratio) and its markdown table. The binary runs the
+//! suite; this module knows nothing of the command line.
+
+use serde::{Deserialize, Serialize};
+use tailscope_loadgen::report::{fmt_us, Tool};
+
+/// The machine a suite ran on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    /// `uname -r`.
+    pub kernel: Option<String>,
+    /// The first CPU's model name.
+    pub cpu_model: Option<String>,
+    /// CPUs this process may use.
+    pub cpus: usize,
+    /// Total memory in KiB.
+    pub memory_kb: Option<u64>,
+    /// CPU 0's frequency governor, where the kernel exposes it.
+    pub governor: Option<String>,
+    /// When the suite started (RFC 3339, UTC).
+    pub date: String,
+}
+
+/// The figures of one measured run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunFigures {
+    /// Requests per second.
+    pub rps: f64,
+    /// Requests counted.
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Median latency (null when nothing was measured).
+    pub p50_us: Option<u64>,
+    /// 99th percentile.
+    pub p99_us: Option<u64>,
+    /// 99.9th percentile.
+    pub p999_us: Option<u64>,
+    /// Slowest.
+    pub max_us: Option<u64>,
+    /// The measured window.
+    pub duration_s: f64,
+    /// The server's CPU time per request (its service demand), from the profiler.
+    #[serde(default)]
+    pub server_us_per_request: Option<f64>,
+}
+
+/// One target × endpoint.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SuiteResult {
+    /// Target name.
+    pub target: String,
+    /// Endpoint path.
+    pub endpoint: String,
+    /// Why there are no runs, if there are none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Every measured run.
+    pub runs: Vec<RunFigures>,
+    /// Median req/s over the runs.
+    pub rps_median: Option<f64>,
+    /// Slowest run's req/s.
+    pub rps_min: Option<f64>,
+    /// Fastest run's req/s.
+    pub rps_max: Option<f64>,
+    /// Median of the runs' p50.
+    pub p50_us_median: Option<f64>,
+    /// Median of the runs' p99.
+    pub p99_us_median: Option<f64>,
+    /// Median of the runs' server CPU µs per request.
+    #[serde(default)]
+    pub server_us_per_request_median: Option<f64>,
+    /// rps_median / the baseline target's rps_median on the same endpoint.
+    pub vs_baseline: Option<f64>,
+}
+
+impl SuiteResult {
+    /// A result with its runs; the medians and ratio are filled in by [`summarize`].
+    pub fn new(target: &str, endpoint: &str, error: Option<String>, runs: Vec<RunFigures>) -> Self {
+        SuiteResult {
+            target: target.to_string(),
+            endpoint: endpoint.to_string(),
+            error,
+            runs,
+            rps_median: None,
+            rps_min: None,
+            rps_max: None,
+            p50_us_median: None,
+            p99_us_median: None,
+            server_us_per_request_median: None,
+            vs_baseline: None,
+        }
+    }
+}
+
+/// The suite's JSON report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SuiteReport {
+    /// 1.
+    pub schema_version: u32,
+    /// "suite".
+    pub kind: String,
+    /// Who wrote it.
+    pub tool: Tool,
+    /// Where it ran.
+    pub host: Host,
+    /// The baseline target, if any.
+    pub baseline: Option<String>,
+    /// Connections, duration, warm-up, runs, pipelining of every run.
+    pub load: serde_json::Value,
+    /// Every target × endpoint, in order.
+    pub results: Vec<SuiteResult>,
+    /// Stopped early by a signal.
+    pub interrupted: bool,
+}
+
+/// The median of a non-empty list (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
+/// Fills in each result's medians, range and ratio to the baseline target.
+pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
+    for r in results.iter_mut() {
+        let rps: Vec<f64> = r.runs.iter().map(|x| x.rps).collect();
+        r.rps_median = median(&rps);
+        r.rps_min = rps.iter().copied().reduce(f64::min);
+        r.rps_max = rps.iter().copied().reduce(f64::max);
+        let p50: Vec<f64> = r
+            .runs
+            .iter()
+            .filter_map(|x| x.p50_us.map(|v| v as f64))
+            .collect();
+        let p99: Vec<f64> = r
+            .runs
+            .iter()
+            .filter_map(|x| x.p99_us.map(|v| v as f64))
+            .collect();
+        r.p50_us_median = median(&p50);
+        r.p99_us_median = median(&p99);
+        let demand: Vec<f64> = r
+            .runs
+            .iter()
+            .filter_map(|x| x.server_us_per_request)
+            .collect();
+        r.server_us_per_request_median = median(&demand);
+    }
+    let Some(base) = baseline else { return };
+    let base_rps: Vec<(String, Option<f64>)> = results
+        .iter()
+        .filter(|r| r.target == base)
+        .map(|r| (r.endpoint.clone(), r.rps_median))
+        .collect();
+    for r in results.iter_mut() {
+        let b = base_rps
+            .iter()
+            .find(|(e, _)| *e == r.endpoint)
+            .and_then(|(_, v)| *v);
+        r.vs_baseline = match (r.rps_median, b) {
+            (Some(x), Some(b)) if b > 0.0 => Some(x / b),
+            _ => None,
+        };
+    }
+}
+
+/// The markdown table of a suite's results.
+pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
+    let mut out = String::new();
+    let base = baseline.map_or(String::new(), |b| format!(" (vs {b})"));
+    out.push_str(&format!(
+        "| target | endpoint | req/s (median) | min – max | p50 | p99 | server CPU/req | ratio{base} |\n"
+    ));
+    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        if let Some(e) = &r.error {
+            out.push_str(&format!(
+                "| {} | {} | failed: {} | | | | | |\n",
+                r.target,
+                r.endpoint,
+                e.lines().next().unwrap_or("")
+            ));
+            continue;
+        }
+        let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{:.0}", x.round()));
+        let lat = |v: Option<f64>| v.map_or("n/a".to_string(), |x| fmt_us(x.round() as u64));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} – {} | {} | {} | {} | {} |\n",
+            r.target,
+            r.endpoint,
+            num(r.rps_median),
+            num(r.rps_min),
+            num(r.rps_max),
+            lat(r.p50_us_median),
+            lat(r.p99_us_median),
+            r.server_us_per_request_median
+                .map_or("n/a".to_string(), |u| format!("{u:.2} µs")),
+            r.vs_baseline
+                .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(target: &str, endpoint: &str, rps: &[f64], p99: &[u64]) -> SuiteResult {
+        SuiteResult::new(
+            target,
+            endpoint,
+            None,
+            rps.iter()
+                .zip(p99)
+                .map(|(&rps, &p99)| RunFigures {
+                    rps,
+                    requests: 1,
+                    errors: 0,
+                    p50_us: Some(p99 / 2),
+                    p99_us: Some(p99),
+                    p999_us: None,
+                    max_us: None,
+                    duration_s: 1.0,
+                    server_us_per_request: Some(rps / 100.0),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn medians_ranges_and_baseline_ratios() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        let mut results = vec![
+            result(
+                "nginx",
+                "/plaintext",
+                &[100.0, 120.0, 110.0],
+                &[900, 1000, 1100],
+            ),
+            result(
+                "ref",
+                "/plaintext",
+                &[260.0, 250.0, 270.0],
+                &[400, 500, 450],
+            ),
+            result("ref", "/json", &[200.0], &[600]),
+        ];
+        summarize(&mut results, Some("nginx"));
+        assert_eq!(results[0].rps_median, Some(110.0));
+        assert_eq!(
+            (results[1].rps_min, results[1].rps_max),
+            (Some(250.0), Some(270.0))
+        );
+        assert_eq!(results[1].p99_us_median, Some(450.0));
+        assert_eq!(results[0].vs_baseline, Some(1.0));
+        assert!((results[1].vs_baseline.unwrap() - 260.0 / 110.0).abs() < 1e-9);
+        assert_eq!(results[2].vs_baseline, None, "no baseline run on /json");
+        assert_eq!(results[1].server_us_per_request_median, Some(2.6));
+        let table = markdown(&results, Some("nginx"));
+        assert!(
+            table.contains(
+                "| ref | /plaintext | 260 | 250 – 270 | 225µs | 450µs | 2.60 µs | 2.36× |"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("| ref | /json | 200 | 200 – 200 | 300µs | 600µs | 2.00 µs | n/a |"),
+            "{table}"
+        );
+    }
+}

@@ -35,11 +35,11 @@ pub enum Command {
     /// Run the io_uring reference HTTP server (the calibration target and spike laboratory).
     Serve(ServeArgs),
     /// Compare several servers on several endpoints, side by side, from a TOML suite file.
-    Suite(crate::suite::SuiteArgs),
+    Suite(SuiteArgs),
     /// Compare two JSON reports (run or suite) metric by metric; gate CI on regressions.
-    Compare(crate::compare::CompareArgs),
+    Compare(CompareArgs),
     /// Turn a saved JSON report into a self-contained HTML page with charts.
-    Report(crate::report::ReportArgs),
+    Report(ReportArgs),
 }
 
 /// `tailscope serve [flags]`.
@@ -318,4 +318,40 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// `tailscope suite` arguments.
+#[derive(Debug, clap::Args)]
+pub struct SuiteArgs {
+    /// The suite file (TOML): [suite] baseline, [load], [[target]]s and [[endpoint]]s.
+    pub file: PathBuf,
+    /// Write every run and the host's description as JSON here ('-' for stdout).
+    #[arg(long = "json", value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Also write the markdown table here.
+    #[arg(long = "markdown", value_name = "PATH")]
+    pub markdown: Option<PathBuf>,
+}
+
+/// `tailscope compare` arguments.
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// The reference report (from `run --json` or `suite --json`).
+    pub base: PathBuf,
+    /// The report to judge, of the same kind.
+    pub new: PathBuf,
+    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
+    #[arg(long = "fail-if-regression", value_name = "PCT")]
+    pub fail_if_regression: Option<f64>,
+}
+
+/// `tailscope report FILE.json --html OUT.html`.
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// A report written by `tailscope run --json`.
+    #[arg(value_name = "FILE.json")]
+    pub file: PathBuf,
+    /// Write the HTML page here: one self-contained file (no network access when opened).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: PathBuf,
 }

@@ -1,25 +1,14 @@
 //! `tailscope compare BASE.json NEW.json`: what changed between two reports, and a CI gate.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 use serde_json::Value;
 use tailscope_loadgen::report::fmt_us;
 
+use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::run::print_stdout;
-
-/// `tailscope compare` arguments.
-#[derive(Debug, clap::Args)]
-pub struct CompareArgs {
-    /// The reference report (from `run --json` or `suite --json`).
-    pub base: PathBuf,
-    /// The report to judge, of the same kind.
-    pub new: PathBuf,
-    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
-    #[arg(long = "fail-if-regression", value_name = "PCT")]
-    pub fail_if_regression: Option<f64>,
-}
+use crate::process::print_stdout;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Better {

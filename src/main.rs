@@ -21,6 +21,7 @@ macro_rules! say_part {
 mod args;
 mod compare;
 mod exit;
+mod process;
 mod profile;
 mod report;
 mod run;

@@ -1,23 +1,10 @@
 //! `tailscope report FILE.json --html OUT.html`: a saved JSON report as a self-contained page.
 
-use std::path::PathBuf;
-
 use anyhow::{Context, Result};
-use clap::Args;
 use tailscope_loadgen::report::Report;
 
+use crate::args::ReportArgs;
 use crate::exit::{Outcome, UsageError};
-
-/// `tailscope report FILE.json --html OUT.html`.
-#[derive(Debug, Args)]
-pub struct ReportArgs {
-    /// A report written by `tailscope run --json`.
-    #[arg(value_name = "FILE.json")]
-    pub file: PathBuf,
-    /// Write the HTML page here: one self-contained file (no network access when opened).
-    #[arg(long = "html", value_name = "OUT.html")]
-    pub html: PathBuf,
-}
 
 /// Reads a run's JSON report, failing with a usage error that says what the file is instead.
 pub fn load_run_report(path: &std::path::Path) -> Result<Report> {

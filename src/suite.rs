@@ -4,7 +4,6 @@
 //! warm-up (not recorded) and `runs` measured runs; then stop it. Progress goes to stderr, a
 //! markdown table to stdout, every run and the host to the JSON.
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -14,23 +13,11 @@ use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport
 use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::Target;
 
+use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
+use crate::process::{print_stdout, watch_signals, SIGNALLED};
 use crate::profile::RunProfiler;
-use crate::run::{print_stdout, watch_signals, SIGNALLED};
 use crate::suite_file::{self, Load, Suite};
-
-/// `tailscope suite` arguments.
-#[derive(Debug, clap::Args)]
-pub struct SuiteArgs {
-    /// The suite file (TOML): [suite] baseline, [load], [[target]]s and [[endpoint]]s.
-    pub file: PathBuf,
-    /// Write every run and the host's description as JSON here ('-' for stdout).
-    #[arg(long = "json", value_name = "PATH")]
-    pub json: Option<PathBuf>,
-    /// Also write the markdown table here.
-    #[arg(long = "markdown", value_name = "PATH")]
-    pub markdown: Option<PathBuf>,
-}
 
 /// This machine's facts from /proc and /sys (and `uname`); what cannot be read is `None`.
 fn read_host() -> Host {

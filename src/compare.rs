@@ -4,7 +4,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use serde_json::Value;
-use tailscope_loadgen::report::fmt_us;
+use tailscope_loadgen::report::{fmt_us, Report};
+use tailscope_report::suite::{SuiteReport, SuiteResult};
 
 use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
@@ -93,38 +94,74 @@ fn kind(v: &Value) -> Option<&'static str> {
     }
 }
 
-fn rows_of_runs(base: &Value, new: &Value) -> Vec<Row> {
-    let row = |metric: &str, pointer: &str, unit: Unit, better: Better, gated: bool| Row {
+/// A latency figure of a run, `None` when nothing was measured.
+fn latency(r: &Report, f: fn(&tailscope_loadgen::Percentiles) -> f64) -> Option<f64> {
+    r.latency_us.as_ref().map(f)
+}
+
+fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
+    type Pick = fn(&Report) -> Option<f64>;
+    let row = |metric: &str, pick: Pick, unit: Unit, better: Better, gated: bool| Row {
         metric: metric.to_string(),
-        base: base.pointer(pointer).and_then(Value::as_f64),
-        new: new.pointer(pointer).and_then(Value::as_f64),
+        base: pick(base),
+        new: pick(new),
         unit,
         better,
         gated,
     };
     vec![
-        row("req/s", "/summary/rps", Unit::Rate, Better::Higher, true),
-        row("p50", "/latency_us/p50", Unit::Micros, Better::Lower, false),
-        row("p90", "/latency_us/p90", Unit::Micros, Better::Lower, false),
-        row("p99", "/latency_us/p99", Unit::Micros, Better::Lower, true),
         row(
-            "p99.9",
-            "/latency_us/p999",
+            "req/s",
+            |r| Some(r.summary.rps),
+            Unit::Rate,
+            Better::Higher,
+            true,
+        ),
+        row(
+            "p50",
+            |r| latency(r, |p| p.p50 as f64),
             Unit::Micros,
             Better::Lower,
             false,
         ),
-        row("max", "/latency_us/max", Unit::Micros, Better::Lower, false),
+        row(
+            "p90",
+            |r| latency(r, |p| p.p90 as f64),
+            Unit::Micros,
+            Better::Lower,
+            false,
+        ),
+        row(
+            "p99",
+            |r| latency(r, |p| p.p99 as f64),
+            Unit::Micros,
+            Better::Lower,
+            true,
+        ),
+        row(
+            "p99.9",
+            |r| latency(r, |p| p.p999 as f64),
+            Unit::Micros,
+            Better::Lower,
+            false,
+        ),
+        row(
+            "max",
+            |r| latency(r, |p| p.max as f64),
+            Unit::Micros,
+            Better::Lower,
+            false,
+        ),
         row(
             "mean",
-            "/latency_us/mean",
+            |r| latency(r, |p| p.mean),
             Unit::Micros,
             Better::Lower,
             false,
         ),
         row(
             "error rate",
-            "/summary/error_rate",
+            |r| Some(r.summary.error_rate),
             Unit::Fraction,
             Better::Lower,
             false,
@@ -132,28 +169,37 @@ fn rows_of_runs(base: &Value, new: &Value) -> Vec<Row> {
     ]
 }
 
-fn rows_of_suites(base: &Value, new: &Value) -> Vec<Row> {
-    let empty = Vec::new();
-    let new_results = new["results"].as_array().unwrap_or(&empty);
+fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
+    type Pick = fn(&SuiteResult) -> Option<f64>;
     let mut rows = Vec::new();
-    for b in base["results"].as_array().unwrap_or(&empty) {
-        let n = new_results
+    for b in &base.results {
+        let n = new
+            .results
             .iter()
-            .find(|n| n["target"] == b["target"] && n["endpoint"] == b["endpoint"]);
-        let name = format!(
-            "{} {}",
-            b["target"].as_str().unwrap_or("?"),
-            b["endpoint"].as_str().unwrap_or("?")
-        );
-        for (label, key, unit, better, gated) in [
-            ("req/s", "rps_median", Unit::Rate, Better::Higher, true),
-            ("p50", "p50_us_median", Unit::Micros, Better::Lower, false),
-            ("p99", "p99_us_median", Unit::Micros, Better::Lower, true),
-        ] {
+            .find(|n| n.target == b.target && n.endpoint == b.endpoint);
+        let name = format!("{} {}", b.target, b.endpoint);
+        let picks: [(&str, Pick, Unit, Better, bool); 3] = [
+            ("req/s", |r| r.rps_median, Unit::Rate, Better::Higher, true),
+            (
+                "p50",
+                |r| r.p50_us_median,
+                Unit::Micros,
+                Better::Lower,
+                false,
+            ),
+            (
+                "p99",
+                |r| r.p99_us_median,
+                Unit::Micros,
+                Better::Lower,
+                true,
+            ),
+        ];
+        for (label, pick, unit, better, gated) in picks {
             rows.push(Row {
                 metric: format!("{name} {label}"),
-                base: b[key].as_f64(),
-                new: n.and_then(|n| n[key].as_f64()),
+                base: pick(b),
+                new: n.and_then(pick),
                 unit,
                 better,
                 gated,
@@ -161,6 +207,16 @@ fn rows_of_suites(base: &Value, new: &Value) -> Vec<Row> {
         }
     }
     rows
+}
+
+/// Reads `v` as the typed report of its kind, or says what is wrong with `path`.
+fn typed<T: serde::de::DeserializeOwned>(v: Value, path: &Path) -> Result<T, UsageError> {
+    serde_json::from_value(v).map_err(|e| {
+        UsageError(format!(
+            "{} is not a tailscope JSON report of its kind: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// Compares two reports.
@@ -182,9 +238,9 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
         return Err(UsageError(format!("cannot compare a {kb} report with a {kn} report")).into());
     }
     let rows = if kb == "suite" {
-        rows_of_suites(&base, &new)
+        rows_of_suites(&typed(base, &args.base)?, &typed(new, &args.new)?)
     } else {
-        rows_of_runs(&base, &new)
+        rows_of_runs(&typed(base, &args.base)?, &typed(new, &args.new)?)
     };
     let mut table = String::from("| metric | base | new | change |\n|---|---|---|---|\n");
     for r in &rows {

@@ -150,11 +150,44 @@ fn sigint_to_a_running_suite_leaves_no_process() {
     );
 }
 
+/// A real run's JSON report (a short run against a test server), with its throughput and
+/// latency set to these figures: compare reads reports as their types, so a fixture must be
+/// a whole report, not a few fields of one.
 fn run_report(rps: f64, p99: u64) -> String {
+    static REAL: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let real = REAL.get_or_init(|| {
+        let server = common::serve(|_| common::Reply::Send(common::ok("x")));
+        let (code, report, stderr) = common::run_json(&server.url("/"), &["-n", "20", "-c", "2"]);
+        assert_eq!(code, 0, "{stderr}");
+        report
+    });
+    let mut r = real.clone();
+    r["summary"]["rps"] = rps.into();
+    r["summary"]["error_rate"] = 0.0.into();
+    for (key, v) in [
+        ("p50", p99 / 2),
+        ("p90", p99),
+        ("p99", p99),
+        ("p999", p99),
+        ("max", p99),
+    ] {
+        r["latency_us"][key] = v.into();
+    }
+    r["latency_us"]["mean"] = ((p99 / 2) as f64).into();
+    r.to_string()
+}
+
+/// A suite report with one result, whole as `suite --json` writes it.
+fn suite_report(results: serde_json::Value) -> String {
     serde_json::json!({
         "schema_version": 1,
-        "summary": {"rps": rps, "error_rate": 0.0},
-        "latency_us": {"p50": p99 / 2, "p90": p99, "p99": p99, "p999": p99, "max": p99, "mean": p99 / 2},
+        "kind": "suite",
+        "tool": {"name": "tailscope", "version": "0.1.0"},
+        "host": {"cpus": 2, "date": "2026-11-22T00:00:00Z"},
+        "baseline": null,
+        "load": {},
+        "results": results,
+        "interrupted": false,
     })
     .to_string()
 }
@@ -204,21 +237,30 @@ fn compare_gates_on_regressions() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("regression: p99: +20.0 %"));
     let out = tailscope(&["compare", b, slower.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "without a gate it only reports");
-    let suite = temp("suite.json", r#"{"kind": "suite", "results": []}"#);
+    let suite = temp("suite.json", &suite_report(serde_json::json!([])));
     let out = tailscope(&["compare", b, suite.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let junk = temp("junk.json", "not json");
     let out = tailscope(&["compare", b, junk.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
+    // A report missing fields (renamed, or cut by hand) is refused, not shown as "n/a".
+    let partial = temp(
+        "partial.json",
+        r#"{"schema_version": 1, "summary": {"rps": 1}, "latency_us": {"p50": 1}}"#,
+    );
+    let out = tailscope(&["compare", b, partial.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a tailscope JSON report of its kind")
+    );
 }
 
 #[test]
 fn compare_suites_matches_target_and_endpoint() {
     let suite = |rps: f64| {
-        serde_json::json!({"kind": "suite", "results": [
-            {"target": "ref", "endpoint": "/", "rps_median": rps, "p50_us_median": 50.0, "p99_us_median": 100.0},
-        ]})
-        .to_string()
+        suite_report(serde_json::json!([
+            {"target": "ref", "endpoint": "/", "runs": [], "rps_median": rps, "p50_us_median": 50.0, "p99_us_median": 100.0},
+        ]))
     };
     let a = temp("sa.json", &suite(1000.0));
     let b = temp("sb.json", &suite(800.0));

@@ -298,28 +298,6 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
     tailscope_targets::cpus::parse_list(s).map(CpuList)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_lists_and_durations() {
-        assert_eq!(parse_cpu_list("1").unwrap().0, vec![1]);
-        assert_eq!(parse_cpu_list("0,2-4").unwrap().0, vec![0, 2, 3, 4]);
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("a").is_err());
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert!(parse_duration("10").unwrap_err().contains("unit"));
-    }
-
-    #[test]
-    fn clap_definition_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
-    }
-}
-
 /// `tailscope suite` arguments.
 #[derive(Debug, clap::Args)]
 pub struct SuiteArgs {
@@ -354,4 +332,47 @@ pub struct ReportArgs {
     /// Write the HTML page here: one self-contained file (no network access when opened).
     #[arg(long = "html", value_name = "OUT.html")]
     pub html: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_and_durations() {
+        assert_eq!(parse_cpu_list("1").unwrap().0, vec![1]);
+        assert_eq!(parse_cpu_list("0,2-4").unwrap().0, vec![0, 2, 3, 4]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").is_err());
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("10").unwrap_err().contains("unit"));
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_launcher_starts_the_embedded_server_with_flags_serve_accepts() {
+        // targets::embedded_args is the launcher's half of the contract; this is the other.
+        let args = tailscope_targets::embedded_args(
+            2,
+            "0-1",
+            Some(16),
+            Some((Duration::from_millis(700), Duration::from_millis(250))),
+        );
+        let cli = Cli::try_parse_from(std::iter::once("tailscope".to_string()).chain(args))
+            .expect("serve accepts the launcher's flags");
+        let Some(Command::Serve(serve)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(serve.threads, Some(2));
+        assert_eq!(serve.backlog, 16);
+        assert_eq!(serve.stall_every, Some(Duration::from_millis(700)));
+        assert_eq!(serve.stall_for, Some(Duration::from_millis(250)));
+        assert_eq!(serve.addr.port(), 0);
+    }
 }

@@ -44,8 +44,10 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
     }
     let server = match tailscope_server::start(config) {
         Ok(s) => s,
-        Err(e @ (Error::Invalid(_) | Error::StaticDir { .. })) => {
-            return Err(UsageError(e.to_string()).into())
+        // The library names the setting; the message names the flag that set it.
+        Err(e @ Error::StaticDir { .. }) => return Err(UsageError(format!("--static: {e}")).into()),
+        Err(e @ Error::Invalid(_)) => {
+            return Err(UsageError(format!("{e} (--threads, --backlog)")).into())
         }
         Err(e) => return Err(e).context("the reference server could not start"),
     };
@@ -54,7 +56,12 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
             .context("cannot install the signal handler")?;
     }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "listening on http://{}", server.local_addr());
+    let _ = writeln!(
+        out,
+        "{}{}",
+        tailscope_targets::READY_LINE_PREFIX,
+        server.local_addr()
+    );
     let _ = out.flush();
     drop(out);
     server.join().context("the reference server failed")?;

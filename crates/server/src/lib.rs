@@ -42,7 +42,7 @@ pub enum Error {
         error: std::io::Error,
     },
     /// The static directory is not usable.
-    #[error("--static {dir}: {error}")]
+    #[error("static directory {dir}: {error}")]
     StaticDir {
         /// The directory given.
         dir: PathBuf,
@@ -191,10 +191,14 @@ fn listener(addr: SocketAddr, backlog: i32) -> Result<OwnedFd, Error> {
 /// Binds the listeners and starts the workers.
 pub fn start(mut config: Config) -> Result<Server, Error> {
     if config.threads == 0 {
-        return Err(Error::Invalid("--threads must be at least 1".into()));
+        return Err(Error::Invalid(
+            "the server needs at least 1 worker thread".into(),
+        ));
     }
     if config.backlog < 1 {
-        return Err(Error::Invalid("--backlog must be at least 1".into()));
+        return Err(Error::Invalid(
+            "the listen backlog must be at least 1".into(),
+        ));
     }
     if let Some(dir) = &config.static_dir {
         let canonical = dir.canonicalize().map_err(|error| Error::StaticDir {

@@ -34,6 +34,41 @@ pub fn kill_all_launched() {
     }
 }
 
+/// What the embedded server prints on stdout once it listens: `listening on http://ADDR`.
+/// `tailscope serve` prints it and the launcher reads it: one definition for both.
+pub const READY_LINE_PREFIX: &str = "listening on http://";
+
+/// The arguments after the tailscope executable that start the embedded server for a
+/// launch: `serve` on a free loopback port with these settings. The binary's tests parse
+/// them with its own command line, so the two cannot drift apart.
+pub fn embedded_args(
+    threads: usize,
+    cpu_list: &str,
+    backlog: Option<i32>,
+    stall: Option<(Duration, Duration)>,
+) -> Vec<String> {
+    let mut args: Vec<String> = ["serve", "--addr", "127.0.0.1:0", "--threads"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.push(threads.to_string());
+    if !cpu_list.is_empty() {
+        args.extend(["--cpus".to_string(), cpu_list.to_string()]);
+    }
+    if let Some(b) = backlog {
+        args.extend(["--backlog".to_string(), b.to_string()]);
+    }
+    if let Some((every, duration)) = stall {
+        args.extend([
+            "--stall-every".to_string(),
+            format!("{}ms", every.as_millis()),
+            "--stall-for".to_string(),
+            format!("{}ms", duration.as_millis()),
+        ]);
+    }
+    args
+}
+
 /// A launched, ready server. Stopping it (or dropping it) stops its whole process tree.
 pub struct Target {
     name: String,
@@ -91,23 +126,7 @@ impl Target {
                 })?;
                 let mut cmd = Command::new(exe);
                 let threads = threads.unwrap_or(server_cpus.len().max(1));
-                cmd.args([
-                    "serve",
-                    "--addr",
-                    "127.0.0.1:0",
-                    "--threads",
-                    &threads.to_string(),
-                ]);
-                if !server_cpus.is_empty() {
-                    cmd.args(["--cpus", &cpu_list]);
-                }
-                if let Some(b) = backlog {
-                    cmd.args(["--backlog", &b.to_string()]);
-                }
-                if let Some((every, duration)) = stall {
-                    cmd.args(["--stall-every", &format!("{}ms", every.as_millis())]);
-                    cmd.args(["--stall-for", &format!("{}ms", duration.as_millis())]);
-                }
+                cmd.args(embedded_args(threads, &cpu_list, *backlog, *stall));
                 ("embedded".to_string(), cmd, None, None)
             }
             TargetSpec::Nginx {
@@ -254,7 +273,11 @@ impl Target {
         loop {
             match rx.recv_timeout(Duration::from_millis(50)) {
                 Ok(line) => {
-                    let port = line.rsplit(':').next().and_then(|p| p.trim().parse().ok());
+                    let port = line
+                        .trim()
+                        .strip_prefix(READY_LINE_PREFIX)
+                        .and_then(|addr| addr.rsplit(':').next())
+                        .and_then(|p| p.trim().parse().ok());
                     return port.ok_or_else(|| {
                         self.not_ready(format!("(it printed {line:?})"), started.elapsed())
                     });

@@ -20,7 +20,7 @@ pub mod stacks;
 mod sys;
 pub mod tree;
 
-pub use launch::{kill_all_launched, Target};
+pub use launch::{embedded_args, kill_all_launched, Target, READY_LINE_PREFIX};
 pub use spec::TargetSpec;
 
 use std::path::PathBuf;

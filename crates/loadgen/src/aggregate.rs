@@ -203,24 +203,8 @@ mod tests {
 
     use super::*;
     use crate::error::ErrorKind;
-    use crate::recorder::{Finished, WorkerRecorder};
-
-    fn finished(base: Instant, begun_ms: u64, latency_ms: u64, status: u16) -> Finished {
-        let begun = base + Duration::from_millis(begun_ms);
-        Finished {
-            intended: None,
-            begun,
-            sent: begun,
-            first_byte: begun + Duration::from_millis(latency_ms) / 2,
-            end: begun + Duration::from_millis(latency_ms),
-            connect: None,
-            first_on_connection: false,
-            conn: 0,
-            status,
-            bytes: 100,
-            tcp: None,
-        }
-    }
+    use crate::recorder::tests::finished;
+    use crate::recorder::WorkerRecorder;
 
     #[test]
     fn aggregator_merges_workers_and_builds_seconds() {

@@ -506,10 +506,12 @@ impl WorkerRecorder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn finished(base: Instant, begun_ms: u64, latency_ms: u64, status: u16) -> Finished {
+    /// A response that began `begun_ms` after `base` and took `latency_ms`, its body arriving
+    /// half way: the tests' stock request.
+    pub(crate) fn finished(base: Instant, begun_ms: u64, latency_ms: u64, status: u16) -> Finished {
         let begun = base + Duration::from_millis(begun_ms);
         Finished {
             intended: None,

@@ -170,6 +170,9 @@ impl RunConfig {
             }
             check_writable(path, "HTML report", "--html").map_err(usage)?;
         }
+        if let Some(path) = &args.output.flamegraph {
+            check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
+        }
         let thresholds = args
             .output
             .fail_if

@@ -222,6 +222,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
     }
+    if report.interrupted {
+        say!(
+            "tailscope: the suite was interrupted: the table holds what was measured, the run in progress was cut short, and targets not reached are missing"
+        );
+    }
     Ok(if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
         Outcome::Interrupted
     } else if failed {

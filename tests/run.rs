@@ -796,3 +796,19 @@ fn a_counted_run_s_window_ends_when_its_last_request_is_sent() {
     );
     assert!(window < grace, "sent at once, answered 300 ms later: {s}");
 }
+
+#[test]
+fn an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early() {
+    // At 10 req/s for 1 s the last slot falls at 0.9 s; the window is still 1 s, so req/s
+    // reads the rate asked for, not 10 / 0.9.
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &["-q", "10", "-z", "1s", "-c", "1", "--threads", "1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(s["duration_s"].as_f64(), Some(1.0), "{s}");
+    assert_eq!(n(&s["requests"]), 10, "{s}");
+    assert_eq!(s["rps"].as_f64(), Some(10.0), "{s}");
+}

@@ -188,6 +188,22 @@ fn listener_full(e: &Evidence) -> bool {
     watched(e).is_some_and(|l| l.full_samples > 0)
 }
 
+/// Whether the target's own listener was seen at least half full. A queue that fills and
+/// drains between two samples (100 ms apart) is seen so, not at its limit.
+fn listener_pressed(e: &Evidence) -> bool {
+    watched(e).is_some_and(|l| {
+        l.backlog
+            .is_some_and(|b| u64::from(l.max_queue) * 2 >= u64::from(b).max(1))
+    })
+}
+
+/// Our own SYNs were resent while our listener was pressed: a full accept queue drops SYNs,
+/// and the data of connections whose final ACK it dropped is resent too, so here data
+/// retransmits outnumbering the SYNs do not mean packet loss.
+fn syns_at_a_pressed_listener(e: &Evidence) -> bool {
+    listener_pressed(e) && e.own_syn_retransmits.unwrap_or(0) > 0
+}
+
 /// Our own SYN retransmits that point at dropped handshakes rather than packet loss: data
 /// retransmits do not outnumber them (measured with 5 % loss: one lost SYN beside 191
 /// resent data segments).
@@ -237,7 +253,8 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
     // The specific evidence is the target's own listener at its limit; where it cannot be
     // watched (or the queue filled between samples), our own connections' SYN retransmits
     // (a full queue drops SYNs) when data retransmits do not outnumber them.
-    if slow_new == 0 || !(listener_full(e) || own_syn_drops(e) > 0) {
+    if slow_new == 0 || !(listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e))
+    {
         return None;
     }
     let [s1, s3, s7] = e.new_connection_syn_steps;
@@ -343,7 +360,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
     // another busy server's leftovers must not veto this one's stall.)
     let affected_total: u64 = stalled.iter().map(|s| s.outliers).sum();
-    if listener_full(e) || own_syn_drops(e) > 0 {
+    if listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e) {
         return None;
     }
     // Old connections were delayed too: not a connection-setup problem.
@@ -375,9 +392,10 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     Some(Diagnosis {
         cause: Cause::ServerStall,
         evidence: format!(
-            "{affected} requests were delayed together, up to {} ms, in second(s) {} — at least {threshold} at once, about \
-             half of the {} that can be in flight — on reused connections too, while the listen queue never filled ({}; \
-             {}): the server stopped running for a while (a GC pause, a blocking call, a stalled event loop)",
+            "in second(s) {1}, at least {threshold} requests at once (about half of the {2} that can be in flight) were held \
+             together, up to {0} ms, on reused connections too, and {affected} responses in those seconds took 10× the median \
+             or more (the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
+             running for a while (a GC pause, a blocking call, a stalled event loop)",
             worst / 1000,
             seconds.join(", "),
             e.in_flight,
@@ -606,6 +624,18 @@ mod tests {
         let mut syns = e.clone();
         syns.own_syn_retransmits = Some(14);
         assert_eq!(causes(&syns), vec!["accept_queue_overflow"]);
+        // Python's http.server (backlog 5) seen at 4 of 5, never at 5: our SYNs resent and
+        // more data resent (dropped final ACKs) is still the queue, at a pressed listener.
+        let mut pressed = e.clone();
+        pressed.own_syn_retransmits = Some(74);
+        pressed.own_retransmits = Some(141);
+        let l = pressed.listen.as_mut().unwrap();
+        l.backlog = Some(5);
+        l.max_queue = 4;
+        assert_eq!(causes(&pressed), vec!["accept_queue_overflow"]);
+        // Near-miss: the same retransmits at an idle listener are loss.
+        pressed.listen.as_mut().unwrap().max_queue = 0;
+        assert!(!causes(&pressed).contains(&"accept_queue_overflow".to_string()));
         // The listener seen full.
         let l = e.listen.as_mut().unwrap();
         l.full_samples = 25;

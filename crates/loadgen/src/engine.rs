@@ -364,10 +364,12 @@ async fn worker_main(
         w.stopped_at.set(Some(Instant::now()));
     }
     // The load window ends when sending stops, not when the last response comes back: the
-    // timer wakes a little after `end`, and `-n` ends at its last claim.
+    // timer wakes a little after `end`, and `-n` ends at its last claim. Under `-z` the window
+    // is the whole duration unless a stop cut it short: an open-loop schedule whose last slot
+    // fell before the end (-q 10 -z 1s: the last at 0.9 s) still measured a 1 s window.
     let mut sending_ended = Instant::now();
     if let Some(e) = end {
-        sending_ended = sending_ended.min(e);
+        sending_ended = if stopped { sending_ended.min(e) } else { e };
     }
     if let Some(t) = w.last_ticket_at.get() {
         sending_ended = sending_ended.min(t);

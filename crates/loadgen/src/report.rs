@@ -17,7 +17,7 @@ use crate::error::ErrorKind;
 use crate::plan::{Pace, Plan, Stop};
 use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
-pub use fmt::{fmt_bytes, fmt_count, fmt_rate, fmt_us};
+pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
 pub use text::{histogram_bars, log_buckets, Bucket};
 

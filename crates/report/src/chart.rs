@@ -75,7 +75,13 @@ fn range_of(values: impl Iterator<Item = f64>, scale: Scale) -> Range<f64> {
         };
     }
     match scale {
-        Scale::Log => (lo / 1.5).max(f64::MIN_POSITIVE)..(hi * 1.5).max(lo * 2.0),
+        // Whole decades: plotters labels a log axis inside the decades the range covers, so
+        // a range from 160 µs to 6 ms labelled only 1–6 ms and left the median unreadable.
+        Scale::Log => {
+            let lo = 10f64.powf(lo.max(f64::MIN_POSITIVE).log10().floor());
+            let hi = 10f64.powf(hi.log10().ceil()).max(lo * 10.0);
+            lo..hi
+        }
         Scale::Linear => {
             let lo = lo.min(0.0);
             let hi = if hi > lo { hi * 1.08 } else { lo + 1.0 };

@@ -17,7 +17,7 @@ use hdrhistogram::Histogram;
 use plotters::style::RGBColor;
 use serde_json::Value;
 use tailscope_loadgen::report::{
-    decode_histogram, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
+    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
 };
 
 use chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
@@ -124,12 +124,16 @@ fn header(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "<h1>{} {}</h1>", escape(&c.method), escape(&c.url));
     let mode = match c.rate {
-        Some(r) => format!("open loop at {} req/s", fmt_count(r.round() as u64)),
+        Some(r) => format!("open loop at {} req/s", fmt_asked_rate(r)),
         None => "closed loop".into(),
     };
     let mut facts = vec![format!(
-        "{mode}, {} connections, {} threads, pipeline {}",
-        c.connections, c.threads, c.pipeline
+        "{mode}, {} connection{}, {} thread{}, pipeline {}",
+        c.connections,
+        if c.connections == 1 { "" } else { "s" },
+        c.threads,
+        if c.threads == 1 { "" } else { "s" },
+        c.pipeline
     )];
     if let Some(t) = &report.target {
         let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
@@ -221,12 +225,13 @@ fn charts(report: &Report) -> String {
         y_scale: Scale::Linear,
         x_fmt: &seconds,
         y_fmt: &count_axis,
-        // A partial last second (the grace period) is no load rate: left out.
+        // Seconds after the load window (the grace period, when only the responses still in
+        // flight came back) and a partial last second are no load rate: left out.
         series: vec![series(
             "requests/s",
             BLUE,
             ts.iter()
-                .filter(|p| !p.partial)
+                .filter(|p| !p.partial && p.t_s <= report.summary.duration_s + 1e-3)
                 .map(|p| (p.t_s, p.requests as f64))
                 .collect(),
         )],

@@ -214,6 +214,17 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
         config.static_dir = Some(canonical);
     }
     uring::Ring::probe().map_err(io_uring_unavailable)?;
+    // SO_REUSEPORT would let this server join another one's listeners on the same port (a
+    // second `tailscope serve` there, say) and split the load with it without a word: a plain
+    // bind first refuses an address some other socket already listens on.
+    if config.addr.port() != 0 {
+        drop(
+            std::net::TcpListener::bind(config.addr).map_err(|error| Error::Listen {
+                addr: config.addr,
+                error,
+            })?,
+        );
+    }
     let first = listener(config.addr, config.backlog)?;
     let local_addr = socket2::SockRef::from(&first)
         .local_addr()

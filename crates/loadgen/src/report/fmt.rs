@@ -80,3 +80,14 @@ pub fn fmt_bytes(b: f64) -> String {
         format!("{v:.2} {}", UNITS[unit])
     }
 }
+
+/// A rate asked for, as given: whole above 100 req/s (`5,000`), with up to two decimals
+/// below (`2.5`, `0.5`), so a slow open loop is not misstated by rounding.
+pub fn fmt_asked_rate(r: f64) -> String {
+    if r >= 100.0 {
+        fmt_count(r.round() as u64)
+    } else {
+        let s = format!("{r:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
-use super::fmt::{cpu_list, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural};
+use super::fmt::{
+    cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
+};
 use super::{decode_histogram, ratio, Report, LITTLES_LAW_SLACK_PCT};
 use crate::snapshot::Percentiles;
 
@@ -17,7 +19,7 @@ impl Report {
         let c = &self.config;
         let _ = writeln!(out, "Summary:");
         let mode = match c.rate {
-            Some(r) => format!("open loop at {} req/s", fmt_count(r.round() as u64)),
+            Some(r) => format!("open loop at {} req/s", fmt_asked_rate(r)),
             None => "closed loop".to_string(),
         };
         let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
@@ -122,7 +124,7 @@ impl Report {
         if s.reconnects > 0 {
             let _ = writeln!(
                 out,
-                "  Reconnects:    {} (server closed the connection)",
+                "  Reconnects:    {} (connections opened again after one closed: by the server, a timeout or --no-keepalive)",
                 fmt_count(s.reconnects)
             );
         }

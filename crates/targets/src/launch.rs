@@ -176,7 +176,13 @@ impl Target {
                 (program, cmd, Some(port), None)
             }
         };
-        let command_line = format!("{cmd:?}");
+        // As a person would type it: the program and its arguments, space-separated (a
+        // `Command`'s Debug form quotes every word).
+        let command_line = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
         cmd.process_group(0)
             .stdin(Stdio::null())
             .stdout(if port.is_none() {

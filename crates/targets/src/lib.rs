@@ -26,6 +26,15 @@ pub use spec::TargetSpec;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
+/// The end of a target's stderr for an error message, or a word that it wrote nothing.
+fn stderr_part(stderr: &str) -> String {
+    if stderr.trim().is_empty() {
+        "; it wrote nothing on stderr".into()
+    } else {
+        format!("; the end of its stderr:\n{stderr}")
+    }
+}
+
 /// Why a target could not be launched.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -49,7 +58,7 @@ pub enum Error {
         error: std::io::Error,
     },
     /// The process exited before it was ready.
-    #[error("{name} exited before it was ready ({status}); the end of its stderr:\n{stderr}")]
+    #[error("{name} exited before it was ready ({status}){}", stderr_part(stderr))]
     Exited {
         /// The target's name.
         name: String,
@@ -59,7 +68,7 @@ pub enum Error {
         stderr: String,
     },
     /// The process did not answer HTTP in time.
-    #[error("{name} was not ready after {waited:?} (no HTTP answer at {url}); the end of its stderr:\n{stderr}")]
+    #[error("{name} was not ready after {:.1} s (no HTTP answer at {url}){}", waited.as_secs_f64(), stderr_part(stderr))]
     NotReady {
         /// The target's name.
         name: String,

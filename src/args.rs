@@ -213,6 +213,10 @@ pub struct OutputArgs {
     /// Write the report as a self-contained HTML page with charts (opens offline, prints).
     #[arg(long = "html", value_name = "PATH")]
     pub html: Option<PathBuf>,
+    /// Write the latency as an HdrHistogram interval log (one histogram a second), for
+    /// HistogramLogProcessor, hdr-plot and the like.
+    #[arg(long = "hdr-log", value_name = "PATH")]
+    pub hdr_log: Option<PathBuf>,
     /// Fail (exit 99) unless this holds, e.g. 'p99 < 5ms', 'rps > 50000', 'error_rate < 0.1%'
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]

@@ -26,6 +26,8 @@ pub struct RunConfig {
     pub json: Option<PathBuf>,
     /// Where to write the HTML page.
     pub html: Option<PathBuf>,
+    /// Where to write the HdrHistogram interval log.
+    pub hdr_log: Option<PathBuf>,
     /// CI gates.
     pub thresholds: Vec<Threshold>,
     /// A server to launch on these CPUs, loaded at `path`.
@@ -173,6 +175,9 @@ impl RunConfig {
         if let Some(path) = &args.output.flamegraph {
             check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
         }
+        if let Some(path) = &args.output.hdr_log {
+            check_writable(path, "HdrHistogram log", "--hdr-log").map_err(usage)?;
+        }
         let thresholds = args
             .output
             .fail_if
@@ -183,6 +188,7 @@ impl RunConfig {
             plan,
             json: args.output.json,
             html: args.output.html,
+            hdr_log: args.output.hdr_log,
             thresholds,
             launch,
             pid: target.pid,
@@ -406,6 +412,15 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     }
     if let Some(path) = &config.html {
         crate::report::write_html(&report, path)?;
+    }
+    if let Some(path) = &config.hdr_log {
+        // Measurement began the load window and its grace period ago (to the clock's
+        // resolution: the generator keeps monotonic time, the log wants wall-clock time).
+        let started = std::time::SystemTime::now() - (totals.duration + totals.grace);
+        let mut file = std::fs::File::create(path)
+            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
+        tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
+            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
     }
     let signalled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
     let no_response = report.no_response_reason();

@@ -228,3 +228,59 @@ fn unfinished_requests_show_as_lower_bounds_on_the_page() {
         "a key figure is marked as a lower bound"
     );
 }
+
+#[test]
+fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    use hdrhistogram::serialization::Deserializer;
+    let server = serve(|i| {
+        if i % 40 == 0 {
+            Reply::Delay(std::time::Duration::from_millis(15), ok("slow"))
+        } else {
+            Reply::Send(ok("x"))
+        }
+    });
+    let json = scratch("hdr.json");
+    let log = scratch("run.hlog");
+    run_ok(&[
+        &server.url("/"),
+        "-c",
+        "4",
+        "-z",
+        "2s",
+        "--json",
+        json.to_str().unwrap(),
+        "--hdr-log",
+        log.to_str().unwrap(),
+    ]);
+    let report: tailscope_loadgen::report::Report =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let whole = tailscope_loadgen::report::decode_histogram(&report.histogram).unwrap();
+    let text = std::fs::read(&log).unwrap();
+    assert!(String::from_utf8_lossy(&text).contains("#[StartTime: "));
+    let mut merged = hdrhistogram::Histogram::<u64>::new_from(&whole);
+    let mut intervals = 0;
+    for entry in IntervalLogIterator::new(&text) {
+        if let LogEntry::Interval(h) = entry.expect("a well-formed interval log") {
+            let bytes = base64::Engine::decode(
+                &base64::engine::general_purpose::STANDARD,
+                h.encoded_histogram(),
+            )
+            .unwrap();
+            let interval: hdrhistogram::Histogram<u64> = Deserializer::new()
+                .deserialize(&mut bytes.as_slice())
+                .unwrap();
+            merged.add(&interval).unwrap();
+            intervals += 1;
+        }
+    }
+    assert!(intervals >= 2, "one histogram a second: {intervals}");
+    assert_eq!(merged.len(), whole.len(), "the same count as the JSON");
+    for q in [0.5, 0.99, 0.999, 1.0] {
+        assert_eq!(
+            merged.value_at_quantile(q),
+            whole.value_at_quantile(q),
+            "quantile {q}"
+        );
+    }
+}

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use crate::recorder::{new_histogram, Histograms, IntervalData, Slowest};
@@ -32,6 +33,8 @@ pub struct Aggregator {
     histograms: Histograms,
     /// The finished seconds, in order.
     timeseries: Vec<TimePoint>,
+    /// Each point's latency histogram, serialized (see [`RunTotals::second_histograms`]).
+    second_histograms: Vec<Vec<u8>>,
     last_tick: Counters,
     last_tick_latency: Histogram<u64>,
     seconds: BTreeMap<u64, SecondBucket>,
@@ -53,6 +56,7 @@ impl Aggregator {
             counters: Counters::default(),
             histograms: Histograms::new(highest),
             timeseries: Vec::new(),
+            second_histograms: Vec::new(),
             last_tick: Counters::default(),
             last_tick_latency: new_histogram(highest),
             seconds: BTreeMap::new(),
@@ -113,6 +117,11 @@ impl Aggregator {
             } else {
                 b.latency.count_between(threshold, b.latency.max())
             };
+            let mut bytes = Vec::new();
+            // Serializing into a Vec cannot fail; an empty Vec would only drop this second
+            // from the interval log.
+            let _ = V2DeflateSerializer::new().serialize(&b.latency, &mut bytes);
+            self.second_histograms.push(bytes);
             self.timeseries.push(TimePoint {
                 t_s: (second + 1) as f64,
                 partial: false,
@@ -189,6 +198,7 @@ impl Aggregator {
             first_request,
             body,
             timeseries: self.timeseries,
+            second_histograms: self.second_histograms,
             slowest: self.slowest.items().to_vec(),
             grace,
             rate_changes: Vec::new(),

@@ -4,6 +4,7 @@
 //! `text` writes the human summary and the histogram bars, `fmt` the numbers in it.
 
 mod fmt;
+mod hdr_log;
 mod text;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
+pub use hdr_log::write_hdr_log;
 pub use text::{histogram_bars, log_buckets, Bucket};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
@@ -545,6 +547,7 @@ mod tests {
             first_request: new_histogram(Duration::from_secs(60)),
             body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],
+            second_histograms: vec![],
             slowest: vec![],
             grace: Duration::from_millis(250),
             rate_changes: vec![],

@@ -430,6 +430,10 @@ pub struct RunTotals {
     pub body: Histogram<u64>,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
+    /// The latency histogram of each point of `timeseries`, in the same order, V2-deflate
+    /// serialized (a few hundred bytes a second: a full histogram a second would not stay
+    /// small over a long run), for the HdrHistogram interval log (`--hdr-log`).
+    pub second_histograms: Vec<Vec<u8>>,
     /// The slowest requests.
     pub slowest: Vec<SlowRequest>,
     /// After the load window: how long in-flight requests took to finish (or until the grace

@@ -311,6 +311,7 @@ mod tests {
             first_request: new_histogram(Duration::from_secs(60)),
             body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],
+            second_histograms: vec![],
             slowest: vec![],
             grace: Duration::ZERO,
             rate_changes: vec![],

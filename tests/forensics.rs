@@ -237,18 +237,7 @@ struct OverflowingNeighbour {
 impl OverflowingNeighbour {
     fn start() -> OverflowingNeighbour {
         use std::sync::atomic::{AtomicBool, Ordering};
-        let listener =
-            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        listener
-            .bind(
-                &"127.0.0.1:0"
-                    .parse::<std::net::SocketAddr>()
-                    .unwrap()
-                    .into(),
-            )
-            .unwrap();
-        listener.listen(1).unwrap();
-        let addr = listener.local_addr().unwrap().as_socket().unwrap();
+        let (listener, addr) = common::never_accepting_listener();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let threads = (0..2)
             .map(|_| {

@@ -198,24 +198,7 @@ fn connect_refused_is_counted_and_the_run_ends() {
 fn connect_timeout_when_the_accept_queue_is_full() {
     // A listener that never accepts, with a backlog of 1, filled by two connections: further
     // SYNs are dropped by the kernel, so the handshake cannot finish.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    socket.listen(1).unwrap();
-    let addr = socket.local_addr().unwrap().as_socket().unwrap();
-    let mut fillers = Vec::new();
-    for _ in 0..8 {
-        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(s) => fillers.push(s),
-            Err(_) => break,
-        }
-    }
+    let (_socket, addr, fillers) = common::full_listener();
     let (code, r, stderr) = run_json(
         &format!("http://{addr}/"),
         &["-n", "2", "-c", "1", "--connect-timeout", "300ms"],
@@ -578,24 +561,7 @@ fn nothing_listening_exits_1_says_why_and_backs_off() {
 fn connections_still_opening_at_the_end_are_named() {
     // A listener that never accepts, its backlog filled: handshakes do not finish, and the
     // connect limit (-t 5s; --connect-timeout 10s) outlasts the run and its 1 s grace.
-    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    socket
-        .bind(
-            &"127.0.0.1:0"
-                .parse::<std::net::SocketAddr>()
-                .unwrap()
-                .into(),
-        )
-        .unwrap();
-    socket.listen(1).unwrap();
-    let addr = socket.local_addr().unwrap().as_socket().unwrap();
-    let mut fillers = Vec::new();
-    for _ in 0..8 {
-        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-            Ok(s) => fillers.push(s),
-            Err(_) => break,
-        }
-    }
+    let (_socket, addr, fillers) = common::full_listener();
     let (code, r, stderr) = run_json(
         &format!("http://{addr}/"),
         &["-z", "1s", "-c", "4", "--threads", "1", "-t", "5s"],

@@ -362,3 +362,29 @@ pub fn run_json(url: &str, args: &[&str]) -> (i32, serde_json::Value, String) {
 pub fn n(v: &serde_json::Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
+
+/// A loopback listener with a backlog of 1 that never accepts: once its queue is full the
+/// kernel drops further SYNs. Keep the socket alive as long as the listener should be.
+pub fn never_accepting_listener() -> (socket2::Socket, SocketAddr) {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    socket.listen(1).unwrap();
+    let addr = socket.local_addr().unwrap().as_socket().unwrap();
+    (socket, addr)
+}
+
+/// [`never_accepting_listener`] with its queue filled, so no further handshake finishes;
+/// the connections that filled it come back too, to be kept open.
+pub fn full_listener() -> (socket2::Socket, SocketAddr, Vec<TcpStream>) {
+    let (socket, addr) = never_accepting_listener();
+    let mut fillers = Vec::new();
+    for _ in 0..8 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fillers.push(s),
+            Err(_) => break,
+        }
+    }
+    (socket, addr, fillers)
+}

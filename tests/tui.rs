@@ -35,6 +35,34 @@ fn wait_for(session: &str, needle: &str, history: bool) -> Option<String> {
 
 struct Session(String);
 
+impl Session {
+    /// A detached tmux session `name` of `width`×`height` running `tailscope run URL -z 60s
+    /// -c 4 --threads 1 EXTRA…`, then printing its exit code and waiting a minute to be read.
+    fn start(name: &str, width: &str, height: &str, url: &str, extra: &str) -> Session {
+        let session = Session(format!("{name}-{}", std::process::id()));
+        let command = format!(
+            "{} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
+            env!("CARGO_BIN_EXE_tailscope"),
+        );
+        let started = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session.0,
+                "-x",
+                width,
+                "-y",
+                height,
+                &command,
+            ])
+            .status()
+            .unwrap();
+        assert!(started.success());
+        session
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
@@ -50,27 +78,7 @@ fn dashboard_shows_live_numbers_and_q_prints_the_summary() {
         return;
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session(format!("tailscope-test-{}", std::process::id()));
-    let command = format!(
-        "{} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
-        env!("CARGO_BIN_EXE_tailscope"),
-        server.url("/plaintext")
-    );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &session.0,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &command,
-        ])
-        .status()
-        .unwrap();
-    assert!(started.success());
+    let session = Session::start("tailscope-test", "120", "40", &server.url("/plaintext"), "");
     let live = wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
     for panel in [
         "tailscope",
@@ -106,27 +114,13 @@ fn a_rate_changed_with_plus_is_in_the_summary() {
         return;
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session(format!("tailscope-rate-{}", std::process::id()));
-    let command = format!(
-        "{} run {} -z 60s -c 4 --threads 1 -q 400; echo EXIT=$?; sleep 60",
-        env!("CARGO_BIN_EXE_tailscope"),
-        server.url("/plaintext")
+    let session = Session::start(
+        "tailscope-rate",
+        "120",
+        "40",
+        &server.url("/plaintext"),
+        " -q 400",
     );
-    let started = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &session.0,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &command,
-        ])
-        .status()
-        .unwrap();
-    assert!(started.success());
     wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
     tmux(&["send-keys", "-t", &session.0, "+"]);
     wait_for(&session.0, "rate set to 500", false).expect("+ raises the rate by 25 %");
@@ -219,27 +213,13 @@ fn no_field_is_cut_on_a_live_dashboard_at_80x24_and_120x40() {
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
     let fields = live_fields();
     for (width, height) in [("80", "24"), ("120", "40")] {
-        let session = Session(format!("tailscope-fit-{width}-{}", std::process::id()));
-        let command = format!(
-            "{} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
-            env!("CARGO_BIN_EXE_tailscope"),
-            server.url("/plaintext")
+        let session = Session::start(
+            &format!("tailscope-fit-{width}"),
+            width,
+            height,
+            &server.url("/plaintext"),
+            "",
         );
-        let started = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session.0,
-                "-x",
-                width,
-                "-y",
-                height,
-                &command,
-            ])
-            .status()
-            .unwrap();
-        assert!(started.success());
         // Each view by its key, once it is drawn: (key, a title it has, one it has not).
         for (key, present, absent) in [
             ("1", "[200]", "Spikes"),

@@ -415,16 +415,11 @@ fn assert_comparable(launched: &TreeRun, external: &TreeRun, what: &str) {
     );
 }
 
-/// SIGKILLs tailscope in the middle of a launched run: after 2 s nothing of the target's tree
-/// is alive and no temporary directory of it is left.
-fn sigkill_leaves_nothing(target: &str, min_processes: usize) {
-    let (mut child, mut seen) = common::spawn_until(
-        &[
-            "run", "--target", target, "-z", "60s", "-c", "4", "--json", "-",
-        ],
-        "ready at",
-    );
-    // The marker may arrive before the rest of its line.
+/// Starts `tailscope ARGS` with a launched target and returns it with the target's pid, read
+/// from its `… ready at URL (pid N)` line (which may come in pieces).
+fn launch_and_read_pid(args: &[&str]) -> (std::process::Child, u64) {
+    use std::io::Read;
+    let (mut child, mut seen) = common::spawn_until(args, "ready at");
     let mut stderr = child.stderr.take().unwrap();
     let mut buf = [0u8; 256];
     while !seen
@@ -432,19 +427,27 @@ fn sigkill_leaves_nothing(target: &str, min_processes: usize) {
         .nth(1)
         .is_some_and(|l| l.contains(')'))
     {
-        use std::io::Read;
         match stderr.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
         }
     }
     child.stderr = Some(stderr);
-    let root: u64 = seen
+    let root = seen
         .split("(pid ")
         .nth(1)
         .and_then(|s| s.split(')').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    (child, root)
+}
+
+/// SIGKILLs tailscope in the middle of a launched run: after 2 s nothing of the target's tree
+/// is alive and no temporary directory of it is left.
+fn sigkill_leaves_nothing(target: &str, min_processes: usize) {
+    let (mut child, root) = launch_and_read_pid(&[
+        "run", "--target", target, "-z", "60s", "-c", "4", "--json", "-",
+    ]);
     std::thread::sleep(Duration::from_millis(1500));
     let tree = tree_of(root);
     assert!(
@@ -672,32 +675,9 @@ fn a_server_that_leaves_the_group_is_still_stopped_and_killed() {
     let template =
         "command:setsid python3 -m http.server {port} --bind 127.0.0.1 >/dev/null 2>&1; true";
     // A normal stop.
-    let (mut child, mut seen) = common::spawn_until(
-        &[
-            "run", "--target", template, "--path", "/", "-z", "60s", "-c", "1",
-        ],
-        "ready at",
-    );
-    let mut stderr = child.stderr.take().unwrap();
-    let mut buf = [0u8; 256];
-    while !seen
-        .split("ready at")
-        .nth(1)
-        .is_some_and(|l| l.contains(')'))
-    {
-        use std::io::Read;
-        match stderr.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => seen.push_str(&String::from_utf8_lossy(&buf[..k])),
-        }
-    }
-    child.stderr = Some(stderr);
-    let root: u64 = seen
-        .split("(pid ")
-        .nth(1)
-        .and_then(|s| s.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    let (mut child, root) = launch_and_read_pid(&[
+        "run", "--target", template, "--path", "/", "-z", "60s", "-c", "1",
+    ]);
     std::thread::sleep(Duration::from_millis(500));
     let tree = tree_of(root);
     assert!(tree.len() >= 2, "the shell and its server: {tree:?}");

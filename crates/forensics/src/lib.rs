@@ -581,6 +581,15 @@ mod tests {
         .collect()
     }
 
+    /// `e` with a machine-wide counter moved by `n`.
+    fn with_machine_counter(e: &Evidence, name: &str, n: i64) -> Evidence {
+        let mut e = e.clone();
+        e.tcp
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.into(), n);
+        e
+    }
+
     fn causes(e: &Evidence) -> Vec<String> {
         diagnose(e)
             .into_iter()
@@ -608,12 +617,7 @@ mod tests {
         assert!(causes(&e).is_empty());
         // Near-miss: another listener on the machine overflowed (machine-wide counters
         // moved), ours did not: not ours to name.
-        let mut elsewhere = e.clone();
-        elsewhere
-            .tcp
-            .as_mut()
-            .unwrap()
-            .insert("ListenOverflows".into(), 900);
+        let elsewhere = with_machine_counter(&e, "ListenOverflows", 900);
         assert!(causes(&elsewhere).is_empty(), "{:?}", diagnose(&elsewhere));
         // Near-miss: one SYN of ours resent among many data retransmits is packet loss.
         let mut lossy = e.clone();
@@ -745,21 +749,11 @@ mod tests {
         assert!(causes(&only_new).is_empty());
         // Retransmits during a stall (the stalled receiver lets RTO timers fire) do not turn
         // it into "retransmission": the requests were delayed together, not one by one.
-        let mut retrans = e.clone();
-        retrans
-            .tcp
-            .as_mut()
-            .unwrap()
-            .insert("RetransSegs".into(), 60);
+        let mut retrans = with_machine_counter(&e, "RetransSegs", 60);
         retrans.rto_steps = [0, 0, 0];
         assert_eq!(causes(&retrans), vec!["server_stall"]);
         // Another listener on the machine overflowing does not veto this server's stall.
-        let mut elsewhere = e.clone();
-        elsewhere
-            .tcp
-            .as_mut()
-            .unwrap()
-            .insert("ListenOverflows".into(), 178);
+        let elsewhere = with_machine_counter(&e, "ListenOverflows", 178);
         assert_eq!(causes(&elsewhere), vec!["server_stall"]);
         // Its own listener full does: connection setup, not a stall.
         let mut listen = e.clone();

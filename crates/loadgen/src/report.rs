@@ -5,6 +5,7 @@
 
 mod fmt;
 mod hdr_log;
+pub mod merge;
 mod text;
 
 use std::collections::BTreeMap;
@@ -16,11 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorKind;
 use crate::plan::{Pace, Plan, Stop};
+use crate::segment::{unix_seconds, Segment};
 use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
 pub use hdr_log::write_hdr_log;
+pub use merge::{merge, MergeInfo, MergedRun};
 pub use text::{histogram_bars, log_buckets, Bucket};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
@@ -169,6 +172,61 @@ pub struct EncodedHistogram {
     pub data: String,
 }
 
+/// Where and when a generator ran, for merging the reports of several (`tailscope merge`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    /// The host's name (/proc/sys/kernel/hostname: a pod's name under Kubernetes); null when
+    /// it could not be read.
+    pub host: Option<String>,
+    /// This generator's share of the load (`--segment`); null when it ran all of it.
+    pub segment: Option<Segment>,
+    /// When measurement began (after the warm-up), RFC 3339 UTC.
+    pub started_at: String,
+    /// The same, in unix seconds.
+    pub started_unix_s: f64,
+    /// When the load window and its grace period ended, RFC 3339 UTC.
+    pub ended_at: String,
+    /// The same, in unix seconds.
+    pub ended_unix_s: f64,
+    /// `--start-at`, when given: the wall-clock time the generator waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+}
+
+impl Generator {
+    /// This host's generator, whose measurement began at `measure_started` and whose report
+    /// is `report` (its load window and grace give the end).
+    pub fn here(
+        report: &Report,
+        measure_started: std::time::SystemTime,
+        segment: Option<Segment>,
+        start_at: Option<std::time::SystemTime>,
+    ) -> Generator {
+        let ended = measure_started
+            + std::time::Duration::from_secs_f64(
+                (report.summary.duration_s + report.summary.grace_s).max(0.0),
+            );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        Generator {
+            host,
+            segment,
+            started_at: rfc3339(measure_started),
+            started_unix_s: unix_seconds(measure_started),
+            ended_at: rfc3339(ended),
+            ended_unix_s: unix_seconds(ended),
+            start_at: start_at.map(rfc3339),
+        }
+    }
+}
+
+/// RFC 3339 in UTC to the millisecond.
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
 /// A whole report (`schema_version` 1). Percentile objects are null when nothing was
 /// measured, never zeros.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -222,13 +280,31 @@ pub struct Report {
     pub slowest: Vec<SlowRequest>,
     /// The full latency histogram.
     pub histogram: EncodedHistogram,
+    /// The connect-time histogram, encoded like `histogram` (so merged reports keep exact
+    /// connect percentiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_histogram: Option<EncodedHistogram>,
+    /// Open loop: the uncorrected latency histogram, encoded like `histogram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_uncorrected_histogram: Option<EncodedHistogram>,
+    /// The latency histogram of each `timeseries` point, in the same order, base64 of the
+    /// V2 deflate serialization: what `tailscope merge` adds up second by second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub second_histograms: Vec<String>,
+    /// Where and when the generator ran (host, segment, wall-clock window); null in a
+    /// merged report, whose `merged` section lists every generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<Generator>,
+    /// A report made by `tailscope merge`: what it was made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
     /// Sections added by whoever runs the generator (the binary adds `profile` and
     /// `diagnosis`); the generator knows nothing of them.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
+pub(crate) fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
     (!h.is_empty()).then(|| Percentiles::of(h))
 }
 
@@ -240,10 +316,24 @@ fn encode(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// `h` as a report carries it.
+pub(crate) fn encoded(h: &Histogram<u64>) -> EncodedHistogram {
+    EncodedHistogram {
+        encoding: "hdrhistogram-v2-deflate-base64".into(),
+        unit: "us".into(),
+        data: encode(h),
+    }
+}
+
 /// Decodes a report's histogram back into an HDR histogram.
 pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
+    decode_base64(&h.data)
+}
+
+/// Decodes base64 of a V2 (deflate) serialized histogram.
+pub(crate) fn decode_base64(data: &str) -> Option<Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&h.data)
+        .decode(data)
         .ok()?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut bytes.as_slice())
@@ -252,7 +342,7 @@ pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
 
 /// The names of the percentiles whose value unfinished requests may set: a percentile is
 /// exact only when it lies below every unfinished request's wait.
-fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
+pub(crate) fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
     let (Some(min), false) = (unfinished_min_us, h.is_empty()) else {
         return Vec::new();
     };
@@ -275,7 +365,7 @@ fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<Strin
     .collect()
 }
 
-fn ratio(part: u64, whole: u64) -> f64 {
+pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
@@ -378,11 +468,20 @@ impl Report {
             signal: None,
             warnings: Vec::new(),
             slowest: totals.slowest.clone(),
-            histogram: EncodedHistogram {
-                encoding: "hdrhistogram-v2-deflate-base64".into(),
-                unit: "us".into(),
-                data: encode(&totals.latency),
+            histogram: encoded(&totals.latency),
+            connect_histogram: Some(encoded(&totals.connect)),
+            latency_uncorrected_histogram: match plan.pace {
+                Pace::Rate(_) => Some(encoded(&totals.latency_uncorrected)),
+                Pace::Max => None,
             },
+            // Already V2-deflate serialized by the aggregator: only base64 is added here.
+            second_histograms: totals
+                .second_histograms
+                .iter()
+                .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+                .collect(),
+            generator: None,
+            merged: None,
             extra: serde_json::Map::new(),
         };
         report.warnings = report.compute_warnings();
@@ -451,7 +550,7 @@ impl Report {
         Some(format!("no request got a response: {why}"))
     }
 
-    fn compute_warnings(&self) -> Vec<String> {
+    pub(crate) fn compute_warnings(&self) -> Vec<String> {
         let s = &self.summary;
         let mut out = Vec::new();
         if let Some(reason) = self.no_response_reason() {

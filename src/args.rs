@@ -3,13 +3,14 @@
 //! range); `run::RunConfig` validates the flags against each other.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use tailscope_loadgen::plan::{
     MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_THREADS, MAX_TIMEOUT, MIN_RATE,
 };
+use tailscope_loadgen::segment::{parse_start_time, Segment, MAX_SEGMENTS};
 
 /// The highest process id Linux hands out (PID_MAX_LIMIT on 64-bit).
 const MAX_PID: u64 = 4_194_304;
@@ -40,6 +41,9 @@ pub enum Command {
     Compare(CompareArgs),
     /// Turn a saved JSON report into a self-contained HTML page with charts.
     Report(ReportArgs),
+    /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
+    /// histograms added, counters summed, seconds aligned on wall-clock time.
+    Merge(MergeArgs),
 }
 
 /// `tailscope serve [flags]`.
@@ -101,6 +105,38 @@ pub struct RunArgs {
     /// Where results go and what must hold.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// This generator's share of a load run from several hosts.
+    #[command(flatten)]
+    pub segment: SegmentArgs,
+}
+
+/// One of N generators (an Indexed Job, a Slurm array, pdsh over ssh), merged afterwards with
+/// `tailscope merge`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "More than one machine")]
+pub struct SegmentArgs {
+    /// Take share I of N of the load: -c, -n and -q are split so the N shares add up
+    /// exactly (e.g. --segment 2/3).
+    #[arg(long = "segment", value_name = "I/N", value_parser = Segment::parse, conflicts_with = "segment_from_env")]
+    pub segment: Option<Segment>,
+    /// Read this generator's index, counted from 0, from the environment variable VAR
+    /// [default: JOB_COMPLETION_INDEX, set by a Kubernetes Indexed Job]; needs --segments.
+    #[arg(
+        long = "segment-from-env",
+        value_name = "VAR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "JOB_COMPLETION_INDEX",
+        requires = "segments"
+    )]
+    pub segment_from_env: Option<String>,
+    /// How many generators share the load, with --segment-from-env.
+    #[arg(long = "segments", value_name = "N", requires = "segment_from_env", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_SEGMENTS as u64))]
+    pub segments: Option<usize>,
+    /// Wait until this wall-clock time, then start (Ctrl-C during the wait sends nothing):
+    /// RFC 3339 (2026-01-01T12:00:00Z) or unix seconds, so that N generators overlap.
+    #[arg(long = "start-at", value_name = "TIME", value_parser = parse_start_time)]
+    pub start_at: Option<SystemTime>,
 }
 
 /// The server under test.
@@ -325,6 +361,28 @@ pub struct CompareArgs {
     /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
     #[arg(long = "fail-if-regression", value_name = "PCT")]
     pub fail_if_regression: Option<f64>,
+}
+
+/// `tailscope merge A.json B.json ... [--json OUT] [--fail-if EXPR] [--force]`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The generators' reports (written by `tailscope run --json`).
+    #[arg(value_name = "FILE.json", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged JSON report here ('-' for stdout; the text summary then goes to
+    /// stderr).
+    #[arg(long = "json", value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Write the merged report as a self-contained HTML page.
+    #[arg(long = "html", value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Fail (exit 99) unless this holds of the merged result, as for run (repeatable).
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
+    /// Merge even reports of different settings or overlapping segments (the merged report
+    /// says what was overridden).
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// `tailscope report FILE.json --html OUT.html`.

@@ -21,6 +21,7 @@ macro_rules! say_part {
 mod args;
 mod compare;
 mod exit;
+mod merge;
 mod process;
 mod profile;
 mod report;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
         Some(Command::Report(args)) => report::report(args),
+        Some(Command::Merge(args)) => merge::merge(args),
         // The main job: the embedded reference server under a 10 s load, on the live dashboard
         // when stdout is a terminal, headless (printing the summary) otherwise.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])

@@ -2,10 +2,11 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo};
+use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Generator, Report, TargetInfo};
+use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
 use tailscope_targets::cpus::{self, format_list};
@@ -36,6 +37,10 @@ pub struct RunConfig {
     pub pid: Option<u32>,
     /// Show the live dashboard (stdout is a terminal and `--no-tui` was not given).
     pub tui: bool,
+    /// This generator's share of a load spread over several (`--segment`).
+    pub segment: Option<Segment>,
+    /// The wall-clock time to start at (`--start-at`).
+    pub start_at: Option<SystemTime>,
 }
 
 /// A server tailscope starts itself.
@@ -159,6 +164,15 @@ impl RunConfig {
                 ))
             })?;
         }
+        let segment = segment_of(&args.segment).map_err(usage)?;
+        if let Some(seg) = segment {
+            seg.apply(&mut plan)
+                .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
+        }
+        let start_at = args.segment.start_at;
+        if let Some(at) = start_at {
+            check_start_time(at).map_err(usage)?;
+        }
         plan.validate().map_err(|e| usage(e.to_string()))?;
         if let Some(path) = &args.output.json {
             check_writable(path, "JSON report", "--json").map_err(usage)?;
@@ -193,8 +207,57 @@ impl RunConfig {
             launch,
             pid: target.pid,
             tui: !args.output.no_tui && std::io::stdout().is_terminal(),
+            segment,
+            start_at,
         })
     }
+}
+
+/// The segment `--segment` or `--segment-from-env` names, if any.
+fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String> {
+    match (&args.segment_from_env, args.segments) {
+        (Some(var), Some(count)) => {
+            let value = std::env::var(var).ok();
+            Segment::from_index(var, value.as_deref(), 0, count).map(Some)
+        }
+        _ => Ok(args.segment),
+    }
+}
+
+/// A `--start-at` more than an hour past, or further ahead than the longest run, is a typo
+/// (a wrong day or year), refused before anything starts; one just past starts at once.
+fn check_start_time(at: SystemTime) -> Result<(), String> {
+    let now = SystemTime::now();
+    let days = |d: Duration| d.as_secs_f64() / 86_400.0;
+    match at.duration_since(now) {
+        Ok(ahead) if ahead > tailscope_loadgen::plan::MAX_DURATION => Err(format!(
+            "--start-at is {:.0} days from now: give a time within 30 days (is the date right?)",
+            days(ahead)
+        )),
+        Err(past) if past.duration() > Duration::from_secs(3600) => Err(format!(
+            "--start-at was {} ago: give a time to come (the clock here reads {})",
+            humantime::format_duration(Duration::from_secs(past.duration().as_secs())),
+            humantime::format_rfc3339_seconds(now)
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Waits for `--start-at`; false when Ctrl-C (or SIGTERM) came first.
+fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
+    match at.duration_since(SystemTime::now()) {
+        Ok(left) => say!(
+            "tailscope: waiting {:.1} s for --start-at {}",
+            left.as_secs_f64(),
+            humantime::format_rfc3339_millis(at)
+        ),
+        Err(late) => say!(
+            "tailscope: --start-at {} passed {:.1} s ago: starting now (the report records when)",
+            humantime::format_rfc3339_millis(at),
+            late.duration().as_secs_f64()
+        ),
+    }
+    segment::wait_until(at, control)
 }
 
 /// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
@@ -295,6 +358,18 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         None => None,
     };
+    if let Some(at) = config.start_at {
+        if !wait_for_start(at, &control) {
+            if let Some(t) = target.take() {
+                t.stop();
+            }
+            say!("tailscope: interrupted while waiting for --start-at: nothing was sent");
+            return Ok(Outcome::Interrupted);
+        }
+    }
+    if let Some(seg) = config.segment {
+        say!("tailscope: segment {seg}: this generator's share of -c, -n and -q follows");
+    }
     let plan = &config.plan;
     let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
@@ -335,6 +410,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
+    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
+    // monotonic clock from here.
+    let measure_started = SystemTime::now() + plan.warmup;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
@@ -366,6 +444,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         say!();
     }
     let mut report = Report::new(plan, &totals);
+    report.generator = Some(Generator::here(
+        &report,
+        measure_started,
+        config.segment,
+        config.start_at,
+    ));
     if report.interrupted {
         report.signal = signal_name();
     }
@@ -414,9 +498,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         crate::report::write_html(&report, path)?;
     }
     if let Some(path) = &config.hdr_log {
-        // Measurement began the load window and its grace period ago (to the clock's
-        // resolution: the generator keeps monotonic time, the log wants wall-clock time).
-        let started = std::time::SystemTime::now() - (totals.duration + totals.grace);
+        let started = measure_started;
         let mut file = std::fs::File::create(path)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
         tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)

@@ -1,0 +1,73 @@
+//! `tailscope merge A.json B.json ...`: the generators' reports → one report (the work is
+//! `tailscope_loadgen::report::merge`) → JSON, text, thresholds and the exit code.
+
+use anyhow::{Context, Result};
+use tailscope_loadgen::report::{self, Report};
+use tailscope_loadgen::threshold::Threshold;
+
+use crate::args::MergeArgs;
+use crate::exit::{Outcome, UsageError};
+use crate::process::print_stdout;
+
+/// Runs `tailscope merge`.
+pub fn merge(args: MergeArgs) -> Result<Outcome> {
+    let usage = |e: String| anyhow::Error::new(UsageError(e));
+    let thresholds = args
+        .fail_if
+        .iter()
+        .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let mut reports = Vec::with_capacity(args.files.len());
+    for path in &args.files {
+        let r: Report = crate::report::load_run_report(path)?;
+        reports.push((path.display().to_string(), r));
+    }
+    let merged = report::merge(&reports, args.force).map_err(|e| usage(e.to_string()))?;
+    let info = merged.merged.as_ref().expect("a merged report says so");
+    let mut text = format!(
+        "Merged {} report(s){}:\n",
+        info.runs.len(),
+        info.segments
+            .map_or(String::new(), |n| format!(" of {n} segment(s)"))
+    );
+    for run in &info.runs {
+        text += &format!(
+            "  {}  host {}  segment {}  started +{:.3} s  {} requests\n",
+            run.file,
+            run.host.as_deref().unwrap_or("n/a"),
+            run.segment.map_or("-".to_string(), |s| s.to_string()),
+            run.offset_s,
+            report::fmt_count(run.requests)
+        );
+    }
+    text += "\n";
+    text += &merged.to_text();
+    if args.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        say_part!("{text}");
+        print_stdout(&merged.to_json())?;
+    } else {
+        print_stdout(&text)?;
+        if let Some(path) = &args.json {
+            std::fs::write(path, merged.to_json() + "\n")
+                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+        }
+    }
+    if let Some(path) = &args.html {
+        crate::report::write_html(&merged, path)?;
+    }
+    let mut failed = 0;
+    for t in &thresholds {
+        let verdict = t.check(&merged);
+        failed += usize::from(!verdict.passed);
+        say!("{verdict}");
+    }
+    if let Some(reason) = merged.no_response_reason() {
+        say!("tailscope: {reason}");
+        return Ok(Outcome::Failure);
+    }
+    Ok(if failed > 0 {
+        Outcome::ThresholdFailed
+    } else {
+        Outcome::Success
+    })
+}

@@ -36,7 +36,9 @@ fn the_report_of_a_fixed_run_keeps_its_shape() {
     assert_eq!(in_points, REQUESTS, "every request is in one second");
     points.truncate(1);
     // One histogram per point, the same count as the points (checked before truncating).
-    let seconds = r["second_histograms"].as_array_mut().expect("per-second histograms");
+    let seconds = r["second_histograms"]
+        .as_array_mut()
+        .expect("per-second histograms");
     assert_eq!(seconds.len() as u64, in_points_len, "a histogram per point");
     seconds.truncate(1);
     // As many per-CPU figures as the machine has CPUs: the first shows the shape.

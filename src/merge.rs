@@ -1,13 +1,12 @@
 //! `tailscope merge A.json B.json ...`: the generators' reports → one report (the work is
 //! `tailscope_loadgen::report::merge`) → JSON, text, thresholds and the exit code.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tailscope_loadgen::report::{self, Report};
 use tailscope_loadgen::threshold::Threshold;
 
 use crate::args::MergeArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::print_stdout;
 
 /// Runs `tailscope merge`.
 pub fn merge(args: MergeArgs) -> Result<Outcome> {
@@ -42,19 +41,7 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
     }
     text += "\n";
     text += &merged.to_text();
-    if args.json.as_deref().is_some_and(|p| p.as_os_str() == "-") {
-        say_part!("{text}");
-        print_stdout(&merged.to_json())?;
-    } else {
-        print_stdout(&text)?;
-        if let Some(path) = &args.json {
-            std::fs::write(path, merged.to_json() + "\n")
-                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
-        }
-    }
-    if let Some(path) = &args.html {
-        crate::report::write_html(&merged, path)?;
-    }
+    crate::report::emit(&merged, &text, args.json.as_deref(), args.html.as_deref())?;
     let mut failed = 0;
     for t in &thresholds {
         let verdict = t.check(&merged);

@@ -38,6 +38,30 @@ pub fn write_html(report: &Report, path: &std::path::Path) -> Result<()> {
         .with_context(|| format!("cannot write the HTML report to {}", path.display()))
 }
 
+/// Writes a finished report where it was asked for: the text on stdout (on stderr when the
+/// JSON goes to stdout, `--json -`), the JSON to its file, the HTML page to its file.
+pub fn emit(
+    report: &Report,
+    text: &str,
+    json: Option<&std::path::Path>,
+    html: Option<&std::path::Path>,
+) -> Result<()> {
+    if json.is_some_and(|p| p.as_os_str() == "-") {
+        say_part!("{text}");
+        crate::process::print_stdout(&report.to_json())?;
+    } else {
+        crate::process::print_stdout(text)?;
+        if let Some(path) = json {
+            std::fs::write(path, report.to_json() + "\n")
+                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+        }
+    }
+    if let Some(path) = html {
+        write_html(report, path)?;
+    }
+    Ok(())
+}
+
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {
     let report = load_run_report(&args.file)?;

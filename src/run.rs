@@ -16,7 +16,7 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{print_stdout, signal_name, watch_signals, SIGNALLED};
+use crate::process::{signal_name, watch_signals, SIGNALLED};
 use crate::profile::RunProfiler;
 
 /// Everything `run` needs, checked before any load starts.
@@ -371,7 +371,6 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         say!("tailscope: segment {seg}: this generator's share of -c, -n and -q follows");
     }
     let plan = &config.plan;
-    let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
@@ -484,19 +483,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         t.stop();
     }
     let text = report.to_text() + &sections + &inside;
-    if json_to_stdout {
-        say_part!("{text}");
-        print_stdout(&report.to_json())?;
-    } else {
-        print_stdout(&text)?;
-        if let Some(path) = &config.json {
-            std::fs::write(path, report.to_json() + "\n")
-                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
-        }
-    }
-    if let Some(path) = &config.html {
-        crate::report::write_html(&report, path)?;
-    }
+    crate::report::emit(
+        &report,
+        &text,
+        config.json.as_deref(),
+        config.html.as_deref(),
+    )?;
     if let Some(path) = &config.hdr_log {
         let started = measure_started;
         let mut file = std::fs::File::create(path)

@@ -98,43 +98,26 @@ fn add(sum: &mut Option<Histogram<u64>>, h: Histogram<u64>) {
 /// The settings that must be equal for reports to be parts of one load: everything but the
 /// shares (`connections`, `threads`, `rate`, `requests`) and the pinning.
 fn differences(a: &Config, b: &Config) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut check = |what: &str, x: String, y: String| {
-        if x != y {
-            out.push(format!("{what} {x} vs {y}"));
-        }
+    let fields = |c: &Config| {
+        [
+            ("url", c.url.clone()),
+            ("method", c.method.clone()),
+            ("mode", c.mode.clone()),
+            ("pipeline", c.pipeline.to_string()),
+            ("keepalive", c.keepalive.to_string()),
+            ("duration_s", format!("{:?}", c.duration_s)),
+            ("warmup_s", c.warmup_s.to_string()),
+            ("timeout_s", c.timeout_s.to_string()),
+            ("connect_timeout_s", c.connect_timeout_s.to_string()),
+            ("-n given", c.requests.is_some().to_string()),
+        ]
     };
-    check("url", a.url.clone(), b.url.clone());
-    check("method", a.method.clone(), b.method.clone());
-    check("mode", a.mode.clone(), b.mode.clone());
-    check("pipeline", a.pipeline.to_string(), b.pipeline.to_string());
-    check(
-        "keepalive",
-        a.keepalive.to_string(),
-        b.keepalive.to_string(),
-    );
-    check(
-        "duration_s",
-        format!("{:?}", a.duration_s),
-        format!("{:?}", b.duration_s),
-    );
-    check("warmup_s", a.warmup_s.to_string(), b.warmup_s.to_string());
-    check(
-        "timeout_s",
-        a.timeout_s.to_string(),
-        b.timeout_s.to_string(),
-    );
-    check(
-        "connect_timeout_s",
-        a.connect_timeout_s.to_string(),
-        b.connect_timeout_s.to_string(),
-    );
-    check(
-        "-n given",
-        a.requests.is_some().to_string(),
-        b.requests.is_some().to_string(),
-    );
-    out
+    fields(a)
+        .into_iter()
+        .zip(fields(b))
+        .filter(|((_, x), (_, y))| x != y)
+        .map(|((what, x), (_, y))| format!("{what} {x} vs {y}"))
+        .collect()
 }
 
 /// Sums an optional figure: known only when every report knows it.

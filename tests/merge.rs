@@ -283,7 +283,7 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
         Err(e) => panic!("{e}"),
     };
     let server_ns = format!("{tag}-srv");
-    let mut server = in_netns(
+    let server = in_netns(
         &server_ns,
         &[
             "serve",
@@ -297,6 +297,9 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    // Owned by the guard from here: killed and waited for whatever happens.
+    ns.children.push(server);
+    let server = ns.children.last_mut().unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(
         &mut std::io::BufReader::new(server.stdout.take().unwrap()),
@@ -306,12 +309,10 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
     if !line.contains("listening on") {
         let mut err = String::new();
         std::io::Read::read_to_string(&mut server.stderr.take().unwrap(), &mut err).unwrap();
-        let _ = server.kill();
         assert!(err.contains("io_uring"), "serve failed: {err}");
         common::skip(format!("io_uring unavailable here: {}", err.trim()));
         return;
     }
-    ns.children.push(server);
     let url = format!("http://{SERVER_IP}:8080/plaintext");
     let dir = scratch("netns");
     let load = [

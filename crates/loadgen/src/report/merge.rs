@@ -340,7 +340,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             })
         })
         .collect();
-    slowest.sort_by(|a, b| b.latency_us.cmp(&a.latency_us));
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.latency_us));
     slowest.truncate(keep);
 
     let all = || reports.iter().map(|(_, r)| r);
@@ -424,7 +424,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             connections: r.config.connections,
             requests: r.summary.requests,
             rps: r.summary.rps,
-            latency_us: r.latency_us.clone(),
+            latency_us: r.latency_us,
             target: r.target.clone(),
             sections: r.extra.clone(),
         })
@@ -614,7 +614,7 @@ mod tests {
             union.record(v).unwrap();
         }
         union.record_n(150, 50).unwrap();
-        let p = m.latency_us.clone().unwrap();
+        let p = m.latency_us.unwrap();
         assert_eq!(p.p50, union.value_at_quantile(0.5));
         assert_eq!(p.p99, union.value_at_quantile(0.99));
         assert_eq!(p.max, union.max());

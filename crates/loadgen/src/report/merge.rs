@@ -271,7 +271,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             let key = shift + p.t_s.ceil() as i64;
             let s = seconds.entry(key).or_insert_with(|| Second {
                 point: TimePoint {
-                    t_s: key as f64,
+                    // Where the second starts: a partial point is dated when its data ends.
+                    t_s: key as f64 - 1.0,
                     partial: false,
                     requests: 0,
                     errors: 0,
@@ -658,6 +659,18 @@ mod tests {
             .iter()
             .any(|w| w.contains("started up to 1.1 s apart"));
         assert!(warned, "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn a_partial_last_second_keeps_its_end() {
+        let mut inputs = three();
+        // c ended 0.5 s into its second second: on the merged clock (+1 s), at 2.5 s.
+        let last = inputs[2].1.timeseries.last_mut().unwrap();
+        last.partial = true;
+        last.t_s = 1.5;
+        let m = merge(&inputs, false).unwrap();
+        let t: Vec<(f64, bool)> = m.timeseries.iter().map(|p| (p.t_s, p.partial)).collect();
+        assert_eq!(t, vec![(1.0, false), (2.0, false), (2.5, true)]);
     }
 
     #[test]

@@ -117,7 +117,9 @@ pub struct RunArgs {
 pub struct SegmentArgs {
     /// Take share I of N of the load: -c, -n and -q are split so the N shares add up
     /// exactly (e.g. --segment 2/3).
-    #[arg(long = "segment", value_name = "I/N", value_parser = Segment::parse, conflicts_with = "segment_from_env")]
+    // A segment is a share of the load on one server: with --target each generator would
+    // launch a server of its own.
+    #[arg(long = "segment", value_name = "I/N", value_parser = Segment::parse, conflicts_with_all = ["segment_from_env", "target"])]
     pub segment: Option<Segment>,
     /// Read this generator's index, counted from 0, from the environment variable VAR
     /// [default: JOB_COMPLETION_INDEX, set by a Kubernetes Indexed Job]; needs --segments.
@@ -127,7 +129,8 @@ pub struct SegmentArgs {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "JOB_COMPLETION_INDEX",
-        requires = "segments"
+        requires = "segments",
+        conflicts_with = "target"
     )]
     pub segment_from_env: Option<String>,
     /// How many generators share the load, with --segment-from-env.

@@ -569,6 +569,10 @@ fn segment_and_start_at_flags_refuse_bad_values() {
             &["--segment-from-env", "--segments", "3"][..],
             "JOB_COMPLETION_INDEX is not set",
         ),
+        (
+            &["--segment", "1/2", "--target", "embedded"][..],
+            "cannot be used with",
+        ),
     ] {
         let mut all = vec!["run", "http://127.0.0.1:9/"];
         all.extend(args);
@@ -581,6 +585,14 @@ fn segment_and_start_at_flags_refuse_bad_values() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+    // A segment is a share of one server's load, not a server per generator.
+    let out = tailscope(&["run", "--segment", "1/2", "--target", "embedded"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("'--segment <I/N>' cannot be used with '--target <KIND>'"),
+        "{stderr}"
+    );
 }
 
 fn yaml_docs(path: &str) -> Vec<yaml_rust2::Yaml> {

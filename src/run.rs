@@ -171,7 +171,7 @@ impl RunConfig {
         }
         let start_at = args.segment.start_at;
         if let Some(at) = start_at {
-            check_start_time(at).map_err(usage)?;
+            segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
         }
         plan.validate().map_err(|e| usage(e.to_string()))?;
         if let Some(path) = &args.output.json {
@@ -221,25 +221,6 @@ fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String
             Segment::from_index(var, value.as_deref(), 0, count).map(Some)
         }
         _ => Ok(args.segment),
-    }
-}
-
-/// A `--start-at` more than an hour past, or further ahead than the longest run, is a typo
-/// (a wrong day or year), refused before anything starts; one just past starts at once.
-fn check_start_time(at: SystemTime) -> Result<(), String> {
-    let now = SystemTime::now();
-    let days = |d: Duration| d.as_secs_f64() / 86_400.0;
-    match at.duration_since(now) {
-        Ok(ahead) if ahead > tailscope_loadgen::plan::MAX_DURATION => Err(format!(
-            "--start-at is {:.0} days from now: give a time within 30 days (is the date right?)",
-            days(ahead)
-        )),
-        Err(past) if past.duration() > Duration::from_secs(3600) => Err(format!(
-            "--start-at was {} ago: give a time to come (the clock here reads {})",
-            humantime::format_duration(Duration::from_secs(past.duration().as_secs())),
-            humantime::format_rfc3339_seconds(now)
-        )),
-        _ => Ok(()),
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Pace, Plan, Stop};
+use crate::plan::{Pace, Plan, Stop, MAX_DURATION};
 use crate::RunControl;
 
 /// Splits `total` into `parts` shares that differ by at most one and add up to `total`;
@@ -152,6 +152,24 @@ pub fn parse_start_time(s: &str) -> Result<SystemTime, String> {
     t.ok_or_else(|| format!("{s:?} is out of range: {help}"))
 }
 
+/// Checks `--start-at` against the clock reading `now`: more than an hour past, or further
+/// ahead than the longest run, is a typo (a wrong day or year), refused before anything
+/// starts; a time just past is accepted (the generator starts at once and says so).
+pub fn check_start_time(at: SystemTime, now: SystemTime) -> Result<(), String> {
+    match at.duration_since(now) {
+        Ok(ahead) if ahead > MAX_DURATION => Err(format!(
+            "--start-at is {:.0} days from now: give a time within 30 days (is the date right?)",
+            ahead.as_secs_f64() / 86_400.0
+        )),
+        Err(past) if past.duration() > Duration::from_secs(3600) => Err(format!(
+            "--start-at was {} ago: give a time to come (the clock here reads {})",
+            humantime::format_duration(Duration::from_secs(past.duration().as_secs())),
+            humantime::format_rfc3339_seconds(now)
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Unix seconds of `t` (negative before 1970).
 pub fn unix_seconds(t: SystemTime) -> f64 {
     match t.duration_since(UNIX_EPOCH) {
@@ -259,6 +277,18 @@ mod tests {
         ] {
             assert!(parse_start_time(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn start_times_far_off_are_typos() {
+        let now = parse_start_time("2026-06-01T12:00:00Z").unwrap();
+        let at = |s: &str| check_start_time(parse_start_time(s).unwrap(), now);
+        assert!(at("2026-06-01T12:00:30Z").is_ok());
+        assert!(at("2026-06-01T11:59:00Z").is_ok(), "just past: start now");
+        let e = at("2025-06-01T12:00:00Z").unwrap_err();
+        assert!(e.contains("ago: give a time to come"), "{e}");
+        let e = at("2027-06-01T12:00:00Z").unwrap_err();
+        assert!(e.contains("365 days from now"), "{e}");
     }
 
     #[test]

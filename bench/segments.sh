@@ -30,10 +30,14 @@ srv_pid=$!
 sleep 1
 url=http://10.77.0.1:8080/plaintext
 load=(-c 30 -q "$rate" -z "$dur" --threads 1 --cpus 1 --no-tui)
-row() { python3 -c '
+row() { python3 - "$@" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1])); p = r["latency_us"]
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {r[\"summary\"][\"rps\"]:.0f} | {p[\"p50\"]} | {p[\"p99\"]} | {p[\"p999\"]} | {p[\"max\"]} |")' "$@"; }
+r = json.load(open(sys.argv[1]))
+p = r["latency_us"]
+cells = [sys.argv[2], sys.argv[3], "%.0f" % r["summary"]["rps"], p["p50"], p["p99"], p["p999"], p["max"]]
+print("| " + " | ".join(str(c) for c in cells) + " |")
+PY
+}
 echo "| round | how | req/s | p50 µs | p99 µs | p99.9 µs | max µs |"
 echo "|---|---|---|---|---|---|---|"
 for round in $(seq "$rounds"); do

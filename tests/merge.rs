@@ -327,7 +327,7 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
         "--no-tui",
     ];
     // Far enough ahead for three processes to start on a loaded machine.
-    let start_at = format!("{:.3}", unix_now() + 3.0);
+    let start_at = format!("{:.3}", unix_now() + 5.0);
     let mut files = Vec::new();
     let mut generators = Vec::new();
     for i in 1..=3 {
@@ -767,6 +767,8 @@ fn the_ssh_example_runs_three_segments_and_merges_them() {
         .env("LOAD", "-c 3 -q 300 --threads 1")
         .env("DURATION", "1s")
         .env("AHEAD", "2")
+        // The recipe's mechanics, not this loaded machine's latency: a threshold that holds.
+        .env("FAIL_IF", "error_rate < 1%")
         .env("OUT", &out_dir)
         .env("REMOTE_DIR", &dir)
         .stdout(Stdio::piped())

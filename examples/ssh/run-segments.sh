@@ -8,7 +8,8 @@
 # own --segment, so this loops over ssh instead (the same with `pdsh -R exec -w HOST ssh %h`).
 # Settings (environment): LOAD (default '-c 300 -q 30000': the whole load, split N ways),
 # DURATION (60s), AHEAD (seconds to the common start: 20), OUT (the local report directory),
-# REMOTE_DIR (where each host writes its report: /tmp).
+# REMOTE_DIR (where each host writes its report: /tmp), FAIL_IF (the threshold the merged
+# result must hold, else exit 99: 'p99 < 20ms').
 set -euo pipefail
 url=${URL:?set URL to the server to load}
 hosts=("$@")
@@ -28,4 +29,4 @@ wait || true   # a failed host is named as a missing segment by merge
 for i in "${!hosts[@]}"; do
   scp -q "${hosts[$i]}:$remote/tailscope-segment-$((i + 1)).json" "$out/$((i + 1)).json" || echo "no report from ${hosts[$i]}" >&2
 done
-tailscope merge "$out"/[0-9]*.json --json "$out/merged.json" --fail-if 'p99 < 20ms'
+tailscope merge "$out"/[0-9]*.json --json "$out/merged.json" --fail-if "${FAIL_IF:-p99 < 20ms}"

@@ -6,7 +6,7 @@
 //! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
 //! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those
 //! into JSON and text, and [`threshold`] checks them for CI. [`segment`] cuts a plan to one
-//! generator's share when N hosts run the load together, and [`report::merge`] adds their
+//! generator's share when N hosts run the load together, and [`report::merge()`] adds their
 //! reports back into one. The engine and the recorder meet only at `WorkerRecorder`, so a
 //! second engine (io_uring) can be added behind the same boundary.
 

@@ -44,6 +44,7 @@ pub enum Command {
 
 /// `tailscope serve [flags]`.
 #[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one (printed when ready).
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -86,6 +87,8 @@ pub struct ServeArgs {
 
 /// `tailscope run URL [flags]` or `tailscope run --target KIND [flags]`.
 #[derive(Debug, Args)]
+// `-c -1` reaches the value parser (and its range message), not clap's "use '-- -1'" tip.
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Target URL (http://HOST[:PORT]/PATH); or give --target to launch the server.
     pub url: Option<String>,

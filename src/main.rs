@@ -22,7 +22,6 @@ mod args;
 mod compare;
 mod exit;
 mod process;
-mod profile;
 mod report;
 mod run;
 mod serve;

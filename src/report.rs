@@ -1,46 +1,48 @@
 //! `tailscope report FILE.json --html OUT.html`: a saved JSON report as a self-contained page.
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 use tailscope_loadgen::report::Report;
+use tailscope_report::{AnyReport, ReadError};
 
 use crate::args::ReportArgs;
 use crate::exit::{Outcome, UsageError};
 
-/// Reads a run's JSON report, failing with a usage error that says what the file is instead.
-pub fn load_run_report(path: &std::path::Path) -> Result<Report> {
+/// Reads a saved report of either kind, failing with a usage error that says what the file is
+/// instead.
+pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-        UsageError(format!(
-            "{} is not JSON ({e}): give a report written by `tailscope run --json`",
-            path.display()
-        ))
-    })?;
-    if value.get("kind").and_then(|k| k.as_str()) == Some("suite") {
-        return Err(UsageError(format!(
-            "{} is a suite report: its HTML page is not built yet; `tailscope suite --markdown` writes its table",
-            path.display()
-        ))
-        .into());
-    }
-    serde_json::from_value(value).map_err(|e| {
-        UsageError(format!(
-            "{} is not a report written by `tailscope run --json` ({e})",
-            path.display()
-        ))
-        .into()
+    AnyReport::from_json(&text).map_err(|e| {
+        UsageError(match e {
+            ReadError::UnknownKind => format!(
+                "{} is not a tailscope JSON report: give one written by `tailscope run --json` or `tailscope suite --json`",
+                path.display()
+            ),
+            e => format!("{} is {e}", path.display()),
+        })
     })
 }
 
 /// Writes `report` as an HTML page to `path`.
-pub fn write_html(report: &Report, path: &std::path::Path) -> Result<()> {
+pub fn write_html(report: &Report, path: &Path) -> Result<()> {
     std::fs::write(path, tailscope_report::run_page(report))
         .with_context(|| format!("cannot write the HTML report to {}", path.display()))
 }
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {
-    let report = load_run_report(&args.file)?;
+    let report = match load_report(&args.file)? {
+        AnyReport::Run(report) => report,
+        AnyReport::Suite(_) => {
+            return Err(UsageError(format!(
+                "{} is a suite report: its HTML page is not built yet; `tailscope suite --markdown` writes its table",
+                args.file.display()
+            ))
+            .into())
+        }
+    };
     write_html(&report, &args.html)?;
     say!("tailscope: wrote {}", args.html.display());
     Ok(Outcome::Success)

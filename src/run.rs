@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use tailscope_forensics::{Roles, RunProfiler};
 use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
@@ -16,7 +17,6 @@ use tailscope_tui::Feed;
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
 use crate::process::{print_stdout, signal_name, watch_signals, SIGNALLED};
-use crate::profile::RunProfiler;
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -327,7 +327,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
     let mut profiler = RunProfiler::new(
         target_pid,
-        server_cpus,
+        server_cpus.clone(),
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     )
@@ -387,7 +387,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         (None, None) => None,
     };
     let server_exited = target.as_mut().and_then(|t| t.exited());
-    let sections = profiler.finish(plan, &totals, &mut report);
+    let findings = profiler.finish(plan, &totals, &mut report);
+    findings.add_to(&mut report);
+    let roles = Roles {
+        server: &server_cpus,
+        client: &plan.cpus,
+    };
+    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {

@@ -7,6 +7,7 @@
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
+use tailscope_forensics::RunProfiler;
 use tailscope_loadgen::report::{fmt_rate, fmt_us, Report, Tool};
 use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
 use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
@@ -16,7 +17,6 @@ use tailscope_targets::Target;
 use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
 use crate::process::{print_stdout, watch_signals, SIGNALLED};
-use crate::profile::RunProfiler;
 use crate::suite_file::{self, Load, Suite};
 
 /// This machine's facts from /proc and /sys (and `uname`); what cannot be read is `None`.
@@ -144,11 +144,9 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     profiler.on_snapshot(snap);
                 })?;
                 let mut report = Report::new(&plan, &totals);
-                profiler.finish(&plan, &totals, &mut report);
-                let server_us_per_request = report
-                    .extra
-                    .get("profile")
-                    .and_then(|p| p["target"]["service_demand_us"].as_f64());
+                let findings = profiler.finish(&plan, &totals, &mut report);
+                let server_us_per_request =
+                    findings.profile.target.and_then(|t| t.service_demand_us);
                 let p = report.latency_us;
                 let figures = RunFigures {
                     rps: report.summary.rps,

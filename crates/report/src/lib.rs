@@ -8,14 +8,20 @@
 //! artefacts and on paper.
 
 pub mod chart;
+pub mod compare;
+pub mod findings;
 pub mod page;
+mod read;
 pub mod suite;
+
+pub use read::{AnyReport, Kind, ReadError};
 
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 use plotters::style::RGBColor;
 use serde_json::Value;
+use tailscope_forensics::Findings;
 use tailscope_loadgen::report::{
     decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
 };
@@ -438,35 +444,25 @@ fn tables(report: &Report) -> String {
 
 fn diagnosis(report: &Report) -> String {
     let mut out = String::from("<h2>Diagnosis</h2>\n");
-    let Some(causes) = report.extra.get("diagnosis").and_then(Value::as_array) else {
+    let Some(findings) = Findings::of(report) else {
         out.push_str("<p class=\"empty\">the run was not diagnosed</p>\n");
         return out;
     };
-    if causes.is_empty() {
+    if findings.diagnosis.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );
     }
-    for c in causes {
-        let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-        let window = c
-            .get("window")
-            .filter(|w| !w.is_null())
-            .map_or(String::new(), |w| {
-                let at = |k: &str| w.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                if w.get("open_ended").and_then(Value::as_bool) == Some(true) {
-                    format!(", from {:.2} s, still going at the end", at("start_s"))
-                } else {
-                    format!(", {:.2}–{:.2} s", at("start_s"), at("end_s"))
-                }
-            });
+    for d in &findings.diagnosis {
+        let window = d
+            .window
+            .map_or(String::new(), |w| format!(", {}", w.describe()));
         let _ = writeln!(
             out,
-            "<div class=\"cause\" data-cause=\"{}\"><strong>{}</strong> ({} requests{window}): {}</div>",
-            escape(text("cause")),
-            escape(text("cause")),
-            fmt_count(c.get("requests_affected").and_then(Value::as_u64).unwrap_or(0)),
-            escape(text("evidence"))
+            "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}</div>",
+            d.cause,
+            fmt_count(d.requests_affected),
+            escape(&d.evidence)
         );
     }
     out

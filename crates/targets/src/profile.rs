@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::procstat::{read_ticks, usage, CpuTicks, CpuUsage};
 use crate::tree::{Member, ProcessTree};
@@ -216,7 +216,7 @@ pub struct TickCounters {
 }
 
 /// One CPU over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuProfile {
     /// CPU number.
     pub cpu: usize,
@@ -256,7 +256,7 @@ pub struct CpuProfile {
 
 /// The server over the run: its whole process tree (the root, every process descended from it,
 /// and those that exited during the run).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetProfile {
     /// The root's pid (the launched process, or `--pid`).
     pub pid: u32,
@@ -293,7 +293,7 @@ pub struct TargetProfile {
 }
 
 /// One process of the server's tree over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessProfile {
     /// Its pid.
     pub pid: u32,
@@ -324,7 +324,7 @@ pub struct ProcessProfile {
 }
 
 /// The generator (this process) over the run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GeneratorProfile {
     /// user + system of the whole tailscope process.
     pub cpu_time_s: f64,
@@ -333,7 +333,7 @@ pub struct GeneratorProfile {
 }
 
 /// Everything the profiler measured, for the report's `profile`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     /// How often it sampled.
     pub interval_ms: u64,

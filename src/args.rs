@@ -231,11 +231,7 @@ pub struct OutputArgs {
     pub flamegraph: Option<PathBuf>,
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
-}
+pub use tailscope_loadgen::plan::parse_duration;
 
 const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -246,23 +242,7 @@ pub fn duration_in(
     lo: Duration,
     hi: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let d = parse_duration(s)?;
-        if d < lo || d > hi {
-            return Err(format!(
-                "{} is out of range: give {}..={}",
-                s.trim(),
-                fmt_limit(lo),
-                fmt_limit(hi)
-            ));
-        }
-        Ok(d)
-    }
-}
-
-/// `0s`, `1ms`, `1h`, `30days`: a limit as the user would type it.
-fn fmt_limit(d: Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
+    move |s: &str| tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
 }
 
 /// Parses a process id and checks it is one Linux can hand out.

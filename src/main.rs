@@ -27,7 +27,6 @@ mod run;
 mod serve;
 mod stacks;
 mod suite;
-mod suite_file;
 
 use std::process::ExitCode;
 

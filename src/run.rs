@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tailscope_forensics::{Roles, RunProfiler};
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo};
+use tailscope_loadgen::report::{progress_line, Report, TargetInfo};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
 use tailscope_targets::cpus::{self, format_list};
@@ -16,7 +16,7 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{print_stdout, signal_name, watch_signals, SIGNALLED};
+use crate::process::{fit_open_files, print_stdout, signal_name, watch_signals, SIGNALLED};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -222,43 +222,6 @@ fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), 
             path.display()
         )),
     }
-}
-
-/// File descriptors a run needs besides one per connection: stdio, each generator thread's
-/// runtime (epoll, eventfd, timers), the profiler's perf counters (several per CPU) and
-/// /proc files, the signal pipe, a launched server's pipes.
-fn fd_overhead(threads: usize) -> u64 {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    64 + 8 * threads as u64 + 16 * cpus
-}
-
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit, then checks that `-c` fits. A run that
-/// does not fit would spend itself on EMFILE; it is refused (exit 2) before anything starts,
-/// naming the limit and how to raise it.
-fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        // Unreadable: the run goes on and EMFILE, if it comes, is counted by its own kind.
-        return Ok(());
-    };
-    let mut limit = soft;
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        limit = hard;
-    }
-    let need = plan.connections as u64 + fd_overhead(plan.effective_threads());
-    if need <= limit {
-        return Ok(());
-    }
-    let fits = limit.saturating_sub(fd_overhead(plan.effective_threads()));
-    Err(UsageError(format!(
-        "-c {} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
-         lower -c to {} or less, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
-        plan.connections,
-        fmt_count(need),
-        fmt_count(limit),
-        fmt_count(hard),
-        fits
-    )))
 }
 
 /// Runs the load and reports. Returns how the process should exit.
@@ -509,24 +472,7 @@ impl Progress {
             return;
         }
         self.last_shown = Some(snap.elapsed);
-        // The last finished second, not a tick ×10: a tick may carry two intervals of a
-        // worker, or none (see tailscope_tui::ui::ThroughputPanel).
-        let rate = snap
-            .recent_seconds
-            .last()
-            .map_or("n/a".to_string(), |p| fmt_rate(p.requests as f64));
-        let line = match snap.phase {
-            Phase::WarmingUp => format!("warming up, {:.1} s left", snap.warmup_left.as_secs_f64()),
-            _ => format!(
-                "{:>6.1} s  {:>12} req/s  p50 {:>8}  p99 {:>8}  max {:>8}  errors {}",
-                snap.elapsed.as_secs_f64(),
-                rate,
-                fmt_us(snap.latency.p50),
-                fmt_us(snap.latency.p99),
-                fmt_us(snap.latency.max),
-                fmt_count(snap.totals.error_total()),
-            ),
-        };
+        let line = progress_line(snap);
         say_part!("\r\x1b[2K{line}");
     }
 }

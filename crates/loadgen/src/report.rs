@@ -21,7 +21,7 @@ use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
 pub use hdr_log::write_hdr_log;
-pub use text::{histogram_bars, log_buckets, Bucket};
+pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -30,7 +30,7 @@ pub enum AnyReport {
     /// A run's.
     Run(Box<Report>),
     /// A suite's.
-    Suite(SuiteReport),
+    Suite(Box<SuiteReport>),
 }
 
 /// Why a text is not a report.
@@ -66,7 +66,9 @@ impl AnyReport {
         let schema = |error| ReadError::Schema { kind, error };
         Ok(match kind {
             Kind::Run => AnyReport::Run(Box::new(serde_json::from_value(value).map_err(schema)?)),
-            Kind::Suite => AnyReport::Suite(serde_json::from_value(value).map_err(schema)?),
+            Kind::Suite => {
+                AnyReport::Suite(Box::new(serde_json::from_value(value).map_err(schema)?))
+            }
         })
     }
 

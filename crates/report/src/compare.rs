@@ -1,10 +1,14 @@
 //! What changed between two reports of the same kind: a row per metric, the change table, and
 //! the regressions a CI gate fails on.
 
-use tailscope_loadgen::report::{fmt_us, Report};
+use std::fmt::Write as _;
 
+use tailscope_loadgen::report::{decode_histogram, fmt_us, Report};
+
+use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale};
+use crate::page::{document, escape, table};
 use crate::suite::{SuiteReport, SuiteResult};
-use crate::AnyReport;
+use crate::{count_axis, nines, series, spectrum, us_axis, AnyReport, BLUE, P99};
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,6 +54,12 @@ impl Row {
             (Some(b), Some(n)) if b != 0.0 => Some((n - b) / b * 100.0),
             _ => None,
         }
+    }
+
+    /// The change as the table writes it: `+4.2 %`, or `n/a`.
+    pub fn change(&self) -> String {
+        self.change_pct()
+            .map_or("n/a".to_string(), |c| format!("{c:+.1} %"))
     }
 
     /// The regression, in percent, when this row is worse than allowed.
@@ -212,17 +222,96 @@ pub fn rows(base: &AnyReport, new: &AnyReport) -> Option<Vec<Row>> {
 pub fn markdown(rows: &[Row]) -> String {
     let mut table = String::from("| metric | base | new | change |\n|---|---|---|---|\n");
     for r in rows {
-        let change = r
-            .change_pct()
-            .map_or("n/a".to_string(), |c| format!("{c:+.1} %"));
         table.push_str(&format!(
-            "| {} | {} | {} | {change} |\n",
+            "| {} | {} | {} | {} |\n",
             r.metric,
             show(r.base, r.unit),
-            show(r.new, r.unit)
+            show(r.new, r.unit),
+            r.change()
         ));
     }
     table
+}
+
+/// The HTML page of a comparison: the two percentile spectra on one chart (runs) or the
+/// req/s of each target and endpoint side by side (suites), then the change table. `names`
+/// label the base and the new report (their file names). `None` when the kinds differ.
+pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<String> {
+    let rows = rows(base, new)?;
+    let mut body = String::new();
+    let _ = writeln!(body, "<h1>tailscope compare</h1>");
+    let _ = writeln!(
+        body,
+        "<p class=\"sub\">base: {} · new: {}</p>",
+        escape(names.0),
+        escape(names.1)
+    );
+    match (base, new) {
+        (AnyReport::Run(b), AnyReport::Run(n)) => {
+            let curve = |r: &Report| {
+                decode_histogram(&r.histogram)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| spectrum(&h))
+                    .unwrap_or_default()
+            };
+            body.push_str(&line_chart(&LineChart {
+                id: "compare-spectrum",
+                title: "Percentile spectra (latency by percentile, log scales)",
+                x_desc: "percentile",
+                y_desc: "latency",
+                x_scale: Scale::Log,
+                y_scale: Scale::Log,
+                x_fmt: &nines,
+                y_fmt: &us_axis,
+                series: vec![
+                    series(&format!("base: {}", names.0), BLUE, curve(b)),
+                    series(&format!("new: {}", names.1), P99, curve(n)),
+                ],
+            }));
+        }
+        (AnyReport::Suite(b), AnyReport::Suite(n)) => {
+            let mut bars = Vec::new();
+            for (side, suite) in [("base", b), ("new", n)] {
+                for r in suite.results.iter() {
+                    let Some(rps) = r.rps_median else { continue };
+                    bars.push(Bar {
+                        label: format!("{} {} ({side})", r.target, r.endpoint),
+                        value: rps,
+                        tooltip: format!(
+                            "{} {} in the {side} suite: {} req/s (median)",
+                            r.target,
+                            r.endpoint,
+                            show(Some(rps), Unit::Rate)
+                        ),
+                        whisker: r.rps_min.zip(r.rps_max),
+                    });
+                }
+            }
+            body.push_str(&bar_chart(
+                "compare-rps",
+                "Requests per second, base and new (median, whiskers: slowest to fastest run)",
+                "requests/s",
+                &bars,
+                &count_axis,
+            ));
+        }
+        _ => return None,
+    }
+    body.push_str("<h2>Changes</h2>\n");
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.metric.clone(),
+                show(r.base, r.unit),
+                show(r.new, r.unit),
+                r.change(),
+            ]
+        })
+        .collect();
+    body.push_str(&table(&["metric", "base", "new", "change"], &cells));
+    body.push_str("<footer>Made by tailscope from two JSON reports. Self-contained: nothing is fetched when this page is opened.</footer>\n");
+    Some(document("tailscope compare", &body))
 }
 
 #[cfg(test)]

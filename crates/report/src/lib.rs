@@ -299,6 +299,7 @@ fn charts(report: &Report) -> String {
                 fmt_us(b.high_us),
                 fmt_count(b.count)
             ),
+            whisker: None,
         })
         .collect();
     out.push_str(&bar_chart(

@@ -4,6 +4,9 @@
 //! nothing of the command line.
 
 pub mod file;
+mod page;
+
+pub use page::page;
 
 use std::time::SystemTime;
 

@@ -293,6 +293,9 @@ pub struct SuiteArgs {
     /// Also write the markdown table here.
     #[arg(long = "markdown", value_name = "PATH")]
     pub markdown: Option<PathBuf>,
+    /// Also write the suite as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `tailscope compare` arguments.
@@ -305,12 +308,15 @@ pub struct CompareArgs {
     /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
     #[arg(long = "fail-if-regression", value_name = "PCT")]
     pub fail_if_regression: Option<f64>,
+    /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `tailscope report FILE.json --html OUT.html`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// A report written by `tailscope run --json`.
+    /// A report written by `tailscope run --json` or `tailscope suite --json`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
     /// Write the HTML page here: one self-contained file (no network access when opened).

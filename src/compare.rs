@@ -5,8 +5,8 @@ use tailscope_report::compare;
 
 use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::print_stdout;
-use crate::report::load_report;
+use crate::process::{check_html_path, print_stdout};
+use crate::report::{load_report, write_page};
 
 /// Compares two reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {
@@ -17,6 +17,9 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
             ))
             .into());
         }
+    }
+    if let Some(path) = &args.html {
+        check_html_path(path)?;
     }
     let base = load_report(&args.base)?;
     let new = load_report(&args.new)?;
@@ -29,6 +32,12 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
         .into());
     };
     print_stdout(&compare::markdown(&rows))?;
+    if let Some(path) = &args.html {
+        let name = |p: &std::path::Path| p.display().to_string();
+        if let Some(page) = compare::page(&base, &new, (&name(&args.base), &name(&args.new))) {
+            write_page(&page, path)?;
+        }
+    }
     let Some(limit) = args.fail_if_regression else {
         return Ok(Outcome::Success);
     };

@@ -102,3 +102,41 @@ pub(crate) fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
         fits
     )))
 }
+
+/// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
+/// so a long run does not end with its report lost. `-` (stdout) always can. A file that did
+/// not exist is created and removed again.
+pub(crate) fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), String> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    let existed = path.exists();
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot write the {what} to {}: {e}; pick a writable path ({flag})",
+            path.display()
+        )),
+    }
+}
+
+/// Checks an `--html` path before anything runs: a file (not `-`: the page is opened in a
+/// browser) that can be written.
+pub(crate) fn check_html_path(path: &std::path::Path) -> Result<(), UsageError> {
+    if path.as_os_str() == "-" {
+        return Err(UsageError(
+            "--html takes a file path, not '-': the page is a file to open in a browser".into(),
+        ));
+    }
+    check_writable(path, "HTML report", "--html").map_err(UsageError)
+}

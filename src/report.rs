@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::Report;
 use tailscope_report::{AnyReport, ReadError};
 
 use crate::args::ReportArgs;
@@ -25,25 +24,19 @@ pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
     })
 }
 
-/// Writes `report` as an HTML page to `path`.
-pub fn write_html(report: &Report, path: &Path) -> Result<()> {
-    std::fs::write(path, tailscope_report::run_page(report))
+/// Writes an HTML page to `path`.
+pub fn write_page(page: &str, path: &Path) -> Result<()> {
+    std::fs::write(path, page)
         .with_context(|| format!("cannot write the HTML report to {}", path.display()))
 }
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {
-    let report = match load_report(&args.file)? {
-        AnyReport::Run(report) => report,
-        AnyReport::Suite(_) => {
-            return Err(UsageError(format!(
-                "{} is a suite report: its HTML page is not built yet; `tailscope suite --markdown` writes its table",
-                args.file.display()
-            ))
-            .into())
-        }
+    let page = match load_report(&args.file)? {
+        AnyReport::Run(report) => tailscope_report::run_page(&report),
+        AnyReport::Suite(suite) => tailscope_report::suite::page(&suite),
     };
-    write_html(&report, &args.html)?;
+    write_page(&page, &args.html)?;
     say!("tailscope: wrote {}", args.html.display());
     Ok(Outcome::Success)
 }

@@ -16,7 +16,10 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{fit_open_files, print_stdout, signal_name, watch_signals, SIGNALLED};
+use crate::process::{
+    check_html_path, check_writable, fit_open_files, print_stdout, signal_name, watch_signals,
+    SIGNALLED,
+};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -164,13 +167,7 @@ impl RunConfig {
             check_writable(path, "JSON report", "--json").map_err(usage)?;
         }
         if let Some(path) = &args.output.html {
-            if path.as_os_str() == "-" {
-                return Err(usage(
-                    "--html takes a file path, not '-': the page is a file to open in a browser"
-                        .into(),
-                ));
-            }
-            check_writable(path, "HTML report", "--html").map_err(usage)?;
+            check_html_path(path)?;
         }
         if let Some(path) = &args.output.flamegraph {
             check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
@@ -194,33 +191,6 @@ impl RunConfig {
             pid: target.pid,
             tui: !args.output.no_tui && std::io::stdout().is_terminal(),
         })
-    }
-}
-
-/// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
-/// so a long run does not end with its report lost. `-` (stdout) always can. A file that did
-/// not exist is created and removed again.
-fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), String> {
-    if path.as_os_str() == "-" {
-        return Ok(());
-    }
-    let existed = path.exists();
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-    {
-        Ok(_) => {
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
-            Ok(())
-        }
-        Err(e) => Err(format!(
-            "cannot write the {what} to {}: {e}; pick a writable path ({flag})",
-            path.display()
-        )),
     }
 }
 
@@ -380,7 +350,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
     }
     if let Some(path) = &config.html {
-        crate::report::write_html(&report, path)?;
+        crate::report::write_page(&tailscope_report::run_page(&report), path)?;
     }
     if let Some(path) = &config.hdr_log {
         // Measurement began the load window and its grace period ago (to the clock's

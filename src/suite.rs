@@ -15,7 +15,8 @@ use tailscope_targets::Target;
 
 use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{print_stdout, watch_signals, SIGNALLED};
+use crate::process::{check_html_path, print_stdout, watch_signals, SIGNALLED};
+use crate::report::write_page;
 
 /// Runs a suite file.
 pub fn suite(args: SuiteArgs) -> Result<Outcome> {
@@ -26,6 +27,9 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         ))
     })?;
     let suite: Suite = file::parse(&args.file, &text).map_err(UsageError)?;
+    if let Some(path) = &args.html {
+        check_html_path(path)?;
+    }
     let load = &suite.load;
     let available = cpus::available();
     let (default_server, default_client) = cpus::default_split(&available);
@@ -148,6 +152,9 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     .with_context(|| format!("cannot write {}", p.display()))?;
             }
         }
+    }
+    if let Some(p) = &args.html {
+        write_page(&tailscope_report::suite::page(&report), p)?;
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;

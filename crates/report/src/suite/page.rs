@@ -26,7 +26,10 @@ pub fn page(suite: &SuiteReport) -> String {
     let h = &suite.host;
     let mut facts = vec![format!("{} CPUs", h.cpus)];
     facts.extend(h.cpu_model.clone());
-    facts.extend(h.memory_kb.map(|kb| format!("{} MiB", fmt_count(kb / 1024))));
+    facts.extend(
+        h.memory_kb
+            .map(|kb| format!("{} MiB", fmt_count(kb / 1024))),
+    );
     facts.extend(h.kernel.as_ref().map(|k| format!("kernel {k}")));
     facts.extend(h.governor.as_ref().map(|g| format!("governor {g}")));
     facts.push(h.date.clone());
@@ -160,7 +163,15 @@ pub fn page(suite: &SuiteReport) -> String {
             .collect();
         body.push_str(&table(
             &[
-                "run", "req/s", "requests", "errors", "p50", "p99", "p99.9", "max", "duration",
+                "run",
+                "req/s",
+                "requests",
+                "errors",
+                "p50",
+                "p99",
+                "p99.9",
+                "max",
+                "duration",
                 "server CPU/req",
             ],
             &rows,

@@ -246,8 +246,10 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             Stop::Requests(n) => format!(", {n} requests"),
         }
     );
+    // `s` on the dashboard asks for the HTML report of the run so far.
+    let (saves, save_requests) = std::sync::mpsc::channel();
     let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control)
+        start_dashboard(&config, target.as_ref(), &control, saves)
     } else {
         None
     };
@@ -275,6 +277,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if save_requests.try_recv().is_ok() {
+                crate::report::save_so_far(plan, snap, config.html.as_deref(), feed);
+            }
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
             if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
@@ -395,6 +400,7 @@ fn start_dashboard(
     config: &RunConfig,
     target: Option<&Target>,
     control: &RunControl,
+    saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
     let plan = &config.plan;
     let info = RunInfo {
@@ -418,7 +424,7 @@ fn start_dashboard(
         server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
         client_cpus: plan.cpus.clone(),
     };
-    match tailscope_tui::spawn(info, control.clone()) {
+    match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {
             say!("tailscope: cannot start the dashboard ({e}); running headless");

@@ -365,6 +365,29 @@ impl RunTotals {
     pub fn spike_counts(&self) -> SpikeCounts {
         SpikeCounts::of(&self.latency, &self.first_request, &self.body)
     }
+
+    /// What a snapshot holds of the run so far, for a report while the run goes on. A
+    /// snapshot carries the latency histogram but not the connect, body, first-request or
+    /// uncorrected ones (they are empty here, so their figures read n/a), its seconds are the
+    /// last two minutes, and nothing is in flight at its end yet (no grace period).
+    pub fn so_far(snap: &Snapshot) -> RunTotals {
+        let empty = || Histogram::new_from(&snap.histogram);
+        RunTotals {
+            duration: snap.elapsed,
+            counters: snap.totals.clone(),
+            latency: snap.histogram.clone(),
+            latency_uncorrected: empty(),
+            connect: empty(),
+            first_request: empty(),
+            body: empty(),
+            timeseries: snap.recent_seconds.clone(),
+            second_histograms: Vec::new(),
+            slowest: snap.slowest.clone(),
+            grace: Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+        }
+    }
 }
 
 /// Where a run is.

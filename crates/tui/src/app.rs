@@ -90,6 +90,10 @@ pub enum Action {
     RateDown,
     /// Show or hide the keys.
     ToggleHelp,
+    /// Save the HTML report of the run so far.
+    SaveReport,
+    /// A line for the footer from the run (where the report was saved, or why it was not).
+    Note(String),
 }
 
 /// What the dashboard asks of the run in response to an action.
@@ -99,6 +103,8 @@ pub enum Effect {
     Stop,
     /// Set the total open-loop rate.
     SetRate(f64),
+    /// Save the HTML report of the run so far.
+    SaveReport,
 }
 
 /// One tick of history.
@@ -220,6 +226,18 @@ impl App {
                 self.help = !self.help;
                 None
             }
+            Action::SaveReport => {
+                if self.snapshot.is_none() {
+                    self.note = Some("Nothing to save yet.".into());
+                    return None;
+                }
+                self.note = Some("saving the HTML report…".into());
+                Some(Effect::SaveReport)
+            }
+            Action::Note(note) => {
+                self.note = Some(note);
+                None
+            }
             Action::RateUp | Action::RateDown => {
                 let Some(rate) = self.rate else {
                     // Two sentences, so a narrow footer can keep the first whole.
@@ -289,6 +307,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::RateUp),
         KeyCode::Char('-') => Some(Action::RateDown),
         KeyCode::Char('?') | KeyCode::Char('h') => Some(Action::ToggleHelp),
+        KeyCode::Char('s') => Some(Action::SaveReport),
         _ => None,
     }
 }

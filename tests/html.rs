@@ -54,6 +54,20 @@ fn a_run() -> (serde_json::Value, String, PathBuf) {
     (report, std::fs::read_to_string(&html).unwrap(), json)
 }
 
+/// `tailscope report JSON --html NAME`, which must make `page` again from the saved JSON.
+fn the_same_page_from(json: &Path, name: &str, page: &str) -> PathBuf {
+    let again = scratch(name);
+    let out = tailscope(&[
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
+    again
+}
+
 fn points(page: &str, chart: &str) -> usize {
     let marker = format!("data-chart=\"{chart}\" data-points=\"");
     let at = page
@@ -104,16 +118,7 @@ fn a_run_report_is_a_self_contained_page_with_every_chart_drawn() {
         )),
         "the header's request count is the JSON's ({shown})"
     );
-    // The same page from the saved JSON.
-    let again = scratch("again.html");
-    let out = tailscope(&[
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        again.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
+    let again = the_same_page_from(&json, "again.html", &page);
     in_chromium(
         &again,
         "run",
@@ -280,16 +285,7 @@ fn a_suite_page_shows_the_figures_of_its_json() {
             );
         }
     }
-    // The same page from the saved JSON.
-    let again = scratch("suite-again.html");
-    let out = tailscope(&[
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        again.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
+    let again = the_same_page_from(&json, "suite-again.html", &page);
     in_chromium(
         &again,
         "suite",

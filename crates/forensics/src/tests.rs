@@ -6,18 +6,11 @@ use super::*;
 fn second(t_s: f64, requests: u64, outliers: u64, max_us: u64, generator_lag_us: u64) -> TimePoint {
     TimePoint {
         t_s,
-        partial: false,
         requests,
-        errors: 0,
-        timeouts: 0,
-        unfinished: 0,
-        retransmits: 0,
-        p50_us: 250,
-        p99_us: max_us,
         max_us,
         outliers,
         generator_lag_us,
-        cpu_busy_pct: Vec::new(),
+        ..TimePoint::default()
     }
 }
 
@@ -26,20 +19,8 @@ fn slow(at_s: f64, latency_us: u64, first_on_connection: bool) -> SlowRequest {
     SlowRequest {
         at_s,
         latency_us,
-        ttfb_us: latency_us,
-        body_us: 0,
-        connect_us: None,
-        queued_us: None,
         first_on_connection,
-        conn: 0,
-        worker: 0,
-        status: Some(200),
-        error: None,
-        unfinished: false,
-        stage: None,
-        retransmits: None,
-        rtt_us: None,
-        rto_us: None,
+        ..SlowRequest::default()
     }
 }
 

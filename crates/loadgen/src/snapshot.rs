@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ErrorKind;
 
 /// One of the slowest requests of a run, with where its time went.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SlowRequest {
     /// Seconds from the start of measurement to when the request began.
     pub at_s: f64,
@@ -275,7 +275,7 @@ impl Percentiles {
 }
 
 /// One point of the run's time series (one second).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimePoint {
     /// End of the second, from the start of measurement; for the last, partial second, when
     /// its data ends. Unique and increasing.

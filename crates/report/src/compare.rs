@@ -3,12 +3,12 @@
 
 use std::fmt::Write as _;
 
-use tailscope_loadgen::report::{decode_histogram, fmt_us, Report};
+use tailscope_loadgen::report::{fmt_us, Report};
 
-use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale};
-use crate::page::{document, escape, table};
+use crate::chart::{bar_chart, Bar};
+use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
-use crate::{count_axis, nines, series, spectrum, us_axis, AnyReport, BLUE, P99};
+use crate::{count_axis, series, spectrum_chart, spectrum_of, AnyReport, BLUE, P99};
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -248,26 +248,14 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
     );
     match (base, new) {
         (AnyReport::Run(b), AnyReport::Run(n)) => {
-            let curve = |r: &Report| {
-                decode_histogram(&r.histogram)
-                    .filter(|h| !h.is_empty())
-                    .map(|h| spectrum(&h))
-                    .unwrap_or_default()
-            };
-            body.push_str(&line_chart(&LineChart {
-                id: "compare-spectrum",
-                title: "Percentile spectra (latency by percentile, log scales)",
-                x_desc: "percentile",
-                y_desc: "latency",
-                x_scale: Scale::Log,
-                y_scale: Scale::Log,
-                x_fmt: &nines,
-                y_fmt: &us_axis,
-                series: vec![
-                    series(&format!("base: {}", names.0), BLUE, curve(b)),
-                    series(&format!("new: {}", names.1), P99, curve(n)),
+            body.push_str(&spectrum_chart(
+                "compare-spectrum",
+                "Percentile spectra (latency by percentile, log scales)",
+                vec![
+                    series(&format!("base: {}", names.0), BLUE, spectrum_of(b)),
+                    series(&format!("new: {}", names.1), P99, spectrum_of(n)),
                 ],
-            }));
+            ));
         }
         (AnyReport::Suite(b), AnyReport::Suite(n)) => {
             let mut bars = Vec::new();
@@ -310,7 +298,7 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
         })
         .collect();
     body.push_str(&table(&["metric", "base", "new", "change"], &cells));
-    body.push_str("<footer>Made by tailscope from two JSON reports. Self-contained: nothing is fetched when this page is opened.</footer>\n");
+    body.push_str(&footer("tailscope from two JSON reports"));
     Some(document("tailscope compare", &body))
 }
 

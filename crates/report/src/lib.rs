@@ -27,7 +27,7 @@ use tailscope_loadgen::report::{
 };
 
 use chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
-use page::{document, escape, kpis, table};
+use page::{document, escape, footer, kpis, table};
 
 const P50: RGBColor = RGBColor(46, 139, 87);
 const P99: RGBColor = RGBColor(230, 126, 34);
@@ -101,6 +101,29 @@ fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
         points.push((x, h.max() as f64));
     }
     points
+}
+
+/// The spectra of `series` (latency by percentile) on log scales.
+fn spectrum_chart(id: &str, title: &str, series: Vec<Series>) -> String {
+    line_chart(&LineChart {
+        id,
+        title,
+        x_desc: "percentile",
+        y_desc: "latency",
+        x_scale: Scale::Log,
+        y_scale: Scale::Log,
+        x_fmt: &nines,
+        y_fmt: &us_axis,
+        series,
+    })
+}
+
+/// A run's percentile spectrum, empty when nothing was measured.
+fn spectrum_of(report: &Report) -> Vec<(f64, f64)> {
+    decode_histogram(&report.histogram)
+        .filter(|h| !h.is_empty())
+        .map(|h| spectrum(&h))
+        .unwrap_or_default()
 }
 
 fn series(name: &str, color: RGBColor, points: Vec<(f64, f64)>) -> Series {
@@ -270,21 +293,15 @@ fn charts(report: &Report) -> String {
         ],
     }));
     let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
-    out.push_str(&line_chart(&LineChart {
-        id: "percentile-spectrum",
-        title: "Percentile spectrum (latency by percentile, log scales)",
-        x_desc: "percentile",
-        y_desc: "latency",
-        x_scale: Scale::Log,
-        y_scale: Scale::Log,
-        x_fmt: &nines,
-        y_fmt: &us_axis,
-        series: vec![series(
+    out.push_str(&spectrum_chart(
+        "percentile-spectrum",
+        "Percentile spectrum (latency by percentile, log scales)",
+        vec![series(
             "latency",
             BLUE,
             histogram.as_ref().map(spectrum).unwrap_or_default(),
         )],
-    }));
+    ));
     let bars: Vec<Bar> = histogram
         .as_ref()
         .map(log_buckets)
@@ -477,13 +494,10 @@ pub fn run_page(report: &Report) -> String {
     body.push_str(&charts(report));
     body.push_str(&diagnosis(report));
     body.push_str(&tables(report));
-    let _ = writeln!(
-        body,
-        "<footer>Made by {} {} from its JSON report (schema {}). Self-contained: nothing is fetched when this page is opened.</footer>",
-        escape(&report.tool.name),
-        escape(&report.tool.version),
-        report.schema_version
-    );
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        report.tool.name, report.tool.version, report.schema_version
+    )));
     document(
         &format!("tailscope: {} {}", report.config.method, report.config.url),
         &body,

@@ -8,7 +8,7 @@ use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us};
 
 use super::{SuiteReport, SuiteResult};
 use crate::chart::{bar_chart, Bar};
-use crate::page::{document, escape, kpis, table};
+use crate::page::{document, escape, footer, kpis, table};
 use crate::{count_axis, us_axis};
 
 fn label(r: &SuiteResult) -> String {
@@ -177,12 +177,9 @@ pub fn page(suite: &SuiteReport) -> String {
             &rows,
         ));
     }
-    let _ = writeln!(
-        body,
-        "<footer>Made by {} {} from its JSON report (schema {}). Self-contained: nothing is fetched when this page is opened.</footer>",
-        escape(&suite.tool.name),
-        escape(&suite.tool.version),
-        suite.schema_version
-    );
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        suite.tool.name, suite.tool.version, suite.schema_version
+    )));
     document("tailscope suite", &body)
 }

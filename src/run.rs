@@ -402,28 +402,7 @@ fn start_dashboard(
     control: &RunControl,
     saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let plan = &config.plan;
-    let info = RunInfo {
-        target: format!("{} {}", plan.method, plan.url),
-        server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
-        rate: match plan.pace {
-            Pace::Rate(r) => Some(r),
-            Pace::Max => None,
-        },
-        pipeline: plan.pipeline,
-        connections: plan.connections,
-        threads: plan.effective_threads(),
-        duration: match plan.stop {
-            Stop::Duration(d) => Some(d),
-            Stop::Requests(_) => None,
-        },
-        requests: match plan.stop {
-            Stop::Requests(n) => Some(n),
-            Stop::Duration(_) => None,
-        },
-        server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
-        client_cpus: plan.cpus.clone(),
-    };
+    let info = RunInfo::new(&config.plan, target);
     match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_forensics::Diagnosis;
-use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
+use tailscope_loadgen::{ErrorKind, Pace, Phase, Plan, Snapshot, Stop};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
+use tailscope_targets::Target;
 
 /// Ticks of history kept for the charts (at 10 a second: one minute).
 pub const HISTORY: usize = 600;
@@ -38,6 +39,33 @@ pub struct RunInfo {
     pub server_cpus: Vec<usize>,
     /// The generator's CPUs.
     pub client_cpus: Vec<usize>,
+}
+
+impl RunInfo {
+    /// What the header shows of `plan`, and of `target` when tailscope launched it.
+    pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
+        RunInfo {
+            target: format!("{} {}", plan.method, plan.url),
+            server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
+            rate: match plan.pace {
+                Pace::Rate(r) => Some(r),
+                Pace::Max => None,
+            },
+            pipeline: plan.pipeline,
+            connections: plan.connections,
+            threads: plan.effective_threads(),
+            duration: match plan.stop {
+                Stop::Duration(d) => Some(d),
+                Stop::Requests(_) => None,
+            },
+            requests: match plan.stop {
+                Stop::Requests(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+            server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
+            client_cpus: plan.cpus.clone(),
+        }
+    }
 }
 
 /// The three views.

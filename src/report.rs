@@ -1,4 +1,6 @@
-//! `tailscope report FILE.json --html OUT.html`: a saved JSON report as a self-contained page.
+//! `tailscope report FILE.json --html OUT.html`: a saved JSON report (a run's or a suite's) as a
+//! self-contained page; the pages' files for `run`, `suite` and `compare --html`, and the
+//! dashboard's `s` (the page of the run so far).
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
-//! A suite: its file ([`file`]: parsed and validated before anything starts), its results (the
-//! JSON schema of `tailscope suite --json`), the statistics over its runs (medians, ranges, the
-//! baseline ratio) and its markdown table. The binary runs the suite; this module knows
-//! nothing of the command line.
+//! A suite: its file ([`file`](mod@file): parsed and validated before anything starts), its
+//! results (the JSON schema of `tailscope suite --json`), the statistics over its runs
+//! (medians, ranges, the baseline ratio), its markdown table and its page. The binary runs
+//! the suite; this module knows nothing of the command line.
 
 pub mod file;
 mod page;

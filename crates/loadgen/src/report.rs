@@ -222,8 +222,9 @@ pub struct Report {
     pub slowest: Vec<SlowRequest>,
     /// The full latency histogram.
     pub histogram: EncodedHistogram,
-    /// Sections added by whoever runs the generator (the binary adds `profile` and
-    /// `diagnosis`); the generator knows nothing of them.
+    /// Sections added by whoever runs the generator, typed where they are made
+    /// (`tailscope_forensics::Findings`: `profile`, `diagnosis`, `listen_queue`; the stack
+    /// sampler: `stacks`); the generator knows nothing of them.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }

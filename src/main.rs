@@ -22,13 +22,11 @@ mod args;
 mod compare;
 mod exit;
 mod process;
-mod profile;
 mod report;
 mod run;
 mod serve;
 mod stacks;
 mod suite;
-mod suite_file;
 
 use std::process::ExitCode;
 

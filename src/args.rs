@@ -48,6 +48,7 @@ pub enum Command {
 
 /// `tailscope serve [flags]`.
 #[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one (printed when ready).
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -90,6 +91,8 @@ pub struct ServeArgs {
 
 /// `tailscope run URL [flags]` or `tailscope run --target KIND [flags]`.
 #[derive(Debug, Args)]
+// `-c -1` reaches the value parser (and its range message), not clap's "use '-- -1'" tip.
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Target URL (http://HOST[:PORT]/PATH); or give --target to launch the server.
     pub url: Option<String>,
@@ -270,11 +273,7 @@ pub struct OutputArgs {
     pub flamegraph: Option<PathBuf>,
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
-}
+pub use tailscope_loadgen::plan::parse_duration;
 
 const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -285,23 +284,7 @@ pub fn duration_in(
     lo: Duration,
     hi: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let d = parse_duration(s)?;
-        if d < lo || d > hi {
-            return Err(format!(
-                "{} is out of range: give {}..={}",
-                s.trim(),
-                fmt_limit(lo),
-                fmt_limit(hi)
-            ));
-        }
-        Ok(d)
-    }
-}
-
-/// `0s`, `1ms`, `1h`, `30days`: a limit as the user would type it.
-fn fmt_limit(d: Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
+    move |s: &str| tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
 }
 
 /// Parses a process id and checks it is one Linux can hand out.
@@ -352,6 +335,9 @@ pub struct SuiteArgs {
     /// Also write the markdown table here.
     #[arg(long = "markdown", value_name = "PATH")]
     pub markdown: Option<PathBuf>,
+    /// Also write the suite as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `tailscope compare` arguments.
@@ -364,6 +350,9 @@ pub struct CompareArgs {
     /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
     #[arg(long = "fail-if-regression", value_name = "PCT")]
     pub fail_if_regression: Option<f64>,
+    /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `tailscope merge A.json B.json ... [--json OUT] [--fail-if EXPR] [--force]`.
@@ -391,7 +380,7 @@ pub struct MergeArgs {
 /// `tailscope report FILE.json --html OUT.html`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// A report written by `tailscope run --json`.
+    /// A report written by `tailscope run --json` or `tailscope suite --json`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
     /// Write the HTML page here: one self-contained file (no network access when opened).

@@ -23,13 +23,11 @@ mod compare;
 mod exit;
 mod merge;
 mod process;
-mod profile;
 mod report;
 mod run;
 mod serve;
 mod stacks;
 mod suite;
-mod suite_file;
 
 use std::process::ExitCode;
 

@@ -18,7 +18,15 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
         .collect::<Result<Vec<_>>>()?;
     let mut reports = Vec::with_capacity(args.files.len());
     for path in &args.files {
-        let r: Report = crate::report::load_run_report(path)?;
+        let r: Report = match crate::report::load_report(path)? {
+            tailscope_report::AnyReport::Run(r) => *r,
+            tailscope_report::AnyReport::Suite(_) => {
+                return Err(usage(format!(
+                    "{} is a suite report: merge the reports of `tailscope run --json` (one per generator)",
+                    path.display()
+                )))
+            }
+        };
         reports.push((path.display().to_string(), r));
     }
     let merged = report::merge(&reports, args.force).map_err(|e| usage(e.to_string()))?;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Generator, Report, TargetInfo};
+use tailscope_forensics::{Roles, RunProfiler};
+use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
@@ -16,8 +17,9 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{signal_name, watch_signals, SIGNALLED};
-use crate::profile::RunProfiler;
+use crate::process::{
+    check_html_path, check_writable, fit_open_files, signal_name, watch_signals, SIGNALLED,
+};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -178,13 +180,7 @@ impl RunConfig {
             check_writable(path, "JSON report", "--json").map_err(usage)?;
         }
         if let Some(path) = &args.output.html {
-            if path.as_os_str() == "-" {
-                return Err(usage(
-                    "--html takes a file path, not '-': the page is a file to open in a browser"
-                        .into(),
-                ));
-            }
-            check_writable(path, "HTML report", "--html").map_err(usage)?;
+            check_html_path(path)?;
         }
         if let Some(path) = &args.output.flamegraph {
             check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
@@ -239,70 +235,6 @@ fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
         ),
     }
     segment::wait_until(at, control)
-}
-
-/// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
-/// so a long run does not end with its report lost. `-` (stdout) always can. A file that did
-/// not exist is created and removed again.
-fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), String> {
-    if path.as_os_str() == "-" {
-        return Ok(());
-    }
-    let existed = path.exists();
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-    {
-        Ok(_) => {
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
-            Ok(())
-        }
-        Err(e) => Err(format!(
-            "cannot write the {what} to {}: {e}; pick a writable path ({flag})",
-            path.display()
-        )),
-    }
-}
-
-/// File descriptors a run needs besides one per connection: stdio, each generator thread's
-/// runtime (epoll, eventfd, timers), the profiler's perf counters (several per CPU) and
-/// /proc files, the signal pipe, a launched server's pipes.
-fn fd_overhead(threads: usize) -> u64 {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    64 + 8 * threads as u64 + 16 * cpus
-}
-
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit, then checks that `-c` fits. A run that
-/// does not fit would spend itself on EMFILE; it is refused (exit 2) before anything starts,
-/// naming the limit and how to raise it.
-fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        // Unreadable: the run goes on and EMFILE, if it comes, is counted by its own kind.
-        return Ok(());
-    };
-    let mut limit = soft;
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        limit = hard;
-    }
-    let need = plan.connections as u64 + fd_overhead(plan.effective_threads());
-    if need <= limit {
-        return Ok(());
-    }
-    let fits = limit.saturating_sub(fd_overhead(plan.effective_threads()));
-    Err(UsageError(format!(
-        "-c {} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
-         lower -c to {} or less, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
-        plan.connections,
-        fmt_count(need),
-        fmt_count(limit),
-        fmt_count(hard),
-        fits
-    )))
 }
 
 /// Runs the load and reports. Returns how the process should exit.
@@ -368,8 +300,10 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             Stop::Requests(n) => format!(", {n} requests"),
         }
     );
+    // `s` on the dashboard asks for the HTML report of the run so far.
+    let (saves, save_requests) = std::sync::mpsc::channel();
     let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control)
+        start_dashboard(&config, target.as_ref(), &control, saves)
     } else {
         None
     };
@@ -382,7 +316,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
     let mut profiler = RunProfiler::new(
         target_pid,
-        server_cpus,
+        server_cpus.clone(),
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     )
@@ -400,6 +334,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if save_requests.try_recv().is_ok() {
+                crate::report::save_so_far(plan, snap, config.html.as_deref(), feed);
+            }
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
             if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
@@ -451,7 +388,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         (None, None) => None,
     };
     let server_exited = target.as_mut().and_then(|t| t.exited());
-    let sections = profiler.finish(plan, &totals, &mut report);
+    let findings = profiler.finish(plan, &totals, &mut report);
+    findings.add_to(&mut report);
+    let roles = Roles {
+        server: &server_cpus,
+        client: &plan.cpus,
+    };
+    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {
@@ -511,30 +454,10 @@ fn start_dashboard(
     config: &RunConfig,
     target: Option<&Target>,
     control: &RunControl,
+    saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let plan = &config.plan;
-    let info = RunInfo {
-        target: format!("{} {}", plan.method, plan.url),
-        server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
-        rate: match plan.pace {
-            Pace::Rate(r) => Some(r),
-            Pace::Max => None,
-        },
-        pipeline: plan.pipeline,
-        connections: plan.connections,
-        threads: plan.effective_threads(),
-        duration: match plan.stop {
-            Stop::Duration(d) => Some(d),
-            Stop::Requests(_) => None,
-        },
-        requests: match plan.stop {
-            Stop::Requests(n) => Some(n),
-            Stop::Duration(_) => None,
-        },
-        server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
-        client_cpus: plan.cpus.clone(),
-    };
-    match tailscope_tui::spawn(info, control.clone()) {
+    let info = RunInfo::new(&config.plan, target);
+    match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {
             say!("tailscope: cannot start the dashboard ({e}); running headless");
@@ -558,24 +481,7 @@ impl Progress {
             return;
         }
         self.last_shown = Some(snap.elapsed);
-        // The last finished second, not a tick ×10: a tick may carry two intervals of a
-        // worker, or none (see tailscope_tui::ui::ThroughputPanel).
-        let rate = snap
-            .recent_seconds
-            .last()
-            .map_or("n/a".to_string(), |p| fmt_rate(p.requests as f64));
-        let line = match snap.phase {
-            Phase::WarmingUp => format!("warming up, {:.1} s left", snap.warmup_left.as_secs_f64()),
-            _ => format!(
-                "{:>6.1} s  {:>12} req/s  p50 {:>8}  p99 {:>8}  max {:>8}  errors {}",
-                snap.elapsed.as_secs_f64(),
-                rate,
-                fmt_us(snap.latency.p50),
-                fmt_us(snap.latency.p99),
-                fmt_us(snap.latency.max),
-                fmt_count(snap.totals.error_total()),
-            ),
-        };
+        let line = progress_line(snap);
         say_part!("\r\x1b[2K{line}");
     }
 }

@@ -514,7 +514,7 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
     let (code, _, stderr) = merge_cli(&[a, &junk], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(
-        stderr.contains("not a report written by `tailscope run --json`"),
+        stderr.contains("is not a tailscope JSON report"),
         "{stderr}"
     );
 }

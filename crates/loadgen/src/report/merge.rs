@@ -120,6 +120,15 @@ fn differences(a: &Config, b: &Config) -> Vec<String> {
         .collect()
 }
 
+/// A mismatch `--force` may override: refused without it, noted (for the warnings) with it.
+fn overridable(m: String, force: bool, overridden: &mut Vec<String>) -> Result<(), Error> {
+    if !force {
+        return Err(Error::Merge(format!("{m} (--force merges them anyway)")));
+    }
+    overridden.push(m);
+    Ok(())
+}
+
 /// Sums an optional figure: known only when every report knows it.
 fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.sum()
@@ -171,10 +180,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 "{name} and {first_name} are not parts of one load: {}",
                 diff.join(", ")
             );
-            if !force {
-                return refuse(format!("{m} (--force merges them anyway)"));
-            }
-            overridden.push(m);
+            overridable(m, force, &mut overridden)?;
         }
         generators.push(g);
     }
@@ -193,10 +199,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 "{name} is segment {s} but {first_name} is segment {}: the load was split in different ways",
                 segs[0]
             );
-            if !force {
-                return refuse(format!("{m} (--force merges them anyway)"));
-            }
-            overridden.push(m);
+            overridable(m, force, &mut overridden)?;
         }
         by_index.entry(s.index).or_default().push(name);
     }
@@ -206,10 +209,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 "segment {index}/{count} overlaps: {} all ran it (a load counted twice)",
                 names.join(", ")
             );
-            if !force {
-                return refuse(format!("{m} (--force merges them anyway)"));
-            }
-            overridden.push(m);
+            overridable(m, force, &mut overridden)?;
         }
     }
     let missing: Vec<usize> = (1..=count).filter(|i| !by_index.contains_key(i)).collect();

@@ -29,6 +29,28 @@ impl CpuUsage {
     pub fn busy_pct(&self) -> f64 {
         (100.0 - self.idle_pct).clamp(0.0, 100.0)
     }
+
+    /// Each CPU's mean over equally long samples (CPUs matched by position; a sample with
+    /// fewer CPUs counts for those it has).
+    pub fn mean(samples: &[Vec<CpuUsage>]) -> Vec<CpuUsage> {
+        let width = samples.iter().map(Vec::len).max().unwrap_or(0);
+        (0..width)
+            .map(|i| {
+                let of_cpu: Vec<&CpuUsage> = samples.iter().filter_map(|s| s.get(i)).collect();
+                let n = of_cpu.len() as f64;
+                let avg = |f: fn(&CpuUsage) -> f64| of_cpu.iter().map(|c| f(c)).sum::<f64>() / n;
+                CpuUsage {
+                    cpu: of_cpu[0].cpu,
+                    user_pct: avg(|c| c.user_pct),
+                    system_pct: avg(|c| c.system_pct),
+                    irq_pct: avg(|c| c.irq_pct),
+                    softirq_pct: avg(|c| c.softirq_pct),
+                    steal_pct: avg(|c| c.steal_pct),
+                    idle_pct: avg(|c| c.idle_pct),
+                }
+            })
+            .collect()
+    }
 }
 
 /// Cumulative ticks of one CPU.
@@ -119,6 +141,31 @@ impl CpuSampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_of_jiffy_steps_is_the_second_s_share() {
+        let busy = |cpu, pct: f64| CpuUsage {
+            cpu,
+            user_pct: pct,
+            idle_pct: 100.0 - pct,
+            ..CpuUsage::default()
+        };
+        // A core 15 % busy reads 10 % and 20 % in alternate 100 ms ticks.
+        let samples: Vec<Vec<CpuUsage>> = (0..10)
+            .map(|i| {
+                vec![
+                    busy(0, if i % 2 == 0 { 10.0 } else { 20.0 }),
+                    busy(1, 100.0),
+                ]
+            })
+            .collect();
+        let mean = CpuUsage::mean(&samples);
+        assert_eq!(mean.len(), 2);
+        assert!((mean[0].busy_pct() - 15.0).abs() < 1e-9, "{mean:?}");
+        assert_eq!(mean[1].cpu, 1);
+        assert!((mean[1].user_pct - 100.0).abs() < 1e-9);
+        assert!(CpuUsage::mean(&[]).is_empty());
+    }
 
     #[test]
     fn deltas_become_percentages() {

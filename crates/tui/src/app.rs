@@ -13,6 +13,8 @@ use tailscope_targets::Target;
 
 /// Ticks of history kept for the charts (at 10 a second: one minute).
 pub const HISTORY: usize = 600;
+/// Ticks the CPUs panel averages: a second at the 100 ms tick.
+pub const CPU_WINDOW: usize = 10;
 /// How much `+` and `-` change the open-loop rate.
 pub const RATE_STEP: f64 = 1.25;
 
@@ -161,8 +163,11 @@ pub struct App {
     pub snapshot: Option<Box<Snapshot>>,
     /// Per-tick history shown in the charts.
     pub history: VecDeque<TickPoint>,
-    /// Per-CPU usage of the last tick; none when unreadable.
+    /// Per-CPU usage over the last second (the mean of [`CPU_WINDOW`] ticks); none when
+    /// unreadable.
     pub cpus: Option<Vec<CpuUsage>>,
+    /// The last ticks' per-CPU usage that `cpus` averages.
+    cpu_window: VecDeque<Vec<CpuUsage>>,
     /// Per-CPU perf counters of the last tick.
     pub counters: Option<TickCounters>,
     /// The target's listeners' accept queues at the last tick.
@@ -194,6 +199,7 @@ impl App {
             snapshot: None,
             history: VecDeque::with_capacity(HISTORY),
             cpus: None,
+            cpu_window: VecDeque::with_capacity(CPU_WINDOW),
             counters: None,
             listen: None,
             diagnosis: Vec::new(),
@@ -311,8 +317,14 @@ impl App {
                 self.history.pop_front();
             }
         }
-        if cpus.is_some() {
-            self.cpus = cpus;
+        if let Some(cpus) = cpus {
+            // One 100 ms tick holds ten 10 ms jiffies at most: shown alone, a busy core reads
+            // 0 %, 10 %, 20 %. Averaged over a second it reads what it did.
+            if self.cpu_window.len() == CPU_WINDOW {
+                self.cpu_window.pop_front();
+            }
+            self.cpu_window.push_back(cpus);
+            self.cpus = Some(CpuUsage::mean(self.cpu_window.make_contiguous()));
         }
         self.snapshot = Some(snap);
     }

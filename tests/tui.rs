@@ -39,11 +39,20 @@ impl Session {
     /// A detached tmux session `name` of `width`×`height` running `tailscope run URL -z 60s
     /// -c 4 --threads 1 EXTRA…`, then printing its exit code and waiting a minute to be read.
     fn start(name: &str, width: &str, height: &str, url: &str, extra: &str) -> Session {
+        Session::shell(
+            name,
+            width,
+            height,
+            &format!(
+                "{} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
+                env!("CARGO_BIN_EXE_tailscope"),
+            ),
+        )
+    }
+
+    /// A detached tmux session running the shell `command`.
+    fn shell(name: &str, width: &str, height: &str, command: &str) -> Session {
         let session = Session(format!("{name}-{}", std::process::id()));
-        let command = format!(
-            "{} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
-            env!("CARGO_BIN_EXE_tailscope"),
-        );
         let started = Command::new("tmux")
             .args([
                 "new-session",
@@ -54,7 +63,7 @@ impl Session {
                 width,
                 "-y",
                 height,
-                &command,
+                command,
             ])
             .status()
             .unwrap();
@@ -309,4 +318,49 @@ fn no_field_is_cut_on_a_live_dashboard_at_80x24_and_120x40() {
         let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
         assert!(after.contains("EXIT=0"), "q exits 0:\n{after}");
     }
+}
+
+#[test]
+fn sigkill_in_the_dashboard_still_gives_the_terminal_back() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    // The pane's shell outlives tailscope and then prints the terminal's settings.
+    let session = Session::shell(
+        "tailscope-kill9",
+        "100",
+        "30",
+        &format!(
+            "{} run {} -z 60s -c 2 --threads 1; sleep 1; stty -a; echo SETTINGS-END; sleep 60",
+            env!("CARGO_BIN_EXE_tailscope"),
+            server.url("/plaintext"),
+        ),
+    );
+    wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
+    let shell = tmux(&["display-message", "-p", "-t", &session.0, "#{pane_pid}"]);
+    let children = Command::new("pgrep")
+        .args(["-P", shell.trim(), "-x", "tailscope"])
+        .output()
+        .expect("pgrep runs");
+    let pid = String::from_utf8_lossy(&children.stdout).trim().to_string();
+    assert!(
+        !pid.is_empty(),
+        "tailscope runs under the pane's shell {shell}"
+    );
+    let killed = Command::new("kill").args(["-9", &pid]).status().unwrap();
+    assert!(killed.success());
+    let after = wait_for(&session.0, "SETTINGS-END", true).expect("the shell goes on");
+    let words: Vec<&str> = after.split_whitespace().collect();
+    for setting in ["icanon", "echo", "isig"] {
+        assert!(
+            words.contains(&setting),
+            "{setting} is back on after SIGKILL:\n{after}"
+        );
+    }
+    assert!(
+        !after.contains("Throughput  last second"),
+        "the alternate screen is gone:\n{after}"
+    );
 }

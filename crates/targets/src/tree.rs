@@ -104,15 +104,35 @@ pub struct ProcessTree {
 const COMMAND_CHARS: usize = 60;
 
 fn short_command(process: &procfs::process::Process) -> String {
-    let mut words = process.cmdline().unwrap_or_default();
+    shorten(process.cmdline().unwrap_or_default())
+}
+
+/// A command line in [`COMMAND_CHARS`] at most, programs named without their directories.
+fn shorten(mut words: Vec<String>) -> String {
     // The program's name, not its directory: `python3.11 -m gunicorn …` tells more in 60
     // characters than `/root/.pyenv/versions/3.11.7/bin/python3.11 …`. A process that set its
     // own title (nginx: `nginx: worker process`) has no slash to strip.
-    if let Some(first) = words.first_mut() {
-        if let Some((_, name)) = first.rsplit_once('/') {
-            if !first.contains(' ') {
-                *first = name.to_string();
+    let program = |word: &mut String| {
+        if let Some((_, name)) = word.rsplit_once('/') {
+            if !word.contains(' ') {
+                *word = name.to_string();
             }
+        }
+    };
+    if let Some(first) = words.first_mut() {
+        program(first);
+    }
+    // An interpreter's script is the program a reader knows (`python3.11 gunicorn -w 3`).
+    let interpreted = words.first().is_some_and(|w| {
+        [
+            "python", "node", "ruby", "perl", "php", "sh", "bash", "java",
+        ]
+        .iter()
+        .any(|i| w.starts_with(i))
+    });
+    if interpreted {
+        if let Some(script) = words.get_mut(1).filter(|w| w.starts_with('/')) {
+            program(script);
         }
     }
     let mut line = words.join(" ");
@@ -348,6 +368,26 @@ impl ProcessTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_names_its_program_and_an_interpreter_s_script() {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        assert_eq!(
+            shorten(words("/root/.pyenv/versions/3.11.7/bin/python3.11 /root/.pyenv/versions/3.11.7/bin/gunicorn -w 3 app:app")),
+            "python3.11 gunicorn -w 3 app:app"
+        );
+        assert_eq!(
+            shorten(words("/usr/sbin/nginx -c /tmp/x/nginx.conf")),
+            "nginx -c /tmp/x/nginx.conf"
+        );
+        assert_eq!(
+            shorten(vec!["nginx: worker process".into()]),
+            "nginx: worker process"
+        );
+        let long = shorten(words(&format!("server {}", "x".repeat(100))));
+        assert_eq!(long.chars().count(), COMMAND_CHARS);
+        assert!(long.ends_with('…'));
+    }
     use std::process::{Command, Stdio};
 
     #[test]

@@ -66,6 +66,9 @@ pub struct Config {
     pub keepalive: bool,
     /// CPUs the generator threads were pinned to (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
+    #[serde(default)]
+    pub engine: crate::EngineUsed,
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -319,6 +322,7 @@ impl Report {
                 connect_timeout_s: plan.connect_timeout.as_secs_f64(),
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
+                engine: totals.engine.clone(),
             },
             target: None,
             summary: Summary {
@@ -552,6 +556,7 @@ mod tests {
             grace: Duration::from_millis(250),
             rate_changes: vec![],
             stopped_early: false,
+            engine: Default::default(),
         }
     }
 

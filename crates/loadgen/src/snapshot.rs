@@ -443,6 +443,8 @@ pub struct RunTotals {
     pub rate_changes: Vec<RateChange>,
     /// The run was stopped before its end (`RunControl::stop`: a signal, the dashboard).
     pub stopped_early: bool,
+    /// The generator engine that ran it, and why.
+    pub engine: crate::EngineUsed,
 }
 
 /// A change of the open-loop rate during a run.

@@ -402,7 +402,12 @@ impl<S: AsRawFd> Connection<S> {
 
     /// Moves every queued request in flight: they began at `now` (their connect, if
     /// `connect_time` says one was just made, else the write) and left at `sent`.
-    pub(super) fn mark_sent(&mut self, now: Instant, sent: Instant, connect_time: Option<Duration>) {
+    pub(super) fn mark_sent(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        connect_time: Option<Duration>,
+    ) {
         let w = &*self.w;
         let k = self.queued.len();
         let mut rec = w.rec.borrow_mut();
@@ -681,7 +686,7 @@ impl<S: AsRawFd> Connection<S> {
     }
 }
 
-fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
+pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
         std::io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,

@@ -62,9 +62,10 @@ pub struct EngineUsed {
     pub reason: String,
 }
 
-/// Whether `auto` picks io_uring when the probe succeeds. It does only once the io_uring
-/// engine passes the whole parameterised run test matrix (tests/run.rs, tests/unfinished.rs).
-const AUTO_PICKS_URING: bool = false;
+/// Whether `auto` picks io_uring when the probe succeeds. It does since the io_uring engine
+/// passes the whole parameterised run test matrix (tests/run.rs, tests/unfinished.rs,
+/// crates/loadgen/tests/rate_change.rs); set it to false to make tokio the default again.
+const AUTO_PICKS_URING: bool = true;
 
 /// The engines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,13 +92,16 @@ pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), E
         EngineChoice::Auto => match uring::probe() {
             Ok(()) if AUTO_PICKS_URING => Ok((
                 EngineKind::Uring,
-                used("uring", "auto: the io_uring probe succeeded".into()),
+                used(
+                    "uring",
+                    "auto: the kernel has io_uring with multishot recv and buffer rings".into(),
+                ),
             )),
             Ok(()) => Ok((
                 EngineKind::Tokio,
                 used(
                     "tokio",
-                    "auto: tokio until the io_uring engine passes the whole run test matrix (io_uring probe: ok)".into(),
+                    "auto: tokio, the default while io_uring is not (io_uring probe: ok)".into(),
                 ),
             )),
             Err(why) => Ok((

@@ -193,7 +193,9 @@ pub(super) struct Ring {
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     /// Linked-timeout timespecs, kept until the submission that carries them is handed to
-    /// the kernel (which copies them while preparing it).
+    /// the kernel (which copies them while preparing it). Boxed: a submission points at its
+    /// timespec, which must not move when the vector grows.
+    #[allow(clippy::vec_box)]
     timespecs: Vec<Box<Timespec>>,
 }
 

@@ -33,7 +33,7 @@ pub(super) const STOP_POLL: Duration = Duration::from_millis(10);
 /// Open loop: a slot due within this is sent now, and waits end this long before their
 /// slot. The ring's timed wait is an hrtimer that wakes within tens of microseconds, where
 /// tokio's 1 ms wheel needs 2 ms; a send that leaves early is measured from when it left.
-const EARLY_WAKE: Duration = Duration::from_micros(50);
+const EARLY_WAKE: Duration = Duration::from_micros(200);
 /// Each provided buffer; a response larger than one arrives in several completions.
 const BUFFER_SIZE: usize = 4096;
 

@@ -85,6 +85,7 @@ impl Engine {
 
 /// Runs each named `fn(Engine)` as a test on each engine: `tokio_engine::NAME` and
 /// `uring_engine::NAME`.
+#[allow(unused_macros)] // Test binaries that share `common` without running load.
 macro_rules! engine_tests {
     ($($name:ident),* $(,)?) => {
         mod tokio_engine {

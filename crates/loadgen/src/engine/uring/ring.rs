@@ -308,6 +308,17 @@ impl Ring {
         }
     }
 
+    /// Hands the queued submissions to the kernel without waiting. Called before a new socket
+    /// is made: a submission still queued for a socket closed since names its descriptor by
+    /// number, and the new socket may get the same number.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.ring.submission().is_empty() {
+            self.ring.submit()?;
+            self.timespecs.clear();
+        }
+        Ok(())
+    }
+
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
     /// the connect completes with -ECANCELED); the timeout completes under `timeout_data`.
     pub fn connect(

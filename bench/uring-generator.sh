@@ -37,6 +37,7 @@ esac
 trap 'kill $server_pid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 url=http://127.0.0.1:$port/plaintext
 for _ in $(seq 50); do curl -sf -o /dev/null "$url" && break; sleep 0.1; done
+curl -sf -o /dev/null "$url" || { echo "no server answers at $url (port in use?)" >&2; exit 1; }
 
 json() { python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
 

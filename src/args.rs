@@ -211,6 +211,31 @@ pub struct LoadArgs {
     /// Limit on the TCP handshake.
     #[arg(long = "connect-timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "10s", value_name = "DUR")]
     pub connect_timeout: Duration,
+    /// The generator engine: uring (io_uring), tokio (epoll), or auto (the report's
+    /// config.engine says which ran and why).
+    #[arg(long = "engine", value_enum, default_value_t = Engine::Auto, value_name = "ENGINE")]
+    pub engine: Engine,
+}
+
+/// `--engine`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// io_uring where the kernel has what it needs, tokio otherwise.
+    Auto,
+    /// io_uring: one ring per generator thread.
+    Uring,
+    /// tokio: epoll.
+    Tokio,
+}
+
+impl From<Engine> for tailscope_loadgen::EngineChoice {
+    fn from(e: Engine) -> Self {
+        match e {
+            Engine::Auto => Self::Auto,
+            Engine::Uring => Self::Uring,
+            Engine::Tokio => Self::Tokio,
+        }
+    }
 }
 
 /// Request shape.

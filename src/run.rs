@@ -146,6 +146,8 @@ impl RunConfig {
         plan.timeout = load.timeout;
         plan.connect_timeout = load.connect_timeout;
         plan.grace = plan.timeout.min(Duration::from_secs(1));
+        plan.engine = load.engine.into();
+        tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();
         for h in &req.headers {

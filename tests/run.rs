@@ -6,12 +6,11 @@ use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::{n, ok, run_json, serve, tailscope, Reply};
+use common::{engine_tests, n, ok, serve, tailscope, Engine, Reply};
 
-#[test]
-fn exact_request_count_over_several_threads() {
+fn exact_request_count_over_several_threads(e: Engine) {
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/plaintext"),
         &["-n", "1000", "-c", "10", "--threads", "2"],
     );
@@ -35,10 +34,9 @@ fn exact_request_count_over_several_threads() {
     assert!(r["connect_us"]["max"].as_u64().is_some());
 }
 
-#[test]
-fn pipelining_sends_many_requests_per_write_and_stays_exact() {
+fn pipelining_sends_many_requests_per_write_and_stays_exact(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/"),
         &[
             "-n",
@@ -62,12 +60,11 @@ fn pipelining_sends_many_requests_per_write_and_stays_exact() {
     assert_eq!(r["config"]["pipeline"], 16);
 }
 
-#[test]
-fn chunked_and_read_until_close_bodies() {
+fn chunked_and_read_until_close_bodies(e: Engine) {
     let chunked = serve(|_| {
         Reply::Send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nHello\r\n8\r\n, World!\r\n0\r\n\r\n".to_vec())
     });
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &chunked.url("/"),
         &["-n", "200", "-c", "4", "--pipeline", "4"],
     );
@@ -80,7 +77,7 @@ fn chunked_and_read_until_close_bodies() {
             b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close".to_vec(),
         )
     });
-    let (code, r, stderr) = run_json(&until_close.url("/"), &["-n", "50", "-c", "2"]);
+    let (code, r, stderr) = e.run_json(&until_close.url("/"), &["-n", "50", "-c", "2"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(n(&r["summary"]["successes"]), 50);
     assert_eq!(n(&r["summary"]["errors"]), 0);
@@ -90,8 +87,7 @@ fn chunked_and_read_until_close_bodies() {
     );
 }
 
-#[test]
-fn server_closing_connections_means_reconnect_not_error() {
+fn server_closing_connections_means_reconnect_not_error(e: Engine) {
     // nginx-style: every third response says Connection: close; pipelined requests after it
     // are sent again on a new connection.
     let server = serve(|i| {
@@ -103,7 +99,7 @@ fn server_closing_connections_means_reconnect_not_error() {
             Reply::Send(ok("ok"))
         }
     });
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/"),
         &["-n", "300", "-c", "3", "--pipeline", "4"],
     );
@@ -114,10 +110,10 @@ fn server_closing_connections_means_reconnect_not_error() {
     assert_eq!(server.stats.answered.load(Ordering::SeqCst), 300);
 }
 
-#[test]
-fn no_keepalive_opens_a_connection_per_request() {
+fn no_keepalive_opens_a_connection_per_request(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "40", "-c", "2", "--no-keepalive"]);
+    let (code, r, stderr) =
+        e.run_json(&server.url("/"), &["-n", "40", "-c", "2", "--no-keepalive"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(n(&r["summary"]["successes"]), 40);
     assert_eq!(server.stats.connections.load(Ordering::SeqCst), 40);
@@ -125,11 +121,11 @@ fn no_keepalive_opens_a_connection_per_request() {
 
 /// Runs a short load against a server that fails every request one way and returns the
 /// report's error counts.
-fn errors_of(reply: fn(u64) -> Reply, extra: &[&str]) -> serde_json::Value {
+fn errors_of(engine: Engine, reply: fn(u64) -> Reply, extra: &[&str]) -> serde_json::Value {
     let server = serve(reply);
     let mut args = vec!["-n", "6", "-c", "2", "--threads", "1"];
     args.extend_from_slice(extra);
-    let (code, r, stderr) = run_json(&server.url("/"), &args);
+    let (code, r, stderr) = engine.run_json(&server.url("/"), &args);
     // No request got a response: the run measured nothing, exits 1 and says why.
     assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("no request got a response"), "{stderr}");
@@ -138,16 +134,16 @@ fn errors_of(reply: fn(u64) -> Reply, extra: &[&str]) -> serde_json::Value {
     r["errors"].clone()
 }
 
-#[test]
-fn each_error_kind_from_a_misbehaving_server() {
-    let e = errors_of(|_| Reply::Hang, &["-t", "200ms"]);
+fn each_error_kind_from_a_misbehaving_server(engine: Engine) {
+    let e = errors_of(engine, |_| Reply::Hang, &["-t", "200ms"]);
     assert_eq!(n(&e["timeout"]), 6, "{e}");
-    let e = errors_of(|_| Reply::Reset, &[]);
+    let e = errors_of(engine, |_| Reply::Reset, &[]);
     assert_eq!(n(&e["reset"]) + n(&e["eof_before_response"]), 6, "{e}");
     assert!(n(&e["reset"]) > 0, "an RST is counted as reset: {e}");
-    let e = errors_of(|_| Reply::Close, &[]);
+    let e = errors_of(engine, |_| Reply::Close, &[]);
     assert_eq!(n(&e["eof_before_response"]), 6, "{e}");
     let e = errors_of(
+        engine,
         |_| {
             Reply::SendThenClose(
                 b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b".to_vec(),
@@ -156,9 +152,10 @@ fn each_error_kind_from_a_misbehaving_server() {
         &[],
     );
     assert_eq!(n(&e["truncated_body"]), 6, "{e}");
-    let e = errors_of(|_| Reply::Send(b"SMTP ready\r\n\r\n".to_vec()), &[]);
+    let e = errors_of(engine, |_| Reply::Send(b"SMTP ready\r\n\r\n".to_vec()), &[]);
     assert_eq!(n(&e["bad_response"]), 6, "{e}");
     let e = errors_of(
+        engine,
         |_| {
             let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
             for _ in 0..10 {
@@ -172,13 +169,12 @@ fn each_error_kind_from_a_misbehaving_server() {
     assert_eq!(n(&e["header_too_large"]), 6, "{e}");
 }
 
-#[test]
-fn connect_refused_is_counted_and_the_run_ends() {
+fn connect_refused_is_counted_and_the_run_ends(e: Engine) {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &format!("http://127.0.0.1:{port}/"),
         &["-n", "5", "-c", "1"],
     );
@@ -194,12 +190,11 @@ fn connect_refused_is_counted_and_the_run_ends() {
     );
 }
 
-#[test]
-fn connect_timeout_when_the_accept_queue_is_full() {
+fn connect_timeout_when_the_accept_queue_is_full(e: Engine) {
     // A listener that never accepts, with a backlog of 1, filled by two connections: further
     // SYNs are dropped by the kernel, so the handshake cannot finish.
     let (_socket, addr, fillers) = common::full_listener();
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &format!("http://{addr}/"),
         &["-n", "2", "-c", "1", "--connect-timeout", "300ms"],
     );
@@ -209,10 +204,9 @@ fn connect_timeout_when_the_accept_queue_is_full() {
     drop(fillers);
 }
 
-#[test]
-fn open_loop_holds_the_rate() {
+fn open_loop_holds_the_rate(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-q", "400", "-z", "2s", "-c", "8"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-q", "400", "-z", "2s", "-c", "8"]);
     assert_eq!(code, 0, "{stderr}");
     let requests = n(&r["summary"]["requests"]);
     assert!(
@@ -229,8 +223,7 @@ fn open_loop_holds_the_rate() {
     );
 }
 
-#[test]
-fn open_loop_corrects_for_a_stalled_server() {
+fn open_loop_corrects_for_a_stalled_server(e: Engine) {
     // One connection; the server stalls for 500 ms once. Requests scheduled during the stall
     // leave late, and their latency counts from when they should have left.
     let start = Instant::now();
@@ -242,7 +235,7 @@ fn open_loop_corrects_for_a_stalled_server() {
             Reply::Send(ok("x"))
         }
     });
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/"),
         &["-q", "200", "-z", "2s", "-c", "1", "--threads", "1"],
     );
@@ -355,8 +348,7 @@ fn bad_flags_fail_fast_with_exit_code_2() {
     }
 }
 
-#[test]
-fn ctrl_c_stops_gracefully_and_still_reports() {
+fn ctrl_c_stops_gracefully_and_still_reports(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
         .args([
@@ -368,6 +360,8 @@ fn ctrl_c_stops_gracefully_and_still_reports() {
             "4",
             "--json",
             "-",
+            "--engine",
+            e.name(),
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -396,10 +390,9 @@ fn ctrl_c_stops_gracefully_and_still_reports() {
     );
 }
 
-#[test]
-fn warmup_is_not_recorded_and_text_goes_to_stdout() {
+fn warmup_is_not_recorded_and_text_goes_to_stdout(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let out = tailscope(&[
+    let out = e.tailscope(&[
         "run",
         &server.url("/"),
         "-n",
@@ -419,8 +412,7 @@ fn warmup_is_not_recorded_and_text_goes_to_stdout() {
     );
 }
 
-#[test]
-fn timeseries_has_a_point_a_second_and_slowest_requests() {
+fn timeseries_has_a_point_a_second_and_slowest_requests(e: Engine) {
     let server = serve(|i| {
         if i == 50 {
             Reply::Delay(Duration::from_millis(300), ok("slow"))
@@ -428,7 +420,7 @@ fn timeseries_has_a_point_a_second_and_slowest_requests() {
             Reply::Send(ok("x"))
         }
     });
-    let (code, r, stderr) = run_json(&server.url("/"), &["-z", "2s", "-c", "4", "-q", "500"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-z", "2s", "-c", "4", "-q", "500"]);
     assert_eq!(code, 0, "{stderr}");
     let points = r["timeseries"].as_array().unwrap();
     assert!(points.len() >= 2, "{points:?}");
@@ -467,14 +459,13 @@ fn a_closed_stderr_is_not_an_error() {
 
 // ---- Honest verdicts (issue 9, item 3) ----
 
-#[test]
-fn a_command_target_loads_slash_and_gets_200s() {
+fn a_command_target_loads_slash_and_gets_200s(e: Engine) {
     // The README's example: Python's server has no /plaintext; a command: target loads `/`.
     if !common::has_tool("python3", "--version") {
         common::skip("python3 not installed (apt-get install python3)");
         return;
     }
-    let out = tailscope(&[
+    let out = e.tailscope(&[
         "run",
         "--target",
         "command:python3 -m http.server {port} --bind 127.0.0.1",
@@ -506,9 +497,8 @@ fn a_command_target_loads_slash_and_gets_200s() {
     );
 }
 
-#[test]
-fn a_method_the_server_refuses_is_warned_about() {
-    let out = tailscope(&[
+fn a_method_the_server_refuses_is_warned_about(e: Engine) {
+    let out = e.tailscope(&[
         "run", "--target", "embedded", "-m", "POST", "-d", "x", "-z", "1s", "-c", "2", "--json",
         "-",
     ]);
@@ -535,9 +525,8 @@ fn a_method_the_server_refuses_is_warned_about() {
     assert!(stderr.contains(&format!("warning: {warning}")), "{stderr}");
 }
 
-#[test]
-fn nothing_listening_exits_1_says_why_and_backs_off() {
-    let (code, r, stderr) = run_json("http://127.0.0.1:1/", &["-z", "2s"]);
+fn nothing_listening_exits_1_says_why_and_backs_off(e: Engine) {
+    let (code, r, stderr) = e.run_json("http://127.0.0.1:1/", &["-z", "2s"]);
     assert_eq!(code, 1, "{stderr}");
     assert!(
         stderr.contains("nothing is listening at 127.0.0.1:1"),
@@ -557,12 +546,11 @@ fn nothing_listening_exits_1_says_why_and_backs_off() {
     );
 }
 
-#[test]
-fn connections_still_opening_at_the_end_are_named() {
+fn connections_still_opening_at_the_end_are_named(e: Engine) {
     // A listener that never accepts, its backlog filled: handshakes do not finish, and the
     // connect limit (-t 5s; --connect-timeout 10s) outlasts the run and its 1 s grace.
     let (_socket, addr, fillers) = common::full_listener();
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &format!("http://{addr}/"),
         &["-z", "1s", "-c", "4", "--threads", "1", "-t", "5s"],
     );
@@ -603,17 +591,17 @@ fn more_connections_than_the_open_file_limit_exit_2_naming_it() {
     );
 }
 
-#[test]
-fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
+fn the_soft_open_file_limit_is_raised_to_the_hard_one(e: Engine) {
     // Soft 256, hard 4096: 1,000 connections fit once the soft limit is raised.
     let server = serve(|_| Reply::Send(ok("x")));
     let out = Command::new("sh")
         .args([
             "-c",
             &format!(
-                "ulimit -S -n 256 && ulimit -H -n 4096 && exec {} run {} -c 1000 -n 2000 --threads 1 --json -",
+                "ulimit -S -n 256 && ulimit -H -n 4096 && exec {} run {} -c 1000 -n 2000 --threads 1 --json - --engine {}",
                 env!("CARGO_BIN_EXE_tailscope"),
-                server.url("/")
+                server.url("/"),
+                e.name()
             ),
         ])
         .stdin(std::process::Stdio::null())
@@ -670,12 +658,12 @@ fn an_unwritable_json_path_is_refused_before_the_run() {
 
 // ---- Measurement semantics (item 6) ----
 
-#[test]
-fn duration_is_the_load_window_and_the_grace_is_reported() {
+fn duration_is_the_load_window_and_the_grace_is_reported(e: Engine) {
     // Every response takes 400 ms: at the end of -z, requests are still in flight and come
     // back in the grace period. They count, but not as load time.
     let server = serve(|_| Reply::Delay(Duration::from_millis(400), ok("slow")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-z", "3s", "-c", "4", "--threads", "1"]);
+    let (code, r, stderr) =
+        e.run_json(&server.url("/"), &["-z", "3s", "-c", "4", "--threads", "1"]);
     assert_eq!(code, 0, "{stderr}");
     let s = &r["summary"];
     // Sending stops at the deadline itself: the window is -z, not -z plus the grace.
@@ -705,12 +693,11 @@ fn duration_is_the_load_window_and_the_grace_is_reported() {
     assert!(stderr.contains("for responses in flight"), "{stderr}");
 }
 
-#[test]
-fn ctrl_c_marks_the_run_interrupted() {
+fn ctrl_c_marks_the_run_interrupted(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
     let url = server.url("/");
     let (child, seen) = common::spawn_until(
-        &[
+        &e.args(&[
             "run",
             &url,
             "-z",
@@ -721,7 +708,7 @@ fn ctrl_c_marks_the_run_interrupted() {
             "1",
             "--json",
             "-",
-        ],
+        ]),
         "tailscope: GET",
     );
     assert!(seen.contains("tailscope: GET"), "{seen}");
@@ -737,22 +724,20 @@ fn ctrl_c_marks_the_run_interrupted() {
     assert!(stderr.contains("Interrupted:   by SIGINT"), "{stderr}");
 }
 
-#[test]
-fn a_finished_run_is_not_interrupted() {
+fn a_finished_run_is_not_interrupted(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "100", "-c", "2"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-n", "100", "-c", "2"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(r["interrupted"], false);
     assert!(r["signal"].is_null());
     assert_eq!(r["rate_changes"], serde_json::json!([]));
 }
 
-#[test]
-fn a_counted_run_s_window_ends_when_its_last_request_is_sent() {
+fn a_counted_run_s_window_ends_when_its_last_request_is_sent(e: Engine) {
     // Four requests on four connections leave at once; their 300 ms responses all come back
     // after the window, in the grace, and are counted.
     let server = serve(|_| Reply::Delay(Duration::from_millis(300), ok("slow")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-n", "4", "-c", "4", "--threads", "1"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-n", "4", "-c", "4", "--threads", "1"]);
     assert_eq!(code, 0, "{stderr}");
     let s = &r["summary"];
     assert_eq!(n(&s["requests"]), 4, "{s}");
@@ -763,12 +748,11 @@ fn a_counted_run_s_window_ends_when_its_last_request_is_sent() {
     assert!(window < grace, "sent at once, answered 300 ms later: {s}");
 }
 
-#[test]
-fn an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early() {
+fn an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early(e: Engine) {
     // At 10 req/s for 1 s the last slot falls at 0.9 s; the window is still 1 s, so req/s
     // reads the rate asked for, not 10 / 0.9.
     let server = serve(|_| Reply::Send(ok("x")));
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/"),
         &["-q", "10", "-z", "1s", "-c", "1", "--threads", "1"],
     );
@@ -778,3 +762,29 @@ fn an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early(
     assert_eq!(n(&s["requests"]), 10, "{s}");
     assert_eq!(s["rps"].as_f64(), Some(10.0), "{s}");
 }
+
+engine_tests!(
+    exact_request_count_over_several_threads,
+    pipelining_sends_many_requests_per_write_and_stays_exact,
+    chunked_and_read_until_close_bodies,
+    server_closing_connections_means_reconnect_not_error,
+    no_keepalive_opens_a_connection_per_request,
+    each_error_kind_from_a_misbehaving_server,
+    connect_refused_is_counted_and_the_run_ends,
+    connect_timeout_when_the_accept_queue_is_full,
+    open_loop_holds_the_rate,
+    open_loop_corrects_for_a_stalled_server,
+    ctrl_c_stops_gracefully_and_still_reports,
+    warmup_is_not_recorded_and_text_goes_to_stdout,
+    timeseries_has_a_point_a_second_and_slowest_requests,
+    a_command_target_loads_slash_and_gets_200s,
+    a_method_the_server_refuses_is_warned_about,
+    nothing_listening_exits_1_says_why_and_backs_off,
+    connections_still_opening_at_the_end_are_named,
+    the_soft_open_file_limit_is_raised_to_the_hard_one,
+    duration_is_the_load_window_and_the_grace_is_reported,
+    ctrl_c_marks_the_run_interrupted,
+    a_finished_run_is_not_interrupted,
+    a_counted_run_s_window_ends_when_its_last_request_is_sent,
+    an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early,
+);

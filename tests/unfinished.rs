@@ -7,7 +7,7 @@ mod common;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use common::{n, ok, run_json, serve, Reply};
+use common::{engine_tests, n, ok, serve, Engine, Reply};
 
 /// A server that answers at once, except from `freeze_at` after its first request, for
 /// `freeze_for`: every request that arrives then is answered when the freeze ends.
@@ -40,12 +40,11 @@ fn lower_bounds(r: &serde_json::Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn a_freeze_at_the_end_is_the_tail_and_is_named() {
+fn a_freeze_at_the_end_is_the_tail_and_is_named(e: Engine) {
     // The server freezes for 3 s from 1 s before the end of a 5 s run: every connection waits
     // past the 1 s grace period.
     let server = freezing_server(Duration::from_secs(4), Duration::from_secs(3));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-c", "16", "-z", "5s"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-c", "16", "-z", "5s"]);
     assert_eq!(code, 0, "{stderr}");
     summary_adds_up(&r);
     let s = &r["summary"];
@@ -80,8 +79,7 @@ fn a_freeze_at_the_end_is_the_tail_and_is_named() {
     assert_eq!(stall["window"]["open_ended"], true, "{stall}");
 }
 
-#[test]
-fn a_third_never_answered_are_unfinished_not_dropped() {
+fn a_third_never_answered_are_unfinished_not_dropped(e: Engine) {
     let server = serve(|i| {
         if i % 3 == 2 {
             Reply::Hang
@@ -89,7 +87,7 @@ fn a_third_never_answered_are_unfinished_not_dropped() {
             Reply::Send(ok("x"))
         }
     });
-    let (code, r, stderr) = run_json(&server.url("/"), &["-c", "6", "-z", "3s", "-t", "60s"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-c", "6", "-z", "3s", "-t", "60s"]);
     assert_eq!(code, 0, "{stderr}");
     summary_adds_up(&r);
     let s = &r["summary"];
@@ -104,11 +102,10 @@ fn a_third_never_answered_are_unfinished_not_dropped() {
     assert!(lower_bounds(&r).contains(&"max".to_string()));
 }
 
-#[test]
-fn open_loop_counts_the_slots_that_fell_due_while_the_server_was_stuck() {
+fn open_loop_counts_the_slots_that_fell_due_while_the_server_was_stuck(e: Engine) {
     // 200 req/s for 2 s; from 1 s on the server answers nothing.
     let server = freezing_server(Duration::from_secs(1), Duration::from_secs(3600));
-    let (code, r, stderr) = run_json(
+    let (code, r, stderr) = e.run_json(
         &server.url("/"),
         &["-q", "200", "-c", "4", "-z", "2s", "-t", "60s"],
     );
@@ -135,12 +132,11 @@ fn open_loop_counts_the_slots_that_fell_due_while_the_server_was_stuck() {
     assert!(lower_bounds(&r).contains(&"p99".to_string()));
 }
 
-#[test]
-fn a_healthy_run_has_nothing_unfinished_and_keeps_littles_law() {
+fn a_healthy_run_has_nothing_unfinished_and_keeps_littles_law(e: Engine) {
     // Every response takes 5 ms, so the connections spend their time waiting on the server,
     // and the check measures the generator's bookkeeping rather than this machine's load.
     let server = serve(|_| Reply::Delay(Duration::from_millis(5), ok("x")));
-    let (code, r, stderr) = run_json(&server.url("/"), &["-c", "4", "-z", "2s"]);
+    let (code, r, stderr) = e.run_json(&server.url("/"), &["-c", "4", "-z", "2s"]);
     assert_eq!(code, 0, "{stderr}");
     summary_adds_up(&r);
     assert_eq!(n(&r["summary"]["unfinished"]), 0);
@@ -155,3 +151,10 @@ fn a_healthy_run_has_nothing_unfinished_and_keeps_littles_law() {
         "4 connections × ~2 s: {l}"
     );
 }
+
+engine_tests!(
+    a_freeze_at_the_end_is_the_tail_and_is_named,
+    a_third_never_answered_are_unfinished_not_dropped,
+    open_loop_counts_the_slots_that_fell_due_while_the_server_was_stuck,
+    a_healthy_run_has_nothing_unfinished_and_keeps_littles_law,
+);

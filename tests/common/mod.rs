@@ -13,6 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod engine;
+#[allow(unused_imports)]
+pub(crate) use engine::{engine_tests, Engine};
+
 /// What a test server does with one request.
 pub enum Reply {
     /// Send these bytes.

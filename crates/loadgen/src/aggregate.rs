@@ -203,6 +203,7 @@ impl Aggregator {
             grace,
             rate_changes: Vec::new(),
             stopped_early: false,
+            engine: Default::default(),
         }
     }
 }

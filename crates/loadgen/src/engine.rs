@@ -1,8 +1,14 @@
-//! The tokio engine: one current-thread runtime per generator thread, one task per
-//! connection, nothing shared or locked between threads on the hot path.
+//! The generator engines and what they share.
 //!
-//! This module is the worker: its thread, its runtime, its shared counters and the claims
-//! it hands out; [`connection`] is a connection task. A connection task runs the same loop
+//! Two engines run a plan: tokio (epoll; one current-thread runtime per generator thread,
+//! one task per connection) and io_uring ([`uring`]: one ring per generator thread, the
+//! connections driven from its completions). [`EngineChoice`] picks one; both keep nothing
+//! shared or locked between threads on the hot path, and both hand their data to the
+//! aggregator through a `WorkerRecorder`, so nothing after them knows which ran.
+//!
+//! This module is the worker both engines build on: its shared counters and the claims it
+//! hands out, and the tokio engine's thread and runtime; [`connection`] is one connection's
+//! state (shared) and its tokio task. A connection task runs the same loop
 //! in every mode: claim work (a ticket in closed loop, a scheduled slot in open loop),
 //! connect if needed, write every claimed request in one write (pipelining), then wait for
 //! responses, the next slot, or the timeout. Claims come
@@ -13,12 +19,13 @@
 //! request's, and only re-armed when it fires early, so a response costs no timer update.
 
 mod connection;
+mod uring;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::pending;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,8 +34,99 @@ use tokio::sync::Notify;
 use tokio::task::JoinSet;
 use tokio::time::{sleep_until, timeout};
 
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
 use crate::plan::{Pace, Plan};
 use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder};
+
+/// Which generator engine runs a plan (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineChoice {
+    /// The io_uring engine where the kernel has what it needs and it has earned the default
+    /// (see [`AUTO_PICKS_URING`]); tokio otherwise.
+    #[default]
+    Auto,
+    /// The io_uring engine; a plan that asks for it where io_uring cannot run fails to start.
+    Uring,
+    /// The tokio (epoll) engine.
+    Tokio,
+}
+
+/// The engine that ran a run, and why it was the one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EngineUsed {
+    /// `uring` or `tokio`.
+    pub name: String,
+    /// Why: asked for with `--engine`, or what `auto` found.
+    pub reason: String,
+}
+
+/// Whether `auto` picks io_uring when the probe succeeds. It does since the io_uring engine
+/// passes the whole parameterised run test matrix (tests/run.rs, tests/unfinished.rs,
+/// crates/loadgen/tests/rate_change.rs); set it to false to make tokio the default again.
+const AUTO_PICKS_URING: bool = true;
+
+/// The engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EngineKind {
+    Tokio,
+    Uring,
+}
+
+/// Decides which engine runs a plan that asked for `choice`; an error when it asked for
+/// io_uring and this machine cannot run it.
+pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), Error> {
+    let used = |name: &str, reason: String| EngineUsed {
+        name: name.into(),
+        reason,
+    };
+    match choice {
+        EngineChoice::Tokio => Ok((EngineKind::Tokio, used("tokio", "--engine tokio".into()))),
+        EngineChoice::Uring => match uring::probe() {
+            Ok(()) => Ok((EngineKind::Uring, used("uring", "--engine uring".into()))),
+            Err(why) => Err(Error::InvalidPlan(format!(
+                "the io_uring engine cannot run here: {why} (--engine uring; --engine tokio runs anywhere)"
+            ))),
+        },
+        EngineChoice::Auto => match uring::probe() {
+            Ok(()) if AUTO_PICKS_URING => Ok((
+                EngineKind::Uring,
+                used(
+                    "uring",
+                    "auto: the kernel has io_uring with multishot recv and buffer rings".into(),
+                ),
+            )),
+            Ok(()) => Ok((
+                EngineKind::Tokio,
+                used(
+                    "tokio",
+                    "auto: tokio, the default while io_uring is not (io_uring probe: ok)".into(),
+                ),
+            )),
+            Err(why) => Ok((
+                EngineKind::Tokio,
+                used("tokio", format!("auto: io_uring unavailable ({why})")),
+            )),
+        },
+    }
+}
+
+/// Asks a worker thread to stop sending, whichever engine runs it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StopSignal {
+    /// Read by the io_uring engine at least every [`uring::STOP_POLL`].
+    flag: Arc<AtomicBool>,
+    /// Awaited by the tokio engine.
+    notify: Arc<Notify>,
+}
+
+impl StopSignal {
+    pub(crate) fn stop(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+}
 
 /// What every worker of a run reads; built once, never written after the start.
 pub(crate) struct Shared {
@@ -121,7 +219,82 @@ struct Worker {
     grace_notify: Notify,
 }
 
+impl WorkerSpec {
+    /// Whether this worker has anything to send (a share of `-n` or `-q` may be zero).
+    fn has_work(&self) -> bool {
+        self.requests != Some(0) && self.rate.is_none_or(|r| r > 0.0)
+    }
+}
+
 impl Worker {
+    fn new(shared: Arc<Shared>, spec: &WorkerSpec) -> Worker {
+        let rec = WorkerRecorder::new(
+            spec.index,
+            shared.measure_start,
+            shared.highest,
+            shared.plan.slowest,
+        );
+        Worker {
+            rec: RefCell::new(rec),
+            stopping: Cell::new(false),
+            tickets: Cell::new(spec.requests),
+            next_slot: Cell::new(0),
+            slot_base: Cell::new(shared.start),
+            slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
+            rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
+            share: spec.share,
+            in_flight: Cell::new(0),
+            connecting: Cell::new(0),
+            last_ticket_at: Cell::new(None),
+            next_conn: Cell::new(0),
+            stop_idle: Notify::new(),
+            stopped_at: Cell::new(None),
+            grace_over: Cell::new(false),
+            grace_notify: Notify::new(),
+            shared,
+        }
+    }
+
+    /// Sending stops: at the end of `-z`, when every connection ran out of work, or, when
+    /// `stopped`, on a stop request. Returns when the load window ended: when sending
+    /// stopped, not when the last response comes back. The timer wakes a little after `end`,
+    /// and `-n` ends at its last claim. Under `-z` the window is the whole duration unless a
+    /// stop cut it short: an open-loop schedule whose last slot fell before the end (-q 10
+    /// -z 1s: the last at 0.9 s) still measured a 1 s window.
+    fn stop_sending(&self, stopped: bool) -> Instant {
+        let mut sending_ended = Instant::now();
+        if stopped {
+            self.stopped_at.set(Some(sending_ended));
+        }
+        if let Some(e) = self.shared.end {
+            sending_ended = if stopped { sending_ended.min(e) } else { e };
+        }
+        if let Some(t) = self.last_ticket_at.get() {
+            sending_ended = sending_ended.min(t);
+        }
+        self.stopping.set(true);
+        sending_ended
+    }
+
+    /// The end of a worker, once its connections are done: open-loop slots nobody took are
+    /// recorded as unfinished, and the last interval is handed over.
+    fn wrap_up(&self, tx: &Sender<IntervalData>, sending_ended: Instant) -> WorkerOutcome {
+        if matches!(self.shared.plan.pace, Pace::Rate(_)) {
+            self.grace_over.set(true);
+            self.abandon_unsent_slots();
+        }
+        let finished = Instant::now();
+        let last = self
+            .rec
+            .borrow_mut()
+            .take_interval(finished, self.shared.plan.tick);
+        let _ = tx.send(last);
+        WorkerOutcome {
+            sending_ended,
+            finished,
+        }
+    }
+
     fn take_ticket(&self, measured: bool) -> bool {
         if !measured {
             return true;
@@ -272,12 +445,13 @@ impl Worker {
     }
 }
 
-/// Starts one generator thread.
+/// Starts one generator thread of `engine`.
 pub(crate) fn spawn_worker(
+    engine: EngineKind,
     shared: Arc<Shared>,
     spec: WorkerSpec,
     tx: Sender<IntervalData>,
-    stop: Arc<Notify>,
+    stop: StopSignal,
 ) -> std::io::Result<std::thread::JoinHandle<WorkerOutcome>> {
     std::thread::Builder::new()
         .name(format!("tailscope-gen-{}", spec.index))
@@ -287,6 +461,10 @@ pub(crate) fn spawn_worker(
                 // caller's validation; a failure here leaves the thread unpinned.
                 let _ = core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
             }
+            if engine == EngineKind::Uring {
+                return uring::worker_main(shared, spec, tx, stop.flag);
+            }
+            let stop = stop.notify;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -304,33 +482,9 @@ async fn worker_main(
 ) -> WorkerOutcome {
     let plan = &shared.plan;
     let tick = plan.tick;
-    let rec = WorkerRecorder::new(
-        spec.index,
-        shared.measure_start,
-        shared.highest,
-        plan.slowest,
-    );
-    let w = Rc::new(Worker {
-        rec: RefCell::new(rec),
-        stopping: Cell::new(false),
-        tickets: Cell::new(spec.requests),
-        next_slot: Cell::new(0),
-        slot_base: Cell::new(shared.start),
-        slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
-        rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
-        share: spec.share,
-        in_flight: Cell::new(0),
-        connecting: Cell::new(0),
-        last_ticket_at: Cell::new(None),
-        next_conn: Cell::new(0),
-        stop_idle: Notify::new(),
-        stopped_at: Cell::new(None),
-        grace_over: Cell::new(false),
-        grace_notify: Notify::new(),
-        shared: shared.clone(),
-    });
+    let w = Rc::new(Worker::new(shared.clone(), &spec));
     let mut conns = JoinSet::new();
-    if spec.requests != Some(0) && spec.rate.is_none_or(|r| r > 0.0) {
+    if spec.has_work() {
         for _ in 0..spec.connections {
             conns.spawn_local(connection::task(w.clone()));
         }
@@ -360,21 +514,7 @@ async fn worker_main(
         _ = stop.notified() => true,
         _ = async { while conns.join_next().await.is_some() {} } => false,
     };
-    if stopped {
-        w.stopped_at.set(Some(Instant::now()));
-    }
-    // The load window ends when sending stops, not when the last response comes back: the
-    // timer wakes a little after `end`, and `-n` ends at its last claim. Under `-z` the window
-    // is the whole duration unless a stop cut it short: an open-loop schedule whose last slot
-    // fell before the end (-q 10 -z 1s: the last at 0.9 s) still measured a 1 s window.
-    let mut sending_ended = Instant::now();
-    if let Some(e) = end {
-        sending_ended = if stopped { sending_ended.min(e) } else { e };
-    }
-    if let Some(t) = w.last_ticket_at.get() {
-        sending_ended = sending_ended.min(t);
-    }
-    w.stopping.set(true);
+    let sending_ended = w.stop_sending(stopped);
     w.stop_idle.notify_waiters();
     let drained = timeout(plan.grace, async {
         while conns.join_next().await.is_some() {}
@@ -400,18 +540,8 @@ async fn worker_main(
             conns.abort_all();
         }
     }
-    if matches!(shared.plan.pace, Pace::Rate(_)) {
-        w.grace_over.set(true);
-        w.abandon_unsent_slots();
-    }
-    let finished = Instant::now();
     ticker.abort();
-    let last = w.rec.borrow_mut().take_interval(finished, tick);
-    let _ = tx.send(last);
-    WorkerOutcome {
-        sending_ended,
-        finished,
-    }
+    w.wrap_up(&tx, sending_ended)
 }
 
 /// What a connection holds when the grace period ends.

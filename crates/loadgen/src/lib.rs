@@ -1,14 +1,14 @@
 //! tailscope's HTTP/1.1 load generator.
 //!
-//! A [`Plan`] says what to run; [`run`] starts one generator thread per core (the tokio
-//! [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
+//! A [`Plan`] says what to run; [`run`] starts one generator thread per core (of the tokio
+//! or the io_uring [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
 //! workers hand their interval data to the [`aggregate::Aggregator`] on the calling thread,
 //! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
 //! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those
 //! into JSON and text, and [`threshold`] checks them for CI. [`segment`] cuts a plan to one
 //! generator's share when N hosts run the load together, and [`report::merge()`] adds their
-//! reports back into one. The engine and the recorder meet only at `WorkerRecorder`, so a
-//! second engine (io_uring) can be added behind the same boundary.
+//! reports back into one. The engines and the recorder meet only at `WorkerRecorder`, so
+//! nothing after the engine knows which one ran.
 
 pub mod aggregate;
 mod engine;
@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use segment::share;
 
+pub use engine::{EngineChoice, EngineUsed};
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
 pub use snapshot::{
@@ -89,6 +90,12 @@ impl RunControl {
     }
 }
 
+/// Which engine would run a plan that asks for `choice`, and why; an error when it asks
+/// for io_uring and this machine cannot run it (check it before anything starts).
+pub fn resolve_engine(choice: EngineChoice) -> Result<EngineUsed, Error> {
+    engine::choose(choice).map(|(_, used)| used)
+}
+
 /// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
 /// tick with the run so far, and returns what it measured.
 pub fn run(
@@ -97,6 +104,7 @@ pub fn run(
     mut on_snapshot: impl FnMut(&Snapshot),
 ) -> Result<RunTotals, Error> {
     plan.validate()?;
+    let (engine, engine_used) = engine::choose(plan.engine)?;
     let threads = plan.effective_threads();
     let run_for = match plan.stop {
         Stop::Duration(d) => d,
@@ -143,17 +151,18 @@ pub fn run(
             share: connections as f64 / plan.connections as f64,
             cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
         };
-        let stop = Arc::new(tokio::sync::Notify::new());
-        let handle = match engine::spawn_worker(shared.clone(), spec, tx.clone(), stop.clone()) {
-            Ok(h) => h,
-            Err(e) => {
-                for (_, stop) in &workers {
-                    let stop: &Arc<tokio::sync::Notify> = stop;
-                    stop.notify_one();
+        let stop = engine::StopSignal::default();
+        let handle =
+            match engine::spawn_worker(engine, shared.clone(), spec, tx.clone(), stop.clone()) {
+                Ok(h) => h,
+                Err(e) => {
+                    for (_, stop) in &workers {
+                        let stop: &engine::StopSignal = stop;
+                        stop.stop();
+                    }
+                    return Err(Error::Spawn(e));
                 }
-                return Err(Error::Spawn(e));
-            }
-        };
+            };
         workers.push((handle, stop));
     }
     drop(tx);
@@ -201,7 +210,7 @@ pub fn run(
         }
         if !stop_sent && control.is_stopped() {
             for (_, stop) in &workers {
-                stop.notify_one();
+                stop.stop();
             }
             stop_sent = true;
             stopped_at = Some(Instant::now());
@@ -241,6 +250,7 @@ pub fn run(
     on_snapshot(&final_snap);
     let mut totals = agg.finish(duration, grace);
     totals.rate_changes = rate_changes;
+    totals.engine = engine_used;
     // A stop asked for once sending had ended (during the grace) cut nothing short.
     totals.stopped_early = stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
     Ok(totals)

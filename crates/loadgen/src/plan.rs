@@ -4,6 +4,7 @@
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use crate::engine::EngineChoice;
 use crate::error::Error;
 
 /// The most connections a plan may ask for (`-c`).
@@ -108,6 +109,8 @@ pub struct Plan {
     pub tick: Duration,
     /// How long in-flight requests may still finish once sending has stopped.
     pub grace: Duration,
+    /// Which generator engine runs the plan.
+    pub engine: EngineChoice,
     host_header: String,
     path: String,
 }
@@ -136,6 +139,7 @@ impl Plan {
             slowest: 10,
             tick: Duration::from_millis(100),
             grace: Duration::from_secs(1),
+            engine: EngineChoice::Auto,
             host_header,
             path,
         })

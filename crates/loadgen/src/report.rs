@@ -69,6 +69,9 @@ pub struct Config {
     pub keepalive: bool,
     /// CPUs the generator threads were pinned to (empty: not pinned).
     pub cpus: Vec<usize>,
+    /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
+    #[serde(default)]
+    pub engine: crate::EngineUsed,
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -410,6 +413,7 @@ impl Report {
                 connect_timeout_s: plan.connect_timeout.as_secs_f64(),
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
+                engine: totals.engine.clone(),
             },
             target: None,
             summary: Summary {

@@ -386,6 +386,8 @@ impl RunTotals {
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
+            // Not in a snapshot: the page of the run so far leaves the engine line out.
+            engine: Default::default(),
         }
     }
 }
@@ -466,6 +468,8 @@ pub struct RunTotals {
     pub rate_changes: Vec<RateChange>,
     /// The run was stopped before its end (`RunControl::stop`: a signal, the dashboard).
     pub stopped_early: bool,
+    /// The generator engine that ran it, and why.
+    pub engine: crate::EngineUsed,
 }
 
 /// A change of the open-loop rate during a run.

@@ -317,6 +317,7 @@ mod tests {
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,
+            engine: Default::default(),
         };
         Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
     }

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
-use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
+use tailscope_loadgen::{EngineChoice, Pace, Plan, RunControl, Stop};
 
 /// A keep-alive server answering every request at once.
 fn server() -> String {
@@ -38,8 +38,37 @@ fn server() -> String {
 }
 
 #[test]
-fn a_rate_set_during_the_run_is_held_from_then_on() {
+fn a_rate_set_during_the_run_is_held_from_then_on_tokio() {
+    a_rate_set_during_the_run_is_held_from_then_on(EngineChoice::Tokio);
+}
+
+#[test]
+fn a_rate_set_during_the_run_is_held_from_then_on_uring() {
+    match tailscope_loadgen::resolve_engine(EngineChoice::Uring) {
+        Ok(_) => a_rate_set_during_the_run_is_held_from_then_on(EngineChoice::Uring),
+        // Said on the process's stderr (the harness captures eprintln! of passing tests) and
+        // recorded where `.ci/run` looks for skips (tests/common/mod.rs's `skip`).
+        Err(e) => {
+            use std::io::Write;
+            let line = format!(
+                "skipped: rate_change::a_rate_set_during_the_run_is_held_from_then_on_uring: {e}\n"
+            );
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-skips.txt");
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(file)
+            {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+    }
+}
+
+fn a_rate_set_during_the_run_is_held_from_then_on(engine: EngineChoice) {
     let mut plan = Plan::new(&server()).unwrap();
+    plan.engine = engine;
     plan.connections = 8;
     plan.threads = 2;
     plan.pace = Pace::Rate(200.0);
@@ -54,6 +83,7 @@ fn a_rate_set_during_the_run_is_held_from_then_on() {
     };
     let totals = tailscope_loadgen::run(&plan, &control, |_| {}).unwrap();
     raise.join().unwrap();
+    assert_eq!(totals.engine.name, format!("{engine:?}").to_lowercase());
     let requests = totals.counters.requests();
     // 200 req/s for the first second, 1000 req/s for the second: about 1200.
     assert!((1_020..=1_380).contains(&requests), "sent {requests}");

@@ -1,22 +1,26 @@
-//! One connection task: the state of a connection and the five steps of its loop.
+//! One connection: its state, the five steps of its loop, and the tokio task that runs them.
 //!
-//! A [`Connection`] is what a task of the worker's [`JoinSet`](tokio::task::JoinSet) owns:
-//! the socket (one TCP connection after another), its read buffer, the response parser and
-//! the requests it carries. [`task`] runs it: claim work from the [`Worker`], connect if
-//! needed, write every claimed request in one write, then read and parse responses, until
-//! there is no more work or the grace period ends. Everything it records goes through the
-//! worker's `WorkerRecorder`, one short `RefCell` borrow at a time.
+//! A [`Connection`] is one generator connection, whatever engine drives it: the socket (one
+//! TCP connection after another), its read buffer, the response parser and the requests it
+//! carries. Everything that is not I/O lives in the generic `impl<S>` block and is shared by
+//! both engines: claiming work from the [`Worker`], what a connect, a write, a read, an end
+//! of file or a timeout does to the requests, and how they are recorded. The tokio engine's
+//! [`task`] runs it as an async loop on a `TcpStream`: claim, connect if needed, write every
+//! claimed request in one write, then read and parse responses, until there is no more work
+//! or the grace period ends. The io_uring engine (`super::uring`) drives the same state from
+//! completions. Everything it records goes through the worker's `WorkerRecorder`, one short
+//! `RefCell` borrow at a time.
 
 use std::collections::VecDeque;
 use std::future::pending;
-use std::pin::Pin;
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::time::{sleep_until, timeout, Sleep};
+use tokio::time::{sleep_until, timeout};
 
 use super::{Claim, Held, InFlight, Shared, Worker};
 use crate::error::ErrorKind;
@@ -27,8 +31,8 @@ use crate::sys::tcp_facts;
 
 /// Read buffer per connection; it grows up to a full response head only when one needs it.
 const INITIAL_BUF: usize = 16 * 1024;
-/// Open loop: a slot due within this is sent now rather than slept for, and sleeps end this
-/// long before their slot. tokio rounds a deadline up to the next 1 ms tick and the wake-up
+/// Open loop, tokio engine: a slot due within this is sent now rather than slept for, and
+/// sleeps end this long before their slot. tokio rounds a deadline up to the next 1 ms tick and the wake-up
 /// comes later still (measured: ~1.5 ms after the asked time), so waking 1 ms early made
 /// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
 /// A send that leaves early is measured from when it actually left.
@@ -45,7 +49,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(100);
 const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
 
 /// How a connection ended: the kind to count its in-flight requests under, if any.
-enum Closed {
+pub(super) enum Closed {
     /// Closed by the server between responses or by a `Connection: close`: resend the rest.
     Graceful,
     /// Failed: the front request gets `front`, the others `rest`.
@@ -54,7 +58,7 @@ enum Closed {
 
 impl Closed {
     /// Failed, every in-flight request for the same reason (all but an end of file).
-    fn failed(kind: ErrorKind) -> Closed {
+    pub(super) fn failed(kind: ErrorKind) -> Closed {
         Closed::Failed {
             front: kind,
             rest: kind,
@@ -66,7 +70,7 @@ impl Closed {
 /// (Little's law).
 pub(super) async fn task(w: Rc<Worker>) {
     let started = Instant::now();
-    Connection::new(w.clone()).run().await;
+    Connection::new(w.clone(), EARLY_WAKE).run().await;
     w.rec
         .borrow_mut()
         .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
@@ -92,29 +96,33 @@ enum Sent {
     GraceOver,
 }
 
-/// One connection task's state, across the TCP connections it opens in turn (mini-redis's
-/// `Connection` is the model): the socket and its read buffer, the response parser, and the
-/// requests it carries. It lives in its task's future, so it costs what the loop's locals
-/// did; the per-response path borrows the recorder as before and allocates nothing.
-struct Connection {
-    w: Rc<Worker>,
-    shared: Arc<Shared>,
+/// One connection's state, across the TCP connections it opens in turn (mini-redis's
+/// `Connection` is the model): the socket `S` and its read buffer, the response parser, and
+/// the requests it carries. In the tokio engine it lives in its task's future, so it costs
+/// what the loop's locals did; the per-response path borrows the recorder as before and
+/// allocates nothing.
+pub(super) struct Connection<S> {
+    pub(super) w: Rc<Worker>,
+    pub(super) shared: Arc<Shared>,
     /// Requests a connection may carry at once (the pipelining depth).
-    depth: usize,
+    pub(super) depth: usize,
     open_loop: bool,
+    /// Open loop: a slot due within this is sent now rather than waited for (the engine's
+    /// timer precision).
+    early_wake: Duration,
     /// The socket, while one is open.
-    stream: Option<TcpStream>,
+    pub(super) stream: Option<S>,
     /// Read buffer: `buf[pos..filled]` is read and not parsed yet.
     buf: Vec<u8>,
     pos: usize,
     filled: usize,
     parser: ResponseParser,
     /// Written, oldest first, waiting for their responses.
-    in_flight: VecDeque<InFlight>,
+    pub(super) in_flight: VecDeque<InFlight>,
     /// Claimed, not written yet (waiting for a connect, or resent after a graceful close).
-    queued: VecDeque<Claim>,
+    pub(super) queued: VecDeque<Claim>,
     /// Open loop: a slot claimed that is not due yet.
-    next_slot: Option<Claim>,
+    pub(super) next_slot: Option<Claim>,
     /// The open connection's number within the worker.
     conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
@@ -122,33 +130,10 @@ struct Connection {
     /// A connection was open before: opening another is a reconnect.
     had_connection: bool,
     /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
-    backoff: Duration,
+    pub(super) backoff: Duration,
 }
 
-impl Connection {
-    fn new(w: Rc<Worker>) -> Connection {
-        let shared = w.shared.clone();
-        let depth = shared.plan.pipeline;
-        Connection {
-            depth,
-            open_loop: matches!(shared.plan.pace, Pace::Rate(_)),
-            stream: None,
-            buf: vec![0u8; INITIAL_BUF],
-            pos: 0,
-            filled: 0,
-            parser: ResponseParser::new(&shared.plan.method),
-            in_flight: VecDeque::with_capacity(depth),
-            queued: VecDeque::with_capacity(depth),
-            next_slot: None,
-            conn_id: 0,
-            retrans_seen: 0,
-            had_connection: false,
-            backoff: MIN_BACKOFF,
-            w,
-            shared,
-        }
-    }
-
+impl Connection<TcpStream> {
     /// The task's loop: claim, connect if needed, write, read, until there is no more work
     /// or the grace period ends.
     async fn run(mut self) {
@@ -224,51 +209,14 @@ impl Connection {
             }
             let now = Instant::now();
             match read {
-                None => self.on_timer(now, timer.as_mut()),
+                None => {
+                    let next = self.on_timer(now);
+                    timer.as_mut().reset(next.into());
+                }
                 Some(Err(e)) => self.close(Closed::failed(ErrorKind::from_io(&e))),
                 Some(Ok(0)) => self.on_eof(now),
-                Some(Ok(n)) => {
-                    self.filled += n;
-                    // 5. Every complete response in the buffer, in order.
-                    match self.parse_responses(now) {
-                        Some(outcome) => self.close_after_parse(outcome, now),
-                        None => self.compact_buffer(),
-                    }
-                }
-            }
-        }
-    }
-
-    /// Claims work up to the pipelining depth: a ticket in closed loop, due slots in open
-    /// loop (one not due yet is kept in `next_slot`). After a stop, a slot held for later is
-    /// dropped if it no longer falls inside the window.
-    fn claim(&mut self, now: Instant) {
-        let w = &*self.w;
-        if w.stopping.get()
-            && (!self.open_loop
-                || self
-                    .next_slot
-                    .and_then(|c| c.intended)
-                    .zip(w.window_end())
-                    .is_some_and(|(at, end)| at >= end))
-        {
-            self.next_slot = None;
-        }
-        while self.in_flight.len() + self.queued.len() < self.depth {
-            if self.open_loop {
-                let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot()) else {
-                    break;
-                };
-                if slot.intended.is_some_and(|t| t > now + EARLY_WAKE) {
-                    self.next_slot = Some(slot);
-                    break;
-                }
-                self.queued.push_back(slot);
-            } else {
-                match w.claim_closed(now) {
-                    Some(c) => self.queued.push_back(c),
-                    None => break,
-                }
+                // 5. Every complete response in the buffer, in order.
+                Some(Ok(n)) => self.on_read(n, now),
             }
         }
     }
@@ -294,14 +242,10 @@ impl Connection {
     /// Opens a connection for the queued claims. A failed connect fails the front claim;
     /// the claims behind it wait for the next try, after a back-off.
     async fn connect(&mut self, now: Instant) -> Connect {
+        self.begin_connect();
         let w = &*self.w;
         let plan = &self.shared.plan;
-        if self.had_connection {
-            w.rec.borrow_mut().record_reconnect();
-        }
-        w.connecting.set(w.connecting.get() + 1);
-        let connect_limit = plan.connect_timeout.min(plan.timeout);
-        let connecting = timeout(connect_limit, TcpStream::connect(plan.addr));
+        let connecting = timeout(self.connect_limit(), TcpStream::connect(plan.addr));
         let connected = tokio::select! {
             r = connecting => match r {
                 Ok(Ok(s)) => Ok(s),
@@ -313,45 +257,21 @@ impl Connection {
                 return Connect::GraceOver;
             }
         };
-        w.connecting.set(w.connecting.get().saturating_sub(1));
         match connected {
             Ok(s) => {
-                self.backoff = MIN_BACKOFF;
                 let _ = s.set_nodelay(true);
-                let took = now.elapsed();
-                self.retrans_seen = 0;
-                self.stream = Some(s);
-                if took >= SLOW_HANDSHAKE {
-                    self.observe(true);
-                }
-                self.had_connection = true;
-                self.conn_id = self.w.next_conn.get();
-                self.w.next_conn.set(self.conn_id + 1);
-                self.parser.reset();
-                (self.pos, self.filled) = (0, 0);
-                Connect::Open(took)
+                Connect::Open(self.opened(s, now))
             }
             Err(kind) => {
-                let c = self.queued.pop_front().expect("a claim to connect for");
-                let failed_at = Instant::now();
-                {
-                    let mut rec = w.rec.borrow_mut();
-                    rec.record_failed(kind, c.intended.unwrap_or(now), failed_at, 0, true);
-                    // The claims behind it waited for the same connect and will try again.
-                    rec.record_waiting(now, failed_at, self.queued.len());
-                }
+                let failed_at = self.connect_failed(kind, now);
                 // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
-                // The pause is the generator's own, on purpose: Little's law counts it.
-                if !w.stopping.get() {
+                if !self.w.stopping.get() {
                     tokio::select! {
                         _ = tokio::time::sleep(self.backoff) => {}
-                        _ = w.stop_idle.notified() => {}
+                        _ = self.w.stop_idle.notified() => {}
                     }
-                    w.rec
-                        .borrow_mut()
-                        .record_waiting(failed_at, Instant::now(), self.depth);
                 }
-                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                self.backed_off(failed_at);
                 Connect::Retry
             }
         }
@@ -368,17 +288,128 @@ impl Connection {
         } else {
             now
         };
-        let k = self.queued.len();
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, &shared.batch[..k * shared.request_len], shared.plan.timeout) => Some(r),
+            r = write_requests(s, &shared.batch[..self.queued.len() * shared.request_len], shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
         let Some(write) = write else {
             self.abandon(now, Stage::Sending);
             return Sent::GraceOver;
         };
+        self.mark_sent(now, sent, connect_time);
+        if let Err(kind) = write {
+            self.close(Closed::failed(kind));
+            return Sent::Closed;
+        }
+        Sent::Written
+    }
+}
+
+impl<S: AsRawFd> Connection<S> {
+    /// A connection with no socket yet; `early_wake` is the engine's timer precision.
+    pub(super) fn new(w: Rc<Worker>, early_wake: Duration) -> Connection<S> {
+        let shared = w.shared.clone();
+        let depth = shared.plan.pipeline;
+        Connection {
+            depth,
+            open_loop: matches!(shared.plan.pace, Pace::Rate(_)),
+            early_wake,
+            stream: None,
+            buf: vec![0u8; INITIAL_BUF],
+            pos: 0,
+            filled: 0,
+            parser: ResponseParser::new(&shared.plan.method),
+            in_flight: VecDeque::with_capacity(depth),
+            queued: VecDeque::with_capacity(depth),
+            next_slot: None,
+            conn_id: 0,
+            retrans_seen: 0,
+            had_connection: false,
+            backoff: MIN_BACKOFF,
+            w,
+            shared,
+        }
+    }
+
+    /// The limit on one TCP handshake.
+    pub(super) fn connect_limit(&self) -> Duration {
+        let plan = &self.shared.plan;
+        plan.connect_timeout.min(plan.timeout)
+    }
+
+    /// A connect begins: a reconnect if a connection was open before.
+    pub(super) fn begin_connect(&self) {
+        let w = &*self.w;
+        if self.had_connection {
+            w.rec.borrow_mut().record_reconnect();
+        }
+        w.connecting.set(w.connecting.get() + 1);
+    }
+
+    /// The connect that began at `began` opened `s` (its TCP_NODELAY set): the connection
+    /// starts over on it. Returns how long the handshake took.
+    pub(super) fn opened(&mut self, s: S, began: Instant) -> Duration {
+        let w = &*self.w;
+        w.connecting.set(w.connecting.get().saturating_sub(1));
+        self.backoff = MIN_BACKOFF;
+        let took = began.elapsed();
+        self.retrans_seen = 0;
+        self.stream = Some(s);
+        if took >= SLOW_HANDSHAKE {
+            self.observe(true);
+        }
+        self.had_connection = true;
+        self.conn_id = self.w.next_conn.get();
+        self.w.next_conn.set(self.conn_id + 1);
+        self.parser.reset();
+        (self.pos, self.filled) = (0, 0);
+        took
+    }
+
+    /// The connect that began at `began` failed: the front claim fails with `kind`; the
+    /// claims behind it wait for the next try. Returns when it failed; the engine then
+    /// backs off for `self.backoff` (see [`MIN_BACKOFF`]) and calls [`Self::backed_off`].
+    pub(super) fn connect_failed(&mut self, kind: ErrorKind, began: Instant) -> Instant {
+        let w = &*self.w;
+        w.connecting.set(w.connecting.get().saturating_sub(1));
+        let c = self.queued.pop_front().expect("a claim to connect for");
+        let failed_at = Instant::now();
+        let mut rec = w.rec.borrow_mut();
+        rec.record_failed(kind, c.intended.unwrap_or(began), failed_at, 0, true);
+        // The claims behind it waited for the same connect and will try again.
+        rec.record_waiting(began, failed_at, self.queued.len());
+        failed_at
+    }
+
+    /// The back-off after a failed connect is over (or was cut short by a stop). The pause
+    /// is the generator's own, on purpose: Little's law counts it.
+    pub(super) fn backed_off(&mut self, failed_at: Instant) {
+        if !self.w.stopping.get() {
+            self.w
+                .rec
+                .borrow_mut()
+                .record_waiting(failed_at, Instant::now(), self.depth);
+        }
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// The bytes of the queued requests, in one batch.
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.queued.len() * self.shared.request_len
+    }
+
+    /// Moves every queued request in flight: they began at `now` (their connect, if
+    /// `connect_time` says one was just made, else the write) and left at `sent`.
+    pub(super) fn mark_sent(
+        &mut self,
+        now: Instant,
+        sent: Instant,
+        connect_time: Option<Duration>,
+    ) {
+        let w = &*self.w;
+        let k = self.queued.len();
         let mut rec = w.rec.borrow_mut();
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
@@ -397,30 +428,90 @@ impl Connection {
         }
         drop(rec);
         w.add_in_flight(k);
-        if let Err(kind) = write {
-            self.close(Closed::failed(kind));
-            return Sent::Closed;
+    }
+
+    /// `n` more bytes were read into `buf[filled..]`: every complete response in the
+    /// buffer is recorded, in order.
+    pub(super) fn on_read(&mut self, n: usize, now: Instant) {
+        self.filled += n;
+        match self.parse_responses(now) {
+            Some(outcome) => self.close_after_parse(outcome, now),
+            None => self.compact_buffer(),
         }
-        Sent::Written
+    }
+
+    /// Bytes received elsewhere (a provided buffer): copied after the unparsed tail, then
+    /// parsed as [`Self::on_read`] does.
+    pub(super) fn on_received(&mut self, bytes: &[u8], now: Instant) {
+        if self.buf.len() - self.filled < bytes.len() {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            (self.pos, self.filled) = (0, self.filled - self.pos);
+            if self.buf.len() - self.filled < bytes.len() {
+                self.buf.resize(self.filled + bytes.len(), 0);
+            }
+        }
+        self.buf[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
+        self.on_read(bytes.len(), now);
+    }
+
+    /// Whether the connection is done: nothing in flight, nothing claimed, no slot to wait
+    /// for.
+    pub(super) fn is_idle(&self) -> bool {
+        self.in_flight.is_empty() && self.queued.is_empty()
+    }
+
+    /// Claims work up to the pipelining depth: a ticket in closed loop, due slots in open
+    /// loop (one not due yet is kept in `next_slot`). After a stop, a slot held for later is
+    /// dropped if it no longer falls inside the window.
+    pub(super) fn claim(&mut self, now: Instant) {
+        let w = &*self.w;
+        if w.stopping.get()
+            && (!self.open_loop
+                || self
+                    .next_slot
+                    .and_then(|c| c.intended)
+                    .zip(w.window_end())
+                    .is_some_and(|(at, end)| at >= end))
+        {
+            self.next_slot = None;
+        }
+        while self.in_flight.len() + self.queued.len() < self.depth {
+            if self.open_loop {
+                let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot()) else {
+                    break;
+                };
+                if slot.intended.is_some_and(|t| t > now + self.early_wake) {
+                    self.next_slot = Some(slot);
+                    break;
+                }
+                self.queued.push_back(slot);
+            } else {
+                match w.claim_closed(now) {
+                    Some(c) => self.queued.push_back(c),
+                    None => break,
+                }
+            }
+        }
     }
 
     /// The lazy timer fired: a real timeout only if the oldest request is overdue; else it
     /// is re-armed at the oldest request's deadline.
-    fn on_timer(&mut self, now: Instant, timer: Pin<&mut Sleep>) {
+    /// Returns when it should fire next.
+    pub(super) fn on_timer(&mut self, now: Instant) -> Instant {
         let request_timeout = self.shared.plan.timeout;
         match self.in_flight.front() {
             Some(oldest) if oldest.begun + request_timeout <= now => {
                 self.close(Closed::failed(ErrorKind::Timeout));
-                timer.reset((now + request_timeout).into());
+                now + request_timeout
             }
-            Some(oldest) => timer.reset((oldest.begun + request_timeout).into()),
-            None => timer.reset((now + request_timeout).into()),
+            Some(oldest) => oldest.begun + request_timeout,
+            None => now + request_timeout,
         }
     }
 
     /// The server closed the connection: a response delimited by the close is complete, a
     /// partial one failed, and the requests behind it are sent again.
-    fn on_eof(&mut self, now: Instant) {
+    pub(super) fn on_eof(&mut self, now: Instant) {
         let outcome = if self.in_flight.is_empty() {
             Closed::Graceful
         } else {
@@ -517,7 +608,7 @@ impl Connection {
 
     /// Reads the open connection's TCP_INFO and counts the segments it retransmitted since
     /// the last read; none without a connection.
-    fn observe(&mut self, handshake: bool) -> Option<TcpFacts> {
+    pub(super) fn observe(&mut self, handshake: bool) -> Option<TcpFacts> {
         let facts = tcp_facts(self.stream.as_ref()?);
         self.w
             .rec
@@ -555,7 +646,7 @@ impl Connection {
 
     /// The grace period is over: records what the connection still holds as unfinished.
     /// `since` is when the queued claims began, `stage` what they wait for.
-    fn abandon(&mut self, since: Instant, stage: Stage) {
+    pub(super) fn abandon(&mut self, since: Instant, stage: Stage) {
         let tcp = self.observe(false);
         self.w.abandon(&Held {
             in_flight: &self.in_flight,
@@ -569,7 +660,7 @@ impl Connection {
 
     /// Drops the connection. Unanswered requests of a graceful close go back to the front of
     /// the queue (keeping their intended times); those of a failed one are counted as failed.
-    fn close(&mut self, outcome: Closed) {
+    pub(super) fn close(&mut self, outcome: Closed) {
         if self.stream.is_some() {
             self.observe(false);
             self.stream = None;
@@ -595,7 +686,7 @@ impl Connection {
     }
 }
 
-fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
+pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
         std::io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,

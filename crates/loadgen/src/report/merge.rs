@@ -110,6 +110,7 @@ fn differences(a: &Config, b: &Config) -> Vec<String> {
             ("timeout_s", c.timeout_s.to_string()),
             ("connect_timeout_s", c.connect_timeout_s.to_string()),
             ("-n given", c.requests.is_some().to_string()),
+            ("engine", c.engine.name.clone()),
         ]
     };
     fields(a)
@@ -580,6 +581,7 @@ mod tests {
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,
+            engine: Default::default(),
         };
         let mut plan = Plan::new(url).unwrap();
         plan.connections = 4;

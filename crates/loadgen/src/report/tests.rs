@@ -31,6 +31,7 @@ fn totals() -> RunTotals {
         grace: Duration::from_millis(250),
         rate_changes: vec![],
         stopped_early: false,
+        engine: Default::default(),
     }
 }
 

@@ -48,6 +48,13 @@ impl Report {
             c.pipeline,
             if c.keepalive { "" } else { ", no keep-alive" }
         );
+        if !c.engine.name.is_empty() {
+            let _ = writeln!(
+                out,
+                "  Engine:        {} ({})",
+                c.engine.name, c.engine.reason
+            );
+        }
         let _ = writeln!(
             out,
             "  Duration:      {:.2} s{}, then {:.2} s for responses in flight",

@@ -1,0 +1,548 @@
+//! The io_uring engine: one ring per generator thread, every connection driven from its
+//! completions, one timer source.
+//!
+//! A connection is the same [`Connection`] state the tokio engine runs (claims, parsing,
+//! recording); this module only does its I/O: a connect with a linked timeout, a multishot
+//! recv into a provided-buffer ring (armed once per TCP connection), and each claimed batch
+//! sent from the ring's copy of the encoded requests, many submissions per `io_uring_enter`.
+//! Time comes from one place: the ring's wait, whose timeout is the earliest of the next
+//! tick, the next open-loop slot or back-off, the next request timeout and the end of the
+//! run. Deadlines sit in a heap; an entry is live only while it matches what its connection
+//! still waits for (the lazy timer of the tokio engine, without a timer per connection).
+//! All `unsafe` is in [`ring`].
+
+mod ring;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::connection::{connect_error_kind, Closed, Connection};
+use super::{Shared, Worker, WorkerOutcome, WorkerSpec};
+use crate::error::ErrorKind;
+use crate::recorder::{IntervalData, Stage};
+use ring::{Completion, Ring, Socket};
+
+/// How often a worker looks at the stop flag at the least (the run's own loop polls it
+/// every 10 ms too).
+pub(super) const STOP_POLL: Duration = Duration::from_millis(10);
+/// Open loop: the wait for a slot ends this long before it. The ring's timed wait is an
+/// hrtimer that wakes within tens of microseconds (tokio's 1 ms wheel needs 2 ms).
+const EARLY_WAKE: Duration = Duration::from_micros(200);
+/// Open loop: slot wake-ups due within this of the first one are handled with it, so that at
+/// high rates one `io_uring_enter` serves several slots rather than one wait per slot (at
+/// 20 k req/s a wait per slot cost more system time than tokio's whole loop).
+const COALESCE: Duration = Duration::from_micros(300);
+/// Open loop: a slot due within this is sent now (see [`EARLY_WAKE`], [`COALESCE`]); a
+/// send that leaves early is measured from when it left.
+const SEND_EARLY: Duration = Duration::from_micros(500);
+/// Each provided buffer; a response larger than one arrives in several completions.
+const BUFFER_SIZE: usize = 4096;
+
+/// What an op was, in the top byte of its user data.
+const OP_CONNECT: u64 = 1;
+const OP_CONNECT_TIMEOUT: u64 = 2;
+const OP_RECV: u64 = 3;
+const OP_SEND: u64 = 4;
+const OP_CANCEL: u64 = 5;
+
+/// `op` of connection `index`'s socket number `gen`.
+fn user_data(op: u64, gen: u32, index: usize) -> u64 {
+    op << 56 | u64::from(gen & 0x00ff_ffff) << 32 | index as u64
+}
+
+/// When to wake for a slot due `at`: [`EARLY_WAKE`] before it, and not in the past.
+fn wake_time(at: Instant, now: Instant) -> Instant {
+    at.checked_sub(EARLY_WAKE).unwrap_or(at).max(now)
+}
+
+/// Whether this machine can run the engine (see [`Ring::probe`]).
+pub(super) fn probe() -> Result<(), String> {
+    Ring::probe()
+}
+
+/// What a deadline in the heap is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Due {
+    /// The connection's request timer.
+    Timer,
+    /// The connection's next open-loop slot or the end of its back-off.
+    Wake,
+}
+
+/// One connection of the worker, with what its I/O is doing.
+struct Slot {
+    c: Connection<Socket>,
+    /// The socket number: bumped for each new socket, so completions of an old one are
+    /// recognised and dropped.
+    gen: u32,
+    /// When the connection began (for its Little's-law span).
+    started: Instant,
+    /// A connect in progress: its socket and when it began.
+    connecting: Option<(Socket, Instant)>,
+    /// The handshake just made (and when it began): the next send is the first on it.
+    just_connected: Option<(Duration, Instant)>,
+    /// A send in progress: bytes of the batch sent so far, and its length.
+    sending: Option<(usize, usize)>,
+    /// Backing off after a failed connect that failed at this time.
+    backoff: Option<Instant>,
+    wake_at: Option<Instant>,
+    timer_at: Option<Instant>,
+    done: bool,
+    dirty: bool,
+}
+
+/// One generator thread of the io_uring engine.
+struct UringWorker {
+    w: Rc<Worker>,
+    shared: Arc<Shared>,
+    ring: Ring,
+    slots: Vec<Slot>,
+    deadlines: BinaryHeap<Reverse<(Instant, Due, usize)>>,
+    dirty: Vec<usize>,
+    /// Connections not done.
+    live: usize,
+    /// Ops submitted whose last completion has not been reaped.
+    ops: usize,
+}
+
+/// A worker thread's body (called on the thread, already pinned).
+pub(super) fn worker_main(
+    shared: Arc<Shared>,
+    spec: WorkerSpec,
+    tx: Sender<IntervalData>,
+    stop: Arc<AtomicBool>,
+) -> WorkerOutcome {
+    let w = Rc::new(Worker::new(shared.clone(), &spec));
+    let connections = if spec.has_work() { spec.connections } else { 0 };
+    let entries = (connections as u32 * 2).clamp(64, 4096).next_power_of_two();
+    let buffers = (connections * 4).clamp(64, 4096).next_power_of_two() as u16;
+    // The kernel was probed before the run started; a ring that still cannot be built here
+    // (memory, a limit reached since) leaves nothing to run the load with.
+    let ring = Ring::new(
+        entries,
+        buffers,
+        BUFFER_SIZE,
+        shared.batch.clone(),
+        shared.plan.addr,
+    )
+    .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
+    let started = Instant::now();
+    let slots = (0..connections)
+        .map(|_| Slot {
+            c: Connection::new(w.clone(), SEND_EARLY),
+            gen: 0,
+            started,
+            connecting: None,
+            just_connected: None,
+            sending: None,
+            backoff: None,
+            wake_at: None,
+            timer_at: None,
+            done: false,
+            dirty: true,
+        })
+        .collect();
+    let mut worker = UringWorker {
+        w: w.clone(),
+        shared,
+        ring,
+        slots,
+        deadlines: BinaryHeap::new(),
+        dirty: (0..connections).collect(),
+        live: connections,
+        ops: 0,
+    };
+    let sending_ended = worker.run(&tx, &stop);
+    worker.close_all();
+    w.wrap_up(&tx, sending_ended)
+}
+
+impl UringWorker {
+    /// The worker's loop; returns when the load window ended.
+    fn run(&mut self, tx: &Sender<IntervalData>, stop: &AtomicBool) -> Instant {
+        let tick = self.shared.plan.tick;
+        let mut next_tick = self.shared.measure_start + tick;
+        let mut sending_ended = None;
+        let mut grace_end = None;
+        let mut completions = Vec::with_capacity(1024);
+        loop {
+            let now = Instant::now();
+            if sending_ended.is_none() {
+                let stopped = stop.load(Ordering::Relaxed);
+                if stopped || self.live == 0 || self.shared.end.is_some_and(|e| now >= e) {
+                    sending_ended = Some(self.w.stop_sending(stopped));
+                    grace_end = Some(now + self.shared.plan.grace);
+                    // Wake whatever waits for a slot or a back-off: a stop cuts both short.
+                    for i in 0..self.slots.len() {
+                        let s = &mut self.slots[i];
+                        s.wake_at = None;
+                        if let Some(failed_at) = s.backoff.take() {
+                            s.c.backed_off(failed_at);
+                        }
+                        self.mark(i);
+                    }
+                }
+            }
+            if let Some(ended) = sending_ended {
+                if self.live == 0 {
+                    return ended;
+                }
+                if grace_end.is_some_and(|g| now >= g) {
+                    self.grace_over(now);
+                    return ended;
+                }
+            }
+            if now >= next_tick {
+                let mut rec = self.w.rec.borrow_mut();
+                rec.record_loop_lag(now - next_tick);
+                let data = rec.take_interval(now, tick);
+                drop(rec);
+                let _ = tx.send(data);
+                while next_tick <= now {
+                    next_tick += tick;
+                }
+            }
+            while let Some(&Reverse((at, due, i))) = self.deadlines.peek() {
+                if at > now && (due == Due::Timer || at > now + COALESCE) {
+                    break;
+                }
+                self.deadlines.pop();
+                self.on_deadline(i, at, due, now);
+            }
+            while let Some(i) = self.dirty.pop() {
+                self.slots[i].dirty = false;
+                self.advance(i, now);
+            }
+
+            let mut until = next_tick;
+            if let Some(&Reverse((at, due, _))) = self.deadlines.peek() {
+                until = until.min(match due {
+                    Due::Timer => at,
+                    Due::Wake => at.checked_sub(COALESCE).unwrap_or(at),
+                });
+            }
+            match (sending_ended, grace_end) {
+                (None, _) => {
+                    until = until.min(now + STOP_POLL);
+                    if let Some(e) = self.shared.end {
+                        until = until.min(e);
+                    }
+                }
+                (Some(_), Some(g)) => until = until.min(g),
+                (Some(_), None) => {}
+            }
+            let wait = until.saturating_duration_since(Instant::now());
+            if let Err(e) = self.ring.submit_and_wait(wait) {
+                panic!("the generator's io_uring failed: {e}");
+            }
+            completions.clear();
+            self.ring.reap(&mut completions);
+            let now = Instant::now();
+            for &c in &completions {
+                self.on_completion(c, now);
+            }
+        }
+    }
+
+    fn mark(&mut self, i: usize) {
+        let s = &mut self.slots[i];
+        if !s.dirty && !s.done {
+            s.dirty = true;
+            self.dirty.push(i);
+        }
+    }
+
+    fn schedule(&mut self, i: usize, at: Instant, due: Due) {
+        let s = &mut self.slots[i];
+        let field = match due {
+            Due::Timer => &mut s.timer_at,
+            Due::Wake => &mut s.wake_at,
+        };
+        if *field != Some(at) {
+            *field = Some(at);
+            self.deadlines.push(Reverse((at, due, i)));
+        }
+    }
+
+    /// A deadline fell due; it counts only if the connection still waits for it.
+    fn on_deadline(&mut self, i: usize, at: Instant, due: Due, now: Instant) {
+        let s = &mut self.slots[i];
+        if s.done {
+            return;
+        }
+        match due {
+            Due::Timer if s.timer_at == Some(at) => {
+                let next = s.c.on_timer(now);
+                s.timer_at = None;
+                self.schedule(i, next, Due::Timer);
+            }
+            Due::Wake if s.wake_at == Some(at) => {
+                s.wake_at = None;
+                if let Some(failed_at) = s.backoff.take() {
+                    s.c.backed_off(failed_at);
+                }
+            }
+            _ => return,
+        }
+        self.mark(i);
+    }
+
+    /// The connection's loop step (the tokio task's loop, without its waits): claim work,
+    /// connect if needed, send what is claimed, and say what to wake for.
+    fn advance(&mut self, i: usize, now: Instant) {
+        let s = &mut self.slots[i];
+        if s.done || s.connecting.is_some() || s.backoff.is_some() {
+            return;
+        }
+        s.c.claim(now);
+        if s.c.is_idle() {
+            match s.c.next_slot.and_then(|c| c.intended) {
+                Some(at) => self.schedule(i, wake_time(at, now), Due::Wake),
+                None => self.finish(i, now),
+            }
+            return;
+        }
+        if s.c.stream.is_none() {
+            self.connect(i, now);
+            return;
+        }
+        if !s.c.queued.is_empty() && s.sending.is_none() {
+            self.send_queued(i, now);
+        }
+        // A slot held for later is waited for only while there is room to send it; else a
+        // response (or the end of a send) makes room and calls this again.
+        let s = &self.slots[i];
+        if s.c.in_flight.len() + s.c.queued.len() < s.c.depth {
+            if let Some(at) = s.c.next_slot.and_then(|c| c.intended) {
+                self.schedule(i, wake_time(at, now), Due::Wake);
+            }
+        }
+    }
+
+    fn connect(&mut self, i: usize, now: Instant) {
+        let s = &mut self.slots[i];
+        s.c.begin_connect();
+        let socket = match self
+            .ring
+            .flush()
+            .and_then(|()| Socket::tcp(&self.shared.plan.addr))
+        {
+            Ok(socket) => socket,
+            Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
+        };
+        s.gen = s.gen.wrapping_add(1);
+        s.sending = None;
+        let limit = s.c.connect_limit();
+        let submitted = self.ring.connect(
+            &socket,
+            limit,
+            user_data(OP_CONNECT, s.gen, i),
+            user_data(OP_CONNECT_TIMEOUT, s.gen, i),
+        );
+        match submitted {
+            Ok(()) => {
+                s.connecting = Some((socket, now));
+                self.ops += 2;
+            }
+            Err(e) => self.connect_failed(i, ErrorKind::from_io(&e), now),
+        }
+    }
+
+    /// A failed connect: the front claim fails, and the connection backs off before the
+    /// next try (a stop cuts the pause short).
+    fn connect_failed(&mut self, i: usize, kind: ErrorKind, began: Instant) {
+        let s = &mut self.slots[i];
+        let failed_at = s.c.connect_failed(kind, began);
+        if self.w.stopping.get() {
+            s.c.backed_off(failed_at);
+            self.mark(i);
+        } else {
+            s.backoff = Some(failed_at);
+            let at = failed_at + s.c.backoff;
+            self.schedule(i, at, Due::Wake);
+        }
+    }
+
+    fn send_queued(&mut self, i: usize, now: Instant) {
+        let s = &mut self.slots[i];
+        let (begun, sent, connect_time) = match s.just_connected.take() {
+            Some((took, began)) => (began, Instant::now(), Some(took)),
+            None => (now, now, None),
+        };
+        let len = s.c.queued_bytes();
+        s.c.mark_sent(begun, sent, connect_time);
+        self.send(i, 0, len);
+    }
+
+    fn send(&mut self, i: usize, from: usize, to: usize) {
+        let s = &mut self.slots[i];
+        let Some(socket) = s.c.stream.as_ref() else {
+            return;
+        };
+        match self
+            .ring
+            .send(socket, from, to, user_data(OP_SEND, s.gen, i))
+        {
+            Ok(()) => {
+                s.sending = Some((from, to));
+                self.ops += 1;
+            }
+            Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
+        }
+    }
+
+    /// The connection has no more work: its span is recorded and its socket closed.
+    fn finish(&mut self, i: usize, now: Instant) {
+        let s = &mut self.slots[i];
+        s.c.observe(false);
+        s.c.stream = None;
+        s.done = true;
+        self.live -= 1;
+        self.w
+            .rec
+            .borrow_mut()
+            .record_connection_span(s.started, now, self.shared.plan.pipeline);
+    }
+
+    /// The grace period is over: every connection records what it still holds as
+    /// unfinished, and handshakes still open are named.
+    fn grace_over(&mut self, now: Instant) {
+        self.w
+            .rec
+            .borrow_mut()
+            .record_still_connecting(self.w.connecting.get());
+        self.w.grace_over.set(true);
+        for i in 0..self.slots.len() {
+            let s = &mut self.slots[i];
+            if s.done {
+                continue;
+            }
+            match &s.connecting {
+                Some((_, began)) => s.c.abandon(*began, Stage::Connecting),
+                None => s.c.abandon(now, Stage::NotSent),
+            }
+            s.connecting = None;
+            self.finish(i, now);
+        }
+    }
+
+    fn on_completion(&mut self, c: Completion, now: Instant) {
+        let op = c.user_data >> 56;
+        let gen = ((c.user_data >> 32) & 0x00ff_ffff) as u32;
+        let i = (c.user_data & 0xffff_ffff) as usize;
+        if !c.more {
+            self.ops = self.ops.saturating_sub(1);
+        }
+        let Some(s) = self.slots.get_mut(i) else {
+            return;
+        };
+        let current = !s.done && gen == s.gen & 0x00ff_ffff;
+        match op {
+            OP_CONNECT if current && s.connecting.is_some() => {
+                let (socket, began) = s.connecting.take().expect("checked");
+                if c.result >= 0 {
+                    let recv = self.ring.recv_multi(&socket, user_data(OP_RECV, s.gen, i));
+                    let took = s.c.opened(socket, began);
+                    s.just_connected = Some((took, began));
+                    match recv {
+                        Ok(()) => self.ops += 1,
+                        Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
+                    }
+                    let timeout = self.shared.plan.timeout;
+                    s.timer_at = None;
+                    self.schedule(i, now + timeout, Due::Timer);
+                } else {
+                    let kind = if -c.result == libc::ECANCELED {
+                        // The linked timeout fired first.
+                        ErrorKind::ConnectTimeout
+                    } else {
+                        connect_error_kind(&std::io::Error::from_raw_os_error(-c.result))
+                    };
+                    drop(socket);
+                    self.connect_failed(i, kind, began);
+                }
+            }
+            OP_RECV => {
+                let open = current && s.c.stream.is_some();
+                if let Some(bid) = c.buffer {
+                    if open && c.result > 0 {
+                        let bytes = self.ring.buffer(bid, c.result as usize);
+                        s.c.on_received(bytes, now);
+                    }
+                    self.ring.recycle(bid);
+                } else if open && c.result == 0 {
+                    s.c.on_eof(now);
+                } else if open && c.result < 0 && -c.result != libc::ENOBUFS {
+                    let e = std::io::Error::from_raw_os_error(-c.result);
+                    s.c.close(Closed::failed(ErrorKind::from_io(&e)));
+                }
+                // A multishot recv that ended on an open connection (out of buffers, or a
+                // kernel that stops it) is armed again.
+                if !c.more && current {
+                    if let Some(socket) = s.c.stream.as_ref() {
+                        match self.ring.recv_multi(socket, user_data(OP_RECV, s.gen, i)) {
+                            Ok(()) => self.ops += 1,
+                            Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
+                        }
+                    }
+                }
+            }
+            OP_SEND if current && s.c.stream.is_some() => {
+                let Some((from, to)) = s.sending.take() else {
+                    return;
+                };
+                if c.result <= 0 {
+                    let kind = if c.result == 0 {
+                        ErrorKind::IoOther
+                    } else {
+                        ErrorKind::from_io(&std::io::Error::from_raw_os_error(-c.result))
+                    };
+                    s.c.close(Closed::failed(kind));
+                } else if from + (c.result as usize) < to {
+                    // A partial send is finished, never dropped.
+                    self.send(i, from + c.result as usize, to);
+                }
+            }
+            _ => return,
+        }
+        self.mark(i);
+    }
+
+    /// The run is over: every socket is closed, every op cancelled, and their completions
+    /// reaped (within a second) before the ring and its buffers go.
+    fn close_all(&mut self) {
+        for s in &mut self.slots {
+            s.connecting = None;
+            s.c.stream = None;
+        }
+        if self.ops == 0 {
+            return;
+        }
+        if self.ring.cancel_all(user_data(OP_CANCEL, 0, 0)).is_ok() {
+            self.ops += 1;
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let mut completions = Vec::new();
+        while self.ops > 0 {
+            let now = Instant::now();
+            if now >= deadline || self.ring.submit_and_wait(deadline - now).is_err() {
+                break;
+            }
+            completions.clear();
+            self.ring.reap(&mut completions);
+            for c in &completions {
+                if !c.more {
+                    self.ops = self.ops.saturating_sub(1);
+                }
+                if let Some(bid) = c.buffer {
+                    self.ring.recycle(bid);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Every `unsafe` operation of the io_uring engine, behind a safe API.
+//!
+//! The rule that makes it safe (tokio-uring's): memory the kernel may touch belongs to this
+//! module until the completion that releases it has been reaped, or, where the kernel copies
+//! it while the submission is prepared (a connect's address, a timeout's timespec), until the
+//! submission has been handed to the kernel. Sends read from the request batch, which the
+//! [`Ring`] owns and drops after the ring itself; received bytes land in the registered
+//! provided-buffer ring, whose buffers are only read between their completion and their
+//! return to the ring. A socket is an `OwnedFd` made here, shut down before it is closed so
+//! that a multishot recv armed on it ends.
+#![allow(unsafe_code)]
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::Duration;
+
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
+
+/// The buffer group of the provided-buffer ring.
+const BUF_GROUP: u16 = 0;
+
+/// One completion: the op's user data, the kernel's result (bytes, or a negative errno),
+/// whether a multishot op goes on, and the provided buffer that received data, if any.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Completion {
+    pub user_data: u64,
+    pub result: i32,
+    pub more: bool,
+    pub buffer: Option<u16>,
+}
+
+/// A non-blocking TCP socket of the generator. Dropping it shuts it down (so a recv armed on
+/// it completes) and closes it.
+#[derive(Debug)]
+pub(super) struct Socket(OwnedFd);
+
+impl Socket {
+    /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
+    /// written whole, and a pipelined batch must not wait for an ACK).
+    pub fn tcp(addr: &SocketAddr) -> io::Result<Socket> {
+        let family = match addr {
+            SocketAddr::V4(_) => libc::AF_INET,
+            SocketAddr::V6(_) => libc::AF_INET6,
+        };
+        // SAFETY: socket(2) takes no pointers; its result is checked before use.
+        let fd = unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
+        // owns it.
+        let socket = Socket(unsafe { OwnedFd::from_raw_fd(fd) });
+        let one: libc::c_int = 1;
+        // SAFETY: the option value points to a live c_int of the length given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                std::ptr::addr_of!(one).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(socket)
+    }
+}
+
+impl AsRawFd for Socket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers. An error
+        // (a socket that never connected) is of no consequence: the close follows.
+        unsafe {
+            libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// Provided buffers the kernel fills for multishot recv: a page-aligned ring of entries
+/// and one block of `count × size` bytes.
+struct BufRing {
+    entries: *mut BufRingEntry,
+    entries_layout: Layout,
+    /// Owns the buffers' memory; only ever reached through `base`, so that no reference to
+    /// all of it exists while the kernel writes into some of it.
+    _buffers: Vec<u8>,
+    base: *mut u8,
+    count: u16,
+    size: usize,
+    tail: u16,
+}
+
+impl BufRing {
+    fn new(count: u16, size: usize) -> io::Result<BufRing> {
+        assert!(
+            count.is_power_of_two(),
+            "buffer ring size is a power of two"
+        );
+        let entries_layout = Layout::from_size_align(
+            usize::from(count) * std::mem::size_of::<BufRingEntry>(),
+            4096,
+        )
+        .map_err(|e| io::Error::other(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size (count >= 1); null is handled below.
+        let entries = unsafe { alloc_zeroed(entries_layout) }.cast::<BufRingEntry>();
+        if entries.is_null() {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                "cannot allocate the provided-buffer ring",
+            ));
+        }
+        let mut buffers = vec![0; usize::from(count) * size];
+        Ok(BufRing {
+            entries,
+            entries_layout,
+            base: buffers.as_mut_ptr(),
+            _buffers: buffers,
+            count,
+            size,
+            tail: 0,
+        })
+    }
+
+    /// Puts buffer `bid` at the tail; [`BufRing::publish`] shows it to the kernel.
+    fn push(&mut self, bid: u16) {
+        let index = usize::from(self.tail & (self.count - 1));
+        // SAFETY: `index` < count, so the entry lies inside the allocation; the kernel reads
+        // entries only between its head and the published tail, and this one is past it.
+        let entry = unsafe { &mut *self.entries.add(index) };
+        assert!(bid < self.count, "buffer {bid} is not in the ring");
+        // SAFETY: bid < count, so the buffer lies inside the allocation.
+        let addr = unsafe { self.base.add(usize::from(bid) * self.size) };
+        entry.set_addr(addr as u64);
+        entry.set_len(self.size as u32);
+        entry.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: the tail is the u16 overlaying the first entry's reserved field
+        // (io_uring_buf_ring) of the live, zero-initialised allocation; the kernel reads it
+        // concurrently, hence the atomic store.
+        let tail = unsafe { &*BufRingEntry::tail(self.entries).cast::<AtomicU16>() };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    fn slice(&self, bid: u16, len: usize) -> &[u8] {
+        assert!(
+            bid < self.count && len <= self.size,
+            "buffer {bid} of {len} bytes is out of range"
+        );
+        // SAFETY: the range lies inside the allocation (checked above). The kernel wrote
+        // `len` bytes into buffer `bid` and posted the completion that named it; it does not
+        // write there again until the buffer is pushed back, which takes `&mut self` and so
+        // cannot happen while this borrow lives.
+        unsafe { std::slice::from_raw_parts(self.base.add(usize::from(bid) * self.size), len) }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; the ring that registered it is dropped
+        // (and so has unregistered it) before this, see `Ring`'s field order.
+        unsafe { dealloc(self.entries.cast(), self.entries_layout) };
+    }
+}
+
+/// One generator thread's io_uring: its provided-buffer ring, the request batch its sends
+/// read from, and the target's address its connects use.
+pub(super) struct Ring {
+    // Field order matters: the ring is dropped (its ops cancelled) before the memory they use.
+    ring: IoUring,
+    bufs: BufRing,
+    batch: Box<[u8]>,
+    addr: Box<libc::sockaddr_storage>,
+    addr_len: libc::socklen_t,
+    /// Linked-timeout timespecs, kept until the submission that carries them is handed to
+    /// the kernel (which copies them while preparing it). Boxed: a submission points at its
+    /// timespec, which must not move when the vector grows.
+    #[allow(clippy::vec_box)]
+    timespecs: Vec<Box<Timespec>>,
+}
+
+impl Ring {
+    /// A ring of `entries` submission slots (SINGLE_ISSUER | DEFER_TASKRUN), `buffers`
+    /// provided buffers of `buffer_size` bytes, sending from `batch` and connecting to `addr`.
+    pub fn new(
+        entries: u32,
+        buffers: u16,
+        buffer_size: usize,
+        batch: Vec<u8>,
+        addr: SocketAddr,
+    ) -> io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_cqsize(entries * 4)
+            .build(entries)?;
+        let mut bufs = BufRing::new(buffers, buffer_size)?;
+        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs` until
+        // after `ring` is dropped (field order), so the kernel never sees them freed.
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                bufs.entries as u64,
+                buffers,
+                BUF_GROUP,
+                0,
+            )?
+        };
+        for bid in 0..buffers {
+            bufs.push(bid);
+        }
+        bufs.publish();
+        let (addr, addr_len) = sockaddr(&addr);
+        Ok(Ring {
+            ring,
+            bufs,
+            batch: batch.into_boxed_slice(),
+            addr: Box::new(addr),
+            addr_len,
+            timespecs: Vec::new(),
+        })
+    }
+
+    /// Why this machine cannot run the engine, or `Ok` when it can: io_uring set up with
+    /// SINGLE_ISSUER | DEFER_TASKRUN (6.1), waits with a timeout (EXT_ARG, 5.11), a
+    /// provided-buffer ring (5.19), multishot recv (6.0), and the ops the engine uses.
+    pub fn probe() -> Result<(), String> {
+        // Declared before the ring, so dropped after it.
+        let bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
+        let ring: IoUring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(8)
+            .map_err(|e| format!("io_uring with SINGLE_ISSUER|DEFER_TASKRUN: {e}"))?;
+        if !ring.params().is_feature_ext_arg() {
+            return Err("io_uring cannot wait with a timeout (EXT_ARG, Linux 5.11)".into());
+        }
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| format!("io_uring probe: {e}"))?;
+        for (code, name) in [
+            (opcode::Connect::CODE, "connect"),
+            (opcode::Send::CODE, "send"),
+            (opcode::RecvMulti::CODE, "recv"),
+            (opcode::LinkTimeout::CODE, "link_timeout"),
+            (opcode::AsyncCancel2::CODE, "async_cancel"),
+        ] {
+            if !probe.is_supported(code) {
+                return Err(format!("io_uring has no {name} op"));
+            }
+        }
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut version = release
+            .trim()
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+        if (major, minor) < (6, 0) {
+            return Err(format!(
+                "multishot recv needs Linux 6.0, this is {}",
+                release.trim()
+            ));
+        }
+        // SAFETY: as in `new`: `bufs` outlives `ring` (declared before it).
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(bufs.entries as u64, 1, BUF_GROUP, 0)
+                .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
+        }
+        ring.submitter()
+            .unregister_buf_ring(BUF_GROUP)
+            .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
+        Ok(())
+    }
+
+    fn push(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        loop {
+            // SAFETY: every pointer in these entries refers to memory this `Ring` owns until
+            // the op completes (the batch, the address, the buffer ring) or until the next
+            // submit (`timespecs`); see the module's rule.
+            let pushed = unsafe { self.ring.submission().push_multiple(entries) };
+            if pushed.is_ok() {
+                return Ok(());
+            }
+            // The submission queue is full: hand it to the kernel and try again.
+            self.ring.submit()?;
+            self.timespecs.clear();
+        }
+    }
+
+    /// Hands the queued submissions to the kernel without waiting. Called before a new socket
+    /// is made: a submission still queued for a socket closed since names its descriptor by
+    /// number, and the new socket may get the same number.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.ring.submission().is_empty() {
+            self.ring.submit()?;
+            self.timespecs.clear();
+        }
+        Ok(())
+    }
+
+    /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
+    /// the connect completes with -ECANCELED); the timeout completes under `timeout_data`.
+    pub fn connect(
+        &mut self,
+        socket: &Socket,
+        limit: Duration,
+        user_data: u64,
+        timeout_data: u64,
+    ) -> io::Result<()> {
+        let ts = Box::new(Timespec::from(limit));
+        let connect = opcode::Connect::new(
+            Fd(socket.as_raw_fd()),
+            std::ptr::addr_of!(*self.addr).cast(),
+            self.addr_len,
+        )
+        .build()
+        .flags(squeue::Flags::IO_LINK)
+        .user_data(user_data);
+        let timeout = opcode::LinkTimeout::new(&*ts)
+            .build()
+            .user_data(timeout_data);
+        self.timespecs.push(ts);
+        self.push(&[connect, timeout])
+    }
+
+    /// Arms multishot recv into the provided buffers.
+    pub fn recv_multi(&mut self, socket: &Socket, user_data: u64) -> io::Result<()> {
+        let e = opcode::RecvMulti::new(Fd(socket.as_raw_fd()), BUF_GROUP)
+            .build()
+            .user_data(user_data);
+        self.push(&[e])
+    }
+
+    /// Sends `batch[from..to]`.
+    pub fn send(
+        &mut self,
+        socket: &Socket,
+        from: usize,
+        to: usize,
+        user_data: u64,
+    ) -> io::Result<()> {
+        let bytes = &self.batch[from..to];
+        let e = opcode::Send::new(Fd(socket.as_raw_fd()), bytes.as_ptr(), bytes.len() as u32)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(user_data);
+        self.push(&[e])
+    }
+
+    /// Cancels every op in flight (each completes, with -ECANCELED or its result).
+    pub fn cancel_all(&mut self, user_data: u64) -> io::Result<()> {
+        let e = opcode::AsyncCancel2::new(CancelBuilder::any())
+            .build()
+            .user_data(user_data);
+        self.push(&[e])
+    }
+
+    /// Submits what is queued and waits for a completion or for `limit` to pass, whichever
+    /// comes first. Interrupted waits (signals) and the timeout return normally.
+    pub fn submit_and_wait(&mut self, limit: Duration) -> io::Result<()> {
+        let ts = Timespec::from(limit);
+        let args = SubmitArgs::new().timespec(&ts);
+        let r = self.ring.submitter().submit_with_args(1, &args);
+        // Submitted (or refused): the kernel has copied what it needed of the timespecs.
+        self.timespecs.clear();
+        match r {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves every available completion into `out`.
+    pub fn reap(&mut self, out: &mut Vec<Completion>) {
+        out.extend(self.ring.completion().map(|cqe| Completion {
+            user_data: cqe.user_data(),
+            result: cqe.result(),
+            more: cqueue::more(cqe.flags()),
+            buffer: cqueue::buffer_select(cqe.flags()),
+        }));
+    }
+
+    /// The bytes a recv completion put in provided buffer `bid`.
+    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+        self.bufs.slice(bid, len)
+    }
+
+    /// Gives a provided buffer back to the kernel.
+    pub fn recycle(&mut self, bid: u16) {
+        self.bufs.push(bid);
+        self.bufs.publish();
+    }
+}
+
+/// `addr` as the C socket address connect(2) takes.
+fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data for which all-zero bytes are valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type.
+            unsafe { std::ptr::write(std::ptr::addr_of_mut!(storage).cast(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: as above.
+            unsafe { std::ptr::write(std::ptr::addr_of_mut!(storage).cast(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}

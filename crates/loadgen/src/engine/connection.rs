@@ -376,8 +376,12 @@ impl<S: AsRawFd> Connection<S> {
         w.connecting.set(w.connecting.get().saturating_sub(1));
         let c = self.queued.pop_front().expect("a claim to connect for");
         let failed_at = Instant::now();
+        // The attempt has a number of its own, so that the slowest requests do not pin a
+        // failed connect on the worker's first connection ("conn 0").
+        self.conn_id = w.next_conn.get();
+        w.next_conn.set(self.conn_id + 1);
         let mut rec = w.rec.borrow_mut();
-        rec.record_failed(kind, c.intended.unwrap_or(began), failed_at, 0, true);
+        rec.record_failed(kind, c.intended.unwrap_or(began), failed_at, self.conn_id, true);
         // The claims behind it waited for the same connect and will try again.
         rec.record_waiting(began, failed_at, self.queued.len());
         failed_at

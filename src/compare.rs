@@ -5,7 +5,7 @@ use tailscope_report::compare;
 
 use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_html_path, print_stdout};
+use crate::process::{check_files, print_stdout, Output};
 use crate::report::{load_report, write_page};
 
 /// Compares two reports.
@@ -18,9 +18,10 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
             .into());
         }
     }
-    if let Some(path) = &args.html {
-        check_html_path(path)?;
-    }
+    check_files(
+        &[&args.base, &args.new],
+        Output::of("--html", "HTML report", args.html.as_deref()).as_slice(),
+    )?;
     let base = load_report(&args.base)?;
     let new = load_report(&args.new)?;
     let Some(rows) = compare::rows(&base, &new) else {

@@ -13,6 +13,7 @@ use tailscope_tui::Feed;
 
 use crate::args::ReportArgs;
 use crate::exit::{Outcome, UsageError};
+use crate::process::{check_files, Output};
 
 /// Reads a saved report of either kind, failing with a usage error that says what the file is
 /// instead.
@@ -62,6 +63,14 @@ pub fn emit(
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {
+    check_files(
+        &[&args.file],
+        &[Output {
+            flag: "--html",
+            what: "HTML report",
+            path: &args.html,
+        }],
+    )?;
     let page = match load_report(&args.file)? {
         AnyReport::Run(report) => tailscope_report::run_page(&report),
         AnyReport::Suite(suite) => tailscope_report::suite::page(&suite),

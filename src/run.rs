@@ -17,9 +17,7 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{
-    check_html_path, check_writable, fit_open_files, signal_name, watch_signals, SIGNALLED,
-};
+use crate::process::{check_files, fit_open_files, signal_name, watch_signals, Output, SIGNALLED};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -158,7 +156,8 @@ impl RunConfig {
         if let Some(body) = req.body {
             plan.body = body.into_bytes();
         }
-        if let Some(path) = req.body_file {
+        let body_file = req.body_file;
+        if let Some(path) = &body_file {
             plan.body = std::fs::read(&path).map_err(|e| {
                 usage(format!(
                     "cannot read body file {}: {e} (-D)",
@@ -176,18 +175,17 @@ impl RunConfig {
             segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
         }
         plan.validate().map_err(|e| usage(e.to_string()))?;
-        if let Some(path) = &args.output.json {
-            check_writable(path, "JSON report", "--json").map_err(usage)?;
-        }
-        if let Some(path) = &args.output.html {
-            check_html_path(path)?;
-        }
-        if let Some(path) = &args.output.flamegraph {
-            check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
-        }
-        if let Some(path) = &args.output.hdr_log {
-            check_writable(path, "HdrHistogram log", "--hdr-log").map_err(usage)?;
-        }
+        let out = &args.output;
+        let outputs: Vec<Output> = [
+            Output::of("--json", "JSON report", out.json.as_deref()),
+            Output::of("--html", "HTML report", out.html.as_deref()),
+            Output::of("--flamegraph", "flame graph", out.flamegraph.as_deref()),
+            Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        check_files(body_file.as_deref().as_slice(), &outputs)?;
         let thresholds = args
             .output
             .fail_if

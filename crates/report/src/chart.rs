@@ -55,6 +55,29 @@ pub struct LineChart<'a> {
     pub y_fmt: &'a dyn Fn(f64) -> String,
     /// The lines.
     pub series: Vec<Series>,
+    /// Whether each point is a second's figure at the second's end (`t_s`): drawn as a step
+    /// over the second it covers, so a spike in second 2 (2–3 s) shows between 2 and 3 s,
+    /// where the diagnosis puts it, and a run of one second is a segment, not an invisible
+    /// dot.
+    pub per_second: bool,
+}
+
+/// Series with at most this many points also get a marker on each point, so that one point,
+/// or a few far apart, are seen.
+const MARKERS_UP_TO: usize = 30;
+
+/// The span each per-second point covers: from the previous point (or one second before,
+/// not before 0) to its own `t`; a partial last second is as short as it was.
+fn spans(points: &[(f64, f64)]) -> Vec<(f64, f64, f64)> {
+    let mut prev: Option<f64> = None;
+    points
+        .iter()
+        .map(|&(t, y)| {
+            let start = prev.map_or(t - 1.0, |p| p.max(t - 1.0)).max(0.0).min(t);
+            prev = Some(t);
+            (start, t, y)
+        })
+        .collect()
 }
 
 /// The range covering `values`, padded, positive for a log axis.
@@ -131,7 +154,17 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
     if points == 0 {
         return empty(c.id, c.title, "nothing was measured for this chart");
     }
-    let x_range = range_of(all().map(|p| p.0), c.x_scale);
+    let x_range = if c.per_second {
+        let starts: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| spans(&s.points))
+            .map(|(start, _, _)| start)
+            .collect();
+        range_of(all().map(|p| p.0).chain(starts), c.x_scale)
+    } else {
+        range_of(all().map(|p| p.0), c.x_scale)
+    };
     let y_range = range_of(all().map(|p| p.1), c.y_scale);
     let mut svg = String::new();
     let mut hover = String::new();
@@ -184,21 +217,47 @@ fn draw_lines(
                     continue;
                 }
                 let color = s.color;
+                // (where the marker and hover go, the line's points, the hover's "at …")
+                let (marks, line, at): (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<String>) =
+                    if c.per_second {
+                        let spans = spans(&pts);
+                        (
+                            spans.iter().map(|&(a, b, y)| ((a + b) / 2.0, y)).collect(),
+                            spans.iter().flat_map(|&(a, b, y)| [(a, y), (b, y)]).collect(),
+                            spans
+                                .iter()
+                                .map(|&(a, b, _)| {
+                                    format!("in {}–{}", (c.x_fmt)(a), (c.x_fmt)(b))
+                                })
+                                .collect(),
+                        )
+                    } else {
+                        (
+                            pts.clone(),
+                            pts.clone(),
+                            pts.iter().map(|p| format!("at {}", (c.x_fmt)(p.0))).collect(),
+                        )
+                    };
                 chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                    .draw_series(LineSeries::new(line, color.stroke_width(2)))
                     .map_err(|e| e.to_string())?
                     .label(s.name.clone())
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
                     });
-                for &(px, py) in &pts {
+                if marks.len() <= MARKERS_UP_TO {
+                    chart
+                        .draw_series(marks.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                        .map_err(|e| e.to_string())?;
+                }
+                for (&(px, py), at) in marks.iter().zip(&at) {
                     let (cx, cy) = chart.backend_coord(&(px, py));
                     let _ = write!(
                         hover,
-                        "<circle class=\"pt\" cx=\"{cx}\" cy=\"{cy}\" r=\"4\"><title>{}: {} at {}</title></circle>",
+                        "<circle class=\"pt\" cx=\"{cx}\" cy=\"{cy}\" r=\"4\"><title>{}: {} {}</title></circle>",
                         escape(&s.name),
                         escape(&(c.y_fmt)(py)),
-                        escape(&(c.x_fmt)(px))
+                        escape(at)
                     );
                 }
             }
@@ -357,6 +416,7 @@ mod tests {
                 color: RED,
                 points: vec![(1.0, 100.0), (2.0, 2_000.0), (3.0, 0.0)],
             }],
+            per_second: false,
         });
         assert!(html.contains("data-chart=\"t\""));
         assert!(
@@ -367,6 +427,55 @@ mod tests {
         assert_eq!(html.matches("<circle class=\"pt\"").count(), 2);
         assert!(html.contains("<title>p99: 2000µs at 2</title>"));
         assert!(html.contains("<polyline"), "{html}");
+    }
+
+    #[test]
+    fn one_second_is_a_step_over_the_second_with_a_marker() {
+        let chart = |points: Vec<(f64, f64)>| {
+            line_chart(&LineChart {
+                id: "t",
+                title: "Throughput",
+                x_desc: "s",
+                y_desc: "requests/s",
+                x_scale: Scale::Linear,
+                y_scale: Scale::Linear,
+                x_fmt: &|v| format!("{v}s"),
+                y_fmt: &|v| format!("{v:.0}"),
+                series: vec![Series {
+                    name: "requests/s".into(),
+                    color: BLUE,
+                    points,
+                }],
+                per_second: true,
+            })
+        };
+        let one = chart(vec![(1.0, 500.0)]);
+        assert!(one.contains("data-points=\"1\""));
+        // The line is drawn (a segment from 0 to 1 s, not a lone point plotters skips) and
+        // the point is marked, its hover naming the second it covers.
+        let line = one
+            .split("<polyline")
+            .find(|l| l.contains("stroke=\"#0000FF\" stroke-width=\"2\""))
+            .and_then(|l| l.split("points=\"").nth(1))
+            .and_then(|l| l.split('"').next())
+            .expect("a polyline");
+        let xs: Vec<&str> = line
+            .split_whitespace()
+            .map(|p| p.split(',').next().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 2, "{line}");
+        assert_ne!(xs[0], xs[1], "a segment of width, not a dot: {line}");
+        assert!(one.contains("<circle cx="), "a visible marker: {one}");
+        assert!(
+            one.contains("<title>requests/s: 500 in 0s–1s</title>"),
+            "{one}"
+        );
+        // The spike of second 2 (the point at 3 s) lies over 2–3 s, where the diagnosis says.
+        let three = chart(vec![(1.0, 1.0), (2.0, 1.0), (3.0, 9.0)]);
+        assert!(
+            three.contains("<title>requests/s: 9 in 2s–3s</title>"),
+            "{three}"
+        );
     }
 
     #[test]

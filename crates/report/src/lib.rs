@@ -118,6 +118,7 @@ fn spectrum_chart(id: &str, title: &str, series: Vec<Series>) -> String {
         x_fmt: &nines,
         y_fmt: &us_axis,
         series,
+        per_second: false,
     })
 }
 
@@ -256,6 +257,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &count_axis,
         // Seconds after the load window (the grace period, when only the responses still in
         // flight came back) and a partial last second are no load rate: left out.
@@ -276,6 +278,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Log,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &us_axis,
         series: vec![
             series(
@@ -349,6 +352,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &|v| format!("{v:.0}%"),
         series: cpu_series,
     }));
@@ -360,6 +364,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &count_axis,
         series: vec![
             series(

@@ -134,7 +134,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     summarize(&mut results, suite.baseline.as_deref());
     let table = markdown(&results, suite.baseline.as_deref());
     let report = SuiteReport {
-        schema_version: 1,
+        schema_version: tailscope_report::suite::SCHEMA_VERSION,
         kind: "suite".into(),
         tool: Tool {
             name: "tailscope".into(),

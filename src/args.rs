@@ -347,7 +347,8 @@ pub struct CompareArgs {
     pub base: PathBuf,
     /// The report to judge, of the same kind.
     pub new: PathBuf,
-    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
+    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent, or the error rate
+    /// rises by more than PCT percentage points.
     #[arg(long = "fail-if-regression", value_name = "PCT")]
     pub fail_if_regression: Option<f64>,
     /// Also write the comparison as an HTML page here (self-contained: nothing fetched).

@@ -43,7 +43,7 @@ pub struct Row {
     pub unit: Unit,
     /// Which way it improves.
     pub better: Better,
-    /// Whether the regression gate judges it (req/s and p99).
+    /// Whether the regression gate judges it (req/s, p99, the error rate).
     pub gated: bool,
 }
 
@@ -56,13 +56,26 @@ impl Row {
         }
     }
 
-    /// The change as the table writes it: `+4.2 %`, or `n/a`.
-    pub fn change(&self) -> String {
-        self.change_pct()
-            .map_or("n/a".to_string(), |c| format!("{c:+.1} %"))
+    /// The change of a fraction (the error rate) in percentage points: 0 % → 50 % is
+    /// +50 pp, where a change in percent of 0 is undefined.
+    pub fn change_pp(&self) -> Option<f64> {
+        Some((self.new? - self.base?) * 100.0)
     }
 
-    /// The regression, in percent, when this row is worse than allowed.
+    /// The change as the table writes it: `+4.2 %`, `+50.000 pp` for a fraction, or `n/a`.
+    pub fn change(&self) -> String {
+        match self.unit {
+            Unit::Fraction => self
+                .change_pp()
+                .map_or("n/a".to_string(), |c| format!("{c:+.3} pp")),
+            _ => self
+                .change_pct()
+                .map_or("n/a".to_string(), |c| format!("{c:+.1} %")),
+        }
+    }
+
+    /// The regression, in percent (percentage points for a fraction), when this row is worse
+    /// than allowed.
     pub fn regression(&self, limit_pct: f64) -> Option<String> {
         if !self.gated {
             return None;
@@ -70,13 +83,22 @@ impl Row {
         if self.base.is_some() && self.new.is_none() {
             return Some(format!("{}: missing in the new report", self.metric));
         }
-        let change = self.change_pct()?;
+        let (change, unit) = match self.unit {
+            Unit::Fraction => (self.change_pp()?, "pp"),
+            _ => (self.change_pct()?, "%"),
+        };
         let worse = match self.better {
             Better::Higher => -change,
             Better::Lower => change,
         };
-        (worse > limit_pct)
-            .then(|| format!("{}: {change:+.1} % (limit {limit_pct} %)", self.metric))
+        (worse > limit_pct).then(|| {
+            let shown = if unit == "pp" {
+                format!("{change:+.3}")
+            } else {
+                format!("{change:+.1}")
+            };
+            format!("{}: {shown} {unit} (limit {limit_pct} {unit})", self.metric)
+        })
     }
 }
 
@@ -163,7 +185,7 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
             |r| Some(r.summary.error_rate),
             Unit::Fraction,
             Better::Lower,
-            false,
+            true,
         ),
     ]
 }
@@ -339,6 +361,18 @@ mod tests {
         assert!(gated(1000.0, 500.0, Better::Lower)
             .regression(5.0)
             .is_none());
+        let errors = |base: f64, new: f64| Row {
+            unit: Unit::Fraction,
+            ..gated(base, new, Better::Lower)
+        };
+        let rise = errors(0.0, 0.5);
+        assert_eq!(rise.change(), "+50.000 pp", "0 → 50 % is no n/a");
+        assert_eq!(
+            rise.regression(5.0).as_deref(),
+            Some("m: +50.000 pp (limit 5 pp)")
+        );
+        assert!(errors(0.01, 0.03).regression(5.0).is_none(), "+2 pp");
+        assert!(errors(0.5, 0.0).regression(5.0).is_none(), "fewer errors");
         let mut missing = gated(100.0, 0.0, Better::Higher);
         missing.new = None;
         assert!(missing.regression(5.0).unwrap().contains("missing"));

@@ -30,6 +30,17 @@ pub enum Unit {
     Fraction,
 }
 
+/// Which of the two reports has what a row compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Both (a figure may still be missing: nothing measured).
+    Both,
+    /// Only the base (a suite's target or endpoint removed).
+    OnlyBase,
+    /// Only the new report (a target or endpoint added).
+    OnlyNew,
+}
+
 /// One compared metric.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -45,6 +56,8 @@ pub struct Row {
     pub better: Better,
     /// Whether the regression gate judges it (req/s, p99, the error rate).
     pub gated: bool,
+    /// Which report has it.
+    pub presence: Presence,
 }
 
 impl Row {
@@ -64,6 +77,11 @@ impl Row {
 
     /// The change as the table writes it: `+4.2 %`, `+50.000 pp` for a fraction, or `n/a`.
     pub fn change(&self) -> String {
+        match self.presence {
+            Presence::OnlyBase => return "removed (only in base)".into(),
+            Presence::OnlyNew => return "added (only in new)".into(),
+            Presence::Both => {}
+        }
         match self.unit {
             Unit::Fraction => self
                 .change_pp()
@@ -80,7 +98,7 @@ impl Row {
         if !self.gated {
             return None;
         }
-        if self.base.is_some() && self.new.is_none() {
+        if self.presence == Presence::OnlyBase || (self.base.is_some() && self.new.is_none()) {
             return Some(format!("{}: missing in the new report", self.metric));
         }
         let (change, unit) = match self.unit {
@@ -129,6 +147,7 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
         unit,
         better,
         gated,
+        presence: Presence::Both,
     };
     vec![
         row(
@@ -194,12 +213,26 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
 pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
     type Pick = fn(&SuiteResult) -> Option<f64>;
     let mut rows = Vec::new();
-    for b in &base.results {
-        let n = new
-            .results
-            .iter()
-            .find(|n| n.target == b.target && n.endpoint == b.endpoint);
-        let name = format!("{} {}", b.target, b.endpoint);
+    let same = |a: &SuiteResult, b: &SuiteResult| a.target == b.target && a.endpoint == b.endpoint;
+    // Base's results in its order, matched in new, then what only new has.
+    let pairs = base
+        .results
+        .iter()
+        .map(|b| (Some(b), new.results.iter().find(|n| same(b, n))))
+        .chain(
+            new.results
+                .iter()
+                .filter(|n| !base.results.iter().any(|b| same(b, n)))
+                .map(|n| (None, Some(n))),
+        );
+    for (b, n) in pairs {
+        let (presence, either) = match (b, n) {
+            (Some(b), Some(_)) => (Presence::Both, b),
+            (Some(b), None) => (Presence::OnlyBase, b),
+            (None, Some(n)) => (Presence::OnlyNew, n),
+            (None, None) => continue,
+        };
+        let name = format!("{} {}", either.target, either.endpoint);
         let picks: [(&str, Pick, Unit, Better, bool); 3] = [
             ("req/s", |r| r.rps_median, Unit::Rate, Better::Higher, true),
             (
@@ -220,11 +253,12 @@ pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
         for (label, pick, unit, better, gated) in picks {
             rows.push(Row {
                 metric: format!("{name} {label}"),
-                base: pick(b),
+                base: b.and_then(pick),
                 new: n.and_then(pick),
                 unit,
                 better,
                 gated,
+                presence,
             });
         }
     }
@@ -336,6 +370,7 @@ mod tests {
             unit: Unit::Rate,
             better,
             gated: true,
+            presence: Presence::Both,
         }
     }
 
@@ -376,5 +411,49 @@ mod tests {
         let mut missing = gated(100.0, 0.0, Better::Higher);
         missing.new = None;
         assert!(missing.regression(5.0).unwrap().contains("missing"));
+    }
+
+    #[test]
+    fn targets_in_only_one_suite_are_listed_as_added_or_removed() {
+        let result = |target: &str, rps: f64| {
+            let mut r = SuiteResult::new(target, "/", None, Vec::new());
+            r.rps_median = Some(rps);
+            r
+        };
+        let suite = |results: Vec<SuiteResult>| SuiteReport {
+            schema_version: 1,
+            kind: "suite".into(),
+            tool: tailscope_loadgen::report::Tool {
+                name: "tailscope".into(),
+                version: "0".into(),
+            },
+            host: crate::suite::Host {
+                kernel: None,
+                cpu_model: None,
+                cpus: 2,
+                memory_kb: None,
+                governor: None,
+                date: "2026-11-22T00:00:00Z".into(),
+            },
+            baseline: None,
+            load: serde_json::Value::Null,
+            results,
+            interrupted: false,
+        };
+        let base = suite(vec![result("both", 10.0), result("gone", 20.0)]);
+        let new = suite(vec![result("fresh", 30.0), result("both", 11.0)]);
+        let rows = rows_of_suites(&base, &new);
+        let req = |name: &str| {
+            rows.iter()
+                .find(|r| r.metric == format!("{name} / req/s"))
+                .unwrap_or_else(|| panic!("no {name} row in {rows:?}"))
+        };
+        assert_eq!(req("both").change(), "+10.0 %");
+        assert_eq!(req("gone").change(), "removed (only in base)");
+        assert!(req("gone").regression(5.0).unwrap().contains("missing"));
+        assert_eq!(req("fresh").change(), "added (only in new)");
+        assert_eq!(req("fresh").new, Some(30.0));
+        assert!(req("fresh").regression(5.0).is_none());
+        assert!(markdown(&rows).contains("| fresh / req/s | n/a | 30 | added (only in new) |"));
     }
 }

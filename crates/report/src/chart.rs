@@ -24,6 +24,8 @@ pub struct Series {
     pub color: RGBColor,
     /// (x, y) points, in x order.
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed, so a line under another of the same values still shows.
+    pub dashed: bool,
 }
 
 /// How the y (or x) axis is scaled.
@@ -117,6 +119,21 @@ fn usable(v: f64, scale: Scale) -> bool {
     v.is_finite() && (scale == Scale::Linear || v > 0.0)
 }
 
+/// The legend, under the plot (in the page, not over the data): a swatch and a name each.
+fn legend(entries: &[(&str, RGBColor, bool)]) -> String {
+    let mut out = String::from("<div class=\"legend\">");
+    for (name, RGBColor(r, g, b), dashed) in entries {
+        let _ = write!(
+            out,
+            "<span><i style=\"border-top: 3px {} #{r:02x}{g:02x}{b:02x}\"></i>{}</span>",
+            if *dashed { "dashed" } else { "solid" },
+            escape(name)
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
 fn figure(id: &str, title: &str, body: &str, points: usize) -> String {
     format!(
         "<figure data-chart=\"{}\" data-points=\"{points}\"><figcaption>{}</figcaption>{body}</figure>\n",
@@ -172,8 +189,23 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         draw_lines(&root, c, x_range, y_range, &mut hover)
     };
+    let entries: Vec<(&str, RGBColor, bool)> = c
+        .series
+        .iter()
+        .filter(|s| {
+            s.points
+                .iter()
+                .any(|(x, y)| usable(*x, c.x_scale) && usable(*y, c.y_scale))
+        })
+        .map(|s| (s.name.as_str(), s.color, s.dashed))
+        .collect();
     match drawn {
-        Ok(()) => figure(c.id, c.title, &with_hover(svg, &hover), points),
+        Ok(()) => figure(
+            c.id,
+            c.title,
+            &(with_hover(svg, &hover) + &legend(&entries)),
+            points,
+        ),
         Err(e) => empty(c.id, c.title, &format!("the chart could not be drawn: {e}")),
     }
 }
@@ -189,8 +221,10 @@ fn draw_lines(
 ) -> DrawResult {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut builder = ChartBuilder::on(root);
+    // The right margin leaves room for the last x label ("99.9999%") centred on the edge.
     builder
         .margin(12)
+        .margin_right(40)
         .x_label_area_size(38)
         .y_label_area_size(70);
     // Four combinations of axis scales have four chart types; a macro keeps one body.
@@ -238,13 +272,15 @@ fn draw_lines(
                             pts.iter().map(|p| format!("at {}", (c.x_fmt)(p.0))).collect(),
                         )
                     };
-                chart
-                    .draw_series(LineSeries::new(line, color.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-                    });
+                if s.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                        .map_err(|e| e.to_string())?;
+                }
                 if marks.len() <= MARKERS_UP_TO {
                     chart
                         .draw_series(marks.iter().map(|&p| Circle::new(p, 4, color.filled())))
@@ -261,13 +297,6 @@ fn draw_lines(
                     );
                 }
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .draw()
-                .map_err(|e| e.to_string())?;
         }};
     }
     match (c.x_scale, c.y_scale) {
@@ -291,6 +320,8 @@ pub struct Bar {
     pub tooltip: String,
     /// A low–high range drawn as a whisker over the bar (the spread of repeated runs).
     pub whisker: Option<(f64, f64)>,
+    /// Its colour, when bars of two kinds alternate (base and new); steel blue otherwise.
+    pub color: Option<RGBColor>,
 }
 
 /// A bar chart of labelled bars (a histogram in log buckets, a suite's req/s with the range
@@ -302,6 +333,18 @@ pub fn bar_chart(
     bars: &[Bar],
     y_fmt: &dyn Fn(f64) -> String,
 ) -> String {
+    bar_chart_with_legend(id, title, y_desc, bars, y_fmt, &[])
+}
+
+/// [`bar_chart`] with a legend under it naming the bars' colours.
+pub fn bar_chart_with_legend(
+    id: &str,
+    title: &str,
+    y_desc: &str,
+    bars: &[Bar],
+    y_fmt: &dyn Fn(f64) -> String,
+    colors: &[(&str, RGBColor)],
+) -> String {
     let points = bars.iter().filter(|b| b.value > 0.0).count();
     if points == 0 {
         return empty(id, title, "nothing was measured for this chart");
@@ -312,8 +355,14 @@ pub fn bar_chart(
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         draw_bars(&root, y_desc, bars, y_fmt, &mut hover)
     };
+    let entries: Vec<(&str, RGBColor, bool)> = colors.iter().map(|&(n, c)| (n, c, false)).collect();
+    let legend = if entries.is_empty() {
+        String::new()
+    } else {
+        legend(&entries)
+    };
     match drawn {
-        Ok(()) => figure(id, title, &with_hover(svg, &hover), points),
+        Ok(()) => figure(id, title, &(with_hover(svg, &hover) + &legend), points),
         Err(e) => empty(id, title, &format!("the chart could not be drawn: {e}")),
     }
 }
@@ -361,7 +410,10 @@ fn draw_bars(
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let x = i as f64;
-            Rectangle::new([(x + 0.1, 0.0), (x + 0.9, b.value)], fill.filled())
+            Rectangle::new(
+                [(x + 0.1, 0.0), (x + 0.9, b.value)],
+                b.color.unwrap_or(fill).filled(),
+            )
         }))
         .map_err(|e| e.to_string())?;
     let ink = RGBColor(34, 34, 34).stroke_width(2);
@@ -415,6 +467,7 @@ mod tests {
                 name: "p99".into(),
                 color: RED,
                 points: vec![(1.0, 100.0), (2.0, 2_000.0), (3.0, 0.0)],
+                dashed: false,
             }],
             per_second: false,
         });
@@ -427,6 +480,10 @@ mod tests {
         assert_eq!(html.matches("<circle class=\"pt\"").count(), 2);
         assert!(html.contains("<title>p99: 2000µs at 2</title>"));
         assert!(html.contains("<polyline"), "{html}");
+        // The legend is under the plot, not drawn over the data.
+        let legend = html.find("<div class=\"legend\">").expect("a legend");
+        assert!(legend > html.find("</svg>").unwrap());
+        assert!(html[legend..].contains("p99"));
     }
 
     #[test]
@@ -445,6 +502,7 @@ mod tests {
                     name: "requests/s".into(),
                     color: BLUE,
                     points,
+                    dashed: false,
                 }],
                 per_second: true,
             })
@@ -498,12 +556,14 @@ mod tests {
                     value: 5.0,
                     tooltip: "1ms–2ms: 5".into(),
                     whisker: None,
+                    color: None,
                 },
                 Bar {
                     label: "2ms".into(),
                     value: 0.0,
                     tooltip: "2ms–5ms: 0".into(),
                     whisker: None,
+                    color: None,
                 },
             ],
             &|v| v.to_string(),

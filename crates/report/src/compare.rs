@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tailscope_loadgen::report::{fmt_us, Report};
 
-use crate::chart::{bar_chart, Bar};
+use crate::chart::{bar_chart_with_legend, Bar};
 use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::{count_axis, series, spectrum_chart, spectrum_of, AnyReport, BLUE, P99};
@@ -314,29 +314,47 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
             ));
         }
         (AnyReport::Suite(b), AnyReport::Suite(n)) => {
+            // Each target and endpoint's pair side by side: base, then new, in two colours.
+            let mut keys: Vec<(&str, &str)> = Vec::new();
+            for r in b.results.iter().chain(n.results.iter()) {
+                let key = (r.target.as_str(), r.endpoint.as_str());
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
             let mut bars = Vec::new();
-            for (side, suite) in [("base", b), ("new", n)] {
-                for r in suite.results.iter() {
+            for (target, endpoint) in keys {
+                for (side, suite, color) in [("base", b, BLUE), ("new", n, P99)] {
+                    let Some(r) = suite
+                        .results
+                        .iter()
+                        .find(|r| r.target == target && r.endpoint == endpoint)
+                    else {
+                        continue;
+                    };
                     let Some(rps) = r.rps_median else { continue };
                     bars.push(Bar {
-                        label: format!("{} {} ({side})", r.target, r.endpoint),
+                        label: format!("{target} {endpoint} ({side})"),
                         value: rps,
                         tooltip: format!(
-                            "{} {} in the {side} suite: {} req/s (median)",
-                            r.target,
-                            r.endpoint,
+                            "{target} {endpoint} in the {side} suite: {} req/s (median)",
                             show(Some(rps), Unit::Rate)
                         ),
                         whisker: r.rps_min.zip(r.rps_max),
+                        color: Some(color),
                     });
                 }
             }
-            body.push_str(&bar_chart(
+            body.push_str(&bar_chart_with_legend(
                 "compare-rps",
                 "Requests per second, base and new (median, whiskers: slowest to fastest run)",
                 "requests/s",
                 &bars,
                 &count_axis,
+                &[
+                    (&format!("base: {}", names.0), BLUE),
+                    (&format!("new: {}", names.1), P99),
+                ],
             ));
         }
         _ => return None,

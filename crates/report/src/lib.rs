@@ -49,7 +49,11 @@ const PALETTE: [RGBColor; 8] = [
 ];
 
 fn us_axis(v: f64) -> String {
-    fmt_us(v.max(0.0).round() as u64)
+    // Zero has no unit to agree with the other ticks (a "0µs" under "2ms", "4ms").
+    if v <= 0.0 {
+        return "0".into();
+    }
+    fmt_us(v.round() as u64)
 }
 
 /// A number with at most `decimals` decimals and no trailing zeros: 2 → "2", 2.5 → "2.5".
@@ -135,6 +139,7 @@ fn series(name: &str, color: RGBColor, points: Vec<(f64, f64)>) -> Series {
         name: name.into(),
         color,
         points,
+        dashed: false,
     }
 }
 
@@ -323,6 +328,7 @@ fn charts(report: &Report) -> String {
                 fmt_count(b.count)
             ),
             whisker: None,
+            color: None,
         })
         .collect();
     out.push_str(&bar_chart(
@@ -333,17 +339,25 @@ fn charts(report: &Report) -> String {
         &count_axis,
     ));
     let cpus = ts.iter().map(|p| p.cpu_busy_pct.len()).max().unwrap_or(0);
-    let cpu_series = (0..cpus)
+    let mut cpu_series: Vec<Series> = (0..cpus)
         .map(|i| {
-            series(
-                &format!("cpu{i}{}", cpu_role(report, i)),
-                PALETTE[i % PALETTE.len()],
-                ts.iter()
-                    .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
-                    .collect(),
-            )
+            let role = cpu_role(report, i);
+            Series {
+                // The generator's CPUs dashed, so that a server CPU busy at the same
+                // figure (both at 100 %) still shows under or over it.
+                dashed: role.contains("generator") && !role.contains("server"),
+                ..series(
+                    &format!("cpu{i}{role}"),
+                    PALETTE[i % PALETTE.len()],
+                    ts.iter()
+                        .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
+                        .collect(),
+                )
+            }
         })
         .collect();
+    // The server's CPUs drawn last, over the others.
+    cpu_series.sort_by_key(|s| s.name.contains("server"));
     out.push_str(&line_chart(&LineChart {
         id: "cpu-busy",
         title: "CPU busy per second (server and generator CPUs marked)",

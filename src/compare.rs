@@ -10,14 +10,6 @@ use crate::report::{load_report, write_page};
 
 /// Compares two reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {
-    if let Some(p) = args.fail_if_regression {
-        if !(p.is_finite() && p >= 0.0) {
-            return Err(UsageError(format!(
-                "--fail-if-regression takes a percentage of 0 or more, got {p}"
-            ))
-            .into());
-        }
-    }
     check_files(
         &[&args.base, &args.new],
         Output::of("--html", "HTML report", args.html.as_deref()).as_slice(),

@@ -34,7 +34,9 @@ pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
 /// Writes an HTML page to `path`.
 pub fn write_page(page: &str, path: &Path) -> Result<()> {
     std::fs::write(path, page)
-        .with_context(|| format!("cannot write the HTML report to {}", path.display()))
+        .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    say!("tailscope: wrote {}", path.display());
+    Ok(())
 }
 
 /// Writes a finished report where it was asked for: the text on stdout (on stderr when the
@@ -76,7 +78,6 @@ pub fn report(args: ReportArgs) -> Result<Outcome> {
         AnyReport::Suite(suite) => tailscope_report::suite::page(&suite),
     };
     write_page(&page, &args.html)?;
-    say!("tailscope: wrote {}", args.html.display());
     Ok(Outcome::Success)
 }
 

@@ -158,6 +158,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             if let Some(p) = other {
                 std::fs::write(p, &json)
                     .with_context(|| format!("cannot write {}", p.display()))?;
+                say!("tailscope: wrote {}", p.display());
             }
         }
     }
@@ -166,6 +167,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
+        say!("tailscope: wrote {}", p.display());
     }
     if report.interrupted {
         say!(

@@ -283,6 +283,11 @@ fn compare_suites_matches_target_and_endpoint() {
         html.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("tailscope: wrote {}", html.display())),
+        "compare --html says what it wrote, as report does"
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("data-chart=\"compare-rps\" data-points=\"2\""),

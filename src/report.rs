@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::Report;
+use tailscope_loadgen::report::{Report, TargetInfo};
 use tailscope_loadgen::{Plan, RunTotals, Snapshot};
 use tailscope_report::{AnyReport, ReadError};
 use tailscope_tui::app::Action;
@@ -98,13 +98,21 @@ fn so_far_path(html: Option<&Path>, snap: &Snapshot) -> PathBuf {
 
 /// Saves the HTML page of the run so far (the dashboard's `s`) on a thread of its own, so the
 /// run's snapshots are not held up by the drawing, and tells the dashboard where it went.
-pub fn save_so_far(plan: &Plan, snap: &Snapshot, html: Option<&Path>, feed: &Feed) {
+pub fn save_so_far(
+    plan: &Plan,
+    snap: &Snapshot,
+    target: Option<&TargetInfo>,
+    html: Option<&Path>,
+    feed: &Feed,
+) {
     let path = so_far_path(html, snap);
-    let (plan, snap, to_dashboard) = (plan.clone(), snap.clone(), feed.clone());
+    let (plan, snap, target, to_dashboard) =
+        (plan.clone(), snap.clone(), target.cloned(), feed.clone());
     let saving = std::thread::Builder::new()
         .name("tailscope-save".into())
         .spawn(move || {
             let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
+            report.target = target;
             report.warnings.insert(
                 0,
                 format!(
@@ -112,7 +120,7 @@ pub fn save_so_far(plan: &Plan, snap: &Snapshot, html: Option<&Path>, feed: &Fee
                     snap.elapsed.as_secs_f64()
                 ),
             );
-            let note = match std::fs::write(&path, tailscope_report::run_page(&report)) {
+            let note = match std::fs::write(&path, tailscope_report::run_page_so_far(&report)) {
                 Ok(()) => format!("saved {}", path.display()),
                 Err(e) => format!("cannot save {}: {e}", path.display()),
             };

@@ -321,6 +321,24 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     .watching_listeners(plan.addr);
     let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
+    // Known before the run, so that a page saved from the dashboard names the server too.
+    let target_info = match (&target, config.pid) {
+        (Some(t), _) => Some(TargetInfo {
+            kind: t.kind().to_string(),
+            name: t.name().to_string(),
+            pid: Some(t.pid()),
+            command: Some(t.command_line().to_string()),
+            server_cpus: t.server_cpus().to_vec(),
+        }),
+        (None, Some(pid)) => Some(TargetInfo {
+            kind: "external".into(),
+            name: "external".into(),
+            pid: Some(pid),
+            command: None,
+            server_cpus: Vec::new(),
+        }),
+        (None, None) => None,
+    };
     let mut diagnosed_at = None;
     // Wall-clock time for the report (merging aligns on it); the generator keeps its own
     // monotonic clock from here.
@@ -333,7 +351,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
             if save_requests.try_recv().is_ok() {
-                crate::report::save_so_far(plan, snap, config.html.as_deref(), feed);
+                crate::report::save_so_far(
+                    plan,
+                    snap,
+                    target_info.as_ref(),
+                    config.html.as_deref(),
+                    feed,
+                );
             }
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
@@ -368,23 +392,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     if report.interrupted {
         report.signal = signal_name();
     }
-    report.target = match (&mut target, config.pid) {
-        (Some(t), _) => Some(TargetInfo {
-            kind: t.kind().to_string(),
-            name: t.name().to_string(),
-            pid: Some(t.pid()),
-            command: Some(t.command_line().to_string()),
-            server_cpus: t.server_cpus().to_vec(),
-        }),
-        (None, Some(pid)) => Some(TargetInfo {
-            kind: "external".into(),
-            name: "external".into(),
-            pid: Some(pid),
-            command: None,
-            server_cpus: Vec::new(),
-        }),
-        (None, None) => None,
-    };
+    report.target = target_info;
     let server_exited = target.as_mut().and_then(|t| t.exited());
     let findings = profiler.finish(plan, &totals, &mut report);
     findings.add_to(&mut report);

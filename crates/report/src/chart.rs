@@ -142,7 +142,8 @@ fn figure(id: &str, title: &str, body: &str, points: usize) -> String {
     )
 }
 
-fn empty(id: &str, title: &str, why: &str) -> String {
+/// A chart with nothing to draw, saying why in words.
+pub(crate) fn empty(id: &str, title: &str, why: &str) -> String {
     figure(
         id,
         title,

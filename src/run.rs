@@ -158,7 +158,7 @@ impl RunConfig {
         }
         let body_file = req.body_file;
         if let Some(path) = &body_file {
-            plan.body = std::fs::read(&path).map_err(|e| {
+            plan.body = std::fs::read(path).map_err(|e| {
                 usage(format!(
                     "cannot read body file {}: {e} (-D)",
                     path.display()

@@ -66,26 +66,26 @@ pub struct ServeArgs {
     #[arg(long = "backlog", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=65535))]
     pub backlog: i32,
     /// Fault injection: block each worker's loop every DUR (needs --stall-for).
-    #[arg(long = "stall-every", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_for")]
+    #[arg(long = "stall-every", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_for", allow_hyphen_values = true)]
     pub stall_every: Option<Duration>,
     /// Fault injection: how long each stall blocks the loop (needs --stall-every).
-    #[arg(long = "stall-for", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_every")]
+    #[arg(long = "stall-for", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_every", allow_hyphen_values = true)]
     pub stall_for: Option<Duration>,
     /// Fault injection: burn CPU on each worker's loop every DUR, in a function named
     /// burn_cpu_on_purpose (needs --burn-for).
-    #[arg(long = "burn-every", value_parser = parse_duration, value_name = "DUR", requires = "burn_for")]
+    #[arg(long = "burn-every", value_parser = any_duration, value_name = "DUR", requires = "burn_for", allow_hyphen_values = true)]
     pub burn_every: Option<Duration>,
     /// Fault injection: how long each burn holds the loop (needs --burn-every).
-    #[arg(long = "burn-for", value_parser = parse_duration, value_name = "DUR", requires = "burn_every")]
+    #[arg(long = "burn-for", value_parser = any_duration, value_name = "DUR", requires = "burn_every", allow_hyphen_values = true)]
     pub burn_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
     #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as u64 * 10))]
     pub max_conns: usize,
     /// Close keep-alive connections idle for this long.
-    #[arg(long = "idle-timeout", value_parser = duration_in(MS, DAY), default_value = "60s", value_name = "DUR")]
+    #[arg(long = "idle-timeout", value_parser = duration_in(MS, DAY), default_value = "60s", value_name = "DUR", allow_hyphen_values = true)]
     pub idle_timeout: Duration,
     /// Close connections whose request head is not complete after this long (slowloris).
-    #[arg(long = "header-timeout", value_parser = duration_in(MS, HOUR), default_value = "10s", value_name = "DUR")]
+    #[arg(long = "header-timeout", value_parser = duration_in(MS, HOUR), default_value = "10s", value_name = "DUR", allow_hyphen_values = true)]
     pub header_timeout: Duration,
 }
 
@@ -180,7 +180,7 @@ pub struct LoadArgs {
     )]
     pub connections: usize,
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
-    #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR")]
+    #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Send exactly this many measured requests.
     #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=MAX_REQUESTS))]
@@ -203,13 +203,13 @@ pub struct LoadArgs {
     #[arg(long = "cpus", visible_alias = "client-cpus", value_parser = parse_cpu_list, value_name = "LIST")]
     pub cpus: Option<CpuList>,
     /// Apply load for this long before measuring; nothing sent in it is recorded.
-    #[arg(long = "warmup", value_parser = duration_in(Duration::ZERO, MAX_DURATION), value_name = "DUR")]
+    #[arg(long = "warmup", value_parser = duration_in(Duration::ZERO, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub warmup: Option<Duration>,
     /// Per-request timeout, from when the request began (its connect, if it opened one).
-    #[arg(short = 't', long = "timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "20s", value_name = "DUR")]
+    #[arg(short = 't', long = "timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "20s", value_name = "DUR", allow_hyphen_values = true)]
     pub timeout: Duration,
     /// Limit on the TCP handshake.
-    #[arg(long = "connect-timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "10s", value_name = "DUR")]
+    #[arg(long = "connect-timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "10s", value_name = "DUR", allow_hyphen_values = true)]
     pub connect_timeout: Duration,
     /// The generator engine: uring (io_uring), tokio (epoll), or auto (the report's
     /// config.engine says which ran and why).
@@ -304,12 +304,55 @@ const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
+/// Duration flags take values that start with '-' (`allow_hyphen_values`), so that `-z -1s`
+/// reaches the parser and its message, not clap's "to pass '-1' as a value, use '-- -1'" tip.
+/// A value that is the next flag (`--warmup --json out.json`: the value was forgotten) is
+/// refused here, saying so, and so is a negative one.
+fn not_a_flag(s: &str) -> Result<(), String> {
+    let Some(rest) = s.strip_prefix('-') else {
+        return Ok(());
+    };
+    Err(
+        if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            format!("{s} is negative: a duration is 0 or more, e.g. 10s")
+        } else {
+            format!("{s} is a flag, not a duration: give a duration (e.g. 10s) before it")
+        },
+    )
+}
+
 /// A duration parser that refuses values outside `lo..=hi`, naming the range.
 pub fn duration_in(
     lo: Duration,
     hi: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |s: &str| tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
+    move |s: &str| {
+        not_a_flag(s)?;
+        tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
+    }
+}
+
+/// Any duration [`parse_duration`] takes, refusing a flag as [`duration_in`] does.
+fn any_duration(s: &str) -> Result<Duration, String> {
+    not_a_flag(s)?;
+    parse_duration(s)
+}
+
+/// Parses `--fail-if-regression`'s percentage: a finite number, 0 or more.
+fn parse_percentage(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage, e.g. 5"))?;
+    if !p.is_finite() {
+        return Err(format!(
+            "{s} is not a finite number: give a percentage such as 5"
+        ));
+    }
+    if p < 0.0 {
+        return Err(format!("{s} is negative: give a percentage of 0 or more"));
+    }
+    Ok(p)
 }
 
 /// Parses a process id and checks it is one Linux can hand out.
@@ -351,6 +394,7 @@ pub fn parse_cpu_list(s: &str) -> Result<CpuList, String> {
 
 /// `tailscope suite` arguments.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct SuiteArgs {
     /// The suite file (TOML): [suite] baseline, [load], [[target]]s and [[endpoint]]s.
     pub file: PathBuf,
@@ -367,13 +411,16 @@ pub struct SuiteArgs {
 
 /// `tailscope compare` arguments.
 #[derive(Debug, clap::Args)]
+// `--fail-if-regression -5` reaches the value parser (and its message), not clap's tip.
+#[command(allow_negative_numbers = true)]
 pub struct CompareArgs {
     /// The reference report (from `run --json` or `suite --json`).
     pub base: PathBuf,
     /// The report to judge, of the same kind.
     pub new: PathBuf,
-    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
-    #[arg(long = "fail-if-regression", value_name = "PCT")]
+    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent, or the error rate
+    /// rises by more than PCT percentage points.
+    #[arg(long = "fail-if-regression", value_name = "PCT", value_parser = parse_percentage)]
     pub fail_if_regression: Option<f64>,
     /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
     #[arg(long = "html", value_name = "OUT.html")]
@@ -404,6 +451,7 @@ pub struct MergeArgs {
 
 /// `tailscope report FILE.json --html OUT.html`.
 #[derive(Debug, clap::Args)]
+#[command(allow_negative_numbers = true)]
 pub struct ReportArgs {
     /// A report written by `tailscope run --json` or `tailscope suite --json`.
     #[arg(value_name = "FILE.json")]
@@ -426,6 +474,36 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert!(parse_duration("10").unwrap_err().contains("unit"));
+    }
+
+    /// The message clap prints for `args`, which must fail.
+    fn refusal(args: &[&str]) -> String {
+        let err = Cli::try_parse_from(std::iter::once("tailscope").chain(args.iter().copied()))
+            .expect_err("refused");
+        err.to_string()
+    }
+
+    #[test]
+    fn negative_values_reach_the_value_parsers() {
+        for args in [
+            &["compare", "a", "b", "--fail-if-regression", "-5"][..],
+            &["run", "--target", "embedded", "--warmup", "-1s"],
+            &["run", "--target", "embedded", "-z", "-1s"],
+            &["serve", "--stall-every", "-1s", "--stall-for", "1s"],
+        ] {
+            let msg = refusal(args);
+            assert!(!msg.contains("use '--"), "{args:?}: {msg}");
+            assert!(msg.contains("invalid value '-"), "{args:?}: {msg}");
+            assert!(msg.contains("is negative"), "{args:?}: {msg}");
+        }
+        assert!(refusal(&["compare", "a", "b", "--fail-if-regression", "-5"]).contains("negative"));
+        assert!(
+            refusal(&["compare", "a", "b", "--fail-if-regression", "1e999"])
+                .contains("not a finite number")
+        );
+        // A forgotten value does not take the next flag as one.
+        let msg = refusal(&["run", "--target", "embedded", "-z", "--json", "x.json"]);
+        assert!(msg.contains("--json is a flag, not a duration"), "{msg}");
     }
 
     #[test]

@@ -5,22 +5,15 @@ use tailscope_report::compare;
 
 use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_html_path, print_stdout};
+use crate::process::{check_files, print_stdout, Output};
 use crate::report::{load_report, write_page};
 
 /// Compares two reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {
-    if let Some(p) = args.fail_if_regression {
-        if !(p.is_finite() && p >= 0.0) {
-            return Err(UsageError(format!(
-                "--fail-if-regression takes a percentage of 0 or more, got {p}"
-            ))
-            .into());
-        }
-    }
-    if let Some(path) = &args.html {
-        check_html_path(path)?;
-    }
+    check_files(
+        &[&args.base, &args.new],
+        Output::of("--html", "HTML report", args.html.as_deref()).as_slice(),
+    )?;
     let base = load_report(&args.base)?;
     let new = load_report(&args.new)?;
     let Some(rows) = compare::rows(&base, &new) else {

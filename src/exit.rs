@@ -11,7 +11,8 @@ pub enum Outcome {
     /// no request got any response (the run measured nothing).
     Failure,
     /// 2: bad flags, URL, threshold expression or input file, a number out of its range, an
-    /// unwritable `--json` path, `-c` beyond the open-file limit; nothing was run.
+    /// unwritable output path or one that is an input or another output, `-c` beyond the
+    /// open-file limit; nothing was run.
     Usage,
     /// 99: the run finished but a `--fail-if` threshold did not hold.
     ThresholdFailed,

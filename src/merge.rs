@@ -16,6 +16,16 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
         .iter()
         .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
         .collect::<Result<Vec<_>>>()?;
+    crate::process::check_files(
+        &args.files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        &[
+            crate::process::Output::of("--json", "merged JSON report", args.json.as_deref()),
+            crate::process::Output::of("--html", "HTML report", args.html.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>(),
+    )?;
     let mut reports = Vec::with_capacity(args.files.len());
     for path in &args.files {
         let r: Report = match crate::report::load_report(path)? {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::Report;
+use tailscope_loadgen::report::{Report, TargetInfo};
 use tailscope_loadgen::{Plan, RunTotals, Snapshot};
 use tailscope_report::{AnyReport, ReadError};
 use tailscope_tui::app::Action;
@@ -13,6 +13,7 @@ use tailscope_tui::Feed;
 
 use crate::args::ReportArgs;
 use crate::exit::{Outcome, UsageError};
+use crate::process::{check_files, Output};
 
 /// Reads a saved report of either kind, failing with a usage error that says what the file is
 /// instead.
@@ -33,7 +34,9 @@ pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
 /// Writes an HTML page to `path`.
 pub fn write_page(page: &str, path: &Path) -> Result<()> {
     std::fs::write(path, page)
-        .with_context(|| format!("cannot write the HTML report to {}", path.display()))
+        .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    say!("tailscope: wrote {}", path.display());
+    Ok(())
 }
 
 /// Writes a finished report where it was asked for: the text on stdout (on stderr when the
@@ -62,12 +65,19 @@ pub fn emit(
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {
+    check_files(
+        &[&args.file],
+        &[Output {
+            flag: "--html",
+            what: "HTML report",
+            path: &args.html,
+        }],
+    )?;
     let page = match load_report(&args.file)? {
         AnyReport::Run(report) => tailscope_report::run_page(&report),
         AnyReport::Suite(suite) => tailscope_report::suite::page(&suite),
     };
     write_page(&page, &args.html)?;
-    say!("tailscope: wrote {}", args.html.display());
     Ok(Outcome::Success)
 }
 
@@ -88,13 +98,21 @@ fn so_far_path(html: Option<&Path>, snap: &Snapshot) -> PathBuf {
 
 /// Saves the HTML page of the run so far (the dashboard's `s`) on a thread of its own, so the
 /// run's snapshots are not held up by the drawing, and tells the dashboard where it went.
-pub fn save_so_far(plan: &Plan, snap: &Snapshot, html: Option<&Path>, feed: &Feed) {
+pub fn save_so_far(
+    plan: &Plan,
+    snap: &Snapshot,
+    target: Option<&TargetInfo>,
+    html: Option<&Path>,
+    feed: &Feed,
+) {
     let path = so_far_path(html, snap);
-    let (plan, snap, to_dashboard) = (plan.clone(), snap.clone(), feed.clone());
+    let (plan, snap, target, to_dashboard) =
+        (plan.clone(), snap.clone(), target.cloned(), feed.clone());
     let saving = std::thread::Builder::new()
         .name("tailscope-save".into())
         .spawn(move || {
             let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
+            report.target = target;
             report.warnings.insert(
                 0,
                 format!(
@@ -102,7 +120,7 @@ pub fn save_so_far(plan: &Plan, snap: &Snapshot, html: Option<&Path>, feed: &Fee
                     snap.elapsed.as_secs_f64()
                 ),
             );
-            let note = match std::fs::write(&path, tailscope_report::run_page(&report)) {
+            let note = match std::fs::write(&path, tailscope_report::run_page_so_far(&report)) {
                 Ok(()) => format!("saved {}", path.display()),
                 Err(e) => format!("cannot save {}: {e}", path.display()),
             };

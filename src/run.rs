@@ -17,9 +17,7 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{
-    check_html_path, check_writable, fit_open_files, signal_name, watch_signals, SIGNALLED,
-};
+use crate::process::{check_files, fit_open_files, signal_name, watch_signals, Output, SIGNALLED};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -160,8 +158,9 @@ impl RunConfig {
         if let Some(body) = req.body {
             plan.body = body.into_bytes();
         }
-        if let Some(path) = req.body_file {
-            plan.body = std::fs::read(&path).map_err(|e| {
+        let body_file = req.body_file;
+        if let Some(path) = &body_file {
+            plan.body = std::fs::read(path).map_err(|e| {
                 usage(format!(
                     "cannot read body file {}: {e} (-D)",
                     path.display()
@@ -178,18 +177,17 @@ impl RunConfig {
             segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
         }
         plan.validate().map_err(|e| usage(e.to_string()))?;
-        if let Some(path) = &args.output.json {
-            check_writable(path, "JSON report", "--json").map_err(usage)?;
-        }
-        if let Some(path) = &args.output.html {
-            check_html_path(path)?;
-        }
-        if let Some(path) = &args.output.flamegraph {
-            check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
-        }
-        if let Some(path) = &args.output.hdr_log {
-            check_writable(path, "HdrHistogram log", "--hdr-log").map_err(usage)?;
-        }
+        let out = &args.output;
+        let outputs: Vec<Output> = [
+            Output::of("--json", "JSON report", out.json.as_deref()),
+            Output::of("--html", "HTML report", out.html.as_deref()),
+            Output::of("--flamegraph", "flame graph", out.flamegraph.as_deref()),
+            Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        check_files(body_file.as_deref().as_slice(), &outputs)?;
         let thresholds = args
             .output
             .fail_if
@@ -325,6 +323,24 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     .watching_listeners(plan.addr);
     let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
+    // Known before the run, so that a page saved from the dashboard names the server too.
+    let target_info = match (&target, config.pid) {
+        (Some(t), _) => Some(TargetInfo {
+            kind: t.kind().to_string(),
+            name: t.name().to_string(),
+            pid: Some(t.pid()),
+            command: Some(t.command_line().to_string()),
+            server_cpus: t.server_cpus().to_vec(),
+        }),
+        (None, Some(pid)) => Some(TargetInfo {
+            kind: "external".into(),
+            name: "external".into(),
+            pid: Some(pid),
+            command: None,
+            server_cpus: Vec::new(),
+        }),
+        (None, None) => None,
+    };
     let mut diagnosed_at = None;
     // Wall-clock time for the report (merging aligns on it); the generator keeps its own
     // monotonic clock from here.
@@ -337,7 +353,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
             if save_requests.try_recv().is_ok() {
-                crate::report::save_so_far(plan, snap, config.html.as_deref(), feed);
+                crate::report::save_so_far(
+                    plan,
+                    snap,
+                    target_info.as_ref(),
+                    config.html.as_deref(),
+                    feed,
+                );
             }
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
@@ -372,23 +394,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     if report.interrupted {
         report.signal = signal_name();
     }
-    report.target = match (&mut target, config.pid) {
-        (Some(t), _) => Some(TargetInfo {
-            kind: t.kind().to_string(),
-            name: t.name().to_string(),
-            pid: Some(t.pid()),
-            command: Some(t.command_line().to_string()),
-            server_cpus: t.server_cpus().to_vec(),
-        }),
-        (None, Some(pid)) => Some(TargetInfo {
-            kind: "external".into(),
-            name: "external".into(),
-            pid: Some(pid),
-            command: None,
-            server_cpus: Vec::new(),
-        }),
-        (None, None) => None,
-    };
+    report.target = target_info;
     let server_exited = target.as_mut().and_then(|t| t.exited());
     let findings = profiler.finish(plan, &totals, &mut report);
     findings.add_to(&mut report);

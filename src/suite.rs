@@ -15,7 +15,7 @@ use tailscope_targets::Target;
 
 use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_html_path, print_stdout, watch_signals, SIGNALLED};
+use crate::process::{check_files, print_stdout, watch_signals, Output, SIGNALLED};
 use crate::report::write_page;
 
 /// Runs a suite file.
@@ -27,9 +27,17 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         ))
     })?;
     let suite: Suite = file::parse(&args.file, &text).map_err(UsageError)?;
-    if let Some(path) = &args.html {
-        check_html_path(path)?;
-    }
+    check_files(
+        &[&args.file],
+        &[
+            Output::of("--json", "suite report", args.json.as_deref()),
+            Output::of("--markdown", "markdown table", args.markdown.as_deref()),
+            Output::of("--html", "HTML report", args.html.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>(),
+    )?;
     let load = &suite.load;
     let available = cpus::available();
     let (default_server, default_client) = cpus::default_split(&available);
@@ -126,7 +134,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     summarize(&mut results, suite.baseline.as_deref());
     let table = markdown(&results, suite.baseline.as_deref());
     let report = SuiteReport {
-        schema_version: 1,
+        schema_version: tailscope_report::suite::SCHEMA_VERSION,
         kind: "suite".into(),
         tool: Tool {
             name: "tailscope".into(),
@@ -150,6 +158,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             if let Some(p) = other {
                 std::fs::write(p, &json)
                     .with_context(|| format!("cannot write {}", p.display()))?;
+                say!("tailscope: wrote {}", p.display());
             }
         }
     }
@@ -158,6 +167,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
+        say!("tailscope: wrote {}", p.display());
     }
     if report.interrupted {
         say!(

@@ -283,6 +283,11 @@ fn compare_suites_matches_target_and_endpoint() {
         html.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(&format!("tailscope: wrote {}", html.display())),
+        "compare --html says what it wrote, as report does"
+    );
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("data-chart=\"compare-rps\" data-points=\"2\""),
@@ -293,4 +298,72 @@ fn compare_suites_matches_target_and_endpoint() {
     assert!(page.contains(
         "<tr><td>ref / req/s</td><td class=\"num\">1000</td><td class=\"num\">800</td><td class=\"num\">-20.0 %</td></tr>"
     ));
+}
+
+/// `tailscope ARGS`: exit 2, with `message` on stderr, and nothing run.
+fn refused(args: &[&str], message: &str) {
+    let out = tailscope(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+    assert!(!stderr.contains("suite: "), "{args:?} ran: {stderr}");
+}
+
+#[test]
+fn an_output_that_would_destroy_an_input_or_another_output_is_refused_before_anything_runs() {
+    let report = run_report(1000.0, 100);
+    let a = temp("self.json", &report);
+    let b = temp("b2.json", &report);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let suite = temp("tiny.toml", QUICK);
+    let suite = suite.to_str().unwrap();
+    refused(
+        &["report", a, "--html", a],
+        "--html is the same file as the input",
+    );
+    refused(
+        &["compare", a, b, "--html", b],
+        "--html is the same file as the input",
+    );
+    let same = temp("same.out", "");
+    std::fs::remove_file(&same).unwrap();
+    let same = same.to_str().unwrap();
+    refused(
+        &[
+            "run", "--target", "embedded", "-z", "1s", "-c", "4", "--no-tui", "--json", same,
+            "--html", same,
+        ],
+        "--html is the same file as --json",
+    );
+    refused(
+        &["suite", suite, "--json", same, "--html", same],
+        "--html is the same file as --json",
+    );
+    refused(
+        &["merge", a, b, "--json", b],
+        "--json is the same file as the input",
+    );
+    assert_eq!(
+        std::fs::read_to_string(a).unwrap(),
+        report,
+        "the input is untouched"
+    );
+    assert!(!std::path::Path::new(same).exists());
+    // `-` is stdout, not a file: two outputs may both go there.
+    let out = tailscope(&["merge", a, "--json", "-"]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn an_unwritable_output_is_refused_before_anything_runs_with_one_message() {
+    let suite = temp("tiny2.toml", QUICK);
+    let suite = suite.to_str().unwrap();
+    let hint = "pick a writable path";
+    refused(&["suite", suite, "--json", "/nonexistent/x.json"], hint);
+    refused(&["suite", suite, "--markdown", "/nonexistent/x.md"], hint);
+    let a = temp("w.json", &run_report(1000.0, 100));
+    let a = a.to_str().unwrap();
+    refused(&["report", a, "--html", "/nonexistent/x.html"], hint);
+    refused(&["compare", a, a, "--html", "/nonexistent/x.html"], hint);
+    refused(&["merge", a, "--json", "/nonexistent/x.json"], hint);
 }

@@ -24,6 +24,8 @@ pub struct Series {
     pub color: RGBColor,
     /// (x, y) points, in x order.
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed, so a line under another of the same values still shows.
+    pub dashed: bool,
 }
 
 /// How the y (or x) axis is scaled.
@@ -55,6 +57,29 @@ pub struct LineChart<'a> {
     pub y_fmt: &'a dyn Fn(f64) -> String,
     /// The lines.
     pub series: Vec<Series>,
+    /// Whether each point is a second's figure at the second's end (`t_s`): drawn as a step
+    /// over the second it covers, so a spike in second 2 (2–3 s) shows between 2 and 3 s,
+    /// where the diagnosis puts it, and a run of one second is a segment, not an invisible
+    /// dot.
+    pub per_second: bool,
+}
+
+/// Series with at most this many points also get a marker on each point, so that one point,
+/// or a few far apart, are seen.
+const MARKERS_UP_TO: usize = 30;
+
+/// The span each per-second point covers: from the previous point (or one second before,
+/// not before 0) to its own `t`; a partial last second is as short as it was.
+fn spans(points: &[(f64, f64)]) -> Vec<(f64, f64, f64)> {
+    let mut prev: Option<f64> = None;
+    points
+        .iter()
+        .map(|&(t, y)| {
+            let start = prev.map_or(t - 1.0, |p| p.max(t - 1.0)).max(0.0).min(t);
+            prev = Some(t);
+            (start, t, y)
+        })
+        .collect()
 }
 
 /// The range covering `values`, padded, positive for a log axis.
@@ -94,6 +119,21 @@ fn usable(v: f64, scale: Scale) -> bool {
     v.is_finite() && (scale == Scale::Linear || v > 0.0)
 }
 
+/// The legend, under the plot (in the page, not over the data): a swatch and a name each.
+fn legend(entries: &[(&str, RGBColor, bool)]) -> String {
+    let mut out = String::from("<div class=\"legend\">");
+    for (name, RGBColor(r, g, b), dashed) in entries {
+        let _ = write!(
+            out,
+            "<span><i style=\"border-top: 3px {} #{r:02x}{g:02x}{b:02x}\"></i>{}</span>",
+            if *dashed { "dashed" } else { "solid" },
+            escape(name)
+        );
+    }
+    out.push_str("</div>");
+    out
+}
+
 fn figure(id: &str, title: &str, body: &str, points: usize) -> String {
     format!(
         "<figure data-chart=\"{}\" data-points=\"{points}\"><figcaption>{}</figcaption>{body}</figure>\n",
@@ -102,7 +142,8 @@ fn figure(id: &str, title: &str, body: &str, points: usize) -> String {
     )
 }
 
-fn empty(id: &str, title: &str, why: &str) -> String {
+/// A chart with nothing to draw, saying why in words.
+pub(crate) fn empty(id: &str, title: &str, why: &str) -> String {
     figure(
         id,
         title,
@@ -131,7 +172,17 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
     if points == 0 {
         return empty(c.id, c.title, "nothing was measured for this chart");
     }
-    let x_range = range_of(all().map(|p| p.0), c.x_scale);
+    let x_range = if c.per_second {
+        let starts: Vec<f64> = c
+            .series
+            .iter()
+            .flat_map(|s| spans(&s.points))
+            .map(|(start, _, _)| start)
+            .collect();
+        range_of(all().map(|p| p.0).chain(starts), c.x_scale)
+    } else {
+        range_of(all().map(|p| p.0), c.x_scale)
+    };
     let y_range = range_of(all().map(|p| p.1), c.y_scale);
     let mut svg = String::new();
     let mut hover = String::new();
@@ -139,8 +190,23 @@ pub fn line_chart(c: &LineChart<'_>) -> String {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         draw_lines(&root, c, x_range, y_range, &mut hover)
     };
+    let entries: Vec<(&str, RGBColor, bool)> = c
+        .series
+        .iter()
+        .filter(|s| {
+            s.points
+                .iter()
+                .any(|(x, y)| usable(*x, c.x_scale) && usable(*y, c.y_scale))
+        })
+        .map(|s| (s.name.as_str(), s.color, s.dashed))
+        .collect();
     match drawn {
-        Ok(()) => figure(c.id, c.title, &with_hover(svg, &hover), points),
+        Ok(()) => figure(
+            c.id,
+            c.title,
+            &(with_hover(svg, &hover) + &legend(&entries)),
+            points,
+        ),
         Err(e) => empty(c.id, c.title, &format!("the chart could not be drawn: {e}")),
     }
 }
@@ -156,8 +222,10 @@ fn draw_lines(
 ) -> DrawResult {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let mut builder = ChartBuilder::on(root);
+    // The right margin leaves room for the last x label ("99.9999%") centred on the edge.
     builder
         .margin(12)
+        .margin_right(40)
         .x_label_area_size(38)
         .y_label_area_size(70);
     // Four combinations of axis scales have four chart types; a macro keeps one body.
@@ -184,31 +252,52 @@ fn draw_lines(
                     continue;
                 }
                 let color = s.color;
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-                    .map_err(|e| e.to_string())?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(3))
-                    });
-                for &(px, py) in &pts {
+                // (where the marker and hover go, the line's points, the hover's "at …")
+                let (marks, line, at): (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<String>) =
+                    if c.per_second {
+                        let spans = spans(&pts);
+                        (
+                            spans.iter().map(|&(a, b, y)| ((a + b) / 2.0, y)).collect(),
+                            spans.iter().flat_map(|&(a, b, y)| [(a, y), (b, y)]).collect(),
+                            spans
+                                .iter()
+                                .map(|&(a, b, _)| {
+                                    format!("in {}–{}", (c.x_fmt)(a), (c.x_fmt)(b))
+                                })
+                                .collect(),
+                        )
+                    } else {
+                        (
+                            pts.clone(),
+                            pts.clone(),
+                            pts.iter().map(|p| format!("at {}", (c.x_fmt)(p.0))).collect(),
+                        )
+                    };
+                if s.dashed {
+                    chart
+                        .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    chart
+                        .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                        .map_err(|e| e.to_string())?;
+                }
+                if marks.len() <= MARKERS_UP_TO {
+                    chart
+                        .draw_series(marks.iter().map(|&p| Circle::new(p, 4, color.filled())))
+                        .map_err(|e| e.to_string())?;
+                }
+                for (&(px, py), at) in marks.iter().zip(&at) {
                     let (cx, cy) = chart.backend_coord(&(px, py));
                     let _ = write!(
                         hover,
-                        "<circle class=\"pt\" cx=\"{cx}\" cy=\"{cy}\" r=\"4\"><title>{}: {} at {}</title></circle>",
+                        "<circle class=\"pt\" cx=\"{cx}\" cy=\"{cy}\" r=\"4\"><title>{}: {} {}</title></circle>",
                         escape(&s.name),
                         escape(&(c.y_fmt)(py)),
-                        escape(&(c.x_fmt)(px))
+                        escape(at)
                     );
                 }
             }
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(200, 200, 200))
-                .draw()
-                .map_err(|e| e.to_string())?;
         }};
     }
     match (c.x_scale, c.y_scale) {
@@ -232,6 +321,8 @@ pub struct Bar {
     pub tooltip: String,
     /// A low–high range drawn as a whisker over the bar (the spread of repeated runs).
     pub whisker: Option<(f64, f64)>,
+    /// Its colour, when bars of two kinds alternate (base and new); steel blue otherwise.
+    pub color: Option<RGBColor>,
 }
 
 /// A bar chart of labelled bars (a histogram in log buckets, a suite's req/s with the range
@@ -243,6 +334,18 @@ pub fn bar_chart(
     bars: &[Bar],
     y_fmt: &dyn Fn(f64) -> String,
 ) -> String {
+    bar_chart_with_legend(id, title, y_desc, bars, y_fmt, &[])
+}
+
+/// [`bar_chart`] with a legend under it naming the bars' colours.
+pub fn bar_chart_with_legend(
+    id: &str,
+    title: &str,
+    y_desc: &str,
+    bars: &[Bar],
+    y_fmt: &dyn Fn(f64) -> String,
+    colors: &[(&str, RGBColor)],
+) -> String {
     let points = bars.iter().filter(|b| b.value > 0.0).count();
     if points == 0 {
         return empty(id, title, "nothing was measured for this chart");
@@ -253,8 +356,14 @@ pub fn bar_chart(
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         draw_bars(&root, y_desc, bars, y_fmt, &mut hover)
     };
+    let entries: Vec<(&str, RGBColor, bool)> = colors.iter().map(|&(n, c)| (n, c, false)).collect();
+    let legend = if entries.is_empty() {
+        String::new()
+    } else {
+        legend(&entries)
+    };
     match drawn {
-        Ok(()) => figure(id, title, &with_hover(svg, &hover), points),
+        Ok(()) => figure(id, title, &(with_hover(svg, &hover) + &legend), points),
         Err(e) => empty(id, title, &format!("the chart could not be drawn: {e}")),
     }
 }
@@ -302,7 +411,10 @@ fn draw_bars(
     chart
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let x = i as f64;
-            Rectangle::new([(x + 0.1, 0.0), (x + 0.9, b.value)], fill.filled())
+            Rectangle::new(
+                [(x + 0.1, 0.0), (x + 0.9, b.value)],
+                b.color.unwrap_or(fill).filled(),
+            )
         }))
         .map_err(|e| e.to_string())?;
     let ink = RGBColor(34, 34, 34).stroke_width(2);
@@ -356,7 +468,9 @@ mod tests {
                 name: "p99".into(),
                 color: RED,
                 points: vec![(1.0, 100.0), (2.0, 2_000.0), (3.0, 0.0)],
+                dashed: false,
             }],
+            per_second: false,
         });
         assert!(html.contains("data-chart=\"t\""));
         assert!(
@@ -367,6 +481,60 @@ mod tests {
         assert_eq!(html.matches("<circle class=\"pt\"").count(), 2);
         assert!(html.contains("<title>p99: 2000µs at 2</title>"));
         assert!(html.contains("<polyline"), "{html}");
+        // The legend is under the plot, not drawn over the data.
+        let legend = html.find("<div class=\"legend\">").expect("a legend");
+        assert!(legend > html.find("</svg>").unwrap());
+        assert!(html[legend..].contains("p99"));
+    }
+
+    #[test]
+    fn one_second_is_a_step_over_the_second_with_a_marker() {
+        let chart = |points: Vec<(f64, f64)>| {
+            line_chart(&LineChart {
+                id: "t",
+                title: "Throughput",
+                x_desc: "s",
+                y_desc: "requests/s",
+                x_scale: Scale::Linear,
+                y_scale: Scale::Linear,
+                x_fmt: &|v| format!("{v}s"),
+                y_fmt: &|v| format!("{v:.0}"),
+                series: vec![Series {
+                    name: "requests/s".into(),
+                    color: BLUE,
+                    points,
+                    dashed: false,
+                }],
+                per_second: true,
+            })
+        };
+        let one = chart(vec![(1.0, 500.0)]);
+        assert!(one.contains("data-points=\"1\""));
+        // The line is drawn (a segment from 0 to 1 s, not a lone point plotters skips) and
+        // the point is marked, its hover naming the second it covers.
+        let line = one
+            .split("<polyline")
+            .find(|l| l.contains("stroke=\"#0000FF\" stroke-width=\"2\""))
+            .and_then(|l| l.split("points=\"").nth(1))
+            .and_then(|l| l.split('"').next())
+            .expect("a polyline");
+        let xs: Vec<&str> = line
+            .split_whitespace()
+            .map(|p| p.split(',').next().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 2, "{line}");
+        assert_ne!(xs[0], xs[1], "a segment of width, not a dot: {line}");
+        assert!(one.contains("<circle cx="), "a visible marker: {one}");
+        assert!(
+            one.contains("<title>requests/s: 500 in 0s–1s</title>"),
+            "{one}"
+        );
+        // The spike of second 2 (the point at 3 s) lies over 2–3 s, where the diagnosis says.
+        let three = chart(vec![(1.0, 1.0), (2.0, 1.0), (3.0, 9.0)]);
+        assert!(
+            three.contains("<title>requests/s: 9 in 2s–3s</title>"),
+            "{three}"
+        );
     }
 
     #[test]
@@ -389,12 +557,14 @@ mod tests {
                     value: 5.0,
                     tooltip: "1ms–2ms: 5".into(),
                     whisker: None,
+                    color: None,
                 },
                 Bar {
                     label: "2ms".into(),
                     value: 0.0,
                     tooltip: "2ms–5ms: 0".into(),
                     whisker: None,
+                    color: None,
                 },
             ],
             &|v| v.to_string(),

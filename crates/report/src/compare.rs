@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use tailscope_loadgen::report::{fmt_us, Report};
 
-use crate::chart::{bar_chart, Bar};
+use crate::chart::{bar_chart_with_legend, Bar};
 use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::{count_axis, series, spectrum_chart, spectrum_of, AnyReport, BLUE, P99};
@@ -30,6 +30,17 @@ pub enum Unit {
     Fraction,
 }
 
+/// Which of the two reports has what a row compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presence {
+    /// Both (a figure may still be missing: nothing measured).
+    Both,
+    /// Only the base (a suite's target or endpoint removed).
+    OnlyBase,
+    /// Only the new report (a target or endpoint added).
+    OnlyNew,
+}
+
 /// One compared metric.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -43,8 +54,10 @@ pub struct Row {
     pub unit: Unit,
     /// Which way it improves.
     pub better: Better,
-    /// Whether the regression gate judges it (req/s and p99).
+    /// Whether the regression gate judges it (req/s, p99, the error rate).
     pub gated: bool,
+    /// Which report has it.
+    pub presence: Presence,
 }
 
 impl Row {
@@ -56,27 +69,54 @@ impl Row {
         }
     }
 
-    /// The change as the table writes it: `+4.2 %`, or `n/a`.
-    pub fn change(&self) -> String {
-        self.change_pct()
-            .map_or("n/a".to_string(), |c| format!("{c:+.1} %"))
+    /// The change of a fraction (the error rate) in percentage points: 0 % → 50 % is
+    /// +50 pp, where a change in percent of 0 is undefined.
+    pub fn change_pp(&self) -> Option<f64> {
+        Some((self.new? - self.base?) * 100.0)
     }
 
-    /// The regression, in percent, when this row is worse than allowed.
+    /// The change as the table writes it: `+4.2 %`, `+50.000 pp` for a fraction, or `n/a`.
+    pub fn change(&self) -> String {
+        match self.presence {
+            Presence::OnlyBase => return "removed (only in base)".into(),
+            Presence::OnlyNew => return "added (only in new)".into(),
+            Presence::Both => {}
+        }
+        match self.unit {
+            Unit::Fraction => self
+                .change_pp()
+                .map_or("n/a".to_string(), |c| format!("{c:+.3} pp")),
+            _ => self
+                .change_pct()
+                .map_or("n/a".to_string(), |c| format!("{c:+.1} %")),
+        }
+    }
+
+    /// The regression, in percent (percentage points for a fraction), when this row is worse
+    /// than allowed.
     pub fn regression(&self, limit_pct: f64) -> Option<String> {
         if !self.gated {
             return None;
         }
-        if self.base.is_some() && self.new.is_none() {
+        if self.presence == Presence::OnlyBase || (self.base.is_some() && self.new.is_none()) {
             return Some(format!("{}: missing in the new report", self.metric));
         }
-        let change = self.change_pct()?;
+        let (change, unit) = match self.unit {
+            Unit::Fraction => (self.change_pp()?, "pp"),
+            _ => (self.change_pct()?, "%"),
+        };
         let worse = match self.better {
             Better::Higher => -change,
             Better::Lower => change,
         };
-        (worse > limit_pct)
-            .then(|| format!("{}: {change:+.1} % (limit {limit_pct} %)", self.metric))
+        (worse > limit_pct).then(|| {
+            let shown = if unit == "pp" {
+                format!("{change:+.3}")
+            } else {
+                format!("{change:+.1}")
+            };
+            format!("{}: {shown} {unit} (limit {limit_pct} {unit})", self.metric)
+        })
     }
 }
 
@@ -107,6 +147,7 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
         unit,
         better,
         gated,
+        presence: Presence::Both,
     };
     vec![
         row(
@@ -163,7 +204,7 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
             |r| Some(r.summary.error_rate),
             Unit::Fraction,
             Better::Lower,
-            false,
+            true,
         ),
     ]
 }
@@ -172,12 +213,26 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
 pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
     type Pick = fn(&SuiteResult) -> Option<f64>;
     let mut rows = Vec::new();
-    for b in &base.results {
-        let n = new
-            .results
-            .iter()
-            .find(|n| n.target == b.target && n.endpoint == b.endpoint);
-        let name = format!("{} {}", b.target, b.endpoint);
+    let same = |a: &SuiteResult, b: &SuiteResult| a.target == b.target && a.endpoint == b.endpoint;
+    // Base's results in its order, matched in new, then what only new has.
+    let pairs = base
+        .results
+        .iter()
+        .map(|b| (Some(b), new.results.iter().find(|n| same(b, n))))
+        .chain(
+            new.results
+                .iter()
+                .filter(|n| !base.results.iter().any(|b| same(b, n)))
+                .map(|n| (None, Some(n))),
+        );
+    for (b, n) in pairs {
+        let (presence, either) = match (b, n) {
+            (Some(b), Some(_)) => (Presence::Both, b),
+            (Some(b), None) => (Presence::OnlyBase, b),
+            (None, Some(n)) => (Presence::OnlyNew, n),
+            (None, None) => continue,
+        };
+        let name = format!("{} {}", either.target, either.endpoint);
         let picks: [(&str, Pick, Unit, Better, bool); 3] = [
             ("req/s", |r| r.rps_median, Unit::Rate, Better::Higher, true),
             (
@@ -198,11 +253,12 @@ pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
         for (label, pick, unit, better, gated) in picks {
             rows.push(Row {
                 metric: format!("{name} {label}"),
-                base: pick(b),
+                base: b.and_then(pick),
                 new: n.and_then(pick),
                 unit,
                 better,
                 gated,
+                presence,
             });
         }
     }
@@ -258,29 +314,47 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
             ));
         }
         (AnyReport::Suite(b), AnyReport::Suite(n)) => {
+            // Each target and endpoint's pair side by side: base, then new, in two colours.
+            let mut keys: Vec<(&str, &str)> = Vec::new();
+            for r in b.results.iter().chain(n.results.iter()) {
+                let key = (r.target.as_str(), r.endpoint.as_str());
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
             let mut bars = Vec::new();
-            for (side, suite) in [("base", b), ("new", n)] {
-                for r in suite.results.iter() {
+            for (target, endpoint) in keys {
+                for (side, suite, color) in [("base", b, BLUE), ("new", n, P99)] {
+                    let Some(r) = suite
+                        .results
+                        .iter()
+                        .find(|r| r.target == target && r.endpoint == endpoint)
+                    else {
+                        continue;
+                    };
                     let Some(rps) = r.rps_median else { continue };
                     bars.push(Bar {
-                        label: format!("{} {} ({side})", r.target, r.endpoint),
+                        label: format!("{target} {endpoint} ({side})"),
                         value: rps,
                         tooltip: format!(
-                            "{} {} in the {side} suite: {} req/s (median)",
-                            r.target,
-                            r.endpoint,
+                            "{target} {endpoint} in the {side} suite: {} req/s (median)",
                             show(Some(rps), Unit::Rate)
                         ),
                         whisker: r.rps_min.zip(r.rps_max),
+                        color: Some(color),
                     });
                 }
             }
-            body.push_str(&bar_chart(
+            body.push_str(&bar_chart_with_legend(
                 "compare-rps",
                 "Requests per second, base and new (median, whiskers: slowest to fastest run)",
                 "requests/s",
                 &bars,
                 &count_axis,
+                &[
+                    (&format!("base: {}", names.0), BLUE),
+                    (&format!("new: {}", names.1), P99),
+                ],
             ));
         }
         _ => return None,
@@ -314,6 +388,7 @@ mod tests {
             unit: Unit::Rate,
             better,
             gated: true,
+            presence: Presence::Both,
         }
     }
 
@@ -339,8 +414,64 @@ mod tests {
         assert!(gated(1000.0, 500.0, Better::Lower)
             .regression(5.0)
             .is_none());
+        let errors = |base: f64, new: f64| Row {
+            unit: Unit::Fraction,
+            ..gated(base, new, Better::Lower)
+        };
+        let rise = errors(0.0, 0.5);
+        assert_eq!(rise.change(), "+50.000 pp", "0 → 50 % is no n/a");
+        assert_eq!(
+            rise.regression(5.0).as_deref(),
+            Some("m: +50.000 pp (limit 5 pp)")
+        );
+        assert!(errors(0.01, 0.03).regression(5.0).is_none(), "+2 pp");
+        assert!(errors(0.5, 0.0).regression(5.0).is_none(), "fewer errors");
         let mut missing = gated(100.0, 0.0, Better::Higher);
         missing.new = None;
         assert!(missing.regression(5.0).unwrap().contains("missing"));
+    }
+
+    #[test]
+    fn targets_in_only_one_suite_are_listed_as_added_or_removed() {
+        let result = |target: &str, rps: f64| {
+            let mut r = SuiteResult::new(target, "/", None, Vec::new());
+            r.rps_median = Some(rps);
+            r
+        };
+        let suite = |results: Vec<SuiteResult>| SuiteReport {
+            schema_version: 1,
+            kind: "suite".into(),
+            tool: tailscope_loadgen::report::Tool {
+                name: "tailscope".into(),
+                version: "0".into(),
+            },
+            host: crate::suite::Host {
+                kernel: None,
+                cpu_model: None,
+                cpus: 2,
+                memory_kb: None,
+                governor: None,
+                date: "2026-11-22T00:00:00Z".into(),
+            },
+            baseline: None,
+            load: serde_json::Value::Null,
+            results,
+            interrupted: false,
+        };
+        let base = suite(vec![result("both", 10.0), result("gone", 20.0)]);
+        let new = suite(vec![result("fresh", 30.0), result("both", 11.0)]);
+        let rows = rows_of_suites(&base, &new);
+        let req = |name: &str| {
+            rows.iter()
+                .find(|r| r.metric == format!("{name} / req/s"))
+                .unwrap_or_else(|| panic!("no {name} row in {rows:?}"))
+        };
+        assert_eq!(req("both").change(), "+10.0 %");
+        assert_eq!(req("gone").change(), "removed (only in base)");
+        assert!(req("gone").regression(5.0).unwrap().contains("missing"));
+        assert_eq!(req("fresh").change(), "added (only in new)");
+        assert_eq!(req("fresh").new, Some(30.0));
+        assert!(req("fresh").regression(5.0).is_none());
+        assert!(markdown(&rows).contains("| fresh / req/s | n/a | 30 | added (only in new) |"));
     }
 }

@@ -49,7 +49,11 @@ const PALETTE: [RGBColor; 8] = [
 ];
 
 fn us_axis(v: f64) -> String {
-    fmt_us(v.max(0.0).round() as u64)
+    // Zero has no unit to agree with the other ticks (a "0µs" under "2ms", "4ms").
+    if v <= 0.0 {
+        return "0".into();
+    }
+    fmt_us(v.round() as u64)
 }
 
 /// A number with at most `decimals` decimals and no trailing zeros: 2 → "2", 2.5 → "2.5".
@@ -118,6 +122,7 @@ fn spectrum_chart(id: &str, title: &str, series: Vec<Series>) -> String {
         x_fmt: &nines,
         y_fmt: &us_axis,
         series,
+        per_second: false,
     })
 }
 
@@ -134,6 +139,7 @@ fn series(name: &str, color: RGBColor, points: Vec<(f64, f64)>) -> Series {
         name: name.into(),
         color,
         points,
+        dashed: false,
     }
 }
 
@@ -245,7 +251,7 @@ fn summary(report: &Report) -> String {
     out
 }
 
-fn charts(report: &Report) -> String {
+fn charts(report: &Report, so_far: bool) -> String {
     let ts = &report.timeseries;
     let mut out = String::new();
     out.push_str(&line_chart(&LineChart {
@@ -256,6 +262,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &count_axis,
         // Seconds after the load window (the grace period, when only the responses still in
         // flight came back) and a partial last second are no load rate: left out.
@@ -276,6 +283,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Log,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &us_axis,
         series: vec![
             series(
@@ -320,6 +328,7 @@ fn charts(report: &Report) -> String {
                 fmt_count(b.count)
             ),
             whisker: None,
+            color: None,
         })
         .collect();
     out.push_str(&bar_chart(
@@ -330,28 +339,46 @@ fn charts(report: &Report) -> String {
         &count_axis,
     ));
     let cpus = ts.iter().map(|p| p.cpu_busy_pct.len()).max().unwrap_or(0);
-    let cpu_series = (0..cpus)
+    let mut cpu_series: Vec<Series> = (0..cpus)
         .map(|i| {
-            series(
-                &format!("cpu{i}{}", cpu_role(report, i)),
-                PALETTE[i % PALETTE.len()],
-                ts.iter()
-                    .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
-                    .collect(),
-            )
+            let role = cpu_role(report, i);
+            Series {
+                // The generator's CPUs dashed, so that a server CPU busy at the same
+                // figure (both at 100 %) still shows under or over it.
+                dashed: role.contains("generator") && !role.contains("server"),
+                ..series(
+                    &format!("cpu{i}{role}"),
+                    PALETTE[i % PALETTE.len()],
+                    ts.iter()
+                        .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
+                        .collect(),
+                )
+            }
         })
         .collect();
-    out.push_str(&line_chart(&LineChart {
-        id: "cpu-busy",
-        title: "CPU busy per second (server and generator CPUs marked)",
-        x_desc: "seconds into the run",
-        y_desc: "busy %",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-        x_fmt: &seconds,
-        y_fmt: &|v| format!("{v:.0}%"),
-        series: cpu_series,
-    }));
+    // The server's CPUs drawn last, over the others.
+    cpu_series.sort_by_key(|s| s.name.contains("server"));
+    const CPU_TITLE: &str = "CPU busy per second (server and generator CPUs marked)";
+    if so_far && cpu_series.iter().all(|s| s.points.is_empty()) {
+        out.push_str(&chart::empty(
+            "cpu-busy",
+            CPU_TITLE,
+            "per-CPU busy per second comes at the end of the run (the dashboard shows it live)",
+        ));
+    } else {
+        out.push_str(&line_chart(&LineChart {
+            id: "cpu-busy",
+            title: CPU_TITLE,
+            x_desc: "seconds into the run",
+            y_desc: "busy %",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Linear,
+            x_fmt: &seconds,
+            per_second: true,
+            y_fmt: &|v| format!("{v:.0}%"),
+            series: cpu_series,
+        }));
+    }
     out.push_str(&line_chart(&LineChart {
         id: "errors-over-time",
         title: "Errors and timeouts per second",
@@ -360,6 +387,7 @@ fn charts(report: &Report) -> String {
         x_scale: Scale::Linear,
         y_scale: Scale::Linear,
         x_fmt: &seconds,
+        per_second: true,
         y_fmt: &count_axis,
         series: vec![
             series(
@@ -463,10 +491,14 @@ fn tables(report: &Report) -> String {
     out
 }
 
-fn diagnosis(report: &Report) -> String {
+fn diagnosis(report: &Report, so_far: bool) -> String {
     let mut out = String::from("<h2>Diagnosis</h2>\n");
     let Some(findings) = Findings::of(report) else {
-        out.push_str("<p class=\"empty\">the run was not diagnosed</p>\n");
+        out.push_str(if so_far {
+            "<p class=\"empty\">the diagnosis comes at the end of the run (the dashboard's spikes view shows the causes found so far)</p>\n"
+        } else {
+            "<p class=\"empty\">the run was not diagnosed</p>\n"
+        });
         return out;
     };
     if findings.diagnosis.is_empty() {
@@ -491,11 +523,22 @@ fn diagnosis(report: &Report) -> String {
 
 /// The HTML page of a run's report.
 pub fn run_page(report: &Report) -> String {
+    page_of_run(report, false)
+}
+
+/// The HTML page of a run still going (the dashboard's `s`): what only the end of the run
+/// brings (the per-CPU busy per second, the diagnosis) is said to come then, not to be
+/// missing.
+pub fn run_page_so_far(report: &Report) -> String {
+    page_of_run(report, true)
+}
+
+fn page_of_run(report: &Report, so_far: bool) -> String {
     let mut body = header(report);
     body.push_str(&summary(report));
     body.push_str("<h2>Over time and by percentile</h2>\n");
-    body.push_str(&charts(report));
-    body.push_str(&diagnosis(report));
+    body.push_str(&charts(report, so_far));
+    body.push_str(&diagnosis(report, so_far));
     body.push_str(&tables(report));
     body.push_str(&footer(&format!(
         "{} {} from its JSON report (schema {})",
@@ -510,6 +553,41 @@ pub fn run_page(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+        let mut latency = Histogram::<u64>::new(3).unwrap();
+        latency.record(100).unwrap();
+        let totals = tailscope_loadgen::RunTotals {
+            duration: std::time::Duration::from_secs(2),
+            counters: Default::default(),
+            latency: latency.clone(),
+            latency_uncorrected: latency,
+            connect: Histogram::new(3).unwrap(),
+            first_request: Histogram::new(3).unwrap(),
+            body: Histogram::new(3).unwrap(),
+            timeseries: vec![tailscope_loadgen::TimePoint {
+                t_s: 1.0,
+                requests: 1,
+                ..Default::default()
+            }],
+            second_histograms: Vec::new(),
+            slowest: Vec::new(),
+            grace: std::time::Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+        };
+        let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
+        let report = Report::new(&plan, &totals);
+        let so_far = run_page_so_far(&report);
+        assert!(so_far.contains("per-CPU busy per second comes at the end of the run"));
+        assert!(so_far.contains("the diagnosis comes at the end of the run"));
+        let cpu = &so_far[so_far.find("data-chart=\"cpu-busy\"").unwrap()..];
+        let cpu = &cpu[..cpu.find("</figure>").unwrap()];
+        assert!(!cpu.contains("nothing was measured"), "{cpu}");
+        let finished = run_page(&report);
+        assert!(!finished.contains("comes at the end of the run"));
+    }
 
     #[test]
     fn axis_labels_are_not_rounded_into_each_other() {

@@ -36,6 +36,8 @@ figure { margin: 1rem 0; page-break-inside: avoid; }
 figure svg { width: 100%; height: auto; }
 figcaption { font-weight: 600; margin-bottom: .3rem; }
 .pt { fill: transparent; stroke: none; }
+.legend { display: flex; flex-wrap: wrap; gap: .3rem 1.2rem; justify-content: center; font-size: .85rem; color: #444; }
+.legend i { display: inline-block; width: 22px; vertical-align: middle; margin-right: .35rem; }
 .pt:hover { fill: #0005; }
 .empty { color: #888; font-style: italic; }
 .warn { background: #fff4e5; border-left: 4px solid #f0a030; padding: .4rem .8rem; }
@@ -62,12 +64,14 @@ pub fn footer(source: &str) -> String {
     )
 }
 
-/// A table; cells are escaped; a cell starting with a digit (or ≥, −) is right-aligned.
+/// A table; cells are escaped; a cell starting with a digit (or ≥, −), or `n/a` (a figure
+/// that could not be had), is right-aligned.
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let numeric = |s: &str| {
-        s.chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_digit() || c == '≥' || c == '-')
+        s == "n/a"
+            || s.chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit() || c == '≥' || c == '-' || c == '+')
     };
     let mut out = String::from("<table>\n<tr>");
     for (i, h) in head.iter().enumerate() {
@@ -127,6 +131,11 @@ mod tests {
         );
         let t = table(&["name", "n"], &[vec!["<b>".into(), "12".into()]]);
         assert!(t.contains("<td>&lt;b&gt;</td><td class=\"num\">12</td>"));
+        let t = table(&["n"], &[vec!["12".into()], vec!["n/a".into()]]);
+        assert!(
+            t.contains("<td class=\"num\">n/a</td>"),
+            "n/a lines up with the figures"
+        );
         let page = document("a < b", "<p>x</p>");
         assert!(page.contains("<title>a &lt; b</title>"));
         assert!(!page.contains("http"), "nothing fetched: {page}");

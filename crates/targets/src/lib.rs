@@ -21,7 +21,7 @@ mod sys;
 pub mod tree;
 
 pub use launch::{embedded_args, kill_all_launched, Target, READY_LINE_PREFIX};
-pub use spec::TargetSpec;
+pub use spec::{check_nginx_workers, TargetSpec, MAX_NGINX_WORKERS};
 
 use std::path::PathBuf;
 use std::process::ExitStatus;

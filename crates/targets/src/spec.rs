@@ -5,6 +5,23 @@ use std::time::Duration;
 
 use crate::Error;
 
+/// The most worker processes a launched nginx may have, wherever the number is given
+/// (`--target nginx:N`, a suite's `workers`).
+pub const MAX_NGINX_WORKERS: usize = 64;
+
+fn nginx_workers_range() -> String {
+    format!("the number of nginx worker processes must be 1 to {MAX_NGINX_WORKERS}")
+}
+
+/// Checks an nginx worker count, with the one message for its range.
+pub fn check_nginx_workers(n: usize) -> Result<usize, String> {
+    if (1..=MAX_NGINX_WORKERS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("{n} is out of range: {}", nginx_workers_range()))
+    }
+}
+
 /// A server to launch and load.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TargetSpec {
@@ -59,12 +76,15 @@ impl TargetSpec {
         }
         if let Some(workers) = s.strip_prefix("nginx:") {
             return match workers.parse::<usize>() {
-                Ok(workers @ 1..=64) => Ok(TargetSpec::Nginx {
-                    workers,
-                    static_dir: None,
-                }),
-                _ => Err(Error::BadSpec(format!(
-                    "nginx target {s:?}: the number of worker processes must be 1 to 64, e.g. nginx:2"
+                Ok(n) => check_nginx_workers(n)
+                    .map(|workers| TargetSpec::Nginx {
+                        workers,
+                        static_dir: None,
+                    })
+                    .map_err(|e| Error::BadSpec(format!("nginx target {s:?}: {e}, e.g. nginx:2"))),
+                Err(_) => Err(Error::BadSpec(format!(
+                    "nginx target {s:?}: {}, e.g. nginx:2",
+                    nginx_workers_range()
                 ))),
             };
         }

@@ -209,8 +209,6 @@ const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
 /// The most measured runs per target and endpoint.
 const MAX_RUNS: usize = 1000;
-/// The most nginx worker processes.
-const MAX_WORKERS: usize = 1024;
 
 fn cpu_list(
     file: &Path,
@@ -306,7 +304,11 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 }
             }
             "nginx" => TargetSpec::Nginx {
-                workers: number(file, text, &t.workers, "workers", 1..=MAX_WORKERS)?.unwrap_or(1),
+                workers: match &t.workers {
+                    Some(w) => tailscope_targets::check_nginx_workers(*w.get_ref())
+                        .map_err(|e| at(file, text, w, format!("workers = {e}")))?,
+                    None => 1,
+                },
                 static_dir: t.static_dir.clone(),
             },
             "command" => {
@@ -471,9 +473,9 @@ path = "/plaintext"
                 "1ms..=30days",
             ),
             (
-                GOOD.replace("workers = 1", "workers = 0"),
+                GOOD.replace("workers = 1", "workers = 99999"),
                 "s.toml:16:",
-                "workers = 0",
+                "workers = 99999 is out of range: the number of nginx worker processes must be 1 to 64",
             ),
             (
                 GOOD.replace("workers = 1", "wrokers = 1"),

@@ -10,6 +10,9 @@ pub use page::page;
 
 use std::time::SystemTime;
 
+/// The version of the suite report's schema this build writes and reads (`schema_version`).
+pub const SCHEMA_VERSION: u32 = 1;
+
 use serde::{Deserialize, Serialize};
 use tailscope_loadgen::report::{fmt_us, Report, Tool};
 

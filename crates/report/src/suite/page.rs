@@ -36,8 +36,16 @@ pub fn page(suite: &SuiteReport) -> String {
     facts.push(format!("{} {}", suite.tool.name, suite.tool.version));
     let _ = writeln!(body, "<p class=\"sub\">{}</p>", escape(&facts.join(" · ")));
     let runs: usize = suite.results.iter().map(|r| r.runs.len()).sum();
+    // A result counts as measured when at least one run was; an interrupted suite lists the
+    // endpoint it was cut short on, with no run.
+    let measured_n = suite.results.iter().filter(|r| !r.runs.is_empty()).count();
+    let results = if measured_n == suite.results.len() {
+        fmt_count(measured_n as u64)
+    } else {
+        format!("{measured_n} of {}", suite.results.len())
+    };
     body.push_str(&kpis(&[
-        ("results", fmt_count(suite.results.len() as u64)),
+        ("results measured", results),
         ("runs", fmt_count(runs as u64)),
         (
             "baseline",
@@ -66,6 +74,7 @@ pub fn page(suite: &SuiteReport) -> String {
                     or_na(r.rps_max, fmt_rate),
                 ),
                 whisker: r.rps_min.zip(r.rps_max),
+                color: None,
             })
         })
         .collect();
@@ -85,6 +94,7 @@ pub fn page(suite: &SuiteReport) -> String {
                 value: p99,
                 tooltip: format!("{}: p99 {} (median)", label(r), fmt_us(p99.round() as u64)),
                 whisker: None,
+                color: None,
             })
         })
         .collect();
@@ -141,6 +151,14 @@ pub fn page(suite: &SuiteReport) -> String {
     ));
     for r in &measured {
         let _ = writeln!(body, "<h2>{}</h2>", escape(&label(r)));
+        if r.runs.is_empty() {
+            body.push_str(if suite.interrupted {
+                "<p class=\"empty\">Not measured: the suite was interrupted before this endpoint's first run finished.</p>\n"
+            } else {
+                "<p class=\"empty\">Not measured: no run of this endpoint finished.</p>\n"
+            });
+            continue;
+        }
         let ms = |v: Option<u64>| or_na(v, fmt_us);
         let rows: Vec<Vec<String>> = r
             .runs
@@ -182,4 +200,43 @@ pub fn page(suite: &SuiteReport) -> String {
         suite.tool.name, suite.tool.version, suite.schema_version
     )));
     document("tailscope suite", &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_suite_says_what_was_not_measured() {
+        let run = serde_json::json!({"rps": 100.0, "requests": 100, "errors": 0, "p50_us": 50,
+            "p99_us": 90, "p999_us": 95, "max_us": 99, "duration_s": 1.0,
+            "server_us_per_request": null});
+        let suite: SuiteReport = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "kind": "suite",
+            "tool": {"name": "tailscope", "version": "0"},
+            "host": {"kernel": null, "cpu_model": null, "cpus": 2, "memory_kb": null,
+                     "governor": null, "date": "2026-11-22T00:00:00Z"},
+            "baseline": null, "load": {},
+            "results": [
+                {"target": "ref", "endpoint": "/a", "error": null, "runs": [run],
+                 "rps_median": 100.0, "rps_min": 100.0, "rps_max": 100.0,
+                 "p50_us_median": 50.0, "p99_us_median": 90.0,
+                 "server_us_per_request_median": null, "vs_baseline": null},
+                {"target": "ref", "endpoint": "/b", "error": null, "runs": [],
+                 "rps_median": null, "rps_min": null, "rps_max": null,
+                 "p50_us_median": null, "p99_us_median": null,
+                 "server_us_per_request_median": null, "vs_baseline": null}
+            ],
+            "interrupted": true
+        }))
+        .unwrap();
+        let page = page(&suite);
+        assert!(page.contains("<div class=\"v\">1 of 2</div>"), "{page}");
+        assert!(
+            page.contains("Not measured: the suite was interrupted"),
+            "{page}"
+        );
+        // The p99 axis starts at a plain 0, not "0µs" under ticks in another unit.
+        assert!(!page.contains(">0µs<"), "{page}");
+    }
 }

@@ -576,6 +576,7 @@ mod tests {
             grace: std::time::Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
+            engine: Default::default(),
         };
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
         let report = Report::new(&plan, &totals);

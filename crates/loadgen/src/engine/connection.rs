@@ -381,7 +381,13 @@ impl<S: AsRawFd> Connection<S> {
         self.conn_id = w.next_conn.get();
         w.next_conn.set(self.conn_id + 1);
         let mut rec = w.rec.borrow_mut();
-        rec.record_failed(kind, c.intended.unwrap_or(began), failed_at, self.conn_id, true);
+        rec.record_failed(
+            kind,
+            c.intended.unwrap_or(began),
+            failed_at,
+            self.conn_id,
+            true,
+        );
         // The claims behind it waited for the same connect and will try again.
         rec.record_waiting(began, failed_at, self.queued.len());
         failed_at

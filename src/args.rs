@@ -221,14 +221,19 @@ pub struct OutputArgs {
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
-    /// Sample the server's on-CPU stacks (perf cpu-clock, 99 Hz per CPU) and name what it
-    /// ran in the slow seconds: auto = when allowed (root, CAP_PERFMON or
+    /// Sample the server's stacks, on CPU (perf cpu-clock, 99 Hz per CPU) and off CPU
+    /// (sched:sched_switch; tracefs is mounted if needed), and name what it ran or waited in
+    /// in the slow seconds: auto = when allowed (root, CAP_PERFMON or
     /// kernel.perf_event_paranoid <= 0).
     #[arg(long = "stacks", value_enum, default_value_t = crate::stacks::StacksMode::Auto, value_name = "WHEN")]
     pub stacks: crate::stacks::StacksMode,
     /// Write a flame graph (SVG) of the server's on-CPU stacks over the whole run.
     #[arg(long = "flamegraph", value_name = "PATH.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Write a flame graph (SVG) of the server in the slow seconds only: on-CPU stacks beside
+    /// off-CPU waits, in wall time.
+    #[arg(long = "flamegraph-slow", value_name = "PATH.svg")]
+    pub flamegraph_slow: Option<PathBuf>,
 }
 
 /// Parses `500ms`, `10s`, `2m`, `1h`.

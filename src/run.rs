@@ -266,6 +266,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let stacks_options = crate::stacks::StacksOptions {
         mode: args.output.stacks,
         flamegraph: args.output.flamegraph.clone(),
+        flamegraph_slow: args.output.flamegraph_slow.clone(),
     };
     let mut config = RunConfig::from_args(args)?;
     fit_open_files(&config.plan)?;

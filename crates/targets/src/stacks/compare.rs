@@ -10,26 +10,31 @@ pub(crate) const MIN_SLOW_SAMPLES: u64 = 10;
 /// Stacks listed in the report.
 pub const TOP_STACKS: usize = 20;
 
-/// The slow seconds of a run from its time series, `(second, outliers, max_us)` each: the
-/// seconds with outliers whose slowest response is at least 3× the median second's slowest,
-/// or whose outliers are at least 3× the median second's. On a busy machine every second has
-/// a few outliers; a spike stands out of them.
+/// The slow seconds of a run from its time series, `(second, outliers, max_us)` each (a
+/// response counted in the second it finished): the seconds with outliers whose slowest
+/// response is at least 3× the median second's slowest, and the seconds before each that its
+/// slowest response spent waiting (a one-second stall from 3.0 s shows as a slow second 4; the
+/// server was stuck in second 3). On a busy machine every second has a few outliers; a spike
+/// stands out of them. (A count of outliers 3× the median's, tried as a second sign, made
+/// half the seconds of a Python server on a loaded machine slow: the count is noise there.)
 pub fn slow_seconds(seconds: &[(u32, u64, u64)]) -> BTreeSet<u32> {
     let median = |mut v: Vec<u64>| {
         v.sort_unstable();
         v.get(v.len() / 2).copied().unwrap_or(0)
     };
     let max_median = median(seconds.iter().map(|s| s.2).collect());
-    let outliers_median = median(seconds.iter().map(|s| s.1).collect());
-    seconds
-        .iter()
-        .filter(|&&(_, outliers, max_us)| {
-            outliers > 0
-                && (max_us >= max_median.saturating_mul(3)
-                    || (outliers_median > 0 && outliers >= outliers_median.saturating_mul(3)))
-        })
-        .map(|s| s.0)
-        .collect()
+    let mut slow = BTreeSet::new();
+    for &(second, outliers, max_us) in seconds {
+        if outliers == 0 || max_us < max_median.saturating_mul(3) {
+            continue;
+        }
+        // The earliest the slowest response can have been sent: the end of its second less
+        // its latency.
+        let end_us = (u64::from(second) + 1) * 1_000_000;
+        let first = (end_us.saturating_sub(max_us) / 1_000_000) as u32;
+        slow.extend(first..=second);
+    }
+    slow
 }
 
 /// Whether `slow` of `slow_total` is clearly a larger share than `normal` of `normal_total`:
@@ -67,6 +72,16 @@ mod tests {
             .map(|s| (s, 1500, if s == 3 { 320_000 } else { 40_000 }))
             .collect();
         assert_eq!(slow_seconds(&seconds), BTreeSet::from([3]));
+        // A one-second stall from 3.0 s finishes in second 4: seconds 3 and 4 are slow.
+        let stall: Vec<(u32, u64, u64)> = (0..8)
+            .map(|s| (s, 10, if s == 4 { 1_050_000 } else { 40_000 }))
+            .collect();
+        assert_eq!(slow_seconds(&stall), BTreeSet::from([3, 4]));
+        // Many outliers alone are not a spike.
+        let noisy: Vec<(u32, u64, u64)> = (0..8)
+            .map(|s| (s, if s == 2 { 900 } else { 30 }, 40_000))
+            .collect();
+        assert!(slow_seconds(&noisy).is_empty());
         // A quiet run: the only second with outliers is slow.
         let quiet = [(0, 0, 900), (1, 4, 9_000), (2, 0, 1_000)];
         assert_eq!(slow_seconds(&quiet), BTreeSet::from([1]));

@@ -6,27 +6,30 @@
 //! CPU (system-wide per CPU: root, CAP_PERFMON or `perf_event_paranoid` ≤ 0), every tick the
 //! caller hands it the target's pids ([`Session::tick`], the process tree as someone else
 //! follows it) and it drains the ring buffers; [`Session::finish`] names the frames once, with
-//! blazesym ([`symbols`]), and returns an [`Inside`]: the differential profile of the slow
+//! blazesym (`symbols`), and returns an [`Inside`]: the differential profile of the slow
 //! seconds against the others ([`compare`]), what a diagnosis' window looked like from
 //! inside, the text section and the flame graphs.
 //!
-//! Parts: [`on_cpu`] (cpu-clock samples), [`off_cpu`] (sched_switch), [`threads`] (the /proc
-//! fallback), [`symbols`] (callchains and their names), [`compare`] (slow seconds and the
-//! test of a share), [`session`] (the run's view of all of them). perf-event2 parses the ring
-//! buffers; the one ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
+//! Parts: [`on_cpu`] (cpu-clock samples), [`switches`] (sched_switch), [`threads`] (the /proc
+//! fallback), [`off_cpu`] (what either off-CPU sampler saw), `symbols` (callchains and their
+//! names), [`compare`] (slow seconds and the test of a share), [`session`] (the run's view of
+//! all of them), `text` (the summary's section). perf-event2 parses the ring buffers; the one
+//! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
 pub mod compare;
 pub mod off_cpu;
 pub mod on_cpu;
 pub mod session;
+pub mod switches;
 pub(crate) mod symbols;
 mod text;
 pub mod threads;
 
 pub use compare::{slow_seconds, TOP_STACKS};
-pub use off_cpu::{Blocked, BlockedOverRepresented, BlockedTime, OffCpu, SwitchSampler};
+pub use off_cpu::{Blocked, BlockedOverRepresented, BlockedTime, OffCpu};
 pub use on_cpu::{OnCpu, OverRepresented, StackCount, StackSampler, StacksReport};
 pub use session::{Inside, Session};
+pub use switches::SwitchSampler;
 pub use symbols::{parse_maps, syscall_of, unresolved_frame, Mapping};
 
 /// The default sampling frequency per CPU: 99 Hz, not 100, so the sampler does not tick in

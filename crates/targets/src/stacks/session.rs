@@ -8,15 +8,16 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::off_cpu::{unavailable_note, BlockedOverRepresented, BlockedTime, OffCpu};
+use super::off_cpu::{BlockedOverRepresented, BlockedTime, OffCpu};
 use super::on_cpu::{OverRepresented, StacksReport};
+use super::switches::unavailable_note;
 use super::symbols::Names;
 use super::threads::{ThreadStateSampler, DEFAULT_INTERVAL};
 use super::{slow_seconds, OnCpu, SamplerError, StackSampler, SwitchSampler};
 
 /// Where off-CPU time comes from in this run.
 enum OffSource {
-    Switches(SwitchSampler),
+    Switches(Box<SwitchSampler>),
     Threads(ThreadStateSampler),
     Nothing,
 }
@@ -37,7 +38,7 @@ impl Session {
         let on = StackSampler::open(frequency_hz)?;
         let mut off_notes = Vec::new();
         let off = match SwitchSampler::open() {
-            Ok(s) => OffSource::Switches(s),
+            Ok(s) => OffSource::Switches(Box::new(s)),
             Err(e) => {
                 off_notes.push(unavailable_note(&e));
                 match ThreadStateSampler::start(DEFAULT_INTERVAL, looker_cpus) {
@@ -89,7 +90,7 @@ impl Session {
     pub fn finish(mut self, seconds: &[(u32, u64, u64)]) -> Inside {
         self.on.stop();
         let (mut switches, threads) = match self.off {
-            OffSource::Switches(s) => (Some(s), None),
+            OffSource::Switches(s) => (Some(*s), None),
             OffSource::Threads(t) => (None, Some(t)),
             OffSource::Nothing => (None, None),
         };

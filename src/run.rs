@@ -175,6 +175,9 @@ impl RunConfig {
         if let Some(path) = &args.output.flamegraph {
             check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
         }
+        if let Some(path) = &args.output.flamegraph_slow {
+            check_writable(path, "flame graph", "--flamegraph-slow").map_err(usage)?;
+        }
         if let Some(path) = &args.output.hdr_log {
             check_writable(path, "HdrHistogram log", "--hdr-log").map_err(usage)?;
         }

@@ -463,3 +463,37 @@ def fault():
     );
     assert!(text.contains("in fsync"), "{text}");
 }
+
+#[test]
+fn flame_graph_flags_are_checked_before_anything_is_sent() {
+    let server = common::serve(|_| common::Reply::Send(common::ok("x")));
+    let url = server.url("/");
+    for (flags, says) in [
+        (
+            &["--flamegraph-slow", "/nonexistent-dir/slow.svg"][..],
+            "--flamegraph-slow",
+        ),
+        (
+            &["--stacks", "off", "--flamegraph-slow", "slow.svg"][..],
+            "drop --stacks off",
+        ),
+        // No server to sample: neither --target nor --pid.
+        (&["--flamegraph-slow", "slow.svg"][..], "--target or --pid"),
+    ] {
+        let mut args = vec!["run", &url, "-z", "1s"];
+        args.extend_from_slice(flags);
+        let out = common::tailscope(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert_eq!(
+            server
+                .stats
+                .connections
+                .load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "{flags:?}"
+        );
+    }
+    let _ = std::fs::remove_file("slow.svg");
+}

@@ -13,8 +13,9 @@ pub const TOP_STACKS: usize = 20;
 /// The slow seconds of a run from its time series, `(second, outliers, max_us)` each (a
 /// response counted in the second it finished): the seconds with outliers whose slowest
 /// response is at least 3× the median second's slowest, and the seconds before each that its
-/// slowest response spent waiting (a one-second stall from 3.0 s shows as a slow second 4; the
-/// server was stuck in second 3). On a busy machine every second has a few outliers; a spike
+/// slowest response spent waiting, taking it to have finished in the middle of its second (a
+/// 600 ms stall from 1.53 s shows as a slow second 2; the server was stuck in second 1, and
+/// the stall's end in second 2). On a busy machine every second has a few outliers; a spike
 /// stands out of them. (A count of outliers 3× the median's, tried as a second sign, made
 /// half the seconds of a Python server on a loaded machine slow: the count is noise there.)
 pub fn slow_seconds(seconds: &[(u32, u64, u64)]) -> BTreeSet<u32> {
@@ -28,10 +29,9 @@ pub fn slow_seconds(seconds: &[(u32, u64, u64)]) -> BTreeSet<u32> {
         if outliers == 0 || max_us < max_median.saturating_mul(3) {
             continue;
         }
-        // The earliest the slowest response can have been sent: the end of its second less
-        // its latency.
-        let end_us = (u64::from(second) + 1) * 1_000_000;
-        let first = (end_us.saturating_sub(max_us) / 1_000_000) as u32;
+        // When the slowest response was sent: the middle of its second less its latency.
+        let middle_us = u64::from(second) * 1_000_000 + 500_000;
+        let first = (middle_us.saturating_sub(max_us) / 1_000_000) as u32;
         slow.extend(first..=second);
     }
     slow
@@ -72,11 +72,16 @@ mod tests {
             .map(|s| (s, 1500, if s == 3 { 320_000 } else { 40_000 }))
             .collect();
         assert_eq!(slow_seconds(&seconds), BTreeSet::from([3]));
-        // A one-second stall from 3.0 s finishes in second 4: seconds 3 and 4 are slow.
+        // A one-second stall from 3.0 s finishes in second 4: seconds 3 and 4 are slow; one
+        // of 600 ms from 1.53 s finishes in second 2: seconds 1 and 2.
         let stall: Vec<(u32, u64, u64)> = (0..8)
             .map(|s| (s, 10, if s == 4 { 1_050_000 } else { 40_000 }))
             .collect();
         assert_eq!(slow_seconds(&stall), BTreeSet::from([3, 4]));
+        let short: Vec<(u32, u64, u64)> = (0..8)
+            .map(|s| (s, 10, if s == 2 { 605_000 } else { 40_000 }))
+            .collect();
+        assert_eq!(slow_seconds(&short), BTreeSet::from([1, 2]));
         // Many outliers alone are not a spike.
         let noisy: Vec<(u32, u64, u64)> = (0..8)
             .map(|s| (s, if s == 2 { 900 } else { 30 }, 40_000))

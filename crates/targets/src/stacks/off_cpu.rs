@@ -170,6 +170,14 @@ impl OffCpu {
         (times, over)
     }
 
+    /// The same record without the time of `seconds`.
+    pub fn without(&self, seconds: &BTreeSet<u32>) -> OffCpu {
+        let mut out = self.clone();
+        out.wall.retain(|(s, _), _| !seconds.contains(s));
+        out.watched.retain(|(s, _), _| !seconds.contains(s));
+        out
+    }
+
     /// The off-CPU stacks in the folded format of flame graphs (`root;...;leaf µs`), thread
     /// name at the root, of the seconds `keep` accepts.
     pub fn folded(&self, keep: impl Fn(u32) -> bool) -> Vec<String> {

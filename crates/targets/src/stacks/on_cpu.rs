@@ -374,6 +374,21 @@ impl OnCpu {
         }
     }
 
+    /// The same samples without those of `seconds`.
+    pub fn without(&self, seconds: &BTreeSet<u32>) -> OnCpu {
+        let per_second: Vec<(u32, usize, u64)> = self
+            .per_second
+            .iter()
+            .filter(|p| !seconds.contains(&p.0))
+            .copied()
+            .collect();
+        OnCpu {
+            samples: per_second.iter().map(|p| p.2).sum(),
+            per_second,
+            ..self.clone()
+        }
+    }
+
     /// The stacks in the folded format flame graphs are drawn from (`root;...;leaf count`),
     /// of the seconds `keep` accepts.
     pub fn folded(&self, keep: impl Fn(u32) -> bool) -> Vec<String> {

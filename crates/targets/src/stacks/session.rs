@@ -207,11 +207,18 @@ impl Inside {
         if seconds.is_empty() {
             return "no slow second to look inside".into();
         }
-        let on = self.on_cpu.differential(&seconds).over_represented;
+        // Against the normal seconds: the run's other slow seconds (other stalls of the same
+        // fault) would hide what this window has.
+        let others: BTreeSet<u32> = self.slow.difference(&seconds).copied().collect();
+        let on = self
+            .on_cpu
+            .without(&others)
+            .differential(&seconds)
+            .over_represented;
         let off = self
             .off_cpu
             .as_ref()
-            .map(|o| o.differential(&seconds).1)
+            .map(|o| o.without(&others).differential(&seconds).1)
             .unwrap_or_default();
         let lift = |s: &Standout| match s {
             Standout::Running(o) => o.slow_share - o.normal_share,
@@ -226,14 +233,14 @@ impl Inside {
         .max_by(|a, b| lift(a).total_cmp(&lift(b)));
         match best {
             Some(Standout::Running(o)) => format!(
-                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the other seconds)",
+                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the normal seconds)",
                 o.slow_share * 100.0,
                 o.frame,
                 o.location.map_or(String::new(), |l| format!(" at {l}")),
                 o.normal_share * 100.0
             ),
             Some(Standout::Waiting(o)) => format!(
-                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) in {}: {} (vs {:.1} % in the other seconds)",
+                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) in {}: {} (vs {:.1} % in the normal seconds)",
                 o.slow_share * 100.0,
                 o.blocked.thread,
                 o.blocked.state,
@@ -242,7 +249,7 @@ impl Inside {
                 o.normal_share * 100.0
             ),
             None => format!(
-                "no stack or wait of the server stands out in {when} against the other seconds"
+                "no stack or wait of the server stands out in {when} against the normal seconds"
             ),
         }
     }
@@ -334,12 +341,12 @@ mod tests {
             if s == 3 {
                 on.per_second.push((s, 1, 60));
             }
-            if s == 7 {
+            if s == 7 || s == 9 {
                 off.add(s, &lock, 1, 600_000);
             }
         }
         on.samples = on.per_second.iter().map(|p| p.2).sum();
-        Inside::new(on, Some(off), Vec::new(), BTreeSet::from([3, 7]))
+        Inside::new(on, Some(off), Vec::new(), BTreeSet::from([3, 7, 9]))
     }
 
     #[test]
@@ -347,6 +354,7 @@ mod tests {
         let inside = inside();
         let burn = inside.explain(Some((3.1, 3.4)));
         assert!(burn.contains("in burn") && burn.contains("40 %"), "{burn}");
+        // Second 9 has the same wait: the window of 7 is compared with the normal seconds.
         let lock = inside.explain(Some((7.2, 7.9)));
         assert!(
             lock.contains("off-CPU (S) in futex") && lock.contains("lock_wait"),

@@ -346,7 +346,10 @@ impl SwitchSampler {
     }
 
     fn account(&mut self, s: Switch) {
-        if let Some(stack) = s.stack {
+        // A thread that leaves the CPU dead (Z, X) never comes back: its exit is not a wait.
+        if matches!(s.prev_state, 'Z' | 'X') {
+            self.away.remove(&s.prev_tid);
+        } else if let Some(stack) = s.stack {
             let way = (s.prev_comm, s.prev_state, stack);
             let id = match self.way_index.get(&way) {
                 Some(&id) => id,

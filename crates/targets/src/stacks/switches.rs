@@ -179,8 +179,8 @@ impl SwitchSampler {
                     dir.display()
                 ))
             })?;
-        let filter = filter_for(&BTreeSet::new());
-        let samplers = open_rings(tracepoint_id, Some(&filter))?;
+        let filter = filter_for("prev_pid", &BTreeSet::new());
+        let samplers = open_rings(tracepoint_id, Some(&BTreeSet::new()))?;
         Ok(SwitchSampler {
             samplers,
             layout,
@@ -244,8 +244,9 @@ impl SwitchSampler {
         if !self.kernel_filter {
             return;
         }
-        let filter = filter_for(&self.tids.keys().copied().collect::<BTreeSet<_>>());
-        match open_rings(self.tracepoint_id, Some(&filter)) {
+        let tids: BTreeSet<u32> = self.tids.keys().copied().collect();
+        let filter = filter_for("prev_pid", &tids);
+        match open_rings(self.tracepoint_id, Some(&tids)) {
             Ok(samplers) => {
                 self.samplers = samplers;
                 self.filter = filter;
@@ -437,9 +438,12 @@ impl SwitchSampler {
     }
 }
 
-/// `sched:sched_switch` (tracepoint `id`) on every online CPU with callchains and `filter`
-/// set before it is enabled.
-fn open_rings(id: u64, filter: Option<&str>) -> Result<Vec<Sampler>, SamplerError> {
+/// `sched:sched_switch` (tracepoint `id`) on every online CPU, its filter set before it is
+/// enabled: per CPU, one event for the switches of `tids` out of the CPU, with callchains, and
+/// one for their switches back in, without (a callchain there would be the stack of whatever
+/// thread leaves the CPU for them: unwound for nothing). `None`: no filter, one event with
+/// callchains for every switch of the machine.
+fn open_rings(id: u64, tids: Option<&BTreeSet<u32>>) -> Result<Vec<Sampler>, SamplerError> {
     let mut samplers = Vec::new();
     for cpu in online_cpus() {
         let failed = |error| SamplerError::Open {
@@ -447,47 +451,59 @@ fn open_rings(id: u64, filter: Option<&str>) -> Result<Vec<Sampler>, SamplerErro
             cpu,
             error,
         };
-        let mut builder = Builder::new(Tracepoint::with_id(id));
-        builder
-            .one_cpu(cpu)
-            .any_pid()
-            .sample_period(1)
-            .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CALLCHAIN | SampleFlag::RAW)
-            .sample_max_stack(MAX_STACK)
-            .clockid(Clock::MONOTONIC)
-            .exclude_kernel(false)
-            .exclude_hv(true)
-            .enabled(false);
-        let mut sampler = builder
-            .build()
-            .and_then(|c| c.sampled(RING_BYTES))
-            .map_err(failed)?;
-        if let Some(f) = filter {
-            let c = CString::new(f).map_err(|e| failed(std::io::Error::other(e)))?;
-            crate::sys::set_perf_filter(sampler.as_raw_fd(), &c).map_err(failed)?;
+        let roles: &[(bool, Option<&str>)] = if tids.is_some() {
+            &[(true, Some("prev_pid")), (false, Some("next_pid"))]
+        } else {
+            &[(true, None)]
+        };
+        for &(stacks, field) in roles {
+            let mut flags = SampleFlag::TID | SampleFlag::TIME | SampleFlag::RAW;
+            if stacks {
+                flags |= SampleFlag::CALLCHAIN;
+            }
+            let mut builder = Builder::new(Tracepoint::with_id(id));
+            builder
+                .one_cpu(cpu)
+                .any_pid()
+                .sample_period(1)
+                .sample(flags)
+                .clockid(Clock::MONOTONIC)
+                .exclude_kernel(false)
+                .exclude_hv(true)
+                .enabled(false);
+            if stacks {
+                builder.sample_max_stack(MAX_STACK);
+            }
+            let mut sampler = builder
+                .build()
+                .and_then(|c| c.sampled(if stacks { RING_BYTES } else { RING_BYTES / 4 }))
+                .map_err(failed)?;
+            if let (Some(field), Some(tids)) = (field, tids) {
+                let c = CString::new(filter_for(field, tids))
+                    .map_err(|e| failed(std::io::Error::other(e)))?;
+                crate::sys::set_perf_filter(sampler.as_raw_fd(), &c).map_err(failed)?;
+            }
+            sampler.enable().map_err(failed)?;
+            samplers.push(sampler);
         }
-        sampler.enable().map_err(failed)?;
-        samplers.push(sampler);
     }
     Ok(samplers)
 }
 
-/// The tracepoint filter that passes the switches of `tids` and no other (or, when the list
-/// is too long for the kernel, those of the range they span; the rest is dropped here).
-fn filter_for(tids: &BTreeSet<u32>) -> String {
+/// The tracepoint filter that passes the switches whose `field` (`prev_pid`, `next_pid`) is
+/// one of `tids` and no other (or, when the list is too long for the kernel, those of the
+/// range they span; the rest is dropped here).
+fn filter_for(field: &str, tids: &BTreeSet<u32>) -> String {
     if tids.is_empty() {
         return "prev_pid == 0 && next_pid == 0".into();
     }
-    let each: Vec<String> = tids
-        .iter()
-        .map(|t| format!("prev_pid == {t} || next_pid == {t}"))
-        .collect();
+    let each: Vec<String> = tids.iter().map(|t| format!("{field} == {t}")).collect();
     let filter = each.join(" || ");
     if filter.len() <= MAX_FILTER {
         return filter;
     }
     let (lo, hi) = (tids.first().unwrap_or(&0), tids.last().unwrap_or(&0));
-    format!("(prev_pid >= {lo} && prev_pid <= {hi}) || (next_pid >= {lo} && next_pid <= {hi})")
+    format!("{field} >= {lo} && {field} <= {hi}")
 }
 
 /// What [`SwitchSampler`] needs and did not get, said in one line: tracefs, the tracepoint.
@@ -538,13 +554,13 @@ mod tests {
         assert_eq!(state_letter(2), 'D');
         assert_eq!(state_letter(0x100), 'R');
         assert_eq!(
-            filter_for(&BTreeSet::from([7, 9])),
-            "prev_pid == 7 || next_pid == 7 || prev_pid == 9 || next_pid == 9"
+            filter_for("next_pid", &BTreeSet::from([7, 9])),
+            "next_pid == 7 || next_pid == 9"
         );
-        let many: BTreeSet<u32> = (100_000..100_300).collect();
-        let f = filter_for(&many);
+        let many: BTreeSet<u32> = (100_000..100_500).collect();
+        let f = filter_for("prev_pid", &many);
         assert!(f.len() <= MAX_FILTER, "{f}");
-        assert!(f.contains(">= 100000") && f.contains("<= 100299"), "{f}");
+        assert_eq!(f, "prev_pid >= 100000 && prev_pid <= 100499");
     }
 
     #[test]

@@ -16,9 +16,11 @@ use crate::exit::UsageError;
 /// When to sample the server's stacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum StacksMode {
-    /// When perf sampling is allowed (root, CAP_PERFMON or perf_event_paranoid <= 0).
+    /// When perf sampling is allowed (root, CAP_PERFMON or perf_event_paranoid <= 0); off-CPU
+    /// time from /proc thread states.
     Auto,
-    /// Always; the run fails if perf sampling is not allowed.
+    /// Always, off-CPU stacks from sched_switch included; the run fails if perf sampling is
+    /// not allowed.
     On,
     /// Never.
     Off,
@@ -81,7 +83,9 @@ impl RunStacks {
             (_, None) => return Ok(run),
             _ => {}
         }
-        match Session::open(stacks::DEFAULT_FREQUENCY_HZ, client_cpus) {
+        // The sched_switch tracer costs per context switch of the server: only when asked.
+        let trace_switches = options.mode == StacksMode::On;
+        match Session::open(stacks::DEFAULT_FREQUENCY_HZ, client_cpus, trace_switches) {
             Ok(s) => run.session = Some(s),
             Err(e) if explicit => return Err(e).context(
                 "cannot sample the server's stacks (--stacks on, --flamegraph, --flamegraph-slow)",

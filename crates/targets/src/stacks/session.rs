@@ -31,16 +31,28 @@ pub struct Session {
 }
 
 impl Session {
-    /// Starts the on-CPU sampler at `frequency_hz` per CPU and the off-CPU tracer (or, where
-    /// sched_switch cannot be had, the /proc thread-state sampler on the first of
-    /// `looker_cpus`, the generator's). Fails only when on-CPU sampling cannot start.
-    pub fn open(frequency_hz: u64, looker_cpus: &[usize]) -> Result<Session, SamplerError> {
+    /// Starts the on-CPU sampler at `frequency_hz` per CPU and, with `trace_switches`, the
+    /// off-CPU tracer; without it, or where sched_switch cannot be had, the /proc thread-state
+    /// sampler on the first of `looker_cpus` (the generator's). The tracer writes a record per
+    /// context switch of the server: against nginx at a fixed 20,000 req/s it cost the server
+    /// ~30 % more CPU per request (BENCHMARKS.md), so it is for runs that ask for it. Fails
+    /// only when on-CPU sampling cannot start.
+    pub fn open(
+        frequency_hz: u64,
+        looker_cpus: &[usize],
+        trace_switches: bool,
+    ) -> Result<Session, SamplerError> {
         let on = StackSampler::open(frequency_hz)?;
         let mut off_notes = Vec::new();
-        let off = match SwitchSampler::open() {
+        let switches = if trace_switches {
+            SwitchSampler::open().map_err(|e| unavailable_note(&e))
+        } else {
+            Err("off-CPU stacks: not traced (--stacks on traces sched_switch, which costs the server CPU per context switch); off-CPU time comes from /proc thread states (no stacks, only the wait channel)".to_string())
+        };
+        let off = match switches {
             Ok(s) => OffSource::Switches(Box::new(s)),
-            Err(e) => {
-                off_notes.push(unavailable_note(&e));
+            Err(note) => {
+                off_notes.push(note);
                 match ThreadStateSampler::start(DEFAULT_INTERVAL, looker_cpus) {
                     Ok(t) => OffSource::Threads(t),
                     Err(e) => {

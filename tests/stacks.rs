@@ -516,3 +516,42 @@ fn flame_graph_flags_are_checked_before_anything_is_sent() {
     }
     let _ = std::fs::remove_file("slow.svg");
 }
+
+#[test]
+fn auto_takes_waits_from_proc_and_says_the_tracer_is_for_stacks_on() {
+    let _turn = serial();
+    if !may_sample() {
+        return;
+    }
+    let Some(server) = Server::start(&["--stall-every", "2500ms", "--stall-for", "600ms"]) else {
+        return;
+    };
+    let pid = server.child.id().to_string();
+    let (code, report, stderr) = run_json(
+        &server.url,
+        &["-z", "6s", "-c", "20", "--cpus", "1", "--pid", &pid],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let stacks = &report["stacks"];
+    assert_eq!(
+        stacks["off_cpu_sampler"], "/proc thread states every 5 ms",
+        "{stacks:#}"
+    );
+    assert!(
+        stacks["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().contains("--stacks on")),
+        "{stacks:#}"
+    );
+    // The /proc looks still see the loop asleep in its stall.
+    assert!(
+        stacks["off_cpu"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["syscall"] == "clock_nanosleep" && n(&t["wall_us"]) > 0),
+        "{stacks:#}"
+    );
+}

@@ -3,13 +3,14 @@
 //! range); `run::RunConfig` validates the flags against each other.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use tailscope_loadgen::plan::{
     MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_REQUESTS, MAX_THREADS, MAX_TIMEOUT, MIN_RATE,
 };
+use tailscope_loadgen::segment::{parse_start_time, Segment, MAX_SEGMENTS};
 
 /// The highest process id Linux hands out (PID_MAX_LIMIT on 64-bit).
 const MAX_PID: u64 = 4_194_304;
@@ -40,10 +41,14 @@ pub enum Command {
     Compare(CompareArgs),
     /// Turn a saved JSON report into a self-contained HTML page with charts.
     Report(ReportArgs),
+    /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
+    /// histograms added, counters summed, seconds aligned on wall-clock time.
+    Merge(MergeArgs),
 }
 
 /// `tailscope serve [flags]`.
 #[derive(Debug, Args)]
+#[command(allow_negative_numbers = true)]
 pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one (printed when ready).
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
@@ -86,6 +91,8 @@ pub struct ServeArgs {
 
 /// `tailscope run URL [flags]` or `tailscope run --target KIND [flags]`.
 #[derive(Debug, Args)]
+// `-c -1` reaches the value parser (and its range message), not clap's "use '-- -1'" tip.
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     /// Target URL (http://HOST[:PORT]/PATH); or give --target to launch the server.
     pub url: Option<String>,
@@ -101,6 +108,41 @@ pub struct RunArgs {
     /// Where results go and what must hold.
     #[command(flatten)]
     pub output: OutputArgs,
+    /// This generator's share of a load run from several hosts.
+    #[command(flatten)]
+    pub segment: SegmentArgs,
+}
+
+/// One of N generators (an Indexed Job, a Slurm array, pdsh over ssh), merged afterwards with
+/// `tailscope merge`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "More than one machine")]
+pub struct SegmentArgs {
+    /// Take share I of N of the load: -c, -n and -q are split so the N shares add up
+    /// exactly (e.g. --segment 2/3).
+    // A segment is a share of the load on one server: with --target each generator would
+    // launch a server of its own.
+    #[arg(long = "segment", value_name = "I/N", value_parser = Segment::parse, conflicts_with_all = ["segment_from_env", "target"])]
+    pub segment: Option<Segment>,
+    /// Read this generator's index, counted from 0, from the environment variable VAR
+    /// [default: JOB_COMPLETION_INDEX, set by a Kubernetes Indexed Job]; needs --segments.
+    #[arg(
+        long = "segment-from-env",
+        value_name = "VAR",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "JOB_COMPLETION_INDEX",
+        requires = "segments",
+        conflicts_with = "target"
+    )]
+    pub segment_from_env: Option<String>,
+    /// How many generators share the load, with --segment-from-env.
+    #[arg(long = "segments", value_name = "N", requires = "segment_from_env", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_SEGMENTS as u64))]
+    pub segments: Option<usize>,
+    /// Wait until this wall-clock time, then start (Ctrl-C during the wait sends nothing):
+    /// RFC 3339 (2026-01-01T12:00:00Z) or unix seconds, so that N generators overlap.
+    #[arg(long = "start-at", value_name = "TIME", value_parser = parse_start_time)]
+    pub start_at: Option<SystemTime>,
 }
 
 /// The server under test.
@@ -237,11 +279,7 @@ pub struct OutputArgs {
     pub flamegraph_slow: Option<PathBuf>,
 }
 
-/// Parses `500ms`, `10s`, `2m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
-}
+pub use tailscope_loadgen::plan::parse_duration;
 
 const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -252,23 +290,7 @@ pub fn duration_in(
     lo: Duration,
     hi: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let d = parse_duration(s)?;
-        if d < lo || d > hi {
-            return Err(format!(
-                "{} is out of range: give {}..={}",
-                s.trim(),
-                fmt_limit(lo),
-                fmt_limit(hi)
-            ));
-        }
-        Ok(d)
-    }
-}
-
-/// `0s`, `1ms`, `1h`, `30days`: a limit as the user would type it.
-fn fmt_limit(d: Duration) -> String {
-    humantime::format_duration(d).to_string().replace(' ', "")
+    move |s: &str| tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
 }
 
 /// Parses a process id and checks it is one Linux can hand out.
@@ -319,6 +341,9 @@ pub struct SuiteArgs {
     /// Also write the markdown table here.
     #[arg(long = "markdown", value_name = "PATH")]
     pub markdown: Option<PathBuf>,
+    /// Also write the suite as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `tailscope compare` arguments.
@@ -331,12 +356,37 @@ pub struct CompareArgs {
     /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent.
     #[arg(long = "fail-if-regression", value_name = "PCT")]
     pub fail_if_regression: Option<f64>,
+    /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
+    #[arg(long = "html", value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+}
+
+/// `tailscope merge A.json B.json ... [--json OUT] [--fail-if EXPR] [--force]`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The generators' reports (written by `tailscope run --json`).
+    #[arg(value_name = "FILE.json", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged JSON report here ('-' for stdout; the text summary then goes to
+    /// stderr).
+    #[arg(long = "json", value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// Write the merged report as a self-contained HTML page.
+    #[arg(long = "html", value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Fail (exit 99) unless this holds of the merged result, as for run (repeatable).
+    #[arg(long = "fail-if", value_name = "EXPR")]
+    pub fail_if: Vec<String>,
+    /// Merge even reports of different settings or overlapping segments (the merged report
+    /// says what was overridden).
+    #[arg(long = "force")]
+    pub force: bool,
 }
 
 /// `tailscope report FILE.json --html OUT.html`.
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
-    /// A report written by `tailscope run --json`.
+    /// A report written by `tailscope run --json` or `tailscope suite --json`.
     #[arg(value_name = "FILE.json")]
     pub file: PathBuf,
     /// Write the HTML page here: one self-contained file (no network access when opened).

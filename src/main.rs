@@ -21,14 +21,13 @@ macro_rules! say_part {
 mod args;
 mod compare;
 mod exit;
+mod merge;
 mod process;
-mod profile;
 mod report;
 mod run;
 mod serve;
 mod stacks;
 mod suite;
-mod suite_file;
 
 use std::process::ExitCode;
 
@@ -45,6 +44,7 @@ fn main() -> ExitCode {
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
         Some(Command::Report(args)) => report::report(args),
+        Some(Command::Merge(args)) => merge::merge(args),
         // The main job: the embedded reference server under a 10 s load, on the live dashboard
         // when stdout is a terminal, headless (printing the summary) otherwise.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])

@@ -2,10 +2,12 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, TargetInfo};
+use tailscope_forensics::{Roles, RunProfiler};
+use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
+use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
 use tailscope_targets::cpus::{self, format_list};
@@ -15,8 +17,9 @@ use tailscope_tui::Feed;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{print_stdout, signal_name, watch_signals, SIGNALLED};
-use crate::profile::RunProfiler;
+use crate::process::{
+    check_html_path, check_writable, fit_open_files, signal_name, watch_signals, SIGNALLED,
+};
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -36,6 +39,10 @@ pub struct RunConfig {
     pub pid: Option<u32>,
     /// Show the live dashboard (stdout is a terminal and `--no-tui` was not given).
     pub tui: bool,
+    /// This generator's share of a load spread over several (`--segment`).
+    pub segment: Option<Segment>,
+    /// The wall-clock time to start at (`--start-at`).
+    pub start_at: Option<SystemTime>,
 }
 
 /// A server tailscope starts itself.
@@ -159,18 +166,21 @@ impl RunConfig {
                 ))
             })?;
         }
+        let segment = segment_of(&args.segment).map_err(usage)?;
+        if let Some(seg) = segment {
+            seg.apply(&mut plan)
+                .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
+        }
+        let start_at = args.segment.start_at;
+        if let Some(at) = start_at {
+            segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
+        }
         plan.validate().map_err(|e| usage(e.to_string()))?;
         if let Some(path) = &args.output.json {
             check_writable(path, "JSON report", "--json").map_err(usage)?;
         }
         if let Some(path) = &args.output.html {
-            if path.as_os_str() == "-" {
-                return Err(usage(
-                    "--html takes a file path, not '-': the page is a file to open in a browser"
-                        .into(),
-                ));
-            }
-            check_writable(path, "HTML report", "--html").map_err(usage)?;
+            check_html_path(path)?;
         }
         if let Some(path) = &args.output.flamegraph {
             check_writable(path, "flame graph", "--flamegraph").map_err(usage)?;
@@ -196,72 +206,38 @@ impl RunConfig {
             launch,
             pid: target.pid,
             tui: !args.output.no_tui && std::io::stdout().is_terminal(),
+            segment,
+            start_at,
         })
     }
 }
 
-/// Checks that a report (`what`, written for `flag`) can be written to `path` before the run,
-/// so a long run does not end with its report lost. `-` (stdout) always can. A file that did
-/// not exist is created and removed again.
-fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<(), String> {
-    if path.as_os_str() == "-" {
-        return Ok(());
-    }
-    let existed = path.exists();
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-    {
-        Ok(_) => {
-            if !existed {
-                let _ = std::fs::remove_file(path);
-            }
-            Ok(())
+/// The segment `--segment` or `--segment-from-env` names, if any.
+fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String> {
+    match (&args.segment_from_env, args.segments) {
+        (Some(var), Some(count)) => {
+            let value = std::env::var(var).ok();
+            Segment::from_index(var, value.as_deref(), 0, count).map(Some)
         }
-        Err(e) => Err(format!(
-            "cannot write the {what} to {}: {e}; pick a writable path ({flag})",
-            path.display()
-        )),
+        _ => Ok(args.segment),
     }
 }
 
-/// File descriptors a run needs besides one per connection: stdio, each generator thread's
-/// runtime (epoll, eventfd, timers), the profiler's perf counters (several per CPU) and
-/// /proc files, the signal pipe, a launched server's pipes.
-fn fd_overhead(threads: usize) -> u64 {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    64 + 8 * threads as u64 + 16 * cpus
-}
-
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit, then checks that `-c` fits. A run that
-/// does not fit would spend itself on EMFILE; it is refused (exit 2) before anything starts,
-/// naming the limit and how to raise it.
-fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
-        // Unreadable: the run goes on and EMFILE, if it comes, is counted by its own kind.
-        return Ok(());
-    };
-    let mut limit = soft;
-    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-        limit = hard;
+/// Waits for `--start-at`; false when Ctrl-C (or SIGTERM) came first.
+fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
+    match at.duration_since(SystemTime::now()) {
+        Ok(left) => say!(
+            "tailscope: waiting {:.1} s for --start-at {}",
+            left.as_secs_f64(),
+            humantime::format_rfc3339_millis(at)
+        ),
+        Err(late) => say!(
+            "tailscope: --start-at {} passed {:.1} s ago: starting now (the report records when)",
+            humantime::format_rfc3339_millis(at),
+            late.duration().as_secs_f64()
+        ),
     }
-    let need = plan.connections as u64 + fd_overhead(plan.effective_threads());
-    if need <= limit {
-        return Ok(());
-    }
-    let fits = limit.saturating_sub(fd_overhead(plan.effective_threads()));
-    Err(UsageError(format!(
-        "-c {} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
-         lower -c to {} or less, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
-        plan.connections,
-        fmt_count(need),
-        fmt_count(limit),
-        fmt_count(hard),
-        fits
-    )))
+    segment::wait_until(at, control)
 }
 
 /// Runs the load and reports. Returns how the process should exit.
@@ -299,8 +275,19 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         None => None,
     };
+    if let Some(at) = config.start_at {
+        if !wait_for_start(at, &control) {
+            if let Some(t) = target.take() {
+                t.stop();
+            }
+            say!("tailscope: interrupted while waiting for --start-at: nothing was sent");
+            return Ok(Outcome::Interrupted);
+        }
+    }
+    if let Some(seg) = config.segment {
+        say!("tailscope: segment {seg}: this generator's share of -c, -n and -q follows");
+    }
     let plan = &config.plan;
-    let json_to_stdout = config.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let live = std::io::stderr().is_terminal();
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
@@ -317,8 +304,10 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             Stop::Requests(n) => format!(", {n} requests"),
         }
     );
+    // `s` on the dashboard asks for the HTML report of the run so far.
+    let (saves, save_requests) = std::sync::mpsc::channel();
     let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control)
+        start_dashboard(&config, target.as_ref(), &control, saves)
     } else {
         None
     };
@@ -331,7 +320,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
     let mut profiler = RunProfiler::new(
         target_pid,
-        server_cpus,
+        server_cpus.clone(),
         plan.cpus.clone(),
         !plan.warmup.is_zero(),
     )
@@ -339,6 +328,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
     let in_flight = (plan.connections * plan.pipeline) as u64;
     let mut diagnosed_at = None;
+    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
+    // monotonic clock from here.
+    let measure_started = SystemTime::now() + plan.warmup;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
@@ -346,6 +338,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if save_requests.try_recv().is_ok() {
+                crate::report::save_so_far(plan, snap, config.html.as_deref(), feed);
+            }
             // The spikes view: the rules re-run on the run so far once a second.
             let second = snap.elapsed.as_secs();
             if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
@@ -370,6 +365,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         say!();
     }
     let mut report = Report::new(plan, &totals);
+    report.generator = Some(Generator::here(
+        &report,
+        measure_started,
+        config.segment,
+        config.start_at,
+    ));
     if report.interrupted {
         report.signal = signal_name();
     }
@@ -391,7 +392,13 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         (None, None) => None,
     };
     let server_exited = target.as_mut().and_then(|t| t.exited());
-    let sections = profiler.finish(plan, &totals, &mut report);
+    let findings = profiler.finish(plan, &totals, &mut report);
+    findings.add_to(&mut report);
+    let roles = Roles {
+        server: &server_cpus,
+        client: &plan.cpus,
+    };
+    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {
@@ -404,23 +411,14 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         t.stop();
     }
     let text = report.to_text() + &sections + &inside;
-    if json_to_stdout {
-        say_part!("{text}");
-        print_stdout(&report.to_json())?;
-    } else {
-        print_stdout(&text)?;
-        if let Some(path) = &config.json {
-            std::fs::write(path, report.to_json() + "\n")
-                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
-        }
-    }
-    if let Some(path) = &config.html {
-        crate::report::write_html(&report, path)?;
-    }
+    crate::report::emit(
+        &report,
+        &text,
+        config.json.as_deref(),
+        config.html.as_deref(),
+    )?;
     if let Some(path) = &config.hdr_log {
-        // Measurement began the load window and its grace period ago (to the clock's
-        // resolution: the generator keeps monotonic time, the log wants wall-clock time).
-        let started = std::time::SystemTime::now() - (totals.duration + totals.grace);
+        let started = measure_started;
         let mut file = std::fs::File::create(path)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
         tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
@@ -460,30 +458,10 @@ fn start_dashboard(
     config: &RunConfig,
     target: Option<&Target>,
     control: &RunControl,
+    saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let plan = &config.plan;
-    let info = RunInfo {
-        target: format!("{} {}", plan.method, plan.url),
-        server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
-        rate: match plan.pace {
-            Pace::Rate(r) => Some(r),
-            Pace::Max => None,
-        },
-        pipeline: plan.pipeline,
-        connections: plan.connections,
-        threads: plan.effective_threads(),
-        duration: match plan.stop {
-            Stop::Duration(d) => Some(d),
-            Stop::Requests(_) => None,
-        },
-        requests: match plan.stop {
-            Stop::Requests(n) => Some(n),
-            Stop::Duration(_) => None,
-        },
-        server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
-        client_cpus: plan.cpus.clone(),
-    };
-    match tailscope_tui::spawn(info, control.clone()) {
+    let info = RunInfo::new(&config.plan, target);
+    match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {
             say!("tailscope: cannot start the dashboard ({e}); running headless");
@@ -507,24 +485,7 @@ impl Progress {
             return;
         }
         self.last_shown = Some(snap.elapsed);
-        // The last finished second, not a tick ×10: a tick may carry two intervals of a
-        // worker, or none (see tailscope_tui::ui::ThroughputPanel).
-        let rate = snap
-            .recent_seconds
-            .last()
-            .map_or("n/a".to_string(), |p| fmt_rate(p.requests as f64));
-        let line = match snap.phase {
-            Phase::WarmingUp => format!("warming up, {:.1} s left", snap.warmup_left.as_secs_f64()),
-            _ => format!(
-                "{:>6.1} s  {:>12} req/s  p50 {:>8}  p99 {:>8}  max {:>8}  errors {}",
-                snap.elapsed.as_secs_f64(),
-                rate,
-                fmt_us(snap.latency.p50),
-                fmt_us(snap.latency.p99),
-                fmt_us(snap.latency.max),
-                fmt_count(snap.totals.error_total()),
-            ),
-        };
+        let line = progress_line(snap);
         say_part!("\r\x1b[2K{line}");
     }
 }

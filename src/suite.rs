@@ -4,65 +4,19 @@
 //! warm-up (not recorded) and `runs` measured runs; then stop it. Progress goes to stderr, a
 //! markdown table to stdout, every run and the host to the JSON.
 
-use std::time::{Duration, SystemTime};
-
 use anyhow::{Context, Result};
+use tailscope_forensics::RunProfiler;
 use tailscope_loadgen::report::{fmt_rate, fmt_us, Report, Tool};
-use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
+use tailscope_loadgen::RunControl;
+use tailscope_report::suite::file::{self, Suite};
 use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
 use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::Target;
 
 use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{print_stdout, watch_signals, SIGNALLED};
-use crate::profile::RunProfiler;
-use crate::suite_file::{self, Load, Suite};
-
-/// This machine's facts from /proc and /sys (and `uname`); what cannot be read is `None`.
-fn read_host() -> Host {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let cpu_model = read("/proc/cpuinfo").and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    });
-    let memory_kb = read("/proc/meminfo").and_then(|s| {
-        s.lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-    });
-    Host {
-        kernel: read("/proc/sys/kernel/osrelease"),
-        cpu_model,
-        cpus: cpus::available().len(),
-        memory_kb,
-        governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-        date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-    }
-}
-
-fn plan_for(load: &Load, url: &str, client_cpus: &[usize], stop: Duration) -> Result<Plan> {
-    let mut plan = Plan::new(url)?;
-    plan.connections = load.connections;
-    plan.pipeline = load.pipeline;
-    plan.timeout = load.timeout;
-    plan.grace = load.timeout.min(Duration::from_secs(1));
-    plan.cpus = client_cpus.to_vec();
-    plan.threads = load.threads.unwrap_or(client_cpus.len().max(1));
-    plan.stop = Stop::Duration(stop);
-    if let Some(r) = load.rate {
-        plan.pace = Pace::Rate(r);
-    }
-    plan.validate()?;
-    Ok(plan)
-}
+use crate::process::{check_html_path, print_stdout, watch_signals, SIGNALLED};
+use crate::report::write_page;
 
 /// Runs a suite file.
 pub fn suite(args: SuiteArgs) -> Result<Outcome> {
@@ -72,18 +26,21 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             args.file.display()
         ))
     })?;
-    let suite: Suite = suite_file::parse(&args.file, &text).map_err(UsageError)?;
+    let suite: Suite = file::parse(&args.file, &text).map_err(UsageError)?;
+    if let Some(path) = &args.html {
+        check_html_path(path)?;
+    }
     let load = &suite.load;
     let available = cpus::available();
     let (default_server, default_client) = cpus::default_split(&available);
     let server_cpus = load.server_cpus.clone().unwrap_or(default_server);
     let client_cpus = load.client_cpus.clone().unwrap_or(default_client);
     // Check the load settings once, before any server starts.
-    plan_for(load, "http://127.0.0.1:1/", &client_cpus, load.duration)
+    load.plan("http://127.0.0.1:1/", &client_cpus, load.duration)
         .map_err(|e| UsageError(format!("{}: {e:#}", args.file.display())))?;
     let control = RunControl::new();
     watch_signals(&control)?;
-    let host = read_host();
+    let host = Host::of_this_machine();
     say!(
         "suite: {} target(s) × {} endpoint(s) × {} run(s) of {}, warm-up {}; servers on CPU {}, generator on CPU {}",
         suite.targets.len(),
@@ -122,7 +79,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             if !load.warmup.is_zero() {
                 say!("suite: {name} {endpoint} warm-up");
                 tailscope_loadgen::run(
-                    &plan_for(load, &url, &client_cpus, load.warmup)?,
+                    &load.plan(&url, &client_cpus, load.warmup)?,
                     &control,
                     |_| {},
                 )?;
@@ -132,7 +89,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 if control.is_stopped() {
                     break;
                 }
-                let plan = plan_for(load, &url, &client_cpus, load.duration)?;
+                let plan = load.plan(&url, &client_cpus, load.duration)?;
                 let mut profiler = RunProfiler::new(
                     Some(target.pid()),
                     server_cpus.clone(),
@@ -144,23 +101,10 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     profiler.on_snapshot(snap);
                 })?;
                 let mut report = Report::new(&plan, &totals);
-                profiler.finish(&plan, &totals, &mut report);
-                let server_us_per_request = report
-                    .extra
-                    .get("profile")
-                    .and_then(|p| p["target"]["service_demand_us"].as_f64());
-                let p = report.latency_us;
-                let figures = RunFigures {
-                    rps: report.summary.rps,
-                    requests: report.summary.requests,
-                    errors: report.summary.errors,
-                    p50_us: p.map(|p| p.p50),
-                    p99_us: p.map(|p| p.p99),
-                    p999_us: p.map(|p| p.p999),
-                    max_us: p.map(|p| p.max),
-                    duration_s: report.summary.duration_s,
-                    server_us_per_request,
-                };
+                let findings = profiler.finish(&plan, &totals, &mut report);
+                let server_us_per_request =
+                    findings.profile.target.and_then(|t| t.service_demand_us);
+                let figures = RunFigures::of(&report, server_us_per_request);
                 say!(
                     "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
                     load.runs,
@@ -190,17 +134,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         },
         host,
         baseline: suite.baseline.clone(),
-        load: serde_json::json!({
-            "connections": load.connections,
-            "duration_s": load.duration.as_secs_f64(),
-            "warmup_s": load.warmup.as_secs_f64(),
-            "runs": load.runs,
-            "pipeline": load.pipeline,
-            "rate": load.rate,
-            "threads": load.threads,
-            "server_cpus": server_cpus,
-            "client_cpus": client_cpus,
-        }),
+        load: load.to_json(&server_cpus, &client_cpus),
         results,
         interrupted: control.is_stopped(),
     };
@@ -218,6 +152,9 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                     .with_context(|| format!("cannot write {}", p.display()))?;
             }
         }
+    }
+    if let Some(p) = &args.html {
+        write_page(&tailscope_report::suite::page(&report), p)?;
     }
     if let Some(p) = &args.markdown {
         std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;

@@ -32,8 +32,15 @@ fn the_report_of_a_fixed_run_keeps_its_shape() {
     // the run, and the first one shows the shape of a point.
     let points = r["timeseries"].as_array_mut().expect("a time series");
     let in_points: u64 = points.iter().map(|p| n(&p["requests"])).sum();
+    let in_points_len = points.len() as u64;
     assert_eq!(in_points, REQUESTS, "every request is in one second");
     points.truncate(1);
+    // One histogram per point, the same count as the points (checked before truncating).
+    let seconds = r["second_histograms"]
+        .as_array_mut()
+        .expect("per-second histograms");
+    assert_eq!(seconds.len() as u64, in_points_len, "a histogram per point");
+    seconds.truncate(1);
     // As many per-CPU figures as the machine has CPUs: the first shows the shape.
     if let Some(cpus) = r["profile"]["cpus"].as_array_mut() {
         cpus.truncate(1);
@@ -48,6 +55,8 @@ fn the_report_of_a_fixed_run_keeps_its_shape() {
         ("/summary/retransmits", "[tcp]"),
         ("/summary/syn_retransmits", "[tcp]"),
         ("/histogram/data", "[histogram]"),
+        ("/connect_histogram/data", "[histogram]"),
+        ("/second_histograms/0", "[histogram]"),
         // Rules over timings: which fire on a shared machine is not the schema's business.
         ("/diagnosis", "[diagnosis]"),
         ("/profile/duration_s", "[duration]"),
@@ -65,6 +74,8 @@ fn the_report_of_a_fixed_run_keeps_its_shape() {
     ] {
         redact_fields(&mut r, pointer, &[], placeholder);
     }
+    // Where and when: the host's name and the wall clock; a plain run has no segment.
+    redact_fields(&mut r, "/generator", &["segment"], "[host or time]");
     for (pointer, keep) in [
         ("/timeseries", &["errors", "timeouts", "unfinished"][..]),
         (

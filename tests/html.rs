@@ -54,6 +54,20 @@ fn a_run() -> (serde_json::Value, String, PathBuf) {
     (report, std::fs::read_to_string(&html).unwrap(), json)
 }
 
+/// `tailscope report JSON --html NAME`, which must make `page` again from the saved JSON.
+fn the_same_page_from(json: &Path, name: &str, page: &str) -> PathBuf {
+    let again = scratch(name);
+    let out = tailscope(&[
+        "report",
+        json.to_str().unwrap(),
+        "--html",
+        again.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
+    again
+}
+
 fn points(page: &str, chart: &str) -> usize {
     let marker = format!("data-chart=\"{chart}\" data-points=\"");
     let at = page
@@ -104,22 +118,22 @@ fn a_run_report_is_a_self_contained_page_with_every_chart_drawn() {
         )),
         "the header's request count is the JSON's ({shown})"
     );
-    // The same page from the saved JSON.
-    let again = scratch("again.html");
-    let out = tailscope(&[
-        "report",
-        json.to_str().unwrap(),
-        "--html",
-        again.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(std::fs::read_to_string(&again).unwrap(), page);
-    in_chromium(&again, "run");
+    let again = the_same_page_from(&json, "again.html", &page);
+    in_chromium(
+        &again,
+        "run",
+        &[
+            ("throughput", "<polyline"),
+            ("latency-over-time", "<polyline"),
+            ("percentile-spectrum", "<polyline"),
+        ],
+    );
 }
 
-/// Opens the page in headless Chromium: the DOM it built has every chart's SVG with its
-/// lines or bars, and a screenshot is kept as an artefact.
-fn in_chromium(page: &Path, name: &str) {
+/// Opens the page in headless Chromium: the DOM it built has each of `charts` as an SVG with
+/// its drawing (`element`: `<polyline` for lines, `<rect` for bars), and a screenshot is kept
+/// as an artefact.
+fn in_chromium(page: &Path, name: &str, charts: &[(&str, &str)]) {
     let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
         .find(|c| Command::new(c).arg("--version").output().is_ok())
@@ -147,13 +161,13 @@ fn in_chromium(page: &Path, name: &str) {
         .unwrap();
     let dom = String::from_utf8_lossy(&dom.stdout);
     assert!(dom.contains("<figure"), "Chromium built the page: {dom}");
-    for chart in ["throughput", "latency-over-time", "percentile-spectrum"] {
+    for (chart, element) in charts {
         let at = dom.find(&format!("data-chart=\"{chart}\"")).unwrap();
         let figure = &dom[at..at + dom[at..].find("</figure>").unwrap()];
         assert!(figure.contains("<svg"), "{chart} is an SVG in the DOM");
         assert!(
-            figure.contains("<polyline"),
-            "{chart} has its line in the DOM"
+            figure.contains(element),
+            "{chart} has its drawing ({element}) in the DOM"
         );
     }
     let shot = scratch(&format!("{name}.png"));
@@ -172,6 +186,191 @@ fn in_chromium(page: &Path, name: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     eprintln!("screenshot of the {name} report: {}", shot.display());
+}
+
+/// The cells of the table row whose first cell is `first`.
+fn row<'a>(page: &'a str, first: &str) -> Vec<&'a str> {
+    let start = format!("<tr><td>{first}</td>");
+    let at = page
+        .find(&start)
+        .unwrap_or_else(|| panic!("no row {first}"));
+    let row = &page[at..at + page[at..].find("</tr>").unwrap()];
+    row.split("<td")
+        .skip(1)
+        .map(|c| {
+            let c = &c[c.find('>').unwrap() + 1..];
+            &c[..c.find("</td>").unwrap()]
+        })
+        .collect()
+}
+
+const TWO_SERVERS: &str = r#"
+[suite]
+baseline = "one-thread"
+[load]
+connections = 4
+duration = "300ms"
+warmup = "0s"
+runs = 3
+[[target]]
+name = "one-thread"
+kind = "embedded"
+threads = 1
+[[target]]
+name = "stalling"
+kind = "embedded"
+threads = 1
+stall_every = "100ms"
+stall_for = "20ms"
+[[endpoint]]
+path = "/plaintext"
+"#;
+
+#[test]
+fn a_suite_page_shows_the_figures_of_its_json() {
+    let file = scratch("two.toml");
+    std::fs::write(&file, TWO_SERVERS).unwrap();
+    let json = scratch("suite.json");
+    let html = scratch("suite.html");
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        common::skip("io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    fetches_nothing(&page);
+    let suite: tailscope_report::suite::SuiteReport =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        points(&page, "suite-rps"),
+        2,
+        "a bar per target and endpoint"
+    );
+    assert_eq!(points(&page, "suite-p99"), 2);
+    use tailscope_loadgen::report::{fmt_rate, fmt_us};
+    for r in &suite.results {
+        let cells = row(&page, &r.target);
+        assert_eq!(cells[1], r.endpoint);
+        assert_eq!(cells[2], fmt_rate(r.rps_median.unwrap()), "{cells:?}");
+        assert_eq!(
+            cells[3],
+            format!(
+                "{} – {}",
+                fmt_rate(r.rps_min.unwrap()),
+                fmt_rate(r.rps_max.unwrap())
+            )
+        );
+        assert_eq!(cells[5], fmt_us(r.p99_us_median.unwrap().round() as u64));
+        assert_eq!(cells[7], format!("{:.2}×", r.vs_baseline.unwrap()));
+        // Each run's own row, in its table.
+        for (i, run) in r.runs.iter().enumerate() {
+            assert!(
+                page.contains(&format!(
+                    "<tr><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+                    i + 1,
+                    fmt_rate(run.rps)
+                )),
+                "run {} of {}",
+                i + 1,
+                r.target
+            );
+        }
+    }
+    let again = the_same_page_from(&json, "suite-again.html", &page);
+    in_chromium(
+        &again,
+        "suite",
+        &[("suite-rps", "<rect"), ("suite-p99", "<rect")],
+    );
+}
+
+#[test]
+fn a_compare_page_draws_both_spectra_and_the_change_table() {
+    let server = serve(|i| {
+        if i % 30 == 0 {
+            Reply::Delay(std::time::Duration::from_millis(10), ok("slow"))
+        } else {
+            Reply::Send(ok("Hello, World!"))
+        }
+    });
+    let base = scratch("base.json");
+    let new = scratch("new.json");
+    for (json, c) in [(&base, "2"), (&new, "4")] {
+        run_ok(&[
+            &server.url("/"),
+            "-c",
+            c,
+            "-z",
+            "1s",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+    }
+    let html = scratch("compare.html");
+    let out = tailscope(&[
+        "compare",
+        base.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    fetches_nothing(&page);
+    let read = |p: &Path| -> tailscope_loadgen::report::Report {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let (b, n) = (read(&base), read(&new));
+    assert!(
+        points(&page, "compare-spectrum") > 10,
+        "both spectra have points"
+    );
+    assert!(page.contains(&format!("base: {}", base.display())));
+    assert!(page.contains(&format!("new: {}", new.display())));
+    use tailscope_loadgen::report::fmt_us;
+    let p99 = row(&page, "p99");
+    assert_eq!(p99[1], fmt_us(b.latency_us.unwrap().p99));
+    assert_eq!(p99[2], fmt_us(n.latency_us.unwrap().p99));
+    let rps = row(&page, "req/s");
+    assert_eq!(rps[1], format!("{:.0}", b.summary.rps));
+    assert_eq!(rps[2], format!("{:.0}", n.summary.rps));
+    assert_eq!(
+        rps[3],
+        format!(
+            "{:+.1} %",
+            (n.summary.rps - b.summary.rps) / b.summary.rps * 100.0
+        )
+    );
+    // The same rows as the markdown table on stdout.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("| p99 | {} | {} |", p99[1], p99[2])),
+        "{stdout}"
+    );
+    // Refused before anything is read: '-' is no page.
+    let out = tailscope(&[
+        "compare",
+        base.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--html",
+        "-",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    in_chromium(&html, "compare", &[("compare-spectrum", "<polyline")]);
 }
 
 #[test]

@@ -273,4 +273,24 @@ fn compare_suites_matches_target_and_endpoint() {
     ]);
     assert_eq!(out.status.code(), Some(99));
     assert!(String::from_utf8_lossy(&out.stdout).contains("| ref / req/s | 1000 | 800 | -20.0 % |"));
+    // The page: both suites' req/s as bars, and the same change table.
+    let html = a.with_file_name("suites.html");
+    let out = tailscope(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("data-chart=\"compare-rps\" data-points=\"2\""),
+        "a bar for base and new"
+    );
+    assert!(page.contains("<title>ref / in the base suite: 1000 req/s (median)</title>"));
+    assert!(page.contains("<title>ref / in the new suite: 800 req/s (median)</title>"));
+    assert!(page.contains(
+        "<tr><td>ref / req/s</td><td class=\"num\">1000</td><td class=\"num\">800</td><td class=\"num\">-20.0 %</td></tr>"
+    ));
 }

@@ -134,6 +134,75 @@ fn a_rate_changed_with_plus_is_in_the_summary() {
     );
 }
 
+#[test]
+fn s_saves_the_html_report_of_the_run_so_far() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tui-save");
+    std::fs::create_dir_all(&dir).unwrap();
+    let final_page = dir.join("final.html");
+    let json = dir.join("final.json");
+    for old in std::fs::read_dir(&dir).unwrap().flatten() {
+        let _ = std::fs::remove_file(old.path());
+    }
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let session = Session::start(
+        "tailscope-save",
+        "120",
+        "40",
+        &server.url("/plaintext"),
+        &format!(" --html {} --json {}", final_page.display(), json.display()),
+    );
+    wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
+    tmux(&["send-keys", "-t", &session.0, "?"]);
+    let help = wait_for(&session.0, "save the HTML report", false).expect("the help names s");
+    assert!(
+        help.contains("s               save the HTML report"),
+        "{help}"
+    );
+    tmux(&["send-keys", "-t", &session.0, "?"]);
+    tmux(&["send-keys", "-t", &session.0, "s"]);
+    let screen = wait_for(&session.0, "saved ", false).expect("s says where the page went");
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
+    assert!(after.contains("EXIT=0"), "q exits 0:\n{after}");
+    let saved: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains("final-at-"))
+        .collect();
+    assert_eq!(
+        saved.len(),
+        1,
+        "one page saved beside --html: {saved:?}\n{screen}"
+    );
+    let page = std::fs::read_to_string(&saved[0]).unwrap();
+    assert!(
+        page.contains("Saved from the dashboard"),
+        "it says it is partial"
+    );
+    assert!(!page.contains("<script") && !page.contains("src=\"http"));
+    // Its request count is the run's so far: some, and no more than the whole run's.
+    let marker = "data-kpi=\"requests\"><div class=\"v\">";
+    let at = page.find(marker).expect("the requests figure") + marker.len();
+    let figure = &page[at..at + page[at..].find('<').unwrap()];
+    let so_far: u64 = figure
+        .replace(',', "")
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {figure}"));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let total = report["summary"]["requests"].as_u64().unwrap();
+    assert!(so_far > 0 && so_far <= total, "{so_far} of {total}");
+    assert!(
+        final_page.exists(),
+        "the final page is written at the end too"
+    );
+}
+
 /// Polls the pane until it shows `present` and not `absent` (a view has been redrawn).
 fn wait_for_view(session: &str, present: &str, absent: &str) -> Option<String> {
     let deadline = Instant::now() + Duration::from_secs(15);

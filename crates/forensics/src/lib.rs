@@ -4,18 +4,26 @@
 //! evidence are there; a healthy run names none. The evidence is the run's own: TCP_INFO of
 //! the generator's connections and the accept queue of the target's listeners. The kernel's
 //! machine-wide counters (/proc/net/netstat) move for every socket on the machine, so they
-//! are cited beside it, labelled, and never create or veto a cause. The rules read plain numbers
-//! ([`Evidence`]) that the binary extracts from the generator's histograms and the profile,
-//! so they are tested on synthetic data, near-misses included.
+//! are cited beside it, labelled, and never create or veto a cause. The rules read
+//! [`Evidence`]: the generator's own types (its seconds, slowest requests and histogram counts)
+//! beside figures drawn from the profile (`evidence`), so they are tested on synthetic data,
+//! near-misses included. [`RunProfiler`] follows a run tick by tick and ends in [`Findings`]:
+//! the profile, the diagnosis and the accept queues, the report's typed sections.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
+use serde::{Deserialize, Serialize};
+use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
+mod evidence;
+mod run;
+
+pub use evidence::{Load, Roles};
+pub use run::{Findings, RunProfiler};
+
 /// A window of the run, in seconds from the start of measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Window {
     /// Start.
     pub start_s: f64,
@@ -23,12 +31,23 @@ pub struct Window {
     /// when it was last seen, not when it stopped.
     pub end_s: f64,
     /// Requests it held were still unfinished at the end of the run.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub open_ended: bool,
 }
 
+impl Window {
+    /// When, in words: `1.50–2.52 s`, or `from 1.50 s, still going at the end`.
+    pub fn describe(&self) -> String {
+        if self.open_ended {
+            format!("from {:.2} s, still going at the end", self.start_s)
+        } else {
+            format!("{:.2}–{:.2} s", self.start_s, self.end_s)
+        }
+    }
+}
+
 /// Why a tail is slow: every cause the rules can name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// New connections waited for SYN retransmits: the listen queue was full.
@@ -66,7 +85,7 @@ impl std::fmt::Display for Cause {
 }
 
 /// A named cause.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnosis {
     /// What the rules named.
     pub cause: Cause,
@@ -76,34 +95,6 @@ pub struct Diagnosis {
     pub requests_affected: u64,
     /// When, if it is confined to a window.
     pub window: Option<Window>,
-}
-
-/// One second of the run.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Second {
-    /// End of the second.
-    pub t_s: f64,
-    /// Requests finished in it.
-    pub requests: u64,
-    /// Responses ≥ 10× the run's median (and ≥ 1 ms).
-    pub outliers: u64,
-    /// Its slowest response.
-    pub max_us: u64,
-    /// The most the generator's own event loop was held up in it.
-    pub generator_lag_us: u64,
-}
-
-/// One of the slowest requests.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Slow {
-    /// When it began.
-    pub at_s: f64,
-    /// Its latency.
-    pub latency_us: u64,
-    /// It opened its connection.
-    pub first_on_connection: bool,
-    /// Still unfinished when the run ended: `latency_us` is a lower bound.
-    pub unfinished: bool,
 }
 
 /// What the rules read.
@@ -116,18 +107,12 @@ pub struct Evidence {
     /// The run's median latency.
     pub p50_us: Option<u64>,
     /// One entry per second.
-    pub seconds: Vec<Second>,
+    pub seconds: Vec<TimePoint>,
     /// The slowest requests.
-    pub slowest: Vec<Slow>,
-    /// First-on-connection requests that took ~1 s, ~3 s, ~7 s (SYN retransmit times).
-    pub new_connection_syn_steps: [u64; 3],
-    /// Responses whose body arrived 38–60 ms after their head.
-    pub split_body_40ms: u64,
-    /// Responses that took ~200 ms, ~400 ms, ~800 ms (minimum RTO and its back-off).
-    pub rto_steps: [u64; 3],
-    /// Responses that took 100–190 ms: RTO delays stand out above these, a stall's spread
-    /// of latencies does not.
-    pub below_rto: u64,
+    pub slowest: Vec<SlowRequest>,
+    /// Responses at the delays that name a cause (SYN retransmit steps, a delayed ACK, RTO
+    /// steps and what lies just below them).
+    pub counts: SpikeCounts,
     /// Machine-wide kernel TCP counter deltas (every socket on the machine); `None` when
     /// unreadable. Cited as corroboration only.
     pub tcp: Option<BTreeMap<String, i64>>,
@@ -249,7 +234,7 @@ pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
 }
 
 fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
-    let slow_new: u64 = e.new_connection_syn_steps.iter().sum();
+    let slow_new: u64 = e.counts.new_connection_syn_steps.iter().sum();
     // The specific evidence is the target's own listener at its limit; where it cannot be
     // watched (or the queue filled between samples), our own connections' SYN retransmits
     // (a full queue drops SYNs) when data retransmits do not outnumber them.
@@ -257,7 +242,7 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
     {
         return None;
     }
-    let [s1, s3, s7] = e.new_connection_syn_steps;
+    let [s1, s3, s7] = e.counts.new_connection_syn_steps;
     let window = window_of(
         e.slowest
             .iter()
@@ -286,7 +271,7 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
 }
 
 fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
-    let n = e.split_body_40ms;
+    let n = e.counts.split_body_40ms;
     if n < 10 || (n as f64) < 0.01 * e.requests as f64 {
         return None;
     }
@@ -303,21 +288,21 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
 }
 
 fn retransmission(e: &Evidence) -> Option<Diagnosis> {
-    let n: u64 = e.rto_steps.iter().sum();
+    let n: u64 = e.counts.rto_steps.iter().sum();
     // Segments our own connections actually resent. A timer firing is no evidence: an
     // application that stops reading for longer than the minimum RTO makes retransmit timers
     // fire with nothing lost (seen here: a 250 ms stall, TCPTimeouts +32, RetransSegs +0).
     let resent = e.own_retransmits.unwrap_or(0);
     // Steps, not a spread: a stall in open loop delays requests by every amount up to its
     // length, RTOs by ~200 ms and its doublings.
-    if n < 3 || resent == 0 || n < 3 * e.below_rto {
+    if n < 3 || resent == 0 || n < 3 * e.counts.below_rto {
         return None;
     }
     // Released at the same moment is a stall's signature; RTO delays end one by one.
     if stall_shaped(e) {
         return None;
     }
-    let [r2, r4, r8] = e.rto_steps;
+    let [r2, r4, r8] = e.counts.rto_steps;
     Some(Diagnosis {
         cause: Cause::Retransmission,
         evidence: format!(
@@ -342,7 +327,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
     // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
     // generator took itself would delay every response just the same.
-    let stalled: Vec<&Second> = e
+    let stalled: Vec<&TimePoint> = e
         .seconds
         .iter()
         .filter(|s| {
@@ -364,12 +349,12 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         return None;
     }
     // Old connections were delayed too: not a connection-setup problem.
-    let in_window = |s: &&Slow| {
+    let in_window = |s: &&SlowRequest| {
         stalled
             .iter()
             .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= sec.t_s - 1.0)
     };
-    let slow: Vec<&Slow> = e.slowest.iter().filter(in_window).collect();
+    let slow: Vec<&SlowRequest> = e.slowest.iter().filter(in_window).collect();
     if !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
         return None;
     }
@@ -465,7 +450,7 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
 
 /// The most slow requests that ended at the same moment (within 10 ms, or 5 % of their
 /// latency): a stall releases everything it held at once, retransmit delays end one by one.
-fn released_together(slowest: &[Slow]) -> usize {
+fn released_together(slowest: &[SlowRequest]) -> usize {
     let ends: Vec<(f64, f64)> = slowest
         .iter()
         .map(|s| {
@@ -493,7 +478,7 @@ fn stall_shaped(e: &Evidence) -> bool {
     together >= 3 && together * 2 >= e.slowest.len()
 }
 
-fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
+fn window_of<'a>(slow: impl Iterator<Item = &'a SlowRequest>) -> Option<Window> {
     let mut w: Option<Window> = None;
     for s in slow {
         let end = s.at_s + s.latency_us as f64 / 1e6;
@@ -514,281 +499,4 @@ fn window_of<'a>(slow: impl Iterator<Item = &'a Slow>) -> Option<Window> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn healthy() -> Evidence {
-        Evidence {
-            requests: 100_000,
-            in_flight: 64,
-            p50_us: Some(250),
-            seconds: (1..=10)
-                .map(|t| Second {
-                    t_s: t as f64,
-                    requests: 10_000,
-                    outliers: 2,
-                    max_us: 4_000,
-                    generator_lag_us: 300,
-                })
-                .collect(),
-            slowest: vec![Slow {
-                at_s: 3.2,
-                latency_us: 4_000,
-                first_on_connection: false,
-                unfinished: false,
-            }],
-            tcp: Some(BTreeMap::from([
-                ("ListenOverflows".into(), 0),
-                ("RetransSegs".into(), 0),
-                ("TCPSynRetrans".into(), 0),
-            ])),
-            own_retransmits: Some(0),
-            own_syn_retransmits: Some(0),
-            listen: Some(ListenReport {
-                port: 8080,
-                sockets: 1,
-                backlog: Some(4096),
-                samples: 100,
-                full_samples: 0,
-                max_queue: 3,
-                full_seconds: Vec::new(),
-                unavailable: None,
-            }),
-            server_cpus_busy_pct: Some(99.0),
-            client_cpus_busy_pct: Some(95.0),
-            steal_pct: Some(0.2),
-            target_involuntary_per_s: Some(3.0),
-            duration_s: 10.0,
-            ..Evidence::default()
-        }
-    }
-
-    /// Slow requests a 300 ms stall at 4.1 s released together at 4.40 s.
-    fn stalled_slowest() -> Vec<Slow> {
-        [
-            (4.1, 300_000),
-            (4.12, 280_000),
-            (4.15, 250_000),
-            (4.2, 200_000),
-        ]
-        .into_iter()
-        .map(|(at_s, latency_us)| Slow {
-            at_s,
-            latency_us,
-            first_on_connection: false,
-            unfinished: false,
-        })
-        .collect()
-    }
-
-    /// `e` with a machine-wide counter moved by `n`.
-    fn with_machine_counter(e: &Evidence, name: &str, n: i64) -> Evidence {
-        let mut e = e.clone();
-        e.tcp
-            .get_or_insert_with(BTreeMap::new)
-            .insert(name.into(), n);
-        e
-    }
-
-    fn causes(e: &Evidence) -> Vec<String> {
-        diagnose(e)
-            .into_iter()
-            .map(|d| d.cause.to_string())
-            .collect()
-    }
-
-    #[test]
-    fn a_healthy_run_names_nothing() {
-        assert!(causes(&healthy()).is_empty());
-    }
-
-    #[test]
-    fn accept_queue_overflow_needs_slow_new_connections_and_our_own_listener_or_syns() {
-        let mut e = healthy();
-        e.new_connection_syn_steps = [12, 2, 0];
-        e.slowest.push(Slow {
-            at_s: 1.5,
-            latency_us: 1_020_000,
-            first_on_connection: true,
-            unfinished: false,
-        });
-        // Near-miss: ~1 s on new connections but our listener never filled and no SYN of
-        // ours was resent.
-        assert!(causes(&e).is_empty());
-        // Near-miss: another listener on the machine overflowed (machine-wide counters
-        // moved), ours did not: not ours to name.
-        let elsewhere = with_machine_counter(&e, "ListenOverflows", 900);
-        assert!(causes(&elsewhere).is_empty(), "{:?}", diagnose(&elsewhere));
-        // Near-miss: one SYN of ours resent among many data retransmits is packet loss.
-        let mut lossy = e.clone();
-        lossy.own_syn_retransmits = Some(1);
-        lossy.own_retransmits = Some(192);
-        assert!(!causes(&lossy).contains(&"accept_queue_overflow".to_string()));
-        // Our SYNs dropped and nothing else resent: the queue, even between samples.
-        let mut syns = e.clone();
-        syns.own_syn_retransmits = Some(14);
-        assert_eq!(causes(&syns), vec!["accept_queue_overflow"]);
-        // Python's http.server (backlog 5) seen at 4 of 5, never at 5: our SYNs resent and
-        // more data resent (dropped final ACKs) is still the queue, at a pressed listener.
-        let mut pressed = e.clone();
-        pressed.own_syn_retransmits = Some(74);
-        pressed.own_retransmits = Some(141);
-        let l = pressed.listen.as_mut().unwrap();
-        l.backlog = Some(5);
-        l.max_queue = 4;
-        assert_eq!(causes(&pressed), vec!["accept_queue_overflow"]);
-        // Near-miss: the same retransmits at an idle listener are loss.
-        pressed.listen.as_mut().unwrap().max_queue = 0;
-        assert!(!causes(&pressed).contains(&"accept_queue_overflow".to_string()));
-        // The listener seen full.
-        let l = e.listen.as_mut().unwrap();
-        l.full_samples = 25;
-        l.max_queue = 4096;
-        l.full_seconds = vec![1, 2];
-        let d = diagnose(&e);
-        assert_eq!(d[0].cause, Cause::AcceptQueueOverflow);
-        assert_eq!(d[0].requests_affected, 14);
-        assert!(
-            d[0].evidence.contains("at its limit in 25 of 100 samples")
-                && d[0].evidence.contains("second(s) 1, 2")
-                && d[0].evidence.contains("machine-wide"),
-            "{}",
-            d[0].evidence
-        );
-        assert_eq!(
-            d[0].window,
-            Some(Window {
-                start_s: 1.5,
-                end_s: 2.52,
-                open_ended: false,
-            })
-        );
-    }
-
-    #[test]
-    fn delayed_ack_needs_split_responses() {
-        let mut e = healthy();
-        e.split_body_40ms = 8;
-        assert!(causes(&e).is_empty(), "too few to name");
-        e.split_body_40ms = 3_000;
-        assert_eq!(causes(&e), vec!["delayed_ack"]);
-    }
-
-    #[test]
-    fn retransmission_needs_rto_steps_and_retransmits() {
-        let mut e = healthy();
-        e.rto_steps = [20, 3, 0];
-        assert!(
-            causes(&e).is_empty(),
-            "200 ms responses alone could be a slow server"
-        );
-        // Near-miss: segments resent machine-wide, none on our connections.
-        e.tcp.as_mut().unwrap().insert("RetransSegs".into(), 25);
-        assert!(causes(&e).is_empty(), "{:?}", diagnose(&e));
-        e.own_retransmits = Some(25);
-        assert_eq!(causes(&e), vec!["retransmission"]);
-        // Near-miss: as many just below 200 ms: a spread (a stall), not RTO steps.
-        e.below_rto = 30;
-        assert!(causes(&e).is_empty());
-    }
-
-    #[test]
-    fn server_stall_needs_many_delayed_together_on_old_connections_and_quiet_tcp() {
-        let mut e = healthy();
-        e.seconds[4].outliers = 60;
-        e.seconds[4].max_us = 300_000;
-        // Released together: every one ends at 4.40 s.
-        e.slowest = stalled_slowest();
-        let d = diagnose(&e);
-        assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].cause, Cause::ServerStall);
-        assert_eq!(d[0].requests_affected, 60);
-        assert_eq!(
-            d[0].window,
-            Some(Window {
-                start_s: 4.1,
-                end_s: 4.4,
-                open_ended: false,
-            })
-        );
-        // Near-miss: the generator's own loop was held up as long: its pause, not the server's.
-        let mut own = e.clone();
-        own.seconds[4].generator_lag_us = 280_000;
-        assert!(causes(&own).is_empty());
-        // Near-miss: a few-ms blip is not named, however many it touched.
-        let mut blip = e.clone();
-        blip.seconds[4].max_us = 8_000;
-        assert!(causes(&blip).is_empty());
-        // Near-miss: as many slow, but ending one by one (retransmit delays), is no stall.
-        let mut scattered = e.clone();
-        scattered.slowest = [
-            (4.1, 300_000),
-            (4.3, 250_000),
-            (4.5, 280_000),
-            (4.7, 210_000),
-        ]
-        .into_iter()
-        .map(|(at_s, latency_us)| Slow {
-            at_s,
-            latency_us,
-            first_on_connection: false,
-            unfinished: false,
-        })
-        .collect();
-        assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));
-        // Near-miss: a handful of outliers is not "most in-flight requests".
-        let mut few = e.clone();
-        few.seconds[4].outliers = 20;
-        assert!(causes(&few).is_empty());
-        // Near-miss: only new connections were slow: not a stall.
-        let mut only_new = e.clone();
-        only_new
-            .slowest
-            .iter_mut()
-            .for_each(|s| s.first_on_connection = true);
-        assert!(causes(&only_new).is_empty());
-        // Retransmits during a stall (the stalled receiver lets RTO timers fire) do not turn
-        // it into "retransmission": the requests were delayed together, not one by one.
-        let mut retrans = with_machine_counter(&e, "RetransSegs", 60);
-        retrans.rto_steps = [0, 0, 0];
-        assert_eq!(causes(&retrans), vec!["server_stall"]);
-        // Another listener on the machine overflowing does not veto this server's stall.
-        let elsewhere = with_machine_counter(&e, "ListenOverflows", 178);
-        assert_eq!(causes(&elsewhere), vec!["server_stall"]);
-        // Its own listener full does: connection setup, not a stall.
-        let mut listen = e.clone();
-        listen.listen.as_mut().unwrap().full_samples = 3;
-        assert!(!causes(&listen).contains(&"server_stall".to_string()));
-    }
-
-    #[test]
-    fn cpu_contention_and_generator_saturation() {
-        let mut e = healthy();
-        e.steal_pct = Some(12.0);
-        assert_eq!(causes(&e), vec!["cpu_contention"]);
-        // Another process on the server's CPU: the spike is contention, not a stall.
-        let mut hog = healthy();
-        hog.server_foreign_pct = Some(60.0);
-        hog.seconds[4].outliers = 60;
-        hog.seconds[4].max_us = 20_000;
-        hog.slowest = stalled_slowest();
-        assert_eq!(causes(&hog), vec!["cpu_contention"]);
-        hog.server_foreign_pct = Some(3.0);
-        assert_eq!(
-            causes(&hog),
-            vec!["server_stall"],
-            "the same spike without a competitor is a stall"
-        );
-        let mut quiet = e.clone();
-        quiet.seconds.iter_mut().for_each(|s| s.outliers = 0);
-        assert!(
-            causes(&quiet).is_empty(),
-            "steal without a tail is not a spike cause"
-        );
-        let mut g = healthy();
-        g.server_cpus_busy_pct = Some(40.0);
-        assert_eq!(causes(&g), vec!["generator_saturated"]);
-        g.client_cpus_busy_pct = Some(85.0);
-        assert!(causes(&g).is_empty());
-    }
-}
+mod tests;

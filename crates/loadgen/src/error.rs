@@ -28,6 +28,9 @@ pub enum Error {
     /// A generator thread or runtime could not be started.
     #[error("cannot start generator thread: {0}")]
     Spawn(std::io::Error),
+    /// Reports that cannot be merged into one (`tailscope merge`), and why.
+    #[error("{0}")]
+    Merge(String),
     /// A threshold expression did not parse.
     #[error("bad threshold {expr:?}: {reason}")]
     BadThreshold {

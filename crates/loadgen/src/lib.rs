@@ -4,8 +4,10 @@
 //! [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
 //! workers hand their interval data to the [`aggregate::Aggregator`] on the calling thread,
 //! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
-//! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those into JSON and text, and [`threshold`]
-//! checks them for CI. The engine and the recorder meet only at `WorkerRecorder`, so a
+//! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those
+//! into JSON and text, and [`threshold`] checks them for CI. [`segment`] cuts a plan to one
+//! generator's share when N hosts run the load together, and [`report::merge()`] adds their
+//! reports back into one. The engine and the recorder meet only at `WorkerRecorder`, so a
 //! second engine (io_uring) can be added behind the same boundary.
 
 pub mod aggregate;
@@ -15,6 +17,7 @@ pub mod http;
 pub mod plan;
 pub mod recorder;
 pub mod report;
+pub mod segment;
 pub mod snapshot;
 mod sys;
 pub mod threshold;
@@ -23,6 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use segment::share;
 
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, Stop};
@@ -82,12 +87,6 @@ impl RunControl {
     pub(crate) fn rate_cell(&self) -> Arc<AtomicU64> {
         self.rate.clone()
     }
-}
-
-/// Splits `total` into `parts` shares that differ by at most one.
-fn share(total: u64, parts: usize, i: usize) -> u64 {
-    let parts = parts as u64;
-    total / parts + u64::from((i as u64) < total % parts)
 }
 
 /// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
@@ -245,18 +244,4 @@ pub fn run(
     // A stop asked for once sending had ended (during the grace) cut nothing short.
     totals.stopped_early = stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
     Ok(totals)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::share;
-
-    #[test]
-    fn shares_add_up_and_differ_by_at_most_one() {
-        for (total, parts) in [(10u64, 3usize), (2, 4), (100, 1), (7, 7)] {
-            let shares: Vec<u64> = (0..parts).map(|i| share(total, parts, i)).collect();
-            assert_eq!(shares.iter().sum::<u64>(), total);
-            assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
-        }
-    }
 }

@@ -24,6 +24,31 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The shortest duration, warm-up aside, any of those may be.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
 
+/// Parses a duration as people write one: `500ms`, `10s`, `2m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
+}
+
+/// Parses a duration and refuses one outside `lo..=hi`, naming the range.
+pub fn parse_duration_within(s: &str, lo: Duration, hi: Duration) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < lo || d > hi {
+        return Err(format!(
+            "{} is out of range: give {}..={}",
+            s.trim(),
+            fmt_limit(lo),
+            fmt_limit(hi)
+        ));
+    }
+    Ok(d)
+}
+
+/// `0s`, `1ms`, `1h`, `30days`: a limit as people would write it.
+fn fmt_limit(d: Duration) -> String {
+    humantime::format_duration(d).to_string().replace(' ', "")
+}
+
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stop {

@@ -5,6 +5,7 @@
 
 mod fmt;
 mod hdr_log;
+pub mod merge;
 mod text;
 
 use std::collections::BTreeMap;
@@ -16,12 +17,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorKind;
 use crate::plan::{Pace, Plan, Stop};
+use crate::segment::{unix_seconds, Segment};
 use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
 pub use hdr_log::write_hdr_log;
-pub use text::{histogram_bars, log_buckets, Bucket};
+pub use merge::{merge, MergeInfo, MergedRun};
+pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -169,6 +172,61 @@ pub struct EncodedHistogram {
     pub data: String,
 }
 
+/// Where and when a generator ran, for merging the reports of several (`tailscope merge`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Generator {
+    /// The host's name (/proc/sys/kernel/hostname: a pod's name under Kubernetes); null when
+    /// it could not be read.
+    pub host: Option<String>,
+    /// This generator's share of the load (`--segment`); null when it ran all of it.
+    pub segment: Option<Segment>,
+    /// When measurement began (after the warm-up), RFC 3339 UTC.
+    pub started_at: String,
+    /// The same, in unix seconds.
+    pub started_unix_s: f64,
+    /// When the load window and its grace period ended, RFC 3339 UTC.
+    pub ended_at: String,
+    /// The same, in unix seconds.
+    pub ended_unix_s: f64,
+    /// `--start-at`, when given: the wall-clock time the generator waited for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+}
+
+impl Generator {
+    /// This host's generator, whose measurement began at `measure_started` and whose report
+    /// is `report` (its load window and grace give the end).
+    pub fn here(
+        report: &Report,
+        measure_started: std::time::SystemTime,
+        segment: Option<Segment>,
+        start_at: Option<std::time::SystemTime>,
+    ) -> Generator {
+        let ended = measure_started
+            + std::time::Duration::from_secs_f64(
+                (report.summary.duration_s + report.summary.grace_s).max(0.0),
+            );
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty());
+        Generator {
+            host,
+            segment,
+            started_at: rfc3339(measure_started),
+            started_unix_s: unix_seconds(measure_started),
+            ended_at: rfc3339(ended),
+            ended_unix_s: unix_seconds(ended),
+            start_at: start_at.map(rfc3339),
+        }
+    }
+}
+
+/// RFC 3339 in UTC to the millisecond.
+pub(crate) fn rfc3339(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
 /// A whole report (`schema_version` 1). Percentile objects are null when nothing was
 /// measured, never zeros.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -222,13 +280,32 @@ pub struct Report {
     pub slowest: Vec<SlowRequest>,
     /// The full latency histogram.
     pub histogram: EncodedHistogram,
-    /// Sections added by whoever runs the generator (the binary adds `profile` and
-    /// `diagnosis`); the generator knows nothing of them.
+    /// The connect-time histogram, encoded like `histogram` (so merged reports keep exact
+    /// connect percentiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_histogram: Option<EncodedHistogram>,
+    /// Open loop: the uncorrected latency histogram, encoded like `histogram`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_uncorrected_histogram: Option<EncodedHistogram>,
+    /// The latency histogram of each `timeseries` point, in the same order, base64 of the
+    /// V2 deflate serialization: what `tailscope merge` adds up second by second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub second_histograms: Vec<String>,
+    /// Where and when the generator ran (host, segment, wall-clock window); null in a
+    /// merged report, whose `merged` section lists every generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<Generator>,
+    /// A report made by `tailscope merge`: what it was made of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergeInfo>,
+    /// Sections added by whoever runs the generator, typed where they are made
+    /// (`tailscope_forensics::Findings`: `profile`, `diagnosis`, `listen_queue`; the stack
+    /// sampler: `stacks`); the generator knows nothing of them.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
+pub(crate) fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
     (!h.is_empty()).then(|| Percentiles::of(h))
 }
 
@@ -240,10 +317,24 @@ fn encode(h: &Histogram<u64>) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// `h` as a report carries it.
+pub(crate) fn encoded(h: &Histogram<u64>) -> EncodedHistogram {
+    EncodedHistogram {
+        encoding: "hdrhistogram-v2-deflate-base64".into(),
+        unit: "us".into(),
+        data: encode(h),
+    }
+}
+
 /// Decodes a report's histogram back into an HDR histogram.
 pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
+    decode_base64(&h.data)
+}
+
+/// Decodes base64 of a V2 (deflate) serialized histogram.
+pub(crate) fn decode_base64(data: &str) -> Option<Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD
-        .decode(&h.data)
+        .decode(data)
         .ok()?;
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut bytes.as_slice())
@@ -252,7 +343,7 @@ pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
 
 /// The names of the percentiles whose value unfinished requests may set: a percentile is
 /// exact only when it lies below every unfinished request's wait.
-fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
+pub(crate) fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
     let (Some(min), false) = (unfinished_min_us, h.is_empty()) else {
         return Vec::new();
     };
@@ -275,7 +366,7 @@ fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<Strin
     .collect()
 }
 
-fn ratio(part: u64, whole: u64) -> f64 {
+pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
     } else {
@@ -378,11 +469,20 @@ impl Report {
             signal: None,
             warnings: Vec::new(),
             slowest: totals.slowest.clone(),
-            histogram: EncodedHistogram {
-                encoding: "hdrhistogram-v2-deflate-base64".into(),
-                unit: "us".into(),
-                data: encode(&totals.latency),
+            histogram: encoded(&totals.latency),
+            connect_histogram: Some(encoded(&totals.connect)),
+            latency_uncorrected_histogram: match plan.pace {
+                Pace::Rate(_) => Some(encoded(&totals.latency_uncorrected)),
+                Pace::Max => None,
             },
+            // Already V2-deflate serialized by the aggregator: only base64 is added here.
+            second_histograms: totals
+                .second_histograms
+                .iter()
+                .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+                .collect(),
+            generator: None,
+            merged: None,
             extra: serde_json::Map::new(),
         };
         report.warnings = report.compute_warnings();
@@ -451,7 +551,7 @@ impl Report {
         Some(format!("no request got a response: {why}"))
     }
 
-    fn compute_warnings(&self) -> Vec<String> {
+    pub(crate) fn compute_warnings(&self) -> Vec<String> {
         let s = &self.summary;
         let mut out = Vec::new();
         if let Some(reason) = self.no_response_reason() {
@@ -520,178 +620,4 @@ impl Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::recorder::new_histogram;
-    use crate::snapshot::Counters;
-    use std::time::Duration;
-
-    fn totals() -> RunTotals {
-        let mut latency = new_histogram(Duration::from_secs(60));
-        for v in [100u64, 200, 300, 400, 1_600_000] {
-            latency.record(v).unwrap();
-        }
-        let mut counters = Counters {
-            successes: 5,
-            bytes_read: 500,
-            ..Counters::default()
-        };
-        counters.errors[ErrorKind::Timeout.index()] = 1;
-        counters.status_codes = vec![(200, 4), (503, 1)];
-        RunTotals {
-            duration: Duration::from_secs(2),
-            counters,
-            latency,
-            latency_uncorrected: new_histogram(Duration::from_secs(60)),
-            connect: new_histogram(Duration::from_secs(60)),
-            first_request: new_histogram(Duration::from_secs(60)),
-            body: new_histogram(Duration::from_secs(60)),
-            timeseries: vec![],
-            second_histograms: vec![],
-            slowest: vec![],
-            grace: Duration::from_millis(250),
-            rate_changes: vec![],
-            stopped_early: false,
-        }
-    }
-
-    #[test]
-    fn report_has_the_documented_shape() {
-        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-        let report = Report::new(&plan, &totals());
-        let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(v["schema_version"], 1);
-        assert_eq!(v["summary"]["requests"], 6);
-        assert_eq!(v["summary"]["rps"], 3.0);
-        assert_eq!(v["summary"]["timeouts"], 1);
-        assert_eq!(v["status_codes"]["503"], 1);
-        assert_eq!(v["errors"]["timeout"], 1);
-        assert_eq!(v["errors"]["reset"], 0);
-        assert_eq!(v["config"]["mode"], "closed");
-        assert!(
-            v["connect_us"].is_null(),
-            "nothing measured is null, not zero"
-        );
-        assert!(v.get("latency_uncorrected_us").is_none());
-        let p99 = v["latency_us"]["p99"].as_u64().unwrap();
-        assert!((1_599_000..=1_601_000).contains(&p99), "{p99}");
-        let back: Report = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(back, report);
-        let h = decode_histogram(&report.histogram).unwrap();
-        assert_eq!(h.len(), 5);
-    }
-
-    #[test]
-    fn text_summary_shows_a_second_mode_as_its_own_bars() {
-        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-        let text = Report::new(&plan, &totals()).to_text();
-        assert!(text.contains("Requests/sec:  3.0"), "{text}");
-        assert!(text.contains("[503] 1 responses"));
-        assert!(text.contains("timeout: 1"));
-        let bars: Vec<&str> = text.lines().filter(|l| l.contains('■')).collect();
-        // 100–200µs, 200–500µs, then empty rows, then the 1.6 s outlier on its own.
-        assert_eq!(bars.len(), 3, "{text}");
-        assert!(bars[2].contains("1.00s – 2.00s"), "{}", bars[2]);
-        assert!(
-            text.contains(" 0.00 % "),
-            "the gap between the modes is drawn: {text}"
-        );
-    }
-
-    #[test]
-    fn non_2xx_responses_get_a_line_and_a_warning() {
-        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-        let report = Report::new(&plan, &totals());
-        let text = report.to_text();
-        assert!(
-            text.contains("Non-2xx:       1 (20.0 % of responses)"),
-            "{text}"
-        );
-        assert!(
-            text.contains("warning: 20.0 % of responses were 503 (1): the server is shedding load"),
-            "{text}"
-        );
-        assert!(
-            text.contains("then 0.25 s for responses in flight"),
-            "{text}"
-        );
-        assert_eq!(report.summary.grace_s, 0.25);
-        assert_eq!(report.no_response_reason(), None);
-    }
-
-    #[test]
-    fn a_run_with_no_response_says_why() {
-        let plan = Plan::new("http://127.0.0.1:1/").unwrap();
-        let mut t = totals();
-        t.counters.successes = 0;
-        t.counters.status_codes.clear();
-        t.counters.errors[ErrorKind::Timeout.index()] = 0;
-        t.counters.errors[ErrorKind::ConnectRefused.index()] = 1234;
-        let report = Report::new(&plan, &t);
-        let reason = report.no_response_reason().unwrap();
-        assert!(
-            reason.contains("nothing is listening at 127.0.0.1:1"),
-            "{reason}"
-        );
-        assert_eq!(report.warnings[0], reason);
-        t.counters.errors[ErrorKind::ConnectRefused.index()] = 0;
-        t.counters.still_connecting = 7;
-        let reason = Report::new(&plan, &t).no_response_reason().unwrap();
-        assert!(reason.contains("7 connection(s)"), "{reason}");
-    }
-
-    #[test]
-    fn slow_connects_in_a_short_run_are_warned_about() {
-        let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-        let mut t = totals();
-        // 2 s run; the connects took 300 ms to 1.8 s: set-up, not the steady state.
-        for ms in [300u64, 900, 1_800] {
-            t.connect.record(ms * 1_000).unwrap();
-        }
-        let w = Report::new(&plan, &t).warnings;
-        assert!(
-            w.iter().any(|w| w.starts_with("connects took up to 1.80s")),
-            "{w:?}"
-        );
-        // Fast connects say nothing.
-        let mut t = totals();
-        t.connect.record(150).unwrap();
-        let w = Report::new(&plan, &t).warnings;
-        assert!(!w.iter().any(|w| w.contains("connects took")), "{w:?}");
-    }
-
-    #[test]
-    fn interruption_and_rate_changes_are_reported() {
-        let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-        plan.pace = Pace::Rate(1000.0);
-        let mut t = totals();
-        t.stopped_early = true;
-        t.rate_changes = vec![RateChange {
-            t_s: 1.5,
-            rate: 1250.0,
-        }];
-        let mut report = Report::new(&plan, &t);
-        report.signal = Some("SIGINT".into());
-        let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
-        assert_eq!(v["interrupted"], true);
-        assert_eq!(v["signal"], "SIGINT");
-        assert_eq!(v["rate_changes"][0]["rate"], 1250.0);
-        let text = report.to_text();
-        assert!(text.contains("Interrupted:   by SIGINT"), "{text}");
-        assert!(
-            text.contains("Rate changes:  1,250 req/s at 1.5 s"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn units_read_well() {
-        assert_eq!(fmt_us(850), "850µs");
-        assert_eq!(fmt_us(1_230), "1.23ms");
-        assert_eq!(fmt_us(1_620_000), "1.62s");
-        assert_eq!(fmt_count(1_234_567), "1,234,567");
-        assert_eq!(fmt_count(12), "12");
-        assert_eq!(fmt_rate(123_456.78), "123,456.7");
-        assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
-    }
-}
+mod tests;

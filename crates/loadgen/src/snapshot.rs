@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ErrorKind;
 
 /// One of the slowest requests of a run, with where its time went.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct SlowRequest {
     /// Seconds from the start of measurement to when the request began.
     pub at_s: f64,
@@ -275,7 +275,7 @@ impl Percentiles {
 }
 
 /// One point of the run's time series (one second).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimePoint {
     /// End of the second, from the start of measurement; for the last, partial second, when
     /// its data ends. Unique and increasing.
@@ -364,6 +364,29 @@ impl RunTotals {
     /// The forensics counts of the whole run.
     pub fn spike_counts(&self) -> SpikeCounts {
         SpikeCounts::of(&self.latency, &self.first_request, &self.body)
+    }
+
+    /// What a snapshot holds of the run so far, for a report while the run goes on. A
+    /// snapshot carries the latency histogram but not the connect, body, first-request or
+    /// uncorrected ones (they are empty here, so their figures read n/a), its seconds are the
+    /// last two minutes, and nothing is in flight at its end yet (no grace period).
+    pub fn so_far(snap: &Snapshot) -> RunTotals {
+        let empty = || Histogram::new_from(&snap.histogram);
+        RunTotals {
+            duration: snap.elapsed,
+            counters: snap.totals.clone(),
+            latency: snap.histogram.clone(),
+            latency_uncorrected: empty(),
+            connect: empty(),
+            first_request: empty(),
+            body: empty(),
+            timeseries: snap.recent_seconds.clone(),
+            second_histograms: Vec::new(),
+            slowest: snap.slowest.clone(),
+            grace: Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+        }
     }
 }
 

@@ -177,11 +177,11 @@ impl Threshold {
                     "a latency needs a unit (us, ms, s), got {unit:?}"
                 )))
             }
-            (Metric::ErrorRate | Metric::Non2xxRate, "%") => number / 100.0,
+            (Metric::ErrorRate | Metric::Non2xxRate, "%") if number <= 100.0 => number / 100.0,
             (Metric::ErrorRate | Metric::Non2xxRate, "") if number <= 1.0 => number,
             (Metric::ErrorRate | Metric::Non2xxRate, _) => {
                 return Err(bad(format!(
-                    "a rate is a percentage (0.1%) or a fraction up to 1, got {value:?}"
+                    "a rate is a percentage up to 100% (0.1%) or a fraction up to 1, got {value:?}"
                 )))
             }
             (Metric::Rps | Metric::Timeouts, "") => number,
@@ -284,6 +284,7 @@ mod tests {
             ("p99 < fast", "not a number"),
             ("rps > 5k", "plain number"),
             ("error_rate < 5", "percentage"),
+            ("error_rate < 150%", "up to 100%"),
             ("< 5ms", "no metric"),
         ] {
             let err = Threshold::parse(expr).unwrap_err().to_string();

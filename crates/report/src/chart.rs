@@ -230,9 +230,12 @@ pub struct Bar {
     pub value: f64,
     /// Hover text.
     pub tooltip: String,
+    /// A low–high range drawn as a whisker over the bar (the spread of repeated runs).
+    pub whisker: Option<(f64, f64)>,
 }
 
-/// A bar chart of labelled bars (a histogram in log buckets).
+/// A bar chart of labelled bars (a histogram in log buckets, a suite's req/s with the range
+/// of its runs as whiskers).
 pub fn bar_chart(
     id: &str,
     title: &str,
@@ -264,7 +267,11 @@ fn draw_bars(
     hover: &mut String,
 ) -> DrawResult {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let top = bars.iter().map(|b| b.value).fold(0.0, f64::max) * 1.1;
+    let top = bars
+        .iter()
+        .map(|b| b.whisker.map_or(b.value, |(_, high)| high.max(b.value)))
+        .fold(0.0, f64::max)
+        * 1.1;
     let n = bars.len() as f64;
     let mut chart: ChartContext<'_, SVGBackend<'_>, Cartesian2d<RangedCoordf64, RangedCoordf64>> =
         ChartBuilder::on(root)
@@ -296,6 +303,24 @@ fn draw_bars(
         .draw_series(bars.iter().enumerate().map(|(i, b)| {
             let x = i as f64;
             Rectangle::new([(x + 0.1, 0.0), (x + 0.9, b.value)], fill.filled())
+        }))
+        .map_err(|e| e.to_string())?;
+    let ink = RGBColor(34, 34, 34).stroke_width(2);
+    chart
+        .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
+            let (low, high) = b.whisker?;
+            let x = i as f64 + 0.5;
+            Some(PathElement::new(
+                vec![
+                    (x - 0.15, low),
+                    (x + 0.15, low),
+                    (x, low),
+                    (x, high),
+                    (x - 0.15, high),
+                    (x + 0.15, high),
+                ],
+                ink,
+            ))
         }))
         .map_err(|e| e.to_string())?;
     for (i, b) in bars.iter().enumerate() {
@@ -363,11 +388,13 @@ mod tests {
                     label: "1ms".into(),
                     value: 5.0,
                     tooltip: "1ms–2ms: 5".into(),
+                    whisker: None,
                 },
                 Bar {
                     label: "2ms".into(),
                     value: 0.0,
                     tooltip: "2ms–5ms: 0".into(),
+                    whisker: None,
                 },
             ],
             &|v| v.to_string(),

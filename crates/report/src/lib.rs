@@ -1,27 +1,36 @@
-//! tailscope's reports for people: one self-contained HTML page per report.
+//! tailscope's reports for people, and the saved reports they are made from.
 //!
 //! [`run_page`] turns a run's [`Report`] (as `tailscope run --json` writes it) into a page with
 //! its header, key figures, charts (throughput, latency over time on a log axis, the percentile
 //! spectrum, the histogram in log buckets, per-CPU busy, errors over time), the slowest
-//! requests and the diagnosis. The charts are SVG drawn by plotters when the page is built
-//! ([`chart`]); the page ([`page`]) fetches nothing when opened, so it works offline, in CI
-//! artefacts and on paper.
+//! requests and the diagnosis; [`suite::page`] and [`compare::page`] do the same for a suite
+//! and a comparison. The charts are SVG drawn by plotters when the page is built ([`chart`]);
+//! the page ([`page`]) fetches nothing when opened, so it works offline, in CI artefacts and
+//! on paper. Beside the pages: the text summary's profiler and diagnosis sections
+//! ([`findings`]), the suite's file, statistics and markdown ([`suite`]), the change table and
+//! regression gate ([`compare`]), and [`AnyReport`], a saved JSON report read back as its type.
 
 pub mod chart;
+pub mod compare;
+pub mod findings;
 pub mod page;
+mod read;
 pub mod suite;
+
+pub use read::{AnyReport, Kind, ReadError};
 
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 use plotters::style::RGBColor;
 use serde_json::Value;
+use tailscope_forensics::Findings;
 use tailscope_loadgen::report::{
     decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
 };
 
 use chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
-use page::{document, escape, kpis, table};
+use page::{document, escape, footer, kpis, table};
 
 const P50: RGBColor = RGBColor(46, 139, 87);
 const P99: RGBColor = RGBColor(230, 126, 34);
@@ -95,6 +104,29 @@ fn spectrum(h: &Histogram<u64>) -> Vec<(f64, f64)> {
         points.push((x, h.max() as f64));
     }
     points
+}
+
+/// The spectra of `series` (latency by percentile) on log scales.
+fn spectrum_chart(id: &str, title: &str, series: Vec<Series>) -> String {
+    line_chart(&LineChart {
+        id,
+        title,
+        x_desc: "percentile",
+        y_desc: "latency",
+        x_scale: Scale::Log,
+        y_scale: Scale::Log,
+        x_fmt: &nines,
+        y_fmt: &us_axis,
+        series,
+    })
+}
+
+/// A run's percentile spectrum, empty when nothing was measured.
+fn spectrum_of(report: &Report) -> Vec<(f64, f64)> {
+    decode_histogram(&report.histogram)
+        .filter(|h| !h.is_empty())
+        .map(|h| spectrum(&h))
+        .unwrap_or_default()
 }
 
 fn series(name: &str, color: RGBColor, points: Vec<(f64, f64)>) -> Series {
@@ -264,21 +296,15 @@ fn charts(report: &Report) -> String {
         ],
     }));
     let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
-    out.push_str(&line_chart(&LineChart {
-        id: "percentile-spectrum",
-        title: "Percentile spectrum (latency by percentile, log scales)",
-        x_desc: "percentile",
-        y_desc: "latency",
-        x_scale: Scale::Log,
-        y_scale: Scale::Log,
-        x_fmt: &nines,
-        y_fmt: &us_axis,
-        series: vec![series(
+    out.push_str(&spectrum_chart(
+        "percentile-spectrum",
+        "Percentile spectrum (latency by percentile, log scales)",
+        vec![series(
             "latency",
             BLUE,
             histogram.as_ref().map(spectrum).unwrap_or_default(),
         )],
-    }));
+    ));
     let bars: Vec<Bar> = histogram
         .as_ref()
         .map(log_buckets)
@@ -293,6 +319,7 @@ fn charts(report: &Report) -> String {
                 fmt_us(b.high_us),
                 fmt_count(b.count)
             ),
+            whisker: None,
         })
         .collect();
     out.push_str(&bar_chart(
@@ -438,35 +465,25 @@ fn tables(report: &Report) -> String {
 
 fn diagnosis(report: &Report) -> String {
     let mut out = String::from("<h2>Diagnosis</h2>\n");
-    let Some(causes) = report.extra.get("diagnosis").and_then(Value::as_array) else {
+    let Some(findings) = Findings::of(report) else {
         out.push_str("<p class=\"empty\">the run was not diagnosed</p>\n");
         return out;
     };
-    if causes.is_empty() {
+    if findings.diagnosis.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );
     }
-    for c in causes {
-        let text = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-        let window = c
-            .get("window")
-            .filter(|w| !w.is_null())
-            .map_or(String::new(), |w| {
-                let at = |k: &str| w.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                if w.get("open_ended").and_then(Value::as_bool) == Some(true) {
-                    format!(", from {:.2} s, still going at the end", at("start_s"))
-                } else {
-                    format!(", {:.2}–{:.2} s", at("start_s"), at("end_s"))
-                }
-            });
+    for d in &findings.diagnosis {
+        let window = d
+            .window
+            .map_or(String::new(), |w| format!(", {}", w.describe()));
         let _ = writeln!(
             out,
-            "<div class=\"cause\" data-cause=\"{}\"><strong>{}</strong> ({} requests{window}): {}</div>",
-            escape(text("cause")),
-            escape(text("cause")),
-            fmt_count(c.get("requests_affected").and_then(Value::as_u64).unwrap_or(0)),
-            escape(text("evidence"))
+            "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}</div>",
+            d.cause,
+            fmt_count(d.requests_affected),
+            escape(&d.evidence)
         );
     }
     out
@@ -480,13 +497,10 @@ pub fn run_page(report: &Report) -> String {
     body.push_str(&charts(report));
     body.push_str(&diagnosis(report));
     body.push_str(&tables(report));
-    let _ = writeln!(
-        body,
-        "<footer>Made by {} {} from its JSON report (schema {}). Self-contained: nothing is fetched when this page is opened.</footer>",
-        escape(&report.tool.name),
-        escape(&report.tool.version),
-        report.schema_version
-    );
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        report.tool.name, report.tool.version, report.schema_version
+    )));
     document(
         &format!("tailscope: {} {}", report.config.method, report.config.url),
         &body,

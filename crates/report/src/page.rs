@@ -54,6 +54,14 @@ pub fn document(title: &str, body: &str) -> String {
     )
 }
 
+/// The page's last line: what made it, from what (`source`), and that it fetches nothing.
+pub fn footer(source: &str) -> String {
+    format!(
+        "<footer>Made by {}. Self-contained: nothing is fetched when this page is opened.</footer>\n",
+        escape(source)
+    )
+}
+
 /// A table; cells are escaped; a cell starting with a digit (or ≥, −) is right-aligned.
 pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let numeric = |s: &str| {

@@ -20,7 +20,7 @@ use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, Stat
 use netlink_packet_sock_diag::SockDiagMessage;
 use netlink_sys::protocols::NETLINK_SOCK_DIAG;
 use netlink_sys::Socket;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One listening socket, as sampled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +125,7 @@ pub struct ListenSample {
 }
 
 /// The accept queues of the target's listeners over a run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ListenReport {
     /// The port watched.
     pub port: u16,

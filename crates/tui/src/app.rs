@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_forensics::Diagnosis;
-use tailscope_loadgen::{ErrorKind, Phase, Snapshot};
+use tailscope_loadgen::{ErrorKind, Pace, Phase, Plan, Snapshot, Stop};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
+use tailscope_targets::Target;
 
 /// Ticks of history kept for the charts (at 10 a second: one minute).
 pub const HISTORY: usize = 600;
@@ -38,6 +39,33 @@ pub struct RunInfo {
     pub server_cpus: Vec<usize>,
     /// The generator's CPUs.
     pub client_cpus: Vec<usize>,
+}
+
+impl RunInfo {
+    /// What the header shows of `plan`, and of `target` when tailscope launched it.
+    pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
+        RunInfo {
+            target: format!("{} {}", plan.method, plan.url),
+            server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
+            rate: match plan.pace {
+                Pace::Rate(r) => Some(r),
+                Pace::Max => None,
+            },
+            pipeline: plan.pipeline,
+            connections: plan.connections,
+            threads: plan.effective_threads(),
+            duration: match plan.stop {
+                Stop::Duration(d) => Some(d),
+                Stop::Requests(_) => None,
+            },
+            requests: match plan.stop {
+                Stop::Requests(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+            server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
+            client_cpus: plan.cpus.clone(),
+        }
+    }
 }
 
 /// The three views.
@@ -90,6 +118,10 @@ pub enum Action {
     RateDown,
     /// Show or hide the keys.
     ToggleHelp,
+    /// Save the HTML report of the run so far.
+    SaveReport,
+    /// A line for the footer from the run (where the report was saved, or why it was not).
+    Note(String),
 }
 
 /// What the dashboard asks of the run in response to an action.
@@ -99,6 +131,8 @@ pub enum Effect {
     Stop,
     /// Set the total open-loop rate.
     SetRate(f64),
+    /// Save the HTML report of the run so far.
+    SaveReport,
 }
 
 /// One tick of history.
@@ -220,6 +254,18 @@ impl App {
                 self.help = !self.help;
                 None
             }
+            Action::SaveReport => {
+                if self.snapshot.is_none() {
+                    self.note = Some("Nothing to save yet.".into());
+                    return None;
+                }
+                self.note = Some("saving the HTML report…".into());
+                Some(Effect::SaveReport)
+            }
+            Action::Note(note) => {
+                self.note = Some(note);
+                None
+            }
             Action::RateUp | Action::RateDown => {
                 let Some(rate) = self.rate else {
                     // Two sentences, so a narrow footer can keep the first whole.
@@ -289,6 +335,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::RateUp),
         KeyCode::Char('-') => Some(Action::RateDown),
         KeyCode::Char('?') | KeyCode::Char('h') => Some(Action::ToggleHelp),
+        KeyCode::Char('s') => Some(Action::SaveReport),
         _ => None,
     }
 }

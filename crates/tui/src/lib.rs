@@ -28,9 +28,18 @@ const FRAME: Duration = Duration::from_millis(100);
 /// Feeds the dashboard; dropping it ends the dashboard (the run is over).
 pub type Feed = UnboundedSender<Action>;
 
+/// Where the dashboard asks for the HTML report of the run so far (`s`); the run answers with
+/// an [`Action::Note`] saying where it went.
+pub type SaveRequests = std::sync::mpsc::Sender<()>;
+
 /// Starts the dashboard on its own thread. Keys act on `control` (q stops the run, +/- set
-/// the rate). The thread returns once the feed is dropped, with the terminal restored.
-pub fn spawn(info: RunInfo, control: RunControl) -> io::Result<(Feed, JoinHandle<io::Result<()>>)> {
+/// the rate) and `saves` (s). The thread returns once the feed is dropped, with the terminal
+/// restored.
+pub fn spawn(
+    info: RunInfo,
+    control: RunControl,
+    saves: SaveRequests,
+) -> io::Result<(Feed, JoinHandle<io::Result<()>>)> {
     let (tx, mut rx) = unbounded_channel::<Action>();
     let handle = std::thread::Builder::new()
         .name("tailscope-tui".into())
@@ -58,7 +67,7 @@ pub fn spawn(info: RunInfo, control: RunControl) -> io::Result<(Feed, JoinHandle
                             match event {
                                 Some(Ok(Event::Key(key))) => {
                                     if let Some(action) = key_action(key) {
-                                        apply(&mut app, action, &control);
+                                        apply(&mut app, action, &control, &saves);
                                         dirty = true;
                                     }
                                 }
@@ -76,7 +85,7 @@ pub fn spawn(info: RunInfo, control: RunControl) -> io::Result<(Feed, JoinHandle
                         }
                         action = rx.recv() => match action {
                             Some(action) => {
-                                apply(&mut app, action, &control);
+                                apply(&mut app, action, &control, &saves);
                                 dirty = true;
                             }
                             None => break,
@@ -90,10 +99,14 @@ pub fn spawn(info: RunInfo, control: RunControl) -> io::Result<(Feed, JoinHandle
     Ok((tx, handle))
 }
 
-fn apply(app: &mut App, action: Action, control: &RunControl) {
+fn apply(app: &mut App, action: Action, control: &RunControl, saves: &SaveRequests) {
     match app.update(action) {
         Some(Effect::Stop) => control.stop(),
         Some(Effect::SetRate(r)) => control.set_rate(r),
-        None => {}
+        // The run has finished its snapshots: there is nothing left to save from here.
+        Some(Effect::SaveReport) if saves.send(()).is_err() => {
+            app.note = Some("The run can no longer save a report.".into());
+        }
+        Some(Effect::SaveReport) | None => {}
     }
 }

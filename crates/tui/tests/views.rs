@@ -361,6 +361,21 @@ fn keys_map_to_actions() {
         key(KeyCode::Char('?'), KeyModifiers::NONE),
         Some(Action::ToggleHelp)
     ));
+    assert!(matches!(
+        key(KeyCode::Char('s'), KeyModifiers::NONE),
+        Some(Action::SaveReport)
+    ));
+}
+
+#[test]
+fn s_asks_the_run_for_a_report_once_there_is_something_to_save() {
+    let mut app = App::new(info(None));
+    assert_eq!(app.update(Action::SaveReport), None, "nothing measured yet");
+    assert_eq!(app.note.as_deref(), Some("Nothing to save yet."));
+    app.update(Action::Snapshot(Box::new(snapshot(1)), None));
+    assert_eq!(app.update(Action::SaveReport), Some(Effect::SaveReport));
+    app.update(Action::Note("saved /tmp/r-at-3s.html".into()));
+    assert_eq!(app.note.as_deref(), Some("saved /tmp/r-at-3s.html"));
 }
 
 #[test]

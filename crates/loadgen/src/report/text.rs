@@ -9,7 +9,8 @@ use super::fmt::{
     cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
 };
 use super::{decode_histogram, ratio, Report, LITTLES_LAW_SLACK_PCT};
-use crate::snapshot::Percentiles;
+use crate::snapshot::{Percentiles, Snapshot};
+use crate::Phase;
 
 impl Report {
     /// The text summary, in the spirit of oha and wrk.
@@ -369,4 +370,26 @@ pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
         );
     }
     out
+}
+
+/// The headless progress line of a run so far: req/s, p50, p99, max and errors.
+pub fn progress_line(snap: &Snapshot) -> String {
+    // The last finished second, not a tick ×10: a tick may carry two intervals of a
+    // worker, or none (see tailscope_tui::ui::ThroughputPanel).
+    let rate = snap
+        .recent_seconds
+        .last()
+        .map_or("n/a".to_string(), |p| fmt_rate(p.requests as f64));
+    match snap.phase {
+        Phase::WarmingUp => format!("warming up, {:.1} s left", snap.warmup_left.as_secs_f64()),
+        _ => format!(
+            "{:>6.1} s  {:>12} req/s  p50 {:>8}  p99 {:>8}  max {:>8}  errors {}",
+            snap.elapsed.as_secs_f64(),
+            rate,
+            fmt_us(snap.latency.p50),
+            fmt_us(snap.latency.p99),
+            fmt_us(snap.latency.max),
+            fmt_count(snap.totals.error_total()),
+        ),
+    }
 }

@@ -16,6 +16,7 @@ impl Widget for &HelpPanel {
             Line::from("q, Esc, Ctrl-C  stop the load, print the summary"),
             Line::from("p               freeze / resume the display"),
             Line::from("+ / -           raise / lower the rate (open loop)"),
+            Line::from("s               save the HTML report so far"),
             Line::from("Tab             next view"),
             Line::from("1 2 3           overview · latency · cores & spikes"),
             Line::from("?               show / hide this help"),

@@ -1,9 +1,17 @@
-//! A suite's results: the JSON schema of `tailscope suite --json`, the statistics over its
-//! runs (medians, ranges, the baseline ratio) and its markdown table. The binary runs the
-//! suite; this module knows nothing of the command line.
+//! A suite: its file ([`file`](mod@file): parsed and validated before anything starts), its
+//! results (the JSON schema of `tailscope suite --json`), the statistics over its runs
+//! (medians, ranges, the baseline ratio), its markdown table and its page. The binary runs
+//! the suite; this module knows nothing of the command line.
+
+pub mod file;
+mod page;
+
+pub use page::page;
+
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_us, Tool};
+use tailscope_loadgen::report::{fmt_us, Report, Tool};
 
 /// The machine a suite ran on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -20,6 +28,37 @@ pub struct Host {
     pub governor: Option<String>,
     /// When the suite started (RFC 3339, UTC).
     pub date: String,
+}
+
+impl Host {
+    /// This machine's facts from /proc and /sys; what cannot be read is `None`.
+    pub fn of_this_machine() -> Host {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        };
+        let cpu_model = read("/proc/cpuinfo").and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        });
+        let memory_kb = read("/proc/meminfo").and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        });
+        Host {
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu_model,
+            cpus: tailscope_targets::cpus::available().len(),
+            memory_kb,
+            governor: read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+            date: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        }
+    }
 }
 
 /// The figures of one measured run.
@@ -44,6 +83,24 @@ pub struct RunFigures {
     /// The server's CPU time per request (its service demand), from the profiler.
     #[serde(default)]
     pub server_us_per_request: Option<f64>,
+}
+
+impl RunFigures {
+    /// The figures of a run's report; `server_us_per_request` from its profile.
+    pub fn of(report: &Report, server_us_per_request: Option<f64>) -> RunFigures {
+        let p = report.latency_us;
+        RunFigures {
+            rps: report.summary.rps,
+            requests: report.summary.requests,
+            errors: report.summary.errors,
+            p50_us: p.map(|p| p.p50),
+            p99_us: p.map(|p| p.p99),
+            p999_us: p.map(|p| p.p999),
+            max_us: p.map(|p| p.max),
+            duration_s: report.summary.duration_s,
+            server_us_per_request,
+        }
+    }
 }
 
 /// One target × endpoint.

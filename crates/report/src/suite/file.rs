@@ -10,10 +10,10 @@ use tailscope_targets::TargetSpec;
 use toml::Spanned;
 
 use tailscope_loadgen::plan::{
-    MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_THREADS, MAX_TIMEOUT, MIN_RATE,
+    parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_THREADS, MAX_TIMEOUT,
+    MIN_RATE,
 };
-
-use crate::args::{duration_in, parse_cpu_list};
+use tailscope_loadgen::{Pace, Plan, Stop};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -100,6 +100,46 @@ pub struct Load {
     pub client_cpus: Option<Vec<usize>>,
 }
 
+impl Load {
+    /// The plan of one run of this load against `url` from `client_cpus`, stopping after
+    /// `stop` (a warm-up's or a measured run's length).
+    pub fn plan(
+        &self,
+        url: &str,
+        client_cpus: &[usize],
+        stop: Duration,
+    ) -> Result<Plan, tailscope_loadgen::Error> {
+        let mut plan = Plan::new(url)?;
+        plan.connections = self.connections;
+        plan.pipeline = self.pipeline;
+        plan.timeout = self.timeout;
+        plan.grace = self.timeout.min(Duration::from_secs(1));
+        plan.cpus = client_cpus.to_vec();
+        plan.threads = self.threads.unwrap_or(client_cpus.len().max(1));
+        plan.stop = Stop::Duration(stop);
+        if let Some(r) = self.rate {
+            plan.pace = Pace::Rate(r);
+        }
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// The load as the suite's JSON report records it, with the CPUs it ran on.
+    pub fn to_json(&self, server_cpus: &[usize], client_cpus: &[usize]) -> serde_json::Value {
+        serde_json::json!({
+            "connections": self.connections,
+            "duration_s": self.duration.as_secs_f64(),
+            "warmup_s": self.warmup.as_secs_f64(),
+            "runs": self.runs,
+            "pipeline": self.pipeline,
+            "rate": self.rate,
+            "threads": self.threads,
+            "server_cpus": server_cpus,
+            "client_cpus": client_cpus,
+        })
+    }
+}
+
 /// A validated suite.
 #[derive(Debug, Clone)]
 pub struct Suite {
@@ -132,7 +172,7 @@ fn duration(
 ) -> Result<Duration, String> {
     match v {
         None => Ok(default),
-        Some(s) => duration_in(*range.start(), *range.end())(s.get_ref())
+        Some(s) => parse_duration_within(s.get_ref(), *range.start(), *range.end())
             .map_err(|e| at(file, text, s, format!("{:?}: {e}", s.get_ref()))),
     }
 }
@@ -178,11 +218,7 @@ fn cpu_list(
     v: &Option<Spanned<String>>,
 ) -> Result<Option<Vec<usize>>, String> {
     v.as_ref()
-        .map(|s| {
-            parse_cpu_list(s.get_ref())
-                .map(|c| c.0)
-                .map_err(|e| at(file, text, s, e))
-        })
+        .map(|s| tailscope_targets::cpus::parse_list(s.get_ref()).map_err(|e| at(file, text, s, e)))
         .transpose()
 }
 

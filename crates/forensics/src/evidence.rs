@@ -1,0 +1,136 @@
+//! The evidence of a run, drawn from the generator's data and the profiler's: the same for the
+//! live view (a snapshot, TCP counters so far) and the final report (the run's totals, the
+//! whole profile).
+
+use std::collections::BTreeMap;
+
+use tailscope_loadgen::recorder::Counters;
+use tailscope_loadgen::{Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
+use tailscope_targets::listen::ListenReport;
+use tailscope_targets::profile::Profile;
+
+use crate::Evidence;
+
+/// The generator's side of the evidence: a run's totals, or a live snapshot of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Load<'a> {
+    requests: u64,
+    in_flight: u64,
+    p50_us: Option<u64>,
+    seconds: &'a [TimePoint],
+    slowest: &'a [SlowRequest],
+    counts: SpikeCounts,
+    /// Our own connections' (data, SYN) retransmits, when TCP_INFO could be read.
+    own: Option<(u64, u64)>,
+}
+
+impl<'a> Load<'a> {
+    /// The run so far; `in_flight` is how many requests can be in flight at once.
+    pub fn of_snapshot(snap: &'a Snapshot, in_flight: u64) -> Self {
+        Load {
+            requests: snap.totals.requests(),
+            in_flight,
+            p50_us: (snap.totals.successes > 0).then_some(snap.latency.p50),
+            seconds: &snap.recent_seconds,
+            slowest: &snap.slowest,
+            counts: snap.spike_counts,
+            own: own_tcp(&snap.totals),
+        }
+    }
+
+    /// The whole run.
+    pub fn of_totals(plan: &Plan, totals: &'a RunTotals) -> Self {
+        Load {
+            requests: totals.counters.requests(),
+            in_flight: (plan.connections * plan.pipeline) as u64,
+            p50_us: (!totals.latency.is_empty()).then(|| totals.latency.value_at_quantile(0.5)),
+            seconds: &totals.timeseries,
+            slowest: &totals.slowest,
+            counts: totals.spike_counts(),
+            own: own_tcp(&totals.counters),
+        }
+    }
+}
+
+fn own_tcp(c: &Counters) -> Option<(u64, u64)> {
+    (c.tcp_info_reads > 0).then_some((c.retransmits, c.syn_retransmits))
+}
+
+/// Where the server and the generator run (either may be empty: not known).
+#[derive(Debug, Clone, Copy)]
+pub struct Roles<'a> {
+    /// The server's CPUs.
+    pub server: &'a [usize],
+    /// The generator's CPUs.
+    pub client: &'a [usize],
+}
+
+impl Evidence {
+    /// The evidence of `load`, with the machine-wide TCP counter deltas, the watched
+    /// listeners and, at the end of a run, the profile (the CPU-based figures need it).
+    pub fn new(
+        load: Load<'_>,
+        tcp: Option<BTreeMap<String, i64>>,
+        listen: Option<ListenReport>,
+        profile: Option<&Profile>,
+        roles: Roles<'_>,
+    ) -> Evidence {
+        let steal: Vec<f64> = profile
+            .map(|p| p.cpus.iter().map(|c| c.steal_pct).collect())
+            .unwrap_or_default();
+        Evidence {
+            requests: load.requests,
+            in_flight: load.in_flight,
+            p50_us: load.p50_us,
+            seconds: load.seconds.to_vec(),
+            slowest: load.slowest.to_vec(),
+            counts: load.counts,
+            tcp,
+            own_retransmits: load.own.map(|o| o.0),
+            own_syn_retransmits: load.own.map(|o| o.1),
+            listen,
+            server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.server)),
+            client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.client)),
+            steal_pct: (!steal.is_empty()).then(|| steal.iter().sum::<f64>() / steal.len() as f64),
+            server_foreign_pct: profile.and_then(|p| foreign_pct(p, roles)),
+            target_involuntary_per_s: profile.and_then(|p| {
+                Some(p.target.as_ref()?.involuntary_ctx_switches? as f64 / p.duration_s.max(1e-3))
+            }),
+            duration_s: profile.map_or(0.0, |p| p.duration_s),
+        }
+    }
+}
+
+/// How much of the server's CPUs' capacity went to something other than the server: their
+/// busy time less the server's own CPU time. Only where the server's CPUs are known (pinned at
+/// launch, or its `Cpus_allowed_list`) and apart from the generator's.
+fn foreign_pct(profile: &Profile, roles: Roles<'_>) -> Option<f64> {
+    let target = profile.target.as_ref()?;
+    let cpus: Vec<usize> = if roles.server.is_empty() {
+        target.cpus_allowed.clone()
+    } else {
+        roles.server.to_vec()
+    };
+    if cpus.is_empty() || cpus.iter().any(|c| roles.client.contains(c)) || profile.duration_s <= 0.0
+    {
+        return None;
+    }
+    let busy_s: f64 = profile
+        .cpus
+        .iter()
+        .filter(|c| cpus.contains(&c.cpu))
+        .map(|c| (100.0 - c.idle_pct) / 100.0 * profile.duration_s)
+        .sum();
+    let capacity_s = cpus.len() as f64 * profile.duration_s;
+    Some(((busy_s - target.cpu_time_s) / capacity_s * 100.0).max(0.0))
+}
+
+fn mean_busy(profile: &Profile, cpus: &[usize]) -> Option<f64> {
+    let busy: Vec<f64> = profile
+        .cpus
+        .iter()
+        .filter(|c| cpus.contains(&c.cpu))
+        .map(|c| 100.0 - c.idle_pct)
+        .collect();
+    (!busy.is_empty()).then(|| busy.iter().sum::<f64>() / busy.len() as f64)
+}

@@ -1,0 +1,178 @@
+//! The profiler and the rules following one run: sampled with every snapshot, diagnosed live
+//! and at the end, where they leave [`Findings`], the report's typed sections.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tailscope_loadgen::report::Report;
+use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
+use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
+use tailscope_targets::procstat::CpuUsage;
+use tailscope_targets::profile::{Profile, Profiler, TickCounters};
+
+use crate::evidence::{Load, Roles};
+use crate::{diagnose, Diagnosis, Evidence};
+
+/// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
+/// `listen_queue`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Findings {
+    /// What the profiler measured.
+    pub profile: Profile,
+    /// The causes named, most specific first.
+    pub diagnosis: Vec<Diagnosis>,
+    /// The accept queues of the loaded listeners, when watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_queue: Option<ListenReport>,
+}
+
+impl Findings {
+    /// Adds the sections to `report` (the generator's report knows nothing of them).
+    pub fn add_to(&self, report: &mut Report) {
+        if let Ok(serde_json::Value::Object(sections)) = serde_json::to_value(self) {
+            report.extra.extend(sections);
+        }
+    }
+
+    /// The sections of a report read back, when it has them (a run without the profiler,
+    /// or a report written by another version, has none).
+    pub fn of(report: &Report) -> Option<Findings> {
+        let sections: serde_json::Map<String, serde_json::Value> =
+            ["profile", "diagnosis", "listen_queue"]
+                .into_iter()
+                .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
+                .collect();
+        serde_json::from_value(serde_json::Value::Object(sections)).ok()
+    }
+}
+
+/// A profiler following one run.
+pub struct RunProfiler {
+    profiler: Profiler,
+    begun: bool,
+    /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
+    per_second: BTreeMap<u64, (Vec<f64>, u32)>,
+    server_cpus: Vec<usize>,
+    client_cpus: Vec<usize>,
+    /// The accept queues of the listeners the run loads.
+    listen: Option<ListenWatch>,
+    /// The last tick's view of them, for the dashboard.
+    listen_now: Option<ListenSample>,
+}
+
+impl RunProfiler {
+    /// Starts profiling; `target_pid` is the server's process when known; `warmup`: the
+    /// run begins with a warm-up, left out of the profile.
+    pub fn new(
+        target_pid: Option<u32>,
+        server_cpus: Vec<usize>,
+        client_cpus: Vec<usize>,
+        warmup: bool,
+    ) -> Self {
+        RunProfiler {
+            profiler: Profiler::new(target_pid),
+            begun: !warmup,
+            per_second: BTreeMap::new(),
+            server_cpus,
+            client_cpus,
+            listen: None,
+            listen_now: None,
+        }
+    }
+
+    /// Also watches the accept queues of the listeners behind `addr` (the address the run
+    /// loads), every tick.
+    pub fn watching_listeners(mut self, addr: std::net::SocketAddr) -> Self {
+        self.listen = Some(ListenWatch::new(addr));
+        self
+    }
+
+    /// The live processes of the server's tree as of the last tick, for the stack sampler.
+    pub fn tree_pids(&self) -> Vec<u32> {
+        self.profiler.tree_pids()
+    }
+
+    /// The listeners' accept queues at the last tick, when watched and found.
+    pub fn listen_now(&self) -> Option<ListenSample> {
+        self.listen_now
+    }
+
+    fn roles(&self) -> Roles<'_> {
+        Roles {
+            server: &self.server_cpus,
+            client: &self.client_cpus,
+        }
+    }
+
+    /// The causes the run so far supports, for the live view: from the snapshot and the TCP
+    /// counters read now (the CPU-based rules need the whole run and wait for the end).
+    pub fn live_diagnosis(&self, snap: &Snapshot, in_flight: u64) -> Vec<Diagnosis> {
+        diagnose(&Evidence::new(
+            Load::of_snapshot(snap, in_flight),
+            self.profiler.tcp_so_far(),
+            self.listen.as_ref().map(ListenWatch::so_far),
+            None,
+            self.roles(),
+        ))
+    }
+
+    /// Samples with a snapshot; returns this tick's per-CPU usage and counters.
+    pub fn on_snapshot(&mut self, snap: &Snapshot) -> (Option<Vec<CpuUsage>>, TickCounters) {
+        if !self.begun && snap.phase != Phase::WarmingUp {
+            // The warm-up is over: the profile covers the measured window only.
+            self.profiler.begin();
+            if let Some(l) = self.listen.as_mut() {
+                l.restart();
+            }
+            self.begun = true;
+        }
+        if let (Some(l), true) = (self.listen.as_mut(), self.begun) {
+            self.listen_now = l.sample(snap.elapsed);
+        }
+        let (cpus, counters) = self.profiler.tick();
+        if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
+            let entry = self
+                .per_second
+                .entry(snap.elapsed.as_secs())
+                .or_insert_with(|| (vec![0.0; cpus.len()], 0));
+            for (sum, c) in entry.0.iter_mut().zip(cpus) {
+                *sum += c.busy_pct();
+            }
+            entry.1 += 1;
+        }
+        (cpus, counters)
+    }
+
+    /// Ends the profile and diagnoses the run; fills each second's `cpu_busy_pct` of the
+    /// report's time series.
+    pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> Findings {
+        let profile = self.profiler.finish(report.summary.requests, plan.tick);
+        for point in report.timeseries.iter_mut() {
+            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
+            let second = (point.t_s.ceil() as u64).saturating_sub(1);
+            if let Some((sums, n)) = self.per_second.get(&second).filter(|(_, n)| *n > 0) {
+                point.cpu_busy_pct = sums
+                    .iter()
+                    .map(|s| (s / f64::from(*n) * 10.0).round() / 10.0)
+                    .collect();
+            }
+        }
+        let listen_queue = self.listen.map(ListenWatch::finish);
+        let roles = Roles {
+            server: &self.server_cpus,
+            client: &self.client_cpus,
+        };
+        let evidence = Evidence::new(
+            Load::of_totals(plan, totals),
+            profile.tcp.clone(),
+            listen_queue.clone(),
+            Some(&profile),
+            roles,
+        );
+        Findings {
+            diagnosis: diagnose(&evidence),
+            profile,
+            listen_queue,
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The rules on synthetic evidence, near-misses included.
+
+use super::*;
+
+/// A second of the run with what the rules read of it.
+fn second(t_s: f64, requests: u64, outliers: u64, max_us: u64, generator_lag_us: u64) -> TimePoint {
+    TimePoint {
+        t_s,
+        requests,
+        max_us,
+        outliers,
+        generator_lag_us,
+        ..TimePoint::default()
+    }
+}
+
+/// A finished slow request that began at `at_s`.
+fn slow(at_s: f64, latency_us: u64, first_on_connection: bool) -> SlowRequest {
+    SlowRequest {
+        at_s,
+        latency_us,
+        first_on_connection,
+        ..SlowRequest::default()
+    }
+}
+
+fn healthy() -> Evidence {
+    Evidence {
+        requests: 100_000,
+        in_flight: 64,
+        p50_us: Some(250),
+        seconds: (1..=10)
+            .map(|t| second(t as f64, 10_000, 2, 4_000, 300))
+            .collect(),
+        slowest: vec![slow(3.2, 4_000, false)],
+        tcp: Some(BTreeMap::from([
+            ("ListenOverflows".into(), 0),
+            ("RetransSegs".into(), 0),
+            ("TCPSynRetrans".into(), 0),
+        ])),
+        own_retransmits: Some(0),
+        own_syn_retransmits: Some(0),
+        listen: Some(ListenReport {
+            port: 8080,
+            sockets: 1,
+            backlog: Some(4096),
+            samples: 100,
+            full_samples: 0,
+            max_queue: 3,
+            full_seconds: Vec::new(),
+            unavailable: None,
+        }),
+        server_cpus_busy_pct: Some(99.0),
+        client_cpus_busy_pct: Some(95.0),
+        steal_pct: Some(0.2),
+        target_involuntary_per_s: Some(3.0),
+        duration_s: 10.0,
+        ..Evidence::default()
+    }
+}
+
+/// Slow requests a 300 ms stall at 4.1 s released together at 4.40 s.
+fn stalled_slowest() -> Vec<SlowRequest> {
+    [
+        (4.1, 300_000),
+        (4.12, 280_000),
+        (4.15, 250_000),
+        (4.2, 200_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect()
+}
+
+/// `e` with a machine-wide counter moved by `n`.
+fn with_machine_counter(e: &Evidence, name: &str, n: i64) -> Evidence {
+    let mut e = e.clone();
+    e.tcp
+        .get_or_insert_with(BTreeMap::new)
+        .insert(name.into(), n);
+    e
+}
+
+fn causes(e: &Evidence) -> Vec<String> {
+    diagnose(e)
+        .into_iter()
+        .map(|d| d.cause.to_string())
+        .collect()
+}
+
+#[test]
+fn a_healthy_run_names_nothing() {
+    assert!(causes(&healthy()).is_empty());
+}
+
+#[test]
+fn accept_queue_overflow_needs_slow_new_connections_and_our_own_listener_or_syns() {
+    let mut e = healthy();
+    e.counts.new_connection_syn_steps = [12, 2, 0];
+    e.slowest.push(slow(1.5, 1_020_000, true));
+    // Near-miss: ~1 s on new connections but our listener never filled and no SYN of
+    // ours was resent.
+    assert!(causes(&e).is_empty());
+    // Near-miss: another listener on the machine overflowed (machine-wide counters
+    // moved), ours did not: not ours to name.
+    let elsewhere = with_machine_counter(&e, "ListenOverflows", 900);
+    assert!(causes(&elsewhere).is_empty(), "{:?}", diagnose(&elsewhere));
+    // Near-miss: one SYN of ours resent among many data retransmits is packet loss.
+    let mut lossy = e.clone();
+    lossy.own_syn_retransmits = Some(1);
+    lossy.own_retransmits = Some(192);
+    assert!(!causes(&lossy).contains(&"accept_queue_overflow".to_string()));
+    // Our SYNs dropped and nothing else resent: the queue, even between samples.
+    let mut syns = e.clone();
+    syns.own_syn_retransmits = Some(14);
+    assert_eq!(causes(&syns), vec!["accept_queue_overflow"]);
+    // Python's http.server (backlog 5) seen at 4 of 5, never at 5: our SYNs resent and
+    // more data resent (dropped final ACKs) is still the queue, at a pressed listener.
+    let mut pressed = e.clone();
+    pressed.own_syn_retransmits = Some(74);
+    pressed.own_retransmits = Some(141);
+    let l = pressed.listen.as_mut().unwrap();
+    l.backlog = Some(5);
+    l.max_queue = 4;
+    assert_eq!(causes(&pressed), vec!["accept_queue_overflow"]);
+    // Near-miss: the same retransmits at an idle listener are loss.
+    pressed.listen.as_mut().unwrap().max_queue = 0;
+    assert!(!causes(&pressed).contains(&"accept_queue_overflow".to_string()));
+    // The listener seen full.
+    let l = e.listen.as_mut().unwrap();
+    l.full_samples = 25;
+    l.max_queue = 4096;
+    l.full_seconds = vec![1, 2];
+    let d = diagnose(&e);
+    assert_eq!(d[0].cause, Cause::AcceptQueueOverflow);
+    assert_eq!(d[0].requests_affected, 14);
+    assert!(
+        d[0].evidence.contains("at its limit in 25 of 100 samples")
+            && d[0].evidence.contains("second(s) 1, 2")
+            && d[0].evidence.contains("machine-wide"),
+        "{}",
+        d[0].evidence
+    );
+    assert_eq!(
+        d[0].window,
+        Some(Window {
+            start_s: 1.5,
+            end_s: 2.52,
+            open_ended: false,
+        })
+    );
+}
+
+#[test]
+fn delayed_ack_needs_split_responses() {
+    let mut e = healthy();
+    e.counts.split_body_40ms = 8;
+    assert!(causes(&e).is_empty(), "too few to name");
+    e.counts.split_body_40ms = 3_000;
+    assert_eq!(causes(&e), vec!["delayed_ack"]);
+}
+
+#[test]
+fn retransmission_needs_rto_steps_and_retransmits() {
+    let mut e = healthy();
+    e.counts.rto_steps = [20, 3, 0];
+    assert!(
+        causes(&e).is_empty(),
+        "200 ms responses alone could be a slow server"
+    );
+    // Near-miss: segments resent machine-wide, none on our connections.
+    e.tcp.as_mut().unwrap().insert("RetransSegs".into(), 25);
+    assert!(causes(&e).is_empty(), "{:?}", diagnose(&e));
+    e.own_retransmits = Some(25);
+    assert_eq!(causes(&e), vec!["retransmission"]);
+    // Near-miss: as many just below 200 ms: a spread (a stall), not RTO steps.
+    e.counts.below_rto = 30;
+    assert!(causes(&e).is_empty());
+}
+
+#[test]
+fn server_stall_needs_many_delayed_together_on_old_connections_and_quiet_tcp() {
+    let mut e = healthy();
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 300_000;
+    // Released together: every one ends at 4.40 s.
+    e.slowest = stalled_slowest();
+    let d = diagnose(&e);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].cause, Cause::ServerStall);
+    assert_eq!(d[0].requests_affected, 60);
+    assert_eq!(
+        d[0].window,
+        Some(Window {
+            start_s: 4.1,
+            end_s: 4.4,
+            open_ended: false,
+        })
+    );
+    // Near-miss: the generator's own loop was held up as long: its pause, not the server's.
+    let mut own = e.clone();
+    own.seconds[4].generator_lag_us = 280_000;
+    assert!(causes(&own).is_empty());
+    // Near-miss: a few-ms blip is not named, however many it touched.
+    let mut blip = e.clone();
+    blip.seconds[4].max_us = 8_000;
+    assert!(causes(&blip).is_empty());
+    // Near-miss: as many slow, but ending one by one (retransmit delays), is no stall.
+    let mut scattered = e.clone();
+    scattered.slowest = [
+        (4.1, 300_000),
+        (4.3, 250_000),
+        (4.5, 280_000),
+        (4.7, 210_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));
+    // Near-miss: a handful of outliers is not "most in-flight requests".
+    let mut few = e.clone();
+    few.seconds[4].outliers = 20;
+    assert!(causes(&few).is_empty());
+    // Near-miss: only new connections were slow: not a stall.
+    let mut only_new = e.clone();
+    only_new
+        .slowest
+        .iter_mut()
+        .for_each(|s| s.first_on_connection = true);
+    assert!(causes(&only_new).is_empty());
+    // Retransmits during a stall (the stalled receiver lets RTO timers fire) do not turn
+    // it into "retransmission": the requests were delayed together, not one by one.
+    let mut retrans = with_machine_counter(&e, "RetransSegs", 60);
+    retrans.counts.rto_steps = [0, 0, 0];
+    assert_eq!(causes(&retrans), vec!["server_stall"]);
+    // Another listener on the machine overflowing does not veto this server's stall.
+    let elsewhere = with_machine_counter(&e, "ListenOverflows", 178);
+    assert_eq!(causes(&elsewhere), vec!["server_stall"]);
+    // Its own listener full does: connection setup, not a stall.
+    let mut listen = e.clone();
+    listen.listen.as_mut().unwrap().full_samples = 3;
+    assert!(!causes(&listen).contains(&"server_stall".to_string()));
+}
+
+#[test]
+fn cpu_contention_and_generator_saturation() {
+    let mut e = healthy();
+    e.steal_pct = Some(12.0);
+    assert_eq!(causes(&e), vec!["cpu_contention"]);
+    // Another process on the server's CPU: the spike is contention, not a stall.
+    let mut hog = healthy();
+    hog.server_foreign_pct = Some(60.0);
+    hog.seconds[4].outliers = 60;
+    hog.seconds[4].max_us = 20_000;
+    hog.slowest = stalled_slowest();
+    assert_eq!(causes(&hog), vec!["cpu_contention"]);
+    hog.server_foreign_pct = Some(3.0);
+    assert_eq!(
+        causes(&hog),
+        vec!["server_stall"],
+        "the same spike without a competitor is a stall"
+    );
+    let mut quiet = e.clone();
+    quiet.seconds.iter_mut().for_each(|s| s.outliers = 0);
+    assert!(
+        causes(&quiet).is_empty(),
+        "steal without a tail is not a spike cause"
+    );
+    let mut g = healthy();
+    g.server_cpus_busy_pct = Some(40.0);
+    assert_eq!(causes(&g), vec!["generator_saturated"]);
+    g.client_cpus_busy_pct = Some(85.0);
+    assert!(causes(&g).is_empty());
+}

@@ -1,0 +1,738 @@
+//! `tailscope merge`: the reports of N generators (`run --segment I/N`, each on its own host)
+//! as one report of the same schema.
+//!
+//! Lossless where it can be: the HDR histograms are added (the merged percentiles are those
+//! of the union of all samples, never an average of percentiles), counters and status codes
+//! are summed, `rps` is over the union of the load windows, and the time series is aligned on
+//! wall-clock time and summed second by second, with each second's percentiles from the sum
+//! of that second's histograms. What belongs to one host (its profile, its diagnosis, its CPU
+//! figures) is kept per host in [`MergeInfo::runs`], not summed.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, Config, LittlesLaw, Report,
+    Summary, TargetInfo,
+};
+use crate::error::Error;
+use crate::segment::Segment;
+use crate::snapshot::{Percentiles, TimePoint};
+
+/// What a merged report was made of.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergeInfo {
+    /// How many segments the load was split into (the `N` of `--segment I/N`); null when
+    /// the reports had no segment.
+    pub segments: Option<usize>,
+    /// Segments of `1..=N` no report was given for: the merged load is short of them.
+    pub missing_segments: Vec<usize>,
+    /// `--force` was given and a check that would have refused the merge was overridden
+    /// (the reasons are in `warnings`).
+    pub forced: bool,
+    /// The earliest generator's start, RFC 3339 UTC: `timeseries` and `slowest` count from it.
+    pub started_at: String,
+    /// The latest generator's end (its load window and grace), RFC 3339 UTC.
+    pub ended_at: String,
+    /// Each report merged, in the order given.
+    pub runs: Vec<MergedRun>,
+}
+
+/// One generator's report, as a merged report keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergedRun {
+    /// The file it was read from.
+    pub file: String,
+    /// Its host.
+    pub host: Option<String>,
+    /// Its segment.
+    pub segment: Option<Segment>,
+    /// When its measurement began, RFC 3339 UTC.
+    pub started_at: String,
+    /// How long after the earliest generator it began (s).
+    pub offset_s: f64,
+    /// Its own connections.
+    pub connections: usize,
+    /// Its own requests.
+    pub requests: u64,
+    /// Its own requests per second.
+    pub rps: f64,
+    /// Its own latency percentiles.
+    pub latency_us: Option<Percentiles>,
+    /// The server it loaded, as it saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetInfo>,
+    /// What its host measured besides the load (`profile`, `diagnosis`, ...), as it wrote it.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub sections: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Runs whose starts are further apart than this did not load the server together for the
+/// whole window: the merged report says so.
+const START_SPREAD_WARN_S: f64 = 1.0;
+
+fn decode(name: &str, what: &str, data: &str) -> Result<Histogram<u64>, Error> {
+    decode_base64(data).ok_or_else(|| {
+        Error::Merge(format!(
+            "{name}: its {what} histogram cannot be decoded (a damaged or edited report)"
+        ))
+    })
+}
+
+/// Adds `h` into `sum`, which grows to hold it.
+fn add(sum: &mut Option<Histogram<u64>>, h: Histogram<u64>) {
+    match sum {
+        None => {
+            let mut h = h;
+            h.auto(true);
+            *sum = Some(h);
+        }
+        Some(s) => s
+            .add(&h)
+            .expect("an auto-resizing histogram takes any other of the same precision"),
+    }
+}
+
+/// The settings that must be equal for reports to be parts of one load: everything but the
+/// shares (`connections`, `threads`, `rate`, `requests`) and the pinning.
+fn differences(a: &Config, b: &Config) -> Vec<String> {
+    let fields = |c: &Config| {
+        [
+            ("url", c.url.clone()),
+            ("method", c.method.clone()),
+            ("mode", c.mode.clone()),
+            ("pipeline", c.pipeline.to_string()),
+            ("keepalive", c.keepalive.to_string()),
+            ("duration_s", format!("{:?}", c.duration_s)),
+            ("warmup_s", c.warmup_s.to_string()),
+            ("timeout_s", c.timeout_s.to_string()),
+            ("connect_timeout_s", c.connect_timeout_s.to_string()),
+            ("-n given", c.requests.is_some().to_string()),
+        ]
+    };
+    fields(a)
+        .into_iter()
+        .zip(fields(b))
+        .filter(|((_, x), (_, y))| x != y)
+        .map(|((what, x), (_, y))| format!("{what} {x} vs {y}"))
+        .collect()
+}
+
+/// A mismatch `--force` may override: refused without it, noted (for the warnings) with it.
+fn overridable(m: String, force: bool, overridden: &mut Vec<String>) -> Result<(), Error> {
+    if !force {
+        return Err(Error::Merge(format!("{m} (--force merges them anyway)")));
+    }
+    overridden.push(m);
+    Ok(())
+}
+
+/// Sums an optional figure: known only when every report knows it.
+fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    values.sum()
+}
+
+/// Merges `reports` (each with the file it came from, for messages) into one report.
+///
+/// Refused with [`Error::Merge`] (the binary exits 2): no report, a report that is itself
+/// merged, one without the `generator` section or per-second histograms (written by an
+/// older tailscope), a damaged histogram; and, unless `force`, reports of different
+/// settings (URL, method, mode, duration, ...), or whose segments overlap or count
+/// differently. Missing segments are not refused: they are named in the result.
+pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error> {
+    let refuse = |m: String| Err(Error::Merge(m));
+    let Some((first_name, first)) = reports.first() else {
+        return refuse(
+            "no report to merge: give the JSON reports of `tailscope run --json`".into(),
+        );
+    };
+    let mut overridden = Vec::new();
+    let mut generators = Vec::with_capacity(reports.len());
+    for (name, r) in reports {
+        if r.merged.is_some() {
+            return refuse(format!(
+                "{name} is a merged report already: merge the generators' own reports together instead"
+            ));
+        }
+        if r.schema_version != first.schema_version {
+            return refuse(format!(
+                "{name} has schema_version {} and {first_name} {}: merge reports of one tailscope version",
+                r.schema_version, first.schema_version
+            ));
+        }
+        let Some(g) = &r.generator else {
+            return refuse(format!(
+                "{name} has no `generator` section (host, start time): it was written by an older tailscope; run it again with this one"
+            ));
+        };
+        if r.second_histograms.len() != r.timeseries.len() {
+            return refuse(format!(
+                "{name} has {} points in its time series but {} per-second histograms: it was written by an older tailscope, or edited",
+                r.timeseries.len(),
+                r.second_histograms.len()
+            ));
+        }
+        let diff = differences(&first.config, &r.config);
+        if !diff.is_empty() {
+            let m = format!(
+                "{name} and {first_name} are not parts of one load: {}",
+                diff.join(", ")
+            );
+            overridable(m, force, &mut overridden)?;
+        }
+        generators.push(g);
+    }
+
+    // Segments: each report is segment I of one N; a report without one is the whole load.
+    let whole = Segment { index: 1, count: 1 };
+    let segs: Vec<Segment> = generators
+        .iter()
+        .map(|g| g.segment.unwrap_or(whole))
+        .collect();
+    let count = segs[0].count;
+    let mut by_index: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    for ((name, _), s) in reports.iter().zip(&segs) {
+        if s.count != count {
+            let m = format!(
+                "{name} is segment {s} but {first_name} is segment {}: the load was split in different ways",
+                segs[0]
+            );
+            overridable(m, force, &mut overridden)?;
+        }
+        by_index.entry(s.index).or_default().push(name);
+    }
+    for (index, names) in &by_index {
+        if names.len() > 1 {
+            let m = format!(
+                "segment {index}/{count} overlaps: {} all ran it (a load counted twice)",
+                names.join(", ")
+            );
+            overridable(m, force, &mut overridden)?;
+        }
+    }
+    let missing: Vec<usize> = (1..=count).filter(|i| !by_index.contains_key(i)).collect();
+    let any_segment = generators.iter().any(|g| g.segment.is_some());
+
+    // The union of the windows, on wall-clock time.
+    let start = generators
+        .iter()
+        .map(|g| g.started_unix_s)
+        .fold(f64::INFINITY, f64::min);
+    let window_end = reports
+        .iter()
+        .zip(&generators)
+        .map(|((_, r), g)| g.started_unix_s + r.summary.duration_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let data_end = generators
+        .iter()
+        .map(|g| g.ended_unix_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let latest_start = generators
+        .iter()
+        .map(|g| g.started_unix_s)
+        .fold(f64::NEG_INFINITY, f64::max);
+
+    // Histograms: added, never averaged.
+    let mut latency = None;
+    let mut connect = None;
+    let mut uncorrected = None;
+    let mut connect_known = true;
+    let mut uncorrected_known = true;
+    for (name, r) in reports {
+        add(&mut latency, decode(name, "latency", &r.histogram.data)?);
+        match &r.connect_histogram {
+            Some(h) => add(&mut connect, decode(name, "connect", &h.data)?),
+            None => connect_known = false,
+        }
+        match &r.latency_uncorrected_histogram {
+            Some(h) => add(
+                &mut uncorrected,
+                decode(name, "uncorrected latency", &h.data)?,
+            ),
+            None => uncorrected_known = false,
+        }
+    }
+    let latency = latency.expect("at least one report");
+
+    // Time series: each run's seconds shifted by its start, to the nearest whole second, and
+    // summed; each second's percentiles from the sum of its histograms.
+    struct Second {
+        point: TimePoint,
+        whole: bool,
+        latency: Option<Histogram<u64>>,
+    }
+    let mut seconds: BTreeMap<i64, Second> = BTreeMap::new();
+    for ((name, r), g) in reports.iter().zip(&generators) {
+        let offset = g.started_unix_s - start;
+        let shift = offset.round() as i64;
+        for (p, h) in r.timeseries.iter().zip(&r.second_histograms) {
+            let key = shift + p.t_s.ceil() as i64;
+            let s = seconds.entry(key).or_insert_with(|| Second {
+                point: TimePoint {
+                    // Where the second starts: a partial point is dated when its data ends.
+                    t_s: key as f64 - 1.0,
+                    partial: false,
+                    requests: 0,
+                    errors: 0,
+                    timeouts: 0,
+                    unfinished: 0,
+                    retransmits: 0,
+                    p50_us: 0,
+                    p99_us: 0,
+                    max_us: 0,
+                    outliers: 0,
+                    generator_lag_us: 0,
+                    cpu_busy_pct: Vec::new(),
+                },
+                whole: false,
+                latency: None,
+            });
+            let q = &mut s.point;
+            q.requests += p.requests;
+            q.errors += p.errors;
+            q.timeouts += p.timeouts;
+            q.unfinished += p.unfinished;
+            q.retransmits += p.retransmits;
+            q.outliers += p.outliers;
+            q.generator_lag_us = q.generator_lag_us.max(p.generator_lag_us);
+            if p.partial {
+                // Dated when the data ends, unless a whole second of another run covers it.
+                q.t_s = if s.whole {
+                    q.t_s
+                } else {
+                    (shift as f64 + p.t_s).max(q.t_s)
+                };
+            } else {
+                s.whole = true;
+                q.t_s = key as f64;
+            }
+            add(&mut s.latency, decode(name, "per-second latency", h)?);
+        }
+    }
+    let mut timeseries = Vec::with_capacity(seconds.len());
+    let mut second_histograms = Vec::with_capacity(seconds.len());
+    for (_, mut s) in seconds {
+        let h = s.latency.expect("every second has a histogram");
+        let p = Percentiles::of(&h);
+        s.point.p50_us = p.p50;
+        s.point.p99_us = p.p99;
+        s.point.max_us = p.max;
+        s.point.partial = !s.whole;
+        second_histograms.push(encoded(&h).data);
+        timeseries.push(s.point);
+    }
+
+    // The slowest requests of all, on the merged clock.
+    let keep = reports
+        .iter()
+        .map(|(_, r)| r.slowest.len())
+        .max()
+        .unwrap_or(0);
+    let mut slowest: Vec<_> = reports
+        .iter()
+        .zip(&generators)
+        .flat_map(|((_, r), g)| {
+            let offset = g.started_unix_s - start;
+            r.slowest.iter().cloned().map(move |mut s| {
+                s.at_s += offset;
+                s
+            })
+        })
+        .collect();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.latency_us));
+    slowest.truncate(keep);
+
+    let all = || reports.iter().map(|(_, r)| r);
+    let sum = |f: fn(&Summary) -> u64| all().map(|r| f(&r.summary)).sum::<u64>();
+    let requests = sum(|s| s.requests);
+    let successes = sum(|s| s.successes);
+    let errors = sum(|s| s.errors);
+    let non2xx = sum(|s| s.non2xx);
+    let duration_s = (window_end - start).max(0.0);
+    let unfinished_min_us = all().filter_map(|r| r.summary.unfinished_min_us).min();
+    let summary = Summary {
+        requests,
+        successes,
+        errors,
+        timeouts: sum(|s| s.timeouts),
+        duration_s,
+        grace_s: (data_end - window_end).max(0.0),
+        rps: if duration_s > 0.0 {
+            requests as f64 / duration_s
+        } else {
+            0.0
+        },
+        bytes_read: sum(|s| s.bytes_read),
+        late_sends: sum(|s| s.late_sends),
+        reconnects: sum(|s| s.reconnects),
+        aborted: sum(|s| s.aborted),
+        still_connecting: sum(|s| s.still_connecting),
+        unfinished: sum(|s| s.unfinished),
+        unfinished_min_us,
+        unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),
+        retransmits: sum_known(all().map(|r| r.summary.retransmits)),
+        syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
+        error_rate: ratio(errors, requests),
+        non2xx,
+        non2xx_rate: ratio(non2xx, requests),
+    };
+    let mut status_codes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut error_kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for r in all() {
+        for (k, n) in &r.status_codes {
+            *status_codes.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &r.errors {
+            *error_kinds.entry(k.clone()).or_default() += n;
+        }
+    }
+    let connection_s: Option<f64> = all()
+        .map(|r| r.littles_law.as_ref().map(|l| l.connection_s))
+        .sum();
+    let accounted_s: Option<f64> = all()
+        .map(|r| r.littles_law.as_ref().map(|l| l.accounted_s))
+        .sum();
+    let littles_law = connection_s.zip(accounted_s).filter(|&(c, _)| c > 0.0).map(
+        |(connection_s, accounted_s)| LittlesLaw {
+            connection_s,
+            accounted_s,
+            unaccounted_pct: 100.0 * (1.0 - accounted_s / connection_s).max(0.0),
+        },
+    );
+
+    let mut config = first.config.clone();
+    config.connections = all().map(|r| r.config.connections).sum();
+    config.threads = all().map(|r| r.config.threads).sum();
+    config.rate = all().map(|r| r.config.rate).sum();
+    config.requests = all().map(|r| r.config.requests).sum();
+    config.cpus = Vec::new();
+    let target = all()
+        .all(|r| r.target == first.target)
+        .then(|| first.target.clone())
+        .flatten();
+
+    let runs = reports
+        .iter()
+        .zip(&generators)
+        .map(|((name, r), g)| MergedRun {
+            file: name.clone(),
+            host: g.host.clone(),
+            segment: g.segment,
+            started_at: g.started_at.clone(),
+            offset_s: g.started_unix_s - start,
+            connections: r.config.connections,
+            requests: r.summary.requests,
+            rps: r.summary.rps,
+            latency_us: r.latency_us,
+            target: r.target.clone(),
+            sections: r.extra.clone(),
+        })
+        .collect();
+    let at = |unix_s: f64| {
+        rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix_s.max(0.0)))
+    };
+
+    let mut merged = Report {
+        schema_version: first.schema_version,
+        tool: first.tool.clone(),
+        config,
+        target,
+        summary,
+        latency_us: percentiles(&latency),
+        latency_lower_bound: lower_bounds(&latency, unfinished_min_us),
+        littles_law,
+        latency_uncorrected_us: uncorrected
+            .as_ref()
+            .filter(|_| uncorrected_known)
+            .and_then(percentiles),
+        connect_us: connect
+            .as_ref()
+            .filter(|_| connect_known)
+            .and_then(percentiles),
+        status_codes,
+        errors: error_kinds,
+        timeseries,
+        rate_changes: Vec::new(),
+        interrupted: all().any(|r| r.interrupted),
+        signal: all().find_map(|r| r.signal.clone()),
+        warnings: Vec::new(),
+        slowest,
+        histogram: encoded(&latency),
+        connect_histogram: connect.filter(|_| connect_known).map(|h| encoded(&h)),
+        latency_uncorrected_histogram: uncorrected
+            .filter(|_| uncorrected_known)
+            .map(|h| encoded(&h)),
+        second_histograms,
+        generator: None,
+        merged: Some(MergeInfo {
+            segments: any_segment.then_some(count),
+            missing_segments: missing.clone(),
+            forced: !overridden.is_empty(),
+            started_at: at(start),
+            ended_at: at(data_end),
+            runs,
+        }),
+        extra: serde_json::Map::new(),
+    };
+    let mut warnings = merged.compute_warnings();
+    if !missing.is_empty() {
+        let list: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
+        warnings.push(format!(
+            "{} of {count} segments merged: segment {} is missing, so the load was short of what was asked",
+            count - missing.len(),
+            list.join(", ")
+        ));
+    }
+    if latest_start - start > START_SPREAD_WARN_S {
+        warnings.push(format!(
+            "the generators started up to {:.1} s apart: they did not load the server together for the whole window (give them one --start-at)",
+            latest_start - start
+        ));
+    }
+    if all().any(|r| !r.rate_changes.is_empty()) {
+        warnings.push(
+            "a generator's rate was changed during its run (+/-): the merged report does not list the changes; see each report"
+                .into(),
+        );
+    }
+    for m in overridden {
+        warnings.push(format!("merged with --force although {m}"));
+    }
+    for ((name, r), g) in reports.iter().zip(&generators) {
+        let who = g.host.clone().unwrap_or_else(|| name.clone());
+        for w in &r.warnings {
+            let w = format!("{who}: {w}");
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+    merged.warnings = warnings;
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+
+    use super::*;
+    use crate::plan::Plan;
+    use crate::recorder::new_histogram;
+    use crate::report::Generator;
+    use crate::snapshot::{Counters, RunTotals};
+    use crate::threshold::Threshold;
+
+    /// A report of segment `index`/3 that started `offset_s` after 1000 s past the epoch,
+    /// with one second of latencies `first` and one of `second`.
+    fn report(url: &str, index: usize, offset_s: f64, first: &[u64], second: &[u64]) -> Report {
+        let highest = Duration::from_secs(60);
+        let mut latency = new_histogram(highest);
+        let mut timeseries = Vec::new();
+        let mut second_histograms = Vec::new();
+        for (i, values) in [first, second].into_iter().enumerate() {
+            let mut h = new_histogram(highest);
+            for &v in values {
+                h.record(v).unwrap();
+                latency.record(v).unwrap();
+            }
+            let mut bytes = Vec::new();
+            V2DeflateSerializer::new()
+                .serialize(&h, &mut bytes)
+                .unwrap();
+            second_histograms.push(bytes);
+            timeseries.push(TimePoint {
+                t_s: (i + 1) as f64,
+                partial: false,
+                requests: values.len() as u64,
+                errors: 0,
+                timeouts: 0,
+                unfinished: 0,
+                retransmits: 0,
+                p50_us: h.value_at_quantile(0.5),
+                p99_us: h.value_at_quantile(0.99),
+                max_us: h.max(),
+                outliers: 0,
+                generator_lag_us: 0,
+                cpu_busy_pct: Vec::new(),
+            });
+        }
+        let n = latency.len();
+        let counters = Counters {
+            successes: n,
+            status_codes: vec![(200, n)],
+            ..Counters::default()
+        };
+        let totals = RunTotals {
+            duration: Duration::from_secs(2),
+            counters,
+            latency,
+            latency_uncorrected: new_histogram(highest),
+            connect: new_histogram(highest),
+            first_request: new_histogram(highest),
+            body: new_histogram(highest),
+            timeseries,
+            second_histograms,
+            slowest: vec![],
+            grace: Duration::ZERO,
+            rate_changes: vec![],
+            stopped_early: false,
+        };
+        let mut plan = Plan::new(url).unwrap();
+        plan.connections = 4;
+        let mut r = Report::new(&plan, &totals);
+        let started = std::time::UNIX_EPOCH + Duration::from_secs_f64(1000.0 + offset_s);
+        r.generator = Some(Generator::here(
+            &r,
+            started,
+            Some(Segment { index, count: 3 }),
+            None,
+        ));
+        r
+    }
+
+    fn three() -> Vec<(String, Report)> {
+        let url = "http://127.0.0.1:9/";
+        vec![
+            ("a.json".into(), report(url, 1, 0.0, &[100, 200], &[300])),
+            ("b.json".into(), report(url, 2, 0.2, &[150; 50], &[5_000])),
+            (
+                "c.json".into(),
+                report(url, 3, 1.1, &[90_000], &[120, 130, 140]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn histograms_are_added_not_averaged() {
+        let inputs = three();
+        let m = merge(&inputs, false).unwrap();
+        let mut union = new_histogram(Duration::from_secs(60));
+        for v in [100, 200, 300, 5_000, 90_000, 120, 130, 140] {
+            union.record(v).unwrap();
+        }
+        union.record_n(150, 50).unwrap();
+        let p = m.latency_us.unwrap();
+        assert_eq!(p.p50, union.value_at_quantile(0.5));
+        assert_eq!(p.p99, union.value_at_quantile(0.99));
+        assert_eq!(p.max, union.max());
+        assert_eq!(m.summary.requests, 58);
+        assert_eq!(m.status_codes["200"], 58);
+        assert_eq!(m.config.connections, 12);
+        // The union of the windows: 1000.0 to 1003.1.
+        assert!(
+            (m.summary.duration_s - 3.1).abs() < 1e-6,
+            "{}",
+            m.summary.duration_s
+        );
+        assert!((m.summary.rps - 58.0 / 3.1).abs() < 1e-6);
+        let info = m.merged.as_ref().unwrap();
+        assert_eq!(info.segments, Some(3));
+        assert!(info.missing_segments.is_empty());
+        assert_eq!(info.runs.len(), 3);
+        assert!(
+            m.warnings.iter().all(|w| !w.contains("missing")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn seconds_are_aligned_on_wall_clock_time_and_summed() {
+        let m = merge(&three(), false).unwrap();
+        // a and b (offset 0 and 0.2 s) share seconds 1 and 2; c (1.1 s late) is one later.
+        let counts: Vec<(f64, u64)> = m.timeseries.iter().map(|p| (p.t_s, p.requests)).collect();
+        assert_eq!(counts, vec![(1.0, 52), (2.0, 3), (3.0, 3)]);
+        // Second 2 holds 300 (a), 5000 (b) and 90000 (c's first second): its max is c's.
+        let second = &m.timeseries[1];
+        assert!(
+            (89_900..=90_100).contains(&second.max_us),
+            "{}",
+            second.max_us
+        );
+        assert_eq!(m.second_histograms.len(), 3);
+        let warned = m
+            .warnings
+            .iter()
+            .any(|w| w.contains("started up to 1.1 s apart"));
+        assert!(warned, "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn a_partial_last_second_keeps_its_end() {
+        let mut inputs = three();
+        // c ended 0.5 s into its second second: on the merged clock (+1 s), at 2.5 s.
+        let last = inputs[2].1.timeseries.last_mut().unwrap();
+        last.partial = true;
+        last.t_s = 1.5;
+        let m = merge(&inputs, false).unwrap();
+        let t: Vec<(f64, bool)> = m.timeseries.iter().map(|p| (p.t_s, p.partial)).collect();
+        assert_eq!(t, vec![(1.0, false), (2.0, false), (2.5, true)]);
+    }
+
+    #[test]
+    fn mismatches_are_refused_unless_forced() {
+        let mut inputs = three();
+        inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
+        let e = merge(&inputs, false).unwrap_err().to_string();
+        assert!(
+            e.contains("c.json and a.json are not parts of one load: url"),
+            "{e}"
+        );
+        let m = merge(&inputs, true).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        assert!(m
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("merged with --force")));
+
+        let mut inputs = three();
+        inputs[2].1 = inputs[1].1.clone();
+        let e = merge(&inputs, false).unwrap_err().to_string();
+        assert!(e.contains("segment 2/3 overlaps: b.json, c.json"), "{e}");
+
+        let mut inputs = three();
+        inputs[0].1.generator = None;
+        assert!(merge(&inputs, true)
+            .unwrap_err()
+            .to_string()
+            .contains("no `generator`"));
+        let mut inputs = three();
+        inputs[0].1.second_histograms[0] = "not base64!".into();
+        let e = merge(&inputs, true).unwrap_err().to_string();
+        assert!(e.contains("cannot be decoded"), "{e}");
+        assert!(merge(&[], false).is_err());
+        let merged = merge(&three(), false).unwrap();
+        let e = merge(&[("m.json".into(), merged)], false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("merged report already"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_segment_is_named() {
+        let mut inputs = three();
+        inputs.remove(1);
+        let m = merge(&inputs, false).unwrap();
+        assert_eq!(m.merged.as_ref().unwrap().missing_segments, vec![2]);
+        assert!(
+            m.warnings
+                .iter()
+                .any(|w| w.starts_with("2 of 3 segments merged: segment 2/3 is missing")),
+            "{:?}",
+            m.warnings
+        );
+    }
+
+    #[test]
+    fn thresholds_judge_the_merged_result() {
+        // Each run alone has a p99 under 100 ms or a max under it; the union's p99 is not.
+        let m = merge(&three(), false).unwrap();
+        let t = Threshold::parse("max < 50ms").unwrap();
+        assert!(!t.check(&m).passed);
+        assert!(t.check(&three()[1].1).passed, "b alone passes");
+    }
+}

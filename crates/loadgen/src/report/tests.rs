@@ -1,0 +1,175 @@
+//! The report of synthetic runs: its figures, its JSON and its text.
+
+use super::*;
+use crate::recorder::new_histogram;
+use crate::snapshot::Counters;
+use std::time::Duration;
+
+fn totals() -> RunTotals {
+    let mut latency = new_histogram(Duration::from_secs(60));
+    for v in [100u64, 200, 300, 400, 1_600_000] {
+        latency.record(v).unwrap();
+    }
+    let mut counters = Counters {
+        successes: 5,
+        bytes_read: 500,
+        ..Counters::default()
+    };
+    counters.errors[ErrorKind::Timeout.index()] = 1;
+    counters.status_codes = vec![(200, 4), (503, 1)];
+    RunTotals {
+        duration: Duration::from_secs(2),
+        counters,
+        latency,
+        latency_uncorrected: new_histogram(Duration::from_secs(60)),
+        connect: new_histogram(Duration::from_secs(60)),
+        first_request: new_histogram(Duration::from_secs(60)),
+        body: new_histogram(Duration::from_secs(60)),
+        timeseries: vec![],
+        second_histograms: vec![],
+        slowest: vec![],
+        grace: Duration::from_millis(250),
+        rate_changes: vec![],
+        stopped_early: false,
+    }
+}
+
+#[test]
+fn report_has_the_documented_shape() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let report = Report::new(&plan, &totals());
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["summary"]["requests"], 6);
+    assert_eq!(v["summary"]["rps"], 3.0);
+    assert_eq!(v["summary"]["timeouts"], 1);
+    assert_eq!(v["status_codes"]["503"], 1);
+    assert_eq!(v["errors"]["timeout"], 1);
+    assert_eq!(v["errors"]["reset"], 0);
+    assert_eq!(v["config"]["mode"], "closed");
+    assert!(
+        v["connect_us"].is_null(),
+        "nothing measured is null, not zero"
+    );
+    assert!(v.get("latency_uncorrected_us").is_none());
+    let p99 = v["latency_us"]["p99"].as_u64().unwrap();
+    assert!((1_599_000..=1_601_000).contains(&p99), "{p99}");
+    let back: Report = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(back, report);
+    let h = decode_histogram(&report.histogram).unwrap();
+    assert_eq!(h.len(), 5);
+}
+
+#[test]
+fn text_summary_shows_a_second_mode_as_its_own_bars() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let text = Report::new(&plan, &totals()).to_text();
+    assert!(text.contains("Requests/sec:  3.0"), "{text}");
+    assert!(text.contains("[503] 1 responses"));
+    assert!(text.contains("timeout: 1"));
+    let bars: Vec<&str> = text.lines().filter(|l| l.contains('■')).collect();
+    // 100–200µs, 200–500µs, then empty rows, then the 1.6 s outlier on its own.
+    assert_eq!(bars.len(), 3, "{text}");
+    assert!(bars[2].contains("1.00s – 2.00s"), "{}", bars[2]);
+    assert!(
+        text.contains(" 0.00 % "),
+        "the gap between the modes is drawn: {text}"
+    );
+}
+
+#[test]
+fn non_2xx_responses_get_a_line_and_a_warning() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let report = Report::new(&plan, &totals());
+    let text = report.to_text();
+    assert!(
+        text.contains("Non-2xx:       1 (20.0 % of responses)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("warning: 20.0 % of responses were 503 (1): the server is shedding load"),
+        "{text}"
+    );
+    assert!(
+        text.contains("then 0.25 s for responses in flight"),
+        "{text}"
+    );
+    assert_eq!(report.summary.grace_s, 0.25);
+    assert_eq!(report.no_response_reason(), None);
+}
+
+#[test]
+fn a_run_with_no_response_says_why() {
+    let plan = Plan::new("http://127.0.0.1:1/").unwrap();
+    let mut t = totals();
+    t.counters.successes = 0;
+    t.counters.status_codes.clear();
+    t.counters.errors[ErrorKind::Timeout.index()] = 0;
+    t.counters.errors[ErrorKind::ConnectRefused.index()] = 1234;
+    let report = Report::new(&plan, &t);
+    let reason = report.no_response_reason().unwrap();
+    assert!(
+        reason.contains("nothing is listening at 127.0.0.1:1"),
+        "{reason}"
+    );
+    assert_eq!(report.warnings[0], reason);
+    t.counters.errors[ErrorKind::ConnectRefused.index()] = 0;
+    t.counters.still_connecting = 7;
+    let reason = Report::new(&plan, &t).no_response_reason().unwrap();
+    assert!(reason.contains("7 connection(s)"), "{reason}");
+}
+
+#[test]
+fn slow_connects_in_a_short_run_are_warned_about() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    // 2 s run; the connects took 300 ms to 1.8 s: set-up, not the steady state.
+    for ms in [300u64, 900, 1_800] {
+        t.connect.record(ms * 1_000).unwrap();
+    }
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with("connects took up to 1.80s")),
+        "{w:?}"
+    );
+    // Fast connects say nothing.
+    let mut t = totals();
+    t.connect.record(150).unwrap();
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("connects took")), "{w:?}");
+}
+
+#[test]
+fn interruption_and_rate_changes_are_reported() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.pace = Pace::Rate(1000.0);
+    let mut t = totals();
+    t.stopped_early = true;
+    t.rate_changes = vec![RateChange {
+        t_s: 1.5,
+        rate: 1250.0,
+    }];
+    let mut report = Report::new(&plan, &t);
+    report.signal = Some("SIGINT".into());
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["signal"], "SIGINT");
+    assert_eq!(v["rate_changes"][0]["rate"], 1250.0);
+    let text = report.to_text();
+    assert!(text.contains("Interrupted:   by SIGINT"), "{text}");
+    assert!(
+        text.contains("Rate changes:  1,250 req/s at 1.5 s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn units_read_well() {
+    assert_eq!(fmt_us(850), "850µs");
+    assert_eq!(fmt_us(1_230), "1.23ms");
+    assert_eq!(fmt_us(1_620_000), "1.62s");
+    assert_eq!(fmt_count(1_234_567), "1,234,567");
+    assert_eq!(fmt_count(12), "12");
+    assert_eq!(fmt_rate(123_456.78), "123,456.7");
+    assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
+}

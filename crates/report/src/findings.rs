@@ -1,0 +1,207 @@
+//! The profiler's and the rules' sections of a run's text summary ("Server", "Diagnosis").
+
+use std::fmt::Write as _;
+
+use tailscope_forensics::{Findings, Roles};
+use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map_or("n/a".into(), |v| v.to_string())
+}
+
+/// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
+/// marks the server's and the generator's CPUs in the per-CPU table.
+pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
+    let (profile, diagnosis) = (&findings.profile, &findings.diagnosis);
+    let (server_cpus, client_cpus) = (roles.server, roles.client);
+    let listen = findings.listen_queue.as_ref();
+    let mut out = String::new();
+    let _ = writeln!(out, "\nServer (profiled over {:.1} s):", profile.duration_s);
+    if let Some(t) = &profile.target {
+        let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
+        let _ = writeln!(
+            out,
+            "  {name} (pid {}): {} process{} ({} alive at the end): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} threads; RSS {} KiB in all, largest peak {} KiB",
+            t.pid,
+            t.processes_seen,
+            if t.processes_seen == 1 { "" } else { "es" },
+            t.processes_alive_at_end,
+            t.cpu_time_s,
+            t.user_s,
+            t.system_s,
+            t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
+            t.threads,
+            opt(t.rss_sum_kb.map(fmt_count)),
+            opt(t.max_rss_kb.map(fmt_count)),
+        );
+        // The busiest processes by name; a prefork server's many exited workers go on one line.
+        const SHOWN: usize = 8;
+        for p in t.processes.iter().take(SHOWN) {
+            let what = if p.command.is_empty() {
+                &p.comm
+            } else {
+                &p.command
+            };
+            let what: String = if what.chars().count() > 40 {
+                what.chars().take(39).chain(['…']).collect()
+            } else {
+                what.clone()
+            };
+            let _ = writeln!(
+                out,
+                "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s) = {}{}",
+                p.pid,
+                what,
+                p.cpu_time_s,
+                p.user_s,
+                p.system_s,
+                p.service_demand_us
+                    .map_or("n/a".into(), |u| format!("{u:.2} µs/req")),
+                if p.alive_at_end { "" } else { "  exited" },
+            );
+        }
+        if t.processes.len() > SHOWN {
+            let rest = &t.processes[SHOWN..];
+            let _ = writeln!(
+                out,
+                "    … and {} more process{} ({} exited): {:.2} s",
+                rest.len(),
+                if rest.len() == 1 { "" } else { "es" },
+                rest.iter().filter(|p| !p.alive_at_end).count(),
+                rest.iter().map(|p| p.cpu_time_s).sum::<f64>(),
+            );
+        }
+        if t.exited_cpu_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "    of which {:.2} s by processes that exited during the run",
+                t.exited_cpu_s
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  context switches: {} voluntary, {} involuntary",
+            opt(t.voluntary_ctx_switches.map(fmt_count)),
+            opt(t.involuntary_ctx_switches.map(fmt_count))
+        );
+    }
+    if let Some(g) = &profile.generator {
+        let _ = writeln!(
+            out,
+            "  generator: {:.2} s CPU = {} per request",
+            g.cpu_time_s,
+            g.cpu_us_per_request
+                .map_or("n/a".into(), |u| format!("{u:.2} µs"))
+        );
+    }
+    if !profile.cpus.is_empty() {
+        let _ = writeln!(
+            out,
+            "  CPU      user   sys   irq  sirq  idle steal   ctx-sw/s  migr/s   IPC"
+        );
+        for c in &profile.cpus {
+            let role = match (server_cpus.contains(&c.cpu), client_cpus.contains(&c.cpu)) {
+                (true, true) => "SG",
+                (true, false) => "S ",
+                (false, true) => " G",
+                _ => "  ",
+            };
+            let per_s = |v: Option<u64>| {
+                v.map_or("n/a".into(), |n| {
+                    fmt_count((n as f64 / profile.duration_s.max(1e-3)).round() as u64)
+                })
+            };
+            let _ = writeln!(
+                out,
+                "  cpu{:<2} {role} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>10} {:>7} {:>5}",
+                c.cpu,
+                c.user_pct,
+                c.system_pct,
+                c.irq_pct,
+                c.softirq_pct,
+                c.idle_pct,
+                c.steal_pct,
+                per_s(c.context_switches),
+                per_s(c.cpu_migrations),
+                c.ipc.map_or("n/a".into(), |i| format!("{i:.2}")),
+            );
+        }
+    }
+    let s = &report.summary;
+    match (s.retransmits, s.syn_retransmits) {
+        (Some(data), Some(syn)) => {
+            let _ = writeln!(
+                out,
+                "  our connections (TCP_INFO): {} segments retransmitted, {} SYNs retransmitted",
+                fmt_count(data),
+                fmt_count(syn)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "  our connections (TCP_INFO): n/a");
+        }
+    }
+    match listen {
+        Some(l) if l.samples > 0 => {
+            let _ = writeln!(
+                out,
+                "  listen queue (port {}, {} socket{}, backlog {}): longest {}, at its limit in {} of {} samples",
+                l.port,
+                l.sockets,
+                if l.sockets == 1 { "" } else { "s" },
+                opt(l.backlog),
+                fmt_count(u64::from(l.max_queue)),
+                fmt_count(l.full_samples),
+                fmt_count(l.samples)
+            );
+        }
+        Some(l) => {
+            let _ = writeln!(
+                out,
+                "  listen queue: n/a ({})",
+                l.unavailable.as_deref().unwrap_or("not found")
+            );
+        }
+        None => {}
+    }
+    match &profile.tcp {
+        Some(tcp) => {
+            let moved: Vec<String> = tcp.iter().map(|(k, v)| format!("{k} {v:+}")).collect();
+            let _ = writeln!(
+                out,
+                "  TCP, machine-wide (every socket on the machine): {}",
+                moved.join(", ")
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  TCP, machine-wide: n/a");
+        }
+    }
+    for note in &profile.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    let _ = writeln!(out, "\nDiagnosis:");
+    if diagnosis.is_empty() {
+        let _ = writeln!(out, "  no spike cause found");
+    }
+    for d in diagnosis {
+        let window = d
+            .window
+            .map_or(String::new(), |w| format!(", {}", w.describe()));
+        let _ = writeln!(
+            out,
+            "  {} ({} requests{window}): {}",
+            d.cause,
+            fmt_count(d.requests_affected),
+            d.evidence
+        );
+    }
+    let slowest = report.slowest.first().map(|s| fmt_us(s.latency_us));
+    if let (Some(s), true) = (slowest, diagnosis.is_empty()) {
+        let _ = writeln!(
+            out,
+            "  (the slowest request took {s}; no rule's signature and evidence were both there)"
+        );
+    }
+    out
+}

@@ -1,0 +1,185 @@
+//! A suite's HTML page: req/s per target and endpoint with the range of its runs as whiskers
+//! and the ratio to the baseline, p99 per target and endpoint, the host, and each result's
+//! runs.
+
+use std::fmt::Write as _;
+
+use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us};
+
+use super::{SuiteReport, SuiteResult};
+use crate::chart::{bar_chart, Bar};
+use crate::page::{document, escape, footer, kpis, table};
+use crate::{count_axis, us_axis};
+
+fn label(r: &SuiteResult) -> String {
+    format!("{} {}", r.target, r.endpoint)
+}
+
+fn or_na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map_or("n/a".into(), f)
+}
+
+/// The HTML page of a suite's report.
+pub fn page(suite: &SuiteReport) -> String {
+    let mut body = String::new();
+    let _ = writeln!(body, "<h1>tailscope suite</h1>");
+    let h = &suite.host;
+    let mut facts = vec![format!("{} CPUs", h.cpus)];
+    facts.extend(h.cpu_model.clone());
+    facts.extend(
+        h.memory_kb
+            .map(|kb| format!("{} MiB", fmt_count(kb / 1024))),
+    );
+    facts.extend(h.kernel.as_ref().map(|k| format!("kernel {k}")));
+    facts.extend(h.governor.as_ref().map(|g| format!("governor {g}")));
+    facts.push(h.date.clone());
+    facts.push(format!("{} {}", suite.tool.name, suite.tool.version));
+    let _ = writeln!(body, "<p class=\"sub\">{}</p>", escape(&facts.join(" · ")));
+    let runs: usize = suite.results.iter().map(|r| r.runs.len()).sum();
+    body.push_str(&kpis(&[
+        ("results", fmt_count(suite.results.len() as u64)),
+        ("runs", fmt_count(runs as u64)),
+        (
+            "baseline",
+            suite.baseline.clone().unwrap_or_else(|| "none".into()),
+        ),
+    ]));
+    if suite.interrupted {
+        body.push_str("<p class=\"warn\">The suite was interrupted: the run in progress was cut short, and targets not reached are missing.</p>\n");
+    }
+    let measured: Vec<&SuiteResult> = suite.results.iter().filter(|r| r.error.is_none()).collect();
+    body.push_str("<h2>Throughput and tail</h2>\n");
+    let rps: Vec<Bar> = measured
+        .iter()
+        .filter_map(|r| {
+            let median = r.rps_median?;
+            let ratio = or_na(r.vs_baseline, |x| format!("{x:.2}× the baseline"));
+            Some(Bar {
+                label: label(r),
+                value: median,
+                tooltip: format!(
+                    "{}: {} req/s (median of {}; {} – {}); {ratio}",
+                    label(r),
+                    fmt_rate(median),
+                    r.runs.len(),
+                    or_na(r.rps_min, fmt_rate),
+                    or_na(r.rps_max, fmt_rate),
+                ),
+                whisker: r.rps_min.zip(r.rps_max),
+            })
+        })
+        .collect();
+    body.push_str(&bar_chart(
+        "suite-rps",
+        "Requests per second (median, whiskers: slowest to fastest run)",
+        "requests/s",
+        &rps,
+        &count_axis,
+    ));
+    let p99: Vec<Bar> = measured
+        .iter()
+        .filter_map(|r| {
+            let p99 = r.p99_us_median?;
+            Some(Bar {
+                label: label(r),
+                value: p99,
+                tooltip: format!("{}: p99 {} (median)", label(r), fmt_us(p99.round() as u64)),
+                whisker: None,
+            })
+        })
+        .collect();
+    body.push_str(&bar_chart(
+        "suite-p99",
+        "p99 latency (median of the runs)",
+        "latency",
+        &p99,
+        &us_axis,
+    ));
+    body.push_str("<h2>Results</h2>\n");
+    let base = suite
+        .baseline
+        .as_ref()
+        .map_or("ratio".to_string(), |b| format!("ratio (vs {b})"));
+    let lat = |v: Option<f64>| or_na(v, |x| fmt_us(x.round() as u64));
+    let rows: Vec<Vec<String>> = suite
+        .results
+        .iter()
+        .map(|r| match &r.error {
+            Some(e) => vec![
+                r.target.clone(),
+                r.endpoint.clone(),
+                format!("failed: {}", e.lines().next().unwrap_or("")),
+            ],
+            None => vec![
+                r.target.clone(),
+                r.endpoint.clone(),
+                or_na(r.rps_median, fmt_rate),
+                format!(
+                    "{} – {}",
+                    or_na(r.rps_min, fmt_rate),
+                    or_na(r.rps_max, fmt_rate)
+                ),
+                lat(r.p50_us_median),
+                lat(r.p99_us_median),
+                or_na(r.server_us_per_request_median, |u| format!("{u:.2} µs")),
+                or_na(r.vs_baseline, |x| format!("{x:.2}×")),
+            ],
+        })
+        .collect();
+    body.push_str(&table(
+        &[
+            "target",
+            "endpoint",
+            "req/s (median)",
+            "min – max",
+            "p50",
+            "p99",
+            "server CPU/req",
+            &base,
+        ],
+        &rows,
+    ));
+    for r in &measured {
+        let _ = writeln!(body, "<h2>{}</h2>", escape(&label(r)));
+        let ms = |v: Option<u64>| or_na(v, fmt_us);
+        let rows: Vec<Vec<String>> = r
+            .runs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                vec![
+                    (i + 1).to_string(),
+                    fmt_rate(f.rps),
+                    fmt_count(f.requests),
+                    fmt_count(f.errors),
+                    ms(f.p50_us),
+                    ms(f.p99_us),
+                    ms(f.p999_us),
+                    ms(f.max_us),
+                    format!("{:.2} s", f.duration_s),
+                    or_na(f.server_us_per_request, |u| format!("{u:.2} µs")),
+                ]
+            })
+            .collect();
+        body.push_str(&table(
+            &[
+                "run",
+                "req/s",
+                "requests",
+                "errors",
+                "p50",
+                "p99",
+                "p99.9",
+                "max",
+                "duration",
+                "server CPU/req",
+            ],
+            &rows,
+        ));
+    }
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        suite.tool.name, suite.tool.version, suite.schema_version
+    )));
+    document("tailscope suite", &body)
+}

@@ -1,0 +1,68 @@
+//! `tailscope merge A.json B.json ...`: the generators' reports → one report (the work is
+//! `tailscope_loadgen::report::merge`) → JSON, text, thresholds and the exit code.
+
+use anyhow::Result;
+use tailscope_loadgen::report::{self, Report};
+use tailscope_loadgen::threshold::Threshold;
+
+use crate::args::MergeArgs;
+use crate::exit::{Outcome, UsageError};
+
+/// Runs `tailscope merge`.
+pub fn merge(args: MergeArgs) -> Result<Outcome> {
+    let usage = |e: String| anyhow::Error::new(UsageError(e));
+    let thresholds = args
+        .fail_if
+        .iter()
+        .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let mut reports = Vec::with_capacity(args.files.len());
+    for path in &args.files {
+        let r: Report = match crate::report::load_report(path)? {
+            tailscope_report::AnyReport::Run(r) => *r,
+            tailscope_report::AnyReport::Suite(_) => {
+                return Err(usage(format!(
+                    "{} is a suite report: merge the reports of `tailscope run --json` (one per generator)",
+                    path.display()
+                )))
+            }
+        };
+        reports.push((path.display().to_string(), r));
+    }
+    let merged = report::merge(&reports, args.force).map_err(|e| usage(e.to_string()))?;
+    let info = merged.merged.as_ref().expect("a merged report says so");
+    let mut text = format!(
+        "Merged {} report(s){}:\n",
+        info.runs.len(),
+        info.segments
+            .map_or(String::new(), |n| format!(" of {n} segment(s)"))
+    );
+    for run in &info.runs {
+        text += &format!(
+            "  {}  host {}  segment {}  started +{:.3} s  {} requests\n",
+            run.file,
+            run.host.as_deref().unwrap_or("n/a"),
+            run.segment.map_or("-".to_string(), |s| s.to_string()),
+            run.offset_s,
+            report::fmt_count(run.requests)
+        );
+    }
+    text += "\n";
+    text += &merged.to_text();
+    crate::report::emit(&merged, &text, args.json.as_deref(), args.html.as_deref())?;
+    let mut failed = 0;
+    for t in &thresholds {
+        let verdict = t.check(&merged);
+        failed += usize::from(!verdict.passed);
+        say!("{verdict}");
+    }
+    if let Some(reason) = merged.no_response_reason() {
+        say!("tailscope: {reason}");
+        return Ok(Outcome::Failure);
+    }
+    Ok(if failed > 0 {
+        Outcome::ThresholdFailed
+    } else {
+        Outcome::Success
+    })
+}

@@ -288,14 +288,20 @@ pub struct OutputArgs {
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]
     pub fail_if: Vec<String>,
-    /// Sample the server's on-CPU stacks (perf cpu-clock, 99 Hz per CPU) and name what it
-    /// ran in the slow seconds: auto = when allowed (root, CAP_PERFMON or
-    /// kernel.perf_event_paranoid <= 0).
+    /// Sample the server's stacks on CPU (perf cpu-clock, 99 Hz per CPU) and its waits off
+    /// CPU, and name what it ran or waited in in the slow seconds: auto = when allowed (root,
+    /// CAP_PERFMON or kernel.perf_event_paranoid <= 0), waits from /proc thread states; on =
+    /// always, waits with their stacks from sched:sched_switch (tracefs is mounted if needed;
+    /// costs the server CPU per context switch).
     #[arg(long = "stacks", value_enum, default_value_t = crate::stacks::StacksMode::Auto, value_name = "WHEN")]
     pub stacks: crate::stacks::StacksMode,
     /// Write a flame graph (SVG) of the server's on-CPU stacks over the whole run.
     #[arg(long = "flamegraph", value_name = "PATH.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Write a flame graph (SVG) of the server in the slow seconds only: on-CPU stacks beside
+    /// off-CPU waits, in wall time.
+    #[arg(long = "flamegraph-slow", value_name = "PATH.svg")]
+    pub flamegraph_slow: Option<PathBuf>,
 }
 
 pub use tailscope_loadgen::plan::parse_duration;

@@ -182,6 +182,11 @@ impl RunConfig {
             Output::of("--json", "JSON report", out.json.as_deref()),
             Output::of("--html", "HTML report", out.html.as_deref()),
             Output::of("--flamegraph", "flame graph", out.flamegraph.as_deref()),
+            Output::of(
+                "--flamegraph-slow",
+                "flame graph",
+                out.flamegraph_slow.as_deref(),
+            ),
             Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
         ]
         .into_iter()
@@ -242,6 +247,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let stacks_options = crate::stacks::StacksOptions {
         mode: args.output.stacks,
         flamegraph: args.output.flamegraph.clone(),
+        flamegraph_slow: args.output.flamegraph_slow.clone(),
     };
     let mut config = RunConfig::from_args(args)?;
     fit_open_files(&config.plan)?;

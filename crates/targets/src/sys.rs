@@ -162,3 +162,22 @@ fn guard(wake: OwnedFd, devnull: File, root: u32, temp_dir: Option<PathBuf>) -> 
     // SAFETY: _exit ends the process at once; nothing of the parent's state is unwound.
     unsafe { nix::libc::_exit(0) }
 }
+
+/// Sets the filter of a perf tracepoint event (`PERF_EVENT_IOC_SET_FILTER`, which perf-event2
+/// does not wrap): the kernel then writes only the records the expression accepts.
+pub fn set_perf_filter(fd: std::os::fd::RawFd, filter: &std::ffi::CStr) -> std::io::Result<()> {
+    // _IOW('$', 6, char *)
+    const PERF_EVENT_IOC_SET_FILTER: nix::libc::c_ulong = (1 << 30)
+        | ((std::mem::size_of::<*const nix::libc::c_char>() as nix::libc::c_ulong) << 16)
+        | ((b'$' as nix::libc::c_ulong) << 8)
+        | 6;
+    // SAFETY: `fd` is an open perf event the caller owns for the duration of the call, and
+    // `filter` is a NUL-terminated string that outlives it; the kernel copies the string
+    // (strndup_user) and keeps no pointer to it.
+    let rc = unsafe { nix::libc::ioctl(fd, PERF_EVENT_IOC_SET_FILTER as _, filter.as_ptr()) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}

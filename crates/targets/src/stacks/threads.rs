@@ -1,75 +1,20 @@
-//! Off-CPU time, the fallback way: every few milliseconds, each thread of the target's
-//! processes is looked at in /proc (state, the system call it is in, its kernel wait channel),
-//! and the threads found off CPU are counted per (second, thread name, state, syscall, wchan).
-//! A thread asleep in `clock_nanosleep` for a quarter of a second is what a stall looks like
-//! from inside; the same split into slow seconds and the rest as the on-CPU stacks names what
-//! the threads were blocked in during the slow ones.
-//!
-//! This is the /proc fallback of issue 12 (no tracefs, no callchains): it sees where a thread
-//! waits, not the user stack that led there; `sched:sched_switch` with callchains is the better
-//! source and comes later.
+//! Off-CPU time, the fallback way (no tracefs for `sched:sched_switch`): every few
+//! milliseconds, each thread of the target's processes is looked at in /proc (state, the
+//! system call it is in, its kernel wait channel), and each look that finds it off CPU counts
+//! an interval of off-CPU time for (thread name, state, syscall, wchan). It sees where a thread
+//! waits, not the user stack that led there.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde::Serialize;
-
-use super::{monotonic_ns, round3};
+use super::monotonic_ns;
+use super::off_cpu::{Blocked, OffCpu};
 
 /// The default interval between two looks: 5 ms, ~200 Hz.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(5);
-
-/// Where a thread was found off CPU.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct Blocked {
-    /// The thread's name (`comm`).
-    pub thread: String,
-    /// Its state: `S` (sleeping, interruptible), `D` (uninterruptible, often disk I/O), ...
-    pub state: String,
-    /// The system call it is in, by name where known (x86-64), `syscall N` otherwise;
-    /// `none` when it is not in one.
-    pub syscall: String,
-    /// The kernel function it waits in (`/proc/.../wchan`), `n/a` where hidden.
-    pub wchan: String,
-}
-
-/// A way of being blocked, over the run and in slow seconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BlockedTime {
-    /// Where.
-    #[serde(flatten)]
-    pub blocked: Blocked,
-    /// Thread-time found this way over the run (samples × interval).
-    pub wall_us: u64,
-    /// Of which in slow seconds.
-    pub slow_wall_us: u64,
-}
-
-/// A way of being blocked more common in the slow seconds than in the others.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BlockedOverRepresented {
-    /// Where.
-    #[serde(flatten)]
-    pub blocked: Blocked,
-    /// Share of the thread's looks in slow seconds that found it blocked this way.
-    pub slow_share: f64,
-    /// The same share in the other seconds.
-    pub normal_share: f64,
-}
-
-/// What the thread-state sampler found.
-#[derive(Debug, Clone, Default)]
-pub struct OffCpu {
-    /// Interval between looks.
-    pub interval: Duration,
-    /// Looks at each thread name, per second: (second, thread) → looks.
-    looks: HashMap<(u32, String), u64>,
-    /// (second, blocked) → looks that found it so.
-    blocked: HashMap<(u32, Blocked), u64>,
-}
 
 /// Samples the state of the target's threads from a thread of its own.
 pub struct ThreadStateSampler {
@@ -131,10 +76,11 @@ fn look_until_stopped(
     stop: &AtomicBool,
     interval: Duration,
 ) -> OffCpu {
-    let mut off = OffCpu {
-        interval,
-        ..OffCpu::default()
-    };
+    let mut off = OffCpu::new(format!(
+        "/proc thread states every {} ms",
+        interval.as_millis()
+    ));
+    let interval_us = interval.as_micros() as u64;
     // The threads of each process, re-listed every TASKS_EVERY looks: listing a directory
     // costs three system calls, and threads come and go far less often than every 5 ms.
     const TASKS_EVERY: u32 = 20;
@@ -164,10 +110,15 @@ fn look_until_stopped(
             let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
                 continue;
             };
-            let Some((thread, state)) = parse_stat(&stat) else {
+            let (Some((thread, state)), Some(tid)) = (
+                parse_stat(&stat),
+                dir.file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.parse::<u32>().ok()),
+            ) else {
                 continue;
             };
-            *off.looks.entry((second, thread.clone())).or_insert(0) += 1;
+            off.watch(second, tid, interval_us);
             if state == "R" {
                 continue;
             }
@@ -191,9 +142,13 @@ fn look_until_stopped(
                 thread,
                 state,
                 syscall,
-                wchan,
+                stack: if wchan == "n/a" {
+                    Vec::new()
+                } else {
+                    vec![format!("{wchan}_[k]")]
+                },
             };
-            *off.blocked.entry((second, blocked)).or_insert(0) += 1;
+            off.add(second, &blocked, tid, interval_us);
         }
     }
     off
@@ -251,73 +206,6 @@ fn syscall_name(line: &str) -> String {
     format!("syscall {nr}")
 }
 
-impl OffCpu {
-    /// Splits the looks into `slow_seconds` and the rest: the ways of being blocked, and those
-    /// clearly more common in the slow seconds (per thread name: its share of looks, with the
-    /// same bars as the on-CPU frames).
-    pub fn differential(
-        &self,
-        slow_seconds: &BTreeSet<u32>,
-    ) -> (Vec<BlockedTime>, Vec<BlockedOverRepresented>) {
-        let interval_us = self.interval.as_micros() as u64;
-        // Looks per thread name in slow and other seconds.
-        let mut looks: HashMap<&str, (u64, u64)> = HashMap::new();
-        for ((second, thread), &n) in &self.looks {
-            let e = looks.entry(thread.as_str()).or_insert((0, 0));
-            if slow_seconds.contains(second) {
-                e.0 += n;
-            } else {
-                e.1 += n;
-            }
-        }
-        let mut by_blocked: HashMap<&Blocked, (u64, u64)> = HashMap::new();
-        for ((second, blocked), &n) in &self.blocked {
-            let e = by_blocked.entry(blocked).or_insert((0, 0));
-            if slow_seconds.contains(second) {
-                e.0 += n;
-            } else {
-                e.1 += n;
-            }
-        }
-        let mut times: Vec<BlockedTime> = by_blocked
-            .iter()
-            .map(|(b, &(slow, normal))| BlockedTime {
-                blocked: (*b).clone(),
-                wall_us: (slow + normal) * interval_us,
-                slow_wall_us: slow * interval_us,
-            })
-            .collect();
-        times.sort_by(|a, b| {
-            b.wall_us
-                .cmp(&a.wall_us)
-                .then_with(|| a.blocked.cmp(&b.blocked))
-        });
-        times.truncate(super::TOP_STACKS);
-        let mut over: Vec<BlockedOverRepresented> = Vec::new();
-        for (b, &(slow, normal)) in &by_blocked {
-            let Some(&(ns, nn)) = looks.get(b.thread.as_str()) else {
-                continue;
-            };
-            if ns == 0 || nn == 0 {
-                continue;
-            }
-            if let Some((ps, pn)) = super::clearly_more(slow, ns, normal, nn) {
-                over.push(BlockedOverRepresented {
-                    blocked: (*b).clone(),
-                    slow_share: round3(ps),
-                    normal_share: round3(pn),
-                });
-            }
-        }
-        over.sort_by(|a, b| {
-            (b.slow_share - b.normal_share)
-                .total_cmp(&(a.slow_share - a.normal_share))
-                .then_with(|| a.blocked.cmp(&b.blocked))
-        });
-        (times, over)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,38 +225,6 @@ mod tests {
     }
 
     #[test]
-    fn a_sleep_in_the_slow_seconds_is_over_represented() {
-        let sleeping = Blocked {
-            thread: "worker".into(),
-            state: "S".into(),
-            syscall: "clock_nanosleep".into(),
-            wchan: "hrtimer_nanosleep".into(),
-        };
-        let waiting = Blocked {
-            syscall: "io_uring_enter".into(),
-            wchan: "io_cqring_wait".into(),
-            ..sleeping.clone()
-        };
-        let mut off = OffCpu {
-            interval: Duration::from_millis(5),
-            ..OffCpu::default()
-        };
-        for s in 0..10u32 {
-            off.looks.insert((s, "worker".into()), 200);
-            off.blocked.insert((s, waiting.clone()), 60);
-            if s == 4 {
-                off.blocked.insert((s, sleeping.clone()), 50);
-            }
-        }
-        let (times, over) = off.differential(&BTreeSet::from([4]));
-        assert_eq!(times[0].blocked, waiting);
-        assert_eq!(times[0].wall_us, 600 * 5_000);
-        assert_eq!(over.len(), 1, "{over:?}");
-        assert_eq!(over[0].blocked, sleeping);
-        assert_eq!((over[0].slow_share, over[0].normal_share), (0.25, 0.0));
-    }
-
-    #[test]
     fn a_sleeping_child_is_seen_in_clock_nanosleep() {
         let mut child = std::process::Command::new("sleep")
             .arg("5")
@@ -381,7 +237,7 @@ mod tests {
         let off = sampler.finish();
         let _ = child.kill();
         let _ = child.wait();
-        let (times, _) = off.differential(&BTreeSet::new());
+        let (times, _) = off.differential(&std::collections::BTreeSet::new());
         assert!(
             times.iter().any(|t| t.blocked.thread == "sleep"
                 && t.blocked.state == "S"

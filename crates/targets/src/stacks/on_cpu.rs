@@ -1,0 +1,481 @@
+//! On-CPU stacks: the software `cpu-clock` event on every online CPU for every process,
+//! sampling TID, TIME (CLOCK_MONOTONIC) and the user and kernel CALLCHAIN; only the target's
+//! samples are counted, per (second of the run, interned stack), so memory grows with distinct
+//! stacks, never with samples. [`OnCpu::differential`] splits them into slow seconds and the
+//! rest and names the frames over-represented in the slow ones.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use perf_event::data::Record as PerfRecord;
+use perf_event::events::Software;
+use perf_event::{Builder, Clock, SampleFlag, Sampler};
+use serde::Serialize;
+
+use super::compare::{clearly_more, round3, TOP_STACKS};
+use super::symbols::{Names, StackTable, MAX_STACK};
+use super::{online_cpus, sampling_allowed, SamplerError};
+
+/// Ring buffer per CPU. At 99 Hz a sample is at most ~1 KiB (128 frames), and the buffer is
+/// drained every ~100 ms: 128 KiB leaves room for a tick that comes late.
+const RING_BYTES: usize = 128 * 1024;
+
+/// Samples on-CPU stacks of a set of processes on every CPU.
+pub struct StackSampler {
+    samplers: Vec<Sampler>,
+    frequency_hz: u64,
+    pids: HashSet<u32>,
+    /// CLOCK_MONOTONIC at second 0 of the run; samples before it (warm-up) are not counted.
+    origin_ns: Option<u64>,
+    pub(crate) table: StackTable,
+    /// Samples per (second of the run, interned stack).
+    counts: HashMap<(u32, u32), u64>,
+    samples_seen: u64,
+    samples_kept: u64,
+    lost: u64,
+}
+
+impl StackSampler {
+    /// Opens `cpu-clock` at `frequency_hz` on every online CPU, for all processes, and
+    /// starts sampling. Needs [`sampling_allowed`].
+    pub fn open(frequency_hz: u64) -> Result<StackSampler, SamplerError> {
+        sampling_allowed()?;
+        let cpus = online_cpus();
+        let mut samplers = Vec::with_capacity(cpus.len());
+        for cpu in cpus {
+            let mut builder = Builder::new(Software::CPU_CLOCK);
+            builder
+                .one_cpu(cpu)
+                .any_pid()
+                .sample_frequency(frequency_hz)
+                .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CALLCHAIN)
+                .sample_max_stack(MAX_STACK)
+                .clockid(Clock::MONOTONIC)
+                .exclude_kernel(false)
+                .exclude_hv(true)
+                .enabled(true);
+            let sampler = builder
+                .build()
+                .and_then(|c| c.sampled(RING_BYTES))
+                .map_err(|error| SamplerError::Open {
+                    event: "cpu-clock",
+                    cpu,
+                    error,
+                })?;
+            samplers.push(sampler);
+        }
+        Ok(StackSampler {
+            samplers,
+            frequency_hz,
+            pids: HashSet::new(),
+            origin_ns: None,
+            table: StackTable::default(),
+            counts: HashMap::new(),
+            samples_seen: 0,
+            samples_kept: 0,
+            lost: 0,
+        })
+    }
+
+    /// The sampling frequency per CPU.
+    pub fn frequency_hz(&self) -> u64 {
+        self.frequency_hz
+    }
+
+    /// Second 0 of the run began at `origin_ns` (CLOCK_MONOTONIC, see [`monotonic_ns`]):
+    /// earlier samples are dropped, later ones are counted in their second.
+    pub fn begin(&mut self, origin_ns: u64) {
+        self.origin_ns = Some(origin_ns);
+    }
+
+    /// The target's processes from now on (the whole tree, every tick). A process seen for
+    /// the first time has its mappings read, so its frames can still be named as
+    /// `module+offset` if it is gone by the end.
+    pub fn set_pids(&mut self, pids: &[u32]) {
+        self.pids.clear();
+        self.pids.extend(pids.iter().copied());
+        for &pid in pids {
+            self.table.note_process(pid);
+        }
+    }
+
+    /// Reads what the kernel wrote since the last call and counts the target's samples.
+    pub fn drain(&mut self) {
+        let StackSampler {
+            samplers,
+            pids,
+            origin_ns,
+            table,
+            counts,
+            samples_seen,
+            samples_kept,
+            lost,
+            ..
+        } = self;
+        for sampler in samplers.iter_mut() {
+            while let Some(record) = sampler.next_record() {
+                let sample = match record.parse_record() {
+                    Ok(PerfRecord::Sample(sample)) => sample,
+                    Ok(PerfRecord::Lost(l)) => {
+                        *lost += l.lost;
+                        continue;
+                    }
+                    _ => continue,
+                };
+                *samples_seen += 1;
+                let (Some(pid), Some(time), Some(chain)) =
+                    (sample.pid(), sample.time(), sample.callchain())
+                else {
+                    continue;
+                };
+                if !pids.contains(&pid) {
+                    continue;
+                }
+                let Some(second) = origin_ns
+                    .and_then(|o| time.checked_sub(o))
+                    .map(|ns| (ns / 1_000_000_000) as u32)
+                else {
+                    continue;
+                };
+                let id = table.intern(pid, chain);
+                *counts.entry((second, id)).or_insert(0) += 1;
+                *samples_kept += 1;
+            }
+        }
+    }
+
+    /// Stops sampling and names every frame. Call it while the target still runs: its
+    /// binaries are found through /proc/PID.
+    pub fn finish(mut self) -> OnCpu {
+        self.stop();
+        let mut missing = Vec::new();
+        let names = Names::resolve(&self.table.stacks, &self.table.maps, &mut missing);
+        let mut on_cpu = self.named(&names);
+        on_cpu.missing.extend(missing);
+        on_cpu
+    }
+
+    /// Reads the last samples and stops sampling.
+    pub(crate) fn stop(&mut self) {
+        self.drain();
+        for sampler in &mut self.samplers {
+            let _ = sampler.disable();
+        }
+    }
+
+    /// The samples with the frames named by `names` (which covers [`Self::table`]).
+    pub(crate) fn named(self, names: &Names) -> OnCpu {
+        let mut missing = Vec::new();
+        if self.lost > 0 {
+            missing.push(format!(
+                "{} samples lost: the ring buffers filled before they were read",
+                self.lost
+            ));
+        }
+        // Stacks of several processes (nginx workers) that name the same frames are one.
+        let mut by_frames: HashMap<Vec<String>, usize> = HashMap::new();
+        let mut frames_of: Vec<Vec<String>> = Vec::new();
+        let mut merged_id = Vec::with_capacity(self.table.stacks.len());
+        let mut short_user = 0usize;
+        for raw in &self.table.stacks {
+            let frames = names.frames(raw);
+            if !raw.user.is_empty() && raw.user.len() <= 2 {
+                short_user += 1;
+            }
+            let next = frames_of.len();
+            let id = *by_frames.entry(frames.clone()).or_insert(next);
+            if id == next {
+                frames_of.push(frames);
+            }
+            merged_id.push(id);
+        }
+        if !self.table.stacks.is_empty() && short_user * 2 > self.table.stacks.len() {
+            missing.push(format!(
+                "{short_user} of {} stacks have at most two user-space frames: the target was built without frame pointers (the kernel walks user stacks by frame pointer), so only the function on CPU is known, not its callers; rebuild with -C force-frame-pointers=yes or -fno-omit-frame-pointer",
+                self.table.stacks.len()
+            ));
+        }
+        let mut per_second: BTreeMap<(u32, usize), u64> = BTreeMap::new();
+        for (&(second, id), &n) in &self.counts {
+            *per_second
+                .entry((second, merged_id[id as usize]))
+                .or_insert(0) += n;
+        }
+        if self.samples_kept == 0 {
+            missing.push(format!(
+                "no sample of the target's processes ({} samples of other processes): it was not on a CPU while sampled",
+                self.samples_seen
+            ));
+        }
+        OnCpu {
+            frequency_hz: self.frequency_hz,
+            samples: self.samples_kept,
+            stacks: frames_of,
+            per_second: per_second
+                .into_iter()
+                .map(|((s, id), n)| (s, id, n))
+                .collect(),
+            locations: names.locations.clone(),
+            missing,
+        }
+    }
+}
+
+/// The target's on-CPU samples of a run, named, per second.
+#[derive(Debug, Clone, Default)]
+pub struct OnCpu {
+    /// Sampling frequency per CPU.
+    pub frequency_hz: u64,
+    /// Samples of the target counted.
+    pub samples: u64,
+    /// Distinct stacks, each leaf first.
+    pub stacks: Vec<Vec<String>>,
+    /// (second of the run, index into `stacks`, samples).
+    pub per_second: Vec<(u32, usize, u64)>,
+    /// file:line of the functions that had debug info.
+    pub locations: BTreeMap<String, String>,
+    /// What could not be sampled or named, and why.
+    pub missing: Vec<String>,
+}
+
+/// One stack of the report: how often it was on CPU over the run and in slow seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StackCount {
+    /// Frames, leaf first; kernel frames end in `_[k]`; unnamed ones are `module+0xoffset`.
+    pub stack: Vec<String>,
+    /// Samples over the run.
+    pub samples: u64,
+    /// Of which in slow seconds.
+    pub slow_samples: u64,
+}
+
+/// A frame seen on CPU more often in the slow seconds than in the others.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OverRepresented {
+    /// The function (or `module+0xoffset`).
+    pub frame: String,
+    /// Where it is, when debug info says.
+    pub location: Option<String>,
+    /// Share of the slow seconds' samples with this frame on the stack.
+    pub slow_share: f64,
+    /// Share of the other seconds' samples with this frame on the stack.
+    pub normal_share: f64,
+    /// Samples in slow seconds with this frame.
+    pub slow_samples: u64,
+}
+
+/// The `stacks` section of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StacksReport {
+    /// The perf event sampled.
+    pub sampler: &'static str,
+    /// Its frequency per CPU.
+    pub frequency_hz: u64,
+    /// Samples of the target.
+    pub samples: u64,
+    /// Of which in slow seconds.
+    pub slow_samples: u64,
+    /// The most sampled stacks (at most [`TOP_STACKS`]).
+    pub on_cpu: Vec<StackCount>,
+    /// The seconds of the run (0-based) counted as slow.
+    pub slow_seconds: Vec<u32>,
+    /// Frames over-represented in the slow seconds, most first; empty when none is clearly.
+    pub over_represented: Vec<OverRepresented>,
+    /// What was not sampled or named, and why.
+    pub missing: Vec<String>,
+}
+
+impl OnCpu {
+    /// Splits the samples into `slow_seconds` and the rest and names the frames that are on
+    /// CPU clearly more often in the slow ones: a share at least 10 points and twice the
+    /// normal one, at least [`MIN_SLOW_SAMPLES`] samples, and a two-proportion z above 4, so
+    /// that the noise of a healthy run (a few hundred samples a second) claims nothing.
+    pub fn differential(&self, slow_seconds: &BTreeSet<u32>) -> StacksReport {
+        let mut per_stack = vec![(0u64, 0u64); self.stacks.len()];
+        for &(second, id, n) in &self.per_second {
+            per_stack[id].0 += n;
+            if slow_seconds.contains(&second) {
+                per_stack[id].1 += n;
+            }
+        }
+        let slow_total: u64 = per_stack.iter().map(|s| s.1).sum();
+        let normal_total = self.samples.saturating_sub(slow_total);
+        // Samples with each frame anywhere on the stack (once per stack, for recursion).
+        let mut frames: HashMap<&str, (u64, u64)> = HashMap::new();
+        for (stack, &(all, slow)) in self.stacks.iter().zip(&per_stack) {
+            let mut seen = HashSet::new();
+            for f in stack {
+                if seen.insert(f.as_str()) {
+                    let e = frames.entry(f.as_str()).or_insert((0, 0));
+                    e.0 += slow;
+                    e.1 += all - slow;
+                }
+            }
+        }
+        let mut over: Vec<OverRepresented> = Vec::new();
+        if slow_total > 0 && normal_total > 0 {
+            for (frame, &(slow, normal)) in &frames {
+                if let Some((ps, pn)) = clearly_more(slow, slow_total, normal, normal_total) {
+                    over.push(OverRepresented {
+                        frame: frame.to_string(),
+                        location: self.locations.get(*frame).cloned(),
+                        slow_share: round3(ps),
+                        normal_share: round3(pn),
+                        slow_samples: slow,
+                    });
+                }
+            }
+        }
+        // Most over-represented first; among equals the deeper (leafier) frame is the
+        // more specific answer, and stack order puts it first below.
+        let depth = |frame: &str| {
+            self.stacks
+                .iter()
+                .filter_map(|s| s.iter().position(|f| f == frame))
+                .min()
+                .unwrap_or(usize::MAX)
+        };
+        over.sort_by(|a, b| {
+            (b.slow_share - b.normal_share)
+                .total_cmp(&(a.slow_share - a.normal_share))
+                .then_with(|| depth(&a.frame).cmp(&depth(&b.frame)))
+                .then_with(|| a.frame.cmp(&b.frame))
+        });
+        let mut on_cpu: Vec<StackCount> = self
+            .stacks
+            .iter()
+            .zip(&per_stack)
+            .map(|(stack, &(samples, slow_samples))| StackCount {
+                stack: stack.clone(),
+                samples,
+                slow_samples,
+            })
+            .collect();
+        on_cpu.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| a.stack.cmp(&b.stack))
+        });
+        on_cpu.truncate(TOP_STACKS);
+        let mut missing = self.missing.clone();
+        if slow_seconds.is_empty() {
+            missing.push("no slow second in the run: nothing to compare".into());
+        } else if normal_total == 0 {
+            missing.push("every sampled second was slow: nothing to compare with".into());
+        }
+        StacksReport {
+            sampler: "cpu-clock",
+            frequency_hz: self.frequency_hz,
+            samples: self.samples,
+            slow_samples: slow_total,
+            on_cpu,
+            slow_seconds: slow_seconds.iter().copied().collect(),
+            over_represented: over,
+            missing,
+        }
+    }
+
+    /// The same samples without those of `seconds`.
+    pub fn without(&self, seconds: &BTreeSet<u32>) -> OnCpu {
+        let per_second: Vec<(u32, usize, u64)> = self
+            .per_second
+            .iter()
+            .filter(|p| !seconds.contains(&p.0))
+            .copied()
+            .collect();
+        OnCpu {
+            samples: per_second.iter().map(|p| p.2).sum(),
+            per_second,
+            ..self.clone()
+        }
+    }
+
+    /// The stacks in the folded format flame graphs are drawn from (`root;...;leaf count`),
+    /// of the seconds `keep` accepts.
+    pub fn folded(&self, keep: impl Fn(u32) -> bool) -> Vec<String> {
+        let mut per_stack = vec![0u64; self.stacks.len()];
+        for &(second, id, n) in &self.per_second {
+            if keep(second) {
+                per_stack[id] += n;
+            }
+        }
+        self.stacks
+            .iter()
+            .zip(per_stack)
+            .filter(|(_, n)| *n > 0)
+            .map(|(stack, n)| {
+                // ';' separates frames in the folded format; a C++ name may hold one.
+                let frames: Vec<String> = stack.iter().rev().map(|f| f.replace(';', ":")).collect();
+                format!("{} {n}", frames.join(";"))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_cpu(per_second: Vec<(u32, usize, u64)>, stacks: &[&[&str]]) -> OnCpu {
+        OnCpu {
+            frequency_hz: 99,
+            samples: per_second.iter().map(|s| s.2).sum(),
+            stacks: stacks
+                .iter()
+                .map(|s| s.iter().map(|f| f.to_string()).collect())
+                .collect(),
+            per_second,
+            locations: BTreeMap::new(),
+            missing: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_frame_of_the_slow_seconds_is_over_represented() {
+        let stacks: &[&[&str]] = &[
+            &["handle", "event_loop", "main"],
+            &["burn", "event_loop", "main"],
+        ];
+        let mut per_second = Vec::new();
+        for s in 0..10 {
+            per_second.push((s, 0, 90));
+            if s == 3 || s == 7 {
+                per_second.push((s, 1, 60));
+            }
+        }
+        let report = on_cpu(per_second, stacks).differential(&BTreeSet::from([3, 7]));
+        assert_eq!(report.slow_samples, 300);
+        let top = &report.over_represented[0];
+        assert_eq!(top.frame, "burn");
+        assert_eq!((top.slow_share, top.normal_share), (0.4, 0.0));
+        // main and the loop are on every stack: not claimed.
+        assert_eq!(report.over_represented.len(), 1);
+        assert_eq!(report.on_cpu[0].stack[0], "handle");
+    }
+
+    #[test]
+    fn noise_claims_nothing() {
+        // Near miss: the same two stacks in every second, shares moving by a few points.
+        let stacks: &[&[&str]] = &[&["a", "main"], &["b", "main"]];
+        let mut per_second = Vec::new();
+        for s in 0..10u32 {
+            per_second.push((s, 0, 80 + u64::from(s % 3) * 4));
+            per_second.push((s, 1, 20 - u64::from(s % 3) * 3));
+        }
+        let report = on_cpu(per_second, stacks).differential(&BTreeSet::from([2, 5]));
+        assert!(
+            report.over_represented.is_empty(),
+            "{:?}",
+            report.over_represented
+        );
+        let none = on_cpu(vec![(0, 0, 5)], stacks).differential(&BTreeSet::new());
+        assert!(none.missing.iter().any(|m| m.contains("no slow second")));
+    }
+
+    #[test]
+    fn folded_stacks_are_root_first() {
+        let stacks: &[&[&str]] = &[&["leaf;x", "main"]];
+        let oc = on_cpu(vec![(0, 0, 3), (1, 0, 2)], stacks);
+        assert_eq!(oc.folded(|_| true), vec!["main;leaf:x 5".to_string()]);
+        assert_eq!(oc.folded(|s| s == 1), vec!["main;leaf:x 2".to_string()]);
+    }
+}

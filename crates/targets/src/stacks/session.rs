@@ -1,0 +1,389 @@
+//! The samplers of one run, driven together: on-CPU stacks always, off-CPU time from
+//! sched_switch (or the /proc fallback), and at the end one naming pass for both and the
+//! [`Inside`] of the run: the report section, what a window of the run looked like from
+//! inside the server, and the flame graphs.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::off_cpu::{BlockedOverRepresented, BlockedTime, OffCpu};
+use super::on_cpu::{OverRepresented, StacksReport};
+use super::switches::unavailable_note;
+use super::symbols::Names;
+use super::threads::{ThreadStateSampler, DEFAULT_INTERVAL};
+use super::{slow_seconds, OnCpu, SamplerError, StackSampler, SwitchSampler};
+
+/// Where off-CPU time comes from in this run.
+enum OffSource {
+    Switches(Box<SwitchSampler>),
+    Threads(ThreadStateSampler),
+    Nothing,
+}
+
+/// The stack samplers of one run.
+pub struct Session {
+    on: StackSampler,
+    off: OffSource,
+    /// Why off-CPU time has no stacks or is not seen at all.
+    off_notes: Vec<String>,
+}
+
+impl Session {
+    /// Starts the on-CPU sampler at `frequency_hz` per CPU and, with `trace_switches`, the
+    /// off-CPU tracer; without it, or where sched_switch cannot be had, the /proc thread-state
+    /// sampler on the first of `looker_cpus` (the generator's). The tracer writes a record per
+    /// context switch of the server: against nginx at a fixed 20,000 req/s it cost the server
+    /// ~30 % more CPU per request (BENCHMARKS.md), so it is for runs that ask for it. Fails
+    /// only when on-CPU sampling cannot start.
+    pub fn open(
+        frequency_hz: u64,
+        looker_cpus: &[usize],
+        trace_switches: bool,
+    ) -> Result<Session, SamplerError> {
+        let on = StackSampler::open(frequency_hz)?;
+        let mut off_notes = Vec::new();
+        let switches = if trace_switches {
+            SwitchSampler::open().map_err(|e| unavailable_note(&e))
+        } else {
+            Err("off-CPU stacks: not traced (--stacks on traces sched_switch, which costs the server CPU per context switch); off-CPU time comes from /proc thread states (no stacks, only the wait channel)".to_string())
+        };
+        let off = match switches {
+            Ok(s) => OffSource::Switches(Box::new(s)),
+            Err(note) => {
+                off_notes.push(note);
+                match ThreadStateSampler::start(DEFAULT_INTERVAL, looker_cpus) {
+                    Ok(t) => OffSource::Threads(t),
+                    Err(e) => {
+                        off_notes.push(format!(
+                            "off-CPU time: n/a (the /proc sampler's thread did not start: {e})"
+                        ));
+                        OffSource::Nothing
+                    }
+                }
+            }
+        };
+        Ok(Session { on, off, off_notes })
+    }
+
+    /// The on-CPU sampling frequency per CPU.
+    pub fn frequency_hz(&self) -> u64 {
+        self.on.frequency_hz()
+    }
+
+    /// Second 0 of the run began at `origin_ns` (CLOCK_MONOTONIC, see [`super::monotonic_ns`]).
+    pub fn begin(&mut self, origin_ns: u64) {
+        self.on.begin(origin_ns);
+        match &mut self.off {
+            OffSource::Switches(s) => s.begin(origin_ns),
+            OffSource::Threads(t) => t.begin(origin_ns),
+            OffSource::Nothing => {}
+        }
+    }
+
+    /// The target's processes now (the whole tree): follows them and reads the buffers.
+    pub fn tick(&mut self, pids: &[u32]) {
+        self.on.set_pids(pids);
+        self.on.drain();
+        match &mut self.off {
+            OffSource::Switches(s) => {
+                s.set_pids(pids);
+                s.drain();
+            }
+            OffSource::Threads(t) => t.set_pids(pids),
+            OffSource::Nothing => {}
+        }
+    }
+
+    /// Stops sampling and names every frame (call it while the target still runs: its
+    /// binaries are read through /proc/PID). `seconds` is the run's time series, `(second,
+    /// outliers, max_us)` each, from which the slow seconds are found.
+    pub fn finish(mut self, seconds: &[(u32, u64, u64)]) -> Inside {
+        self.on.stop();
+        let (mut switches, threads) = match self.off {
+            OffSource::Switches(s) => (Some(*s), None),
+            OffSource::Threads(t) => (None, Some(t)),
+            OffSource::Nothing => (None, None),
+        };
+        if let Some(s) = &mut switches {
+            s.stop();
+        }
+        let mut maps = self.on.table.maps.clone();
+        let mut off_stacks = &[][..];
+        if let Some(s) = &switches {
+            for (pid, m) in &s.table.maps {
+                maps.entry(*pid).or_insert_with(|| m.clone());
+            }
+            off_stacks = &s.table.stacks;
+        }
+        let mut missing = Vec::new();
+        let names = Names::resolve(
+            self.on.table.stacks.iter().chain(off_stacks),
+            &maps,
+            &mut missing,
+        );
+        let mut on_cpu = self.on.named(&names);
+        on_cpu.missing.extend(missing);
+        let off_cpu = match (switches, threads) {
+            (Some(s), _) => Some(s.named(&names)),
+            (None, Some(t)) => Some(t.finish()),
+            (None, None) => None,
+        };
+        Inside::new(on_cpu, off_cpu, self.off_notes, slow_seconds(seconds))
+    }
+}
+
+/// The `stacks` section of the report: on-CPU stacks and off-CPU time, split into the slow
+/// seconds and the rest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InsideReport {
+    /// The on-CPU part.
+    #[serde(flatten)]
+    pub on_cpu: StacksReport,
+    /// Where off-CPU time came from; `None` when it was not seen.
+    pub off_cpu_sampler: Option<String>,
+    /// The ways the target's threads were off CPU, most time first.
+    pub off_cpu: Vec<BlockedTime>,
+    /// Those that took a clearly larger share of their threads' time in the slow seconds.
+    pub off_cpu_over_represented: Vec<BlockedOverRepresented>,
+}
+
+/// What the target's threads did over a run, joined to its slow seconds.
+#[derive(Debug, Clone)]
+pub struct Inside {
+    on_cpu: OnCpu,
+    off_cpu: Option<OffCpu>,
+    slow: BTreeSet<u32>,
+    /// The report section.
+    pub report: InsideReport,
+}
+
+/// What stood out in some seconds of the run: the top over-represented frame or wait.
+enum Standout {
+    Running(OverRepresented),
+    Waiting(BlockedOverRepresented),
+}
+
+impl Inside {
+    fn new(
+        on_cpu: OnCpu,
+        off_cpu: Option<OffCpu>,
+        off_notes: Vec<String>,
+        slow: BTreeSet<u32>,
+    ) -> Inside {
+        let mut on_report = on_cpu.differential(&slow);
+        on_report.missing.extend(off_notes);
+        let (off_times, off_over) = off_cpu
+            .as_ref()
+            .map(|o| o.differential(&slow))
+            .unwrap_or_default();
+        if let Some(o) = &off_cpu {
+            on_report.missing.extend(o.missing.iter().cloned());
+        }
+        let report = InsideReport {
+            on_cpu: on_report,
+            off_cpu_sampler: off_cpu.as_ref().map(|o| o.source.clone()),
+            off_cpu: off_times,
+            off_cpu_over_represented: off_over,
+        };
+        Inside {
+            on_cpu,
+            off_cpu,
+            slow,
+            report,
+        }
+    }
+
+    /// The seconds of the run found slow.
+    pub fn slow_seconds(&self) -> &BTreeSet<u32> {
+        &self.slow
+    }
+
+    /// What the server was doing inside the window `[start_s, end_s]` of the run (a
+    /// diagnosis' window; `None`: the slow seconds), against the other seconds: the frame on
+    /// CPU or the wait that stands out most, or a sentence saying that none does.
+    pub fn explain(&self, window: Option<(f64, f64)>) -> String {
+        let seconds: BTreeSet<u32> = match window {
+            Some((start, end)) => {
+                let first = start.max(0.0).floor() as u32;
+                let last = (end.max(start).ceil() as u32).max(first + 1);
+                (first..last).collect()
+            }
+            None => self.slow.clone(),
+        };
+        let when = match window {
+            Some((start, end)) => format!("{start:.2}–{end:.2} s"),
+            None => "the slow seconds".into(),
+        };
+        if seconds.is_empty() {
+            return "no slow second to look inside".into();
+        }
+        // Against the normal seconds: the run's other slow seconds (other stalls of the same
+        // fault) would hide what this window has.
+        let others: BTreeSet<u32> = self.slow.difference(&seconds).copied().collect();
+        let on = self
+            .on_cpu
+            .without(&others)
+            .differential(&seconds)
+            .over_represented;
+        let off = self
+            .off_cpu
+            .as_ref()
+            .map(|o| o.without(&others).differential(&seconds).1)
+            .unwrap_or_default();
+        let lift = |s: &Standout| match s {
+            Standout::Running(o) => o.slow_share - o.normal_share,
+            Standout::Waiting(o) => o.slow_share - o.normal_share,
+        };
+        let best = [
+            on.into_iter().next().map(Standout::Running),
+            off.into_iter().next().map(Standout::Waiting),
+        ]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| lift(a).total_cmp(&lift(b)));
+        match best {
+            Some(Standout::Running(o)) => format!(
+                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the normal seconds)",
+                o.slow_share * 100.0,
+                o.frame,
+                o.location.map_or(String::new(), |l| format!(" at {l}")),
+                o.normal_share * 100.0
+            ),
+            Some(Standout::Waiting(o)) => format!(
+                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) in {}: {} (vs {:.1} % in the normal seconds)",
+                o.slow_share * 100.0,
+                o.blocked.thread,
+                o.blocked.state,
+                o.blocked.syscall,
+                super::text::call_site(&o.blocked.stack),
+                o.normal_share * 100.0
+            ),
+            None => format!(
+                "no stack or wait of the server stands out in {when} against the normal seconds"
+            ),
+        }
+    }
+
+    /// Writes a flame graph (SVG, inferno): of the on-CPU samples over the whole run, or,
+    /// with `slow_only`, of the slow seconds' wall time, on-CPU samples (as CPU time) beside
+    /// off-CPU waits, so a stall shows as wide as a burn.
+    pub fn write_flamegraph(&self, path: &Path, slow_only: bool) -> std::io::Result<()> {
+        let mut options = inferno::flamegraph::Options::default();
+        let lines = if slow_only {
+            options.title = format!(
+                "tailscope: the server in the slow seconds ({}), on and off CPU",
+                if self.slow.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.slow
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            );
+            options.count_name = "µs".into();
+            let us_per_sample = 1_000_000 / self.on_cpu.frequency_hz.max(1);
+            let keep = |s: u32| self.slow.contains(&s);
+            let mut lines: Vec<String> = self
+                .on_cpu
+                .folded(keep)
+                .into_iter()
+                .filter_map(|l| {
+                    let (stack, n) = l.rsplit_once(' ')?;
+                    let n: u64 = n.parse().ok()?;
+                    Some(format!("on-CPU;{stack} {}", n * us_per_sample))
+                })
+                .collect();
+            if let Some(off) = &self.off_cpu {
+                lines.extend(off.folded(keep).into_iter().map(|l| format!("off-CPU;{l}")));
+            }
+            lines
+        } else {
+            options.title = "tailscope: the server's on-CPU stacks over the run".into();
+            options.count_name = "samples".into();
+            self.on_cpu.folded(|_| true)
+        };
+        let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        let result = if lines.is_empty() {
+            // inferno refuses an empty input; say so in the picture rather than fail the run.
+            options.title += " (nothing sampled)";
+            inferno::flamegraph::from_lines(&mut options, ["nothing-sampled 1"], file)
+        } else {
+            inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), file)
+        };
+        result.map_err(std::io::Error::other)
+    }
+
+    /// The "Server inside" section of the text summary.
+    pub fn text(&self) -> String {
+        super::text::section(&self.report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inside() -> Inside {
+        let mut on = OnCpu {
+            frequency_hz: 100,
+            stacks: vec![
+                vec!["handle".into(), "main".into()],
+                vec!["burn".into(), "main".into()],
+            ],
+            ..OnCpu::default()
+        };
+        let mut off = OffCpu::new("test");
+        let lock = super::super::Blocked {
+            thread: "srv".into(),
+            state: "S".into(),
+            syscall: "futex".into(),
+            stack: vec![
+                "__x64_sys_futex_[k]".into(),
+                "lock_wait".into(),
+                "main".into(),
+            ],
+        };
+        for s in 0..10u32 {
+            on.per_second.push((s, 0, 90));
+            off.watch(s, 1, 1_000_000);
+            if s == 3 {
+                on.per_second.push((s, 1, 60));
+            }
+            if s == 7 || s == 9 {
+                off.add(s, &lock, 1, 600_000);
+            }
+        }
+        on.samples = on.per_second.iter().map(|p| p.2).sum();
+        Inside::new(on, Some(off), Vec::new(), BTreeSet::from([3, 7, 9]))
+    }
+
+    #[test]
+    fn a_window_is_explained_by_what_stands_out_in_it() {
+        let inside = inside();
+        let burn = inside.explain(Some((3.1, 3.4)));
+        assert!(burn.contains("in burn") && burn.contains("40 %"), "{burn}");
+        // Second 9 has the same wait: the window of 7 is compared with the normal seconds.
+        let lock = inside.explain(Some((7.2, 7.9)));
+        assert!(
+            lock.contains("off-CPU (S) in futex") && lock.contains("lock_wait"),
+            "{lock}"
+        );
+        let quiet = inside.explain(Some((5.0, 5.5)));
+        assert!(quiet.contains("stands out"), "{quiet}");
+    }
+
+    #[test]
+    fn the_slow_flame_graph_has_both_sides() {
+        let inside = inside();
+        let path = std::env::temp_dir().join(format!("tailscope-slow-{}.svg", std::process::id()));
+        inside.write_flamegraph(&path, true).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(svg.contains("burn") && svg.contains("lock_wait"));
+        assert!(svg.contains("on-CPU") && svg.contains("off-CPU"));
+    }
+}

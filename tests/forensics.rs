@@ -50,32 +50,6 @@ fn causes(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Share of all CPUs (0..=1) that something else kept busy over 300 ms, read from /proc/stat
-/// before a test starts its own load.
-fn machine_busy_before() -> f64 {
-    fn sample() -> Option<(u64, u64)> {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let ticks: Vec<u64> = stat
-            .lines()
-            .next()?
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
-        Some((ticks.iter().take(8).sum(), idle))
-    }
-    let Some((total0, idle0)) = sample() else {
-        return 0.0;
-    };
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let Some((total1, idle1)) = sample() else {
-        return 0.0;
-    };
-    let total = total1.saturating_sub(total0).max(1);
-    1.0 - idle1.saturating_sub(idle0) as f64 / total as f64
-}
-
 /// True, after recording the test as inconclusive, when the run named `cpu_contention` on a
 /// machine that other work already kept busy: the rule was right, the test's premise (a quiet
 /// box) was not. On a quiet machine (CI) the caller's assertion stands.
@@ -97,7 +71,7 @@ fn a_healthy_run_names_no_cause_and_profiles_the_server() {
     let Some(server) = Server::start(&[]) else {
         return;
     };
-    let busy_before = machine_busy_before();
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(
         &server.url,
         &["-q", "1000", "-c", "4", "-z", "2s", "--pid", &server.pid()],
@@ -321,7 +295,7 @@ fn an_unrelated_overflowing_listener_is_not_this_servers_cause() {
         return;
     };
     let neighbour = OverflowingNeighbour::start();
-    let busy_before = machine_busy_before();
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(
         &healthy.url,
         &["-q", "1000", "-c", "4", "-z", "2s", "--pid", &healthy.pid()],
@@ -548,7 +522,7 @@ fn a_cpu_hog_on_the_generators_core_is_named_generator_saturated() {
     let _turn = serial();
     // The default split gives the generator the last CPUs; a busy loop takes half of one.
     let last = *tailscope_targets::cpus::available().last().unwrap();
-    let busy_before = machine_busy_before();
+    let busy_before = common::machine_busy_before();
     let Some(r) = run_beside_a_busy_loop(last, &["--cpus", &last.to_string()]) else {
         return;
     };

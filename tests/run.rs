@@ -206,6 +206,7 @@ fn connect_timeout_when_the_accept_queue_is_full(e: Engine) {
 
 fn open_loop_holds_the_rate(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = e.run_json(&server.url("/"), &["-q", "400", "-z", "2s", "-c", "8"]);
     assert_eq!(code, 0, "{stderr}");
     let requests = n(&r["summary"]["requests"]);
@@ -215,12 +216,17 @@ fn open_loop_holds_the_rate(e: Engine) {
     );
     assert_eq!(r["config"]["mode"], "open");
     assert!(r["latency_uncorrected_us"]["p50"].as_u64().is_some());
-    // Against a fast server sends leave on schedule; a few may slip on a busy test machine.
-    assert!(
-        n(&r["summary"]["late_sends"]) < requests / 10,
-        "{}",
-        r["summary"]
-    );
+    // Against a fast server sends leave on schedule; a few may slip on a busy test machine,
+    // and many when other work holds the CPUs (then the test cannot tell).
+    let late = n(&r["summary"]["late_sends"]);
+    if late >= requests / 10 && busy_before > 0.3 {
+        common::inconclusive(format!(
+            "{late} of {requests} sends late while other work kept {:.0} % of the CPUs busy",
+            busy_before * 100.0
+        ));
+        return;
+    }
+    assert!(late < requests / 10, "{}", r["summary"]);
 }
 
 fn open_loop_corrects_for_a_stalled_server(e: Engine) {

@@ -392,3 +392,29 @@ pub fn full_listener() -> (socket2::Socket, SocketAddr, Vec<TcpStream>) {
     }
     (socket, addr, fillers)
 }
+
+/// Share of all CPUs (0..=1) that something else kept busy over 300 ms, read from /proc/stat
+/// before a test starts its own load.
+pub fn machine_busy_before() -> f64 {
+    fn sample() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+        Some((ticks.iter().take(8).sum(), idle))
+    }
+    let Some((total0, idle0)) = sample() else {
+        return 0.0;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let Some((total1, idle1)) = sample() else {
+        return 0.0;
+    };
+    let total = total1.saturating_sub(total0).max(1);
+    1.0 - idle1.saturating_sub(idle0) as f64 / total as f64
+}

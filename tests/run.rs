@@ -219,7 +219,7 @@ fn open_loop_holds_the_rate(e: Engine) {
     // Against a fast server sends leave on schedule; a few may slip on a busy test machine,
     // and many when other work holds the CPUs (then the test cannot tell).
     let late = n(&r["summary"]["late_sends"]);
-    if late >= requests / 10 && busy_before > 0.3 {
+    if late >= requests / 10 && busy_before > 0.15 {
         common::inconclusive(format!(
             "{late} of {requests} sends late while other work kept {:.0} % of the CPUs busy",
             busy_before * 100.0

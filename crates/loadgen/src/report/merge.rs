@@ -51,7 +51,9 @@ pub struct MergedRun {
     pub segment: Option<Segment>,
     /// When its measurement began, RFC 3339 UTC.
     pub started_at: String,
-    /// How long after the earliest generator it began (s).
+    /// How long after the earliest generator it began (s). Its seconds and its slowest
+    /// requests are moved onto the merged clock by this rounded to the whole second (a
+    /// warning says when that is more than 0.1 s off).
     pub offset_s: f64,
     /// Its own connections.
     pub connections: usize,
@@ -72,6 +74,11 @@ pub struct MergedRun {
 /// Runs whose starts are further apart than this did not load the server together for the
 /// whole window: the merged report says so.
 const START_SPREAD_WARN_S: f64 = 1.0;
+
+/// A run's seconds are summed into the merged clock's whole seconds nearest to them: a run
+/// that started further than this from one has its per-second figures added into seconds
+/// that cover other wall-clock time, and the merged report says by how much.
+const SECOND_ALIGN_WARN_S: f64 = 0.1;
 
 fn decode(name: &str, what: &str, data: &str) -> Result<Histogram<u64>, Error> {
     decode_base64(data).ok_or_else(|| {
@@ -257,17 +264,35 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     }
     let latency = latency.expect("at least one report");
 
-    // Time series: each run's seconds shifted by its start, to the nearest whole second, and
-    // summed; each second's percentiles from the sum of its histograms.
+    // Each run's seconds move onto the merged clock by its start, rounded to the whole
+    // second: a run's second can only be added whole into one merged second. What the
+    // rounding moved a run by (up to 0.5 s) is warned about below.
+    let shifts: Vec<i64> = generators
+        .iter()
+        .map(|g| (g.started_unix_s - start).round() as i64)
+        .collect();
+    let misaligned: Vec<(&str, f64)> = reports
+        .iter()
+        .zip(&generators)
+        .zip(&shifts)
+        .map(|(((name, _), g), &shift)| {
+            (
+                name.as_str(),
+                (g.started_unix_s - start - shift as f64).abs(),
+            )
+        })
+        .filter(|&(_, off)| off > SECOND_ALIGN_WARN_S)
+        .collect();
+
+    // Time series: each run's seconds shifted, and summed; each second's percentiles from the
+    // sum of its histograms.
     struct Second {
         point: TimePoint,
         whole: bool,
         latency: Option<Histogram<u64>>,
     }
     let mut seconds: BTreeMap<i64, Second> = BTreeMap::new();
-    for ((name, r), g) in reports.iter().zip(&generators) {
-        let offset = g.started_unix_s - start;
-        let shift = offset.round() as i64;
+    for ((name, r), &shift) in reports.iter().zip(&shifts) {
         for (p, h) in r.timeseries.iter().zip(&r.second_histograms) {
             let key = shift + p.t_s.ceil() as i64;
             let s = seconds.entry(key).or_insert_with(|| Second {
@@ -325,7 +350,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         timeseries.push(s.point);
     }
 
-    // The slowest requests of all, on the merged clock.
+    // The slowest requests of all, on the merged clock: shifted as their run's seconds are,
+    // so each falls in the merged second that counts it.
     let keep = reports
         .iter()
         .map(|(_, r)| r.slowest.len())
@@ -333,11 +359,10 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         .unwrap_or(0);
     let mut slowest: Vec<_> = reports
         .iter()
-        .zip(&generators)
-        .flat_map(|((_, r), g)| {
-            let offset = g.started_unix_s - start;
+        .zip(&shifts)
+        .flat_map(|((_, r), &shift)| {
             r.slowest.iter().cloned().map(move |mut s| {
-                s.at_s += offset;
+                s.at_s += shift as f64;
                 s
             })
         })
@@ -490,6 +515,17 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         warnings.push(format!(
             "the generators started up to {:.1} s apart: they did not load the server together for the whole window (give them one --start-at)",
             latest_start - start
+        ));
+    }
+    if !misaligned.is_empty() {
+        let runs: Vec<String> = misaligned
+            .iter()
+            .map(|(name, off)| format!("{name} {off:.2} s"))
+            .collect();
+        let worst = misaligned.iter().map(|&(_, off)| off).fold(0.0, f64::max);
+        warnings.push(format!(
+            "per-second figures are up to {worst:.2} s off: a run's seconds are summed into the merged whole second nearest them, and these started that far from one ({}); give the generators one --start-at",
+            runs.join(", ")
         ));
     }
     if all().any(|r| !r.rate_changes.is_empty()) {
@@ -661,6 +697,52 @@ mod tests {
             .iter()
             .any(|w| w.contains("started up to 1.1 s apart"));
         assert!(warned, "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn runs_off_the_whole_seconds_are_named_and_their_slowest_sit_in_their_seconds() {
+        use crate::snapshot::SlowRequest;
+        let mut inputs = three();
+        // b (0.2 s late) and c (1.1 s late) are counted in seconds that began 0.2 s and
+        // 0.1 s away from theirs: the page must say so, and date their slowest requests in
+        // the seconds that count them.
+        let slow = |at_s: f64, latency_us: u64| SlowRequest {
+            at_s,
+            latency_us,
+            ..SlowRequest::default()
+        };
+        inputs[1].1.slowest = vec![slow(0.9, 5_000), slow(0.3, 200)];
+        inputs[2].1.slowest = vec![slow(0.5, 90_000)];
+        let m = merge(&inputs, false).unwrap();
+        let at: Vec<(u64, f64)> = m.slowest.iter().map(|s| (s.latency_us, s.at_s)).collect();
+        // b's 0.9 s is in its first second, summed into second 1 (0..1]; c's 0.5 s is in
+        // its first second, summed into second 2 (1..2].
+        assert_eq!(at, vec![(90_000, 1.5), (5_000, 0.9)]);
+        let second_of = |t: f64| m.timeseries.iter().position(|p| t <= p.t_s).unwrap();
+        assert_eq!(second_of(0.9), 0);
+        assert_eq!(second_of(1.5), 1);
+        assert!(m.timeseries[1].max_us >= 89_000, "c's 90 ms is in second 2");
+        let off = m
+            .warnings
+            .iter()
+            .find(|w| w.contains("whole second"))
+            .unwrap_or_else(|| panic!("{:?}", m.warnings));
+        assert!(off.contains("b.json 0.20 s"), "{off}");
+        assert!(!off.contains("a.json"), "{off}");
+
+        // Runs within 0.1 s of the whole seconds: nothing to say.
+        let mut inputs = three();
+        inputs.truncate(1);
+        inputs.push((
+            "d.json".into(),
+            report("http://127.0.0.1:9/", 2, 2.05, &[1], &[1]),
+        ));
+        let m = merge(&inputs, false).unwrap();
+        assert!(
+            m.warnings.iter().all(|w| !w.contains("whole second")),
+            "{:?}",
+            m.warnings
+        );
     }
 
     #[test]

@@ -142,6 +142,14 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.sum()
 }
 
+/// The segments' shares of `-q` added back up, to 12 significant digits: r/N added N times
+/// is not always r in floating point (100/7 × 7 = 100.00000000000001), and a rate anyone
+/// asked for has fewer digits than that. Known only when every report has one.
+fn sum_of_rates(rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let total: f64 = rates.sum::<Option<f64>>()?;
+    format!("{total:.11e}").parse().ok()
+}
+
 /// Merges `reports` (each with the file it came from, for messages) into one report.
 ///
 /// Refused with [`Error::Merge`] (the binary exits 2): no report, a report that is itself
@@ -431,7 +439,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     let mut config = first.config.clone();
     config.connections = all().map(|r| r.config.connections).sum();
     config.threads = all().map(|r| r.config.threads).sum();
-    config.rate = all().map(|r| r.config.rate).sum();
+    config.rate = sum_of_rates(all().map(|r| r.config.rate));
     config.requests = all().map(|r| r.config.requests).sum();
     config.cpus = Vec::new();
     let target = all()
@@ -743,6 +751,26 @@ mod tests {
             "{:?}",
             m.warnings
         );
+    }
+
+    #[test]
+    fn the_split_rate_adds_back_up_to_the_rate_asked_for() {
+        // -q 12345.6 split in 3: the shares' floating-point sum is 12345.599999999999.
+        let mut inputs = three();
+        for (_, r) in &mut inputs {
+            r.config.mode = "open".into();
+            r.config.rate = Some(12345.6 / 3.0);
+        }
+        let m = merge(&inputs, false).unwrap();
+        assert_eq!(m.config.rate, Some(12345.6));
+        for n in 1..=16 {
+            for rate in [0.7, 10.0, 100.0, 1000.0, 3000.0, 12345.6, 1e6] {
+                let shares = (0..n).map(|_| Some(rate / n as f64));
+                assert_eq!(sum_of_rates(shares), Some(rate), "{rate} in {n}");
+            }
+        }
+        // Closed loop: no rate, and none made up.
+        assert_eq!(merge(&three(), false).unwrap().config.rate, None);
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub fn share(total: u64, parts: usize, i: usize) -> u64 {
 }
 
 /// Segment `index` of `count` (1-based, as `--segment 2/3` writes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Segment {
     /// Which share, 1..=count.
     pub index: usize,

@@ -207,28 +207,39 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         .iter()
         .map(|g| g.segment.unwrap_or(whole))
         .collect();
-    let count = segs[0].count;
-    let mut by_index: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    // Split in different ways (only with --force): the finest split is the one whose missing
+    // segments are named; the others are said to differ.
+    let count = segs
+        .iter()
+        .map(|s| s.count)
+        .max()
+        .expect("at least one report");
+    let mut counts: Vec<usize> = segs.iter().map(|s| s.count).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let mut by_segment: BTreeMap<Segment, Vec<&str>> = BTreeMap::new();
     for ((name, _), s) in reports.iter().zip(&segs) {
-        if s.count != count {
+        if s.count != segs[0].count {
             let m = format!(
                 "{name} is segment {s} but {first_name} is segment {}: the load was split in different ways",
                 segs[0]
             );
             overridable(m, force, &mut overridden)?;
         }
-        by_index.entry(s.index).or_default().push(name);
+        by_segment.entry(*s).or_default().push(name);
     }
-    for (index, names) in &by_index {
+    for (s, names) in &by_segment {
         if names.len() > 1 {
             let m = format!(
-                "segment {index}/{count} overlaps: {} all ran it (a load counted twice)",
+                "segment {s} overlaps: {} all ran it (a load counted twice)",
                 names.join(", ")
             );
             overridable(m, force, &mut overridden)?;
         }
     }
-    let missing: Vec<usize> = (1..=count).filter(|i| !by_index.contains_key(i)).collect();
+    let missing: Vec<usize> = (1..=count)
+        .filter(|&index| !by_segment.contains_key(&Segment { index, count }))
+        .collect();
     let any_segment = generators.iter().any(|g| g.segment.is_some());
 
     // The union of the windows, on wall-clock time.
@@ -511,6 +522,13 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         extra: serde_json::Map::new(),
     };
     let mut warnings = merged.compute_warnings();
+    if counts.len() > 1 {
+        let list: Vec<String> = counts.iter().map(usize::to_string).collect();
+        warnings.push(format!(
+            "the reports split the load into different numbers of segments ({}): missing segments are counted among the {count} of the largest split",
+            list.join(", ")
+        ));
+    }
     if !missing.is_empty() {
         let list: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
         warnings.push(format!(
@@ -771,6 +789,34 @@ mod tests {
         }
         // Closed loop: no rate, and none made up.
         assert_eq!(merge(&three(), false).unwrap().config.rate, None);
+    }
+
+    #[test]
+    fn forced_segments_of_different_counts_are_counted_against_the_largest() {
+        // 1/1 + 2/3 + 3/3: the split in 3 misses its first third (1/1 is another split).
+        let mut inputs = three();
+        inputs[0].1.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 1 });
+        let e = merge(&inputs, false).unwrap_err().to_string();
+        assert!(e.contains("split in different ways"), "{e}");
+        let m = merge(&inputs, true).unwrap();
+        let info = m.merged.as_ref().unwrap();
+        assert_eq!(info.segments, Some(3));
+        assert_eq!(info.missing_segments, vec![1]);
+        let said = m
+            .warnings
+            .iter()
+            .any(|w| w.contains("different numbers of segments (1, 3)"));
+        assert!(said, "{:?}", m.warnings);
+        // The largest count wherever it comes: 2/3 + 1/2.
+        let mut inputs = three();
+        inputs.truncate(2);
+        inputs[0].1.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 2 });
+        let m = merge(&inputs, true).unwrap();
+        let info = m.merged.as_ref().unwrap();
+        assert_eq!(
+            (info.segments, info.missing_segments.clone()),
+            (Some(3), vec![1, 3])
+        );
     }
 
     #[test]

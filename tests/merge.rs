@@ -402,32 +402,34 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
     drop(ns);
 }
 
-/// Three `-n` runs of one loopback server, segments 1..3 of 3.
+/// Three `-n` runs of one loopback server, segments 1..3 of 3, started together (runs whose
+/// load windows never overlapped are not merged): 100 requests each at 50 req/s, 2 s windows.
 fn three_loopback_reports(dir: &Path, url: &str) -> Vec<PathBuf> {
-    (1..=3)
+    // Far enough ahead for three processes to start on a loaded machine.
+    let start_at = format!("{:.3}", unix_now() + 3.0);
+    let runs: Vec<(PathBuf, Child)> = (1..=3)
         .map(|i| {
             let file = dir.join(format!("{i}.json"));
             let segment = format!("{i}/3");
-            let out = tailscope(&[
-                "run",
-                url,
-                "-n",
-                "300",
-                "-c",
-                "3",
-                "--threads",
-                "1",
-                "--segment",
-                &segment,
-                "--json",
-                &file.display().to_string(),
-            ]);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+                .args(["run", url, "-n", "300", "-q", "150", "-c", "3"])
+                .args(["--threads", "1", "--segment", &segment])
+                .args(["--start-at", &start_at, "--json"])
+                .arg(&file)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (file, child)
+        })
+        .collect();
+    runs.into_iter()
+        .map(|(file, mut child)| {
+            let code = wait_bounded(&mut child, Duration::from_secs(40));
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert_eq!(code, 0, "{err}");
             file
         })
         .collect()

@@ -242,24 +242,41 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         .collect();
     let any_segment = generators.iter().any(|g| g.segment.is_some());
 
-    // The union of the windows, on wall-clock time.
-    let start = generators
-        .iter()
-        .map(|g| g.started_unix_s)
-        .fold(f64::INFINITY, f64::min);
-    let window_end = reports
+    // Each run's load window [start, start + duration] on wall-clock time, and their union.
+    let windows: Vec<(f64, f64)> = reports
         .iter()
         .zip(&generators)
-        .map(|((_, r), g)| g.started_unix_s + r.summary.duration_s)
+        .map(|((_, r), g)| (g.started_unix_s, g.started_unix_s + r.summary.duration_s))
+        .collect();
+    // The run that began last and the one whose window ended first.
+    let late = (0..windows.len())
+        .max_by(|&a, &b| windows[a].0.total_cmp(&windows[b].0))
+        .expect("at least one report");
+    let early = (0..windows.len())
+        .min_by(|&a, &b| windows[a].1.total_cmp(&windows[b].1))
+        .expect("at least one report");
+    let start = windows.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
+    let window_end = windows
+        .iter()
+        .map(|w| w.1)
         .fold(f64::NEG_INFINITY, f64::max);
+    let latest_start = windows[late].0;
     let data_end = generators
         .iter()
         .map(|g| g.ended_unix_s)
         .fold(f64::NEG_INFINITY, f64::max);
-    let latest_start = generators
-        .iter()
-        .map(|g| g.started_unix_s)
-        .fold(f64::NEG_INFINITY, f64::max);
+    // Runs that never all loaded the server at one moment (one began after another had
+    // ended: run hours apart, a wrong --start-at) are not one load: `rps` over the union of
+    // their windows would count the gap between them as time of a load that never was.
+    if latest_start >= windows[early].1 {
+        let m = format!(
+            "{} began its load window {:.1} s after {} ended its own: the runs never loaded the server together, so they are not one load (give them one --start-at)",
+            reports[late].0,
+            latest_start - windows[early].1,
+            reports[early].0
+        );
+        overridable(m, force, &mut overridden)?;
+    }
 
     // Histograms: added, never averaged.
     let mut latency = None;
@@ -761,7 +778,7 @@ mod tests {
         inputs.truncate(1);
         inputs.push((
             "d.json".into(),
-            report("http://127.0.0.1:9/", 2, 2.05, &[1], &[1]),
+            report("http://127.0.0.1:9/", 2, 1.95, &[1], &[1]),
         ));
         let m = merge(&inputs, false).unwrap();
         assert!(
@@ -816,6 +833,35 @@ mod tests {
         assert_eq!(
             (info.segments, info.missing_segments.clone()),
             (Some(3), vec![1, 3])
+        );
+    }
+
+    #[test]
+    fn runs_that_never_loaded_the_server_together_are_refused_unless_forced() {
+        // c ran an hour after a and b had ended: no rps over the union of their windows.
+        let mut inputs = three();
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 3600.0, &[1], &[1]);
+        let e = merge(&inputs, false).unwrap_err().to_string();
+        assert!(
+            e.contains("c.json began its load window 3598.0 s after a.json ended its own"),
+            "{e}"
+        );
+        assert!(e.contains("--force"), "{e}");
+        let m = merge(&inputs, true).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        let said = m
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("merged with --force although c.json began"));
+        assert!(said, "{:?}", m.warnings);
+        // Windows that share only a moment still overlap: a ends at 2.0 s, c starts at 1.9 s.
+        let mut inputs = three();
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 1.9, &[1], &[1]);
+        assert!(merge(&inputs, false).is_ok());
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 2.0, &[1], &[1]);
+        assert!(
+            merge(&inputs, false).is_err(),
+            "a's window ended as c's began"
         );
     }
 

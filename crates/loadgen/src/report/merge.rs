@@ -154,9 +154,10 @@ fn sum_of_rates(rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 ///
 /// Refused with [`Error::Merge`] (the binary exits 2): no report, a report that is itself
 /// merged, one without the `generator` section or per-second histograms (written by an
-/// older tailscope), a damaged histogram; and, unless `force`, reports of different
-/// settings (URL, method, mode, duration, ...), or whose segments overlap or count
-/// differently. Missing segments are not refused: they are named in the result.
+/// older tailscope), a damaged histogram, one run given twice; and, unless `force`, a
+/// report run without `--segment`, reports of different settings (URL, method, mode,
+/// duration, ...), whose segments overlap or count differently, or whose load windows
+/// never overlapped. Missing segments are not refused: they are named in the result.
 pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error> {
     let refuse = |m: String| Err(Error::Merge(m));
     let Some((first_name, first)) = reports.first() else {
@@ -165,7 +166,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         );
     };
     let mut overridden = Vec::new();
-    let mut generators = Vec::with_capacity(reports.len());
+    let mut generators: Vec<&super::Generator> = Vec::with_capacity(reports.len());
     for (name, r) in reports {
         if r.merged.is_some() {
             return refuse(format!(
@@ -190,6 +191,27 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 r.second_histograms.len()
             ));
         }
+        // One run given twice (the same file under two names, or a copy) would count its
+        // load twice: never what was meant, so --force does not override it.
+        let same_run = |o: &&super::Generator| {
+            (&o.host, o.segment, o.started_unix_s, o.ended_unix_s)
+                == (&g.host, g.segment, g.started_unix_s, g.ended_unix_s)
+        };
+        if let Some(i) = generators.iter().position(same_run) {
+            return refuse(format!(
+                "{name} is {} again (host {}, segment {}, started {}): the same report given twice; give each generator's report once",
+                reports[i].0,
+                g.host.as_deref().unwrap_or("n/a"),
+                g.segment.map_or("none".into(), |s| s.to_string()),
+                g.started_at
+            ));
+        }
+        if g.segment.is_none() {
+            let m = format!(
+                "{name} is not a segment: it was run without --segment I/N, so it is a whole load of its own, not a share of one; merge the reports of `tailscope run --segment I/N` (one per generator)"
+            );
+            overridable(m, force, &mut overridden)?;
+        }
         let diff = differences(&first.config, &r.config);
         if !diff.is_empty() {
             let m = format!(
@@ -201,7 +223,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         generators.push(g);
     }
 
-    // Segments: each report is segment I of one N; a report without one is the whole load.
+    // Segments: each report is segment I of one N; a report without one (only with --force)
+    // is the whole load.
     let whole = Segment { index: 1, count: 1 };
     let segs: Vec<Segment> = generators
         .iter()
@@ -866,6 +889,36 @@ mod tests {
     }
 
     #[test]
+    fn one_run_given_twice_is_refused_even_forced() {
+        let mut inputs = three();
+        inputs[0].1.generator.as_mut().unwrap().host = Some("gen-a".into());
+        inputs[2] = ("copy-of-a.json".into(), inputs[0].1.clone());
+        for force in [false, true] {
+            let e = merge(&inputs, force).unwrap_err().to_string();
+            assert!(
+                e.contains("copy-of-a.json is a.json again (host gen-a, segment 1/3, started 1970-01-01T00:16:40"),
+                "{e}"
+            );
+            assert!(e.contains("give each generator's report once"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_report_that_is_no_segment_is_refused_unless_forced() {
+        let mut inputs = three();
+        inputs[1].1.generator.as_mut().unwrap().segment = None;
+        let e = merge(&inputs, false).unwrap_err().to_string();
+        assert!(
+            e.contains("b.json is not a segment: it was run without --segment I/N"),
+            "{e}"
+        );
+        // Forced, it counts as the whole load (1/1).
+        let m = merge(&inputs, true).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        assert_eq!(m.summary.requests, 58);
+    }
+
+    #[test]
     fn a_partial_last_second_keeps_its_end() {
         let mut inputs = three();
         // c ended 0.5 s into its second second: on the merged clock (+1 s), at 2.5 s.
@@ -893,8 +946,9 @@ mod tests {
             .iter()
             .any(|w| w.starts_with("merged with --force")));
 
+        // A second run of segment 2/3 (not a copy of b: started 0.1 s later).
         let mut inputs = three();
-        inputs[2].1 = inputs[1].1.clone();
+        inputs[2].1 = report("http://127.0.0.1:9/", 2, 0.3, &[1], &[1]);
         let e = merge(&inputs, false).unwrap_err().to_string();
         assert!(e.contains("segment 2/3 overlaps: b.json, c.json"), "{e}");
 

@@ -198,6 +198,11 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 == (&g.host, g.segment, g.started_unix_s, g.ended_unix_s)
         };
         if let Some(i) = generators.iter().position(same_run) {
+            if reports[i].0 == *name {
+                return refuse(format!(
+                    "{name} is given twice: give each generator's report once"
+                ));
+            }
             return refuse(format!(
                 "{name} is {} again (host {}, segment {}, started {}): the same report given twice; give each generator's report once",
                 reports[i].0,
@@ -901,6 +906,9 @@ mod tests {
             );
             assert!(e.contains("give each generator's report once"), "{e}");
         }
+        inputs[2].0 = "a.json".into();
+        let e = merge(&inputs, true).unwrap_err().to_string();
+        assert!(e.starts_with("a.json is given twice"), "{e}");
     }
 
     #[test]

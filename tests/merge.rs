@@ -438,6 +438,19 @@ fn loopback_segment_reports(dir: &Path, url: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `tailscope run URL -n 30 -c 3 EXTRA --json FILE`, which must succeed.
+fn one_small_run(url: &str, file: &Path, extra: &[&str]) {
+    let file = file.display().to_string();
+    let mut args = vec!["run", url, "-n", "30", "-c", "3", "--json", &file];
+    args.extend(extra);
+    let out = tailscope(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn merge_cli(files: &[&Path], extra: &[&str]) -> (i32, String, String) {
     let mut args = vec!["merge".to_string()];
     args.extend(files.iter().map(|f| f.display().to_string()));
@@ -490,44 +503,14 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
 
     // Another URL is another load.
     let other = dir.join("other.json");
-    let out = tailscope(&[
-        "run",
-        &server.url("/b"),
-        "-n",
-        "30",
-        "-c",
-        "3",
-        "--segment",
-        "3/3",
-        "--json",
-        &other.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    one_small_run(&server.url("/b"), &other, &["--segment", "3/3"]);
     let (code, _, stderr) = merge_cli(&[a, b, &other], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not parts of one load: url"), "{stderr}");
 
     // A run without --segment is a load of its own, not a share of this one.
     let plain = dir.join("plain.json");
-    let out = tailscope(&[
-        "run",
-        &server.url("/a"),
-        "-n",
-        "30",
-        "-c",
-        "3",
-        "--json",
-        &plain.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    one_small_run(&server.url("/a"), &plain, &[]);
     let (code, _, stderr) = merge_cli(&[a, b, &plain], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(

@@ -703,6 +703,26 @@ mod tests {
         r
     }
 
+    /// Refused with a message that says `why` and that --force overrides it; merged with it.
+    fn refused_unless_forced(inputs: &[(String, Report)], why: &str) -> Report {
+        let e = merge(inputs, false).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+        assert!(e.ends_with("(--force merges them anyway)"), "{e}");
+        let m = merge(inputs, true).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        m
+    }
+
+    fn assert_warning(m: &Report, about: &str) {
+        let said = m.warnings.iter().any(|w| w.contains(about));
+        assert!(said, "no warning about {about:?}: {:?}", m.warnings);
+    }
+
+    fn assert_no_warning(m: &Report, about: &str) {
+        let said = m.warnings.iter().any(|w| w.contains(about));
+        assert!(!said, "a warning about {about:?}: {:?}", m.warnings);
+    }
+
     fn three() -> Vec<(String, Report)> {
         let url = "http://127.0.0.1:9/";
         vec![
@@ -742,11 +762,7 @@ mod tests {
         assert_eq!(info.segments, Some(3));
         assert!(info.missing_segments.is_empty());
         assert_eq!(info.runs.len(), 3);
-        assert!(
-            m.warnings.iter().all(|w| !w.contains("missing")),
-            "{:?}",
-            m.warnings
-        );
+        assert_no_warning(&m, "missing");
     }
 
     #[test]
@@ -809,11 +825,7 @@ mod tests {
             report("http://127.0.0.1:9/", 2, 1.95, &[1], &[1]),
         ));
         let m = merge(&inputs, false).unwrap();
-        assert!(
-            m.warnings.iter().all(|w| !w.contains("whole second")),
-            "{:?}",
-            m.warnings
-        );
+        assert_no_warning(&m, "whole second");
     }
 
     #[test]
@@ -841,17 +853,11 @@ mod tests {
         // 1/1 + 2/3 + 3/3: the split in 3 misses its first third (1/1 is another split).
         let mut inputs = three();
         inputs[0].1.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 1 });
-        let e = merge(&inputs, false).unwrap_err().to_string();
-        assert!(e.contains("split in different ways"), "{e}");
-        let m = merge(&inputs, true).unwrap();
+        let m = refused_unless_forced(&inputs, "split in different ways");
         let info = m.merged.as_ref().unwrap();
         assert_eq!(info.segments, Some(3));
         assert_eq!(info.missing_segments, vec![1]);
-        let said = m
-            .warnings
-            .iter()
-            .any(|w| w.contains("different numbers of segments (1, 3)"));
-        assert!(said, "{:?}", m.warnings);
+        assert_warning(&m, "different numbers of segments (1, 3)");
         // The largest count wherever it comes: 2/3 + 1/2.
         let mut inputs = three();
         inputs.truncate(2);
@@ -869,19 +875,11 @@ mod tests {
         // c ran an hour after a and b had ended: no rps over the union of their windows.
         let mut inputs = three();
         inputs[2].1 = report("http://127.0.0.1:9/", 3, 3600.0, &[1], &[1]);
-        let e = merge(&inputs, false).unwrap_err().to_string();
-        assert!(
-            e.contains("c.json began its load window 3598.0 s after a.json ended its own"),
-            "{e}"
+        let m = refused_unless_forced(
+            &inputs,
+            "c.json began its load window 3598.0 s after a.json ended its own",
         );
-        assert!(e.contains("--force"), "{e}");
-        let m = merge(&inputs, true).unwrap();
-        assert!(m.merged.as_ref().unwrap().forced);
-        let said = m
-            .warnings
-            .iter()
-            .any(|w| w.starts_with("merged with --force although c.json began"));
-        assert!(said, "{:?}", m.warnings);
+        assert_warning(&m, "merged with --force although c.json began");
         // Windows that share only a moment still overlap: a ends at 2.0 s, c starts at 1.9 s.
         let mut inputs = three();
         inputs[2].1 = report("http://127.0.0.1:9/", 3, 1.9, &[1], &[1]);
@@ -915,14 +913,11 @@ mod tests {
     fn a_report_that_is_no_segment_is_refused_unless_forced() {
         let mut inputs = three();
         inputs[1].1.generator.as_mut().unwrap().segment = None;
-        let e = merge(&inputs, false).unwrap_err().to_string();
-        assert!(
-            e.contains("b.json is not a segment: it was run without --segment I/N"),
-            "{e}"
+        let m = refused_unless_forced(
+            &inputs,
+            "b.json is not a segment: it was run without --segment I/N",
         );
         // Forced, it counts as the whole load (1/1).
-        let m = merge(&inputs, true).unwrap();
-        assert!(m.merged.as_ref().unwrap().forced);
         assert_eq!(m.summary.requests, 58);
     }
 
@@ -942,13 +937,7 @@ mod tests {
     fn mismatches_are_refused_unless_forced() {
         let mut inputs = three();
         inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
-        let e = merge(&inputs, false).unwrap_err().to_string();
-        assert!(
-            e.contains("c.json and a.json are not parts of one load: url"),
-            "{e}"
-        );
-        let m = merge(&inputs, true).unwrap();
-        assert!(m.merged.as_ref().unwrap().forced);
+        let m = refused_unless_forced(&inputs, "c.json and a.json are not parts of one load: url");
         assert!(m
             .warnings
             .iter()

@@ -402,35 +402,53 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
     drop(ns);
 }
 
-/// Three `-n` runs of one loopback server, segments 1..3 of 3.
-fn three_loopback_reports(dir: &Path, url: &str) -> Vec<PathBuf> {
-    (1..=3)
-        .map(|i| {
-            let file = dir.join(format!("{i}.json"));
+/// `-n` runs of one loopback server, segments 1..3 of 3 and a second run of 2/3, started
+/// together (runs whose load windows never overlapped are not merged): 100 requests each at
+/// 50 req/s, 2 s windows.
+fn loopback_segment_reports(dir: &Path, url: &str) -> Vec<PathBuf> {
+    // Far enough ahead for three processes to start on a loaded machine.
+    let start_at = format!("{:.3}", unix_now() + 3.0);
+    let runs: Vec<(PathBuf, Child)> = [1, 2, 3, 2]
+        .into_iter()
+        .enumerate()
+        .map(|(run, i)| {
+            let file = dir.join(format!("{run}-{i}.json"));
             let segment = format!("{i}/3");
-            let out = tailscope(&[
-                "run",
-                url,
-                "-n",
-                "300",
-                "-c",
-                "3",
-                "--threads",
-                "1",
-                "--segment",
-                &segment,
-                "--json",
-                &file.display().to_string(),
-            ]);
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+                .args(["run", url, "-n", "300", "-q", "150", "-c", "3"])
+                .args(["--threads", "1", "--segment", &segment])
+                .args(["--start-at", &start_at, "--json"])
+                .arg(&file)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (file, child)
+        })
+        .collect();
+    runs.into_iter()
+        .map(|(file, mut child)| {
+            let code = wait_bounded(&mut child, Duration::from_secs(40));
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            assert_eq!(code, 0, "{err}");
             file
         })
         .collect()
+}
+
+/// `tailscope run URL -n 30 -c 3 EXTRA --json FILE`, which must succeed.
+fn one_small_run(url: &str, file: &Path, extra: &[&str]) {
+    let file = file.display().to_string();
+    let mut args = vec!["run", url, "-n", "30", "-c", "3", "--json", &file];
+    args.extend(extra);
+    let out = tailscope(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn merge_cli(files: &[&Path], extra: &[&str]) -> (i32, String, String) {
@@ -449,8 +467,8 @@ fn merge_cli(files: &[&Path], extra: &[&str]) -> (i32, String, String) {
 fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
     let server = serve(|_| Reply::Send(ok("hi")));
     let dir = scratch("loopback");
-    let files = three_loopback_reports(&dir, &server.url("/a"));
-    let requests: Vec<u64> = files
+    let files = loopback_segment_reports(&dir, &server.url("/a"));
+    let requests: Vec<u64> = files[..3]
         .iter()
         .map(|f| n(&read_json(f)["summary"]["requests"]))
         .collect();
@@ -459,7 +477,7 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
         vec![100, 100, 100],
         "-n 300 in three exact shares"
     );
-    let [a, b, c] = [&files[0], &files[1], &files[2]].map(|p| p.as_path());
+    let [a, b, c, b2] = [&files[0], &files[1], &files[2], &files[3]].map(|p| p.as_path());
 
     let (code, stdout, stderr) = merge_cli(&[a, b, c], &["--json", "-"]);
     assert_eq!(code, 0, "{stderr}");
@@ -471,35 +489,34 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
         "{stderr}"
     );
 
-    // A segment given twice overlaps: refused, exit 2, unless --force.
-    let (code, _, stderr) = merge_cli(&[a, b, b], &[]);
+    // A segment run twice overlaps: refused, exit 2, unless --force.
+    let (code, _, stderr) = merge_cli(&[a, b, b2, c], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("segment 2/3 overlaps"), "{stderr}");
-    let (code, _, stderr) = merge_cli(&[a, b, b], &["--force"]);
+    let (code, _, stderr) = merge_cli(&[a, b, b2, c], &["--force"]);
     assert_eq!(code, 0, "{stderr}");
+    // One report given twice (here under two names) is refused even with --force.
+    let b_again = dir.join(".").join(b.file_name().unwrap());
+    let (code, _, stderr) = merge_cli(&[a, b, &b_again, c], &["--force"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("the same report given twice"), "{stderr}");
 
     // Another URL is another load.
     let other = dir.join("other.json");
-    let out = tailscope(&[
-        "run",
-        &server.url("/b"),
-        "-n",
-        "30",
-        "-c",
-        "3",
-        "--segment",
-        "3/3",
-        "--json",
-        &other.display().to_string(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    one_small_run(&server.url("/b"), &other, &["--segment", "3/3"]);
     let (code, _, stderr) = merge_cli(&[a, b, &other], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not parts of one load: url"), "{stderr}");
+
+    // A run without --segment is a load of its own, not a share of this one.
+    let plain = dir.join("plain.json");
+    one_small_run(&server.url("/a"), &plain, &[]);
+    let (code, _, stderr) = merge_cli(&[a, b, &plain], &[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("plain.json is not a segment: it was run without --segment I/N"),
+        "{stderr}"
+    );
 
     // A missing segment is named, and the merge goes on.
     let (code, stdout, stderr) = merge_cli(&[a, c], &["--json", "-"]);

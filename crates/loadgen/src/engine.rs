@@ -239,7 +239,7 @@ impl Worker {
             stopping: Cell::new(false),
             tickets: Cell::new(spec.requests),
             next_slot: Cell::new(0),
-            slot_base: Cell::new(shared.start),
+            slot_base: Cell::new(shared.start + shared.plan.first_slot_offset),
             slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
             rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
             share: spec.share,

@@ -93,6 +93,11 @@ pub struct Plan {
     pub stop: Stop,
     /// Closed or open loop.
     pub pace: Pace,
+    /// Open loop: how long after the start the first slot falls (then one every 1/rate).
+    /// Zero for a run of its own; segment I of N takes (I−1)/rate of the whole load, so the
+    /// N generators started at one `--start-at` send between each other's slots instead of
+    /// all at once (see [`crate::segment::Segment::apply`]).
+    pub first_slot_offset: Duration,
     /// HTTP/1.1 pipelining depth: requests in flight per connection.
     pub pipeline: usize,
     /// Reuse connections; when false every request opens its own (`Connection: close`).
@@ -131,6 +136,7 @@ impl Plan {
             cpus: Vec::new(),
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Max,
+            first_slot_offset: Duration::ZERO,
             pipeline: 1,
             keepalive: true,
             timeout: Duration::from_secs(20),
@@ -222,6 +228,12 @@ impl Plan {
             "connect timeout (--connect-timeout)",
         )?;
         span(self.grace, Duration::ZERO, MAX_TIMEOUT, "grace")?;
+        span(
+            self.first_slot_offset,
+            Duration::ZERO,
+            MAX_DURATION,
+            "first slot offset",
+        )?;
         if self.tick.is_zero() {
             return invalid("tick must be more than 0".into());
         }

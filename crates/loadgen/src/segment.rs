@@ -21,7 +21,7 @@ pub fn share(total: u64, parts: usize, i: usize) -> u64 {
 }
 
 /// Segment `index` of `count` (1-based, as `--segment 2/3` writes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Segment {
     /// Which share, 1..=count.
     pub index: usize,
@@ -84,6 +84,11 @@ impl Segment {
     /// Cuts `plan` down to this segment's share: connections and `-n` by [`share`] (so the N
     /// plans add up to the original exactly), the open-loop rate by 1/N. A share that would
     /// be zero (fewer connections or requests than segments) is refused.
+    ///
+    /// Open loop, each segment runs every N-th slot of the whole schedule: its first slot is
+    /// (I−1)/rate after the start. Without that offset N segments started at one
+    /// `--start-at` would all send at once, N requests every N/rate s instead of one every
+    /// 1/rate.
     pub fn apply(self, plan: &mut Plan) -> Result<(), String> {
         let too_few = |what: &str, flag: &str, n: u64| {
             format!(
@@ -105,6 +110,9 @@ impl Segment {
         }
         if let Pace::Rate(r) = plan.pace {
             plan.pace = Pace::Rate(r / self.count as f64);
+            // A rate that is no rate (0, NaN) is refused by `Plan::validate`, not here.
+            plan.first_slot_offset =
+                Duration::try_from_secs_f64((self.index - 1) as f64 / r).unwrap_or_default();
         }
         Ok(())
     }
@@ -240,6 +248,12 @@ mod tests {
         for index in 1..=3 {
             let mut p = whole.clone();
             Segment { index, count: 3 }.apply(&mut p).unwrap();
+            // Every third slot of 3000 req/s, from the index-th (to the nanosecond).
+            let phase = p.first_slot_offset.as_secs_f64() * 3000.0;
+            assert!(
+                (phase - (index - 1) as f64).abs() < 1e-5,
+                "{index}: {phase}"
+            );
             c += p.connections;
             n += match p.stop {
                 Stop::Requests(n) => n,

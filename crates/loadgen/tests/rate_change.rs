@@ -1,4 +1,5 @@
-//! The open-loop rate changed during a run (the dashboard's + and -) is what the run then holds.
+//! The open-loop schedule: a rate changed during a run (the dashboard's + and -) is what the run
+//! then holds, and the segments of one load (`run --segment I/N`) send between each other's slots.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -111,4 +112,43 @@ fn rates_out_of_range_are_clamped_not_panicked_on() {
     assert_eq!(control.rate(), Some(tailscope_loadgen::plan::MAX_RATE));
     control.set_rate(f64::NAN);
     assert_eq!(control.rate(), Some(tailscope_loadgen::plan::MAX_RATE));
+}
+
+/// The intended send times of segment `index` of 2 of a 20 req/s open-loop load, run for 1 s,
+/// from the slowest requests: each is dated by its slot, or by when it began if that was a
+/// little earlier (a connection wakes up to 2 ms before a slot), whatever the box's load.
+fn intended_times_of_segment(index: usize) -> Vec<f64> {
+    let mut plan = Plan::new(&server()).unwrap();
+    plan.engine = EngineChoice::Tokio;
+    plan.connections = 2;
+    plan.threads = 1;
+    plan.slowest = 100;
+    plan.pace = Pace::Rate(20.0);
+    plan.stop = Stop::Duration(Duration::from_secs(1));
+    tailscope_loadgen::segment::Segment { index, count: 2 }
+        .apply(&mut plan)
+        .unwrap();
+    let totals = tailscope_loadgen::run(&plan, &RunControl::new(), |_| {}).unwrap();
+    let mut at: Vec<f64> = totals.slowest.iter().map(|s| s.at_s).collect();
+    at.sort_by(f64::total_cmp);
+    at
+}
+
+#[test]
+fn segments_started_together_send_between_each_others_slots() {
+    // Each segment runs 10 req/s; started at one --start-at, the two must make one 20 req/s
+    // schedule (a slot every 50 ms), not two that coincide (2 requests every 100 ms).
+    let first = intended_times_of_segment(1);
+    let second = intended_times_of_segment(2);
+    assert_eq!(first.len(), 10, "{first:?}");
+    assert_eq!(second.len(), 10, "{second:?}");
+    let mut all: Vec<f64> = first.iter().chain(&second).copied().collect();
+    all.sort_by(f64::total_cmp);
+    for (k, t) in all.iter().enumerate() {
+        let slot = k as f64 * 0.05;
+        assert!(
+            *t <= slot + 1e-6 && *t > slot - 0.005,
+            "slot {k} at {t} s, not {slot} s: segment 1 {first:?}, segment 2 {second:?}"
+        );
+    }
 }

@@ -51,7 +51,9 @@ pub struct MergedRun {
     pub segment: Option<Segment>,
     /// When its measurement began, RFC 3339 UTC.
     pub started_at: String,
-    /// How long after the earliest generator it began (s).
+    /// How long after the earliest generator it began (s). Its seconds and its slowest
+    /// requests are moved onto the merged clock by this rounded to the whole second (a
+    /// warning says when that is more than 0.1 s off).
     pub offset_s: f64,
     /// Its own connections.
     pub connections: usize,
@@ -72,6 +74,11 @@ pub struct MergedRun {
 /// Runs whose starts are further apart than this did not load the server together for the
 /// whole window: the merged report says so.
 const START_SPREAD_WARN_S: f64 = 1.0;
+
+/// A run's seconds are summed into the merged clock's whole seconds nearest to them: a run
+/// that started further than this from one has its per-second figures added into seconds
+/// that cover other wall-clock time, and the merged report says by how much.
+const SECOND_ALIGN_WARN_S: f64 = 0.1;
 
 fn decode(name: &str, what: &str, data: &str) -> Result<Histogram<u64>, Error> {
     decode_base64(data).ok_or_else(|| {
@@ -135,13 +142,22 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.sum()
 }
 
+/// The segments' shares of `-q` added back up, to 12 significant digits: r/N added N times
+/// is not always r in floating point (100/7 × 7 = 100.00000000000001), and a rate anyone
+/// asked for has fewer digits than that. Known only when every report has one.
+fn sum_of_rates(rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let total: f64 = rates.sum::<Option<f64>>()?;
+    format!("{total:.11e}").parse().ok()
+}
+
 /// Merges `reports` (each with the file it came from, for messages) into one report.
 ///
 /// Refused with [`Error::Merge`] (the binary exits 2): no report, a report that is itself
 /// merged, one without the `generator` section or per-second histograms (written by an
-/// older tailscope), a damaged histogram; and, unless `force`, reports of different
-/// settings (URL, method, mode, duration, ...), or whose segments overlap or count
-/// differently. Missing segments are not refused: they are named in the result.
+/// older tailscope), a damaged histogram, one run given twice; and, unless `force`, a
+/// report run without `--segment`, reports of different settings (URL, method, mode,
+/// duration, ...), whose segments overlap or count differently, or whose load windows
+/// never overlapped. Missing segments are not refused: they are named in the result.
 pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error> {
     let refuse = |m: String| Err(Error::Merge(m));
     let Some((first_name, first)) = reports.first() else {
@@ -150,7 +166,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         );
     };
     let mut overridden = Vec::new();
-    let mut generators = Vec::with_capacity(reports.len());
+    let mut generators: Vec<&super::Generator> = Vec::with_capacity(reports.len());
     for (name, r) in reports {
         if r.merged.is_some() {
             return refuse(format!(
@@ -175,6 +191,32 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 r.second_histograms.len()
             ));
         }
+        // One run given twice (the same file under two names, or a copy) would count its
+        // load twice: never what was meant, so --force does not override it.
+        let same_run = |o: &&super::Generator| {
+            (&o.host, o.segment, o.started_unix_s, o.ended_unix_s)
+                == (&g.host, g.segment, g.started_unix_s, g.ended_unix_s)
+        };
+        if let Some(i) = generators.iter().position(same_run) {
+            if reports[i].0 == *name {
+                return refuse(format!(
+                    "{name} is given twice: give each generator's report once"
+                ));
+            }
+            return refuse(format!(
+                "{name} is {} again (host {}, segment {}, started {}): the same report given twice; give each generator's report once",
+                reports[i].0,
+                g.host.as_deref().unwrap_or("n/a"),
+                g.segment.map_or("none".into(), |s| s.to_string()),
+                g.started_at
+            ));
+        }
+        if g.segment.is_none() {
+            let m = format!(
+                "{name} is not a segment: it was run without --segment I/N, so it is a whole load of its own, not a share of one; merge the reports of `tailscope run --segment I/N` (one per generator)"
+            );
+            overridable(m, force, &mut overridden)?;
+        }
         let diff = differences(&first.config, &r.config);
         if !diff.is_empty() {
             let m = format!(
@@ -186,54 +228,83 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         generators.push(g);
     }
 
-    // Segments: each report is segment I of one N; a report without one is the whole load.
+    // Segments: each report is segment I of one N; a report without one (only with --force)
+    // is the whole load.
     let whole = Segment { index: 1, count: 1 };
     let segs: Vec<Segment> = generators
         .iter()
         .map(|g| g.segment.unwrap_or(whole))
         .collect();
-    let count = segs[0].count;
-    let mut by_index: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
+    // Split in different ways (only with --force): the finest split is the one whose missing
+    // segments are named; the others are said to differ.
+    let count = segs
+        .iter()
+        .map(|s| s.count)
+        .max()
+        .expect("at least one report");
+    let mut counts: Vec<usize> = segs.iter().map(|s| s.count).collect();
+    counts.sort_unstable();
+    counts.dedup();
+    let mut by_segment: BTreeMap<Segment, Vec<&str>> = BTreeMap::new();
     for ((name, _), s) in reports.iter().zip(&segs) {
-        if s.count != count {
+        if s.count != segs[0].count {
             let m = format!(
                 "{name} is segment {s} but {first_name} is segment {}: the load was split in different ways",
                 segs[0]
             );
             overridable(m, force, &mut overridden)?;
         }
-        by_index.entry(s.index).or_default().push(name);
+        by_segment.entry(*s).or_default().push(name);
     }
-    for (index, names) in &by_index {
+    for (s, names) in &by_segment {
         if names.len() > 1 {
             let m = format!(
-                "segment {index}/{count} overlaps: {} all ran it (a load counted twice)",
+                "segment {s} overlaps: {} all ran it (a load counted twice)",
                 names.join(", ")
             );
             overridable(m, force, &mut overridden)?;
         }
     }
-    let missing: Vec<usize> = (1..=count).filter(|i| !by_index.contains_key(i)).collect();
+    let missing: Vec<usize> = (1..=count)
+        .filter(|&index| !by_segment.contains_key(&Segment { index, count }))
+        .collect();
     let any_segment = generators.iter().any(|g| g.segment.is_some());
 
-    // The union of the windows, on wall-clock time.
-    let start = generators
-        .iter()
-        .map(|g| g.started_unix_s)
-        .fold(f64::INFINITY, f64::min);
-    let window_end = reports
+    // Each run's load window [start, start + duration] on wall-clock time, and their union.
+    let windows: Vec<(f64, f64)> = reports
         .iter()
         .zip(&generators)
-        .map(|((_, r), g)| g.started_unix_s + r.summary.duration_s)
+        .map(|((_, r), g)| (g.started_unix_s, g.started_unix_s + r.summary.duration_s))
+        .collect();
+    // The run that began last and the one whose window ended first.
+    let late = (0..windows.len())
+        .max_by(|&a, &b| windows[a].0.total_cmp(&windows[b].0))
+        .expect("at least one report");
+    let early = (0..windows.len())
+        .min_by(|&a, &b| windows[a].1.total_cmp(&windows[b].1))
+        .expect("at least one report");
+    let start = windows.iter().map(|w| w.0).fold(f64::INFINITY, f64::min);
+    let window_end = windows
+        .iter()
+        .map(|w| w.1)
         .fold(f64::NEG_INFINITY, f64::max);
+    let latest_start = windows[late].0;
     let data_end = generators
         .iter()
         .map(|g| g.ended_unix_s)
         .fold(f64::NEG_INFINITY, f64::max);
-    let latest_start = generators
-        .iter()
-        .map(|g| g.started_unix_s)
-        .fold(f64::NEG_INFINITY, f64::max);
+    // Runs that never all loaded the server at one moment (one began after another had
+    // ended: run hours apart, a wrong --start-at) are not one load: `rps` over the union of
+    // their windows would count the gap between them as time of a load that never was.
+    if latest_start >= windows[early].1 {
+        let m = format!(
+            "{} began its load window {:.1} s after {} ended its own: the runs never loaded the server together, so they are not one load (give them one --start-at)",
+            reports[late].0,
+            latest_start - windows[early].1,
+            reports[early].0
+        );
+        overridable(m, force, &mut overridden)?;
+    }
 
     // Histograms: added, never averaged.
     let mut latency = None;
@@ -257,17 +328,35 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     }
     let latency = latency.expect("at least one report");
 
-    // Time series: each run's seconds shifted by its start, to the nearest whole second, and
-    // summed; each second's percentiles from the sum of its histograms.
+    // Each run's seconds move onto the merged clock by its start, rounded to the whole
+    // second: a run's second can only be added whole into one merged second. What the
+    // rounding moved a run by (up to 0.5 s) is warned about below.
+    let shifts: Vec<i64> = generators
+        .iter()
+        .map(|g| (g.started_unix_s - start).round() as i64)
+        .collect();
+    let misaligned: Vec<(&str, f64)> = reports
+        .iter()
+        .zip(&generators)
+        .zip(&shifts)
+        .map(|(((name, _), g), &shift)| {
+            (
+                name.as_str(),
+                (g.started_unix_s - start - shift as f64).abs(),
+            )
+        })
+        .filter(|&(_, off)| off > SECOND_ALIGN_WARN_S)
+        .collect();
+
+    // Time series: each run's seconds shifted, and summed; each second's percentiles from the
+    // sum of its histograms.
     struct Second {
         point: TimePoint,
         whole: bool,
         latency: Option<Histogram<u64>>,
     }
     let mut seconds: BTreeMap<i64, Second> = BTreeMap::new();
-    for ((name, r), g) in reports.iter().zip(&generators) {
-        let offset = g.started_unix_s - start;
-        let shift = offset.round() as i64;
+    for ((name, r), &shift) in reports.iter().zip(&shifts) {
         for (p, h) in r.timeseries.iter().zip(&r.second_histograms) {
             let key = shift + p.t_s.ceil() as i64;
             let s = seconds.entry(key).or_insert_with(|| Second {
@@ -325,7 +414,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         timeseries.push(s.point);
     }
 
-    // The slowest requests of all, on the merged clock.
+    // The slowest requests of all, on the merged clock: shifted as their run's seconds are,
+    // so each falls in the merged second that counts it.
     let keep = reports
         .iter()
         .map(|(_, r)| r.slowest.len())
@@ -333,11 +423,10 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         .unwrap_or(0);
     let mut slowest: Vec<_> = reports
         .iter()
-        .zip(&generators)
-        .flat_map(|((_, r), g)| {
-            let offset = g.started_unix_s - start;
+        .zip(&shifts)
+        .flat_map(|((_, r), &shift)| {
             r.slowest.iter().cloned().map(move |mut s| {
-                s.at_s += offset;
+                s.at_s += shift as f64;
                 s
             })
         })
@@ -406,7 +495,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     let mut config = first.config.clone();
     config.connections = all().map(|r| r.config.connections).sum();
     config.threads = all().map(|r| r.config.threads).sum();
-    config.rate = all().map(|r| r.config.rate).sum();
+    config.rate = sum_of_rates(all().map(|r| r.config.rate));
     config.requests = all().map(|r| r.config.requests).sum();
     config.cpus = Vec::new();
     let target = all()
@@ -478,6 +567,13 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         extra: serde_json::Map::new(),
     };
     let mut warnings = merged.compute_warnings();
+    if counts.len() > 1 {
+        let list: Vec<String> = counts.iter().map(usize::to_string).collect();
+        warnings.push(format!(
+            "the reports split the load into different numbers of segments ({}): missing segments are counted among the {count} of the largest split",
+            list.join(", ")
+        ));
+    }
     if !missing.is_empty() {
         let list: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
         warnings.push(format!(
@@ -490,6 +586,17 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         warnings.push(format!(
             "the generators started up to {:.1} s apart: they did not load the server together for the whole window (give them one --start-at)",
             latest_start - start
+        ));
+    }
+    if !misaligned.is_empty() {
+        let runs: Vec<String> = misaligned
+            .iter()
+            .map(|(name, off)| format!("{name} {off:.2} s"))
+            .collect();
+        let worst = misaligned.iter().map(|&(_, off)| off).fold(0.0, f64::max);
+        warnings.push(format!(
+            "per-second figures are up to {worst:.2} s off: a run's seconds are summed into the merged whole second nearest them, and these started that far from one ({}); give the generators one --start-at",
+            runs.join(", ")
         ));
     }
     if all().any(|r| !r.rate_changes.is_empty()) {
@@ -596,6 +703,26 @@ mod tests {
         r
     }
 
+    /// Refused with a message that says `why` and that --force overrides it; merged with it.
+    fn refused_unless_forced(inputs: &[(String, Report)], why: &str) -> Report {
+        let e = merge(inputs, false).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+        assert!(e.ends_with("(--force merges them anyway)"), "{e}");
+        let m = merge(inputs, true).unwrap();
+        assert!(m.merged.as_ref().unwrap().forced);
+        m
+    }
+
+    fn assert_warning(m: &Report, about: &str) {
+        let said = m.warnings.iter().any(|w| w.contains(about));
+        assert!(said, "no warning about {about:?}: {:?}", m.warnings);
+    }
+
+    fn assert_no_warning(m: &Report, about: &str) {
+        let said = m.warnings.iter().any(|w| w.contains(about));
+        assert!(!said, "a warning about {about:?}: {:?}", m.warnings);
+    }
+
     fn three() -> Vec<(String, Report)> {
         let url = "http://127.0.0.1:9/";
         vec![
@@ -635,11 +762,7 @@ mod tests {
         assert_eq!(info.segments, Some(3));
         assert!(info.missing_segments.is_empty());
         assert_eq!(info.runs.len(), 3);
-        assert!(
-            m.warnings.iter().all(|w| !w.contains("missing")),
-            "{:?}",
-            m.warnings
-        );
+        assert_no_warning(&m, "missing");
     }
 
     #[test]
@@ -664,6 +787,141 @@ mod tests {
     }
 
     #[test]
+    fn runs_off_the_whole_seconds_are_named_and_their_slowest_sit_in_their_seconds() {
+        use crate::snapshot::SlowRequest;
+        let mut inputs = three();
+        // b (0.2 s late) and c (1.1 s late) are counted in seconds that began 0.2 s and
+        // 0.1 s away from theirs: the page must say so, and date their slowest requests in
+        // the seconds that count them.
+        let slow = |at_s: f64, latency_us: u64| SlowRequest {
+            at_s,
+            latency_us,
+            ..SlowRequest::default()
+        };
+        inputs[1].1.slowest = vec![slow(0.9, 5_000), slow(0.3, 200)];
+        inputs[2].1.slowest = vec![slow(0.5, 90_000)];
+        let m = merge(&inputs, false).unwrap();
+        let at: Vec<(u64, f64)> = m.slowest.iter().map(|s| (s.latency_us, s.at_s)).collect();
+        // b's 0.9 s is in its first second, summed into second 1 (0..1]; c's 0.5 s is in
+        // its first second, summed into second 2 (1..2].
+        assert_eq!(at, vec![(90_000, 1.5), (5_000, 0.9)]);
+        let second_of = |t: f64| m.timeseries.iter().position(|p| t <= p.t_s).unwrap();
+        assert_eq!(second_of(0.9), 0);
+        assert_eq!(second_of(1.5), 1);
+        assert!(m.timeseries[1].max_us >= 89_000, "c's 90 ms is in second 2");
+        let off = m
+            .warnings
+            .iter()
+            .find(|w| w.contains("whole second"))
+            .unwrap_or_else(|| panic!("{:?}", m.warnings));
+        assert!(off.contains("b.json 0.20 s"), "{off}");
+        assert!(!off.contains("a.json"), "{off}");
+
+        // Runs within 0.1 s of the whole seconds: nothing to say.
+        let mut inputs = three();
+        inputs.truncate(1);
+        inputs.push((
+            "d.json".into(),
+            report("http://127.0.0.1:9/", 2, 1.95, &[1], &[1]),
+        ));
+        let m = merge(&inputs, false).unwrap();
+        assert_no_warning(&m, "whole second");
+    }
+
+    #[test]
+    fn the_split_rate_adds_back_up_to_the_rate_asked_for() {
+        // -q 12345.6 split in 3: the shares' floating-point sum is 12345.599999999999.
+        let mut inputs = three();
+        for (_, r) in &mut inputs {
+            r.config.mode = "open".into();
+            r.config.rate = Some(12345.6 / 3.0);
+        }
+        let m = merge(&inputs, false).unwrap();
+        assert_eq!(m.config.rate, Some(12345.6));
+        for n in 1..=16 {
+            for rate in [0.7, 10.0, 100.0, 1000.0, 3000.0, 12345.6, 1e6] {
+                let shares = (0..n).map(|_| Some(rate / n as f64));
+                assert_eq!(sum_of_rates(shares), Some(rate), "{rate} in {n}");
+            }
+        }
+        // Closed loop: no rate, and none made up.
+        assert_eq!(merge(&three(), false).unwrap().config.rate, None);
+    }
+
+    #[test]
+    fn forced_segments_of_different_counts_are_counted_against_the_largest() {
+        // 1/1 + 2/3 + 3/3: the split in 3 misses its first third (1/1 is another split).
+        let mut inputs = three();
+        inputs[0].1.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 1 });
+        let m = refused_unless_forced(&inputs, "split in different ways");
+        let info = m.merged.as_ref().unwrap();
+        assert_eq!(info.segments, Some(3));
+        assert_eq!(info.missing_segments, vec![1]);
+        assert_warning(&m, "different numbers of segments (1, 3)");
+        // The largest count wherever it comes: 2/3 + 1/2.
+        let mut inputs = three();
+        inputs.truncate(2);
+        inputs[0].1.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 2 });
+        let m = merge(&inputs, true).unwrap();
+        let info = m.merged.as_ref().unwrap();
+        assert_eq!(
+            (info.segments, info.missing_segments.clone()),
+            (Some(3), vec![1, 3])
+        );
+    }
+
+    #[test]
+    fn runs_that_never_loaded_the_server_together_are_refused_unless_forced() {
+        // c ran an hour after a and b had ended: no rps over the union of their windows.
+        let mut inputs = three();
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 3600.0, &[1], &[1]);
+        let m = refused_unless_forced(
+            &inputs,
+            "c.json began its load window 3598.0 s after a.json ended its own",
+        );
+        assert_warning(&m, "merged with --force although c.json began");
+        // Windows that share only a moment still overlap: a ends at 2.0 s, c starts at 1.9 s.
+        let mut inputs = three();
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 1.9, &[1], &[1]);
+        assert!(merge(&inputs, false).is_ok());
+        inputs[2].1 = report("http://127.0.0.1:9/", 3, 2.0, &[1], &[1]);
+        assert!(
+            merge(&inputs, false).is_err(),
+            "a's window ended as c's began"
+        );
+    }
+
+    #[test]
+    fn one_run_given_twice_is_refused_even_forced() {
+        let mut inputs = three();
+        inputs[0].1.generator.as_mut().unwrap().host = Some("gen-a".into());
+        inputs[2] = ("copy-of-a.json".into(), inputs[0].1.clone());
+        for force in [false, true] {
+            let e = merge(&inputs, force).unwrap_err().to_string();
+            assert!(
+                e.contains("copy-of-a.json is a.json again (host gen-a, segment 1/3, started 1970-01-01T00:16:40"),
+                "{e}"
+            );
+            assert!(e.contains("give each generator's report once"), "{e}");
+        }
+        inputs[2].0 = "a.json".into();
+        let e = merge(&inputs, true).unwrap_err().to_string();
+        assert!(e.starts_with("a.json is given twice"), "{e}");
+    }
+
+    #[test]
+    fn a_report_that_is_no_segment_is_refused_unless_forced() {
+        let mut inputs = three();
+        inputs[1].1.generator.as_mut().unwrap().segment = None;
+        let m = refused_unless_forced(
+            &inputs,
+            "b.json is not a segment: it was run without --segment I/N",
+        );
+        // Forced, it counts as the whole load (1/1).
+        assert_eq!(m.summary.requests, 58);
+    }
+
+    #[test]
     fn a_partial_last_second_keeps_its_end() {
         let mut inputs = three();
         // c ended 0.5 s into its second second: on the merged clock (+1 s), at 2.5 s.
@@ -679,20 +937,15 @@ mod tests {
     fn mismatches_are_refused_unless_forced() {
         let mut inputs = three();
         inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
-        let e = merge(&inputs, false).unwrap_err().to_string();
-        assert!(
-            e.contains("c.json and a.json are not parts of one load: url"),
-            "{e}"
-        );
-        let m = merge(&inputs, true).unwrap();
-        assert!(m.merged.as_ref().unwrap().forced);
+        let m = refused_unless_forced(&inputs, "c.json and a.json are not parts of one load: url");
         assert!(m
             .warnings
             .iter()
             .any(|w| w.starts_with("merged with --force")));
 
+        // A second run of segment 2/3 (not a copy of b: started 0.1 s later).
         let mut inputs = three();
-        inputs[2].1 = inputs[1].1.clone();
+        inputs[2].1 = report("http://127.0.0.1:9/", 2, 0.3, &[1], &[1]);
         let e = merge(&inputs, false).unwrap_err().to_string();
         assert!(e.contains("segment 2/3 overlaps: b.json, c.json"), "{e}");
 

@@ -141,6 +141,8 @@ pub(crate) struct Shared {
     pub highest: Duration,
     /// A new total open-loop rate asked for during the run (f64 bits; 0: none).
     pub rate_override: Arc<AtomicU64>,
+    /// Local addresses (port 0) connections are bound to, in turn; empty: the kernel picks.
+    pub sources: Vec<std::net::SocketAddr>,
 }
 
 /// One worker's share of the run.
@@ -208,6 +210,8 @@ struct Worker {
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
+    /// The next of `shared.sources` a connect is bound to (workers start apart).
+    next_source: Cell<usize>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
     /// When sending stopped early (a stop request): open-loop slots from then on never fell
@@ -247,6 +251,7 @@ impl Worker {
             connecting: Cell::new(0),
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
+            next_source: Cell::new(spec.index),
             stop_idle: Notify::new(),
             stopped_at: Cell::new(None),
             grace_over: Cell::new(false),
@@ -293,6 +298,17 @@ impl Worker {
             sending_ended,
             finished,
         }
+    }
+
+    /// The source address the next connect is bound to, round robin; none: the kernel picks.
+    fn take_source(&self) -> Option<std::net::SocketAddr> {
+        let sources = &self.shared.sources;
+        if sources.is_empty() {
+            return None;
+        }
+        let k = self.next_source.get();
+        self.next_source.set(k.wrapping_add(1));
+        Some(sources[k % sources.len()])
     }
 
     fn take_ticket(&self, measured: bool) -> bool {

@@ -27,7 +27,7 @@ use crate::error::ErrorKind;
 use crate::http::{ResponseParser, MAX_HEAD};
 use crate::plan::Pace;
 use crate::recorder::{Finished, Stage, TcpFacts, LATE_SLACK};
-use crate::sys::tcp_facts;
+use crate::sys::{bind_source, tcp_facts};
 
 /// Read buffer per connection; it grows up to a full response head only when one needs it.
 const INITIAL_BUF: usize = 16 * 1024;
@@ -245,7 +245,10 @@ impl Connection<TcpStream> {
         self.begin_connect();
         let w = &*self.w;
         let plan = &self.shared.plan;
-        let connecting = timeout(self.connect_limit(), TcpStream::connect(plan.addr));
+        let connecting = timeout(
+            self.connect_limit(),
+            connect_from(w.take_source(), plan.addr),
+        );
         let connected = tokio::select! {
             r = connecting => match r {
                 Ok(Ok(s)) => Ok(s),
@@ -381,7 +384,13 @@ impl<S: AsRawFd> Connection<S> {
         self.conn_id = w.next_conn.get();
         w.next_conn.set(self.conn_id + 1);
         let mut rec = w.rec.borrow_mut();
-        rec.record_failed(kind, c.intended.unwrap_or(began), failed_at, self.conn_id, true);
+        rec.record_failed(
+            kind,
+            c.intended.unwrap_or(began),
+            failed_at,
+            self.conn_id,
+            true,
+        );
         // The claims behind it waited for the same connect and will try again.
         rec.record_waiting(began, failed_at, self.queued.len());
         failed_at
@@ -696,6 +705,22 @@ pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
         std::io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
         _ => ErrorKind::from_io(e),
     }
+}
+
+/// Connects to `addr`, from `source` when one is given (see [`bind_source`]).
+async fn connect_from(
+    source: Option<std::net::SocketAddr>,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<TcpStream> {
+    let Some(src) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    bind_source(&socket, src)?;
+    socket.connect(addr).await
 }
 
 /// Writes a batch of requests. The common case, a batch that fits the socket buffer, is one

@@ -327,11 +327,14 @@ impl UringWorker {
     fn connect(&mut self, i: usize, now: Instant) {
         let s = &mut self.slots[i];
         s.c.begin_connect();
-        let socket = match self
-            .ring
-            .flush()
-            .and_then(|()| Socket::tcp(&self.shared.plan.addr))
-        {
+        let source = self.w.take_source();
+        let socket = match self.ring.flush().and_then(|()| {
+            let socket = Socket::tcp(&self.shared.plan.addr)?;
+            if let Some(src) = source {
+                crate::sys::bind_source(&socket, src)?;
+            }
+            Ok(socket)
+        }) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
         };

@@ -219,6 +219,10 @@ pub struct LoadArgs {
     /// ephemeral ports; auto, for a loopback target: 127.0.0.1, 127.0.0.2, ... as -c needs.
     #[arg(long = "source-addrs", value_parser = tailscope_loadgen::SourceAddrs::parse, value_name = "LIST|auto")]
     pub source_addrs: Option<tailscope_loadgen::SourceAddrs>,
+    /// Open new connections at most this fast, in total (500/s): a large -c ramps up
+    /// instead of sending every SYN at once. Default: unbounded.
+    #[arg(long = "connect-rate", value_parser = tailscope_loadgen::plan::parse_connect_rate, value_name = "N/s")]
+    pub connect_rate: Option<f64>,
 }
 
 /// `--engine`.

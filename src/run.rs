@@ -150,6 +150,7 @@ impl RunConfig {
         if let Some(s) = load.source_addrs.clone() {
             plan.source_addrs = s;
         }
+        plan.connect_rate = load.connect_rate;
         tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();

@@ -7,21 +7,34 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpListener};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::{engine_tests, n, Engine};
 
-/// A keep-alive server that answers every request with a 200 and counts the connections it
-/// accepted from each peer address.
-fn peer_counting_server() -> (String, Arc<Mutex<BTreeMap<IpAddr, u64>>>) {
+/// The connections a test server accepted: each one's peer address and when.
+type Accepted = Arc<Mutex<Vec<(IpAddr, Instant)>>>;
+
+/// Connections accepted from each peer address.
+fn per_peer(accepted: &Accepted) -> BTreeMap<IpAddr, u64> {
+    let mut peers = BTreeMap::new();
+    for (ip, _) in accepted.lock().unwrap().iter() {
+        *peers.entry(*ip).or_insert(0) += 1;
+    }
+    peers
+}
+
+/// A keep-alive server that answers every request with a 200 and notes every connection it
+/// accepts.
+fn peer_counting_server() -> (String, Accepted) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
-    let peers = Arc::new(Mutex::new(BTreeMap::new()));
-    let seen = peers.clone();
+    let accepted = Accepted::default();
+    let seen = accepted.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
             let ip = conn.peer_addr().unwrap().ip();
-            *seen.lock().unwrap().entry(ip).or_insert(0) += 1;
+            seen.lock().unwrap().push((ip, Instant::now()));
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
@@ -40,7 +53,7 @@ fn peer_counting_server() -> (String, Arc<Mutex<BTreeMap<IpAddr, u64>>>) {
             });
         }
     });
-    (url, peers)
+    (url, accepted)
 }
 
 fn named_source_addrs_spread_the_connections(e: Engine) {
@@ -60,7 +73,7 @@ fn named_source_addrs_spread_the_connections(e: Engine) {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(n(&r["summary"]["successes"]), 64, "{}", r["summary"]);
-    let peers = peers.lock().unwrap().clone();
+    let peers = per_peer(&peers);
     let want: Vec<IpAddr> = vec!["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()];
     assert_eq!(peers.keys().copied().collect::<Vec<_>>(), want, "{peers:?}");
     assert_eq!(peers.values().sum::<u64>(), 8, "{peers:?}");
@@ -76,7 +89,7 @@ fn auto_source_addrs_on_loopback_start_at_127_0_0_1(e: Engine) {
     let (code, r, stderr) = e.run_json(&url, &["-c", "4", "-n", "8", "--source-addrs", "auto"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(n(&r["summary"]["successes"]), 8, "{}", r["summary"]);
-    let peers = peers.lock().unwrap().clone();
+    let peers = per_peer(&peers);
     assert_eq!(
         peers.keys().copied().collect::<Vec<_>>(),
         vec!["127.0.0.1".parse::<IpAddr>().unwrap()],
@@ -84,9 +97,73 @@ fn auto_source_addrs_on_loopback_start_at_127_0_0_1(e: Engine) {
     );
 }
 
+fn connect_rate_ramps_the_connections_up(e: Engine) {
+    let (url, accepted) = peer_counting_server();
+    let (code, r, stderr) = e.run_json(
+        &url,
+        &[
+            "-c",
+            "20",
+            "-z",
+            "1s",
+            "--threads",
+            "2",
+            "--connect-rate",
+            "100/s",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(n(&s["connections_opened"]), 20, "{s}");
+    assert_eq!(n(&s["connect_failures"]), 0, "{s}");
+    assert_eq!(r["config"]["connect_rate"].as_f64(), Some(100.0));
+    let times: Vec<Instant> = accepted.lock().unwrap().iter().map(|(_, t)| *t).collect();
+    assert_eq!(times.len(), 20);
+    // 20 connects at 100/s, split over two workers of 50/s: each worker's tenth connect
+    // leaves 9 × 20 ms after its first. A burst would land within a few milliseconds; a
+    // slow machine only spreads them further.
+    let spread = *times.iter().max().unwrap() - *times.iter().min().unwrap();
+    assert!(
+        spread >= Duration::from_millis(150),
+        "connects spread over {spread:?}"
+    );
+    // And the text summary says so.
+    let out = e.tailscope(&[
+        "run",
+        &url,
+        "-c",
+        "4",
+        "-n",
+        "8",
+        "--connect-rate",
+        "1000/s",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Connections:   4 opened, 0 connects failed (--connect-rate 1000/s)"),
+        "{text}"
+    );
+}
+
+fn failed_connects_are_counted_in_the_summary(e: Engine) {
+    // Nothing listens on a port just freed.
+    let url = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/", l.local_addr().unwrap())
+    };
+    let (code, r, stderr) = e.run_json(&url, &["-c", "1", "-n", "3", "--connect-rate", "50/s"]);
+    assert_eq!(code, 1, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(n(&s["connections_opened"]), 0, "{s}");
+    assert_eq!(n(&s["connect_failures"]), 3, "{s}");
+    assert_eq!(n(&r["errors"]["connect_refused"]), 3, "{}", r["errors"]);
+}
+
 engine_tests!(
     named_source_addrs_spread_the_connections,
     auto_source_addrs_on_loopback_start_at_127_0_0_1,
+    connect_rate_ramps_the_connections_up,
+    failed_connects_are_counted_in_the_summary,
 );
 
 #[test]
@@ -94,7 +171,7 @@ fn source_addrs_that_cannot_work_exit_2_before_any_load() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     listener.set_nonblocking(true).unwrap();
-    let cases: [(&str, &[&str], &str); 4] = [
+    let cases: [(&str, &[&str], &str); 5] = [
         (
             &url,
             &["--source-addrs", "192.0.2.1"],
@@ -111,6 +188,7 @@ fn source_addrs_that_cannot_work_exit_2_before_any_load() {
             &["--source-addrs", "auto"],
             "name this host's addresses",
         ),
+        (&url, &["--connect-rate", "0/s"], "out of range"),
     ];
     for (target, flags, says) in cases {
         let mut args = vec!["run", target, "-n", "1", "-c", "1"];

@@ -212,6 +212,10 @@ struct Worker {
     next_conn: Cell<u64>,
     /// The next of `shared.sources` a connect is bound to (workers start apart).
     next_source: Cell<usize>,
+    /// `--connect-rate`: this worker's share of it, as the time between connects.
+    connect_interval: Option<Duration>,
+    /// When the next connect may begin.
+    next_connect: Cell<Instant>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
     /// When sending stopped early (a stop request): open-loop slots from then on never fell
@@ -252,6 +256,11 @@ impl Worker {
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_source: Cell::new(spec.index),
+            connect_interval: shared
+                .plan
+                .connect_rate
+                .map(|r| Duration::from_secs_f64(1.0 / (r * spec.share).max(f64::MIN_POSITIVE))),
+            next_connect: Cell::new(shared.start),
             stop_idle: Notify::new(),
             stopped_at: Cell::new(None),
             grace_over: Cell::new(false),
@@ -298,6 +307,16 @@ impl Worker {
             sending_ended,
             finished,
         }
+    }
+
+    /// `--connect-rate`: takes the next connect's turn and returns when it is, if not now.
+    /// A token bucket of depth one per worker (the workers split the rate): connects leave
+    /// evenly spaced rather than in bursts, which is what a ramp-up is for.
+    fn connect_permit(&self, now: Instant) -> Option<Instant> {
+        let interval = self.connect_interval?;
+        let at = self.next_connect.get().max(now);
+        self.next_connect.set(at + interval);
+        (at > now).then_some(at)
     }
 
     /// The source address the next connect is bound to, round robin; none: the kernel picks.

@@ -31,6 +31,26 @@ pub const CONNS_PER_SOURCE: usize = 20_000;
 /// The most source addresses a plan may name or `auto` may pick.
 pub const MAX_SOURCE_ADDRS: usize = 1024;
 
+/// The slowest `--connect-rate`: one new connection a second.
+pub const MIN_CONNECT_RATE: f64 = 1.0;
+/// The fastest `--connect-rate`.
+pub const MAX_CONNECT_RATE: f64 = 10_000_000.0;
+
+/// Parses `--connect-rate`: `500/s` or `500`, new connections per second in total.
+pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let n = t.strip_suffix("/s").unwrap_or(t).trim();
+    let r: f64 = n
+        .parse()
+        .map_err(|_| format!("{t:?} is not a rate: write connections per second, e.g. 500/s"))?;
+    if !(MIN_CONNECT_RATE..=MAX_CONNECT_RATE).contains(&r) {
+        return Err(format!(
+            "{t} is out of range: give {MIN_CONNECT_RATE}..={MAX_CONNECT_RATE} per second"
+        ));
+    }
+    Ok(r)
+}
+
 /// Which local addresses the connections come from (`--source-addrs`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum SourceAddrs {
@@ -159,6 +179,8 @@ pub struct Plan {
     pub engine: EngineChoice,
     /// Which local addresses connections come from.
     pub source_addrs: SourceAddrs,
+    /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
+    pub connect_rate: Option<f64>,
     host_header: String,
     path: String,
 }
@@ -189,6 +211,7 @@ impl Plan {
             grace: Duration::from_secs(1),
             engine: EngineChoice::Auto,
             source_addrs: SourceAddrs::Kernel,
+            connect_rate: None,
             host_header,
             path,
         })
@@ -301,6 +324,13 @@ impl Plan {
                 return invalid(format!(
                     "CPU {cpu} is not available to this process (available: {}); pick from those (--cpus)",
                     list.join(",")
+                ));
+            }
+        }
+        if let Some(r) = self.connect_rate {
+            if !(MIN_CONNECT_RATE..=MAX_CONNECT_RATE).contains(&r) {
+                return invalid(format!(
+                    "connect rate must be {MIN_CONNECT_RATE}..={MAX_CONNECT_RATE} per second, got {r} (--connect-rate)"
                 ));
             }
         }

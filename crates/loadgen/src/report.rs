@@ -75,6 +75,9 @@ pub struct Config {
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
     pub engine: crate::EngineUsed,
+    /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
+    #[serde(default)]
+    pub connect_rate: Option<f64>,
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -126,6 +129,13 @@ pub struct Summary {
     /// Connections still in their TCP handshake when the run stopped.
     #[serde(default)]
     pub still_connecting: u64,
+    /// TCP connections opened, the warm-up's included.
+    #[serde(default)]
+    pub connections_opened: u64,
+    /// Connect attempts that failed (refused, timed out, no local port, …), the warm-up's
+    /// included.
+    #[serde(default)]
+    pub connect_failures: u64,
     /// Requests still waiting when the grace period ended, recorded in every latency
     /// figure at their wait so far (a lower bound of their latency).
     #[serde(default)]
@@ -417,6 +427,7 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
+                connect_rate: plan.connect_rate,
             },
             target: None,
             summary: Summary {
@@ -436,6 +447,8 @@ impl Report {
                 reconnects: c.reconnects,
                 aborted: c.aborted,
                 still_connecting: c.still_connecting,
+                connections_opened: c.connects,
+                connect_failures: c.connect_failures,
                 unfinished: c.unfinished,
                 unfinished_min_us: c.unfinished_min_us,
                 unfinished_max_us: c.unfinished_max_us,

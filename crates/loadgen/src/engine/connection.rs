@@ -158,9 +158,24 @@ impl Connection<TcpStream> {
                 continue;
             }
 
-            // 2. Connect when needed.
+            // 2. Connect when needed, in turn under --connect-rate (a closed-loop request
+            // begins when its connect does, not while it waits for its turn).
+            let mut now = now;
             let mut connect_time = None;
             if self.stream.is_none() && !self.queued.is_empty() {
+                if let Some(at) = self.w.connect_permit(now) {
+                    let w = &*self.w;
+                    let grace_over = tokio::select! {
+                        _ = sleep_until(at.into()) => false,
+                        _ = w.stop_idle.notified() => false,
+                        _ = w.grace_ended() => true,
+                    };
+                    if grace_over {
+                        self.abandon(now, Stage::Connecting);
+                        return;
+                    }
+                    now = Instant::now();
+                }
                 match self.connect(now).await {
                     Connect::Open(took) => {
                         connect_time = Some(took);
@@ -364,6 +379,7 @@ impl<S: AsRawFd> Connection<S> {
             self.observe(true);
         }
         self.had_connection = true;
+        self.w.rec.borrow_mut().record_connect_opened();
         self.conn_id = self.w.next_conn.get();
         self.w.next_conn.set(self.conn_id + 1);
         self.parser.reset();
@@ -384,6 +400,7 @@ impl<S: AsRawFd> Connection<S> {
         self.conn_id = w.next_conn.get();
         w.next_conn.set(self.conn_id + 1);
         let mut rec = w.rec.borrow_mut();
+        rec.record_connect_failed();
         rec.record_failed(
             kind,
             c.intended.unwrap_or(began),

@@ -90,6 +90,8 @@ struct Slot {
     sending: Option<(usize, usize)>,
     /// Backing off after a failed connect that failed at this time.
     backoff: Option<Instant>,
+    /// `--connect-rate`: the connect's turn, taken and not yet used.
+    connect_at: Option<Instant>,
     wake_at: Option<Instant>,
     timer_at: Option<Instant>,
     done: bool,
@@ -141,6 +143,7 @@ pub(super) fn worker_main(
             just_connected: None,
             sending: None,
             backoff: None,
+            connect_at: None,
             wake_at: None,
             timer_at: None,
             done: false,
@@ -308,6 +311,17 @@ impl UringWorker {
             return;
         }
         if s.c.stream.is_none() {
+            // --connect-rate: a connection that took a later turn waits for its wake-up.
+            if s.connect_at.is_some() && s.wake_at.is_some() {
+                return;
+            }
+            if s.connect_at.take().is_none() {
+                if let Some(at) = self.w.connect_permit(now) {
+                    s.connect_at = Some(at);
+                    self.schedule(i, at, Due::Wake);
+                    return;
+                }
+            }
             self.connect(i, now);
             return;
         }
@@ -427,6 +441,7 @@ impl UringWorker {
             }
             match &s.connecting {
                 Some((_, began)) => s.c.abandon(*began, Stage::Connecting),
+                None if s.connect_at.is_some() => s.c.abandon(now, Stage::Connecting),
                 None => s.c.abandon(now, Stage::NotSent),
             }
             s.connecting = None;

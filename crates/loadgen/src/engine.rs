@@ -212,6 +212,9 @@ struct Worker {
     next_conn: Cell<u64>,
     /// The next of `shared.sources` a connect is bound to (workers start apart).
     next_source: Cell<usize>,
+    /// The tokio engine's one read buffer for all its connections (empty in the io_uring
+    /// engine, whose connections receive into provided buffers).
+    read_buf: RefCell<Vec<u8>>,
     /// `--connect-rate`: this worker's share of it, as the time between connects.
     connect_interval: Option<Duration>,
     /// When the next connect may begin.
@@ -256,6 +259,7 @@ impl Worker {
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_source: Cell::new(spec.index),
+            read_buf: RefCell::new(Vec::new()),
             connect_interval: shared
                 .plan
                 .connect_rate
@@ -518,6 +522,7 @@ async fn worker_main(
     let plan = &shared.plan;
     let tick = plan.tick;
     let w = Rc::new(Worker::new(shared.clone(), &spec));
+    *w.read_buf.borrow_mut() = vec![0; connection::READ_BUF];
     let mut conns = JoinSet::new();
     if spec.has_work() {
         for _ in 0..spec.connections {

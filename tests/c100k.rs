@@ -159,7 +159,154 @@ fn failed_connects_are_counted_in_the_summary(e: Engine) {
     assert_eq!(n(&r["errors"]["connect_refused"]), 3, "{}", r["errors"]);
 }
 
+/// More connections than one source address has ports toward one destination (~28 k).
+const MANY: u64 = 30_000;
+
+/// Raises this process's RLIMIT_NOFILE (inherited by the server and the generator it
+/// starts) to hold `need` descriptors; false, after saying why, where it cannot.
+fn raise_open_file_limit(need: u64) -> bool {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        common::skip("RLIMIT_NOFILE cannot be read");
+        return false;
+    };
+    if soft >= need {
+        return true;
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, need, hard.max(need)) {
+        Ok(()) => true,
+        Err(e) => {
+            common::skip(format!(
+                "RLIMIT_NOFILE is {soft}/{hard} and cannot be raised to {need} here ({e}; needs root with CAP_SYS_RESOURCE)"
+            ));
+            false
+        }
+    }
+}
+
+fn thirty_thousand_loopback_connections_each_complete_a_request(e: Engine) {
+    if !raise_open_file_limit(MANY + 2_000) {
+        return;
+    }
+    let Some((mut server, addr)) = common::spawn_serve(&["--max-conns", "40000"]) else {
+        return;
+    };
+    let count = MANY.to_string();
+    let (code, r, stderr) = e.run_json(
+        &format!("http://{addr}/"),
+        &[
+            "-c",
+            &count,
+            "-n",
+            &count,
+            "--source-addrs",
+            "auto",
+            "--connect-rate",
+            "20000/s",
+            "--connect-timeout",
+            "20s",
+            "-t",
+            "60s",
+        ],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(n(&s["connections_opened"]), MANY, "{s}");
+    assert_eq!(n(&s["connect_failures"]), 0, "{s}");
+    assert_eq!(n(&s["successes"]), MANY, "{s} {}", r["errors"]);
+    assert_eq!(n(&s["errors"]), 0, "{}", r["errors"]);
+}
+
+/// Runs `tailscope run http://127.0.0.1:18080/ -c 1200 -n 1200 ARGS --json -` against the
+/// reference server in a network namespace of its own whose ephemeral port range is 500
+/// ports wide (a fixed port is safe there: nothing else lives in it). `None`, after saying
+/// why, where a namespace cannot be made or the reference server cannot run.
+fn run_with_500_ports(e: Engine, args: &str) -> Option<(i32, serde_json::Value, String)> {
+    if !common::has_tool("unshare", "--version") || !common::has_tool("ip", "-V") {
+        common::skip("unshare or ip missing (apt-get install util-linux iproute2)");
+        return None;
+    }
+    let bin = env!("CARGO_BIN_EXE_tailscope");
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "c100k-ports-{}-{}",
+        e.name(),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = format!(
+        r#"ip link set lo up && echo "40000 40499" > /proc/sys/net/ipv4/ip_local_port_range || exit 97
+"{bin}" serve --addr 127.0.0.1:18080 --threads 1 --max-conns 5000 > "{d}/serve.out" 2>&1 &
+for i in $(seq 200); do grep -q listening "{d}/serve.out" && break; sleep 0.05; done
+grep -q listening "{d}/serve.out" || {{ cat "{d}/serve.out" >&2; exit 98; }}
+"{bin}" run http://127.0.0.1:18080/ -c 1200 -n 1200 --threads 2 --engine {e} {args} --json -
+rc=$?
+kill %1
+exit $rc"#,
+        d = dir.display(),
+        e = e.name()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-n", "sh", "-c", &script])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    match out.status.code() {
+        Some(97) => {
+            common::skip(format!(
+                "cannot make a network namespace with a narrow port range: {stderr}"
+            ));
+            return None;
+        }
+        Some(98) if stderr.contains("io_uring") => {
+            common::skip(format!("the reference server cannot run here: {stderr}"));
+            return None;
+        }
+        _ => {}
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|err| panic!("not JSON ({err}): {stdout}\nstderr: {stderr}"));
+    Some((out.status.code().unwrap_or(-1), report, stderr))
+}
+
+fn out_of_local_ports_is_no_local_port_and_names_the_fix(e: Engine) {
+    let Some((_, r, stderr)) = run_with_500_ports(e, "") else {
+        return;
+    };
+    let s = &r["summary"];
+    assert!(
+        n(&r["errors"]["no_local_port"]) > 0,
+        "{stderr} {}",
+        r["errors"]
+    );
+    assert!(n(&s["successes"]) > 0, "{s}");
+    assert!(n(&s["successes"]) <= 500, "one address, 500 ports: {s}");
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("--source-addrs auto") && warnings.contains("ip_local_port_range"),
+        "{warnings}"
+    );
+}
+
+fn more_source_addresses_are_more_ports(e: Engine) {
+    let Some((code, r, stderr)) =
+        run_with_500_ports(e, "--source-addrs 127.0.0.1,127.0.0.2,127.0.0.3")
+    else {
+        return;
+    };
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    assert_eq!(n(&s["connections_opened"]), 1200, "{s} {}", r["errors"]);
+    assert_eq!(n(&s["successes"]), 1200, "{s} {}", r["errors"]);
+}
+
 engine_tests!(
+    out_of_local_ports_is_no_local_port_and_names_the_fix,
+    more_source_addresses_are_more_ports,
+    thirty_thousand_loopback_connections_each_complete_a_request,
     named_source_addrs_spread_the_connections,
     auto_source_addrs_on_loopback_start_at_127_0_0_1,
     connect_rate_ramps_the_connections_up,

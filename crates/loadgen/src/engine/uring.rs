@@ -14,7 +14,7 @@
 mod ring;
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
@@ -40,6 +40,9 @@ const COALESCE: Duration = Duration::from_micros(300);
 /// Open loop: a slot due within this is sent now (see [`EARLY_WAKE`], [`COALESCE`]); a
 /// send that leaves early is measured from when it left.
 const SEND_EARLY: Duration = Duration::from_micros(500);
+/// Connections advanced (claim, connect, send) per pass of the loop before its completions
+/// are reaped.
+const ADVANCE_BATCH: usize = 512;
 /// Each provided buffer; a response larger than one arrives in several completions.
 const BUFFER_SIZE: usize = 4096;
 
@@ -105,7 +108,7 @@ struct UringWorker {
     ring: Ring,
     slots: Vec<Slot>,
     deadlines: BinaryHeap<Reverse<(Instant, Due, usize)>>,
-    dirty: Vec<usize>,
+    dirty: VecDeque<usize>,
     /// Connections not done.
     live: usize,
     /// Ops submitted whose last completion has not been reaped.
@@ -217,7 +220,13 @@ impl UringWorker {
                 self.deadlines.pop();
                 self.on_deadline(i, at, due, now);
             }
-            while let Some(i) = self.dirty.pop() {
+            // At most a batch of connections per pass, oldest first, then the completions:
+            // 18 000 connects submitted before one completion is reaped measured every
+            // handshake at the length of the whole pass (~5 s on a loaded 2-core box).
+            for _ in 0..ADVANCE_BATCH {
+                let Some(i) = self.dirty.pop_front() else {
+                    break;
+                };
                 self.slots[i].dirty = false;
                 self.advance(i, now);
             }
@@ -239,7 +248,11 @@ impl UringWorker {
                 (Some(_), Some(g)) => until = until.min(g),
                 (Some(_), None) => {}
             }
-            let wait = until.saturating_duration_since(Instant::now());
+            let wait = if self.dirty.is_empty() {
+                until.saturating_duration_since(Instant::now())
+            } else {
+                Duration::ZERO
+            };
             if let Err(e) = self.ring.submit_and_wait(wait) {
                 panic!("the generator's io_uring failed: {e}");
             }
@@ -256,7 +269,7 @@ impl UringWorker {
         let s = &mut self.slots[i];
         if !s.dirty && !s.done {
             s.dirty = true;
-            self.dirty.push(i);
+            self.dirty.push_back(i);
         }
     }
 

@@ -215,6 +215,14 @@ pub struct LoadArgs {
     /// config.engine says which ran and why).
     #[arg(long = "engine", value_enum, default_value_t = Engine::Auto, value_name = "ENGINE")]
     pub engine: Engine,
+    /// Spread connections over these local addresses (10.0.0.2,10.0.0.3), each with its own
+    /// ephemeral ports; auto, for a loopback target: 127.0.0.1, 127.0.0.2, ... as -c needs.
+    #[arg(long = "source-addrs", value_parser = tailscope_loadgen::SourceAddrs::parse, value_name = "LIST|auto")]
+    pub source_addrs: Option<tailscope_loadgen::SourceAddrs>,
+    /// Open new connections at most this fast, in total (500/s): a large -c ramps up
+    /// instead of sending every SYN at once. Default: unbounded.
+    #[arg(long = "connect-rate", value_parser = tailscope_loadgen::plan::parse_connect_rate, value_name = "N/s")]
+    pub connect_rate: Option<f64>,
 }
 
 /// `--engine`.

@@ -145,6 +145,10 @@ impl RunConfig {
         plan.connect_timeout = load.connect_timeout;
         plan.grace = plan.timeout.min(Duration::from_secs(1));
         plan.engine = load.engine.into();
+        if let Some(s) = load.source_addrs.clone() {
+            plan.source_addrs = s;
+        }
+        plan.connect_rate = load.connect_rate;
         tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();

@@ -141,6 +141,8 @@ pub(crate) struct Shared {
     pub highest: Duration,
     /// A new total open-loop rate asked for during the run (f64 bits; 0: none).
     pub rate_override: Arc<AtomicU64>,
+    /// Local addresses (port 0) connections are bound to, in turn; empty: the kernel picks.
+    pub sources: Vec<std::net::SocketAddr>,
 }
 
 /// One worker's share of the run.
@@ -208,6 +210,15 @@ struct Worker {
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
+    /// The next of `shared.sources` a connect is bound to (workers start apart).
+    next_source: Cell<usize>,
+    /// The tokio engine's one read buffer for all its connections (empty in the io_uring
+    /// engine, whose connections receive into provided buffers).
+    read_buf: RefCell<Vec<u8>>,
+    /// `--connect-rate`: this worker's share of it, as the time between connects.
+    connect_interval: Option<Duration>,
+    /// When the next connect may begin.
+    next_connect: Cell<Instant>,
     /// Wakes connections idling until a future slot when the run stops.
     stop_idle: Notify,
     /// When sending stopped early (a stop request): open-loop slots from then on never fell
@@ -247,6 +258,13 @@ impl Worker {
             connecting: Cell::new(0),
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
+            next_source: Cell::new(spec.index),
+            read_buf: RefCell::new(Vec::new()),
+            connect_interval: shared
+                .plan
+                .connect_rate
+                .map(|r| Duration::from_secs_f64(1.0 / (r * spec.share).max(f64::MIN_POSITIVE))),
+            next_connect: Cell::new(shared.start),
             stop_idle: Notify::new(),
             stopped_at: Cell::new(None),
             grace_over: Cell::new(false),
@@ -293,6 +311,27 @@ impl Worker {
             sending_ended,
             finished,
         }
+    }
+
+    /// `--connect-rate`: takes the next connect's turn and returns when it is, if not now.
+    /// A token bucket of depth one per worker (the workers split the rate): connects leave
+    /// evenly spaced rather than in bursts, which is what a ramp-up is for.
+    fn connect_permit(&self, now: Instant) -> Option<Instant> {
+        let interval = self.connect_interval?;
+        let at = self.next_connect.get().max(now);
+        self.next_connect.set(at + interval);
+        (at > now).then_some(at)
+    }
+
+    /// The source address the next connect is bound to, round robin; none: the kernel picks.
+    fn take_source(&self) -> Option<std::net::SocketAddr> {
+        let sources = &self.shared.sources;
+        if sources.is_empty() {
+            return None;
+        }
+        let k = self.next_source.get();
+        self.next_source.set(k.wrapping_add(1));
+        Some(sources[k % sources.len()])
     }
 
     fn take_ticket(&self, measured: bool) -> bool {
@@ -483,6 +522,7 @@ async fn worker_main(
     let plan = &shared.plan;
     let tick = plan.tick;
     let w = Rc::new(Worker::new(shared.clone(), &spec));
+    *w.read_buf.borrow_mut() = vec![0; connection::READ_BUF];
     let mut conns = JoinSet::new();
     if spec.has_work() {
         for _ in 0..spec.connections {

@@ -31,7 +31,7 @@ use segment::share;
 
 pub use engine::{EngineChoice, EngineUsed};
 pub use error::{Error, ErrorKind};
-pub use plan::{Pace, Plan, Stop};
+pub use plan::{Pace, Plan, SourceAddrs, Stop};
 pub use snapshot::{
     Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
 };
@@ -104,6 +104,11 @@ pub fn run(
     mut on_snapshot: impl FnMut(&Snapshot),
 ) -> Result<RunTotals, Error> {
     plan.validate()?;
+    let sources = plan
+        .source_ips()?
+        .into_iter()
+        .map(|ip| std::net::SocketAddr::new(ip, 0))
+        .collect();
     let (engine, engine_used) = engine::choose(plan.engine)?;
     let threads = plan.effective_threads();
     let run_for = match plan.stop {
@@ -132,6 +137,7 @@ pub fn run(
         measure_start,
         end,
         highest,
+        sources,
     });
     let (tx, rx) = mpsc::channel();
     let mut workers = Vec::with_capacity(threads);

@@ -1,7 +1,7 @@
 //! What to run: the target, the request, and the run's independent modes
 //! (`Stop` × `Pace` × pipelining depth), validated before any load starts.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
 use crate::engine::EngineChoice;
@@ -24,6 +24,72 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The shortest duration, warm-up aside, any of those may be.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
+/// Connections `--source-addrs auto` gives one source address: the default ephemeral range
+/// (32768–60999) has ~28 k ports toward one destination, and reconnects leave some in
+/// TIME_WAIT.
+pub const CONNS_PER_SOURCE: usize = 20_000;
+/// The most source addresses a plan may name or `auto` may pick.
+pub const MAX_SOURCE_ADDRS: usize = 1024;
+
+/// The slowest `--connect-rate`: one new connection a second.
+pub const MIN_CONNECT_RATE: f64 = 1.0;
+/// The fastest `--connect-rate`.
+pub const MAX_CONNECT_RATE: f64 = 10_000_000.0;
+
+/// Parses `--connect-rate`: `500/s` or `500`, new connections per second in total.
+pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let n = t.strip_suffix("/s").unwrap_or(t).trim();
+    let r: f64 = n
+        .parse()
+        .map_err(|_| format!("{t:?} is not a rate: write connections per second, e.g. 500/s"))?;
+    if !(MIN_CONNECT_RATE..=MAX_CONNECT_RATE).contains(&r) {
+        return Err(format!(
+            "{t} is out of range: give {MIN_CONNECT_RATE}..={MAX_CONNECT_RATE} per second"
+        ));
+    }
+    Ok(r)
+}
+
+/// Which local addresses the connections come from (`--source-addrs`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum SourceAddrs {
+    /// The kernel picks (the route's address): one address's ephemeral ports in all.
+    #[default]
+    Kernel,
+    /// A loopback target: 127.0.0.1, 127.0.0.2, … as many as the connections need (the
+    /// whole 127/8 is local); the IPv6 loopback has only ::1.
+    Auto,
+    /// These local addresses, taken in turn by each new connection.
+    List(Vec<IpAddr>),
+}
+
+impl SourceAddrs {
+    /// Parses `auto` or a comma-separated list of IP addresses.
+    pub fn parse(s: &str) -> Result<SourceAddrs, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(SourceAddrs::Auto);
+        }
+        let mut ips = Vec::new();
+        for part in s.split(',') {
+            let part = part.trim();
+            let ip: IpAddr = part.parse().map_err(|_| {
+                format!("{part:?} is not an IP address: give auto or a list like 10.0.0.2,10.0.0.3")
+            })?;
+            if !ips.contains(&ip) {
+                ips.push(ip);
+            }
+        }
+        if ips.len() > MAX_SOURCE_ADDRS {
+            return Err(format!(
+                "{} addresses given; at most {MAX_SOURCE_ADDRS}",
+                ips.len()
+            ));
+        }
+        Ok(SourceAddrs::List(ips))
+    }
+}
 
 /// Parses a duration as people write one: `500ms`, `10s`, `2m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -116,6 +182,10 @@ pub struct Plan {
     pub grace: Duration,
     /// Which generator engine runs the plan.
     pub engine: EngineChoice,
+    /// Which local addresses connections come from.
+    pub source_addrs: SourceAddrs,
+    /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
+    pub connect_rate: Option<f64>,
     host_header: String,
     path: String,
 }
@@ -146,6 +216,8 @@ impl Plan {
             tick: Duration::from_millis(100),
             grace: Duration::from_secs(1),
             engine: EngineChoice::Auto,
+            source_addrs: SourceAddrs::Kernel,
+            connect_rate: None,
             host_header,
             path,
         })
@@ -267,7 +339,71 @@ impl Plan {
                 ));
             }
         }
+        if let Some(r) = self.connect_rate {
+            if !(MIN_CONNECT_RATE..=MAX_CONNECT_RATE).contains(&r) {
+                return invalid(format!(
+                    "connect rate must be {MIN_CONNECT_RATE}..={MAX_CONNECT_RATE} per second, got {r} (--connect-rate)"
+                ));
+            }
+        }
+        self.source_ips()?;
         Ok(())
+    }
+
+    /// The local addresses connections are bound to before they connect (none: the kernel
+    /// picks). An error when `auto` cannot pick them or a named one is not this host's.
+    pub fn source_ips(&self) -> Result<Vec<IpAddr>, Error> {
+        let invalid = |m: String| Err(Error::InvalidPlan(m));
+        let target = self.addr.ip();
+        match &self.source_addrs {
+            SourceAddrs::Kernel => Ok(Vec::new()),
+            SourceAddrs::Auto => {
+                let needed = self.connections.div_ceil(CONNS_PER_SOURCE).max(1);
+                match target {
+                    IpAddr::V4(v4) if v4.is_loopback() => {
+                        if needed > MAX_SOURCE_ADDRS {
+                            return invalid(format!("--source-addrs auto would need {needed} addresses for -c {}; at most {MAX_SOURCE_ADDRS}", self.connections));
+                        }
+                        let base = u32::from(Ipv4Addr::new(127, 0, 0, 1));
+                        Ok((0..needed as u32)
+                            .map(|k| IpAddr::V4(Ipv4Addr::from(base + k)))
+                            .collect())
+                    }
+                    IpAddr::V6(v6) if v6.is_loopback() => {
+                        if needed > 1 {
+                            return invalid(format!(
+                                "--source-addrs auto: the IPv6 loopback has one address (::1), enough for about {CONNS_PER_SOURCE} connections, not -c {}; target 127.0.0.1 instead (all of 127/8 is local)",
+                                self.connections
+                            ));
+                        }
+                        Ok(vec![target])
+                    }
+                    _ => invalid(format!(
+                        "--source-addrs auto picks addresses only for a loopback target; for {target} name this host's addresses (--source-addrs 10.0.0.2,10.0.0.3)"
+                    )),
+                }
+            }
+            SourceAddrs::List(ips) => {
+                if ips.is_empty() {
+                    return invalid("--source-addrs names no address".into());
+                }
+                for ip in ips {
+                    if ip.is_ipv4() != target.is_ipv4() {
+                        return invalid(format!(
+                            "source address {ip} is not of the target's family ({target}) (--source-addrs)"
+                        ));
+                    }
+                    // Binding port 0 fails with EADDRNOTAVAIL for an address this host does
+                    // not have.
+                    if let Err(e) = UdpSocket::bind(SocketAddr::new(*ip, 0)) {
+                        return invalid(format!(
+                            "source address {ip} is not an address of this host ({e}); `ip addr` lists them (--source-addrs)"
+                        ));
+                    }
+                }
+                Ok(ips.clone())
+            }
+        }
     }
 
     /// The threads actually used: never more than the connections.
@@ -421,6 +557,41 @@ mod tests {
             req.ends_with("X-Test: 1\r\nUser-Agent: me\r\n\r\nhi"),
             "{req}"
         );
+    }
+
+    #[test]
+    fn source_addrs_auto_picks_loopback_addresses_as_the_connections_need() {
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        plan.source_addrs = SourceAddrs::parse("auto").unwrap();
+        plan.connections = 100;
+        assert_eq!(
+            plan.source_ips().unwrap(),
+            vec![IpAddr::from([127, 0, 0, 1])]
+        );
+        plan.connections = 2 * CONNS_PER_SOURCE + 1;
+        let picked: Vec<String> = plan
+            .source_ips()
+            .unwrap()
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect();
+        assert_eq!(picked, ["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+        plan.set_url("http://[::1]:1/").unwrap();
+        let err = plan.validate().unwrap_err().to_string();
+        assert!(err.contains("one address (::1)"), "{err}");
+        plan.connections = 10;
+        assert_eq!(
+            plan.source_ips().unwrap(),
+            vec!["::1".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            SourceAddrs::parse("127.0.0.2, 127.0.0.3,127.0.0.2").unwrap(),
+            SourceAddrs::List(vec![
+                IpAddr::from([127, 0, 0, 2]),
+                IpAddr::from([127, 0, 0, 3])
+            ])
+        );
+        assert!(SourceAddrs::parse("127.0.0.2,").is_err());
     }
 
     #[test]

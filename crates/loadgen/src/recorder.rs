@@ -478,6 +478,16 @@ impl WorkerRecorder {
         self.current.counters.reconnects += 1;
     }
 
+    /// Counts a connection opened.
+    pub fn record_connect_opened(&mut self) {
+        self.current.counters.connects += 1;
+    }
+
+    /// Counts a connect attempt that failed.
+    pub fn record_connect_failed(&mut self) {
+        self.current.counters.connect_failures += 1;
+    }
+
     /// Counts requests abandoned in flight when the run stopped.
     pub fn record_aborted(&mut self, n: u64) {
         self.current.counters.aborted += n;

@@ -22,6 +22,9 @@ use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 use fmt::{fmt_pct, url_authority};
+
+/// The fix named wherever connects ran out of local ports (EADDRNOTAVAIL).
+const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
@@ -72,6 +75,9 @@ pub struct Config {
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
     pub engine: crate::EngineUsed,
+    /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
+    #[serde(default)]
+    pub connect_rate: Option<f64>,
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -123,6 +129,13 @@ pub struct Summary {
     /// Connections still in their TCP handshake when the run stopped.
     #[serde(default)]
     pub still_connecting: u64,
+    /// TCP connections opened, the warm-up's included.
+    #[serde(default)]
+    pub connections_opened: u64,
+    /// Connect attempts that failed (refused, timed out, no local port, …), the warm-up's
+    /// included.
+    #[serde(default)]
+    pub connect_failures: u64,
     /// Requests still waiting when the grace period ended, recorded in every latency
     /// figure at their wait so far (a lower bound of their latency).
     #[serde(default)]
@@ -414,6 +427,7 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
+                connect_rate: plan.connect_rate,
             },
             target: None,
             summary: Summary {
@@ -433,6 +447,8 @@ impl Report {
                 reconnects: c.reconnects,
                 aborted: c.aborted,
                 still_connecting: c.still_connecting,
+                connections_opened: c.connects,
+                connect_failures: c.connect_failures,
                 unfinished: c.unfinished,
                 unfinished_min_us: c.unfinished_min_us,
                 unfinished_max_us: c.unfinished_max_us,
@@ -544,8 +560,9 @@ impl Report {
                 fmt_count(n)
             ),
             "no_local_port" => format!(
-                "no local port left to connect to {addr} ({} no_local_port): the ephemeral ports are used up (TIME_WAIT); lower -c, keep connections alive, or widen net.ipv4.ip_local_port_range",
-                fmt_count(n)
+                "no local port left to connect to {addr} ({} no_local_port): {}",
+                fmt_count(n),
+                NO_LOCAL_PORT_FIX
             ),
             other => format!(
                 "every request to {addr} failed, mostly {other} ({})",
@@ -560,6 +577,17 @@ impl Report {
         let mut out = Vec::new();
         if let Some(reason) = self.no_response_reason() {
             out.push(reason);
+        }
+        let no_port = self
+            .errors
+            .get(ErrorKind::NoLocalPort.as_str())
+            .copied()
+            .unwrap_or(0);
+        if no_port > 0 && s.successes > 0 {
+            out.push(format!(
+                "{} connects found no local port (no_local_port): {NO_LOCAL_PORT_FIX}",
+                fmt_count(no_port)
+            ));
         }
         let responses = s.successes;
         for (code, n) in &self.status_codes {

@@ -123,6 +123,10 @@ pub struct Counters {
     pub late_sends: u64,
     /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
     pub reconnects: u64,
+    /// TCP connections opened (the warm-up's included).
+    pub connects: u64,
+    /// Connect attempts that failed (refused, timed out, no local port, …).
+    pub connect_failures: u64,
     /// Requests abandoned because their connection task could not be stopped in time (a
     /// generator bug if ever non-zero: unfinished requests are counted in `unfinished`).
     pub aborted: u64,
@@ -197,6 +201,8 @@ impl Counters {
         self.bytes_read += other.bytes_read;
         self.late_sends += other.late_sends;
         self.reconnects += other.reconnects;
+        self.connects += other.connects;
+        self.connect_failures += other.connect_failures;
         self.aborted += other.aborted;
         self.still_connecting += other.still_connecting;
         self.unfinished += other.unfinished;

@@ -1,7 +1,9 @@
-//! The crate's only `unsafe`: reading the kernel's TCP_INFO of the generator's own sockets.
+//! The crate's `unsafe` outside the io_uring ring: reading the kernel's TCP_INFO of the
+//! generator's own sockets, and IP_BIND_ADDRESS_NO_PORT (which no socket crate wraps).
 #![allow(unsafe_code)]
 
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd};
 
 use crate::recorder::TcpFacts;
 
@@ -32,6 +34,29 @@ pub fn tcp_facts(socket: &impl AsRawFd) -> Option<TcpFacts> {
     })
 }
 
+/// Binds a socket that is about to connect to the source address `src` (port 0) with
+/// IP_BIND_ADDRESS_NO_PORT set, so that the kernel picks the port at connect time, per
+/// destination: without it, a bind to port 0 reserves a port for every destination at once
+/// and one address runs out at ~28 k connections whatever the targets.
+pub fn bind_source(socket: &impl AsFd, src: SocketAddr) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: the option value points to a live c_int of the length given; the fd is
+    // borrowed from a live socket for the duration of the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            std::ptr::addr_of!(one).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    socket2::SockRef::from(socket).bind(&src.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +73,30 @@ mod tests {
         );
         let not_tcp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         assert_eq!(tcp_facts(&not_tcp), None);
+    }
+
+    #[test]
+    fn a_bound_source_is_the_connection_local_address() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let src: SocketAddr = "127.0.0.3:0".parse().unwrap();
+        bind_source(&socket, src).unwrap();
+        // No port is taken until the connect.
+        let bound = socket.local_addr().unwrap().as_socket().unwrap();
+        assert_eq!((bound.ip(), bound.port()), (src.ip(), 0));
+        socket
+            .connect(&listener.local_addr().unwrap().into())
+            .unwrap();
+        let (_, peer) = listener.accept().unwrap();
+        assert_eq!(peer.ip(), src.ip());
+        assert_ne!(peer.port(), 0);
+        let elsewhere: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        let err = bind_source(
+            &socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap(),
+            elsewhere,
+        )
+        .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EADDRNOTAVAIL));
     }
 }

@@ -1,8 +1,9 @@
 //! One connection: its state, the five steps of its loop, and the tokio task that runs them.
 //!
 //! A [`Connection`] is one generator connection, whatever engine drives it: the socket (one
-//! TCP connection after another), its read buffer, the response parser and the requests it
-//! carries. Everything that is not I/O lives in the generic `impl<S>` block and is shared by
+//! TCP connection after another), the bytes of a response that has not all arrived (reads
+//! land in a buffer of the worker's, so an idle connection holds none), the response parser
+//! and the requests it carries. Everything that is not I/O lives in the generic `impl<S>` block and is shared by
 //! both engines: claiming work from the [`Worker`], what a connect, a write, a read, an end
 //! of file or a timeout does to the requests, and how they are recorded. The tokio engine's
 //! [`task`] runs it as an async loop on a `TcpStream`: claim, connect if needed, write every
@@ -18,19 +19,23 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout};
 
 use super::{Claim, Held, InFlight, Shared, Worker};
 use crate::error::ErrorKind;
-use crate::http::{ResponseParser, MAX_HEAD};
+use crate::http::ResponseParser;
 use crate::plan::Pace;
 use crate::recorder::{Finished, Stage, TcpFacts, LATE_SLACK};
-use crate::sys::tcp_facts;
+use crate::sys::{bind_source, tcp_facts};
 
-/// Read buffer per connection; it grows up to a full response head only when one needs it.
-const INITIAL_BUF: usize = 16 * 1024;
+/// The tokio engine reads into one buffer per worker ([`Worker::read_buf`]) of this size;
+/// a connection keeps only the bytes of a response it could not parse yet.
+pub(super) const READ_BUF: usize = 64 * 1024;
+/// A connection's partial-response buffer that grew beyond this (a long head arriving in
+/// pieces) is freed once it empties, so an idle connection holds no more than this.
+const KEEP_PARTIAL: usize = 4096;
 /// Open loop, tokio engine: a slot due within this is sent now rather than slept for, and
 /// sleeps end this long before their slot. tokio rounds a deadline up to the next 1 ms tick and the wake-up
 /// comes later still (measured: ~1.5 ms after the asked time), so waking 1 ms early made
@@ -97,7 +102,7 @@ enum Sent {
 }
 
 /// One connection's state, across the TCP connections it opens in turn (mini-redis's
-/// `Connection` is the model): the socket `S` and its read buffer, the response parser, and
+/// `Connection` is the model): the socket `S` and its partial response, the response parser, and
 /// the requests it carries. In the tokio engine it lives in its task's future, so it costs
 /// what the loop's locals did; the per-response path borrows the recorder as before and
 /// allocates nothing.
@@ -112,10 +117,10 @@ pub(super) struct Connection<S> {
     early_wake: Duration,
     /// The socket, while one is open.
     pub(super) stream: Option<S>,
-    /// Read buffer: `buf[pos..filled]` is read and not parsed yet.
-    buf: Vec<u8>,
-    pos: usize,
-    filled: usize,
+    /// Bytes read and not parsed yet: the start of a response (or of a chunk line) that has
+    /// not all arrived. Empty, and usually without an allocation, between responses; the
+    /// bytes are read elsewhere (the worker's buffer, a provided buffer) and parsed there.
+    partial: Vec<u8>,
     parser: ResponseParser,
     /// Written, oldest first, waiting for their responses.
     pub(super) in_flight: VecDeque<InFlight>,
@@ -158,9 +163,24 @@ impl Connection<TcpStream> {
                 continue;
             }
 
-            // 2. Connect when needed.
+            // 2. Connect when needed, in turn under --connect-rate (a closed-loop request
+            // begins when its connect does, not while it waits for its turn).
+            let mut now = now;
             let mut connect_time = None;
             if self.stream.is_none() && !self.queued.is_empty() {
+                if let Some(at) = self.w.connect_permit(now) {
+                    let w = &*self.w;
+                    let grace_over = tokio::select! {
+                        _ = sleep_until(at.into()) => false,
+                        _ = w.stop_idle.notified() => false,
+                        _ = w.grace_ended() => true,
+                    };
+                    if grace_over {
+                        self.abandon(now, Stage::Connecting);
+                        return;
+                    }
+                    now = Instant::now();
+                }
                 match self.connect(now).await {
                     Connect::Open(took) => {
                         connect_time = Some(took);
@@ -188,14 +208,15 @@ impl Connection<TcpStream> {
                 .next_slot
                 .and_then(|c| c.intended)
                 .filter(|_| self.in_flight.len() < self.depth);
-            let Some(s) = self.stream.as_mut() else {
+            let Some(s) = self.stream.as_ref() else {
                 continue;
             };
-            let (buf, filled, w) = (&mut self.buf, self.filled, &*self.w);
+            let w = &*self.w;
             let mut grace_over = false;
+            // Readiness, not a read: a pending read would hold a buffer per connection.
             let read = tokio::select! {
                 biased;
-                r = s.read(&mut buf[filled..]) => Some(r),
+                r = s.readable() => Some(r),
                 _ = &mut timer => None,
                 _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => continue,
                 _ = w.grace_ended() => {
@@ -214,25 +235,41 @@ impl Connection<TcpStream> {
                     timer.as_mut().reset(next.into());
                 }
                 Some(Err(e)) => self.close(Closed::failed(ErrorKind::from_io(&e))),
-                Some(Ok(0)) => self.on_eof(now),
-                // 5. Every complete response in the buffer, in order.
-                Some(Ok(n)) => self.on_read(n, now),
+                // 5. Every complete response read, in order.
+                Some(Ok(())) => self.read_ready(now),
             }
         }
+    }
+
+    /// The socket is readable: reads into the worker's buffer (taken out of its cell for
+    /// the call; no other task runs before it is put back) and parses what came.
+    fn read_ready(&mut self, now: Instant) {
+        let Some(s) = self.stream.as_ref() else {
+            return;
+        };
+        let mut buf = std::mem::take(&mut *self.w.read_buf.borrow_mut());
+        match read_now(s, &mut buf) {
+            Ok(0) => self.on_eof(now),
+            Ok(n) => self.on_received(&buf[..n], now),
+            // Readiness that was not (another wake-up got there first): wait again.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => self.close(Closed::failed(ErrorKind::from_io(&e))),
+        }
+        *self.w.read_buf.borrow_mut() = buf;
     }
 
     /// Open loop, nothing to send: idles until the slot (waking early, see [`EARLY_WAKE`]),
     /// a stop or the end of the grace period.
     async fn idle_until(&mut self, slot: Claim) {
         let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
-        let (stream, buf, w) = (&mut self.stream, &mut self.buf, &*self.w);
+        let (stream, w) = (&self.stream, &*self.w);
         let closed_while_idle = tokio::select! {
             _ = sleep_until(wake.into()) => false,
             _ = w.stop_idle.notified() => false,
             _ = w.grace_ended() => false,
             // A server that closes idle connections (keep-alive timeout) is noticed here,
             // not as a failure of the next request.
-            _ = async { match stream.as_mut() { Some(s) => { let _ = s.read(&mut buf[..]).await; } None => pending().await } } => true,
+            _ = async { match stream.as_ref() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
         };
         if closed_while_idle {
             self.stream = None;
@@ -245,7 +282,10 @@ impl Connection<TcpStream> {
         self.begin_connect();
         let w = &*self.w;
         let plan = &self.shared.plan;
-        let connecting = timeout(self.connect_limit(), TcpStream::connect(plan.addr));
+        let connecting = timeout(
+            self.connect_limit(),
+            connect_from(w.take_source(), plan.addr),
+        );
         let connected = tokio::select! {
             r = connecting => match r {
                 Ok(Ok(s)) => Ok(s),
@@ -317,9 +357,7 @@ impl<S: AsRawFd> Connection<S> {
             open_loop: matches!(shared.plan.pace, Pace::Rate(_)),
             early_wake,
             stream: None,
-            buf: vec![0u8; INITIAL_BUF],
-            pos: 0,
-            filled: 0,
+            partial: Vec::new(),
             parser: ResponseParser::new(&shared.plan.method),
             in_flight: VecDeque::with_capacity(depth),
             queued: VecDeque::with_capacity(depth),
@@ -361,10 +399,11 @@ impl<S: AsRawFd> Connection<S> {
             self.observe(true);
         }
         self.had_connection = true;
+        self.w.rec.borrow_mut().record_connect_opened();
         self.conn_id = self.w.next_conn.get();
         self.w.next_conn.set(self.conn_id + 1);
         self.parser.reset();
-        (self.pos, self.filled) = (0, 0);
+        self.clear_partial();
         took
     }
 
@@ -381,6 +420,7 @@ impl<S: AsRawFd> Connection<S> {
         self.conn_id = w.next_conn.get();
         w.next_conn.set(self.conn_id + 1);
         let mut rec = w.rec.borrow_mut();
+        rec.record_connect_failed();
         rec.record_failed(
             kind,
             c.intended.unwrap_or(began),
@@ -440,28 +480,39 @@ impl<S: AsRawFd> Connection<S> {
         w.add_in_flight(k);
     }
 
-    /// `n` more bytes were read into `buf[filled..]`: every complete response in the
-    /// buffer is recorded, in order.
-    pub(super) fn on_read(&mut self, n: usize, now: Instant) {
-        self.filled += n;
-        match self.parse_responses(now) {
+    /// Bytes were received (into the worker's buffer, or a provided buffer): every
+    /// complete response is recorded, in order, straight from them; only a response that
+    /// has not all arrived is copied, to wait for the rest.
+    pub(super) fn on_received(&mut self, bytes: &[u8], now: Instant) {
+        let outcome = if self.partial.is_empty() {
+            let (used, outcome) = self.parse_responses(bytes, now);
+            if outcome.is_none() && used < bytes.len() {
+                self.partial.extend_from_slice(&bytes[used..]);
+            }
+            outcome
+        } else {
+            let mut partial = std::mem::take(&mut self.partial);
+            partial.extend_from_slice(bytes);
+            let (used, outcome) = self.parse_responses(&partial, now);
+            partial.drain(..used);
+            self.partial = partial;
+            outcome
+        };
+        match outcome {
             Some(outcome) => self.close_after_parse(outcome, now),
-            None => self.compact_buffer(),
+            None if self.partial.is_empty() && self.partial.capacity() > KEEP_PARTIAL => {
+                self.partial = Vec::new();
+            }
+            None => {}
         }
     }
 
-    /// Bytes received elsewhere (a provided buffer): copied after the unparsed tail, then
-    /// parsed as [`Self::on_read`] does.
-    pub(super) fn on_received(&mut self, bytes: &[u8], now: Instant) {
-        if self.buf.len() - self.filled < bytes.len() {
-            self.buf.copy_within(self.pos..self.filled, 0);
-            (self.pos, self.filled) = (0, self.filled - self.pos);
-            if self.buf.len() - self.filled < bytes.len() {
-                self.buf.resize(self.filled + bytes.len(), 0);
-            }
+    /// Forgets the bytes of a response of a connection that is gone.
+    fn clear_partial(&mut self) {
+        self.partial.clear();
+        if self.partial.capacity() > KEEP_PARTIAL {
+            self.partial = Vec::new();
         }
-        self.buf[self.filled..self.filled + bytes.len()].copy_from_slice(bytes);
-        self.on_read(bytes.len(), now);
     }
 
     /// Whether the connection is done: nothing in flight, nothing claimed, no slot to wait
@@ -525,7 +576,7 @@ impl<S: AsRawFd> Connection<S> {
         let outcome = if self.in_flight.is_empty() {
             Closed::Graceful
         } else {
-            match self.parser.on_eof(self.filled - self.pos) {
+            match self.parser.on_eof(self.partial.len()) {
                 Ok(Some(done)) => {
                     let f = self.in_flight.pop_front().expect("checked non-empty");
                     self.w.sub_in_flight(1);
@@ -543,34 +594,37 @@ impl<S: AsRawFd> Connection<S> {
         self.close(outcome);
     }
 
-    /// Records every complete response in `buf[pos..filled]`, in order. Returns how the
-    /// connection must close, if it must: a `Connection: close`, bytes nobody asked for, or
-    /// a response that cannot be parsed.
-    fn parse_responses(&mut self, now: Instant) -> Option<Closed> {
-        while self.pos < self.filled {
+    /// Records every complete response in `data`, in order. Returns how many bytes it used
+    /// and how the connection must close, if it must: a `Connection: close`, bytes nobody
+    /// asked for, or a response that cannot be parsed.
+    fn parse_responses(&mut self, data: &[u8], now: Instant) -> (usize, Option<Closed>) {
+        let mut pos = 0;
+        while pos < data.len() {
             let Some(front) = self.in_flight.front_mut() else {
                 // Bytes nobody asked for: the stream cannot be trusted any more.
-                return Some(Closed::Graceful);
+                return (pos, Some(Closed::Graceful));
             };
             if front.first_byte.is_none() {
                 front.first_byte = Some(now);
             }
-            match self.parser.parse(&self.buf[self.pos..self.filled]) {
+            match self.parser.parse(&data[pos..]) {
                 Ok(progress) => {
-                    self.pos += progress.consumed;
-                    let done = progress.completed?;
+                    pos += progress.consumed;
+                    let Some(done) = progress.completed else {
+                        break;
+                    };
                     let f = self.in_flight.pop_front().expect("checked non-empty");
                     self.w.sub_in_flight(1);
                     let tcp = self.slow_tcp(&f, now);
                     self.finish(&f, now, done.status, done.bytes, tcp);
                     if done.close || !self.shared.plan.keepalive {
-                        return Some(Closed::Graceful);
+                        return (pos, Some(Closed::Graceful));
                     }
                 }
-                Err(kind) => return Some(Closed::failed(kind)),
+                Err(kind) => return (pos, Some(Closed::failed(kind))),
             }
         }
-        None
+        (pos, None)
     }
 
     /// Closes after parsing stopped. A bad response poisons only its own request; the rest
@@ -597,23 +651,6 @@ impl<S: AsRawFd> Connection<S> {
             other => other,
         };
         self.close(outcome);
-    }
-
-    /// Makes room for the next read: an empty buffer starts over, a full one moves its
-    /// unparsed tail to the front or, when one response head fills it, grows.
-    fn compact_buffer(&mut self) {
-        if self.pos == self.filled {
-            (self.pos, self.filled) = (0, 0);
-        } else if self.filled == self.buf.len() {
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos..self.filled, 0);
-                (self.pos, self.filled) = (0, self.filled - self.pos);
-            } else {
-                // A response head larger than the buffer: grow once, up to the head limit.
-                self.buf
-                    .resize((self.buf.len() * 4).min(MAX_HEAD + 4096), 0);
-            }
-        }
     }
 
     /// Reads the open connection's TCP_INFO and counts the segments it retransmitted since
@@ -704,6 +741,59 @@ pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
     }
 }
 
+/// One read from a socket tokio said is readable. A read shorter than `buf` emptied the
+/// socket: its readiness is cleared at once, as tokio's own `read` does, so the next wait
+/// does not cost a read that finds nothing (`try_read` alone leaves it set). The byte count
+/// is carried out of `try_io` beside the `WouldBlock` that clears it.
+fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::io::Read;
+    let mut got = None;
+    let r = s.try_io(tokio::io::Interest::READABLE, || {
+        let n = (&*socket2::SockRef::from(s)).read(buf)?;
+        got = Some(n);
+        if n > 0 && n < buf.len() {
+            Err(std::io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    match (r, got) {
+        (_, Some(n)) => Ok(n),
+        (r, None) => r,
+    }
+}
+
+/// Resolves when an idle connection is closed by the server (or sends what nobody asked
+/// for): either way it is not reused.
+async fn closed_while_idle(s: &TcpStream) {
+    let mut byte = [0u8; 1];
+    loop {
+        if s.readable().await.is_err() {
+            return;
+        }
+        match read_now(s, &mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            _ => return,
+        }
+    }
+}
+
+/// Connects to `addr`, from `source` when one is given (see [`bind_source`]).
+async fn connect_from(
+    source: Option<std::net::SocketAddr>,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<TcpStream> {
+    let Some(src) = source else {
+        return TcpStream::connect(addr).await;
+    };
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    bind_source(&socket, src)?;
+    socket.connect(addr).await
+}
+
 /// Writes a batch of requests. The common case, a batch that fits the socket buffer, is one
 /// `write` with no timer; only a write that blocks gets the request timeout.
 async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Result<(), ErrorKind> {
@@ -719,5 +809,74 @@ async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Res
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(ErrorKind::from_io(&e)),
         Err(_) => Err(ErrorKind::Timeout),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::WorkerSpec;
+    use crate::plan::Plan;
+
+    fn worker() -> Rc<Worker> {
+        let now = Instant::now();
+        let shared = Arc::new(Shared {
+            plan: Plan::new("http://127.0.0.1:1/").unwrap(),
+            batch: Vec::new(),
+            request_len: 0,
+            start: now,
+            measure_start: now,
+            end: None,
+            highest: Duration::from_secs(60),
+            rate_override: Default::default(),
+            sources: Vec::new(),
+        });
+        let spec = WorkerSpec {
+            index: 0,
+            connections: 1,
+            requests: None,
+            rate: None,
+            share: 1.0,
+            cpu: None,
+        };
+        Rc::new(Worker::new(shared, &spec))
+    }
+
+    #[test]
+    fn responses_split_anywhere_are_parsed_and_an_idle_connection_keeps_no_buffer() {
+        let response = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        let long_head = {
+            let mut r = b"HTTP/1.1 200 OK\r\nX-Filler: ".to_vec();
+            r.extend(std::iter::repeat_n(b'a', 3 * KEEP_PARTIAL));
+            r.extend_from_slice(b"\r\nContent-Length: 0\r\n\r\n");
+            r
+        };
+        let stream: Vec<u8> = [&response[..], &response[..], &long_head, &response[..]].concat();
+        for piece in [1, 7, 40, stream.len()] {
+            let w = worker();
+            let mut c: Connection<std::net::TcpStream> = Connection::new(w.clone(), EARLY_WAKE);
+            c.depth = 4;
+            let now = Instant::now();
+            for _ in 0..4 {
+                c.queued.push_back(Claim { intended: None });
+            }
+            c.mark_sent(now, now, None);
+            for bytes in stream.chunks(piece) {
+                c.on_received(bytes, Instant::now());
+            }
+            let data = w
+                .rec
+                .borrow_mut()
+                .take_interval(Instant::now(), Duration::from_millis(100));
+            assert_eq!(data.counters.successes, 4, "pieces of {piece}");
+            assert_eq!(data.counters.error_total(), 0, "pieces of {piece}");
+            assert!(c.in_flight.is_empty());
+            assert!(c.partial.is_empty(), "pieces of {piece}");
+            assert!(
+                c.partial.capacity() <= KEEP_PARTIAL,
+                "pieces of {piece}: an idle connection holds {} bytes",
+                c.partial.capacity()
+            );
+        }
     }
 }

@@ -459,6 +459,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         reconnects: sum(|s| s.reconnects),
         aborted: sum(|s| s.aborted),
         still_connecting: sum(|s| s.still_connecting),
+        connections_opened: sum(|s| s.connections_opened),
+        connect_failures: sum(|s| s.connect_failures),
         unfinished: sum(|s| s.unfinished),
         unfinished_min_us,
         unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),

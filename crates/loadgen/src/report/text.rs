@@ -136,6 +136,17 @@ impl Report {
                 fmt_count(s.reconnects)
             );
         }
+        if c.connect_rate.is_some() || s.connect_failures > 0 {
+            let limit = c
+                .connect_rate
+                .map_or(String::new(), |r| format!(" (--connect-rate {r}/s)"));
+            let _ = writeln!(
+                out,
+                "  Connections:   {} opened, {} connects failed{limit}",
+                fmt_count(s.connections_opened),
+                fmt_count(s.connect_failures)
+            );
+        }
         if s.unfinished > 0 {
             let waits = match (s.unfinished_min_us, s.unfinished_max_us) {
                 (Some(lo), Some(hi)) if lo == hi => format!("waited {}", fmt_us(hi)),

@@ -78,6 +78,12 @@ impl Socket {
     }
 }
 
+impl std::os::fd::AsFd for Socket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 impl AsRawFd for Socket {
     fn as_raw_fd(&self) -> RawFd {
         self.0.as_raw_fd()

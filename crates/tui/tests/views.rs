@@ -248,6 +248,7 @@ fn cores_view_120x40() {
             end_s: 3.02,
             open_ended: false,
         }),
+        inside: None,
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
@@ -482,6 +483,7 @@ fn long_app() -> App {
             end_s: 3.02,
             open_ended: false,
         }),
+        inside: None,
     }]));
     app.update(Action::RateUp);
     app

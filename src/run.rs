@@ -358,6 +358,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if let Some(inside) = stacks.live(snap) {
+                let _ = feed.send(Action::Inside(Box::new(inside)));
+            }
             if save_requests.try_recv().is_ok() {
                 crate::report::save_so_far(
                     plan,

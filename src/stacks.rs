@@ -3,13 +3,15 @@
 //! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to, the text
 //! and the flame graphs.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{Phase, Snapshot};
-use tailscope_targets::stacks::{self, Inside, Session};
+
+use tailscope_targets::stacks::{self, Inside, LiveInside, Session};
 
 use crate::exit::UsageError;
 
@@ -45,6 +47,11 @@ pub struct RunStacks {
     /// Why nothing is sampled (`None` when off on purpose or sampling).
     not_sampled: Option<String>,
     begun: bool,
+    /// The run's complete seconds so far, `second → (outliers, max_us)`, for the live slow
+    /// seconds.
+    seconds: BTreeMap<u32, (u64, u64)>,
+    /// The dashboard was told that nothing is sampled.
+    told_unavailable: bool,
 }
 
 impl RunStacks {
@@ -62,6 +69,8 @@ impl RunStacks {
             options: options.clone(),
             not_sampled: None,
             begun: false,
+            seconds: BTreeMap::new(),
+            told_unavailable: false,
         };
         let pictures = options.flamegraph.is_some() || options.flamegraph_slow.is_some();
         let explicit = options.mode == StacksMode::On || pictures;
@@ -111,6 +120,36 @@ impl RunStacks {
         // Before the profiler's first tick the tree is not known yet: the root alone.
         let root_only = [root];
         session.tick(if tree.is_empty() { &root_only } else { tree });
+    }
+
+    /// For the dashboard, after [`Self::on_snapshot`]: what the server did in the last second
+    /// and in the last slow second, when a second is newly over; or, once, why nothing is
+    /// sampled.
+    pub fn live(&mut self, snap: &Snapshot) -> Option<LiveInside> {
+        let Some(session) = self.session.as_mut() else {
+            if self.told_unavailable {
+                return None;
+            }
+            self.told_unavailable = true;
+            let why = match (&self.not_sampled, self.options.mode, self.root) {
+                (Some(why), _, _) => why.clone(),
+                (None, StacksMode::Off, _) => "--stacks off".into(),
+                (None, _, None) => "no server to sample: give --target or --pid".into(),
+                (None, _, Some(_)) => "not sampled".into(),
+            };
+            return Some(LiveInside::Unavailable(why));
+        };
+        for p in snap.recent_seconds.iter().filter(|p| !p.partial) {
+            let second = (p.t_s.ceil() as u32).saturating_sub(1);
+            self.seconds.insert(second, (p.outliers, p.max_us));
+        }
+        let seconds: Vec<(u32, u64, u64)> =
+            self.seconds.iter().map(|(&s, &(o, m))| (s, o, m)).collect();
+        // Cheap enough every tick (a sort of the seconds), but only needed with a new one.
+        session
+            .live_due()
+            .then(|| session.live(&stacks::slow_seconds(&seconds)))
+            .flatten()
     }
 
     /// Names the frames (call it before the target is stopped: its binaries are read through

@@ -138,7 +138,7 @@ impl Live {
     ) -> Vec<Share> {
         let total: u64 = counts.iter().map(|c| c.1).sum();
         let mut sorted = counts.to_vec();
-        sorted.sort_by(|a, b| b.1.cmp(&a.1));
+        sorted.sort_by_key(|c| std::cmp::Reverse(c.1));
         // The stacks that can make the top lines; the tail would cost names for nothing.
         sorted.truncate(LIVE_TOP * 4);
         let new: Vec<u32> = sorted

@@ -19,13 +19,16 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(5);
 /// The seconds the looking thread has finished: (second, (label, µs) off CPU, µs watched),
 /// the last few.
 #[derive(Default)]
-struct Seconds(std::collections::VecDeque<(u32, Vec<(String, u64)>, u64)>);
+struct Seconds(std::collections::VecDeque<DoneSecond>);
+
+/// A finished second: (second, (label, µs) off CPU, µs watched).
+type DoneSecond = (u32, Vec<(String, u64)>, u64);
 
 impl Seconds {
     /// Enough for the live view to catch up after a late tick.
     const KEEP: usize = 10;
 
-    fn push(&mut self, second: (u32, Vec<(String, u64)>, u64)) {
+    fn push(&mut self, second: DoneSecond) {
         self.0.push_back(second);
         while self.0.len() > Self::KEEP {
             self.0.pop_front();

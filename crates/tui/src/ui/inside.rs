@@ -152,7 +152,7 @@ fn share_line(share: &Share, width: usize) -> Line<'static> {
     let mut parts = share.what.split(" ← ");
     let leaf = parts.next().unwrap_or(&share.what);
     let caller = parts.next();
-    let last = |f: &str| f.rsplit("::").next().unwrap_or(f).to_string();
+    let last = |f: &str| last_segment(f).to_string();
     let mut forms = vec![share.what.clone()];
     if let Some(caller) = caller {
         forms.push(format!("{} ← {}", last(leaf), last(caller)));
@@ -173,4 +173,37 @@ fn share_line(share: &Share, width: usize) -> Line<'static> {
 /// A message: prose, wrapped at words by the paragraph, never cut.
 fn dim_line(text: &str) -> Line<'static> {
     Line::from(Span::styled(text.to_string(), fg(DIM)))
+}
+
+/// The last `::` segment of a path outside any generic arguments:
+/// `<core::result::Result<T, E> as Try>::branch` → `branch`, `a::b<c::D>` → `b<c::D>`.
+fn last_segment(path: &str) -> &str {
+    let mut depth = 0i32;
+    let mut start = 0;
+    let bytes = path.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'<' => depth += 1,
+            b'>' => depth -= 1,
+            b':' if depth == 0 && i > 0 && bytes[i - 1] == b':' => start = i + 1,
+            _ => {}
+        }
+    }
+    &path[start..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_segment;
+
+    #[test]
+    fn the_last_segment_is_outside_generic_arguments() {
+        assert_eq!(last_segment("tailscope_server::worker::burn"), "burn");
+        assert_eq!(
+            last_segment("<core::result::Result<T, E> as core::ops::Try>::branch"),
+            "branch"
+        );
+        assert_eq!(last_segment("a::from<c::Error>"), "from<c::Error>");
+        assert_eq!(last_segment("_raw_spin_unlock_[k]"), "_raw_spin_unlock_[k]");
+    }
 }

@@ -143,13 +143,13 @@ impl RunStacks {
             let second = (p.t_s.ceil() as u32).saturating_sub(1);
             self.seconds.insert(second, (p.outliers, p.max_us));
         }
+        if !session.live_due() {
+            return None;
+        }
+        // Once a second: the slow seconds so far, found as at the end of the run.
         let seconds: Vec<(u32, u64, u64)> =
             self.seconds.iter().map(|(&s, &(o, m))| (s, o, m)).collect();
-        // Cheap enough every tick (a sort of the seconds), but only needed with a new one.
-        session
-            .live_due()
-            .then(|| session.live(&stacks::slow_seconds(&seconds)))
-            .flatten()
+        session.live(&stacks::slow_seconds(&seconds))
     }
 
     /// Names the frames (call it before the target is stopped: its binaries are read through

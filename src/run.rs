@@ -362,6 +362,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
             let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if let Some(inside) = stacks.live(snap) {
+                let _ = feed.send(Action::Inside(Box::new(inside)));
+            }
             if save_requests.try_recv().is_ok() {
                 crate::report::save_so_far(
                     plan,
@@ -406,15 +409,18 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     }
     report.target = target_info;
     let server_exited = target.as_mut().and_then(|t| t.exited());
-    let findings = profiler.finish(plan, &totals, &mut report);
+    let mut findings = profiler.finish(plan, &totals, &mut report);
+    // Before the target stops: its binaries are read through /proc/PID to name the frames.
+    let (inside, inside_text) = stacks.finish(&mut report);
+    if let Some(inside) = &inside {
+        findings.look_inside(inside);
+    }
     findings.add_to(&mut report);
     let roles = Roles {
         server: &server_cpus,
         client: &plan.cpus,
     };
     let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
-    // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let inside = stacks.finish(&mut report);
     if let Some(t) = target.take() {
         if let Some(status) = server_exited {
             say!(
@@ -424,7 +430,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
         t.stop();
     }
-    let text = report.to_text() + &sections + &inside;
+    let text = report.to_text() + &sections + &inside_text;
     crate::report::emit(
         &report,
         &text,

@@ -1,15 +1,17 @@
 //! `--stacks`, `--flamegraph`, `--flamegraph-slow` wired into a run: the samplers of
 //! `tailscope_targets::stacks` fed the target's process tree every tick; at the end the
-//! `stacks` section of the JSON report, `inside` on each diagnosis, the text and the flame
-//! graphs.
+//! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to, the text
+//! and the flame graphs.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{Phase, Snapshot};
-use tailscope_targets::stacks::{self, Session};
+
+use tailscope_targets::stacks::{self, Inside, LiveInside, Session};
 
 use crate::exit::UsageError;
 
@@ -45,6 +47,11 @@ pub struct RunStacks {
     /// Why nothing is sampled (`None` when off on purpose or sampling).
     not_sampled: Option<String>,
     begun: bool,
+    /// The run's complete seconds so far, `second → (outliers, max_us)`, for the live slow
+    /// seconds.
+    seconds: BTreeMap<u32, (u64, u64)>,
+    /// The dashboard was told that nothing is sampled.
+    told_unavailable: bool,
 }
 
 impl RunStacks {
@@ -62,6 +69,8 @@ impl RunStacks {
             options: options.clone(),
             not_sampled: None,
             begun: false,
+            seconds: BTreeMap::new(),
+            told_unavailable: false,
         };
         let pictures = options.flamegraph.is_some() || options.flamegraph_slow.is_some();
         let explicit = options.mode == StacksMode::On || pictures;
@@ -113,10 +122,41 @@ impl RunStacks {
         session.tick(if tree.is_empty() { &root_only } else { tree });
     }
 
+    /// For the dashboard, after [`Self::on_snapshot`]: what the server did in the last second
+    /// and in the last slow second, when a second is newly over; or, once, why nothing is
+    /// sampled.
+    pub fn live(&mut self, snap: &Snapshot) -> Option<LiveInside> {
+        let Some(session) = self.session.as_mut() else {
+            if self.told_unavailable {
+                return None;
+            }
+            self.told_unavailable = true;
+            let why = match (&self.not_sampled, self.options.mode, self.root) {
+                (Some(why), _, _) => why.clone(),
+                (None, StacksMode::Off, _) => "--stacks off".into(),
+                (None, _, None) => "no server to sample: give --target or --pid".into(),
+                (None, _, Some(_)) => "not sampled".into(),
+            };
+            return Some(LiveInside::Unavailable(why));
+        };
+        for p in snap.recent_seconds.iter().filter(|p| !p.partial) {
+            let second = (p.t_s.ceil() as u32).saturating_sub(1);
+            self.seconds.insert(second, (p.outliers, p.max_us));
+        }
+        if !session.live_due() {
+            return None;
+        }
+        // Once a second: the slow seconds so far, found as at the end of the run.
+        let seconds: Vec<(u32, u64, u64)> =
+            self.seconds.iter().map(|(&s, &(o, m))| (s, o, m)).collect();
+        session.live(&stacks::slow_seconds(&seconds))
+    }
+
     /// Names the frames (call it before the target is stopped: its binaries are read through
-    /// /proc), adds `stacks` to the report and `inside` to each diagnosis in it, writes the
-    /// flame graphs, and returns the text: each diagnosis' inside, then the section.
-    pub fn finish(self, report: &mut Report) -> String {
+    /// /proc), adds `stacks` to the report, writes the flame graphs, and returns what the
+    /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None`
+    /// when not sampled) and the text section.
+    pub fn finish(self, report: &mut Report) -> (Option<Inside>, String) {
         let Some(session) = self.session else {
             if let Some(why) = self.not_sampled {
                 report.extra.insert(
@@ -128,9 +168,9 @@ impl RunStacks {
                         "missing": [why],
                     }),
                 );
-                return format!("\nServer inside: not sampled ({why})\n");
+                return (None, format!("\nServer inside: not sampled ({why})\n"));
             }
-            return String::new();
+            return (None, String::new());
         };
         // A point's t_s is the end of its second; the last, partial one may repeat it.
         let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
@@ -146,25 +186,6 @@ impl RunStacks {
         }
         let inside = session.finish(&seconds);
         let mut out = String::new();
-        // The diagnosis is already in the report (and its text printed above this): each
-        // one gets what the server was doing inside its window.
-        if let Some(list) = report
-            .extra
-            .get_mut("diagnosis")
-            .and_then(|d| d.as_array_mut())
-        {
-            for d in list {
-                let window = d
-                    .get("window")
-                    .and_then(|w| Some((w.get("start_s")?.as_f64()?, w.get("end_s")?.as_f64()?)));
-                let explained = inside.explain(window);
-                let cause = d.get("cause").and_then(|c| c.as_str()).unwrap_or("?");
-                let _ = writeln!(out, "  inside {cause}: {explained}");
-                if let Some(obj) = d.as_object_mut() {
-                    obj.insert("inside".into(), explained.into());
-                }
-            }
-        }
         for (path, slow_only) in [
             (&self.options.flamegraph, false),
             (&self.options.flamegraph_slow, true),
@@ -180,6 +201,7 @@ impl RunStacks {
             "stacks".into(),
             serde_json::to_value(&inside.report).unwrap_or_default(),
         );
-        out + &inside.text()
+        out += &inside.text();
+        (Some(inside), out)
     }
 }

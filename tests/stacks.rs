@@ -301,10 +301,18 @@ fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
     // Every diagnosis says what the server did inside its window; a stall's names the sleep.
     for d in report["diagnosis"].as_array().unwrap() {
         let inside = d["inside"].as_str().unwrap_or_else(|| panic!("{d:#}"));
-        assert!(text.contains(&format!(
-            "inside {}: {inside}",
-            d["cause"].as_str().unwrap()
-        )));
+        // Printed under its own diagnosis entry: the line after the cause's.
+        let cause = d["cause"].as_str().unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let entry = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("  {cause} (")))
+            .unwrap_or_else(|| panic!("no {cause} entry in\n{text}"));
+        assert_eq!(
+            lines.get(entry + 1).copied(),
+            Some(format!("    inside: {inside}").as_str()),
+            "{text}"
+        );
         if d["cause"] == "server_stall" {
             let maxima: Vec<(f64, u64)> = report["timeseries"]
                 .as_array()

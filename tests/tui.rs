@@ -272,6 +272,11 @@ fn live_fields() -> Vec<String> {
         "1 Overview",
         "2 Latency",
         "3 Cores & spikes",
+        "3 Cores",
+        "4 Server inside",
+        "4 Inside",
+        "Server inside",
+        "n/a: no server to sample: give --target or --pid",
         "q quit",
         "p freeze",
         "+/- rate",
@@ -303,6 +308,8 @@ fn no_field_is_cut_on_a_live_dashboard_at_80x24_and_120x40() {
             ("1", "[200]", "Spikes"),
             ("2", "Latency histogram", "Status & errors"),
             ("3", "Spikes", "Throughput"),
+            // No --target or --pid here: the view says why it has nothing.
+            ("4", "no server to sample", "Spikes"),
             ("?", "Keys", "Spikes"),
         ] {
             tmux(&["send-keys", "-t", &session.0, key]);

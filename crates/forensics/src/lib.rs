@@ -95,6 +95,10 @@ pub struct Diagnosis {
     pub requests_affected: u64,
     /// When, if it is confined to a window.
     pub window: Option<Window>,
+    /// What the server was doing inside the window, from its stacks (see
+    /// [`Findings::look_inside`]); `None` when they were not sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<String>,
 }
 
 /// What the rules read.
@@ -267,6 +271,7 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: slow_new,
         window,
+        inside: None,
     })
 }
 
@@ -284,6 +289,7 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: n,
         window: None,
+        inside: None,
     })
 }
 
@@ -312,6 +318,7 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: n,
         window: None,
+        inside: None,
     })
 }
 
@@ -389,6 +396,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: affected,
         window,
+        inside: None,
     })
 }
 
@@ -427,6 +435,7 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: e.seconds.iter().map(|s| s.outliers).sum(),
         window: None,
+        inside: None,
     })
 }
 
@@ -445,6 +454,7 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: 0,
         window: None,
+        inside: None,
     })
 }
 

@@ -9,6 +9,7 @@ use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
 use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
+use tailscope_targets::stacks::Inside;
 
 use crate::evidence::{Load, Roles};
 use crate::{diagnose, Diagnosis, Evidence};
@@ -31,6 +32,15 @@ impl Findings {
     pub fn add_to(&self, report: &mut Report) {
         if let Ok(serde_json::Value::Object(sections)) = serde_json::to_value(self) {
             report.extra.extend(sections);
+        }
+    }
+
+    /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
+    /// frame or wait that stands out inside its window (the slow seconds when it has none).
+    pub fn look_inside(&mut self, inside: &Inside) {
+        for d in &mut self.diagnosis {
+            let window = d.window.map(|w| (w.start_s, w.end_s));
+            d.inside = Some(inside.explain(window));
         }
     }
 

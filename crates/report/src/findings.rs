@@ -195,6 +195,9 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             fmt_count(d.requests_affected),
             d.evidence
         );
+        if let Some(inside) = &d.inside {
+            let _ = writeln!(out, "    inside: {inside}");
+        }
     }
     let slowest = report.slowest.first().map(|s| fmt_us(s.latency_us));
     if let (Some(s), true) = (slowest, diagnosis.is_empty()) {

@@ -11,12 +11,14 @@
 //! inside, the text section and the flame graphs.
 //!
 //! Parts: [`on_cpu`] (cpu-clock samples), [`switches`] (sched_switch), [`threads`] (the /proc
-//! fallback), [`off_cpu`] (what either off-CPU sampler saw), `symbols` (callchains and their
+//! fallback), [`off_cpu`] (what either off-CPU sampler saw), [`live`] (the dashboard's
+//! per-second summary), `symbols` (callchains and their
 //! names), [`compare`] (slow seconds and the test of a share), [`session`] (the run's view of
 //! all of them), `text` (the summary's section). perf-event2 parses the ring buffers; the one
 //! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
 pub mod compare;
+pub mod live;
 pub mod off_cpu;
 pub mod on_cpu;
 pub mod session;
@@ -26,6 +28,7 @@ mod text;
 pub mod threads;
 
 pub use compare::{slow_seconds, TOP_STACKS};
+pub use live::{LiveInside, SecondInside, Share};
 pub use off_cpu::{Blocked, BlockedOverRepresented, BlockedTime, OffCpu};
 pub use on_cpu::{OnCpu, OverRepresented, StackCount, StackSampler, StacksReport};
 pub use session::{Inside, Session};

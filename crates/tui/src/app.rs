@@ -9,6 +9,7 @@ use tailscope_loadgen::{ErrorKind, Pace, Phase, Plan, Snapshot, Stop};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
+use tailscope_targets::stacks::LiveInside;
 use tailscope_targets::Target;
 
 /// Ticks of history kept for the charts (at 10 a second: one minute).
@@ -70,7 +71,7 @@ impl RunInfo {
     }
 }
 
-/// The three views.
+/// The four views.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     /// Everything at a glance.
@@ -79,11 +80,13 @@ pub enum View {
     Latency,
     /// Per-core usage and the slowest requests.
     Cores,
+    /// What the server's threads did: top stacks and waits, live.
+    Inside,
 }
 
 impl View {
     /// In Tab order.
-    pub const ALL: [View; 3] = [View::Overview, View::Latency, View::Cores];
+    pub const ALL: [View; 4] = [View::Overview, View::Latency, View::Cores, View::Inside];
 
     /// Its tab title.
     pub fn title(self) -> &'static str {
@@ -91,6 +94,16 @@ impl View {
             View::Overview => "1 Overview",
             View::Latency => "2 Latency",
             View::Cores => "3 Cores & spikes",
+            View::Inside => "4 Server inside",
+        }
+    }
+
+    /// Its tab title where the footer runs short of room.
+    pub fn short_title(self) -> &'static str {
+        match self {
+            View::Cores => "3 Cores",
+            View::Inside => "4 Inside",
+            other => other.title(),
         }
     }
 }
@@ -106,6 +119,8 @@ pub enum Action {
     ListenQueue(Option<ListenSample>),
     /// The spike causes the run so far supports.
     Diagnosis(Vec<Diagnosis>),
+    /// What the server did in the last second and the last slow one (or why it is not seen).
+    Inside(Box<LiveInside>),
     /// Stop the load gracefully.
     Quit,
     /// Next view.
@@ -174,6 +189,8 @@ pub struct App {
     pub listen: Option<ListenSample>,
     /// Spike causes named so far.
     pub diagnosis: Vec<Diagnosis>,
+    /// The server's stacks and waits, live; `None` before the first second is over.
+    pub inside: Option<LiveInside>,
     /// The current view.
     pub view: View,
     /// The display is frozen.
@@ -203,6 +220,7 @@ impl App {
             counters: None,
             listen: None,
             diagnosis: Vec::new(),
+            inside: None,
             view: View::Overview,
             frozen: false,
             help: false,
@@ -236,6 +254,12 @@ impl App {
             Action::Diagnosis(d) => {
                 if !self.frozen {
                     self.diagnosis = d;
+                }
+                None
+            }
+            Action::Inside(inside) => {
+                if !self.frozen {
+                    self.inside = Some(*inside);
                 }
                 None
             }
@@ -343,6 +367,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('1') => Some(Action::Show(View::Overview)),
         KeyCode::Char('2') => Some(Action::Show(View::Latency)),
         KeyCode::Char('3') => Some(Action::Show(View::Cores)),
+        KeyCode::Char('4') => Some(Action::Show(View::Inside)),
         KeyCode::Char('p') => Some(Action::ToggleFreeze),
         KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::RateUp),
         KeyCode::Char('-') => Some(Action::RateDown),

@@ -18,6 +18,7 @@ use tailscope_loadgen::ErrorKind;
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
+use tailscope_targets::stacks::{LiveInside, SecondInside, Share};
 use tailscope_tui::app::{key_action, Action, App, Effect, RunInfo, View};
 use tailscope_tui::ui::fit::cut_fields;
 use tailscope_tui::ui::{self, FooterPanel};
@@ -248,6 +249,7 @@ fn cores_view_120x40() {
             end_s: 3.02,
             open_ended: false,
         }),
+        inside: None,
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
@@ -308,11 +310,13 @@ fn histogram_rows_keep_the_modes_when_space_runs_short() {
 fn footer_widget_marks_the_current_view() {
     let mut app = App::new(info(None));
     app.update(Action::Show(View::Latency));
-    let area = Rect::new(0, 0, 60, 1);
+    let area = Rect::new(0, 0, 77, 1);
     let mut buf = Buffer::empty(area);
     (&FooterPanel(&app)).render(area, &mut buf);
-    let mut want =
-        Buffer::with_lines([" 1 Overview  2 Latency  3 Cores & spikes   q quit · p freeze"]);
+    // Short of room, the long tab titles take their short forms before a key is dropped.
+    let mut want = Buffer::with_lines([
+        " 1 Overview  2 Latency  3 Cores  4 Inside   q quit · p freeze · +/- rate     ",
+    ]);
     // Styles are checked separately: only the current view is reversed.
     want.set_style(area, buf.cell((0, 0)).unwrap().style());
     assert_eq!(
@@ -354,6 +358,10 @@ fn keys_map_to_actions() {
         Some(Action::Show(View::Cores))
     ));
     assert!(matches!(
+        key(KeyCode::Char('4'), KeyModifiers::NONE),
+        Some(Action::Show(View::Inside))
+    ));
+    assert!(matches!(
         key(KeyCode::Char('+'), KeyModifiers::NONE),
         Some(Action::RateUp)
     ));
@@ -386,6 +394,8 @@ fn update_is_the_only_place_state_changes() {
     assert_eq!(app.update(Action::NextView), None);
     assert_eq!(app.view, View::Latency);
     app.update(Action::NextView);
+    app.update(Action::NextView);
+    assert_eq!(app.view, View::Inside);
     app.update(Action::NextView);
     assert_eq!(app.view, View::Overview, "Tab wraps around");
     assert_eq!(app.update(Action::RateUp), Some(Effect::SetRate(1250.0)));
@@ -482,9 +492,47 @@ fn long_app() -> App {
             end_s: 3.02,
             open_ended: false,
         }),
+        inside: None,
     }]));
+    app.update(Action::Inside(Box::new(long_inside())));
     app.update(Action::RateUp);
     app
+}
+
+/// A second from inside with long Rust frame names and both lists full.
+fn long_second(second: u32, burn: f64) -> SecondInside {
+    let share = |what: &str, share: f64| Share {
+        what: what.into(),
+        share,
+    };
+    SecondInside {
+        second,
+        samples: 123_456,
+        on_cpu: [
+            share(
+                "tailscope_server::worker::burn_cpu_on_purpose ← tailscope_server::worker::Worker::tick",
+                burn,
+            ),
+            share("_raw_spin_unlock_irqrestore_[k] ← sock_def_readable_[k]", 0.12),
+            share("<T as core::convert::TryInto<U>>::try_into", 0.05),
+        ]
+        .into_iter()
+        .chain((0..6).map(|i| share(&format!("frame_{i} ← caller_{i}"), 0.01)))
+        .collect(),
+        off_cpu: Some(vec![
+            share("futex (S)", 0.33),
+            share("io_uring_enter (S)", 0.18),
+            share("fsync (D)", 0.02),
+        ]),
+    }
+}
+
+fn long_inside() -> LiveInside {
+    LiveInside::Sampling {
+        off_cpu_source: Some("/proc thread states".into()),
+        last: Some(long_second(1_234, 0.31)),
+        last_slow: Some(long_second(1_232, 0.62)),
+    }
 }
 
 /// What the widgets mean to show of [`long_app`], each a unit a reader must see whole:
@@ -556,6 +604,26 @@ fn long_fields() -> Vec<String> {
         "ListenOverflows",
         "retransmits",
         "Keys",
+        "4 Server inside",
+        "4 Inside",
+        "3 Cores",
+        "Server inside",
+        "last second",
+        "1234–1235 s",
+        "Last slow second",
+        "1232–1233 s",
+        "On CPU",
+        "123,456 samples",
+        "Off CPU",
+        "of the threads' time",
+        "/proc thread states",
+        "futex (S)",
+        "io_uring_enter (S)",
+        "31 %",
+        "62 %",
+        "burn_cpu_on_purpose",
+        "tailscope_server::worker::Worker::tick",
+        "<T as core::convert::TryInto<U>>::try_into",
     ]
     .map(String::from)
     .to_vec();
@@ -565,7 +633,7 @@ fn long_fields() -> Vec<String> {
         "freeze / resume the display",
         "raise / lower the rate (open loop)",
         "Tab next view",
-        "overview · latency · cores & spikes",
+        "overview · latency · cores · inside",
         "show / hide this help",
         "The load goes on while frozen or in help.",
     ] {
@@ -585,11 +653,12 @@ fn assert_nothing_cut(screen: &str, fields: &[String], what: &str) {
     assert!(cuts.is_empty(), "{what}: cut fields {cuts:#?}\n{screen}");
 }
 
-fn views() -> [(&'static str, View, bool); 4] {
+fn views() -> [(&'static str, View, bool); 5] {
     [
         ("overview", View::Overview, false),
         ("latency", View::Latency, false),
         ("cores", View::Cores, false),
+        ("inside", View::Inside, false),
         ("help", View::Overview, true),
     ]
 }
@@ -692,5 +761,44 @@ fn the_smallest_supported_terminal_cuts_nothing_either() {
             "{name} at 40×8 is drawn\n{text}"
         );
         assert_nothing_cut(&text, &fields, &format!("{name} at 40×8"));
+    }
+}
+
+#[test]
+fn server_inside_says_why_it_has_nothing_to_show() {
+    let mut app = app_with_data(None);
+    app.update(Action::Show(View::Inside));
+    let before = screen(&app, 80, 24);
+    assert!(
+        before.contains("n/a: waiting for the first second of the run to"),
+        "{before}"
+    );
+    app.update(Action::Inside(Box::new(LiveInside::Unavailable(
+        "no server to sample: give --target or --pid".into(),
+    ))));
+    let off = screen(&app, 80, 24);
+    assert!(
+        off.contains("n/a: no server to sample: give --target or --pid"),
+        "{off}"
+    );
+    app.update(Action::Inside(Box::new(LiveInside::Sampling {
+        off_cpu_source: None,
+        last: Some(SecondInside {
+            second: 3,
+            samples: 0,
+            on_cpu: Vec::new(),
+            off_cpu: None,
+        }),
+        last_slow: None,
+    })));
+    let quiet = screen(&app, 120, 40);
+    for said in [
+        "3–4 s",
+        "0 samples",
+        "no sample: nothing of the server ran",
+        "n/a: off-CPU time is not seen",
+        "no slow second so far",
+    ] {
+        assert!(quiet.contains(said), "{said:?} missing\n{quiet}");
     }
 }

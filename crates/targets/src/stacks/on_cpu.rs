@@ -143,6 +143,16 @@ impl StackSampler {
         }
     }
 
+    /// The target's samples of `second` so far, per raw stack id in [`Self::table`]. A scan
+    /// of the run's table: called once a second at most.
+    pub(crate) fn second(&self, second: u32) -> Vec<(u32, u64)> {
+        self.counts
+            .iter()
+            .filter(|((s, _), _)| *s == second)
+            .map(|(&(_, id), &n)| (id, n))
+            .collect()
+    }
+
     /// Stops sampling and names every frame. Call it while the target still runs: its
     /// binaries are found through /proc/PID.
     pub fn finish(mut self) -> OnCpu {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::live::{top_shares, Live, LiveInside, SecondInside, SETTLE_NS};
 use super::off_cpu::{BlockedOverRepresented, BlockedTime, OffCpu};
 use super::on_cpu::{OverRepresented, StacksReport};
 use super::switches::unavailable_note;
@@ -28,6 +29,10 @@ pub struct Session {
     off: OffSource,
     /// Why off-CPU time has no stacks or is not seen at all.
     off_notes: Vec<String>,
+    /// CLOCK_MONOTONIC at second 0 of the run.
+    origin_ns: Option<u64>,
+    /// The dashboard's view, summed up a second at a time when asked.
+    live: Live,
 }
 
 impl Session {
@@ -64,7 +69,13 @@ impl Session {
                 }
             }
         };
-        Ok(Session { on, off, off_notes })
+        Ok(Session {
+            on,
+            off,
+            off_notes,
+            origin_ns: None,
+            live: Live::new(),
+        })
     }
 
     /// The on-CPU sampling frequency per CPU.
@@ -74,6 +85,7 @@ impl Session {
 
     /// Second 0 of the run began at `origin_ns` (CLOCK_MONOTONIC, see [`super::monotonic_ns`]).
     pub fn begin(&mut self, origin_ns: u64) {
+        self.origin_ns = Some(origin_ns);
         self.on.begin(origin_ns);
         match &mut self.off {
             OffSource::Switches(s) => s.begin(origin_ns),
@@ -93,6 +105,66 @@ impl Session {
             }
             OffSource::Threads(t) => t.set_pids(pids),
             OffSource::Nothing => {}
+        }
+    }
+
+    /// For the dashboard: sums up the seconds that are over since the last call (their last
+    /// samples read, [`SETTLE_NS`] after their end) and, when there were any, returns the
+    /// last second and the last of `slow` (the run's slow seconds so far) summed up. Call it
+    /// after [`Self::tick`]; a run without a dashboard never pays for it.
+    pub fn live(&mut self, slow: &BTreeSet<u32>) -> Option<LiveInside> {
+        let first = self.live.next;
+        while self.live_due() {
+            let second = self.live.next;
+            let counts = self.on.second(second);
+            let samples = counts.iter().map(|c| c.1).sum();
+            let on_cpu = self
+                .live
+                .on_cpu(&counts, &self.on.table.stacks, &self.on.table.maps);
+            let off_cpu = match &self.off {
+                OffSource::Switches(s) => {
+                    let (wall, watched) = s.second(second);
+                    Some(self.live.off_cpu_switches(
+                        &wall,
+                        watched,
+                        |w| s.way(w),
+                        &s.table.stacks,
+                        &s.table.maps,
+                    ))
+                }
+                OffSource::Threads(t) => match t.second(second) {
+                    Some((waits, watched)) => Some(top_shares(waits, watched)),
+                    // Its thread is behind (a loaded machine): the next call sums it up.
+                    None if t.finished_through().is_none_or(|done| done < second) => break,
+                    None => None,
+                },
+                OffSource::Nothing => None,
+            };
+            self.live.keep(SecondInside {
+                second,
+                samples,
+                on_cpu,
+                off_cpu,
+            });
+            self.live.next += 1;
+        }
+        (self.live.next != first).then(|| self.live.view(self.off_source(), slow))
+    }
+
+    /// Whether a second is over that [`Self::live`] has not summed up yet.
+    pub fn live_due(&self) -> bool {
+        self.origin_ns.is_some_and(|origin| {
+            origin + (u64::from(self.live.next) + 1) * 1_000_000_000 + SETTLE_NS
+                <= super::monotonic_ns()
+        })
+    }
+
+    /// Where off-CPU time comes from, `None` when it is not seen.
+    fn off_source(&self) -> Option<String> {
+        match &self.off {
+            OffSource::Switches(_) => Some("sched:sched_switch".into()),
+            OffSource::Threads(_) => Some("/proc thread states".into()),
+            OffSource::Nothing => None,
         }
     }
 
@@ -326,6 +398,7 @@ impl Inside {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stacks::LiveInside;
 
     fn inside() -> Inside {
         let mut on = OnCpu {
@@ -385,5 +458,101 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert!(svg.contains("burn") && svg.contains("lock_wait"));
         assert!(svg.contains("on-CPU") && svg.contains("off-CPU"));
+    }
+
+    /// Drives a session over `pids` for `seconds` whole seconds (ticks of 100 ms) and
+    /// returns what the dashboard would show; `None` where perf sampling is not allowed.
+    fn live_over(pids: &[u32], seconds: u32, trace: bool) -> Option<LiveInside> {
+        let mut session = match Session::open(super::super::DEFAULT_FREQUENCY_HZ, &[0], trace) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return None;
+            }
+        };
+        session.begin(super::super::monotonic_ns());
+        let mut shown = None;
+        // Past the last second's end and its settling time.
+        for _ in 0..seconds * 10 + 5 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            session.tick(pids);
+            if let Some(view) = session.live(&BTreeSet::from([0])) {
+                shown = Some(view);
+            }
+        }
+        Some(shown.expect("a second was summed up"))
+    }
+
+    #[test]
+    fn the_live_view_shows_a_busy_loop_on_cpu_and_a_sleeper_off_cpu() {
+        let mut busy = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let view = live_over(&[busy.id(), sleeper.id()], 2, false);
+        let _ = busy.kill();
+        let _ = sleeper.kill();
+        let _ = busy.wait();
+        let _ = sleeper.wait();
+        let Some(view) = view else { return };
+        let LiveInside::Sampling {
+            off_cpu_source,
+            last: Some(last),
+            last_slow: Some(slow),
+        } = view
+        else {
+            panic!("{view:?}")
+        };
+        assert_eq!(off_cpu_source.as_deref(), Some("/proc thread states"));
+        // Ticks come late on a loaded machine: the last second is 1 or later.
+        assert!(last.second >= 1 && slow.second == 0, "{last:?} {slow:?}");
+        // The shell spins (on a loaded machine it may get a tenth of a CPU): its frames
+        // (dash, libc, the kernel), shares of its samples.
+        assert!(last.samples > 0 && !last.on_cpu.is_empty(), "{last:?}");
+        let total: f64 = last.on_cpu.iter().map(|s| s.share).sum();
+        assert!(total > 0.0 && total <= 1.0 + 1e-9, "{last:?}");
+        // The sleeper is half of the threads' time, asleep in clock_nanosleep.
+        let off = last.off_cpu.expect("the /proc sampler's second");
+        let sleep = off
+            .iter()
+            .find(|s| s.what == "clock_nanosleep (S)")
+            .unwrap_or_else(|| panic!("{off:?}"));
+        assert!(sleep.share > 0.4 && sleep.share <= 0.55, "{off:?}");
+    }
+
+    #[test]
+    fn the_live_view_counts_a_sleep_still_going_when_switches_are_traced() {
+        // The tracer sees a thread leave the CPU: the shell becomes `sleep` (same pid) once
+        // the tracing has begun, and sleeps from then on.
+        let mut sleeper = std::process::Command::new("sh")
+            .args(["-c", "sleep 0.3; exec sleep 30"])
+            .spawn()
+            .unwrap();
+        let view = live_over(&[sleeper.id()], 2, true);
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        let Some(LiveInside::Sampling {
+            off_cpu_source,
+            last: Some(last),
+            ..
+        }) = view
+        else {
+            return;
+        };
+        if off_cpu_source.as_deref() != Some("sched:sched_switch") {
+            eprintln!("skipped: sched_switch not traced here ({off_cpu_source:?})");
+            return;
+        }
+        // It left the CPU once and never came back: all of its time, still going.
+        let off = last.off_cpu.expect("sched_switch's second");
+        assert!(
+            off.iter()
+                .any(|s| s.what == "clock_nanosleep (S)" && s.share > 0.9),
+            "{off:?}"
+        );
     }
 }

@@ -376,6 +376,41 @@ impl SwitchSampler {
         }
     }
 
+    /// Off-CPU time of `second` so far, per way of leaving the CPU (way, µs), and the µs its
+    /// threads were watched. A scan of the run's table: called once a second at most.
+    /// Threads still off CPU count up to now: a long sleep shows while it lasts.
+    pub(crate) fn second(&self, second: u32) -> (Vec<(u32, u64)>, u64) {
+        let mut wall: Vec<(u32, u64)> = self
+            .wall
+            .iter()
+            .filter(|((s, _, _), _)| *s == second)
+            .map(|(&(_, _, way), &ns)| (way, ns / 1000))
+            .collect();
+        if let Some(origin) = self.origin_ns {
+            let now = monotonic_ns();
+            for &(since, way) in self.away.values() {
+                split_by_second(origin, since, now, |s, ns| {
+                    if s == second {
+                        wall.push((way, ns / 1000));
+                    }
+                });
+            }
+        }
+        let watched = self
+            .watched
+            .iter()
+            .filter(|((s, _), _)| *s == second)
+            .map(|(_, &ns)| ns / 1000)
+            .sum();
+        (wall, watched)
+    }
+
+    /// A way of leaving the CPU: the state and the stack id in [`Self::table`].
+    pub(crate) fn way(&self, way: u32) -> (char, u32) {
+        let (_, state, stack) = &self.ways[way as usize];
+        (*state, *stack)
+    }
+
     /// Reads the last switches and stops tracing; threads still off CPU count up to now.
     pub(crate) fn stop(&mut self) {
         let now = monotonic_ns();

@@ -194,8 +194,24 @@ impl Names {
         maps: &HashMap<u32, Vec<Mapping>>,
         missing: &mut Vec<String>,
     ) -> Names {
+        Names::resolve_with(
+            &blazesym::symbolize::Symbolizer::new(),
+            stacks,
+            maps,
+            missing,
+        )
+    }
+
+    /// [`Names::resolve`] with a `symbolizer` kept between calls: it caches the files it
+    /// parsed (the live view names a few new frames a second with one).
+    pub(crate) fn resolve_with<'a>(
+        symbolizer: &blazesym::symbolize::Symbolizer,
+        stacks: impl IntoIterator<Item = &'a RawStack>,
+        maps: &HashMap<u32, Vec<Mapping>>,
+        missing: &mut Vec<String>,
+    ) -> Names {
         use blazesym::symbolize::source::{Kernel, Process, Source};
-        use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+        use blazesym::symbolize::{Input, Symbolized};
         use blazesym::Pid;
 
         let mut user_addrs: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
@@ -207,7 +223,6 @@ impl Names {
                 .extend(raw.user.iter().copied());
             kernel_addrs.extend(raw.kernel.iter().copied());
         }
-        let symbolizer = Symbolizer::new();
         let mut names = Names {
             user: HashMap::new(),
             kernel: HashMap::new(),

@@ -16,9 +16,30 @@ use super::off_cpu::{Blocked, OffCpu};
 /// The default interval between two looks: 5 ms, ~200 Hz.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(5);
 
+/// The seconds the looking thread has finished: (second, (label, µs) off CPU, µs watched),
+/// the last few.
+#[derive(Default)]
+struct Seconds(std::collections::VecDeque<DoneSecond>);
+
+/// A finished second: (second, (label, µs) off CPU, µs watched).
+type DoneSecond = (u32, Vec<(String, u64)>, u64);
+
+impl Seconds {
+    /// Enough for the live view to catch up after a late tick.
+    const KEEP: usize = 10;
+
+    fn push(&mut self, second: DoneSecond) {
+        self.0.push_back(second);
+        while self.0.len() > Self::KEEP {
+            self.0.pop_front();
+        }
+    }
+}
+
 /// Samples the state of the target's threads from a thread of its own.
 pub struct ThreadStateSampler {
     pids: Arc<Mutex<Vec<u32>>>,
+    seconds: Arc<Mutex<Seconds>>,
     origin_ns: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     handle: JoinHandle<OffCpu>,
@@ -32,7 +53,13 @@ impl ThreadStateSampler {
         let pids = Arc::new(Mutex::new(Vec::new()));
         let origin_ns = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (p, o, s) = (pids.clone(), origin_ns.clone(), stop.clone());
+        let seconds = Arc::new(Mutex::new(Seconds::default()));
+        let (p, o, s, l) = (
+            pids.clone(),
+            origin_ns.clone(),
+            stop.clone(),
+            seconds.clone(),
+        );
         let cpu = cpus.first().copied();
         let handle = std::thread::Builder::new()
             .name("tailscope-threads".into())
@@ -40,10 +67,11 @@ impl ThreadStateSampler {
                 if let Some(id) = cpu {
                     core_affinity::set_for_current(core_affinity::CoreId { id });
                 }
-                look_until_stopped(&p, &o, &s, interval)
+                look_until_stopped(&p, &o, &s, &l, interval)
             })?;
         Ok(ThreadStateSampler {
             pids,
+            seconds,
             origin_ns,
             stop,
             handle,
@@ -63,6 +91,21 @@ impl ThreadStateSampler {
         }
     }
 
+    /// The waits of `second` (label, µs) and the µs its threads were watched, once the
+    /// looking thread has finished it; `None` before, or when it is too old to be kept.
+    pub(crate) fn second(&self, second: u32) -> Option<(Vec<(String, u64)>, u64)> {
+        let done = self.seconds.lock().ok()?;
+        done.0
+            .iter()
+            .find(|s| s.0 == second)
+            .map(|s| (s.1.clone(), s.2))
+    }
+
+    /// The last second the looking thread has finished, if any.
+    pub(crate) fn finished_through(&self) -> Option<u32> {
+        self.seconds.lock().ok()?.0.back().map(|s| s.0)
+    }
+
     /// Stops looking and returns the counts.
     pub fn finish(self) -> OffCpu {
         self.stop.store(true, Ordering::Relaxed);
@@ -74,6 +117,7 @@ fn look_until_stopped(
     pids: &Mutex<Vec<u32>>,
     origin_ns: &AtomicU64,
     stop: &AtomicBool,
+    done: &Mutex<Seconds>,
     interval: Duration,
 ) -> OffCpu {
     let mut off = OffCpu::new(format!(
@@ -88,6 +132,8 @@ fn look_until_stopped(
     let mut looks_since_listing = TASKS_EVERY;
     // Per thread: the wait channel and system call of its last look.
     let mut last_call: HashMap<std::path::PathBuf, (String, String)> = HashMap::new();
+    // The second being looked at: (second, label → µs off CPU, µs watched).
+    let mut current: (u32, HashMap<String, u64>, u64) = (0, HashMap::new(), 0);
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(interval);
         let origin = origin_ns.load(Ordering::Relaxed);
@@ -96,6 +142,13 @@ fn look_until_stopped(
             continue;
         }
         let second = ((now - origin) / 1_000_000_000) as u32;
+        if second != current.0 {
+            // The second is over: handed to the live view whole (one lock a second).
+            let (s, waits, watched) = std::mem::replace(&mut current, (second, HashMap::new(), 0));
+            if let Ok(mut d) = done.lock() {
+                d.push((s, waits.into_iter().collect(), watched));
+            }
+        }
         if looks_since_listing >= TASKS_EVERY {
             looks_since_listing = 0;
             tasks.clear();
@@ -119,6 +172,7 @@ fn look_until_stopped(
                 continue;
             };
             off.watch(second, tid, interval_us);
+            current.2 += interval_us;
             if state == "R" {
                 continue;
             }
@@ -148,6 +202,12 @@ fn look_until_stopped(
                     vec![format!("{wchan}_[k]")]
                 },
             };
+            let label = super::live::wait_label(
+                &blocked.syscall,
+                &blocked.state,
+                blocked.stack.first().map(String::as_str),
+            );
+            *current.1.entry(label).or_insert(0) += interval_us;
             off.add(second, &blocked, tid, interval_us);
         }
     }

@@ -26,6 +26,9 @@ impl Widget for &FooterPanel<'_> {
                 fg(DIM)
             };
             fields = fields.add_lead(0, "", Span::styled(format!(" {} ", v.title()), style));
+            if v.short_title() != v.title() {
+                fields = fields.or_short(Span::styled(format!(" {} ", v.short_title()), style));
+            }
         }
         for (i, key) in KEYS.iter().enumerate() {
             let lead = if i == 0 { "  " } else { " · " };
@@ -33,8 +36,8 @@ impl Widget for &FooterPanel<'_> {
         }
         let width = usize::from(area.width);
         if let Some(note) = &app.note {
-            // Room for the note once the tabs are there: whole sentences, or none.
-            let tabs: usize = View::ALL.iter().map(|v| v.title().len() + 2).sum();
+            // Room for the note once the tabs are there (short): whole sentences, or none.
+            let tabs: usize = View::ALL.iter().map(|v| v.short_title().len() + 2).sum();
             let note = sentences(note, width.saturating_sub(tabs + 2));
             if !note.is_empty() {
                 fields = fields.add_lead(1, "  ", Span::styled(note, fg(P99)));

@@ -18,7 +18,7 @@ impl Widget for &HelpPanel {
             Line::from("+ / -           raise / lower the rate (open loop)"),
             Line::from("s               save the HTML report so far"),
             Line::from("Tab             next view"),
-            Line::from("1 2 3           overview · latency · cores & spikes"),
+            Line::from("1 2 3 4         overview · latency · cores · inside"),
             Line::from("?               show / hide this help"),
             Line::from(""),
             Line::from(Span::styled(

@@ -12,6 +12,7 @@ pub mod format;
 mod header;
 mod help;
 mod histogram;
+mod inside;
 mod latency_chart;
 mod percentiles;
 mod slowest;
@@ -29,6 +30,7 @@ pub use footer::FooterPanel;
 pub use header::HeaderPanel;
 pub use help::HelpPanel;
 pub use histogram::{fit_rows, HistogramPanel};
+pub use inside::InsidePanel;
 pub use latency_chart::LatencyChartPanel;
 pub use percentiles::PercentilesPanel;
 pub use slowest::SlowestPanel;
@@ -74,6 +76,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         View::Overview => overview(app, frame, body),
         View::Latency => latency_view(app, frame, body),
         View::Cores => cores_view(app, frame, body),
+        View::Inside => frame.render_widget(&InsidePanel(app), body),
     }
 }
 

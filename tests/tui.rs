@@ -276,7 +276,8 @@ fn live_fields() -> Vec<String> {
         "4 Server inside",
         "4 Inside",
         "Server inside",
-        "n/a: no server to sample: give --target or --pid",
+        // Without "n/a: ": its prefix "n/a" is also a whole value elsewhere (IPC n/a).
+        "no server to sample: give --target or --pid",
         "q quit",
         "p freeze",
         "+/- rate",

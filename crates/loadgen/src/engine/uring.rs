@@ -327,11 +327,7 @@ impl UringWorker {
     fn connect(&mut self, i: usize, now: Instant) {
         let s = &mut self.slots[i];
         s.c.begin_connect();
-        let socket = match self
-            .ring
-            .flush()
-            .and_then(|()| Socket::tcp(&self.shared.plan.addr))
-        {
+        let socket = match Socket::tcp(&self.shared.plan.addr, &self.ring) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
         };

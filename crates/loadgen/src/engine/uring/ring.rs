@@ -6,14 +6,17 @@
 //! submission has been handed to the kernel. Sends read from the request batch, which the
 //! [`Ring`] owns and drops after the ring itself; received bytes land in the registered
 //! provided-buffer ring, whose buffers are only read between their completion and their
-//! return to the ring. A socket is an `OwnedFd` made here, shut down before it is closed so
-//! that a multishot recv armed on it ends.
+//! return to the ring. A socket is an `OwnedFd` made here, shut down when dropped so that a
+//! multishot recv armed on it ends, and closed only once every submission naming its
+//! descriptor has been handed to the kernel (see [`Parked`]).
 #![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
@@ -33,15 +36,26 @@ pub(super) struct Completion {
     pub buffer: Option<u16>,
 }
 
+/// Descriptors of dropped sockets, closed only when the ring's submission queue is empty.
+/// A queued submission names its socket by number, and the descriptor table is the
+/// process's: were the socket closed first, any thread (another worker, the profiler) could
+/// get the same number, and the submission would act on that thread's file.
+type Parked = Rc<RefCell<Vec<OwnedFd>>>;
+
 /// A non-blocking TCP socket of the generator. Dropping it shuts it down (so a recv armed on
-/// it completes) and closes it.
+/// it completes) and parks its descriptor with its [`Ring`], which closes it once nothing
+/// queued names it.
 #[derive(Debug)]
-pub(super) struct Socket(OwnedFd);
+pub(super) struct Socket {
+    /// Always `Some` until dropped.
+    fd: Option<OwnedFd>,
+    parked: Parked,
+}
 
 impl Socket {
     /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
-    /// written whole, and a pipelined batch must not wait for an ACK).
-    pub fn tcp(addr: &SocketAddr) -> io::Result<Socket> {
+    /// written whole, and a pipelined batch must not wait for an ACK), for `ring`'s ops.
+    pub fn tcp(addr: &SocketAddr, ring: &Ring) -> io::Result<Socket> {
         let family = match addr {
             SocketAddr::V4(_) => libc::AF_INET,
             SocketAddr::V6(_) => libc::AF_INET6,
@@ -59,7 +73,10 @@ impl Socket {
         }
         // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
         // owns it.
-        let socket = Socket(unsafe { OwnedFd::from_raw_fd(fd) });
+        let socket = Socket {
+            fd: Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+            parked: ring.parked.clone(),
+        };
         let one: libc::c_int = 1;
         // SAFETY: the option value points to a live c_int of the length given.
         let rc = unsafe {
@@ -80,17 +97,20 @@ impl Socket {
 
 impl AsRawFd for Socket {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
+        self.fd.as_ref().expect("open until dropped").as_raw_fd()
     }
 }
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        let Some(fd) = self.fd.take() else { return };
         // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers. An error
-        // (a socket that never connected) is of no consequence: the close follows.
+        // (a socket that never connected) is of no consequence. The descriptor stays open
+        // (parked), so its number is not reused while a queued submission names it.
         unsafe {
-            libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR);
+            libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
         }
+        self.parked.borrow_mut().push(fd);
     }
 }
 
@@ -197,6 +217,8 @@ pub(super) struct Ring {
     /// timespec, which must not move when the vector grows.
     #[allow(clippy::vec_box)]
     timespecs: Vec<Box<Timespec>>,
+    /// Dropped sockets' descriptors, closed once the submission queue is empty.
+    parked: Parked,
 }
 
 impl Ring {
@@ -237,6 +259,7 @@ impl Ring {
             addr: Box::new(addr),
             addr_len,
             timespecs: Vec::new(),
+            parked: Parked::default(),
         })
     }
 
@@ -303,20 +326,22 @@ impl Ring {
                 return Ok(());
             }
             // The submission queue is full: hand it to the kernel and try again.
-            self.ring.submit()?;
-            self.timespecs.clear();
+            let r = self.ring.submit();
+            self.submitted();
+            r?;
         }
     }
 
-    /// Hands the queued submissions to the kernel without waiting. Called before a new socket
-    /// is made: a submission still queued for a socket closed since names its descriptor by
-    /// number, and the new socket may get the same number.
-    pub fn flush(&mut self) -> io::Result<()> {
-        if !self.ring.submission().is_empty() {
-            self.ring.submit()?;
-            self.timespecs.clear();
+    /// After a submit: once the submission queue is empty, no queued op names a parked
+    /// descriptor any more, so they are closed. The kernel looks a descriptor up when it
+    /// first issues the op, inside the submit, and holds the file from then on; only an op
+    /// linked behind another is issued later, and the only such op here, a connect's
+    /// timeout, names no descriptor.
+    fn submitted(&mut self) {
+        self.timespecs.clear();
+        if self.ring.submission().is_empty() {
+            self.parked.borrow_mut().clear();
         }
-        Ok(())
     }
 
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
@@ -383,7 +408,7 @@ impl Ring {
         let args = SubmitArgs::new().timespec(&ts);
         let r = self.ring.submitter().submit_with_args(1, &args);
         // Submitted (or refused): the kernel has copied what it needed of the timespecs.
-        self.timespecs.clear();
+        self.submitted();
         match r {
             Ok(_) => Ok(()),
             Err(e)
@@ -454,4 +479,46 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
         }
     };
     (storage, len as libc::socklen_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ring, or `None` (said) where this machine cannot run the engine.
+    fn ring(batch: &[u8]) -> Option<Ring> {
+        if let Err(why) = Ring::probe() {
+            eprintln!("skipped: {why}");
+            return None;
+        }
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        Some(Ring::new(8, 4, 64, batch.to_vec(), addr).unwrap())
+    }
+
+    fn target(fd: RawFd) -> Option<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
+    }
+
+    #[test]
+    fn a_dropped_socket_stays_open_while_a_queued_op_names_it() {
+        let Some(mut ring) = ring(b"GET / HTTP/1.1\r\n\r\n") else {
+            return;
+        };
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let socket = Socket::tcp(&addr, &ring).unwrap();
+        let fd = socket.as_raw_fd();
+        let file = target(fd).expect("the socket is open");
+        ring.send(&socket, 0, 4, 1).unwrap();
+        drop(socket);
+        // Not submitted yet: the number still names this socket, so no other thread can
+        // be given it.
+        assert_eq!(target(fd), Some(file.clone()));
+        ring.submit_and_wait(Duration::from_secs(1)).unwrap();
+        let mut done = Vec::new();
+        ring.reap(&mut done);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(done[0].result < 0, "a send on a socket shut down fails");
+        // Submitted: the descriptor is closed.
+        assert_ne!(target(fd), Some(file));
+    }
 }

@@ -213,7 +213,8 @@ pub(super) struct Ring {
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     /// Linked-timeout timespecs, kept until the submission that carries them is handed to
-    /// the kernel (which copies them while preparing it). Boxed: a submission points at its
+    /// the kernel (which copies them while preparing it): until a submit leaves the
+    /// submission queue empty, as a submit may take only some of it. Boxed: a submission points at its
     /// timespec, which must not move when the vector grows.
     #[allow(clippy::vec_box)]
     timespecs: Vec<Box<Timespec>>,
@@ -319,8 +320,8 @@ impl Ring {
     fn push(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: every pointer in these entries refers to memory this `Ring` owns until
-            // the op completes (the batch, the address, the buffer ring) or until the next
-            // submit (`timespecs`); see the module's rule.
+            // the op completes (the batch, the address, the buffer ring) or until a submit
+            // has emptied the submission queue (`timespecs`); see the module's rule.
             let pushed = unsafe { self.ring.submission().push_multiple(entries) };
             if pushed.is_ok() {
                 return Ok(());
@@ -332,14 +333,15 @@ impl Ring {
         }
     }
 
-    /// After a submit: once the submission queue is empty, no queued op names a parked
-    /// descriptor any more, so they are closed. The kernel looks a descriptor up when it
+    /// After a submit (whole, short or refused): once the submission queue is empty, the
+    /// kernel has prepared every submission, copying its timespec, and no queued op names a
+    /// parked descriptor any more, so both go. The kernel looks a descriptor up when it
     /// first issues the op, inside the submit, and holds the file from then on; only an op
     /// linked behind another is issued later, and the only such op here, a connect's
     /// timeout, names no descriptor.
     fn submitted(&mut self) {
-        self.timespecs.clear();
         if self.ring.submission().is_empty() {
+            self.timespecs.clear();
             self.parked.borrow_mut().clear();
         }
     }
@@ -407,7 +409,7 @@ impl Ring {
         let ts = Timespec::from(limit);
         let args = SubmitArgs::new().timespec(&ts);
         let r = self.ring.submitter().submit_with_args(1, &args);
-        // Submitted (or refused): the kernel has copied what it needed of the timespecs.
+        // Submitted, in part, or refused (EBUSY, EAGAIN): what is left stays queued.
         self.submitted();
         match r {
             Ok(_) => Ok(()),
@@ -520,5 +522,24 @@ mod tests {
         assert!(done[0].result < 0, "a send on a socket shut down fails");
         // Submitted: the descriptor is closed.
         assert_ne!(target(fd), Some(file));
+    }
+
+    #[test]
+    fn a_timespec_lives_until_its_submission_left_the_queue() {
+        let Some(mut ring) = ring(b"x") else {
+            return;
+        };
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let socket = Socket::tcp(&addr, &ring).unwrap();
+        ring.connect(&socket, Duration::from_secs(1), 1, 2).unwrap();
+        // What a submit that took nothing (EBUSY, EAGAIN) or only part leaves behind.
+        ring.submitted();
+        assert_eq!(
+            ring.timespecs.len(),
+            1,
+            "the queued timeout's timespec is kept"
+        );
+        ring.submit_and_wait(Duration::from_secs(1)).unwrap();
+        assert!(ring.timespecs.is_empty(), "handed to the kernel, it goes");
     }
 }

@@ -106,8 +106,6 @@ struct UringWorker {
     dirty: Vec<usize>,
     /// Connections not done.
     live: usize,
-    /// Ops submitted whose last completion has not been reaped.
-    ops: usize,
 }
 
 /// A worker thread's body (called on the thread, already pinned).
@@ -155,7 +153,6 @@ pub(super) fn worker_main(
         deadlines: BinaryHeap::new(),
         dirty: (0..connections).collect(),
         live: connections,
-        ops: 0,
     };
     let sending_ended = worker.run(&tx, &stop);
     worker.close_all();
@@ -343,7 +340,6 @@ impl UringWorker {
         match submitted {
             Ok(()) => {
                 s.connecting = Some((socket, now));
-                self.ops += 2;
             }
             Err(e) => self.connect_failed(i, ErrorKind::from_io(&e), now),
         }
@@ -386,7 +382,6 @@ impl UringWorker {
         {
             Ok(()) => {
                 s.sending = Some((from, to));
-                self.ops += 1;
             }
             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
         }
@@ -431,9 +426,6 @@ impl UringWorker {
         let op = c.user_data >> 56;
         let gen = ((c.user_data >> 32) & 0x00ff_ffff) as u32;
         let i = (c.user_data & 0xffff_ffff) as usize;
-        if !c.more {
-            self.ops = self.ops.saturating_sub(1);
-        }
         let Some(s) = self.slots.get_mut(i) else {
             return;
         };
@@ -446,7 +438,7 @@ impl UringWorker {
                     let took = s.c.opened(socket, began);
                     s.just_connected = Some((took, began));
                     match recv {
-                        Ok(()) => self.ops += 1,
+                        Ok(()) => {}
                         Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                     }
                     let timeout = self.shared.plan.timeout;
@@ -482,7 +474,7 @@ impl UringWorker {
                 if !c.more && current {
                     if let Some(socket) = s.c.stream.as_ref() {
                         match self.ring.recv_multi(socket, user_data(OP_RECV, s.gen, i)) {
-                            Ok(()) => self.ops += 1,
+                            Ok(()) => {}
                             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                         }
                     }
@@ -516,29 +508,7 @@ impl UringWorker {
             s.connecting = None;
             s.c.stream = None;
         }
-        if self.ops == 0 {
-            return;
-        }
-        if self.ring.cancel_all(user_data(OP_CANCEL, 0, 0)).is_ok() {
-            self.ops += 1;
-        }
-        let deadline = Instant::now() + Duration::from_secs(1);
-        let mut completions = Vec::new();
-        while self.ops > 0 {
-            let now = Instant::now();
-            if now >= deadline || self.ring.submit_and_wait(deadline - now).is_err() {
-                break;
-            }
-            completions.clear();
-            self.ring.reap(&mut completions);
-            for c in &completions {
-                if !c.more {
-                    self.ops = self.ops.saturating_sub(1);
-                }
-                if let Some(bid) = c.buffer {
-                    self.ring.recycle(bid);
-                }
-            }
-        }
+        self.ring
+            .cancel_and_wait(user_data(OP_CANCEL, 0, 0), Duration::from_secs(1));
     }
 }

@@ -14,11 +14,12 @@
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
@@ -197,8 +198,8 @@ impl BufRing {
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; the ring that registered it is dropped
-        // (and so has unregistered it) before this, see `Ring`'s field order.
+        // SAFETY: allocated in `new` with this layout. A registered `BufRing` is dropped only
+        // by `Ring`'s drop, after it unregistered it with no op left that could use it.
         unsafe { dealloc(self.entries.cast(), self.entries_layout) };
     }
 }
@@ -206,9 +207,10 @@ impl Drop for BufRing {
 /// One generator thread's io_uring: its provided-buffer ring, the request batch its sends
 /// read from, and the target's address its connects use.
 pub(super) struct Ring {
-    // Field order matters: the ring is dropped (its ops cancelled) before the memory they use.
+    // Dropping the ring cancels its ops and waits for them; memory they may still use is
+    // leaked rather than freed (see `Drop`).
     ring: IoUring,
-    bufs: BufRing,
+    bufs: ManuallyDrop<BufRing>,
     batch: Box<[u8]>,
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
@@ -220,6 +222,8 @@ pub(super) struct Ring {
     timespecs: Vec<Box<Timespec>>,
     /// Dropped sockets' descriptors, closed once the submission queue is empty.
     parked: Parked,
+    /// Ops handed in whose last completion has not been reaped.
+    outstanding: usize,
 }
 
 impl Ring {
@@ -238,8 +242,8 @@ impl Ring {
             .setup_cqsize(entries * 4)
             .build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs` until
-        // after `ring` is dropped (field order), so the kernel never sees them freed.
+        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
+        // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 bufs.entries as u64,
@@ -255,12 +259,13 @@ impl Ring {
         let (addr, addr_len) = sockaddr(&addr);
         Ok(Ring {
             ring,
-            bufs,
+            bufs: ManuallyDrop::new(bufs),
             batch: batch.into_boxed_slice(),
             addr: Box::new(addr),
             addr_len,
             timespecs: Vec::new(),
             parked: Parked::default(),
+            outstanding: 0,
         })
     }
 
@@ -324,6 +329,7 @@ impl Ring {
             // has emptied the submission queue (`timespecs`); see the module's rule.
             let pushed = unsafe { self.ring.submission().push_multiple(entries) };
             if pushed.is_ok() {
+                self.outstanding += entries.len();
                 return Ok(());
             }
             // The submission queue is full: hand it to the kernel and try again.
@@ -427,12 +433,39 @@ impl Ring {
 
     /// Moves every available completion into `out`.
     pub fn reap(&mut self, out: &mut Vec<Completion>) {
+        let from = out.len();
         out.extend(self.ring.completion().map(|cqe| Completion {
             user_data: cqe.user_data(),
             result: cqe.result(),
             more: cqueue::more(cqe.flags()),
             buffer: cqueue::buffer_select(cqe.flags()),
         }));
+        let ended = out[from..].iter().filter(|c| !c.more).count();
+        self.outstanding = self.outstanding.saturating_sub(ended);
+    }
+
+    /// Cancels every op in flight (the cancel completes under `user_data`) and reaps
+    /// completions, giving their buffers back, until none is left or `limit` has passed.
+    pub fn cancel_and_wait(&mut self, user_data: u64, limit: Duration) {
+        if self.outstanding == 0 {
+            return;
+        }
+        let _ = self.cancel_all(user_data);
+        let deadline = Instant::now() + limit;
+        let mut completions = Vec::new();
+        while self.outstanding > 0 {
+            let now = Instant::now();
+            if now >= deadline || self.submit_and_wait(deadline - now).is_err() {
+                break;
+            }
+            completions.clear();
+            self.reap(&mut completions);
+            for c in &completions {
+                if let Some(bid) = c.buffer {
+                    self.recycle(bid);
+                }
+            }
+        }
     }
 
     /// The bytes a recv completion put in provided buffer `bid`.
@@ -444,6 +477,29 @@ impl Ring {
     pub fn recycle(&mut self, bid: u16) {
         self.bufs.push(bid);
         self.bufs.publish();
+    }
+}
+
+impl Drop for Ring {
+    /// The kernel may write into the provided buffers and read the batch, the address and
+    /// the timespecs until every op has completed: they are freed only then. Ops still in
+    /// flight after a second (or a ring that failed) leave them leaked, as tokio-uring does,
+    /// rather than freed under the kernel. A panic's unwinding comes through here too.
+    fn drop(&mut self) {
+        self.cancel_and_wait(0, Duration::from_secs(1));
+        if self.outstanding == 0 && self.ring.submitter().unregister_buf_ring(BUF_GROUP).is_ok() {
+            // SAFETY: unregistered, with no op left that could pick one of its buffers;
+            // never used again (this is the ring's drop).
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+            return;
+        }
+        std::mem::forget(std::mem::take(&mut self.batch));
+        std::mem::forget(std::mem::take(&mut self.timespecs));
+        let any = SocketAddr::from(([0, 0, 0, 0], 0));
+        std::mem::forget(std::mem::replace(
+            &mut self.addr,
+            Box::new(sockaddr(&any).0),
+        ));
     }
 }
 
@@ -541,5 +597,42 @@ mod tests {
         );
         ring.submit_and_wait(Duration::from_secs(1)).unwrap();
         assert!(ring.timespecs.is_empty(), "handed to the kernel, it goes");
+    }
+
+    #[test]
+    fn ops_in_flight_are_counted_and_cancelled_before_the_memory_goes() {
+        let Some(_) = ring(b"") else {
+            return;
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr).unwrap();
+        let socket = Socket::tcp(&addr, &ring).unwrap();
+        ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+        assert_eq!(ring.outstanding, 2, "the connect and its timeout");
+        let mut done = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ring.outstanding > 0 && Instant::now() < deadline {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.reap(&mut done);
+        }
+        assert!(
+            done.iter().any(|c| c.user_data == 1 && c.result == 0),
+            "{done:?}"
+        );
+        let _accepted = listener.accept().unwrap();
+        // Nothing will arrive: the recv stays in flight, writing into the provided buffers
+        // if anything did.
+        ring.recv_multi(&socket, 3).unwrap();
+        ring.submit_and_wait(Duration::from_millis(50)).unwrap();
+        done.clear();
+        ring.reap(&mut done);
+        assert!(done.is_empty(), "{done:?}");
+        assert_eq!(ring.outstanding, 1);
+        ring.cancel_and_wait(4, Duration::from_secs(5));
+        assert_eq!(
+            ring.outstanding, 0,
+            "what Drop waits for before freeing the buffers"
+        );
     }
 }

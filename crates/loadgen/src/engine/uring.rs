@@ -115,6 +115,15 @@ pub(super) fn worker_main(
     tx: Sender<IntervalData>,
     stop: Arc<AtomicBool>,
 ) -> WorkerOutcome {
+    let mut worker = new_worker(shared, spec);
+    let sending_ended = worker.run(&tx, &stop);
+    worker.close_all();
+    let w = worker.w.clone();
+    w.wrap_up(&tx, sending_ended)
+}
+
+/// The worker of `spec`'s connections, none open yet.
+fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
     let w = Rc::new(Worker::new(shared.clone(), &spec));
     let connections = if spec.has_work() { spec.connections } else { 0 };
     let entries = (connections as u32 * 2).clamp(64, 4096).next_power_of_two();
@@ -145,7 +154,7 @@ pub(super) fn worker_main(
             dirty: true,
         })
         .collect();
-    let mut worker = UringWorker {
+    UringWorker {
         w: w.clone(),
         shared,
         ring,
@@ -153,10 +162,7 @@ pub(super) fn worker_main(
         deadlines: BinaryHeap::new(),
         dirty: (0..connections).collect(),
         live: connections,
-    };
-    let sending_ended = worker.run(&tx, &stop);
-    worker.close_all();
-    w.wrap_up(&tx, sending_ended)
+    }
 }
 
 impl UringWorker {
@@ -441,9 +447,13 @@ impl UringWorker {
                         Ok(()) => {}
                         Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                     }
-                    let timeout = self.shared.plan.timeout;
-                    s.timer_at = None;
-                    self.schedule(i, now + timeout, Due::Timer);
+                    // Armed once: a timer that falls due re-arms itself from the oldest
+                    // request (never later than its deadline), so a new connection needs no
+                    // new heap entry; one per connect left a stale entry per connect.
+                    if s.timer_at.is_none() {
+                        let timeout = self.shared.plan.timeout;
+                        self.schedule(i, now + timeout, Due::Timer);
+                    }
                 } else {
                     let kind = if -c.result == libc::ECANCELED {
                         // The linked timeout fired first.
@@ -510,5 +520,84 @@ impl UringWorker {
         }
         self.ring
             .cancel_and_wait(user_data(OP_CANCEL, 0, 0), Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+    use crate::plan::{Plan, Stop};
+
+    /// A server that answers every request with an empty 200 and closes.
+    fn closing_server() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn reconnecting_leaves_no_stale_deadlines() {
+        if let Err(why) = probe() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let addr = closing_server();
+        let mut plan = Plan::new(&format!("http://{addr}/")).unwrap();
+        plan.keepalive = false;
+        plan.connections = 1;
+        plan.threads = 1;
+        plan.stop = Stop::Duration(Duration::from_millis(300));
+        let request = plan.encode_request();
+        let now = Instant::now();
+        let shared = Arc::new(Shared {
+            batch: request.repeat(plan.pipeline),
+            request_len: request.len(),
+            start: now,
+            measure_start: now,
+            end: Some(now + Duration::from_millis(300)),
+            highest: plan.timeout * 3,
+            rate_override: Arc::new(AtomicU64::new(0)),
+            plan,
+        });
+        let spec = WorkerSpec {
+            index: 0,
+            connections: 1,
+            requests: None,
+            rate: None,
+            share: 1.0,
+            cpu: None,
+        };
+        let mut worker = new_worker(shared, spec);
+        let (tx, _rx) = std::sync::mpsc::channel();
+        worker.run(&tx, &AtomicBool::new(false));
+        let connects = worker.w.next_conn.get();
+        assert!(connects >= 10, "{connects} connections in 300 ms");
+        // Each connect used to push a request timer that stayed until its time (20 s).
+        assert!(
+            worker.deadlines.len() <= 2,
+            "{} deadlines after {connects} connections",
+            worker.deadlines.len()
+        );
+        worker.close_all();
     }
 }

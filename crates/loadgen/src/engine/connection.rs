@@ -440,6 +440,21 @@ impl<S: AsRawFd> Connection<S> {
         w.add_in_flight(k);
     }
 
+    /// The last `n` requests in flight were not wholly sent: they go back to the front of
+    /// the queue. Returns when they began.
+    pub(super) fn unsend(&mut self, n: usize) -> Option<Instant> {
+        let n = n.min(self.in_flight.len());
+        let mut begun = None;
+        for f in self.in_flight.drain(self.in_flight.len() - n..).rev() {
+            begun = Some(f.begun);
+            self.queued.push_front(Claim {
+                intended: f.intended,
+            });
+        }
+        self.w.sub_in_flight(n);
+        begun
+    }
+
     /// `n` more bytes were read into `buf[filled..]`: every complete response in the
     /// buffer is recorded, in order.
     pub(super) fn on_read(&mut self, n: usize, now: Instant) {

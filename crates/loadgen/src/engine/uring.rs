@@ -88,6 +88,9 @@ struct Slot {
     just_connected: Option<(Duration, Instant)>,
     /// A send in progress: bytes of the batch sent so far, and its length.
     sending: Option<(usize, usize)>,
+    /// When the connection last claimed work: claims still queued when the grace period
+    /// ends, neither connecting nor sending, have waited since.
+    claimed_at: Instant,
     /// Backing off after a failed connect that failed at this time.
     backoff: Option<Instant>,
     wake_at: Option<Instant>,
@@ -147,6 +150,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
             connecting: None,
             just_connected: None,
             sending: None,
+            claimed_at: started,
             backoff: None,
             wake_at: None,
             timer_at: None,
@@ -299,10 +303,14 @@ impl UringWorker {
     /// connect if needed, send what is claimed, and say what to wake for.
     fn advance(&mut self, i: usize, now: Instant) {
         let s = &mut self.slots[i];
-        if s.done || s.connecting.is_some() || s.backoff.is_some() {
+        // Nothing is claimed while a send is in flight (the tokio engine claims after its
+        // write), so that what is queued at the end of the grace period was never sent.
+        let sending = s.sending.is_some() && s.c.stream.is_some();
+        if s.done || s.connecting.is_some() || s.backoff.is_some() || sending {
             return;
         }
         s.c.claim(now);
+        s.claimed_at = now;
         if s.c.is_idle() {
             match s.c.next_slot.and_then(|c| c.intended) {
                 Some(at) => self.schedule(i, wake_time(at, now), Due::Wake),
@@ -419,9 +427,17 @@ impl UringWorker {
             if s.done {
                 continue;
             }
-            match &s.connecting {
-                Some((_, began)) => s.c.abandon(*began, Stage::Connecting),
-                None => s.c.abandon(now, Stage::NotSent),
+            let request_len = self.shared.request_len;
+            match (&s.connecting, s.sending.filter(|_| s.c.stream.is_some())) {
+                (Some((_, began)), _) => s.c.abandon(*began, Stage::Connecting),
+                // The requests of a send not wholly sent are still being sent, as in the
+                // tokio engine, from when they began.
+                (None, Some((from, to))) => {
+                    let unsent = to.div_ceil(request_len) - from / request_len;
+                    let begun = s.c.unsend(unsent).unwrap_or(now);
+                    s.c.abandon(begun, Stage::Sending);
+                }
+                (None, None) => s.c.abandon(s.claimed_at, Stage::NotSent),
             }
             s.connecting = None;
             self.finish(i, now);

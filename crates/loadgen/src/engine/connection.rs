@@ -500,6 +500,17 @@ impl<S: AsRawFd> Connection<S> {
         {
             self.next_slot = None;
         }
+        // Closed loop, pipelined: refill once half the depth is free rather than after every
+        // response, so that a server that writes each response on its own (nginx) gets
+        // requests in batches, not one per send. `--pipeline N` stays "at most N in flight".
+        // Open-loop slots are sent when due.
+        let held = self.in_flight.len() + self.queued.len();
+        if !self.open_loop
+            && !self.in_flight.is_empty()
+            && self.depth.saturating_sub(held) < self.depth / 2
+        {
+            return;
+        }
         while self.in_flight.len() + self.queued.len() < self.depth {
             if self.open_loop {
                 let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot()) else {

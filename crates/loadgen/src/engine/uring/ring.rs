@@ -4,9 +4,9 @@
 //! module until the completion that releases it has been reaped, or, where the kernel copies
 //! it while the submission is prepared (a connect's address, a timeout's timespec), until the
 //! submission has been handed to the kernel. Sends read from the request batch, which the
-//! [`Ring`] owns and drops after the ring itself; received bytes land in the registered
-//! provided-buffer ring, whose buffers are only read between their completion and their
-//! return to the ring. A socket is an `OwnedFd` made here, shut down when dropped so that a
+//! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
+//! registered provided-buffer ring, whose buffers are only read between their completion and
+//! their return to the ring. A socket is an `OwnedFd` made here, shut down when dropped so that a
 //! multishot recv armed on it ends, and closed only once every submission naming its
 //! descriptor has been handed to the kernel (see [`Parked`]).
 #![allow(unsafe_code)]
@@ -198,8 +198,10 @@ impl BufRing {
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout. A registered `BufRing` is dropped only
-        // by `Ring`'s drop, after it unregistered it with no op left that could use it.
+        // SAFETY: allocated in `new` with this layout. A registered `BufRing` is freed only
+        // once unregistered: `Ring`'s drop unregisters it first, with no op left that could
+        // use it (else leaks it), and `Ring::probe` drops its ring, which never had an op,
+        // before it.
         unsafe { dealloc(self.entries.cast(), self.entries_layout) };
     }
 }
@@ -310,7 +312,8 @@ impl Ring {
                 release.trim()
             ));
         }
-        // SAFETY: as in `new`: `bufs` outlives `ring` (declared before it).
+        // SAFETY: the entries are page aligned and 1 long; `bufs` outlives `ring` (declared
+        // before it), whose drop unregisters them, and no op is ever submitted to it.
         unsafe {
             ring.submitter()
                 .register_buf_ring_with_flags(bufs.entries as u64, 1, BUF_GROUP, 0)

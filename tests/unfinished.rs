@@ -152,7 +152,52 @@ fn a_healthy_run_has_nothing_unfinished_and_keeps_littles_law(e: Engine) {
     );
 }
 
+fn a_request_the_server_never_reads_is_still_sending(e: Engine) {
+    // The server accepts and never reads: a 16 MiB request fills both socket buffers, so
+    // its send never ends.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().collect();
+        drop(held);
+    });
+    let body = std::env::temp_dir().join(format!(
+        "tailscope-unread-{}-{}",
+        std::process::id(),
+        e.name()
+    ));
+    std::fs::write(&body, vec![b'x'; 16 << 20]).unwrap();
+    let (code, r, stderr) = e.run_json(
+        &url,
+        &[
+            "-c",
+            "1",
+            "-z",
+            "1s",
+            "-t",
+            "60s",
+            "-m",
+            "POST",
+            "-D",
+            body.to_str().unwrap(),
+        ],
+    );
+    let _ = std::fs::remove_file(&body);
+    assert_eq!(code, 1, "no request got a response: {stderr}");
+    summary_adds_up(&r);
+    let s = &r["summary"];
+    assert_eq!(n(&s["unfinished"]), 1, "{s}");
+    assert_eq!(n(&s["timeouts"]), 0, "{s}");
+    let slowest = &r["slowest"][0];
+    assert_eq!(slowest["unfinished"], true, "{slowest}");
+    assert_eq!(slowest["stage"], "sending", "{slowest}");
+    // It began with the run (its connect) and waited through the 1 s window and the 1 s
+    // grace period.
+    assert!(n(&s["unfinished_min_us"]) >= 1_500_000, "{s}");
+}
+
 engine_tests!(
+    a_request_the_server_never_reads_is_still_sending,
     a_freeze_at_the_end_is_the_tail_and_is_named,
     a_third_never_answered_are_unfinished_not_dropped,
     open_loop_counts_the_slots_that_fell_due_while_the_server_was_stuck,

@@ -480,6 +480,21 @@ impl<S: AsRawFd> Connection<S> {
         w.add_in_flight(k);
     }
 
+    /// The last `n` requests in flight were not wholly sent: they go back to the front of
+    /// the queue. Returns when they began.
+    pub(super) fn unsend(&mut self, n: usize) -> Option<Instant> {
+        let n = n.min(self.in_flight.len());
+        let mut begun = None;
+        for f in self.in_flight.drain(self.in_flight.len() - n..).rev() {
+            begun = Some(f.begun);
+            self.queued.push_front(Claim {
+                intended: f.intended,
+            });
+        }
+        self.w.sub_in_flight(n);
+        begun
+    }
+
     /// Bytes were received (into the worker's buffer, or a provided buffer): every
     /// complete response is recorded, in order, straight from them; only a response that
     /// has not all arrived is copied, to wait for the rest.
@@ -535,6 +550,17 @@ impl<S: AsRawFd> Connection<S> {
                     .is_some_and(|(at, end)| at >= end))
         {
             self.next_slot = None;
+        }
+        // Closed loop, pipelined: refill once half the depth is free rather than after every
+        // response, so that a server that writes each response on its own (nginx) gets
+        // requests in batches, not one per send. `--pipeline N` stays "at most N in flight".
+        // Open-loop slots are sent when due.
+        let held = self.in_flight.len() + self.queued.len();
+        if !self.open_loop
+            && !self.in_flight.is_empty()
+            && self.depth.saturating_sub(held) < self.depth / 2
+        {
+            return;
         }
         while self.in_flight.len() + self.queued.len() < self.depth {
             if self.open_loop {

@@ -91,6 +91,9 @@ struct Slot {
     just_connected: Option<(Duration, Instant)>,
     /// A send in progress: bytes of the batch sent so far, and its length.
     sending: Option<(usize, usize)>,
+    /// When the connection last claimed work: claims still queued when the grace period
+    /// ends, neither connecting nor sending, have waited since.
+    claimed_at: Instant,
     /// Backing off after a failed connect that failed at this time.
     backoff: Option<Instant>,
     /// `--connect-rate`: the connect's turn, taken and not yet used.
@@ -111,8 +114,6 @@ struct UringWorker {
     dirty: VecDeque<usize>,
     /// Connections not done.
     live: usize,
-    /// Ops submitted whose last completion has not been reaped.
-    ops: usize,
 }
 
 /// A worker thread's body (called on the thread, already pinned).
@@ -122,6 +123,15 @@ pub(super) fn worker_main(
     tx: Sender<IntervalData>,
     stop: Arc<AtomicBool>,
 ) -> WorkerOutcome {
+    let mut worker = new_worker(shared, spec);
+    let sending_ended = worker.run(&tx, &stop);
+    worker.close_all();
+    let w = worker.w.clone();
+    w.wrap_up(&tx, sending_ended)
+}
+
+/// The worker of `spec`'s connections, none open yet.
+fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
     let w = Rc::new(Worker::new(shared.clone(), &spec));
     let connections = if spec.has_work() { spec.connections } else { 0 };
     let entries = (connections as u32 * 2).clamp(64, 4096).next_power_of_two();
@@ -145,6 +155,7 @@ pub(super) fn worker_main(
             connecting: None,
             just_connected: None,
             sending: None,
+            claimed_at: started,
             backoff: None,
             connect_at: None,
             wake_at: None,
@@ -153,7 +164,7 @@ pub(super) fn worker_main(
             dirty: true,
         })
         .collect();
-    let mut worker = UringWorker {
+    UringWorker {
         w: w.clone(),
         shared,
         ring,
@@ -161,11 +172,7 @@ pub(super) fn worker_main(
         deadlines: BinaryHeap::new(),
         dirty: (0..connections).collect(),
         live: connections,
-        ops: 0,
-    };
-    let sending_ended = worker.run(&tx, &stop);
-    worker.close_all();
-    w.wrap_up(&tx, sending_ended)
+    }
 }
 
 impl UringWorker {
@@ -312,10 +319,14 @@ impl UringWorker {
     /// connect if needed, send what is claimed, and say what to wake for.
     fn advance(&mut self, i: usize, now: Instant) {
         let s = &mut self.slots[i];
-        if s.done || s.connecting.is_some() || s.backoff.is_some() {
+        // Nothing is claimed while a send is in flight (the tokio engine claims after its
+        // write), so that what is queued at the end of the grace period was never sent.
+        let sending = s.sending.is_some() && s.c.stream.is_some();
+        if s.done || s.connecting.is_some() || s.backoff.is_some() || sending {
             return;
         }
         s.c.claim(now);
+        s.claimed_at = now;
         if s.c.is_idle() {
             match s.c.next_slot.and_then(|c| c.intended) {
                 Some(at) => self.schedule(i, wake_time(at, now), Due::Wake),
@@ -355,8 +366,7 @@ impl UringWorker {
         let s = &mut self.slots[i];
         s.c.begin_connect();
         let source = self.w.take_source();
-        let socket = match self.ring.flush().and_then(|()| {
-            let socket = Socket::tcp(&self.shared.plan.addr)?;
+        let socket = match Socket::tcp(&self.shared.plan.addr, &self.ring).and_then(|socket| {
             if let Some(src) = source {
                 crate::sys::bind_source(&socket, src)?;
             }
@@ -377,7 +387,6 @@ impl UringWorker {
         match submitted {
             Ok(()) => {
                 s.connecting = Some((socket, now));
-                self.ops += 2;
             }
             Err(e) => self.connect_failed(i, ErrorKind::from_io(&e), now),
         }
@@ -420,7 +429,6 @@ impl UringWorker {
         {
             Ok(()) => {
                 s.sending = Some((from, to));
-                self.ops += 1;
             }
             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
         }
@@ -452,10 +460,19 @@ impl UringWorker {
             if s.done {
                 continue;
             }
-            match &s.connecting {
-                Some((_, began)) => s.c.abandon(*began, Stage::Connecting),
-                None if s.connect_at.is_some() => s.c.abandon(now, Stage::Connecting),
-                None => s.c.abandon(now, Stage::NotSent),
+            let request_len = self.shared.request_len;
+            match (&s.connecting, s.sending.filter(|_| s.c.stream.is_some())) {
+                (Some((_, began)), _) => s.c.abandon(*began, Stage::Connecting),
+                // Waiting for its --connect-rate turn: its time starts at the connect.
+                (None, _) if s.connect_at.is_some() => s.c.abandon(now, Stage::Connecting),
+                // The requests of a send not wholly sent are still being sent, as in the
+                // tokio engine, from when they began.
+                (None, Some((from, to))) => {
+                    let unsent = to.div_ceil(request_len) - from / request_len;
+                    let begun = s.c.unsend(unsent).unwrap_or(now);
+                    s.c.abandon(begun, Stage::Sending);
+                }
+                (None, None) => s.c.abandon(s.claimed_at, Stage::NotSent),
             }
             s.connecting = None;
             self.finish(i, now);
@@ -466,9 +483,6 @@ impl UringWorker {
         let op = c.user_data >> 56;
         let gen = ((c.user_data >> 32) & 0x00ff_ffff) as u32;
         let i = (c.user_data & 0xffff_ffff) as usize;
-        if !c.more {
-            self.ops = self.ops.saturating_sub(1);
-        }
         let Some(s) = self.slots.get_mut(i) else {
             return;
         };
@@ -481,12 +495,16 @@ impl UringWorker {
                     let took = s.c.opened(socket, began);
                     s.just_connected = Some((took, began));
                     match recv {
-                        Ok(()) => self.ops += 1,
+                        Ok(()) => {}
                         Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                     }
-                    let timeout = self.shared.plan.timeout;
-                    s.timer_at = None;
-                    self.schedule(i, now + timeout, Due::Timer);
+                    // Armed once: a timer that falls due re-arms itself from the oldest
+                    // request (never later than its deadline), so a new connection needs no
+                    // new heap entry; one per connect left a stale entry per connect.
+                    if s.timer_at.is_none() {
+                        let timeout = self.shared.plan.timeout;
+                        self.schedule(i, now + timeout, Due::Timer);
+                    }
                 } else {
                     let kind = if -c.result == libc::ECANCELED {
                         // The linked timeout fired first.
@@ -517,7 +535,7 @@ impl UringWorker {
                 if !c.more && current {
                     if let Some(socket) = s.c.stream.as_ref() {
                         match self.ring.recv_multi(socket, user_data(OP_RECV, s.gen, i)) {
-                            Ok(()) => self.ops += 1,
+                            Ok(()) => {}
                             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                         }
                     }
@@ -551,29 +569,87 @@ impl UringWorker {
             s.connecting = None;
             s.c.stream = None;
         }
-        if self.ops == 0 {
+        self.ring
+            .cancel_and_wait(user_data(OP_CANCEL, 0, 0), Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::atomic::AtomicU64;
+
+    use super::*;
+    use crate::plan::{Plan, Stop};
+
+    /// A server that answers every request with an empty 200 and closes.
+    fn closing_server() -> std::net::SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn reconnecting_leaves_no_stale_deadlines() {
+        if let Err(why) = probe() {
+            eprintln!("skipped: {why}");
             return;
         }
-        if self.ring.cancel_all(user_data(OP_CANCEL, 0, 0)).is_ok() {
-            self.ops += 1;
-        }
-        let deadline = Instant::now() + Duration::from_secs(1);
-        let mut completions = Vec::new();
-        while self.ops > 0 {
-            let now = Instant::now();
-            if now >= deadline || self.ring.submit_and_wait(deadline - now).is_err() {
-                break;
-            }
-            completions.clear();
-            self.ring.reap(&mut completions);
-            for c in &completions {
-                if !c.more {
-                    self.ops = self.ops.saturating_sub(1);
-                }
-                if let Some(bid) = c.buffer {
-                    self.ring.recycle(bid);
-                }
-            }
-        }
+        let addr = closing_server();
+        let mut plan = Plan::new(&format!("http://{addr}/")).unwrap();
+        plan.keepalive = false;
+        plan.connections = 1;
+        plan.threads = 1;
+        plan.stop = Stop::Duration(Duration::from_millis(300));
+        let request = plan.encode_request();
+        let now = Instant::now();
+        let shared = Arc::new(Shared {
+            batch: request.repeat(plan.pipeline),
+            request_len: request.len(),
+            start: now,
+            measure_start: now,
+            end: Some(now + Duration::from_millis(300)),
+            highest: plan.timeout * 3,
+            rate_override: Arc::new(AtomicU64::new(0)),
+            sources: Vec::new(),
+            plan,
+        });
+        let spec = WorkerSpec {
+            index: 0,
+            connections: 1,
+            requests: None,
+            rate: None,
+            share: 1.0,
+            cpu: None,
+        };
+        let mut worker = new_worker(shared, spec);
+        let (tx, _rx) = std::sync::mpsc::channel();
+        worker.run(&tx, &AtomicBool::new(false));
+        let connects = worker.w.next_conn.get();
+        assert!(connects >= 10, "{connects} connections in 300 ms");
+        // Each connect used to push a request timer that stayed until its time (20 s).
+        assert!(
+            worker.deadlines.len() <= 2,
+            "{} deadlines after {connects} connections",
+            worker.deadlines.len()
+        );
+        worker.close_all();
     }
 }

@@ -4,18 +4,22 @@
 //! module until the completion that releases it has been reaped, or, where the kernel copies
 //! it while the submission is prepared (a connect's address, a timeout's timespec), until the
 //! submission has been handed to the kernel. Sends read from the request batch, which the
-//! [`Ring`] owns and drops after the ring itself; received bytes land in the registered
-//! provided-buffer ring, whose buffers are only read between their completion and their
-//! return to the ring. A socket is an `OwnedFd` made here, shut down before it is closed so
-//! that a multishot recv armed on it ends.
+//! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
+//! registered provided-buffer ring, whose buffers are only read between their completion and
+//! their return to the ring. A socket is an `OwnedFd` made here, shut down when dropped so that a
+//! multishot recv armed on it ends, and closed only once every submission naming its
+//! descriptor has been handed to the kernel (see [`Parked`]).
 #![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
@@ -33,15 +37,26 @@ pub(super) struct Completion {
     pub buffer: Option<u16>,
 }
 
+/// Descriptors of dropped sockets, closed only when the ring's submission queue is empty.
+/// A queued submission names its socket by number, and the descriptor table is the
+/// process's: were the socket closed first, any thread (another worker, the profiler) could
+/// get the same number, and the submission would act on that thread's file.
+type Parked = Rc<RefCell<Vec<OwnedFd>>>;
+
 /// A non-blocking TCP socket of the generator. Dropping it shuts it down (so a recv armed on
-/// it completes) and closes it.
+/// it completes) and parks its descriptor with its [`Ring`], which closes it once nothing
+/// queued names it.
 #[derive(Debug)]
-pub(super) struct Socket(OwnedFd);
+pub(super) struct Socket {
+    /// Always `Some` until dropped.
+    fd: Option<OwnedFd>,
+    parked: Parked,
+}
 
 impl Socket {
     /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
-    /// written whole, and a pipelined batch must not wait for an ACK).
-    pub fn tcp(addr: &SocketAddr) -> io::Result<Socket> {
+    /// written whole, and a pipelined batch must not wait for an ACK), for `ring`'s ops.
+    pub fn tcp(addr: &SocketAddr, ring: &Ring) -> io::Result<Socket> {
         let family = match addr {
             SocketAddr::V4(_) => libc::AF_INET,
             SocketAddr::V6(_) => libc::AF_INET6,
@@ -59,7 +74,10 @@ impl Socket {
         }
         // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
         // owns it.
-        let socket = Socket(unsafe { OwnedFd::from_raw_fd(fd) });
+        let socket = Socket {
+            fd: Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+            parked: ring.parked.clone(),
+        };
         let one: libc::c_int = 1;
         // SAFETY: the option value points to a live c_int of the length given.
         let rc = unsafe {
@@ -80,23 +98,26 @@ impl Socket {
 
 impl std::os::fd::AsFd for Socket {
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.0.as_fd()
+        self.fd.as_ref().expect("open until dropped").as_fd()
     }
 }
 
 impl AsRawFd for Socket {
     fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
+        self.fd.as_ref().expect("open until dropped").as_raw_fd()
     }
 }
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        let Some(fd) = self.fd.take() else { return };
         // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers. An error
-        // (a socket that never connected) is of no consequence: the close follows.
+        // (a socket that never connected) is of no consequence. The descriptor stays open
+        // (parked), so its number is not reused while a queued submission names it.
         unsafe {
-            libc::shutdown(self.0.as_raw_fd(), libc::SHUT_RDWR);
+            libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
         }
+        self.parked.borrow_mut().push(fd);
     }
 }
 
@@ -183,8 +204,10 @@ impl BufRing {
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; the ring that registered it is dropped
-        // (and so has unregistered it) before this, see `Ring`'s field order.
+        // SAFETY: allocated in `new` with this layout. A registered `BufRing` is freed only
+        // once unregistered: `Ring`'s drop unregisters it first, with no op left that could
+        // use it (else leaks it), and `Ring::probe` drops its ring, which never had an op,
+        // before it.
         unsafe { dealloc(self.entries.cast(), self.entries_layout) };
     }
 }
@@ -192,17 +215,23 @@ impl Drop for BufRing {
 /// One generator thread's io_uring: its provided-buffer ring, the request batch its sends
 /// read from, and the target's address its connects use.
 pub(super) struct Ring {
-    // Field order matters: the ring is dropped (its ops cancelled) before the memory they use.
+    // Dropping the ring cancels its ops and waits for them; memory they may still use is
+    // leaked rather than freed (see `Drop`).
     ring: IoUring,
-    bufs: BufRing,
+    bufs: ManuallyDrop<BufRing>,
     batch: Box<[u8]>,
     addr: Box<libc::sockaddr_storage>,
     addr_len: libc::socklen_t,
     /// Linked-timeout timespecs, kept until the submission that carries them is handed to
-    /// the kernel (which copies them while preparing it). Boxed: a submission points at its
+    /// the kernel (which copies them while preparing it): until a submit leaves the
+    /// submission queue empty, as a submit may take only some of it. Boxed: a submission points at its
     /// timespec, which must not move when the vector grows.
     #[allow(clippy::vec_box)]
     timespecs: Vec<Box<Timespec>>,
+    /// Dropped sockets' descriptors, closed once the submission queue is empty.
+    parked: Parked,
+    /// Ops handed in whose last completion has not been reaped.
+    outstanding: usize,
 }
 
 impl Ring {
@@ -221,8 +250,8 @@ impl Ring {
             .setup_cqsize(entries * 4)
             .build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs` until
-        // after `ring` is dropped (field order), so the kernel never sees them freed.
+        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
+        // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 bufs.entries as u64,
@@ -238,11 +267,13 @@ impl Ring {
         let (addr, addr_len) = sockaddr(&addr);
         Ok(Ring {
             ring,
-            bufs,
+            bufs: ManuallyDrop::new(bufs),
             batch: batch.into_boxed_slice(),
             addr: Box::new(addr),
             addr_len,
             timespecs: Vec::new(),
+            parked: Parked::default(),
+            outstanding: 0,
         })
     }
 
@@ -287,7 +318,8 @@ impl Ring {
                 release.trim()
             ));
         }
-        // SAFETY: as in `new`: `bufs` outlives `ring` (declared before it).
+        // SAFETY: the entries are page aligned and 1 long; `bufs` outlives `ring` (declared
+        // before it), whose drop unregisters them, and no op is ever submitted to it.
         unsafe {
             ring.submitter()
                 .register_buf_ring_with_flags(bufs.entries as u64, 1, BUF_GROUP, 0)
@@ -302,27 +334,31 @@ impl Ring {
     fn push(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: every pointer in these entries refers to memory this `Ring` owns until
-            // the op completes (the batch, the address, the buffer ring) or until the next
-            // submit (`timespecs`); see the module's rule.
+            // the op completes (the batch, the address, the buffer ring) or until a submit
+            // has emptied the submission queue (`timespecs`); see the module's rule.
             let pushed = unsafe { self.ring.submission().push_multiple(entries) };
             if pushed.is_ok() {
+                self.outstanding += entries.len();
                 return Ok(());
             }
             // The submission queue is full: hand it to the kernel and try again.
-            self.ring.submit()?;
-            self.timespecs.clear();
+            let r = self.ring.submit();
+            self.submitted();
+            r?;
         }
     }
 
-    /// Hands the queued submissions to the kernel without waiting. Called before a new socket
-    /// is made: a submission still queued for a socket closed since names its descriptor by
-    /// number, and the new socket may get the same number.
-    pub fn flush(&mut self) -> io::Result<()> {
-        if !self.ring.submission().is_empty() {
-            self.ring.submit()?;
+    /// After a submit (whole, short or refused): once the submission queue is empty, the
+    /// kernel has prepared every submission, copying its timespec, and no queued op names a
+    /// parked descriptor any more, so both go. The kernel looks a descriptor up when it
+    /// first issues the op, inside the submit, and holds the file from then on; only an op
+    /// linked behind another is issued later, and the only such op here, a connect's
+    /// timeout, names no descriptor.
+    fn submitted(&mut self) {
+        if self.ring.submission().is_empty() {
             self.timespecs.clear();
+            self.parked.borrow_mut().clear();
         }
-        Ok(())
     }
 
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
@@ -388,8 +424,8 @@ impl Ring {
         let ts = Timespec::from(limit);
         let args = SubmitArgs::new().timespec(&ts);
         let r = self.ring.submitter().submit_with_args(1, &args);
-        // Submitted (or refused): the kernel has copied what it needed of the timespecs.
-        self.timespecs.clear();
+        // Submitted, in part, or refused (EBUSY, EAGAIN): what is left stays queued.
+        self.submitted();
         match r {
             Ok(_) => Ok(()),
             Err(e)
@@ -406,12 +442,39 @@ impl Ring {
 
     /// Moves every available completion into `out`.
     pub fn reap(&mut self, out: &mut Vec<Completion>) {
+        let from = out.len();
         out.extend(self.ring.completion().map(|cqe| Completion {
             user_data: cqe.user_data(),
             result: cqe.result(),
             more: cqueue::more(cqe.flags()),
             buffer: cqueue::buffer_select(cqe.flags()),
         }));
+        let ended = out[from..].iter().filter(|c| !c.more).count();
+        self.outstanding = self.outstanding.saturating_sub(ended);
+    }
+
+    /// Cancels every op in flight (the cancel completes under `user_data`) and reaps
+    /// completions, giving their buffers back, until none is left or `limit` has passed.
+    pub fn cancel_and_wait(&mut self, user_data: u64, limit: Duration) {
+        if self.outstanding == 0 {
+            return;
+        }
+        let _ = self.cancel_all(user_data);
+        let deadline = Instant::now() + limit;
+        let mut completions = Vec::new();
+        while self.outstanding > 0 {
+            let now = Instant::now();
+            if now >= deadline || self.submit_and_wait(deadline - now).is_err() {
+                break;
+            }
+            completions.clear();
+            self.reap(&mut completions);
+            for c in &completions {
+                if let Some(bid) = c.buffer {
+                    self.recycle(bid);
+                }
+            }
+        }
     }
 
     /// The bytes a recv completion put in provided buffer `bid`.
@@ -423,6 +486,29 @@ impl Ring {
     pub fn recycle(&mut self, bid: u16) {
         self.bufs.push(bid);
         self.bufs.publish();
+    }
+}
+
+impl Drop for Ring {
+    /// The kernel may write into the provided buffers and read the batch, the address and
+    /// the timespecs until every op has completed: they are freed only then. Ops still in
+    /// flight after a second (or a ring that failed) leave them leaked, as tokio-uring does,
+    /// rather than freed under the kernel. A panic's unwinding comes through here too.
+    fn drop(&mut self) {
+        self.cancel_and_wait(0, Duration::from_secs(1));
+        if self.outstanding == 0 && self.ring.submitter().unregister_buf_ring(BUF_GROUP).is_ok() {
+            // SAFETY: unregistered, with no op left that could pick one of its buffers;
+            // never used again (this is the ring's drop).
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+            return;
+        }
+        std::mem::forget(std::mem::take(&mut self.batch));
+        std::mem::forget(std::mem::take(&mut self.timespecs));
+        let any = SocketAddr::from(([0, 0, 0, 0], 0));
+        std::mem::forget(std::mem::replace(
+            &mut self.addr,
+            Box::new(sockaddr(&any).0),
+        ));
     }
 }
 
@@ -460,4 +546,108 @@ fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
         }
     };
     (storage, len as libc::socklen_t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether this machine runs the engine; says "skipped" when not.
+    fn usable() -> bool {
+        let probe = Ring::probe();
+        if let Err(why) = &probe {
+            eprintln!("skipped: {why}");
+        }
+        probe.is_ok()
+    }
+
+    /// A ring sending from `batch` to a port nobody listens on, and a socket for it.
+    fn ring(batch: &[u8]) -> Option<(Ring, Socket)> {
+        if !usable() {
+            return None;
+        }
+        let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let ring = Ring::new(8, 4, 64, batch.to_vec(), addr).unwrap();
+        let socket = Socket::tcp(&addr, &ring).unwrap();
+        Some((ring, socket))
+    }
+
+    fn target(fd: RawFd) -> Option<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()
+    }
+
+    #[test]
+    fn a_dropped_socket_stays_open_while_a_queued_op_names_it() {
+        let Some((mut ring, socket)) = ring(b"GET / HTTP/1.1\r\n\r\n") else {
+            return;
+        };
+        let fd = socket.as_raw_fd();
+        let file = target(fd).expect("the socket is open");
+        ring.send(&socket, 0, 4, 1).unwrap();
+        drop(socket);
+        // Not submitted yet: the number still names this socket, so no other thread can
+        // be given it.
+        assert_eq!(target(fd), Some(file.clone()));
+        ring.submit_and_wait(Duration::from_secs(1)).unwrap();
+        let mut done = Vec::new();
+        ring.reap(&mut done);
+        assert_eq!(done.len(), 1, "{done:?}");
+        assert!(done[0].result < 0, "a send on a socket shut down fails");
+        // Submitted: the descriptor is closed.
+        assert_ne!(target(fd), Some(file));
+    }
+
+    #[test]
+    fn a_timespec_lives_until_its_submission_left_the_queue() {
+        let Some((mut ring, socket)) = ring(b"x") else {
+            return;
+        };
+        ring.connect(&socket, Duration::from_secs(1), 1, 2).unwrap();
+        // What a submit that took nothing (EBUSY, EAGAIN) or only part leaves behind.
+        ring.submitted();
+        assert_eq!(
+            ring.timespecs.len(),
+            1,
+            "the queued timeout's timespec is kept"
+        );
+        ring.submit_and_wait(Duration::from_secs(1)).unwrap();
+        assert!(ring.timespecs.is_empty(), "handed to the kernel, it goes");
+    }
+
+    #[test]
+    fn ops_in_flight_are_counted_and_cancelled_before_the_memory_goes() {
+        if !usable() {
+            return;
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr).unwrap();
+        let socket = Socket::tcp(&addr, &ring).unwrap();
+        ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+        assert_eq!(ring.outstanding, 2, "the connect and its timeout");
+        let mut done = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ring.outstanding > 0 && Instant::now() < deadline {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.reap(&mut done);
+        }
+        assert!(
+            done.iter().any(|c| c.user_data == 1 && c.result == 0),
+            "{done:?}"
+        );
+        let _accepted = listener.accept().unwrap();
+        // Nothing will arrive: the recv stays in flight, writing into the provided buffers
+        // if anything did.
+        ring.recv_multi(&socket, 3).unwrap();
+        ring.submit_and_wait(Duration::from_millis(50)).unwrap();
+        done.clear();
+        ring.reap(&mut done);
+        assert!(done.is_empty(), "{done:?}");
+        assert_eq!(ring.outstanding, 1);
+        ring.cancel_and_wait(4, Duration::from_secs(5));
+        assert_eq!(
+            ring.outstanding, 0,
+            "what Drop waits for before freeing the buffers"
+        );
+    }
 }

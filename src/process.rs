@@ -152,20 +152,20 @@ impl<'a> Output<'a> {
 }
 
 /// Checks the files a command reads and writes before anything runs, so that no run ends
-/// with its report lost or a report destroyed: every output can be written (`--html` is a
-/// file, not `-`), and none is an input or another output (writing it would truncate the
-/// other). `-` (stdout) is not a file.
+/// with its report lost or a report destroyed: every output can be written (only `--json`
+/// may be `-`, stdout; the others would make a file named `-`), and none is an input or
+/// another output (writing it would truncate the other).
 pub(crate) fn check_files(
     inputs: &[&std::path::Path],
     outputs: &[Output<'_>],
 ) -> Result<(), UsageError> {
     for (i, out) in outputs.iter().enumerate() {
         if out.path.as_os_str() == "-" {
-            if out.flag == "--html" {
-                return Err(UsageError(
-                    "--html takes a file path, not '-': the page is a file to open in a browser"
-                        .into(),
-                ));
+            if out.flag != "--json" {
+                return Err(UsageError(format!(
+                    "{} takes a file path, not '-': only --json writes to stdout",
+                    out.flag
+                )));
             }
             continue;
         }
@@ -269,14 +269,14 @@ mod tests {
         .unwrap_err();
         assert!(err.0.contains("--html is the same file as --json"), "{err}");
         assert!(!fresh.exists(), "a refused check leaves no file behind");
-        check_files(
-            &[&input],
-            &[
-                out("--json", Path::new("-")),
-                out("--markdown", Path::new("-")),
-            ],
-        )
-        .expect("stdout is not a file");
+        check_files(&[&input], &[out("--json", Path::new("-"))]).expect("stdout is not a file");
+        for flag in ["--markdown", "--html", "--hdr-log", "--flamegraph"] {
+            let err = check_files(&[], &[out(flag, Path::new("-"))]).unwrap_err();
+            assert!(
+                err.0.contains("only --json writes to stdout"),
+                "{flag}: {err}"
+            );
+        }
         check_files(
             &[&input],
             &[out("--json", &fresh), out("--html", &dir.join("b.html"))],

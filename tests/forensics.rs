@@ -310,8 +310,15 @@ fn an_unrelated_overflowing_listener_is_not_this_servers_cause() {
     if contended_by_others(busy_before, &r) {
         return;
     }
+    // The neighbour's two connecting threads are work on the server's CPUs too, so
+    // cpu_contention may rightly be named (a quiet CI box did); what must not be named is
+    // anything the neighbour's overflows would explain.
+    let claimed: Vec<String> = causes(&r)
+        .into_iter()
+        .filter(|c| c != "cpu_contention")
+        .collect();
     assert_eq!(
-        causes(&r),
+        claimed,
         Vec::<String>::new(),
         "machine-wide ListenOverflows +{overflows} from another listener claims nothing: {}",
         r["diagnosis"]

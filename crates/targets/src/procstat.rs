@@ -30,17 +30,19 @@ impl CpuUsage {
         (100.0 - self.idle_pct).clamp(0.0, 100.0)
     }
 
-    /// Each CPU's mean over equally long samples (CPUs matched by position; a sample with
-    /// fewer CPUs counts for those it has).
+    /// Each CPU's mean over equally long samples, CPUs matched by number (a sample that
+    /// lacks a CPU counts for those it has), in CPU order.
     pub fn mean(samples: &[Vec<CpuUsage>]) -> Vec<CpuUsage> {
-        let width = samples.iter().map(Vec::len).max().unwrap_or(0);
-        (0..width)
-            .map(|i| {
-                let of_cpu: Vec<&CpuUsage> = samples.iter().filter_map(|s| s.get(i)).collect();
+        let cpus: std::collections::BTreeSet<usize> =
+            samples.iter().flatten().map(|c| c.cpu).collect();
+        cpus.into_iter()
+            .map(|cpu| {
+                let of_cpu: Vec<&CpuUsage> =
+                    samples.iter().flatten().filter(|c| c.cpu == cpu).collect();
                 let n = of_cpu.len() as f64;
                 let avg = |f: fn(&CpuUsage) -> f64| of_cpu.iter().map(|c| f(c)).sum::<f64>() / n;
                 CpuUsage {
-                    cpu: of_cpu[0].cpu,
+                    cpu,
                     user_pct: avg(|c| c.user_pct),
                     system_pct: avg(|c| c.system_pct),
                     irq_pct: avg(|c| c.irq_pct),
@@ -165,6 +167,11 @@ mod tests {
         assert_eq!(mean[1].cpu, 1);
         assert!((mean[1].user_pct - 100.0).abs() < 1e-9);
         assert!(CpuUsage::mean(&[]).is_empty());
+        // A tick without CPU 0 does not shift CPU 1's figures under CPU 0's name.
+        let gap = CpuUsage::mean(&[vec![busy(0, 50.0), busy(1, 100.0)], vec![busy(1, 100.0)]]);
+        assert_eq!(gap[0].cpu, 0);
+        assert!((gap[0].busy_pct() - 50.0).abs() < 1e-9, "{gap:?}");
+        assert!((gap[1].busy_pct() - 100.0).abs() < 1e-9, "{gap:?}");
     }
 
     #[test]

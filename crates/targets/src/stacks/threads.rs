@@ -109,7 +109,13 @@ impl ThreadStateSampler {
     /// Stops looking and returns the counts.
     pub fn finish(self) -> OffCpu {
         self.stop.store(true, Ordering::Relaxed);
-        self.handle.join().unwrap_or_default()
+        self.handle.join().unwrap_or_else(|_| {
+            // Nothing measured is not "nothing waited": the report says n/a and why.
+            let mut off = OffCpu::new("/proc thread states");
+            off.missing
+                .push("the thread-state sampler panicked: off-CPU time n/a".into());
+            off
+        })
     }
 }
 

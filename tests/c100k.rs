@@ -242,11 +242,14 @@ fn run_with_500_ports(e: Engine, args: &str) -> Option<(i32, serde_json::Value, 
     let script = format!(
         r#"ip link set lo up && echo "40000 40499" > /proc/sys/net/ipv4/ip_local_port_range || exit 97
 "{bin}" serve --addr 127.0.0.1:18080 --threads 1 --max-conns 5000 > "{d}/serve.out" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null' EXIT
 for i in $(seq 200); do grep -q listening "{d}/serve.out" && break; sleep 0.05; done
 grep -q listening "{d}/serve.out" || {{ cat "{d}/serve.out" >&2; exit 98; }}
 "{bin}" run http://127.0.0.1:18080/ -c 1200 -n 1200 --threads 2 --engine {e} {args} --json -
 rc=$?
-kill %1
+kill $server
+wait $server
 exit $rc"#,
         d = dir.display(),
         e = e.name()

@@ -497,7 +497,10 @@ def fault():
         .filter(|t| t["syscall"] == "fsync")
         .map(|t| n(&t["wall_us"]))
         .sum();
-    if waited < 100_000 {
+    // The fault asks for ~800 ms of fsync every 3 s; a disk that gave back less than half a
+    // second over the run made no spike for the slow seconds to be about (a CI run's disk
+    // gave 0.1 s, all of it in slow seconds, and no second stood out for it).
+    if waited < 500_000 {
         common::inconclusive(format!(
             "fsync waited only {waited} µs over the run: this disk (or its cache) acknowledges at once"
         ));

@@ -158,6 +158,21 @@ pub(crate) struct WorkerSpec {
     pub cpu: Option<usize>,
 }
 
+#[cfg(test)]
+impl WorkerSpec {
+    /// The whole load on one unpinned worker with one connection (for unit tests).
+    pub(crate) fn one_connection() -> WorkerSpec {
+        WorkerSpec {
+            index: 0,
+            connections: 1,
+            requests: None,
+            rate: None,
+            share: 1.0,
+            cpu: None,
+        }
+    }
+}
+
 /// What a worker thread returns.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WorkerOutcome {

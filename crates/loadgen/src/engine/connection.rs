@@ -857,14 +857,7 @@ mod tests {
             rate_override: Default::default(),
             sources: Vec::new(),
         });
-        let spec = WorkerSpec {
-            index: 0,
-            connections: 1,
-            requests: None,
-            rate: None,
-            share: 1.0,
-            cpu: None,
-        };
+        let spec = WorkerSpec::one_connection();
         Rc::new(Worker::new(shared, &spec))
     }
 

@@ -631,14 +631,7 @@ mod tests {
             sources: Vec::new(),
             plan,
         });
-        let spec = WorkerSpec {
-            index: 0,
-            connections: 1,
-            requests: None,
-            rate: None,
-            share: 1.0,
-            cpu: None,
-        };
+        let spec = WorkerSpec::one_connection();
         let mut worker = new_worker(shared, spec);
         let (tx, _rx) = std::sync::mpsc::channel();
         worker.run(&tx, &AtomicBool::new(false));

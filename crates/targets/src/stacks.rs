@@ -26,6 +26,7 @@ pub mod switches;
 pub(crate) mod symbols;
 mod text;
 pub mod threads;
+mod tracepoint;
 
 pub use compare::{slow_seconds, TOP_STACKS};
 pub use live::{LiveInside, SecondInside, Share};

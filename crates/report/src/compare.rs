@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 use tailscope_loadgen::report::{fmt_us, Report};
 
 use crate::chart::{bar_chart_with_legend, Bar};
+use crate::figures::{count_axis, series, spectrum_chart, spectrum_of, BLUE, P99};
 use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
-use crate::{count_axis, series, spectrum_chart, spectrum_of, AnyReport, BLUE, P99};
+use crate::AnyReport;
 
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,8 +8,8 @@ use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us};
 
 use super::{SuiteReport, SuiteResult};
 use crate::chart::{bar_chart, Bar};
+use crate::figures::{count_axis, us_axis};
 use crate::page::{document, escape, footer, kpis, table};
-use crate::{count_axis, us_axis};
 
 fn label(r: &SuiteResult) -> String {
     format!("{} {}", r.target, r.endpoint)

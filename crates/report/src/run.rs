@@ -1,0 +1,463 @@
+//! The page of one run: header, key figures, charts, tables of the slowest requests and of the
+//! profile, and the diagnosis.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+use tailscope_forensics::Findings;
+use tailscope_loadgen::report::{
+    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
+};
+
+use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
+use crate::figures::*;
+use crate::page::{document, escape, footer, kpis, table};
+
+fn cpu_role(report: &Report, cpu: usize) -> &'static str {
+    let server = report
+        .target
+        .as_ref()
+        .is_some_and(|t| t.server_cpus.contains(&cpu));
+    let generator = report.config.cpus.contains(&cpu);
+    match (server, generator) {
+        (true, true) => " (server + generator)",
+        (true, false) => " (server)",
+        (false, true) => " (generator)",
+        _ => "",
+    }
+}
+
+fn header(report: &Report) -> String {
+    let c = &report.config;
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>{} {}</h1>", escape(&c.method), escape(&c.url));
+    let mode = match c.rate {
+        Some(r) => format!("open loop at {} req/s", fmt_asked_rate(r)),
+        None => "closed loop".into(),
+    };
+    let mut facts = vec![format!(
+        "{mode}, {} connection{}, {} thread{}, pipeline {}",
+        c.connections,
+        if c.connections == 1 { "" } else { "s" },
+        c.threads,
+        if c.threads == 1 { "" } else { "s" },
+        c.pipeline
+    )];
+    if let Some(t) = &report.target {
+        let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
+        facts.push(format!("server: {}{pid}", t.name));
+    }
+    if let Some(host) = report.extra.get("host").and_then(Value::as_str) {
+        facts.push(format!("host {host}"));
+    }
+    facts.push(format!("{} {}", report.tool.name, report.tool.version));
+    let _ = writeln!(out, "<p class=\"sub\">{}</p>", escape(&facts.join(" · ")));
+    out
+}
+
+/// A latency figure, marked `≥` when unfinished requests reach it (a lower bound).
+fn latency_figure(report: &Report, name: &str, v: Option<u64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if report.latency_lower_bound.iter().any(|l| l == name) => {
+            format!("≥ {}", fmt_us(v))
+        }
+        Some(v) => fmt_us(v),
+    }
+}
+
+fn summary(report: &Report) -> String {
+    let s = &report.summary;
+    let p = report.latency_us.as_ref();
+    let lat = |name: &str, v: Option<u64>| latency_figure(report, name, v);
+    let mut items = vec![
+        ("requests/s", fmt_rate(s.rps)),
+        ("requests", fmt_count(s.requests)),
+        ("duration", format!("{:.2} s", s.duration_s)),
+        ("p50", lat("p50", p.map(|p| p.p50))),
+        ("p99", lat("p99", p.map(|p| p.p99))),
+        ("p99.9", lat("p999", p.map(|p| p.p999))),
+        ("max", lat("max", p.map(|p| p.max))),
+        ("errors", fmt_count(s.errors)),
+        ("timeouts", fmt_count(s.timeouts)),
+        ("non-2xx", fmt_count(s.non2xx)),
+        ("transfer", fmt_bytes(s.bytes_read as f64)),
+    ];
+    if s.unfinished > 0 {
+        items.insert(2, ("unfinished", fmt_count(s.unfinished)));
+    }
+    let mut out = kpis(&items);
+    let mut notes: Vec<String> = Vec::new();
+    if report.interrupted {
+        notes.push(format!(
+            "The run was interrupted{} before its end.",
+            report
+                .signal
+                .as_deref()
+                .map_or(String::new(), |sig| format!(" by {sig}"))
+        ));
+    }
+    if s.unfinished > 0 {
+        notes.push(format!(
+            "{} requests were still waiting when the run ended (up to {}): they are in every latency figure at their wait so far, so the figures marked ≥ are lower bounds.",
+            fmt_count(s.unfinished),
+            s.unfinished_max_us.map_or("n/a".into(), fmt_us)
+        ));
+    }
+    notes.extend(report.warnings.iter().cloned());
+    if let Some(l) = report
+        .littles_law
+        .as_ref()
+        .filter(|l| l.unaccounted_pct > tailscope_loadgen::report::LITTLES_LAW_SLACK_PCT)
+    {
+        notes.push(format!(
+            "{:.1} % of the connections' time is in no request: the generator lost time between requests (saturated, or a bug).",
+            l.unaccounted_pct
+        ));
+    }
+    for n in notes {
+        let _ = writeln!(out, "<p class=\"warn\">{}</p>", escape(&n));
+    }
+    out
+}
+
+fn charts(report: &Report, so_far: bool) -> String {
+    let ts = &report.timeseries;
+    let mut out = String::new();
+    out.push_str(&line_chart(&LineChart {
+        id: "throughput",
+        title: "Throughput (requests finished per second)",
+        x_desc: "seconds into the run",
+        y_desc: "requests/s",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: &count_axis,
+        // Seconds after the load window (the grace period, when only the responses still in
+        // flight came back) and a partial last second are no load rate: left out.
+        series: vec![series(
+            "requests/s",
+            BLUE,
+            ts.iter()
+                .filter(|p| !p.partial && p.t_s <= report.summary.duration_s + 1e-3)
+                .map(|p| (p.t_s, p.requests as f64))
+                .collect(),
+        )],
+    }));
+    out.push_str(&line_chart(&LineChart {
+        id: "latency-over-time",
+        title: "Latency per second (log scale)",
+        x_desc: "seconds into the run",
+        y_desc: "latency",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Log,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: &us_axis,
+        series: vec![
+            series(
+                "p50",
+                P50,
+                ts.iter().map(|p| (p.t_s, p.p50_us as f64)).collect(),
+            ),
+            series(
+                "p99",
+                P99,
+                ts.iter().map(|p| (p.t_s, p.p99_us as f64)).collect(),
+            ),
+            series(
+                "max",
+                MAX,
+                ts.iter().map(|p| (p.t_s, p.max_us as f64)).collect(),
+            ),
+        ],
+    }));
+    let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
+    out.push_str(&spectrum_chart(
+        "percentile-spectrum",
+        "Percentile spectrum (latency by percentile, log scales)",
+        vec![series(
+            "latency",
+            BLUE,
+            histogram.as_ref().map(spectrum).unwrap_or_default(),
+        )],
+    ));
+    let bars: Vec<Bar> = histogram
+        .as_ref()
+        .map(log_buckets)
+        .unwrap_or_default()
+        .iter()
+        .map(|b| Bar {
+            label: fmt_us(b.low_us),
+            value: b.count as f64,
+            tooltip: format!(
+                "{} – {}: {} requests",
+                fmt_us(b.low_us),
+                fmt_us(b.high_us),
+                fmt_count(b.count)
+            ),
+            whisker: None,
+            color: None,
+        })
+        .collect();
+    out.push_str(&bar_chart(
+        "histogram",
+        "Latency histogram (log buckets)",
+        "requests",
+        &bars,
+        &count_axis,
+    ));
+    let cpus = ts.iter().map(|p| p.cpu_busy_pct.len()).max().unwrap_or(0);
+    let mut cpu_series: Vec<Series> = (0..cpus)
+        .map(|i| {
+            let role = cpu_role(report, i);
+            Series {
+                // The generator's CPUs dashed, so that a server CPU busy at the same
+                // figure (both at 100 %) still shows under or over it.
+                dashed: role.contains("generator") && !role.contains("server"),
+                ..series(
+                    &format!("cpu{i}{role}"),
+                    PALETTE[i % PALETTE.len()],
+                    ts.iter()
+                        .filter_map(|p| p.cpu_busy_pct.get(i).map(|b| (p.t_s, *b)))
+                        .collect(),
+                )
+            }
+        })
+        .collect();
+    // The server's CPUs drawn last, over the others.
+    cpu_series.sort_by_key(|s| s.name.contains("server"));
+    const CPU_TITLE: &str = "CPU busy per second (server and generator CPUs marked)";
+    if so_far && cpu_series.iter().all(|s| s.points.is_empty()) {
+        out.push_str(&crate::chart::empty(
+            "cpu-busy",
+            CPU_TITLE,
+            "per-CPU busy per second comes at the end of the run (the dashboard shows it live)",
+        ));
+    } else {
+        out.push_str(&line_chart(&LineChart {
+            id: "cpu-busy",
+            title: CPU_TITLE,
+            x_desc: "seconds into the run",
+            y_desc: "busy %",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Linear,
+            x_fmt: &seconds,
+            per_second: true,
+            y_fmt: &|v| format!("{v:.0}%"),
+            series: cpu_series,
+        }));
+    }
+    out.push_str(&line_chart(&LineChart {
+        id: "errors-over-time",
+        title: "Errors and timeouts per second",
+        x_desc: "seconds into the run",
+        y_desc: "requests",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: &count_axis,
+        series: vec![
+            series(
+                "errors",
+                MAX,
+                ts.iter().map(|p| (p.t_s, p.errors as f64)).collect(),
+            ),
+            series(
+                "timeouts",
+                P99,
+                ts.iter().map(|p| (p.t_s, p.timeouts as f64)).collect(),
+            ),
+        ],
+    }));
+    out
+}
+
+fn tables(report: &Report) -> String {
+    let mut out = String::new();
+    if let Some(p) = &report.latency_us {
+        out.push_str("<h2>Latency percentiles</h2>\n");
+        let rows: Vec<Vec<String>> = [
+            ("min", p.min),
+            ("p50", p.p50),
+            ("p90", p.p90),
+            ("p99", p.p99),
+            ("p99.9", p.p999),
+            ("p99.99", p.p9999),
+            ("max", p.max),
+        ]
+        .iter()
+        .map(|(k, v)| {
+            let name = match *k {
+                "p99.9" => "p999",
+                "p99.99" => "p9999",
+                other => other,
+            };
+            vec![(*k).to_string(), latency_figure(report, name, Some(*v))]
+        })
+        .collect();
+        out.push_str(&table(&["", "latency"], &rows));
+    }
+    out.push_str("<h2>Status codes and errors</h2>\n");
+    let mut rows: Vec<Vec<String>> = report
+        .status_codes
+        .iter()
+        .map(|(code, n)| vec![format!("[{code}]"), fmt_count(*n)])
+        .collect();
+    rows.extend(
+        report
+            .errors
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| vec![kind.clone(), fmt_count(*n)]),
+    );
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">no responses and no errors</p>\n");
+    } else {
+        out.push_str(&table(&["outcome", "requests"], &rows));
+    }
+    out.push_str("<h2>Slowest requests</h2>\n");
+    let rows: Vec<Vec<String>> = report
+        .slowest
+        .iter()
+        .map(|r| {
+            let split: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
+            vec![
+                if r.unfinished {
+                    format!("≥ {}", fmt_us(r.latency_us))
+                } else {
+                    fmt_us(r.latency_us)
+                },
+                format!("{:.3} s", r.at_s),
+                match (r.status, r.error) {
+                    (Some(c), _) => format!("[{c}]"),
+                    (None, Some(k)) => k.to_string(),
+                    _ if r.unfinished => "unfinished".into(),
+                    _ => "?".into(),
+                },
+                split.join(", "),
+                r.retransmits.map_or("n/a".into(), |n| n.to_string()),
+                format!("{} / {}", r.worker, r.conn),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        out.push_str("<p class=\"empty\">none</p>\n");
+    } else {
+        out.push_str(&table(
+            &[
+                "latency",
+                "began at",
+                "outcome",
+                "where the time went",
+                "retransmits",
+                "worker / conn",
+            ],
+            &rows,
+        ));
+    }
+    out
+}
+
+fn diagnosis(report: &Report, so_far: bool) -> String {
+    let mut out = String::from("<h2>Diagnosis</h2>\n");
+    let Some(findings) = Findings::of(report) else {
+        out.push_str(if so_far {
+            "<p class=\"empty\">the diagnosis comes at the end of the run (the dashboard's spikes view shows the causes found so far)</p>\n"
+        } else {
+            "<p class=\"empty\">the run was not diagnosed</p>\n"
+        });
+        return out;
+    };
+    if findings.diagnosis.is_empty() {
+        out.push_str(
+            "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
+        );
+    }
+    for d in &findings.diagnosis {
+        let window = d
+            .window
+            .map_or(String::new(), |w| format!(", {}", w.describe()));
+        let _ = writeln!(
+            out,
+            "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}</div>",
+            d.cause,
+            fmt_count(d.requests_affected),
+            escape(&d.evidence)
+        );
+    }
+    out
+}
+
+/// The HTML page of a run's report.
+pub fn run_page(report: &Report) -> String {
+    page_of_run(report, false)
+}
+
+/// The HTML page of a run still going (the dashboard's `s`): what only the end of the run
+/// brings (the per-CPU busy per second, the diagnosis) is said to come then, not to be
+/// missing.
+pub fn run_page_so_far(report: &Report) -> String {
+    page_of_run(report, true)
+}
+
+fn page_of_run(report: &Report, so_far: bool) -> String {
+    let mut body = header(report);
+    body.push_str(&summary(report));
+    body.push_str("<h2>Over time and by percentile</h2>\n");
+    body.push_str(&charts(report, so_far));
+    body.push_str(&diagnosis(report, so_far));
+    body.push_str(&tables(report));
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        report.tool.name, report.tool.version, report.schema_version
+    )));
+    document(
+        &format!("tailscope: {} {}", report.config.method, report.config.url),
+        &body,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hdrhistogram::Histogram;
+
+    #[test]
+    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+        let mut latency = Histogram::<u64>::new(3).unwrap();
+        latency.record(100).unwrap();
+        let totals = tailscope_loadgen::RunTotals {
+            duration: std::time::Duration::from_secs(2),
+            counters: Default::default(),
+            latency: latency.clone(),
+            latency_uncorrected: latency,
+            connect: Histogram::new(3).unwrap(),
+            first_request: Histogram::new(3).unwrap(),
+            body: Histogram::new(3).unwrap(),
+            timeseries: vec![tailscope_loadgen::TimePoint {
+                t_s: 1.0,
+                requests: 1,
+                ..Default::default()
+            }],
+            second_histograms: Vec::new(),
+            slowest: Vec::new(),
+            grace: std::time::Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+            engine: Default::default(),
+        };
+        let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
+        let report = Report::new(&plan, &totals);
+        let so_far = run_page_so_far(&report);
+        assert!(so_far.contains("per-CPU busy per second comes at the end of the run"));
+        assert!(so_far.contains("the diagnosis comes at the end of the run"));
+        let cpu = &so_far[so_far.find("data-chart=\"cpu-busy\"").unwrap()..];
+        let cpu = &cpu[..cpu.find("</figure>").unwrap()];
+        assert!(!cpu.contains("nothing was measured"), "{cpu}");
+        let finished = run_page(&report);
+        assert!(!finished.contains("comes at the end of the run"));
+    }
+}

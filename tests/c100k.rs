@@ -233,12 +233,8 @@ fn run_with_500_ports(e: Engine, args: &str) -> Option<(i32, serde_json::Value, 
         return None;
     }
     let bin = env!("CARGO_BIN_EXE_tailscope");
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "c100k-ports-{}-{}",
-        e.name(),
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = common::scratch_dir(&format!("c100k-ports-{}", e.name()));
+    let dir = scratch.path();
     let script = format!(
         r#"ip link set lo up && echo "40000 40499" > /proc/sys/net/ipv4/ip_local_port_range || exit 97
 "{bin}" serve --addr 127.0.0.1:18080 --threads 1 --max-conns 5000 > "{d}/serve.out" 2>&1 &

@@ -53,14 +53,6 @@ fn unix_now() -> f64 {
         .as_secs_f64()
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("merge-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// Waits for `child` at most `limit`, killing it past that: a test never hangs.
 fn wait_bounded(child: &mut Child, limit: Duration) -> i32 {
     let deadline = Instant::now() + limit;
@@ -314,7 +306,8 @@ fn three_generators_in_their_own_namespaces_merge_losslessly() {
         return;
     }
     let url = format!("http://{SERVER_IP}:8080/plaintext");
-    let dir = scratch("netns");
+    let scratch = common::scratch_dir("merge-netns");
+    let dir = scratch.path();
     let load = [
         "-c",
         "6",
@@ -466,8 +459,9 @@ fn merge_cli(files: &[&Path], extra: &[&str]) -> (i32, String, String) {
 #[test]
 fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
     let server = serve(|_| Reply::Send(ok("hi")));
-    let dir = scratch("loopback");
-    let files = loopback_segment_reports(&dir, &server.url("/a"));
+    let scratch = common::scratch_dir("merge-loopback");
+    let dir = scratch.path();
+    let files = loopback_segment_reports(dir, &server.url("/a"));
     let requests: Vec<u64> = files[..3]
         .iter()
         .map(|f| n(&read_json(f)["summary"]["requests"]))
@@ -539,7 +533,8 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
 #[test]
 fn ctrl_c_while_waiting_for_start_at_sends_nothing() {
     let server = serve(|_| Reply::Send(ok("hi")));
-    let dir = scratch("wait");
+    let scratch = common::scratch_dir("merge-wait");
+    let dir = scratch.path();
     let file = dir.join("r.json");
     let at = format!("{:.0}", unix_now() + 120.0);
     let (mut child, seen) = common::spawn_until(
@@ -752,7 +747,8 @@ fn the_kubernetes_example_is_an_indexed_job_of_n_segments_and_a_merge() {
 #[test]
 fn the_ssh_example_runs_three_segments_and_merges_them() {
     let server = serve(|_| Reply::Send(ok("hi")));
-    let dir = scratch("ssh");
+    let scratch = common::scratch_dir("merge-ssh");
+    let dir = scratch.path();
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     // ssh HOST CMD...: the remote shell runs the joined command; scp HOST:PATH DEST copies.
@@ -787,7 +783,7 @@ fn the_ssh_example_runs_three_segments_and_merges_them() {
         // The recipe's mechanics, not this loaded machine's latency: a threshold that holds.
         .env("FAIL_IF", "error_rate < 1%")
         .env("OUT", &out_dir)
-        .env("REMOTE_DIR", &dir)
+        .env("REMOTE_DIR", dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -317,7 +317,8 @@ fn bad_requests_are_answered_and_closed() {
 
 #[test]
 fn static_files_and_path_traversal() {
-    let dir = std::env::temp_dir().join(format!("ts-serve-static-{}", std::process::id()));
+    let scratch = common::scratch_dir("serve-static");
+    let dir = scratch.path();
     std::fs::create_dir_all(dir.join("www")).unwrap();
     std::fs::write(dir.join("www/page.html"), "<p>seed 001</p>").unwrap();
     std::fs::write(dir.join("secret.txt"), "TOP SECRET").unwrap();
@@ -353,7 +354,6 @@ fn static_files_and_path_traversal() {
         get(&server, b"GET /static/missing HTTP/1.1\r\n\r\n").status,
         404
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -213,7 +213,8 @@ fn a_cpu_burn_is_named_as_the_top_over_represented_frame_of_the_slow_seconds() {
     let Some(server) = Server::start(&["--burn-every", "2500ms", "--burn-for", "700ms"]) else {
         return;
     };
-    let svg = std::env::temp_dir().join(format!("tailscope-stacks-{}.svg", std::process::id()));
+    let scratch = common::scratch_dir("stacks-flamegraph");
+    let svg = scratch.path().join("stacks.svg");
     let (report, _) = sampled_report(
         &server.url,
         server.child.id(),
@@ -257,7 +258,8 @@ fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
     let Some(server) = Server::start(&["--stall-every", "2500ms", "--stall-for", "600ms"]) else {
         return;
     };
-    let svg = std::env::temp_dir().join(format!("tailscope-slow-{}.svg", std::process::id()));
+    let scratch = common::scratch_dir("stacks-slow");
+    let svg = scratch.path().join("slow.svg");
     let (report, text) = sampled_report(
         &server.url,
         server.child.id(),

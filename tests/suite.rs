@@ -9,7 +9,8 @@ use std::time::Duration;
 use common::tailscope;
 
 fn temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ts-suite-test-{}", std::process::id()));
+    // Under cargo's target/tmp, rewritten by every run: nothing is left in /tmp.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("suite");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();

@@ -47,12 +47,6 @@ fn has_python() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ts-tree-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A WSGI app for gunicorn, in `dir/app.py`.
 fn write_wsgi_app(dir: &Path) {
     std::fs::write(
@@ -513,7 +507,8 @@ fn nginx_with_two_workers_is_profiled_as_its_tree() {
     assert_eq!(workers.len(), 2, "{}", run.describe());
 
     // The same nginx started by the test, named by --pid MASTER.
-    let dir = temp_dir("nginx");
+    let scratch = common::scratch_dir("tree-nginx");
+    let dir = scratch.path();
     let port = free_port();
     let d = dir.display();
     std::fs::write(
@@ -528,7 +523,7 @@ server {{ listen 127.0.0.1:{port}; location = / {{ default_type text/plain; retu
     .unwrap();
     let mut cmd = taskset_cpu0(nginx.to_str().unwrap());
     cmd.arg("-p")
-        .arg(&dir)
+        .arg(dir)
         .arg("-e")
         .arg(dir.join("error.log"))
         .arg("-c")
@@ -538,7 +533,6 @@ server {{ listen 127.0.0.1:{port}; location = / {{ default_type text/plain; retu
     external.check_facts(3, "nginx --pid");
     assert_comparable(&run, &external, "nginx");
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
 
     sigkill_leaves_nothing("nginx:2", 3);
 }
@@ -550,9 +544,10 @@ fn gunicorn_with_respawned_workers_is_profiled_as_its_tree() {
         return;
     }
     let _turn = serial();
-    let dir = temp_dir("gunicorn");
-    write_wsgi_app(&dir);
-    let template = gunicorn_template(&dir);
+    let scratch = common::scratch_dir("tree-gunicorn");
+    let dir = scratch.path();
+    write_wsgi_app(dir);
+    let template = gunicorn_template(dir);
     let run = healthy_run("gunicorn launched", || {
         launched(&template, &["--path", "/", "-n", "3000", "-c", "4"])
     });
@@ -594,7 +589,6 @@ fn gunicorn_with_respawned_workers_is_profiled_as_its_tree() {
     drop(server);
 
     sigkill_leaves_nothing(&template, 3);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -649,7 +643,8 @@ fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
 [[target]]\nname = \"python\"\nkind = \"command\"\ncommand = \"python3 -m http.server {{port}} --bind 127.0.0.1 >/dev/null 2>&1; true\"\n\
 {nginx}[[endpoint]]\npath = \"/\"\n"
     );
-    let dir = temp_dir("suite");
+    let scratch = common::scratch_dir("tree-suite");
+    let dir = scratch.path();
     let file = dir.join("tree.toml");
     std::fs::write(&file, suite).unwrap();
     let json = dir.join("tree.json");
@@ -675,7 +670,6 @@ fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
             res["target"]
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A server that leaves the target's process group (`setsid`) is out of reach of a group

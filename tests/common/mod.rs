@@ -418,3 +418,13 @@ pub fn machine_busy_before() -> f64 {
     let total = total1.saturating_sub(total0).max(1);
     1.0 - idle1.saturating_sub(idle0) as f64 / total as f64
 }
+
+/// A directory of the test's own under cargo's `target/tmp`, removed with everything in it
+/// when the returned guard drops (a failing assertion unwinds through it too): tests leave
+/// nothing behind in /tmp or anywhere else.
+pub fn scratch_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a scratch directory under target/tmp")
+}

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use tailscope_forensics::CpuBusy;
 use tailscope_loadgen::report::{Report, TargetInfo};
 use tailscope_loadgen::{Plan, RunTotals, Snapshot};
 use tailscope_report::{AnyReport, ReadError};
@@ -101,6 +102,7 @@ fn so_far_path(html: Option<&Path>, snap: &Snapshot) -> PathBuf {
 pub fn save_so_far(
     plan: &Plan,
     snap: &Snapshot,
+    cpu_busy: CpuBusy,
     target: Option<&TargetInfo>,
     html: Option<&Path>,
     feed: &Feed,
@@ -113,10 +115,11 @@ pub fn save_so_far(
         .spawn(move || {
             let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
             report.target = target;
+            cpu_busy.fill(&mut report);
             report.warnings.insert(
                 0,
                 format!(
-                    "Saved from the dashboard {:.1} s into the run while it went on: connect times and the uncorrected latency are not in this page, the time series holds the last two minutes, and the profile and diagnosis come at the end.",
+                    "Saved from the dashboard {:.1} s into the run while it went on: connect times and the uncorrected latency are not in this page, the time series holds the last two minutes, and the profile (but for per-CPU busy) and the diagnosis come at the end.",
                     snap.elapsed.as_secs_f64()
                 ),
             );

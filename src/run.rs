@@ -369,6 +369,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 crate::report::save_so_far(
                     plan,
                     snap,
+                    profiler.cpu_busy(),
                     target_info.as_ref(),
                     config.html.as_deref(),
                     feed,

@@ -172,6 +172,8 @@ fn s_saves_the_html_report_of_the_run_so_far() {
         "{help}"
     );
     tmux(&["send-keys", "-t", &session.0, "?"]);
+    // Two whole seconds in, so the page has per-CPU busy seconds to draw.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
     tmux(&["send-keys", "-t", &session.0, "s"]);
     let screen = wait_for(&session.0, "saved ", false).expect("s says where the page went");
     tmux(&["send-keys", "-t", &session.0, "q"]);
@@ -194,6 +196,15 @@ fn s_saves_the_html_report_of_the_run_so_far() {
         "it says it is partial"
     );
     assert!(!page.contains("<script") && !page.contains("src=\"http"));
+    // The per-CPU busy of the seconds so far, from the profiler (the rest of it comes at the
+    // end): one point per CPU and second.
+    let cpu = &page[page.find("data-chart=\"cpu-busy\"").expect("the CPU chart")..];
+    let points: u64 = cpu["data-chart=\"cpu-busy\" data-points=\"".len()..]
+        .split('"')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("the CPU chart's point count");
+    assert!(points >= 2, "per-CPU busy so far is drawn: {points} points");
     // Its request count is the run's so far: some, and no more than the whole run's.
     let marker = "data-kpi=\"requests\"><div class=\"v\">";
     let at = page.find(marker).expect("the requests figure") + marker.len();

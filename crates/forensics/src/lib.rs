@@ -20,7 +20,7 @@ mod evidence;
 mod run;
 
 pub use evidence::{Load, Roles};
-pub use run::{Findings, RunProfiler};
+pub use run::{CpuBusy, Findings, RunProfiler};
 
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

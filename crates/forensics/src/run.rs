@@ -56,6 +56,23 @@ impl Findings {
     }
 }
 
+/// The mean busy % of each CPU per second of the run, by second (from 0).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuBusy(pub BTreeMap<u64, Vec<f64>>);
+
+impl CpuBusy {
+    /// Sets `cpu_busy_pct` of each point of `report`'s time series that has a second here.
+    pub fn fill(&self, report: &mut Report) {
+        for point in report.timeseries.iter_mut() {
+            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
+            let second = (point.t_s.ceil() as u64).saturating_sub(1);
+            if let Some(busy) = self.0.get(&second) {
+                point.cpu_busy_pct = busy.clone();
+            }
+        }
+    }
+}
+
 /// A profiler following one run.
 pub struct RunProfiler {
     profiler: Profiler,
@@ -153,20 +170,30 @@ impl RunProfiler {
         (cpus, counters)
     }
 
+    /// Each measured second's mean busy % per CPU so far (to 0.1 %), by second of the run:
+    /// what [`CpuBusy::fill`] puts into a report's time series (the page saved from the
+    /// dashboard takes it mid-run; [`RunProfiler::finish`] at the end).
+    pub fn cpu_busy(&self) -> CpuBusy {
+        CpuBusy(
+            self.per_second
+                .iter()
+                .filter(|(_, (_, n))| *n > 0)
+                .map(|(&second, (sums, n))| {
+                    let mean = sums
+                        .iter()
+                        .map(|s| (s / f64::from(*n) * 10.0).round() / 10.0)
+                        .collect();
+                    (second, mean)
+                })
+                .collect(),
+        )
+    }
+
     /// Ends the profile and diagnoses the run; fills each second's `cpu_busy_pct` of the
     /// report's time series.
     pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> Findings {
+        self.cpu_busy().fill(report);
         let profile = self.profiler.finish(report.summary.requests, plan.tick);
-        for point in report.timeseries.iter_mut() {
-            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
-            let second = (point.t_s.ceil() as u64).saturating_sub(1);
-            if let Some((sums, n)) = self.per_second.get(&second).filter(|(_, n)| *n > 0) {
-                point.cpu_busy_pct = sums
-                    .iter()
-                    .map(|s| (s / f64::from(*n) * 10.0).round() / 10.0)
-                    .collect();
-            }
-        }
         let listen_queue = self.listen.map(ListenWatch::finish);
         let roles = Roles {
             server: &self.server_cpus,

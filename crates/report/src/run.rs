@@ -233,7 +233,7 @@ fn charts(report: &Report, so_far: bool) -> String {
         out.push_str(&crate::chart::empty(
             "cpu-busy",
             CPU_TITLE,
-            "per-CPU busy per second comes at the end of the run (the dashboard shows it live)",
+            "no whole second of per-CPU busy measured yet (the dashboard shows it live)",
         ));
     } else {
         out.push_str(&line_chart(&LineChart {
@@ -452,7 +452,7 @@ mod tests {
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
         let report = Report::new(&plan, &totals);
         let so_far = run_page_so_far(&report);
-        assert!(so_far.contains("per-CPU busy per second comes at the end of the run"));
+        assert!(so_far.contains("no whole second of per-CPU busy measured yet"));
         assert!(so_far.contains("the diagnosis comes at the end of the run"));
         let cpu = &so_far[so_far.find("data-chart=\"cpu-busy\"").unwrap()..];
         let cpu = &cpu[..cpu.find("</figure>").unwrap()];

@@ -234,7 +234,7 @@ pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
             (None, None) => continue,
         };
         let name = format!("{} {}", either.target, either.endpoint);
-        let picks: [(&str, Pick, Unit, Better, bool); 3] = [
+        let picks: [(&str, Pick, Unit, Better, bool); 4] = [
             ("req/s", |r| r.rps_median, Unit::Rate, Better::Higher, true),
             (
                 "p50",
@@ -247,6 +247,14 @@ pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
                 "p99",
                 |r| r.p99_us_median,
                 Unit::Micros,
+                Better::Lower,
+                true,
+            ),
+            // Over all of the target's runs: a server that got fast by failing is a regression.
+            (
+                "error rate",
+                SuiteResult::error_rate,
+                Unit::Fraction,
                 Better::Lower,
                 true,
             ),
@@ -380,6 +388,7 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::RunFigures;
 
     fn gated(base: f64, new: f64, better: Better) -> Row {
         Row {
@@ -474,5 +483,41 @@ mod tests {
         assert_eq!(req("fresh").new, Some(30.0));
         assert!(req("fresh").regression(5.0).is_none());
         assert!(markdown(&rows).contains("| fresh / req/s | n/a | 30 | added (only in new) |"));
+        // No runs: no error rate, not a made-up 0 %.
+        let errors = rows
+            .iter()
+            .find(|r| r.metric == "both / error rate")
+            .unwrap();
+        assert_eq!((errors.base, errors.new), (None, None));
+    }
+
+    #[test]
+    fn a_suite_whose_errors_rose_fails_the_gate() {
+        let run = |requests: u64, errors: u64| RunFigures {
+            rps: 1000.0,
+            requests,
+            errors,
+            p50_us: Some(100),
+            p99_us: Some(900),
+            p999_us: Some(1000),
+            max_us: Some(2000),
+            duration_s: 1.0,
+            server_us_per_request: None,
+        };
+        let result = |runs| SuiteResult::new("nginx", "/", None, runs);
+        let base = result(vec![run(1000, 0), run(1000, 10)]);
+        let worse = result(vec![run(1000, 100), run(3000, 300)]);
+        assert_eq!(base.error_rate(), Some(0.005));
+        assert_eq!(worse.error_rate(), Some(0.1));
+        let row = Row {
+            metric: "nginx / error rate".into(),
+            base: base.error_rate(),
+            new: worse.error_rate(),
+            unit: Unit::Fraction,
+            better: Better::Lower,
+            gated: true,
+            presence: Presence::Both,
+        };
+        assert!(row.regression(5.0).is_some(), "{}", row.change());
     }
 }

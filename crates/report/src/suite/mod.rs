@@ -136,6 +136,13 @@ pub struct SuiteResult {
 }
 
 impl SuiteResult {
+    /// Errors over requests, over all runs (`None` without a request).
+    pub fn error_rate(&self) -> Option<f64> {
+        let requests: u64 = self.runs.iter().map(|r| r.requests).sum();
+        let errors: u64 = self.runs.iter().map(|r| r.errors).sum();
+        (requests > 0).then(|| errors as f64 / requests as f64)
+    }
+
     /// A result with its runs; the medians and ratio are filled in by [`summarize`].
     pub fn new(target: &str, endpoint: &str, error: Option<String>, runs: Vec<RunFigures>) -> Self {
         SuiteResult {

@@ -42,6 +42,7 @@ figcaption { font-weight: 600; margin-bottom: .3rem; }
 .empty { color: #888; font-style: italic; }
 .warn { background: #fff4e5; border-left: 4px solid #f0a030; padding: .4rem .8rem; }
 .cause { border-left: 4px solid #c33; padding: .3rem .8rem; margin: .5rem 0; background: #fdf3f3; }
+.cause .inside { margin-top: .3rem; color: #444; font-family: monospace; font-size: .9em; }
 footer { color: #888; font-size: .8rem; margin-top: 3rem; }
 @media print { body { margin: 0; max-width: none; } h2 { page-break-after: avoid; } }
 "#;

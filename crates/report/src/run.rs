@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use serde_json::Value;
-use tailscope_forensics::Findings;
+use tailscope_forensics::{Diagnosis, Findings};
 use tailscope_loadgen::report::{
     decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
 };
@@ -377,18 +377,26 @@ fn diagnosis(report: &Report, so_far: bool) -> String {
         );
     }
     for d in &findings.diagnosis {
-        let window = d
-            .window
-            .map_or(String::new(), |w| format!(", {}", w.describe()));
-        let _ = writeln!(
-            out,
-            "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}</div>",
-            d.cause,
-            fmt_count(d.requests_affected),
-            escape(&d.evidence)
-        );
+        out.push_str(&cause(d));
     }
     out
+}
+
+/// One named cause: what, how many requests, when, the evidence, and what the server was
+/// doing inside its window when its stacks were sampled.
+fn cause(d: &Diagnosis) -> String {
+    let window = d
+        .window
+        .map_or(String::new(), |w| format!(", {}", w.describe()));
+    let inside = d.inside.as_ref().map_or(String::new(), |i| {
+        format!("<div class=\"inside\">inside: {}</div>", escape(i))
+    });
+    format!(
+        "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}{inside}</div>\n",
+        d.cause,
+        fmt_count(d.requests_affected),
+        escape(&d.evidence)
+    )
 }
 
 /// The HTML page of a run's report.
@@ -459,5 +467,25 @@ mod tests {
         assert!(!cpu.contains("nothing was measured"), "{cpu}");
         let finished = run_page(&report);
         assert!(!finished.contains("comes at the end of the run"));
+    }
+
+    #[test]
+    fn a_cause_shows_what_the_server_was_doing_inside_it() {
+        let mut d = Diagnosis {
+            cause: tailscope_forensics::Cause::ServerStall,
+            evidence: "3 s <with> no response".into(),
+            requests_affected: 1200,
+            window: None,
+            inside: Some("futex_wait in worker (<92 %> of the off-CPU time)".into()),
+        };
+        let html = cause(&d);
+        assert!(html.contains("1,200 requests"), "{html}");
+        assert!(html.contains("3 s &lt;with&gt; no response"), "{html}");
+        assert!(
+            html.contains("<div class=\"inside\">inside: futex_wait in worker (&lt;92 %&gt; of the off-CPU time)</div>"),
+            "{html}"
+        );
+        d.inside = None;
+        assert!(!cause(&d).contains("inside"));
     }
 }

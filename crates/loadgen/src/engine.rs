@@ -155,6 +155,9 @@ pub(crate) struct WorkerSpec {
     pub rate: Option<f64>,
     /// This worker's share of the connections (and so of any new rate).
     pub share: f64,
+    /// Open loop: where in its own slot interval this worker's schedule starts (0..1), so
+    /// that the workers' schedules interleave.
+    pub phase: f64,
     pub cpu: Option<usize>,
 }
 
@@ -168,6 +171,7 @@ impl WorkerSpec {
             requests: None,
             rate: None,
             share: 1.0,
+            phase: 0.0,
             cpu: None,
         }
     }
@@ -265,7 +269,15 @@ impl Worker {
             stopping: Cell::new(false),
             tickets: Cell::new(spec.requests),
             next_slot: Cell::new(0),
-            slot_base: Cell::new(shared.start + shared.plan.first_slot_offset),
+            slot_base: Cell::new(
+                shared.start
+                    + shared.plan.first_slot_offset
+                    + spec
+                        .rate
+                        .filter(|r| *r > 0.0)
+                        .and_then(|r| Duration::try_from_secs_f64(spec.phase / r).ok())
+                        .unwrap_or_default(),
+            ),
             slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
             rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
             share: spec.share,

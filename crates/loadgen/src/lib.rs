@@ -96,6 +96,37 @@ pub fn resolve_engine(choice: EngineChoice) -> Result<EngineUsed, Error> {
     engine::choose(choice).map(|(_, used)| used)
 }
 
+/// The threads' shares of the load: connections, `-n` and `-q` by [`share`], each CPU in
+/// turn. Open loop, thread t's first slot is the earlier threads' share of the connections
+/// into its own interval (t/rate for equal shares), so T threads interleave into one even
+/// schedule: without it they all sent at the same instant, T requests every T/rate s.
+fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
+    let mut before = 0.0;
+    (0..threads)
+        .map(|i| {
+            let connections = share(plan.connections as u64, threads, i) as usize;
+            let part = connections as f64 / plan.connections as f64;
+            let spec = engine::WorkerSpec {
+                index: i,
+                connections,
+                requests: match plan.stop {
+                    Stop::Requests(n) => Some(share(n, threads, i)),
+                    Stop::Duration(_) => None,
+                },
+                rate: match plan.pace {
+                    Pace::Rate(r) => Some(r * part),
+                    Pace::Max => None,
+                },
+                share: part,
+                phase: before,
+                cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
+            };
+            before += part;
+            spec
+        })
+        .collect()
+}
+
 /// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
 /// tick with the run so far, and returns what it measured.
 pub fn run(
@@ -141,22 +172,7 @@ pub fn run(
     });
     let (tx, rx) = mpsc::channel();
     let mut workers = Vec::with_capacity(threads);
-    for i in 0..threads {
-        let connections = share(plan.connections as u64, threads, i) as usize;
-        let spec = engine::WorkerSpec {
-            index: i,
-            connections,
-            requests: match plan.stop {
-                Stop::Requests(n) => Some(share(n, threads, i)),
-                Stop::Duration(_) => None,
-            },
-            rate: match plan.pace {
-                Pace::Rate(r) => Some(r * connections as f64 / plan.connections as f64),
-                Pace::Max => None,
-            },
-            share: connections as f64 / plan.connections as f64,
-            cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
-        };
+    for spec in worker_specs(plan, threads) {
         let stop = engine::StopSignal::default();
         let handle =
             match engine::spawn_worker(engine, shared.clone(), spec, tx.clone(), stop.clone()) {
@@ -260,4 +276,47 @@ pub fn run(
     // A stop asked for once sending had ended (during the grace) cut nothing short.
     totals.stopped_early = stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
     Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The threads' open-loop schedules, merged, are one even schedule at the asked rate.
+    #[test]
+    fn threads_interleave_their_slots() {
+        for (connections, threads) in [(4, 4), (8, 2), (3, 2), (5, 3)] {
+            let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+            plan.connections = connections;
+            plan.pace = Pace::Rate(1000.0);
+            let specs = worker_specs(&plan, threads);
+            assert_eq!(
+                specs.iter().map(|s| s.connections).sum::<usize>(),
+                connections
+            );
+            let mut sends: Vec<f64> = specs
+                .iter()
+                .flat_map(|s| {
+                    let r = s.rate.unwrap();
+                    (0..60).map(move |k| (s.phase + k as f64) / r)
+                })
+                .filter(|t| *t < 0.05)
+                .collect();
+            sends.sort_by(f64::total_cmp);
+            assert_eq!(sends.len(), 50, "{connections}/{threads}: {sends:?}");
+            let gaps: Vec<f64> = sends.windows(2).map(|w| w[1] - w[0]).collect();
+            // Even shares give exactly 1 ms; uneven ones (3 over 2) no gap above 2 ms.
+            let even = connections % threads == 0;
+            for g in &gaps {
+                assert!(
+                    if even {
+                        (g - 0.001).abs() < 1e-9
+                    } else {
+                        *g < 0.002 + 1e-9 && *g > 0.0
+                    },
+                    "{connections} conns on {threads} threads: gaps {gaps:?}"
+                );
+            }
+        }
+    }
 }

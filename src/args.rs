@@ -301,8 +301,8 @@ pub struct OutputArgs {
     /// CAP_PERFMON or kernel.perf_event_paranoid <= 0), waits from /proc thread states; on =
     /// always, waits with their stacks from sched:sched_switch (tracefs is mounted if needed;
     /// costs the server CPU per context switch).
-    #[arg(long = "stacks", value_enum, default_value_t = crate::stacks::StacksMode::Auto, value_name = "WHEN")]
-    pub stacks: crate::stacks::StacksMode,
+    #[arg(long = "stacks", default_value = "auto", value_name = "auto|on|off")]
+    pub stacks: tailscope_forensics::StacksMode,
     /// Write a flame graph (SVG) of the server's on-CPU stacks over the whole run.
     #[arg(long = "flamegraph", value_name = "PATH.svg")]
     pub flamegraph: Option<PathBuf>,

@@ -26,7 +26,6 @@ mod process;
 mod report;
 mod run;
 mod serve;
-mod stacks;
 mod suite;
 
 use std::process::ExitCode;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_forensics::{Roles, RunProfiler};
+use tailscope_forensics::{Roles, RunProfiler, RunStacks, StacksError};
 use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
@@ -248,7 +248,7 @@ fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
 
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
-    let stacks_options = crate::stacks::StacksOptions {
+    let stacks_options = tailscope_forensics::StacksOptions {
         mode: args.output.stacks,
         flamegraph: args.output.flamegraph.clone(),
         flamegraph_slow: args.output.flamegraph_slow.clone(),
@@ -331,7 +331,10 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         !plan.warmup.is_zero(),
     )
     .watching_listeners(plan.addr);
-    let mut stacks = crate::stacks::RunStacks::start(stacks_options, target_pid, &plan.cpus)?;
+    let mut stacks = match RunStacks::start(stacks_options, target_pid, &plan.cpus) {
+        Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
+        started => started?,
+    };
     let in_flight = (plan.connections * plan.pipeline) as u64;
     // Known before the run, so that a page saved from the dashboard names the server too.
     let target_info = match (&target, config.pid) {

@@ -18,9 +18,11 @@ use tailscope_targets::listen::ListenReport;
 
 mod evidence;
 mod run;
+mod stacks;
 
 pub use evidence::{Load, Roles};
 pub use run::{CpuBusy, Findings, RunProfiler};
+pub use stacks::{RunStacks, StacksError, StacksMode, StacksOptions};
 
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -1,22 +1,18 @@
-//! `--stacks`, `--flamegraph`, `--flamegraph-slow` wired into a run: the samplers of
+//! The server's stacks following one run (beside [`crate::RunProfiler`]): the samplers of
 //! `tailscope_targets::stacks` fed the target's process tree every tick; at the end the
-//! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to, the text
-//! and the flame graphs.
+//! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to
+//! ([`crate::Findings::look_inside`]), the text and the flame graphs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
 use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{Phase, Snapshot};
-
-use tailscope_targets::stacks::{self, Inside, LiveInside, Session};
-
-use crate::exit::UsageError;
+use tailscope_targets::stacks::{self, Inside, LiveInside, SamplerError, Session};
 
 /// When to sample the server's stacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StacksMode {
     /// When perf sampling is allowed (root, CAP_PERFMON or perf_event_paranoid <= 0); off-CPU
     /// time from /proc thread states.
@@ -28,15 +24,38 @@ pub enum StacksMode {
     Off,
 }
 
-/// What the command line asked of the sampler.
+impl std::str::FromStr for StacksMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(StacksMode::Auto),
+            "on" => Ok(StacksMode::On),
+            "off" => Ok(StacksMode::Off),
+            _ => Err(format!("{s:?} is not one of auto, on, off")),
+        }
+    }
+}
+
+/// What a run asks of the sampler.
 #[derive(Debug, Clone)]
 pub struct StacksOptions {
-    /// `--stacks`.
+    /// When to sample.
     pub mode: StacksMode,
-    /// `--flamegraph`.
+    /// Where to write a flame graph of the whole run.
     pub flamegraph: Option<PathBuf>,
-    /// `--flamegraph-slow`.
+    /// Where to write a flame graph of the slow seconds.
     pub flamegraph_slow: Option<PathBuf>,
+}
+
+/// Why [`RunStacks::start`] refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StacksError {
+    /// The options contradict each other or the run (the command line's fault).
+    #[error("{0}")]
+    Usage(&'static str),
+    /// Sampling was asked for explicitly and cannot be had here.
+    #[error("cannot sample the server's stacks (--stacks on, --flamegraph, --flamegraph-slow)")]
+    Unavailable(#[source] SamplerError),
 }
 
 /// The samplers of one run, or why there are none.
@@ -62,7 +81,7 @@ impl RunStacks {
         options: StacksOptions,
         root: Option<u32>,
         client_cpus: &[usize],
-    ) -> Result<RunStacks> {
+    ) -> Result<RunStacks, StacksError> {
         let mut run = RunStacks {
             session: None,
             root,
@@ -76,18 +95,15 @@ impl RunStacks {
         let explicit = options.mode == StacksMode::On || pictures;
         match (options.mode, root) {
             (StacksMode::Off, _) if pictures => {
-                return Err(UsageError(
-                    "--flamegraph and --flamegraph-slow need the stacks: drop --stacks off".into(),
-                )
-                .into())
+                return Err(StacksError::Usage(
+                    "--flamegraph and --flamegraph-slow need the stacks: drop --stacks off",
+                ))
             }
             (StacksMode::Off, _) => return Ok(run),
             (_, None) if explicit => {
-                return Err(UsageError(
-                    "--stacks on, --flamegraph and --flamegraph-slow need a server to sample: give --target or --pid"
-                        .into(),
-                )
-                .into())
+                return Err(StacksError::Usage(
+                    "--stacks on, --flamegraph and --flamegraph-slow need a server to sample: give --target or --pid",
+                ))
             }
             (_, None) => return Ok(run),
             _ => {}
@@ -96,9 +112,7 @@ impl RunStacks {
         let trace_switches = options.mode == StacksMode::On;
         match Session::open(stacks::DEFAULT_FREQUENCY_HZ, client_cpus, trace_switches) {
             Ok(s) => run.session = Some(s),
-            Err(e) if explicit => return Err(e).context(
-                "cannot sample the server's stacks (--stacks on, --flamegraph, --flamegraph-slow)",
-            ),
+            Err(e) if explicit => return Err(StacksError::Unavailable(e)),
             Err(e) => run.not_sampled = Some(e.to_string()),
         }
         Ok(run)
@@ -154,7 +168,7 @@ impl RunStacks {
 
     /// Names the frames (call it before the target is stopped: its binaries are read through
     /// /proc), adds `stacks` to the report, writes the flame graphs, and returns what the
-    /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None`
+    /// threads did over the run (for [`crate::Findings::look_inside`]; `None`
     /// when not sampled) and the text section.
     pub fn finish(self, report: &mut Report) -> (Option<Inside>, String) {
         let Some(session) = self.session else {

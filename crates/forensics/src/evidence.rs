@@ -97,6 +97,8 @@ impl Evidence {
                 Some(p.target.as_ref()?.involuntary_ctx_switches? as f64 / p.duration_s.max(1e-3))
             }),
             duration_s: profile.map_or(0.0, |p| p.duration_s),
+            server_run_queue_s: BTreeMap::new(),
+            server_run_queue_total_s: profile.and_then(|p| p.target.as_ref()?.run_queue_wait_s),
         }
     }
 }
@@ -104,6 +106,18 @@ impl Evidence {
 /// How much of the server's CPUs' capacity went to something other than the server: their
 /// busy time less the server's own CPU time. Only where the server's CPUs are known (pinned at
 /// launch, or its `Cpus_allowed_list`) and apart from the generator's.
+impl Evidence {
+    /// With how long the server's threads waited for a CPU in each second of the run (second
+    /// 0 first), as the profiler measured it tick by tick.
+    pub fn with_run_queue(mut self, per_second: BTreeMap<u64, f64>) -> Evidence {
+        if self.server_run_queue_total_s.is_none() && !per_second.is_empty() {
+            self.server_run_queue_total_s = Some(per_second.values().sum());
+        }
+        self.server_run_queue_s = per_second;
+        self
+    }
+}
+
 fn foreign_pct(profile: &Profile, roles: Roles<'_>) -> Option<f64> {
     let target = profile.target.as_ref()?;
     let cpus: Vec<usize> = if roles.server.is_empty() {

@@ -143,6 +143,11 @@ pub struct Evidence {
     pub target_involuntary_per_s: Option<f64>,
     /// The run's length.
     pub duration_s: f64,
+    /// How long the server's threads were runnable but waited for a CPU in each second of
+    /// the run (by second, from 0; summed over threads); empty where it was not measured.
+    pub server_run_queue_s: BTreeMap<u64, f64>,
+    /// The same over the whole run, when measured.
+    pub server_run_queue_total_s: Option<f64>,
 }
 
 fn tcp(e: &Evidence, name: &str) -> i64 {
@@ -328,10 +333,6 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
 const MIN_STALL_US: u64 = 20_000;
 
 fn server_stall(e: &Evidence) -> Option<Diagnosis> {
-    // A server that waited for a CPU others held did not stop by itself.
-    if contended(e) {
-        return None;
-    }
     let threshold = (e.in_flight / 2).max(5);
     let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
     // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
@@ -344,6 +345,17 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         })
         .collect();
     if stalled.is_empty() {
+        return None;
+    }
+    // A server that waited for a CPU others held did not stop by itself. Where the scheduler
+    // says how long its threads waited on a run queue, the stalled seconds must not be
+    // explained by that wait (a blocked, sleeping or stopped server does not wait there,
+    // however busy the machine); without it, CPUs that others kept busy veto.
+    if e.server_run_queue_s.is_empty() {
+        if contended(e) {
+            return None;
+        }
+    } else if stalled.iter().any(|s| waited_for_cpu(e, s)) {
         return None;
     }
     // The listen-queue counters point at connection setup instead. Retransmits do not veto:
@@ -407,9 +419,33 @@ const FOREIGN_PCT: f64 = 30.0;
 /// Steal from the hypervisor that counts as contention.
 const STEAL_PCT: f64 = 5.0;
 
+/// The server's threads waiting this share of the run for a CPU is contention.
+const RUN_QUEUE_SHARE: f64 = 0.05;
+
 fn contended(e: &Evidence) -> bool {
-    e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
-        || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT)
+    let others = e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
+        || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT);
+    // Others busy on the server's CPUs took only what the server did not need when its
+    // threads hardly ever waited for one.
+    let waited = match (e.server_run_queue_total_s, e.duration_s) {
+        (Some(w), d) if d > 0.0 => {
+            w / d >= RUN_QUEUE_SHARE
+                || e.seconds
+                    .iter()
+                    .any(|s| s.outliers > 0 && waited_for_cpu(e, s))
+        }
+        _ => true,
+    };
+    others && waited
+}
+
+/// Whether the server's threads waited for a CPU, in the second ending at `s.t_s`, for at
+/// least half its slowest response's time: then the CPU's other users explain the delay.
+fn waited_for_cpu(e: &Evidence, s: &TimePoint) -> bool {
+    let second = (s.t_s.ceil() as u64).saturating_sub(1);
+    e.server_run_queue_s
+        .get(&second)
+        .is_some_and(|w| *w * 1e6 >= s.max_us as f64 * 0.5)
 }
 
 fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
@@ -428,6 +464,12 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
     }
     if let Some(p) = e.target_involuntary_per_s {
         why.push(format!("the server was preempted {p:.0} times a second"));
+    }
+    if let (Some(w), true) = (e.server_run_queue_total_s, e.duration_s > 0.0) {
+        why.push(format!(
+            "its threads waited {:.0} ms a second for a CPU (schedstat)",
+            w / e.duration_s * 1e3
+        ));
     }
     Some(Diagnosis {
         cause: Cause::CpuContention,

@@ -79,6 +79,8 @@ pub struct RunProfiler {
     begun: bool,
     /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
+    /// Per second of the measured run: how long the server's threads waited for a CPU.
+    run_queue: BTreeMap<u64, f64>,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
     /// The accept queues of the listeners the run loads.
@@ -100,6 +102,7 @@ impl RunProfiler {
             profiler: Profiler::new(target_pid),
             begun: !warmup,
             per_second: BTreeMap::new(),
+            run_queue: BTreeMap::new(),
             server_cpus,
             client_cpus,
             listen: None,
@@ -134,13 +137,16 @@ impl RunProfiler {
     /// The causes the run so far supports, for the live view: from the snapshot and the TCP
     /// counters read now (the CPU-based rules need the whole run and wait for the end).
     pub fn live_diagnosis(&self, snap: &Snapshot, in_flight: u64) -> Vec<Diagnosis> {
-        diagnose(&Evidence::new(
-            Load::of_snapshot(snap, in_flight),
-            self.profiler.tcp_so_far(),
-            self.listen.as_ref().map(ListenWatch::so_far),
-            None,
-            self.roles(),
-        ))
+        diagnose(
+            &Evidence::new(
+                Load::of_snapshot(snap, in_flight),
+                self.profiler.tcp_so_far(),
+                self.listen.as_ref().map(ListenWatch::so_far),
+                None,
+                self.roles(),
+            )
+            .with_run_queue(self.run_queue.clone()),
+        )
     }
 
     /// Samples with a snapshot; returns this tick's per-CPU usage and counters.
@@ -157,6 +163,9 @@ impl RunProfiler {
             self.listen_now = l.sample(snap.elapsed);
         }
         let (cpus, counters) = self.profiler.tick();
+        if let (Some(waited), Phase::Running) = (self.profiler.run_queue_wait_s(), snap.phase) {
+            *self.run_queue.entry(snap.elapsed.as_secs()).or_default() += waited;
+        }
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
             let entry = self
                 .per_second
@@ -205,7 +214,8 @@ impl RunProfiler {
             listen_queue.clone(),
             Some(&profile),
             roles,
-        );
+        )
+        .with_run_queue(self.run_queue);
         Findings {
             diagnosis: diagnose(&evidence),
             profile,

@@ -242,6 +242,39 @@ fn server_stall_needs_many_delayed_together_on_old_connections_and_quiet_tcp() {
     assert!(!causes(&listen).contains(&"server_stall".to_string()));
 }
 
+/// The scheduler's run-queue wait tells a server others kept off its CPUs from one that
+/// stopped by itself on a machine others keep busy (a newcomer's SIGSTOPped nginx was named
+/// cpu_contention).
+#[test]
+fn the_run_queue_wait_tells_contention_from_a_stall_on_a_busy_machine() {
+    let mut e = healthy();
+    e.server_foreign_pct = Some(60.0);
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 300_000;
+    e.slowest = stalled_slowest();
+    assert_eq!(
+        causes(&e),
+        vec!["cpu_contention"],
+        "unmeasured, others' work vetoes the stall"
+    );
+    // Its threads waited 0.5 ms a second for a CPU: it stopped by itself.
+    let stopped = e
+        .clone()
+        .with_run_queue((0..10).map(|s| (s, 0.0005)).collect());
+    assert_eq!(causes(&stopped), vec!["server_stall"]);
+    // 200 ms of the stalled second waiting for a CPU: the others explain it.
+    let mut held_off = stopped.clone();
+    held_off.server_run_queue_s.insert(4, 0.2);
+    held_off.server_run_queue_total_s = Some(0.2045);
+    assert_eq!(causes(&held_off), vec!["cpu_contention"]);
+    let text = &diagnose(&held_off)[0].evidence;
+    assert!(text.contains("waited 20 ms a second for a CPU"), "{text}");
+    // Waiting 10 % of the run for a CPU with others on it is contention, whatever the stall.
+    let mut starved = stopped.clone();
+    starved.server_run_queue_total_s = Some(1.0);
+    assert_eq!(causes(&starved), vec!["server_stall", "cpu_contention"]);
+}
+
 #[test]
 fn cpu_contention_and_generator_saturation() {
     let mut e = healthy();

@@ -10,6 +10,7 @@
 
 mod perf;
 mod proc;
+mod run_queue;
 mod types;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use crate::tree::{Member, ProcessTree};
 use perf::{CpuCounters, PerfEvent, PerfReading};
 use proc::{cpus_allowed, read_tcp, sample_process, ProcSample};
 pub use proc::{parse_net_counters, parse_softirqs, TCP_COUNTERS};
+use run_queue::RunQueue;
 pub use types::{
     CpuProfile, GeneratorProfile, ProcessProfile, Profile, TargetProfile, TickCounters,
 };
@@ -39,6 +41,10 @@ pub struct Profiler {
     tcp_start: Option<BTreeMap<String, i64>>,
     tree_start: Option<TreeStart>,
     self_start: Option<ProcSample>,
+    /// The tree's threads' wait for a CPU.
+    run_queue: RunQueue,
+    /// What they waited in the last tick, in seconds.
+    run_queue_last_s: Option<f64>,
 }
 
 /// The tree at the start of the measured window.
@@ -165,6 +171,7 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
         processes_seen: processes.len(),
         processes_alive_at_end: processes.iter().filter(|p| p.alive_at_end).count(),
         exited_cpu_s: exited_ticks as f64 / tps,
+        run_queue_wait_s: None,
         processes,
     }
 }
@@ -192,6 +199,8 @@ impl Profiler {
             tcp_start: None,
             tree_start: None,
             self_start: None,
+            run_queue: RunQueue::default(),
+            run_queue_last_s: None,
         };
         p.begin();
         p
@@ -211,6 +220,7 @@ impl Profiler {
         if let Some(tree) = self.tree.as_mut() {
             tree.refresh();
             self.tree_start = Some(TreeStart::of(tree));
+            self.run_queue.restart(&tree.live_pids());
         }
         self.self_start = procfs::process::Process::myself()
             .ok()
@@ -238,6 +248,12 @@ impl Profiler {
         })
     }
 
+    /// How long the server's threads waited for a CPU (runnable, not running) in the last
+    /// tick, in seconds summed over threads; `None` without a server or schedstat.
+    pub fn run_queue_wait_s(&self) -> Option<f64> {
+        self.run_queue_last_s
+    }
+
     /// Whether the PMU gave hardware counters on this machine.
     pub fn has_hardware_counters(&self) -> bool {
         self.perf.iter().any(|c| c.has(PerfEvent::Instructions))
@@ -248,6 +264,10 @@ impl Profiler {
         // Every tick, so that workers forked and gone between two ends of the run are seen.
         if let Some(tree) = self.tree.as_mut() {
             tree.refresh();
+            self.run_queue_last_s = self
+                .run_queue
+                .sample(&tree.live_pids())
+                .map(|ns| ns as f64 / 1e9);
         }
         let now_ticks = read_ticks();
         let cpus = match (&self.cpu_last, &now_ticks) {
@@ -351,7 +371,10 @@ impl Profiler {
                         tree.root()
                     ));
                 }
-                Some(tree_profile(tree, start, requests))
+                let mut profile = tree_profile(tree, start, requests);
+                self.run_queue.sample(&tree.live_pids());
+                profile.run_queue_wait_s = self.run_queue.total_s();
+                Some(profile)
             }
             _ => {
                 if let Some(pid) = self.target_pid {

@@ -89,6 +89,10 @@ pub struct TargetProfile {
     /// CPU time of the processes that exited during the run (respawned workers, a shell's
     /// children), included in `cpu_time_s`.
     pub exited_cpu_s: f64,
+    /// How long the tree's threads were runnable but waited for a CPU, summed over threads
+    /// (the scheduler's run_delay; `null` where schedstat is unreadable).
+    #[serde(default)]
+    pub run_queue_wait_s: Option<f64>,
     /// Each process of the tree, the busiest first.
     pub processes: Vec<ProcessProfile>,
 }

@@ -96,17 +96,17 @@ impl Segment {
                 self.count, self.count
             )
         };
-        let connections = self.share_of(plan.connections as u64);
-        if connections == 0 {
+        // Judged on the whole, not on this segment's share: with -c 5 over 100 segments the
+        // first five would run and the other 95 fail.
+        if (plan.connections as u64) < self.count as u64 {
             return Err(too_few("connection", "-c", plan.connections as u64));
         }
-        plan.connections = connections as usize;
+        plan.connections = self.share_of(plan.connections as u64) as usize;
         if let Stop::Requests(n) = plan.stop {
-            let mine = self.share_of(n);
-            if mine == 0 {
+            if n < self.count as u64 {
                 return Err(too_few("request", "-n", n));
             }
-            plan.stop = Stop::Requests(mine);
+            plan.stop = Stop::Requests(self.share_of(n));
         }
         if let Pace::Rate(r) = plan.pace {
             plan.pace = Pace::Rate(r / self.count as f64);
@@ -268,8 +268,17 @@ mod tests {
         assert!((q - 3000.0).abs() < 1e-9, "{q}");
         let mut p = whole.clone();
         p.connections = 2;
-        let e = Segment { index: 3, count: 3 }.apply(&mut p).unwrap_err();
-        assert!(e.contains("-c 2 cannot be split into 3 segments"), "{e}");
+        // Every segment refuses, the first ones too (they would have had a connection).
+        for index in 1..=3 {
+            let e = Segment { index, count: 3 }
+                .apply(&mut p.clone())
+                .unwrap_err();
+            assert!(e.contains("-c 2 cannot be split into 3 segments"), "{e}");
+        }
+        let mut p = whole.clone();
+        p.stop = Stop::Requests(2);
+        let e = Segment { index: 1, count: 3 }.apply(&mut p).unwrap_err();
+        assert!(e.contains("-n 2 cannot be split into 3 segments"), "{e}");
     }
 
     #[test]

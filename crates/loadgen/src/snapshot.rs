@@ -220,6 +220,19 @@ impl Counters {
     }
 }
 
+/// A latency figure of a second: `null` when it is the empty histogram's 0.
+fn zero_as_null<S: serde::Serializer>(us: &u64, s: S) -> Result<S::Ok, S::Error> {
+    match *us {
+        0 => s.serialize_none(),
+        us => s.serialize_u64(us),
+    }
+}
+
+/// A latency figure of a second read back: `null` (nothing measured) is 0 in memory.
+fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -303,11 +316,15 @@ pub struct TimePoint {
     /// Segments the generator's own connections retransmitted, as read in this second.
     #[serde(default)]
     pub retransmits: u64,
-    /// Median latency of its responses.
+    /// Median latency of its responses; 0 in memory and `null` in the JSON for a second
+    /// without a response (nothing was measured: no response takes under a microsecond).
+    #[serde(serialize_with = "zero_as_null", deserialize_with = "null_as_zero")]
     pub p50_us: u64,
-    /// 99th percentile.
+    /// 99th percentile (as `p50_us`).
+    #[serde(serialize_with = "zero_as_null", deserialize_with = "null_as_zero")]
     pub p99_us: u64,
-    /// Slowest response.
+    /// Slowest response (as `p50_us`).
+    #[serde(serialize_with = "zero_as_null", deserialize_with = "null_as_zero")]
     pub max_us: u64,
     /// Responses at least 10× the run's median so far (and at least 1 ms): the requests a
     /// spike in this second delayed.
@@ -485,4 +502,38 @@ pub struct RateChange {
     pub t_s: f64,
     /// The new total rate, requests per second.
     pub rate: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_without_responses_has_null_latencies() {
+        let quiet = TimePoint {
+            t_s: 4.0,
+            ..Default::default()
+        };
+        let json = serde_json::to_value(&quiet).unwrap();
+        assert_eq!(
+            (&json["p50_us"], &json["p99_us"], &json["max_us"]),
+            (
+                &serde_json::Value::Null,
+                &serde_json::Value::Null,
+                &serde_json::Value::Null
+            ),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_value::<TimePoint>(json).unwrap(), quiet);
+        let busy = TimePoint {
+            requests: 3,
+            p50_us: 120,
+            p99_us: 900,
+            max_us: 1_000,
+            ..quiet
+        };
+        let json = serde_json::to_value(&busy).unwrap();
+        assert_eq!(json["p50_us"], 120);
+        assert_eq!(serde_json::from_value::<TimePoint>(json).unwrap(), busy);
+    }
 }

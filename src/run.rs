@@ -59,6 +59,20 @@ impl RunConfig {
         let usage = |e: String| anyhow::Error::new(UsageError(e));
         let target = args.target;
         let load = args.load;
+        // clap's `requires = "target"` on these is satisfied by their own group (the flattened
+        // `target: TargetArgs` shares the id): checked here instead.
+        if target.target.is_none() {
+            if target.path.is_some() {
+                return Err(usage(
+                    "--path is for a server tailscope launches (--target); with a URL, put the path in the URL".into(),
+                ));
+            }
+            if target.server_cpus.is_some() {
+                return Err(usage(
+                    "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
+                ));
+            }
+        }
         let (url, launch) = match (args.url, target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {

@@ -346,6 +346,14 @@ fn bad_flags_fail_fast_with_exit_code_2() {
             "not available",
         ),
         (&["run", "http://127.0.0.1:9/", "--bogus"], "--bogus"),
+        (
+            &["run", "http://127.0.0.1:9/", "--path", "/x"],
+            "put the path in the URL",
+        ),
+        (
+            &["run", "http://127.0.0.1:9/", "--server-cpus", "0"],
+            "--server-cpus is for a server tailscope launches",
+        ),
     ] {
         let out = tailscope(args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -260,6 +260,21 @@ fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
     segment::wait_until(at, control)
 }
 
+/// What to say when the launched server and the generator were given CPUs in common.
+fn shared_cpus_warning(server: &[usize], generator: &[usize]) -> Option<String> {
+    let shared: Vec<usize> = server
+        .iter()
+        .copied()
+        .filter(|c| generator.contains(c))
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "the server and the generator share CPU {}: each takes CPU time from the other, and the figures measure both (give --server-cpus and --cpus apart)",
+            format_list(&shared)
+        )
+    })
+}
+
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
     let stacks_options = tailscope_forensics::StacksOptions {
@@ -291,6 +306,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 t.pid(),
                 format_list(&config.plan.cpus)
             );
+            if let Some(w) = shared_cpus_warning(t.server_cpus(), &config.plan.cpus) {
+                say!("tailscope: warning: {w}");
+            }
             Some(t)
         }
         None => None,
@@ -416,6 +434,12 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         say!();
     }
     let mut report = Report::new(plan, &totals);
+    if let Some(w) = target
+        .as_ref()
+        .and_then(|t| shared_cpus_warning(t.server_cpus(), &plan.cpus))
+    {
+        report.warnings.push(w);
+    }
     report.generator = Some(Generator::here(
         &report,
         measure_started,

@@ -135,6 +135,8 @@ pub enum Action {
     RateDown,
     /// Show or hide the keys.
     ToggleHelp,
+    /// Esc: close the help when it is shown, otherwise stop as [`Action::Quit`].
+    Back,
     /// Save the HTML report of the run so far.
     SaveReport,
     /// A line for the footer from the run (where the report was saved, or why it was not).
@@ -284,6 +286,11 @@ impl App {
                 self.help = !self.help;
                 None
             }
+            Action::Back if self.help => {
+                self.help = false;
+                None
+            }
+            Action::Back => self.update(Action::Quit),
             Action::SaveReport => {
                 if self.snapshot.is_none() {
                     self.note = Some("Nothing to save yet.".into());
@@ -362,7 +369,8 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
     let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
     match key.code {
         KeyCode::Char('c') if ctrl => Some(Action::Quit),
-        KeyCode::Char('q') | KeyCode::Esc => Some(Action::Quit),
+        KeyCode::Char('q') => Some(Action::Quit),
+        KeyCode::Esc => Some(Action::Back),
         KeyCode::Tab => Some(Action::NextView),
         KeyCode::Char('1') => Some(Action::Show(View::Overview)),
         KeyCode::Char('2') => Some(Action::Show(View::Latency)),

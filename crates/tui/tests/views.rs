@@ -342,7 +342,7 @@ fn keys_map_to_actions() {
     ));
     assert!(matches!(
         key(KeyCode::Esc, KeyModifiers::NONE),
-        Some(Action::Quit)
+        Some(Action::Back)
     ));
     assert!(matches!(
         key(KeyCode::Char('c'), KeyModifiers::CONTROL),
@@ -373,6 +373,19 @@ fn keys_map_to_actions() {
         key(KeyCode::Char('s'), KeyModifiers::NONE),
         Some(Action::SaveReport)
     ));
+}
+
+/// Esc closes the help first (a newcomer pressed `?` then Esc and stopped the run); without
+/// the help it stops the run as q does.
+#[test]
+fn esc_closes_the_help_before_it_stops_the_run() {
+    let mut app = App::new(info(None));
+    app.update(Action::ToggleHelp);
+    assert!(app.help);
+    assert!(app.update(Action::Back).is_none());
+    assert!(!app.help && !app.quitting);
+    assert!(matches!(app.update(Action::Back), Some(Effect::Stop)));
+    assert!(app.quitting);
 }
 
 #[test]
@@ -629,7 +642,8 @@ fn long_fields() -> Vec<String> {
     .to_vec();
     fields.push(format!("GET {}", long_url()));
     for line in [
-        "q, Esc, Ctrl-C stop the load, print the summary",
+        "q, Ctrl-C stop the load, print the summary",
+        "Esc close the help, else stop as q",
         "freeze / resume the display",
         "raise / lower the rate (open loop)",
         "Tab next view",

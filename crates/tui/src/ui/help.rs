@@ -13,7 +13,8 @@ pub struct HelpPanel;
 impl Widget for &HelpPanel {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let lines = vec![
-            Line::from("q, Esc, Ctrl-C  stop the load, print the summary"),
+            Line::from("q, Ctrl-C       stop the load, print the summary"),
+            Line::from("Esc             close the help, else stop as q"),
             Line::from("p               freeze / resume the display"),
             Line::from("+ / -           raise / lower the rate (open loop)"),
             Line::from("s               save the HTML report so far"),

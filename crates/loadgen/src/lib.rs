@@ -14,6 +14,7 @@ pub mod aggregate;
 mod engine;
 pub mod error;
 pub mod http;
+pub mod mix;
 pub mod plan;
 pub mod recorder;
 pub mod report;
@@ -126,13 +127,13 @@ pub fn run(
         Stop::Duration(d) => Some(measure_start + d),
         Stop::Requests(_) => None,
     };
-    let request = plan.encode_request();
-    let batch = request.repeat(plan.pipeline);
+    let requests = plan.encode()?;
+    let names: Arc<[String]> = plan.request_names().into();
     let shared = Arc::new(engine::Shared {
         rate_override: control.rate_cell(),
         plan: plan.clone(),
-        request_len: request.len(),
-        batch,
+        requests,
+        names: names.clone(),
         start,
         measure_start,
         end,

@@ -128,6 +128,8 @@ pub(super) struct Connection<S> {
     pub(super) queued: VecDeque<Claim>,
     /// Open loop: a slot claimed that is not due yet.
     pub(super) next_slot: Option<Claim>,
+    /// The position in `shared.requests` of the batch being sent (see [`Self::take_batch`]).
+    batch_start: usize,
     /// The open connection's number within the worker.
     conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
@@ -320,6 +322,10 @@ impl Connection<TcpStream> {
     /// Writes every queued request in one write and moves them in flight. `now` is when
     /// they began (their connect, if `connect_time` says one was just made, else the write).
     async fn send_queued(&mut self, now: Instant, connect_time: Option<Duration>) -> Sent {
+        if self.stream.is_none() {
+            return Sent::Closed;
+        }
+        let batch = self.take_batch();
         let Some(s) = self.stream.as_mut() else {
             return Sent::Closed;
         };
@@ -331,7 +337,7 @@ impl Connection<TcpStream> {
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, &shared.batch[..self.queued.len() * shared.request_len], shared.plan.timeout) => Some(r),
+            r = write_requests(s, &shared.requests.bytes()[batch], shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
         let Some(write) = write else {
@@ -358,10 +364,11 @@ impl<S: AsRawFd> Connection<S> {
             early_wake,
             stream: None,
             partial: Vec::new(),
-            parser: ResponseParser::new(&shared.plan.method),
+            parser: ResponseParser::new(shared.plan.parser_method()),
             in_flight: VecDeque::with_capacity(depth),
             queued: VecDeque::with_capacity(depth),
             next_slot: None,
+            batch_start: 0,
             conn_id: 0,
             retrans_seen: 0,
             had_connection: false,
@@ -427,6 +434,7 @@ impl<S: AsRawFd> Connection<S> {
             failed_at,
             self.conn_id,
             true,
+            None,
         );
         // The claims behind it waited for the same connect and will try again.
         rec.record_waiting(began, failed_at, self.queued.len());
@@ -445,9 +453,24 @@ impl<S: AsRawFd> Connection<S> {
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
-    /// The bytes of the queued requests, in one batch.
-    pub(super) fn queued_bytes(&self) -> usize {
-        self.queued.len() * self.shared.request_len
+    /// Picks the requests of the mix the queued claims send (the worker's next positions)
+    /// and returns their bytes' range in `shared.requests`, one slice for the batch.
+    /// [`Self::mark_sent`] then files each in flight under its position.
+    pub(super) fn take_batch(&mut self) -> std::ops::Range<usize> {
+        let k = self.queued.len();
+        self.batch_start = self.w.take_requests(k);
+        self.shared.requests.range(self.batch_start, k)
+    }
+
+    /// How many of the requests in flight, from the newest back, were not wholly sent when
+    /// the batch's bytes before `sent_to` were.
+    pub(super) fn unsent_after(&self, sent_to: usize) -> usize {
+        let requests = &self.shared.requests;
+        self.in_flight
+            .iter()
+            .rev()
+            .take_while(|f| requests.end_of(f.pos as usize) > sent_to)
+            .count()
     }
 
     /// Moves every queued request in flight: they began at `now` (their connect, if
@@ -468,6 +491,7 @@ impl<S: AsRawFd> Connection<S> {
                 }
             }
             self.in_flight.push_back(InFlight {
+                pos: (self.batch_start + i) as u32,
                 intended: c.intended,
                 begun: now,
                 sent,
@@ -671,6 +695,7 @@ impl<S: AsRawFd> Connection<S> {
                     now,
                     self.conn_id,
                     f.first_on_connection,
+                    Some(self.w.name_of(f.pos)),
                 );
                 Closed::Graceful
             }
@@ -714,6 +739,7 @@ impl<S: AsRawFd> Connection<S> {
             status,
             bytes,
             tcp,
+            request: self.w.name_of(f.pos),
         });
     }
 
@@ -752,7 +778,15 @@ impl<S: AsRawFd> Connection<S> {
                 let mut rec = self.w.rec.borrow_mut();
                 for (i, f) in self.in_flight.drain(..).enumerate() {
                     let kind = if i == 0 { front } else { rest };
-                    rec.record_failed(kind, f.start(), now, self.conn_id, f.first_on_connection);
+                    let request = Some(self.w.name_of(f.pos));
+                    rec.record_failed(
+                        kind,
+                        f.start(),
+                        now,
+                        self.conn_id,
+                        f.first_on_connection,
+                        request,
+                    );
                 }
             }
         }
@@ -846,10 +880,13 @@ mod tests {
 
     fn worker() -> Rc<Worker> {
         let now = Instant::now();
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        // The test sends batches of four.
+        plan.pipeline = 4;
         let shared = Arc::new(Shared {
-            plan: Plan::new("http://127.0.0.1:1/").unwrap(),
-            batch: Vec::new(),
-            request_len: 0,
+            requests: plan.encode().unwrap(),
+            plan,
+            names: Vec::new().into(),
             start: now,
             measure_start: now,
             end: None,
@@ -879,6 +916,7 @@ mod tests {
             for _ in 0..4 {
                 c.queued.push_back(Claim { intended: None });
             }
+            c.take_batch();
             c.mark_sent(now, now, None);
             for bytes in stream.chunks(piece) {
                 c.on_received(bytes, Instant::now());

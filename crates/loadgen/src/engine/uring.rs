@@ -142,7 +142,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         entries,
         buffers,
         BUFFER_SIZE,
-        shared.batch.clone(),
+        shared.requests.bytes().to_vec(),
         shared.plan.addr,
     )
     .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
@@ -413,9 +413,9 @@ impl UringWorker {
             Some((took, began)) => (began, Instant::now(), Some(took)),
             None => (now, now, None),
         };
-        let len = s.c.queued_bytes();
+        let batch = s.c.take_batch();
         s.c.mark_sent(begun, sent, connect_time);
-        self.send(i, 0, len);
+        self.send(i, batch.start, batch.end);
     }
 
     fn send(&mut self, i: usize, from: usize, to: usize) {
@@ -460,15 +460,14 @@ impl UringWorker {
             if s.done {
                 continue;
             }
-            let request_len = self.shared.request_len;
             match (&s.connecting, s.sending.filter(|_| s.c.stream.is_some())) {
                 (Some((_, began)), _) => s.c.abandon(*began, Stage::Connecting),
                 // Waiting for its --connect-rate turn: its time starts at the connect.
                 (None, _) if s.connect_at.is_some() => s.c.abandon(now, Stage::Connecting),
                 // The requests of a send not wholly sent are still being sent, as in the
                 // tokio engine, from when they began.
-                (None, Some((from, to))) => {
-                    let unsent = to.div_ceil(request_len) - from / request_len;
+                (None, Some((from, _))) => {
+                    let unsent = s.c.unsent_after(from);
                     let begun = s.c.unsend(unsent).unwrap_or(now);
                     s.c.abandon(begun, Stage::Sending);
                 }
@@ -618,11 +617,10 @@ mod tests {
         plan.connections = 1;
         plan.threads = 1;
         plan.stop = Stop::Duration(Duration::from_millis(300));
-        let request = plan.encode_request();
         let now = Instant::now();
         let shared = Arc::new(Shared {
-            batch: request.repeat(plan.pipeline),
-            request_len: request.len(),
+            requests: plan.encode().unwrap(),
+            names: Vec::new().into(),
             start: now,
             measure_start: now,
             end: Some(now + Duration::from_millis(300)),

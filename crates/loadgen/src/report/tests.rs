@@ -28,6 +28,7 @@ fn totals() -> RunTotals {
         timeseries: vec![],
         second_histograms: vec![],
         slowest: vec![],
+        by_request: vec![],
         grace: Duration::from_millis(250),
         rate_changes: vec![],
         stopped_early: false,

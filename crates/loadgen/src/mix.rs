@@ -11,6 +11,8 @@
 //! batch is a slice, as it was with one request, and nothing is allocated or copied per
 //! request. A position's name index is what an in-flight request carries to the recorder.
 
+pub mod files;
+
 use std::ops::Range;
 
 use crate::error::Error;

@@ -23,7 +23,16 @@ impl Report {
             Some(r) => format!("open loop at {} req/s", fmt_asked_rate(r)),
             None => "closed loop".to_string(),
         };
-        let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
+        if self.by_request.is_empty() {
+            let _ = writeln!(out, "  Target:        {} {}", c.method, c.url);
+        } else {
+            let _ = writeln!(
+                out,
+                "  Target:        {} (a mix of {} requests, by request below)",
+                c.url,
+                self.by_request.len()
+            );
+        }
         if let Some(t) = &self.target {
             let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
             let cpus = if t.server_cpus.is_empty() {
@@ -320,8 +329,9 @@ impl Report {
         out
     }
 
-    /// Which request names the slowest requests kept were, the commonest first: "8 of the
-    /// 10 slowest were search (GET /search), 2 upload (POST /upload)". None without a mix.
+    /// Which request names the slowest requests kept were, the commonest first: "80 % of
+    /// the 10 slowest were search (GET /search); the others: 2 upload (POST /upload)". None
+    /// without a mix.
     pub fn slowest_by_name(&self) -> Option<String> {
         let named: Vec<&str> = self
             .slowest
@@ -343,24 +353,26 @@ impl Report {
             Some(r) => format!("{name} ({} {})", r.method, r.target),
             None => name.to_string(),
         };
-        let parts: Vec<String> = counts
+        let mut rest: Vec<String> = counts
             .iter()
+            .skip(1)
             .map(|(n, k)| format!("{k} {}", describe(n)))
             .collect();
         let unnamed = self.slowest.len() - named.len();
-        let tail = if unnamed > 0 {
-            format!(", {unnamed} not sent yet (no request picked)")
-        } else {
-            String::new()
-        };
+        if unnamed > 0 {
+            rest.push(format!("{unnamed} not sent yet (no request picked)"));
+        }
         let (top, k) = counts[0];
-        Some(format!(
-            "{} % of the {} slowest were {}: {}{tail}",
+        let mut line = format!(
+            "{} % of the {} slowest were {}",
             100 * k / self.slowest.len(),
             self.slowest.len(),
-            top,
-            parts.join(", ")
-        ))
+            describe(top)
+        );
+        if !rest.is_empty() {
+            line.push_str(&format!("; the others: {}", rest.join(", ")));
+        }
+        Some(line)
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use tailscope_forensics::{Roles, RunProfiler};
-use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::mix::files::{self, RequestFile};
+use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
@@ -169,7 +169,8 @@ impl RunConfig {
                 .push((k.trim().to_string(), v.trim().to_string()));
         }
         if let Some(file) = mix {
-            file.check_origin(&plan.url).map_err(|e| usage(e.to_string()))?;
+            file.check_origin(&plan.url)
+                .map_err(|e| usage(e.to_string()))?;
             plan.order = req.url_order.or(file.order).unwrap_or_default();
             plan.requests = file.requests;
             // -H adds to every request of the mix (a request's own header of that name wins).

@@ -512,7 +512,8 @@ impl Worker {
     #[inline]
     fn take_requests(&self, k: usize) -> usize {
         let start = self.next_request.get();
-        self.next_request.set(self.shared.requests.advance(start, k));
+        self.next_request
+            .set(self.shared.requests.advance(start, k));
         start
     }
 

@@ -62,7 +62,9 @@ impl Order {
         match s.trim() {
             "round-robin" | "roundrobin" | "rr" => Ok(Order::RoundRobin),
             "random" => Ok(Order::Random),
-            other => Err(format!("{other:?} is not an order: give round-robin or random")),
+            other => Err(format!(
+                "{other:?} is not an order: give round-robin or random"
+            )),
         }
     }
 }
@@ -99,7 +101,10 @@ pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
             ));
         }
         if r.method.is_empty() || !r.method.bytes().all(|b| b.is_ascii_alphabetic()) {
-            return invalid(format!("{who}: method {:?} is not an HTTP method", r.method));
+            return invalid(format!(
+                "{who}: method {:?} is not an HTTP method",
+                r.method
+            ));
         }
         if !r.target.starts_with('/') || r.target.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return invalid(format!(
@@ -144,7 +149,9 @@ pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
 pub(crate) fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
     for (k, v) in headers {
         if k.is_empty() || k.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f) {
-            return Err(format!("header name {k:?} is not a valid token ('Name: value')"));
+            return Err(format!(
+                "header name {k:?} is not a valid token ('Name: value')"
+            ));
         }
         if v.bytes().any(|b| b == b'\r' || b == b'\n') {
             return Err(format!("header {k:?} has a line break in its value"));
@@ -174,10 +181,7 @@ fn period_of(requests: &[RequestSpec]) -> u64 {
 /// Every step adds each request's weight to its credit and picks the one with the most
 /// (the first on ties), which then pays the total back.
 pub(crate) fn smooth_round_robin(weights: &[u32]) -> Vec<usize> {
-    let g = weights
-        .iter()
-        .fold(0, |g, &w| gcd(g, u64::from(w)))
-        .max(1);
+    let g = weights.iter().fold(0, |g, &w| gcd(g, u64::from(w))).max(1);
     let w: Vec<i64> = weights.iter().map(|&w| (u64::from(w) / g) as i64).collect();
     let total: i64 = w.iter().sum();
     let mut credit = vec![0i64; w.len()];
@@ -323,10 +327,7 @@ mod tests {
 
     #[test]
     fn smooth_round_robin_spreads_each_request_evenly() {
-        assert_eq!(
-            smooth_round_robin(&[5, 1, 1]),
-            vec![0, 0, 1, 0, 2, 0, 0]
-        );
+        assert_eq!(smooth_round_robin(&[5, 1, 1]), vec![0, 0, 1, 0, 2, 0, 0]);
         assert_eq!(smooth_round_robin(&[70, 20, 10]).len(), 10);
         let order = smooth_round_robin(&[7, 2, 1]);
         for (i, w) in [7, 2, 1].into_iter().enumerate() {
@@ -387,12 +388,18 @@ mod tests {
         assert!(bad(&|r| r.headers.push(("a b".into(), "v".into()))).contains("token"));
         let mut head = ok.clone();
         head.method = "HEAD".into();
-        assert!(validate(&[ok.clone(), head]).unwrap_err().to_string().contains("HEAD"));
+        assert!(validate(&[ok.clone(), head])
+            .unwrap_err()
+            .to_string()
+            .contains("HEAD"));
         let mut heavy = ok.clone();
         heavy.weight = MAX_WEIGHT;
         let mut other = ok.clone();
         other.weight = MAX_WEIGHT - 1;
         other.name = "other".into();
-        assert!(validate(&[heavy, other]).unwrap_err().to_string().contains("period"));
+        assert!(validate(&[heavy, other])
+            .unwrap_err()
+            .to_string()
+            .contains("period"));
     }
 }

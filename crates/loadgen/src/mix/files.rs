@@ -320,7 +320,10 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         }
     }
     if requests.is_empty() {
-        return Err(bad(0, "no requests: write one URL (or METHOD URL) a line".into()));
+        return Err(bad(
+            0,
+            "no requests: write one URL (or METHOD URL) a line".into(),
+        ));
     }
     let file = RequestFile {
         path: path.to_string(),
@@ -378,15 +381,34 @@ headers = { "Content-Type" = "text/plain" }
     #[test]
     fn bad_load_files_name_the_line() {
         for (text, line, needle) in [
-            ("[[request]]\npath = \"/a\"\nweight = 0\n", 1, "weight must be"),
-            ("[[request]]\npath = \"/a\"\n\n[[request]]\npath = \"b\"\n", 4, "start with '/'"),
-            ("[[request]]\npath = \"/a\"\nwieght = 2\n", 3, "unknown field"),
+            (
+                "[[request]]\npath = \"/a\"\nweight = 0\n",
+                1,
+                "weight must be",
+            ),
+            (
+                "[[request]]\npath = \"/a\"\n\n[[request]]\npath = \"b\"\n",
+                4,
+                "start with '/'",
+            ),
+            (
+                "[[request]]\npath = \"/a\"\nwieght = 2\n",
+                3,
+                "unknown field",
+            ),
             ("[[request]]\npath = /a\n", 2, ""),
             ("url = \"http://h:1\"\n", 0, "no [[request]]"),
-            ("[[request]]\npath = \"/a\"\nheaders = [\"nocolon\"]\n", 1, "no ':'"),
+            (
+                "[[request]]\npath = \"/a\"\nheaders = [\"nocolon\"]\n",
+                1,
+                "no ':'",
+            ),
         ] {
             let err = parse_load_file("mix.toml", text).unwrap_err();
-            let Error::BadRequestFile { line: l, reason, .. } = &err else {
+            let Error::BadRequestFile {
+                line: l, reason, ..
+            } = &err
+            else {
                 panic!("{err}");
             };
             assert_eq!(*l, line, "{text:?}: {err}");
@@ -422,7 +444,10 @@ headers = { "Content-Type" = "text/plain" }
             ("", 0, "no requests"),
         ] {
             let err = parse_url_file("urls.txt", text, &dir).unwrap_err();
-            let Error::BadRequestFile { line: l, reason, .. } = &err else {
+            let Error::BadRequestFile {
+                line: l, reason, ..
+            } = &err
+            else {
                 panic!("{err}");
             };
             assert_eq!(*l, line, "{text:?}: {err}");

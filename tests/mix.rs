@@ -306,6 +306,7 @@ engine_tests!(
     a_weighted_mix_keeps_its_weights_and_each_endpoint_its_latency,
     a_url_file_of_a_thousand_lines_is_cycled,
     a_threshold_on_one_endpoint_fails_alone,
+    placeholders_produce_distinct_values,
 );
 
 /// Bad inputs exit 2 before anything is sent, naming the file and line, or the name.
@@ -377,4 +378,83 @@ fn bad_files_and_unknown_names_exit_2_before_anything_is_sent() {
         assert!(stderr.contains(&needle), "{args:?}: {stderr}");
     }
     assert!(server.lines().is_empty(), "nothing was sent");
+}
+
+/// Placeholders get a new value in every request: `{seq}` unique over threads and
+/// connections, `{rand:A..B}` within its range, `{uuid}` unique, in the path, a header and
+/// a body (whose Content-Length stays right), pipelined.
+fn placeholders_produce_distinct_values(e: Engine) {
+    let server = Recorder::start();
+    let load = file(
+        e.name(),
+        "placeholders.toml",
+        r#"
+[[request]]
+name = "item"
+path = "/item/{seq}?r={rand:1..1000}"
+headers = ["X-Id: {uuid}"]
+
+[[request]]
+name = "post"
+method = "POST"
+path = "/post"
+body = '{"n": "{seq}", "id": "{uuid}"}'
+"#,
+    );
+    let out = e.tailscope(&[
+        "run",
+        &server.url,
+        "--load",
+        load.to_str().unwrap(),
+        "-n",
+        "2000",
+        "-c",
+        "4",
+        "--threads",
+        "2",
+        "--pipeline",
+        "4",
+        "--no-tui",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = server.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2000);
+    let mut seqs = std::collections::HashSet::new();
+    let mut uuids = std::collections::HashSet::new();
+    let mut rands = std::collections::HashSet::new();
+    for (line, body) in &seen {
+        if let Some(rest) = line.strip_prefix("GET /item/") {
+            let (seq, r) = rest.split_once("?r=").unwrap();
+            assert_eq!(seq.len(), 10, "{line}");
+            assert!(
+                seqs.insert(seq.parse::<u64>().unwrap()),
+                "{line}: seq repeated"
+            );
+            assert_eq!(r.len(), 4, "{line}");
+            let r: u64 = r.parse().unwrap();
+            assert!((1..=1000).contains(&r), "{line}");
+            rands.insert(r);
+        } else {
+            assert_eq!(line, "POST /post");
+            let body: serde_json::Value = serde_json::from_slice(body)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)));
+            // Zero-padded to its width: a JSON number may not be, so it is quoted.
+            let n = body["n"].as_str().unwrap().parse::<u64>().unwrap();
+            assert!(seqs.insert(n), "{body}: seq repeated");
+            let id = body["id"].as_str().unwrap().to_string();
+            assert_eq!(id.len(), 36);
+            assert!(uuids.insert(id), "uuid repeated");
+        }
+    }
+    assert_eq!(seqs.len(), 2000, "every {{seq}} distinct");
+    assert_eq!(uuids.len(), 1000, "every body {{uuid}} distinct");
+    assert!(
+        rands.len() > 500,
+        "{} distinct {{rand}} of 1000 draws",
+        rands.len()
+    );
 }

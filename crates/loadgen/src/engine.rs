@@ -136,6 +136,9 @@ pub(crate) struct Shared {
     pub requests: Encoded,
     /// The mix's request names (empty for a single request: nothing is kept per name).
     pub names: Arc<[String]>,
+    /// The next `{seq}` of a mix's placeholders, over all workers (touched only by a mix
+    /// that has one).
+    pub placeholder_seq: AtomicU64,
     pub start: Instant,
     pub measure_start: Instant,
     /// When sending stops (`-z`); none for `-n`.
@@ -231,6 +234,8 @@ struct Worker {
     next_conn: Cell<u64>,
     /// The position in `shared.requests` the next batch begins at (workers start apart).
     next_request: Cell<usize>,
+    /// The state of this worker's generator for `{rand}` and `{uuid}` placeholders.
+    placeholder_rng: Cell<u64>,
     /// The next of `shared.sources` a connect is bound to (workers start apart).
     next_source: Cell<usize>,
     /// The tokio engine's one read buffer for all its connections (empty in the io_uring
@@ -282,6 +287,7 @@ impl Worker {
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
+            placeholder_rng: Cell::new((spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)),
             next_source: Cell::new(spec.index),
             read_buf: RefCell::new(Vec::new()),
             connect_interval: shared

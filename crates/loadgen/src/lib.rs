@@ -134,6 +134,7 @@ pub fn run(
         plan: plan.clone(),
         requests,
         names: names.clone(),
+        placeholder_seq: AtomicU64::new(0),
         start,
         measure_start,
         end,

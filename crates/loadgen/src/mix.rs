@@ -12,6 +12,9 @@
 //! request. A position's name index is what an in-flight request carries to the recorder.
 
 pub mod files;
+mod placeholder;
+
+pub(crate) use placeholder::{Slot, Values};
 
 use std::ops::Range;
 
@@ -223,6 +226,39 @@ impl SplitMix {
 /// The seed of `--url-order random`.
 const SHUFFLE_SEED: u64 = 0x7a11_5c09_e000_0021;
 
+/// One request of a mix, encoded: its bytes and its placeholders' slots in them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EncodedRequest {
+    pub bytes: Vec<u8>,
+    pub slots: Vec<Slot>,
+}
+
+/// Encodes a mix's request with `encode(target, headers, body)`, its placeholders (see
+/// [`placeholder`]) as slots; `Err` names what is wrong with them.
+pub(crate) fn encode_with_placeholders(
+    r: &RequestSpec,
+    encode: impl Fn(&str, &[(String, String)], &[u8]) -> Vec<u8>,
+) -> Result<EncodedRequest, String> {
+    let mut kinds = Vec::new();
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("marking keeps text UTF-8");
+    let target = text(placeholder::mark(r.target.as_bytes(), &mut kinds)?);
+    let mut headers = Vec::with_capacity(r.headers.len());
+    for (k, v) in &r.headers {
+        headers.push((
+            k.clone(),
+            text(placeholder::mark(v.as_bytes(), &mut kinds)?),
+        ));
+    }
+    let in_head = kinds.len();
+    let body = placeholder::mark(&r.body, &mut kinds)?;
+    if kinds.len() > in_head && placeholder::has_marker_bytes(&r.body) {
+        return Err("a body with placeholders may not hold the control bytes 0x01..0x10".into());
+    }
+    let mut bytes = encode(&target, &headers, &body);
+    let slots = placeholder::locate(&mut bytes, &kinds);
+    Ok(EncodedRequest { bytes, slots })
+}
+
 /// A mix encoded for the run: one period of request bytes (and `pipeline - 1` more), where
 /// each position begins, and whose name each position is.
 #[derive(Debug, Clone, Default)]
@@ -232,15 +268,23 @@ pub(crate) struct Encoded {
     offsets: Vec<usize>,
     /// The name index of each position.
     names_at: Vec<u32>,
+    /// The request (index into `slots`) of each position.
+    request_at: Vec<u32>,
+    /// Each request's placeholder slots.
+    slots: Vec<Vec<Slot>>,
+    /// Whether any request has a placeholder: batches are then patched copies.
+    templated: bool,
+    /// The longest request's bytes.
+    longest: usize,
     /// Positions in a period.
     period: usize,
 }
 
 impl Encoded {
-    /// Lays out `requests` (each encoded by `encode`, its name index in `name_of`) for
-    /// batches of up to `pipeline` requests.
+    /// Lays out `requests` (their name indices in `name_of`) for batches of up to
+    /// `pipeline` requests.
     pub(crate) fn new(
-        requests: &[Vec<u8>],
+        requests: &[EncodedRequest],
         name_of: &[u32],
         weights: &[u32],
         order: Order,
@@ -257,7 +301,7 @@ impl Encoded {
         let period = sequence.len();
         let positions = period + pipeline.max(1) - 1;
         let size: usize = (0..positions)
-            .map(|p| requests[sequence[p % period]].len())
+            .map(|p| requests[sequence[p % period]].bytes.len())
             .sum();
         if size > MAX_ENCODED_BYTES {
             return Err(Error::InvalidPlan(format!(
@@ -267,19 +311,65 @@ impl Encoded {
         let mut bytes = Vec::with_capacity(size);
         let mut offsets = Vec::with_capacity(positions + 1);
         let mut names_at = Vec::with_capacity(positions);
+        let mut request_at = Vec::with_capacity(positions);
         for p in 0..positions {
             let r = sequence[p % period];
             offsets.push(bytes.len());
-            bytes.extend_from_slice(&requests[r]);
+            bytes.extend_from_slice(&requests[r].bytes);
             names_at.push(name_of[r]);
+            request_at.push(r as u32);
         }
         offsets.push(bytes.len());
         Ok(Encoded {
             bytes,
             offsets,
             names_at,
+            request_at,
+            slots: requests.iter().map(|r| r.slots.clone()).collect(),
+            templated: requests.iter().any(|r| !r.slots.is_empty()),
+            longest: requests.iter().map(|r| r.bytes.len()).max().unwrap_or(0),
             period,
         })
+    }
+
+    /// Whether batches must be patched copies (the mix has placeholders).
+    pub(crate) fn templated(&self) -> bool {
+        self.templated
+    }
+
+    /// The room a patched copy of a batch of `pipeline` requests needs.
+    pub(crate) fn batch_room(&self, pipeline: usize) -> usize {
+        self.longest * pipeline
+    }
+
+    /// Copies the batch of `k` requests from position `start` into the front of `dst` and
+    /// fills each placeholder slot with a new value; returns the batch's length. `dst` has
+    /// [`Self::batch_room`] bytes.
+    pub(crate) fn patch(
+        &self,
+        dst: &mut [u8],
+        start: usize,
+        k: usize,
+        values: &Values<'_>,
+    ) -> usize {
+        let range = self.range(start, k);
+        let len = range.len();
+        dst[..len].copy_from_slice(&self.bytes[range]);
+        let base = self.offsets[start];
+        for p in start..start + k {
+            let at = self.offsets[p] - base;
+            for slot in &self.slots[self.request_at[p] as usize] {
+                let from = at + slot.offset;
+                values.fill(slot.kind, &mut dst[from..from + slot.width]);
+            }
+        }
+        len
+    }
+
+    /// Where the request at `pos` begins in the bytes.
+    #[inline]
+    pub(crate) fn offset(&self, pos: usize) -> usize {
+        self.offsets[pos]
     }
 
     /// Every position's bytes, in order.
@@ -338,7 +428,13 @@ mod tests {
 
     #[test]
     fn any_batch_is_one_slice_and_names_follow_positions() {
-        let reqs = vec![b"aa".to_vec(), b"bbb".to_vec(), b"c".to_vec()];
+        let reqs: Vec<EncodedRequest> = [&b"aa"[..], b"bbb", b"c"]
+            .iter()
+            .map(|b| EncodedRequest {
+                bytes: b.to_vec(),
+                slots: vec![],
+            })
+            .collect();
         let e = Encoded::new(&reqs, &[0, 1, 2], &[2, 1, 1], Order::RoundRobin, 3).unwrap();
         assert_eq!(e.period(), 4);
         // A batch starting at the last position of the period wraps into the copies.
@@ -355,7 +451,12 @@ mod tests {
 
     #[test]
     fn random_order_keeps_the_counts_and_is_the_same_every_time() {
-        let reqs: Vec<Vec<u8>> = (0..100).map(|i| format!("r{i}").into_bytes()).collect();
+        let reqs: Vec<EncodedRequest> = (0..100)
+            .map(|i| EncodedRequest {
+                bytes: format!("r{i}").into_bytes(),
+                slots: vec![],
+            })
+            .collect();
         let names: Vec<u32> = (0..100).collect();
         let a = Encoded::new(&reqs, &names, &[1; 100], Order::Random, 1).unwrap();
         let b = Encoded::new(&reqs, &names, &[1; 100], Order::Random, 1).unwrap();

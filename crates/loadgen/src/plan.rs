@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::EngineChoice;
 use crate::error::Error;
-use crate::mix::{self, Encoded, Order, RequestSpec};
+use crate::mix::{self, Encoded, EncodedRequest, Order, RequestSpec};
 
 /// The most connections a plan may ask for (`-c`).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
@@ -444,22 +444,25 @@ impl Plan {
     /// mix, or the single request as a mix of one.
     pub(crate) fn encode(&self) -> Result<Encoded, Error> {
         if self.requests.is_empty() {
-            return Encoded::new(
-                &[self.encode_request()],
-                &[0],
-                &[1],
-                Order::RoundRobin,
-                self.pipeline,
-            );
+            let single = EncodedRequest {
+                bytes: self.encode_request(),
+                slots: Vec::new(),
+            };
+            return Encoded::new(&[single], &[0], &[1], Order::RoundRobin, self.pipeline);
         }
         let (_, name_of) = mix::names(&self.requests);
-        let bytes: Vec<Vec<u8>> = self
+        let encoded = self
             .requests
             .iter()
-            .map(|r| self.encode_one(&r.method, &r.target, &r.headers, &r.body))
-            .collect();
+            .map(|r| {
+                mix::encode_with_placeholders(r, |target, headers, body| {
+                    self.encode_one(&r.method, target, headers, body)
+                })
+                .map_err(|m| Error::InvalidPlan(format!("request {:?}: {m}", r.name)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let weights: Vec<u32> = self.requests.iter().map(|r| r.weight).collect();
-        Encoded::new(&bytes, &name_of, &weights, self.order, self.pipeline)
+        Encoded::new(&encoded, &name_of, &weights, self.order, self.pipeline)
     }
 
     fn encode_one(

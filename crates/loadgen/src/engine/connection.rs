@@ -128,8 +128,15 @@ pub(super) struct Connection<S> {
     pub(super) queued: VecDeque<Claim>,
     /// Open loop: a slot claimed that is not due yet.
     pub(super) next_slot: Option<Claim>,
-    /// The position in `shared.requests` of the batch being sent (see [`Self::take_batch`]).
+    /// The position in `shared.requests` of the batch being sent (see [`Self::take_batch`]),
+    /// how many requests it has, and where its first byte is in what the engine sends from.
     batch_start: usize,
+    batch_len: usize,
+    batch_at: usize,
+    /// A mix with placeholders: the tokio engine's patched copy of the batch being sent
+    /// (allocated once; empty otherwise, and in the io_uring engine, which patches in its
+    /// ring's buffer).
+    pub(super) scratch: Vec<u8>,
     /// The open connection's number within the worker.
     conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
@@ -326,8 +333,21 @@ impl Connection<TcpStream> {
             return Sent::Closed;
         }
         let batch = self.take_batch();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let patched = if self.shared.requests.templated() {
+            if scratch.is_empty() {
+                scratch = vec![0; self.shared.requests.batch_room(self.depth)];
+            }
+            Some(self.patch_batch(&mut scratch, 0))
+        } else {
+            None
+        };
         let Some(s) = self.stream.as_mut() else {
             return Sent::Closed;
+        };
+        let bytes = match patched {
+            Some(len) => &scratch[..len],
+            None => &self.shared.requests.bytes()[batch],
         };
         let sent = if connect_time.is_some() {
             Instant::now()
@@ -337,9 +357,10 @@ impl Connection<TcpStream> {
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, &shared.requests.bytes()[batch], shared.plan.timeout) => Some(r),
+            r = write_requests(s, bytes, shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
+        self.scratch = scratch;
         let Some(write) = write else {
             self.abandon(now, Stage::Sending);
             return Sent::GraceOver;
@@ -369,6 +390,9 @@ impl<S: AsRawFd> Connection<S> {
             queued: VecDeque::with_capacity(depth),
             next_slot: None,
             batch_start: 0,
+            batch_len: 0,
+            batch_at: 0,
+            scratch: Vec::new(),
             conn_id: 0,
             retrans_seen: 0,
             had_connection: false,
@@ -459,17 +483,36 @@ impl<S: AsRawFd> Connection<S> {
     pub(super) fn take_batch(&mut self) -> std::ops::Range<usize> {
         let k = self.queued.len();
         self.batch_start = self.w.take_requests(k);
-        self.shared.requests.range(self.batch_start, k)
+        self.batch_len = k;
+        let range = self.shared.requests.range(self.batch_start, k);
+        self.batch_at = range.start;
+        range
     }
 
-    /// How many of the requests in flight, from the newest back, were not wholly sent when
-    /// the batch's bytes before `sent_to` were.
+    /// A mix with placeholders: copies the batch just taken into `dst` (at `at` in what
+    /// the engine sends from) with every placeholder given a new value; returns its length.
+    pub(super) fn patch_batch(&mut self, dst: &mut [u8], at: usize) -> usize {
+        self.batch_at = at;
+        let w = &*self.w;
+        let values = crate::mix::Values {
+            seq: &self.shared.placeholder_seq,
+            rng: &w.placeholder_rng,
+        };
+        self.shared
+            .requests
+            .patch(dst, self.batch_start, self.batch_len, &values)
+    }
+
+    /// How many of the last batch's requests were not wholly sent when its bytes before
+    /// `sent_to` (in what the engine sends from) were.
     pub(super) fn unsent_after(&self, sent_to: usize) -> usize {
         let requests = &self.shared.requests;
+        let base = requests.offset(self.batch_start);
         self.in_flight
             .iter()
             .rev()
-            .take_while(|f| requests.end_of(f.pos as usize) > sent_to)
+            .take(self.batch_len)
+            .take_while(|f| self.batch_at + (requests.end_of(f.pos as usize) - base) > sent_to)
             .count()
     }
 
@@ -879,14 +922,20 @@ mod tests {
     use crate::plan::Plan;
 
     fn worker() -> Rc<Worker> {
-        let now = Instant::now();
         let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
         // The test sends batches of four.
         plan.pipeline = 4;
+        worker_of(plan)
+    }
+
+    fn worker_of(plan: Plan) -> Rc<Worker> {
+        let now = Instant::now();
+        let names = plan.request_names().into();
         let shared = Arc::new(Shared {
             requests: plan.encode().unwrap(),
+            placeholder_seq: Default::default(),
             plan,
-            names: Vec::new().into(),
+            names,
             start: now,
             measure_start: now,
             end: None,
@@ -896,6 +945,52 @@ mod tests {
         });
         let spec = WorkerSpec::one_connection();
         Rc::new(Worker::new(shared, &spec))
+    }
+
+    #[test]
+    fn a_batch_of_a_mix_is_one_slice_and_a_partial_send_counts_its_own_requests() {
+        use crate::mix::RequestSpec;
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        plan.pipeline = 3;
+        for (name, target) in [("a", "/a"), ("b", "/a-much-longer-target")] {
+            plan.requests.push(RequestSpec {
+                name: name.into(),
+                method: "GET".into(),
+                target: target.into(),
+                headers: vec![],
+                body: vec![],
+                weight: 1,
+            });
+        }
+        let w = worker_of(plan);
+        let mut c: Connection<std::net::TcpStream> = Connection::new(w.clone(), EARLY_WAKE);
+        let now = Instant::now();
+        // One request, then a batch of three that wraps around the period of two.
+        c.queued.push_back(Claim { intended: None });
+        c.take_batch();
+        c.mark_sent(now, now, None);
+        for _ in 0..3 {
+            c.queued.push_back(Claim { intended: None });
+        }
+        let batch = c.take_batch();
+        c.mark_sent(now, now, None);
+        let bytes = &w.shared.requests.bytes()[batch.clone()];
+        let text = String::from_utf8_lossy(bytes);
+        assert_eq!(
+            text.matches("GET /a-much-longer-target ").count(),
+            2,
+            "{text}"
+        );
+        assert_eq!(text.matches("GET /a ").count(), 1, "{text}");
+        let names: Vec<u32> = c.in_flight.iter().map(|f| w.name_of(f.pos)).collect();
+        assert_eq!(names, [0, 1, 0, 1]);
+        // Nothing of the batch sent: its three requests (not the one before it).
+        assert_eq!(c.unsent_after(batch.start), 3);
+        let first_end = batch.start + w.shared.requests.end_of(c.in_flight[1].pos as usize)
+            - w.shared.requests.offset(c.in_flight[1].pos as usize);
+        assert_eq!(c.unsent_after(first_end - 1), 3);
+        assert_eq!(c.unsent_after(first_end), 2);
+        assert_eq!(c.unsent_after(batch.end), 0);
     }
 
     #[test]

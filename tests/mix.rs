@@ -458,3 +458,19 @@ body = '{"n": "{seq}", "id": "{uuid}"}'
         rands.len()
     );
 }
+
+/// The README's examples are files that parse.
+#[test]
+fn the_examples_parse() {
+    use tailscope_loadgen::mix::files;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mix = files::read_load_file(&root.join("examples/mix.toml")).unwrap();
+    let names: Vec<&str> = mix.requests.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["plaintext", "json", "delay"]);
+    let urls = files::read_url_file(&root.join("examples/urls.txt")).unwrap();
+    assert_eq!(urls.requests.len(), 3);
+    assert_eq!(
+        urls.requests[2].headers,
+        [("X-Request-Id".to_string(), "42".to_string())]
+    );
+}

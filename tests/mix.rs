@@ -19,11 +19,14 @@ fn file(test: &str, name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// What a [`Recorder`] saw: each request's line (`GET /a`) and body, in order.
+type Seen = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
 /// A server that answers every request `200 ok` and keeps each one's request line and
 /// body: what was sent, in the order it arrived (pipelined requests are parsed in turn).
 struct Recorder {
     url: String,
-    seen: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    seen: Seen,
 }
 
 impl Recorder {

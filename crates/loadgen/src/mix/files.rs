@@ -339,6 +339,20 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
 mod tests {
     use super::*;
 
+    /// `parsed` failed on line `line` of `file`, saying `needle`.
+    fn assert_bad(parsed: Result<RequestFile, Error>, file: &str, line: usize, needle: &str) {
+        let err = parsed.unwrap_err();
+        let Error::BadRequestFile {
+            line: l, reason, ..
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(*l, line, "{err}");
+        assert!(reason.contains(needle), "{err}");
+        assert!(err.to_string().starts_with(&format!("{file}:{line}: ")));
+    }
+
     #[test]
     fn a_load_file_reads_every_field_and_defaults_the_rest() {
         let f = parse_load_file(
@@ -404,16 +418,7 @@ headers = { "Content-Type" = "text/plain" }
                 "no ':'",
             ),
         ] {
-            let err = parse_load_file("mix.toml", text).unwrap_err();
-            let Error::BadRequestFile {
-                line: l, reason, ..
-            } = &err
-            else {
-                panic!("{err}");
-            };
-            assert_eq!(*l, line, "{text:?}: {err}");
-            assert!(reason.contains(needle), "{text:?}: {err}");
-            assert!(err.to_string().starts_with(&format!("mix.toml:{line}: ")));
+            assert_bad(parse_load_file("mix.toml", text), "mix.toml", line, needle);
         }
     }
 
@@ -443,15 +448,12 @@ headers = { "Content-Type" = "text/plain" }
             ("https://a:1/x\n", 1, "only http://"),
             ("", 0, "no requests"),
         ] {
-            let err = parse_url_file("urls.txt", text, &dir).unwrap_err();
-            let Error::BadRequestFile {
-                line: l, reason, ..
-            } = &err
-            else {
-                panic!("{err}");
-            };
-            assert_eq!(*l, line, "{text:?}: {err}");
-            assert!(reason.contains(needle), "{text:?}: {err}");
+            assert_bad(
+                parse_url_file("urls.txt", text, &dir),
+                "urls.txt",
+                line,
+                needle,
+            );
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

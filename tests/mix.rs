@@ -268,9 +268,12 @@ fn a_threshold_on_one_endpoint_fails_alone(e: Engine) {
         return;
     };
     let load = file(e.name(), "mix.toml", MIX);
+    let html = load.with_file_name("threshold.html");
     let (code, r, stderr) = e.run_json(
         &format!("http://{addr}"),
         &[
+            "--html",
+            html.to_str().unwrap(),
             "--load",
             load.to_str().unwrap(),
             "-n",
@@ -301,6 +304,10 @@ fn a_threshold_on_one_endpoint_fails_alone(e: Engine) {
         "{stderr}"
     );
     assert!(n(&r["by_request"]["delay"]["latency_us"]["p50"]) >= 3_000);
+    // The HTML report has the table per request too.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<h2>By request</h2>"), "no table by request");
+    assert!(page.contains("GET /delay/5"));
     server.kill().unwrap();
     server.wait().unwrap();
 }

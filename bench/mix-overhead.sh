@@ -5,9 +5,10 @@
 # The reference server (`tailscope serve --threads 1`, of the AFTER build) is pinned to CPU 0,
 # every generator to CPU 1 with one thread and 64 connections against /plaintext. Each round
 # runs, for each depth: wrk, then before/after of each engine in alternating order (odd rounds
-# before first, even rounds after first). Prints every run, then per engine and depth the
-# median req/s (and range) of before and after and their ratio, and each one's ratio to wrk's
-# median at that depth.
+# before first, even rounds after first). For each run: req/s as the tool reports it and the
+# generator's CPU per request = (user + sys) / requests from /usr/bin/time, which a machine
+# loaded by others disturbs far less than req/s. Prints every run, then per engine and depth
+# the medians (and ranges) of before and after, their ratios, and the ratios to wrk's medians.
 #
 #   bash bench/mix-overhead.sh BEFORE_BINARY AFTER_BINARY [SECONDS per run, default 5] [ROUNDS, default 3]
 #
@@ -26,37 +27,41 @@ url=http://127.0.0.1:$port/plaintext
 for _ in $(seq 50); do curl -sf -o /dev/null "$url" && break; sleep 0.1; done
 curl -sf -o /dev/null "$url" || { echo "no server answers at $url" >&2; exit 1; }
 
-rps_of() { # tool engine depth
-  local bin=$1 engine=$2 depth=$3
+# Prints "rps cpu_us_per_request" for one run of $1 (a binary or wrk) with engine $2 at depth $3.
+measure() {
+  local bin=$1 engine=$2 depth=$3 tf rps user sys
+  tf=$(mktemp)
   if [ "$bin" = wrk ]; then
     local cmd=(wrk -t1 -c64 -d"${secs}s" "$url")
     [ "$depth" -gt 1 ] && cmd=(wrk -t1 -c64 -d"${secs}s" -s bench/pipeline.lua "$url" -- "$depth")
-    taskset -c 1 "${cmd[@]}" | awk '/^Requests\/sec/ {print $2}'
+    rps=$(/usr/bin/time -o "$tf" -f "%U %S" taskset -c 1 "${cmd[@]}" | awk '/^Requests\/sec/ {print $2}')
   else
-    taskset -c 1 "$bin" run "$url" --engine "$engine" --threads 1 -c 64 --pipeline "$depth" \
-      -z "${secs}s" --no-tui --json - 2>/dev/null |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["rps"])'
+    rps=$(/usr/bin/time -o "$tf" -f "%U %S" taskset -c 1 "$bin" run "$url" --engine "$engine" \
+      --threads 1 -c 64 --pipeline "$depth" -z "${secs}s" --no-tui --json - 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["rps"])')
   fi
+  read -r user sys < "$tf"; rm -f "$tf"
+  echo "$rps $(python3 -c "print(f'{($user + $sys) * 1e6 / ($rps * $secs):.3f}')")"
 }
 
 echo "server on CPU 0, generators on CPU 1, 1 thread, 64 connections, ${secs} s a run, $rounds rounds"
 echo "$(nproc) CPUs, $(uname -r), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| round | depth | run | req/s |"
-echo "|---|---|---|---|"
+echo "| round | depth | run | req/s | gen CPU µs/req |"
+echo "|---|---|---|---|---|"
 results=$(mktemp)
 for r in $(seq "$rounds"); do
   for depth in 1 16; do
-    v=$(rps_of wrk - "$depth")
-    printf '| %s | %s | wrk | %.0f |\n' "$r" "$depth" "$v"
-    echo "wrk $depth $v" >> "$results"
+    read -r v c < <(measure wrk - "$depth")
+    printf '| %s | %s | wrk | %.0f | %s |\n' "$r" "$depth" "$v" "$c"
+    echo "wrk $depth $v $c" >> "$results"
     for engine in tokio uring; do
       if [ $((r % 2)) -eq 1 ]; then order="before after"; else order="after before"; fi
       for which in $order; do
         bin=$before; [ "$which" = after ] && bin=$after
-        v=$(rps_of "$bin" "$engine" "$depth")
-        printf '| %s | %s | %s %s | %.0f |\n' "$r" "$depth" "$engine" "$which" "$v"
-        echo "$engine-$which $depth $v" >> "$results"
+        read -r v c < <(measure "$bin" "$engine" "$depth")
+        printf '| %s | %s | %s %s | %.0f | %s |\n' "$r" "$depth" "$engine" "$which" "$v" "$c"
+        echo "$engine-$which $depth $v $c" >> "$results"
       done
     done
   done
@@ -67,19 +72,39 @@ python3 - "$results" <<'EOF'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    name, depth, v = line.split()
-    runs.setdefault((name, int(depth)), []).append(float(v))
-med = {k: statistics.median(v) for k, v in runs.items()}
+    name, depth, v, c = line.split()
+    runs.setdefault((name, int(depth)), []).append((float(v), float(c)))
+def col(k, i):
+    return [r[i] for r in runs[k]]
+def show(vals, fmt):
+    return f"{fmt(statistics.median(vals))} ({fmt(min(vals))}–{fmt(max(vals))})"
+rate = lambda v: f"{v:,.0f}"
+cpu = lambda v: f"{v:.3f}"
+for i, what, fmt in ((0, "req/s", rate), (1, "generator CPU µs per request", cpu)):
+    print()
+    print(f"{what}: median (range)")
+    print()
+    print("| depth | engine | before | after | after/before | before/wrk | after/wrk |")
+    print("|---|---|---|---|---|---|---|")
+    for depth in (1, 16):
+        wrk = statistics.median(col(("wrk", depth), i))
+        for engine in ("tokio", "uring"):
+            b, a = col((f"{engine}-before", depth), i), col((f"{engine}-after", depth), i)
+            mb, ma = statistics.median(b), statistics.median(a)
+            print(f"| {depth} | {engine} | {show(b, fmt)} | {show(a, fmt)} | {ma / mb:.3f} | {mb / wrk:.3f} | {ma / wrk:.3f} |")
+        print(f"| {depth} | wrk | {show(col(('wrk', depth), i), fmt)} | | | | |")
 print()
-print("| depth | engine | before req/s (median, range) | after req/s (median, range) | after/before | before/wrk | after/wrk |")
-print("|---|---|---|---|---|---|---|")
+print("after/before paired within each round (adjacent runs, so the load of the moment is shared): median (range)")
+print()
+print("| depth | engine | req/s | gen CPU µs/req |")
+print("|---|---|---|---|")
 for depth in (1, 16):
-    wrk = med[("wrk", depth)]
     for engine in ("tokio", "uring"):
         b, a = runs[(f"{engine}-before", depth)], runs[(f"{engine}-after", depth)]
-        mb, ma = statistics.median(b), statistics.median(a)
-        print(f"| {depth} | {engine} | {mb:,.0f} ({min(b):,.0f}–{max(b):,.0f}) | {ma:,.0f} ({min(a):,.0f}–{max(a):,.0f}) "
-              f"| {ma / mb:.3f} | {mb / wrk:.3f} | {ma / wrk:.3f} |")
-    print(f"| {depth} | wrk | {wrk:,.0f} ({min(runs[('wrk', depth)]):,.0f}–{max(runs[('wrk', depth)]):,.0f}) | | | | |")
+        cells = []
+        for i in (0, 1):
+            ratios = [x[i] / y[i] for x, y in zip(a, b)]
+            cells.append(f"{statistics.median(ratios):.3f} ({min(ratios):.3f}–{max(ratios):.3f})")
+        print(f"| {depth} | {engine} | {cells[0]} | {cells[1]} |")
 EOF
 rm -f "$results"

@@ -326,6 +326,11 @@ impl Plan {
         }
         mix::check_headers(&self.headers).map_err(|m| Error::InvalidPlan(format!("{m} (-H)")))?;
         mix::validate(&self.requests)?;
+        if self.has_mix() {
+            // What only encoding finds (a placeholder that does not parse, the size of a
+            // period or of the copies placeholders need) is found before anything is sent.
+            self.encode()?;
+        }
         if !self.cpus.is_empty() {
             let available: Vec<usize> = core_affinity::get_core_ids()
                 .unwrap_or_default()
@@ -462,7 +467,18 @@ impl Plan {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let weights: Vec<u32> = self.requests.iter().map(|r| r.weight).collect();
-        Encoded::new(&encoded, &name_of, &weights, self.order, self.pipeline)
+        let encoded = Encoded::new(&encoded, &name_of, &weights, self.order, self.pipeline)?;
+        // Placeholders are patched into each connection's own copy of its batch.
+        let copies = encoded.batch_room(self.pipeline) as u64 * self.connections as u64;
+        if encoded.templated() && copies > mix::MAX_ENCODED_BYTES as u64 * 4 {
+            return Err(Error::InvalidPlan(format!(
+                "a mix with placeholders keeps a copy of a batch per connection: {copies} bytes at -c {} and --pipeline {}; at most {} (fewer connections, a shallower pipeline or shorter requests)",
+                self.connections,
+                self.pipeline,
+                mix::MAX_ENCODED_BYTES * 4
+            )));
+        }
+        Ok(encoded)
     }
 
     fn encode_one(

@@ -201,6 +201,7 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
             weight,
         };
         super::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
+        check_placeholders(&spec).map_err(|m| bad(line, m))?;
         requests.push(spec);
     }
     let url = doc.url;
@@ -226,6 +227,19 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
     };
     super::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
+}
+
+/// Checks a request's placeholders (`{rand:5..1}` is refused) where the file says it.
+fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
+    super::encode_with_placeholders(spec, |target, headers, body| {
+        let mut all = target.as_bytes().to_vec();
+        for (_, v) in headers {
+            all.extend_from_slice(v.as_bytes());
+        }
+        all.extend_from_slice(body);
+        all
+    })
+    .map(|_| ())
 }
 
 /// A method as a URL list writes it: upper-case letters.
@@ -282,21 +296,29 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     }
                     Some(_) => {}
                 }
-                let mut t = parsed.path().to_string();
-                if let Some(q) = parsed.query() {
-                    t.push('?');
-                    t.push_str(q);
+                // The target as written, not as the URL parser re-encodes it: a placeholder's
+                // braces must stay braces.
+                let after_scheme = &target[target.find("://").map_or(0, |i| i + 3)..];
+                let raw = after_scheme
+                    .find(['/', '?'])
+                    .map_or("/", |i| &after_scheme[i..]);
+                let raw = raw.split('#').next().unwrap_or("/");
+                if raw.starts_with('?') {
+                    format!("/{raw}")
+                } else {
+                    raw.to_string()
                 }
-                t
             };
-            requests.push(RequestSpec {
+            let spec = RequestSpec {
                 name: format!("{method} {target}"),
                 method,
                 target,
                 headers: Vec::new(),
                 body: Vec::new(),
                 weight: 1,
-            });
+            };
+            check_placeholders(&spec).map_err(|m| bad(n, m))?;
+            requests.push(spec);
             open = true;
             continue;
         }
@@ -436,6 +458,8 @@ headers = { "Content-Type" = "text/plain" }
         assert_eq!(f.url.as_deref(), Some("http://127.0.0.1:8080/a?x=1"));
         let names: Vec<&str> = f.requests.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["GET /a?x=1", "POST /b", "GET /c"]);
+        let braces = parse_url_file("u.txt", "http://h:1/i/{seq}?r={rand:1..9}#f\n", &dir).unwrap();
+        assert_eq!(braces.requests[0].target, "/i/{seq}?r={rand:1..9}");
         assert_eq!(f.requests[1].body, b"{\"a\":1}");
         assert_eq!(
             f.requests[1].headers,
@@ -446,6 +470,11 @@ headers = { "Content-Type" = "text/plain" }
             ("http://a:1/x\n\nX-A: 1\n", 3, "is not a request"),
             ("http://a:1/x\n@missing\n", 2, "cannot read body file"),
             ("https://a:1/x\n", 1, "only http://"),
+            (
+                "http://a:1/x\nhttp://a:1/y?r={rand:3..2}\n",
+                2,
+                "not a range",
+            ),
             ("", 0, "no requests"),
         ] {
             assert_bad(

@@ -272,6 +272,20 @@ pub struct RequestArgs {
     /// Request body from a file.
     #[arg(short = 'D', long = "body-file", value_name = "FILE")]
     pub body_file: Option<PathBuf>,
+    // Request mixes (issue 21): one contiguous block.
+    /// Send the weighted mix of [[request]]s of this TOML load file (name, method, path,
+    /// headers, body, weight; see README "Request mixes"), with every figure per name too.
+    /// -H adds to every request.
+    #[arg(long = "load", value_name = "FILE.toml", conflicts_with_all = ["urls_from_file", "method", "body", "body_file", "path"])]
+    pub load: Option<PathBuf>,
+    /// Send the requests of this file, one a line: a URL, a path, or METHOD URL with
+    /// optional 'Name: value' and @BODYFILE lines after it (vegeta's targets format).
+    #[arg(long = "urls-from-file", value_name = "FILE", conflicts_with_all = ["method", "body", "body_file", "path"])]
+    pub urls_from_file: Option<PathBuf>,
+    /// The order of a mix's requests: round-robin (smooth, by weight) or random (the same
+    /// counts in a fixed shuffled order).
+    #[arg(long = "url-order", value_parser = tailscope_loadgen::mix::Order::parse, value_name = "ORDER")]
+    pub url_order: Option<tailscope_loadgen::mix::Order>,
 }
 
 /// Output and CI gates.

@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use tailscope_forensics::{Roles, RunProfiler, RunStacks, StacksError};
+use tailscope_loadgen::mix::files::{self, RequestFile};
 use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
@@ -73,7 +74,15 @@ impl RunConfig {
                 ));
             }
         }
-        let (url, launch) = match (args.url, target.target) {
+        let mix = read_mix(&args.request).map_err(usage)?;
+        let file_url = mix.as_ref().and_then(|f| f.url.clone());
+        if let (Some(f), Some(_)) = (mix.as_ref().filter(|f| f.url.is_some()), &target.target) {
+            return Err(usage(format!(
+                "{}: its requests name a host, and --target launches a server of its own: give paths (/json) instead",
+                f.path
+            )));
+        }
+        let (url, launch) = match (args.url.or(file_url), target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
                 let spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
@@ -173,6 +182,24 @@ impl RunConfig {
             plan.headers
                 .push((k.trim().to_string(), v.trim().to_string()));
         }
+        if let Some(file) = mix {
+            file.check_origin(&plan.url)
+                .map_err(|e| usage(e.to_string()))?;
+            plan.order = req.url_order.or(file.order).unwrap_or_default();
+            plan.requests = file.requests;
+            // -H adds to every request of the mix (a request's own header of that name wins).
+            for r in &mut plan.requests {
+                for (k, v) in &plan.headers {
+                    if !r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)) {
+                        r.headers.push((k.clone(), v.clone()));
+                    }
+                }
+            }
+        } else if req.url_order.is_some() {
+            return Err(usage(
+                "--url-order orders a mix: give --load or --urls-from-file too".into(),
+            ));
+        }
         if let Some(body) = req.body {
             plan.body = body.into_bytes();
         }
@@ -217,6 +244,10 @@ impl RunConfig {
             .iter()
             .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
             .collect::<Result<Vec<_>>>()?;
+        let names = plan.request_names();
+        for t in &thresholds {
+            t.check_names(&names).map_err(|e| usage(e.to_string()))?;
+        }
         Ok(RunConfig {
             plan,
             json: args.output.json,
@@ -233,6 +264,16 @@ impl RunConfig {
 }
 
 /// The segment `--segment` or `--segment-from-env` names, if any.
+/// The mix named by --load or --urls-from-file, read and checked.
+fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, String> {
+    let read = match (&req.load, &req.urls_from_file) {
+        (Some(path), _) => files::read_load_file(path),
+        (None, Some(path)) => files::read_url_file(path),
+        (None, None) => return Ok(None),
+    };
+    read.map(Some).map_err(|e| e.to_string())
+}
+
 fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String> {
     match (&args.segment_from_env, args.segments) {
         (Some(var), Some(count)) => {
@@ -329,7 +370,11 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
     let live = std::io::stderr().is_terminal();
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
-        plan.method,
+        if plan.has_mix() {
+            format!("a mix of {} requests on", plan.requests.len())
+        } else {
+            plan.method.clone()
+        },
         plan.url,
         plan.connections,
         plan.effective_threads(),

@@ -83,11 +83,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             }
         };
         for endpoint in &suite.endpoints {
-            let url = format!("{}{endpoint}", target.base_url());
+            let base = target.base_url();
             if !load.warmup.is_zero() {
                 say!("suite: {name} {endpoint} warm-up");
                 tailscope_loadgen::run(
-                    &load.plan(&url, &client_cpus, load.warmup)?,
+                    &suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
                     &control,
                     |_| {},
                 )?;
@@ -97,7 +97,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 if control.is_stopped() {
                     break;
                 }
-                let plan = load.plan(&url, &client_cpus, load.duration)?;
+                let plan = suite.plan(endpoint, &base, &client_cpus, load.duration)?;
                 let mut profiler = RunProfiler::new(
                     Some(target.pid()),
                     server_cpus.clone(),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-use crate::recorder::{new_histogram, Histograms, IntervalData, Slowest};
+use crate::recorder::{new_histogram, Histograms, IntervalData, RequestFigures, Slowest};
 use crate::snapshot::{Counters, Percentiles, Phase, RunTotals, Snapshot, TimePoint};
 
 /// How many finished seconds a snapshot carries.
@@ -39,6 +39,8 @@ pub struct Aggregator {
     last_tick_latency: Histogram<u64>,
     seconds: BTreeMap<u64, SecondBucket>,
     slowest: Slowest,
+    /// A mix's figures per name index, as the workers' last intervals bring them.
+    by_request: Vec<Option<RequestFigures>>,
     /// Highest tick reported by each worker; a second is final once every worker is past it.
     worker_ticks: Vec<u64>,
     /// Seconds below this are points already; data arriving for them (a worker's last
@@ -61,6 +63,7 @@ impl Aggregator {
             last_tick_latency: new_histogram(highest),
             seconds: BTreeMap::new(),
             slowest: Slowest::new(slowest),
+            by_request: Vec::new(),
             worker_ticks: vec![0; workers],
             open_from: 0,
         }
@@ -76,6 +79,16 @@ impl Aggregator {
             .expect("same bounds");
         for s in data.slowest.items() {
             self.slowest.offer(s.clone());
+        }
+        if self.by_request.len() < data.by_request.len() {
+            self.by_request.resize(data.by_request.len(), None);
+        }
+        for (mine, theirs) in self.by_request.iter_mut().zip(&data.by_request) {
+            match (mine, theirs) {
+                (Some(m), Some(t)) => m.add(t),
+                (m @ None, Some(t)) => *m = Some(t.clone()),
+                (_, None) => {}
+            }
         }
         let ticks_per_second =
             (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
@@ -200,6 +213,7 @@ impl Aggregator {
             timeseries: self.timeseries,
             second_histograms: self.second_histograms,
             slowest: self.slowest.items().to_vec(),
+            by_request: self.by_request,
             grace,
             rate_changes: Vec::new(),
             stopped_early: false,
@@ -238,6 +252,7 @@ mod tests {
                 base + Duration::from_millis(3),
                 1,
                 true,
+                None,
             );
             agg.merge(r.take_interval(base + Duration::from_millis(100), tick));
             // A second interval in the next second.

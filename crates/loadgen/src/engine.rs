@@ -37,6 +37,7 @@ use tokio::time::{sleep_until, timeout};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::mix::Encoded;
 use crate::plan::{Pace, Plan};
 use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder};
 
@@ -131,9 +132,13 @@ impl StopSignal {
 /// What every worker of a run reads; built once, never written after the start.
 pub(crate) struct Shared {
     pub plan: Plan,
-    /// `pipeline` copies of the encoded request; a prefix of k copies is k requests.
-    pub batch: Vec<u8>,
-    pub request_len: usize,
+    /// Every request of the run, encoded once: a batch of k requests is one slice of it.
+    pub requests: Encoded,
+    /// The mix's request names (empty for a single request: nothing is kept per name).
+    pub names: Arc<[String]>,
+    /// The next `{seq}` of a mix's placeholders, over all workers (touched only by a mix
+    /// that has one).
+    pub placeholder_seq: AtomicU64,
     pub start: Instant,
     pub measure_start: Instant,
     /// When sending stops (`-z`); none for `-n`.
@@ -196,6 +201,8 @@ struct Claim {
 /// A request written and waiting for its response.
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
+    /// Its position in `Shared::requests` (what was sent, and under which name).
+    pos: u32,
     intended: Option<Instant>,
     begun: Instant,
     sent: Instant,
@@ -229,6 +236,10 @@ struct Worker {
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
+    /// The position in `shared.requests` the next batch begins at (workers start apart).
+    next_request: Cell<usize>,
+    /// The state of this worker's generator for `{rand}` and `{uuid}` placeholders.
+    placeholder_rng: Cell<u64>,
     /// The next of `shared.sources` a connect is bound to (workers start apart).
     next_source: Cell<usize>,
     /// The tokio engine's one read buffer for all its connections (empty in the io_uring
@@ -263,7 +274,9 @@ impl Worker {
             shared.measure_start,
             shared.highest,
             shared.plan.slowest,
-        );
+        )
+        .with_requests(shared.names.clone());
+        let period = shared.requests.period();
         Worker {
             rec: RefCell::new(rec),
             stopping: Cell::new(false),
@@ -285,6 +298,8 @@ impl Worker {
             connecting: Cell::new(0),
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
+            next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
+            placeholder_rng: Cell::new((spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)),
             next_source: Cell::new(spec.index),
             read_buf: RefCell::new(Vec::new()),
             connect_interval: shared
@@ -329,10 +344,10 @@ impl Worker {
             self.abandon_unsent_slots();
         }
         let finished = Instant::now();
-        let last = self
-            .rec
-            .borrow_mut()
-            .take_interval(finished, self.shared.plan.tick);
+        let mut rec = self.rec.borrow_mut();
+        let mut last = rec.take_interval(finished, self.shared.plan.tick);
+        last.by_request = rec.take_requests();
+        drop(rec);
         let _ = tx.send(last);
         WorkerOutcome {
             sending_ended,
@@ -449,6 +464,7 @@ impl Worker {
                     first_on_connection: f.first_on_connection,
                     conn: held.conn,
                     tcp: held.tcp,
+                    request: Some(self.name_of(f.pos)),
                 },
                 now,
             );
@@ -463,6 +479,8 @@ impl Worker {
                     first_on_connection: i == 0 && held.stage == Stage::Connecting,
                     conn: held.conn,
                     tcp: held.tcp,
+                    // Not sent: which request it would have been is not picked yet.
+                    request: None,
                 },
                 now,
             );
@@ -495,10 +513,26 @@ impl Worker {
                     first_on_connection: false,
                     conn: 0,
                     tcp: None,
+                    request: None,
                 },
                 now,
             );
         }
+    }
+
+    /// The name index of the request at position `pos` of `shared.requests`.
+    #[inline]
+    fn name_of(&self, pos: u32) -> u32 {
+        self.shared.requests.name_at(pos as usize)
+    }
+
+    /// Takes the next `k` positions of the mix for one batch; returns the first.
+    #[inline]
+    fn take_requests(&self, k: usize) -> usize {
+        let start = self.next_request.get();
+        self.next_request
+            .set(self.shared.requests.advance(start, k));
+        start
     }
 
     fn add_in_flight(&self, n: usize) {

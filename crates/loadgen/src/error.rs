@@ -31,6 +31,16 @@ pub enum Error {
     /// Reports that cannot be merged into one (`tailscope merge`), and why.
     #[error("{0}")]
     Merge(String),
+    /// A request file (`--load`, `--urls-from-file`) cannot be used.
+    #[error("{path}:{line}: {reason}")]
+    BadRequestFile {
+        /// The file as given.
+        path: String,
+        /// The line the problem is on (1-based; 0 when it is the whole file's).
+        line: usize,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
     /// A threshold expression did not parse.
     #[error("bad threshold {expr:?}: {reason}")]
     BadThreshold {

@@ -14,6 +14,7 @@ pub mod aggregate;
 mod engine;
 pub mod error;
 pub mod http;
+pub mod mix;
 pub mod plan;
 pub mod recorder;
 pub mod report;
@@ -157,13 +158,14 @@ pub fn run(
         Stop::Duration(d) => Some(measure_start + d),
         Stop::Requests(_) => None,
     };
-    let request = plan.encode_request();
-    let batch = request.repeat(plan.pipeline);
+    let requests = plan.encode()?;
+    let names: Arc<[String]> = plan.request_names().into();
     let shared = Arc::new(engine::Shared {
         rate_override: control.rate_cell(),
         plan: plan.clone(),
-        request_len: request.len(),
-        batch,
+        requests,
+        names: names.clone(),
+        placeholder_seq: AtomicU64::new(0),
         start,
         measure_start,
         end,

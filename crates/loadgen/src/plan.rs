@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::engine::EngineChoice;
 use crate::error::Error;
+use crate::mix::{self, Encoded, EncodedRequest, Order, RequestSpec};
 
 /// The most connections a plan may ask for (`-c`).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
@@ -186,6 +187,12 @@ pub struct Plan {
     pub source_addrs: SourceAddrs,
     /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
     pub connect_rate: Option<f64>,
+    /// A request mix (`--load`, `--urls-from-file`): these requests, by weight, instead of
+    /// `method`, the URL's path, `headers` and `body`; every figure is also kept per name.
+    /// Empty: the single request.
+    pub requests: Vec<RequestSpec>,
+    /// The order of the mix's requests (`--url-order`).
+    pub order: Order,
     host_header: String,
     path: String,
 }
@@ -218,6 +225,8 @@ impl Plan {
             engine: EngineChoice::Auto,
             source_addrs: SourceAddrs::Kernel,
             connect_rate: None,
+            requests: Vec::new(),
+            order: Order::RoundRobin,
             host_header,
             path,
         })
@@ -315,15 +324,12 @@ impl Plan {
                 self.method
             ));
         }
-        for (k, v) in &self.headers {
-            if k.is_empty() || k.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f) {
-                return invalid(format!(
-                    "header name {k:?} is not a valid token (-H 'Name: value')"
-                ));
-            }
-            if v.bytes().any(|b| b == b'\r' || b == b'\n') {
-                return invalid(format!("header {k:?} has a line break in its value (-H)"));
-            }
+        mix::check_headers(&self.headers).map_err(|m| Error::InvalidPlan(format!("{m} (-H)")))?;
+        mix::validate(&self.requests)?;
+        if self.has_mix() {
+            // What only encoding finds (a placeholder that does not parse, the size of a
+            // period or of the copies placeholders need) is found before anything is sent.
+            self.encode()?;
         }
         if !self.cpus.is_empty() {
             let available: Vec<usize> = core_affinity::get_core_ids()
@@ -419,15 +425,72 @@ impl Plan {
         }
     }
 
+    /// Whether the plan sends a mix (and keeps figures per request name).
+    pub fn has_mix(&self) -> bool {
+        !self.requests.is_empty()
+    }
+
+    /// The mix's request names, first seen first; none for a single-request plan.
+    pub fn request_names(&self) -> Vec<String> {
+        mix::names(&self.requests).0
+    }
+
+    /// The method the response parser is told of (a mix is all HEAD or has none).
+    pub(crate) fn parser_method(&self) -> &str {
+        self.requests.first().map_or(&self.method, |r| &r.method)
+    }
+
     /// The request bytes, encoded once for the whole run.
     pub fn encode_request(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128 + self.body.len());
-        let has = |name: &str| {
-            self.headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case(name))
-        };
-        out.extend_from_slice(format!("{} {} HTTP/1.1\r\n", self.method, self.path).as_bytes());
+        self.encode_one(&self.method, &self.path, &self.headers, &self.body)
+    }
+
+    /// Every request of the run laid out for batches of `pipeline` (see [`Encoded`]): the
+    /// mix, or the single request as a mix of one.
+    pub(crate) fn encode(&self) -> Result<Encoded, Error> {
+        if self.requests.is_empty() {
+            let single = EncodedRequest {
+                bytes: self.encode_request(),
+                slots: Vec::new(),
+            };
+            return Encoded::new(&[single], &[0], &[1], Order::RoundRobin, self.pipeline);
+        }
+        let (_, name_of) = mix::names(&self.requests);
+        let encoded = self
+            .requests
+            .iter()
+            .map(|r| {
+                mix::encode_with_placeholders(r, |target, headers, body| {
+                    self.encode_one(&r.method, target, headers, body)
+                })
+                .map_err(|m| Error::InvalidPlan(format!("request {:?}: {m}", r.name)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let weights: Vec<u32> = self.requests.iter().map(|r| r.weight).collect();
+        let encoded = Encoded::new(&encoded, &name_of, &weights, self.order, self.pipeline)?;
+        // Placeholders are patched into each connection's own copy of its batch.
+        let copies = encoded.batch_room(self.pipeline) as u64 * self.connections as u64;
+        if encoded.templated() && copies > mix::MAX_ENCODED_BYTES as u64 * 4 {
+            return Err(Error::InvalidPlan(format!(
+                "a mix with placeholders keeps a copy of a batch per connection: {copies} bytes at -c {} and --pipeline {}; at most {} (fewer connections, a shallower pipeline or shorter requests)",
+                self.connections,
+                self.pipeline,
+                mix::MAX_ENCODED_BYTES * 4
+            )));
+        }
+        Ok(encoded)
+    }
+
+    fn encode_one(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128 + body.len());
+        let has = |name: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+        out.extend_from_slice(format!("{method} {target} HTTP/1.1\r\n").as_bytes());
         if !has("host") {
             out.extend_from_slice(format!("Host: {}\r\n", self.host_header).as_bytes());
         }
@@ -442,16 +505,16 @@ impl Plan {
         if !self.keepalive && !has("connection") {
             out.extend_from_slice(b"Connection: close\r\n");
         }
-        if (!self.body.is_empty() || matches!(self.method.as_str(), "POST" | "PUT" | "PATCH"))
+        if (!body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH"))
             && !has("content-length")
         {
-            out.extend_from_slice(format!("Content-Length: {}\r\n", self.body.len()).as_bytes());
+            out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
         }
-        for (k, v) in &self.headers {
+        for (k, v) in headers {
             out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
         }
         out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(&self.body);
+        out.extend_from_slice(body);
         out
     }
 }

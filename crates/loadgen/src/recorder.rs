@@ -133,6 +133,8 @@ pub struct Finished {
     pub bytes: u64,
     /// Its connection's TCP_INFO when it ended, read for slow requests only.
     pub tcp: Option<TcpFacts>,
+    /// Its name's index in the mix (0 for a single request).
+    pub request: u32,
 }
 
 impl Finished {
@@ -164,6 +166,41 @@ pub struct Unfinished {
     pub conn: u64,
     /// Its connection's TCP_INFO at the end, when it had a connection.
     pub tcp: Option<TcpFacts>,
+    /// Its name's index in the mix, once it was sent (which request a claim sends is
+    /// picked when it is written).
+    pub request: Option<u32>,
+}
+
+/// Significant figures of the histograms kept per request name: 1 % precision in ~20 KB
+/// each (three figures take ~130 KB), so a mix of many names stays small.
+const SIGFIG_PER_NAME: u8 = 2;
+
+/// What one request name of a mix measured: its counters (successes, errors by kind,
+/// status codes, unfinished, bytes) and its latency histogram (µs), for the run so far.
+#[derive(Debug, Clone)]
+pub struct RequestFigures {
+    /// Its counters (the connection-level ones stay zero: connections are shared).
+    pub counters: Counters,
+    /// Latency of its responses and of its unfinished requests at their wait.
+    pub latency: Histogram<u64>,
+}
+
+impl RequestFigures {
+    /// Nothing yet, for latencies up to `highest`.
+    pub fn new(highest: Duration) -> Self {
+        let highest_us = (highest.as_micros() as u64).max(2_000);
+        RequestFigures {
+            counters: Counters::default(),
+            latency: Histogram::new_with_bounds(1, highest_us, SIGFIG_PER_NAME)
+                .expect("valid histogram bounds"),
+        }
+    }
+
+    /// Adds another's figures (same `highest`) to these.
+    pub fn add(&mut self, other: &RequestFigures) {
+        self.counters.merge(&other.counters);
+        self.latency.add(&other.latency).expect("same bounds");
+    }
 }
 
 /// Keeps the N slowest requests seen, with O(1) rejection of the common fast request.
@@ -225,6 +262,10 @@ pub struct IntervalData {
     pub counters: Counters,
     /// The slowest requests of the interval.
     pub slowest: Slowest,
+    /// A mix's figures per name index (none where nothing was recorded), for the whole run:
+    /// they come with a worker's last interval only, so a mix of many names costs no
+    /// histograms per tick.
+    pub by_request: Vec<Option<RequestFigures>>,
 }
 
 impl IntervalData {
@@ -235,6 +276,7 @@ impl IntervalData {
             histograms: Histograms::new(highest),
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
+            by_request: Vec::new(),
         }
     }
 }
@@ -247,6 +289,10 @@ pub struct WorkerRecorder {
     highest: Duration,
     slowest_cap: usize,
     current: IntervalData,
+    /// The mix's request names; empty: nothing is kept per name (a single request).
+    names: std::sync::Arc<[String]>,
+    /// The figures of each name, created at its first request.
+    by_request: Vec<Option<RequestFigures>>,
 }
 
 impl WorkerRecorder {
@@ -259,7 +305,35 @@ impl WorkerRecorder {
             highest,
             slowest_cap: slowest,
             current: IntervalData::new(worker, highest, slowest),
+            names: Vec::new().into(),
+            by_request: Vec::new(),
         }
+    }
+
+    /// Keeps figures per request name too, for a mix with these names (none: not at all).
+    pub fn with_requests(mut self, names: std::sync::Arc<[String]>) -> Self {
+        self.by_request = vec![None; names.len()];
+        self.names = names;
+        self
+    }
+
+    /// The figures of name `request`, when figures are kept per name.
+    #[inline]
+    fn figures(&mut self, request: Option<u32>) -> Option<&mut RequestFigures> {
+        let highest = self.highest;
+        let slot = self.by_request.get_mut(request? as usize)?;
+        Some(slot.get_or_insert_with(|| RequestFigures::new(highest)))
+    }
+
+    /// The name of `request` for a slow request, when the run has a mix.
+    fn name(&self, request: Option<u32>) -> Option<String> {
+        self.names.get(request? as usize).cloned()
+    }
+
+    /// Hands over the figures per name of the whole run (at the worker's end).
+    pub fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
+        let empty = vec![None; self.by_request.len()];
+        std::mem::replace(&mut self.by_request, empty)
     }
 
     /// Records a request that got a complete response.
@@ -286,6 +360,13 @@ impl WorkerRecorder {
             record_us(&mut h.first_request, latency);
         }
         record_us(&mut h.body, f.end.saturating_duration_since(f.first_byte));
+        if let Some(r) = self.figures(Some(f.request)) {
+            record_us(&mut r.latency, latency);
+            r.counters.successes += 1;
+            r.counters.bytes_read += f.bytes;
+            r.counters.count_status(f.status, 1);
+        }
+        let cur = &mut self.current;
         let c = &mut cur.counters;
         c.successes += 1;
         c.bytes_read += f.bytes;
@@ -300,6 +381,8 @@ impl WorkerRecorder {
         }
         let latency_us = latency.as_micros() as u64;
         if cur.slowest.admits(latency_us) {
+            let request = self.name(Some(f.request));
+            let cur = &mut self.current;
             let queued = f
                 .intended
                 .map(|i| f.begun.saturating_duration_since(i).as_micros() as u64);
@@ -322,6 +405,7 @@ impl WorkerRecorder {
                 retransmits: f.tcp.map(|t| t.total_retrans),
                 rtt_us: f.tcp.map(|t| t.rtt_us),
                 rto_us: f.tcp.map(|t| t.rto_us),
+                request,
             });
         }
     }
@@ -336,15 +420,21 @@ impl WorkerRecorder {
         now: Instant,
         conn: u64,
         first_on_connection: bool,
+        request: Option<u32>,
     ) {
         if start < self.measure_start {
             return;
+        }
+        if let Some(r) = self.figures(request) {
+            r.counters.errors[kind.index()] += 1;
         }
         let cur = &mut self.current;
         cur.counters.errors[kind.index()] += 1;
         let latency_us = micros(now.saturating_duration_since(start));
         cur.counters.accounted_us += latency_us;
         if cur.slowest.admits(latency_us) {
+            let request = self.name(request);
+            let cur = &mut self.current;
             cur.slowest.offer(SlowRequest {
                 at_s: start
                     .saturating_duration_since(self.measure_start)
@@ -364,6 +454,7 @@ impl WorkerRecorder {
                 retransmits: None,
                 rtt_us: None,
                 rto_us: None,
+                request,
             });
         }
     }
@@ -375,9 +466,15 @@ impl WorkerRecorder {
         if u.start < self.measure_start {
             return;
         }
-        let cur = &mut self.current;
         let waited = now.saturating_duration_since(u.start);
         let waited_us = micros(waited);
+        if let Some(r) = self.figures(u.request) {
+            record_us(&mut r.latency, waited);
+            r.counters.unfinished += 1;
+            r.counters.unfinished_min_us = min_some(r.counters.unfinished_min_us, Some(waited_us));
+            r.counters.unfinished_max_us = r.counters.unfinished_max_us.max(Some(waited_us));
+        }
+        let cur = &mut self.current;
         let h = &mut cur.histograms;
         record_us(&mut h.latency, waited);
         if let Some(sent) = u.sent {
@@ -395,6 +492,8 @@ impl WorkerRecorder {
         c.unfinished_max_us = c.unfinished_max_us.max(Some(waited_us));
         c.accounted_us += waited_us;
         if cur.slowest.admits(waited_us) {
+            let request = self.name(u.request);
+            let cur = &mut self.current;
             cur.slowest.offer(SlowRequest {
                 at_s: u
                     .start
@@ -421,6 +520,7 @@ impl WorkerRecorder {
                 retransmits: u.tcp.map(|t| t.total_retrans),
                 rtt_us: u.tcp.map(|t| t.rtt_us),
                 rto_us: u.tcp.map(|t| t.rto_us),
+                request,
             });
         }
     }
@@ -535,6 +635,7 @@ pub(crate) mod tests {
             status,
             bytes: 100,
             tcp: None,
+            request: 0,
         }
     }
 
@@ -555,6 +656,7 @@ pub(crate) mod tests {
             base + Duration::from_secs(1),
             0,
             false,
+            None,
         );
         let d = r.take_interval(
             base + Duration::from_millis(700),
@@ -597,6 +699,7 @@ pub(crate) mod tests {
                 retransmits: None,
                 rtt_us: None,
                 rto_us: None,
+                request: None,
             });
         }
         let kept: Vec<u64> = s.items().iter().map(|r| r.latency_us).collect();

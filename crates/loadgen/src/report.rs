@@ -6,6 +6,7 @@
 mod fmt;
 mod hdr_log;
 pub mod merge;
+mod requests;
 mod text;
 
 use std::collections::BTreeMap;
@@ -27,6 +28,7 @@ use fmt::{fmt_pct, url_authority};
 const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
+pub use requests::RequestReport;
 pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
@@ -277,6 +279,10 @@ pub struct Report {
     pub status_codes: BTreeMap<String, u64>,
     /// Failed requests by kind (every kind, zeros included).
     pub errors: BTreeMap<String, u64>,
+    /// A request mix (`--load`, `--urls-from-file`): every figure per request name. Absent
+    /// for a single request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_request: BTreeMap<String, RequestReport>,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
     /// Open-loop rate changes during the run (the dashboard's `+`/`-`), in order.
@@ -483,6 +489,7 @@ impl Report {
                 .iter()
                 .map(|k| (k.as_str().to_string(), c.errors[k.index()]))
                 .collect(),
+            by_request: requests::by_request(plan, totals),
             timeseries: totals.timeseries.clone(),
             rate_changes: totals.rate_changes.clone(),
             interrupted: totals.stopped_early,

@@ -57,6 +57,9 @@ pub struct SlowRequest {
     /// timeout fired.
     #[serde(default)]
     pub rto_us: Option<u32>,
+    /// The name of its request in a mix (absent for a single request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// What an unfinished request was waiting for when the run ended.
@@ -406,6 +409,8 @@ impl RunTotals {
             timeseries: snap.recent_seconds.clone(),
             second_histograms: Vec::new(),
             slowest: snap.slowest.clone(),
+            // Kept per name only for the whole run: a report of the run so far has none.
+            by_request: Vec::new(),
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
@@ -484,6 +489,9 @@ pub struct RunTotals {
     pub second_histograms: Vec<Vec<u8>>,
     /// The slowest requests.
     pub slowest: Vec<SlowRequest>,
+    /// A mix's figures per name, in the order of [`crate::Plan::request_names`] (none for
+    /// a name nothing was recorded for); empty for a single request.
+    pub by_request: Vec<Option<crate::recorder::RequestFigures>>,
     /// After the load window: how long in-flight requests took to finish (or until the grace
     /// period ran out). Their responses are counted in the run.
     pub grace: Duration,

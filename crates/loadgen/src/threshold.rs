@@ -1,7 +1,8 @@
 //! `--fail-if` thresholds for CI: `p99 < 5ms`, `rps > 50000`, `error_rate < 0.1%`.
 //!
 //! A threshold states what must hold; the run fails when it does not. Expressions are parsed
-//! before any load so a typo fails fast.
+//! before any load so a typo fails fast. `METRIC[NAME]` judges one request of a mix
+//! (`p99[search] < 20ms`) by its figures in `by_request`.
 
 use std::fmt;
 
@@ -92,6 +93,8 @@ pub struct Threshold {
     pub op: Op,
     /// The limit in the metric's base unit (µs, req/s, a fraction, a count).
     pub limit: f64,
+    /// The request name of a mix it judges (`p99[search]`); none: the whole run.
+    pub request: Option<String>,
 }
 
 /// The outcome of checking one threshold.
@@ -131,6 +134,21 @@ impl Threshold {
             .find(['<', '>'])
             .ok_or_else(|| bad("no comparison operator".into()))?;
         let (name, rest) = expr.split_at(op_at);
+        let (name, request) = match name.trim().split_once('[') {
+            Some((metric, tail)) => {
+                let request = tail
+                    .strip_suffix(']')
+                    .filter(|r| !r.trim().is_empty() && !r.contains(['[', ']']))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{:?} does not name a request as METRIC[NAME], e.g. p99[search]",
+                            name.trim()
+                        ))
+                    })?;
+                (metric, Some(request.trim().to_string()))
+            }
+            None => (name, None),
+        };
         let (op, value) = if let Some(v) = rest.strip_prefix("<=") {
             (Op::Le, v)
         } else if let Some(v) = rest.strip_prefix(">=") {
@@ -196,27 +214,41 @@ impl Threshold {
             metric,
             op,
             limit,
+            request,
+        })
+    }
+
+    /// Refuses a threshold that names a request the run does not send (checked before any
+    /// load: a typo would otherwise fail only after the run).
+    pub fn check_names(&self, names: &[String]) -> Result<(), Error> {
+        let Some(request) = &self.request else {
+            return Ok(());
+        };
+        if names.iter().any(|n| n == request) {
+            return Ok(());
+        }
+        let reason = if names.is_empty() {
+            "the run sends a single request; names exist only in a mix (--load, --urls-from-file)"
+                .to_string()
+        } else {
+            format!("the mix's requests are {}", names.join(", "))
+        };
+        Err(Error::BadThreshold {
+            expr: self.expr.clone(),
+            reason: format!("no request is named {request:?}: {reason}"),
         })
     }
 
     /// Checks the threshold against a report. A latency threshold on a run with no complete
     /// responses fails: there is nothing to show it held.
     pub fn check(&self, report: &Report) -> Verdict {
+        if let Some(name) = &self.request {
+            return self.check_request(report, name);
+        }
         let s = &report.summary;
         let actual: Option<(f64, String)> = match self.metric {
             Metric::Latency(stat) => report.latency_us.as_ref().map(|p| {
-                let v = match stat {
-                    LatencyStat::P50 => p.p50 as f64,
-                    LatencyStat::P75 => p.p75 as f64,
-                    LatencyStat::P90 => p.p90 as f64,
-                    LatencyStat::P95 => p.p95 as f64,
-                    LatencyStat::P99 => p.p99 as f64,
-                    LatencyStat::P999 => p.p999 as f64,
-                    LatencyStat::P9999 => p.p9999 as f64,
-                    LatencyStat::Mean => p.mean,
-                    LatencyStat::Max => p.max as f64,
-                    LatencyStat::Min => p.min as f64,
-                };
+                let v = latency_stat(p, stat);
                 (v, fmt_us(v.round() as u64))
             }),
             Metric::Rps => Some((s.rps, format!("{:.1} req/s", s.rps))),
@@ -224,6 +256,33 @@ impl Threshold {
             Metric::Non2xxRate => Some((s.non2xx_rate, format!("{:.3} %", s.non2xx_rate * 100.0))),
             Metric::Timeouts => Some((s.timeouts as f64, s.timeouts.to_string())),
         };
+        self.verdict(actual)
+    }
+
+    /// Checks against one request name's figures.
+    fn check_request(&self, report: &Report, name: &str) -> Verdict {
+        let Some(r) = report.by_request.get(name) else {
+            return Verdict {
+                threshold: self.clone(),
+                actual: format!("n/a (the report has no request named {name:?})"),
+                passed: false,
+            };
+        };
+        let non2xx_rate = crate::report::ratio(r.non2xx, r.requests);
+        let actual = match self.metric {
+            Metric::Latency(stat) => r.latency_us.as_ref().map(|p| {
+                let v = latency_stat(p, stat);
+                (v, fmt_us(v.round() as u64))
+            }),
+            Metric::Rps => Some((r.rps, format!("{:.1} req/s", r.rps))),
+            Metric::ErrorRate => Some((r.error_rate, format!("{:.3} %", r.error_rate * 100.0))),
+            Metric::Non2xxRate => Some((non2xx_rate, format!("{:.3} %", non2xx_rate * 100.0))),
+            Metric::Timeouts => Some((r.timeouts as f64, r.timeouts.to_string())),
+        };
+        self.verdict(actual)
+    }
+
+    fn verdict(&self, actual: Option<(f64, String)>) -> Verdict {
         match actual {
             Some((v, shown)) => Verdict {
                 threshold: self.clone(),
@@ -236,6 +295,21 @@ impl Threshold {
                 passed: false,
             },
         }
+    }
+}
+
+fn latency_stat(p: &crate::snapshot::Percentiles, stat: LatencyStat) -> f64 {
+    match stat {
+        LatencyStat::P50 => p.p50 as f64,
+        LatencyStat::P75 => p.p75 as f64,
+        LatencyStat::P90 => p.p90 as f64,
+        LatencyStat::P95 => p.p95 as f64,
+        LatencyStat::P99 => p.p99 as f64,
+        LatencyStat::P999 => p.p999 as f64,
+        LatencyStat::P9999 => p.p9999 as f64,
+        LatencyStat::Mean => p.mean,
+        LatencyStat::Max => p.max as f64,
+        LatencyStat::Min => p.min as f64,
     }
 }
 
@@ -314,6 +388,7 @@ mod tests {
             timeseries: vec![],
             second_histograms: vec![],
             slowest: vec![],
+            by_request: vec![],
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,

@@ -318,12 +318,47 @@ fn tables(report: &Report) -> String {
     } else {
         out.push_str(&table(&["outcome", "requests"], &rows));
     }
+    if !report.by_request.is_empty() {
+        out.push_str("<h2>By request</h2>\n");
+        let rows: Vec<Vec<String>> = report
+            .by_request
+            .iter()
+            .map(|(name, r)| {
+                let lat = |f: fn(&tailscope_loadgen::Percentiles) -> u64| {
+                    r.latency_us.as_ref().map_or("n/a".into(), |p| fmt_us(f(p)))
+                };
+                vec![
+                    name.clone(),
+                    format!("{} {}", r.method, r.target),
+                    fmt_count(r.requests),
+                    format!("{:.1} %", r.share * 100.0),
+                    fmt_count(r.errors),
+                    fmt_count(r.non2xx),
+                    lat(|p| p.p50),
+                    lat(|p| p.p99),
+                    lat(|p| p.max),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "request", "sent as", "requests", "share", "errors", "non-2xx", "p50", "p99", "max",
+            ],
+            &rows,
+        ));
+    }
     out.push_str("<h2>Slowest requests</h2>\n");
+    if let Some(line) = report.slowest_by_name() {
+        out.push_str(&format!("<p>{}</p>\n", escape(&line)));
+    }
     let rows: Vec<Vec<String>> = report
         .slowest
         .iter()
         .map(|r| {
-            let split: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
+            let mut split: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
+            if let Some(name) = &r.request {
+                split.insert(0, name.clone());
+            }
             vec![
                 if r.unfinished {
                     format!("≥ {}", fmt_us(r.latency_us))
@@ -452,6 +487,7 @@ mod tests {
             }],
             second_histograms: Vec::new(),
             slowest: Vec::new(),
+            by_request: Vec::new(),
             grace: std::time::Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,

@@ -102,6 +102,7 @@ fn snapshot(tick: u64) -> Snapshot {
             retransmits: None,
             rtt_us: None,
             rto_us: None,
+            request: None,
         }],
         // The finished seconds: 3,500 req/s, 2 of them timeouts each.
         recent_seconds: (1..=tick / 10)

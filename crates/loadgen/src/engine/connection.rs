@@ -128,6 +128,15 @@ pub(super) struct Connection<S> {
     pub(super) queued: VecDeque<Claim>,
     /// Open loop: a slot claimed that is not due yet.
     pub(super) next_slot: Option<Claim>,
+    /// The position in `shared.requests` of the batch being sent (see [`Self::take_batch`]),
+    /// how many requests it has, and where its first byte is in what the engine sends from.
+    batch_start: usize,
+    batch_len: usize,
+    batch_at: usize,
+    /// A mix with placeholders: the tokio engine's patched copy of the batch being sent
+    /// (allocated once; empty otherwise, and in the io_uring engine, which patches in its
+    /// ring's buffer).
+    pub(super) scratch: Vec<u8>,
     /// The open connection's number within the worker.
     conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
@@ -320,8 +329,25 @@ impl Connection<TcpStream> {
     /// Writes every queued request in one write and moves them in flight. `now` is when
     /// they began (their connect, if `connect_time` says one was just made, else the write).
     async fn send_queued(&mut self, now: Instant, connect_time: Option<Duration>) -> Sent {
+        if self.stream.is_none() {
+            return Sent::Closed;
+        }
+        let batch = self.take_batch();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let patched = if self.shared.requests.templated() {
+            if scratch.is_empty() {
+                scratch = vec![0; self.shared.requests.batch_room(self.depth)];
+            }
+            Some(self.patch_batch(&mut scratch, 0))
+        } else {
+            None
+        };
         let Some(s) = self.stream.as_mut() else {
             return Sent::Closed;
+        };
+        let bytes = match patched {
+            Some(len) => &scratch[..len],
+            None => &self.shared.requests.bytes()[batch],
         };
         let sent = if connect_time.is_some() {
             Instant::now()
@@ -331,9 +357,10 @@ impl Connection<TcpStream> {
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, &shared.batch[..self.queued.len() * shared.request_len], shared.plan.timeout) => Some(r),
+            r = write_requests(s, bytes, shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
+        self.scratch = scratch;
         let Some(write) = write else {
             self.abandon(now, Stage::Sending);
             return Sent::GraceOver;
@@ -358,10 +385,14 @@ impl<S: AsRawFd> Connection<S> {
             early_wake,
             stream: None,
             partial: Vec::new(),
-            parser: ResponseParser::new(&shared.plan.method),
+            parser: ResponseParser::new(shared.plan.parser_method()),
             in_flight: VecDeque::with_capacity(depth),
             queued: VecDeque::with_capacity(depth),
             next_slot: None,
+            batch_start: 0,
+            batch_len: 0,
+            batch_at: 0,
+            scratch: Vec::new(),
             conn_id: 0,
             retrans_seen: 0,
             had_connection: false,
@@ -427,6 +458,7 @@ impl<S: AsRawFd> Connection<S> {
             failed_at,
             self.conn_id,
             true,
+            None,
         );
         // The claims behind it waited for the same connect and will try again.
         rec.record_waiting(began, failed_at, self.queued.len());
@@ -445,9 +477,43 @@ impl<S: AsRawFd> Connection<S> {
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
-    /// The bytes of the queued requests, in one batch.
-    pub(super) fn queued_bytes(&self) -> usize {
-        self.queued.len() * self.shared.request_len
+    /// Picks the requests of the mix the queued claims send (the worker's next positions)
+    /// and returns their bytes' range in `shared.requests`, one slice for the batch.
+    /// [`Self::mark_sent`] then files each in flight under its position.
+    pub(super) fn take_batch(&mut self) -> std::ops::Range<usize> {
+        let k = self.queued.len();
+        self.batch_start = self.w.take_requests(k);
+        self.batch_len = k;
+        let range = self.shared.requests.range(self.batch_start, k);
+        self.batch_at = range.start;
+        range
+    }
+
+    /// A mix with placeholders: copies the batch just taken into `dst` (at `at` in what
+    /// the engine sends from) with every placeholder given a new value; returns its length.
+    pub(super) fn patch_batch(&mut self, dst: &mut [u8], at: usize) -> usize {
+        self.batch_at = at;
+        let w = &*self.w;
+        let values = crate::mix::Values {
+            seq: &self.shared.placeholder_seq,
+            rng: &w.placeholder_rng,
+        };
+        self.shared
+            .requests
+            .patch(dst, self.batch_start, self.batch_len, &values)
+    }
+
+    /// How many of the last batch's requests were not wholly sent when its bytes before
+    /// `sent_to` (in what the engine sends from) were.
+    pub(super) fn unsent_after(&self, sent_to: usize) -> usize {
+        let requests = &self.shared.requests;
+        let base = requests.offset(self.batch_start);
+        self.in_flight
+            .iter()
+            .rev()
+            .take(self.batch_len)
+            .take_while(|f| self.batch_at + (requests.end_of(f.pos as usize) - base) > sent_to)
+            .count()
     }
 
     /// Moves every queued request in flight: they began at `now` (their connect, if
@@ -468,6 +534,7 @@ impl<S: AsRawFd> Connection<S> {
                 }
             }
             self.in_flight.push_back(InFlight {
+                pos: (self.batch_start + i) as u32,
                 intended: c.intended,
                 begun: now,
                 sent,
@@ -671,6 +738,7 @@ impl<S: AsRawFd> Connection<S> {
                     now,
                     self.conn_id,
                     f.first_on_connection,
+                    Some(self.w.name_of(f.pos)),
                 );
                 Closed::Graceful
             }
@@ -714,6 +782,7 @@ impl<S: AsRawFd> Connection<S> {
             status,
             bytes,
             tcp,
+            request: self.w.name_of(f.pos),
         });
     }
 
@@ -752,7 +821,15 @@ impl<S: AsRawFd> Connection<S> {
                 let mut rec = self.w.rec.borrow_mut();
                 for (i, f) in self.in_flight.drain(..).enumerate() {
                     let kind = if i == 0 { front } else { rest };
-                    rec.record_failed(kind, f.start(), now, self.conn_id, f.first_on_connection);
+                    let request = Some(self.w.name_of(f.pos));
+                    rec.record_failed(
+                        kind,
+                        f.start(),
+                        now,
+                        self.conn_id,
+                        f.first_on_connection,
+                        request,
+                    );
                 }
             }
         }
@@ -845,11 +922,20 @@ mod tests {
     use crate::plan::Plan;
 
     fn worker() -> Rc<Worker> {
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        // The test sends batches of four.
+        plan.pipeline = 4;
+        worker_of(plan)
+    }
+
+    fn worker_of(plan: Plan) -> Rc<Worker> {
         let now = Instant::now();
+        let names = plan.request_names().into();
         let shared = Arc::new(Shared {
-            plan: Plan::new("http://127.0.0.1:1/").unwrap(),
-            batch: Vec::new(),
-            request_len: 0,
+            requests: plan.encode().unwrap(),
+            placeholder_seq: Default::default(),
+            plan,
+            names,
             start: now,
             measure_start: now,
             end: None,
@@ -859,6 +945,52 @@ mod tests {
         });
         let spec = WorkerSpec::one_connection();
         Rc::new(Worker::new(shared, &spec))
+    }
+
+    #[test]
+    fn a_batch_of_a_mix_is_one_slice_and_a_partial_send_counts_its_own_requests() {
+        use crate::mix::RequestSpec;
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        plan.pipeline = 3;
+        for (name, target) in [("a", "/a"), ("b", "/a-much-longer-target")] {
+            plan.requests.push(RequestSpec {
+                name: name.into(),
+                method: "GET".into(),
+                target: target.into(),
+                headers: vec![],
+                body: vec![],
+                weight: 1,
+            });
+        }
+        let w = worker_of(plan);
+        let mut c: Connection<std::net::TcpStream> = Connection::new(w.clone(), EARLY_WAKE);
+        let now = Instant::now();
+        // One request, then a batch of three that wraps around the period of two.
+        c.queued.push_back(Claim { intended: None });
+        c.take_batch();
+        c.mark_sent(now, now, None);
+        for _ in 0..3 {
+            c.queued.push_back(Claim { intended: None });
+        }
+        let batch = c.take_batch();
+        c.mark_sent(now, now, None);
+        let bytes = &w.shared.requests.bytes()[batch.clone()];
+        let text = String::from_utf8_lossy(bytes);
+        assert_eq!(
+            text.matches("GET /a-much-longer-target ").count(),
+            2,
+            "{text}"
+        );
+        assert_eq!(text.matches("GET /a ").count(), 1, "{text}");
+        let names: Vec<u32> = c.in_flight.iter().map(|f| w.name_of(f.pos)).collect();
+        assert_eq!(names, [0, 1, 0, 1]);
+        // Nothing of the batch sent: its three requests (not the one before it).
+        assert_eq!(c.unsent_after(batch.start), 3);
+        let first_end = batch.start + w.shared.requests.end_of(c.in_flight[1].pos as usize)
+            - w.shared.requests.offset(c.in_flight[1].pos as usize);
+        assert_eq!(c.unsent_after(first_end - 1), 3);
+        assert_eq!(c.unsent_after(first_end), 2);
+        assert_eq!(c.unsent_after(batch.end), 0);
     }
 
     #[test]
@@ -879,6 +1011,7 @@ mod tests {
             for _ in 0..4 {
                 c.queued.push_back(Claim { intended: None });
             }
+            c.take_batch();
             c.mark_sent(now, now, None);
             for bytes in stream.chunks(piece) {
                 c.on_received(bytes, Instant::now());

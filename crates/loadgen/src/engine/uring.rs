@@ -114,6 +114,9 @@ struct UringWorker {
     dirty: VecDeque<usize>,
     /// Connections not done.
     live: usize,
+    /// A mix with placeholders: connection i patches its batches into the ring's send
+    /// buffer at `base + i × room`, after the shared requests (see `mix::placeholder`).
+    scratch: Option<(usize, usize)>,
 }
 
 /// A worker thread's body (called on the thread, already pinned).
@@ -138,14 +141,16 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
     let buffers = (connections * 4).clamp(64, 4096).next_power_of_two() as u16;
     // The kernel was probed before the run started; a ring that still cannot be built here
     // (memory, a limit reached since) leaves nothing to run the load with.
-    let ring = Ring::new(
-        entries,
-        buffers,
-        BUFFER_SIZE,
-        shared.batch.clone(),
-        shared.plan.addr,
-    )
-    .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
+    let requests = &shared.requests;
+    let mut send_from = requests.bytes().to_vec();
+    let scratch = requests.templated().then(|| {
+        let room = requests.batch_room(shared.plan.pipeline);
+        let base = send_from.len();
+        send_from.resize(base + room * connections, 0);
+        (base, room)
+    });
+    let ring = Ring::new(entries, buffers, BUFFER_SIZE, send_from, shared.plan.addr)
+        .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
     let started = Instant::now();
     let slots = (0..connections)
         .map(|_| Slot {
@@ -172,6 +177,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         deadlines: BinaryHeap::new(),
         dirty: (0..connections).collect(),
         live: connections,
+        scratch,
     }
 }
 
@@ -413,9 +419,17 @@ impl UringWorker {
             Some((took, began)) => (began, Instant::now(), Some(took)),
             None => (now, now, None),
         };
-        let len = s.c.queued_bytes();
+        let mut batch = s.c.take_batch();
+        if let Some((base, room)) = self.scratch {
+            // No send of this connection is in flight (nothing is claimed while one is),
+            // so the kernel reads none of its region while it is patched.
+            let at = base + i * room;
+            let len =
+                s.c.patch_batch(&mut self.ring.send_buffer_mut()[at..at + room], at);
+            batch = at..at + len;
+        }
         s.c.mark_sent(begun, sent, connect_time);
-        self.send(i, 0, len);
+        self.send(i, batch.start, batch.end);
     }
 
     fn send(&mut self, i: usize, from: usize, to: usize) {
@@ -460,15 +474,14 @@ impl UringWorker {
             if s.done {
                 continue;
             }
-            let request_len = self.shared.request_len;
             match (&s.connecting, s.sending.filter(|_| s.c.stream.is_some())) {
                 (Some((_, began)), _) => s.c.abandon(*began, Stage::Connecting),
                 // Waiting for its --connect-rate turn: its time starts at the connect.
                 (None, _) if s.connect_at.is_some() => s.c.abandon(now, Stage::Connecting),
                 // The requests of a send not wholly sent are still being sent, as in the
                 // tokio engine, from when they began.
-                (None, Some((from, to))) => {
-                    let unsent = to.div_ceil(request_len) - from / request_len;
+                (None, Some((from, _))) => {
+                    let unsent = s.c.unsent_after(from);
                     let begun = s.c.unsend(unsent).unwrap_or(now);
                     s.c.abandon(begun, Stage::Sending);
                 }
@@ -618,11 +631,11 @@ mod tests {
         plan.connections = 1;
         plan.threads = 1;
         plan.stop = Stop::Duration(Duration::from_millis(300));
-        let request = plan.encode_request();
         let now = Instant::now();
         let shared = Arc::new(Shared {
-            batch: request.repeat(plan.pipeline),
-            request_len: request.len(),
+            requests: plan.encode().unwrap(),
+            names: Vec::new().into(),
+            placeholder_seq: AtomicU64::new(0),
             start: now,
             measure_start: now,
             end: Some(now + Duration::from_millis(300)),

@@ -545,6 +545,13 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             .and_then(percentiles),
         status_codes,
         errors: error_kinds,
+        by_request: super::requests::merge_by_request(
+            &reports
+                .iter()
+                .map(|(name, r)| (name.as_str(), &r.by_request))
+                .collect::<Vec<_>>(),
+            duration_s,
+        )?,
         timeseries,
         rate_changes: Vec::new(),
         interrupted: all().any(|r| r.interrupted),
@@ -687,6 +694,7 @@ mod tests {
             timeseries,
             second_histograms,
             slowest: vec![],
+            by_request: vec![],
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,

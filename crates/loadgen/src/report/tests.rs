@@ -28,6 +28,7 @@ fn totals() -> RunTotals {
         timeseries: vec![],
         second_histograms: vec![],
         slowest: vec![],
+        by_request: vec![],
         grace: Duration::from_millis(250),
         rate_changes: vec![],
         stopped_early: false,
@@ -173,4 +174,92 @@ fn units_read_well() {
     assert_eq!(fmt_count(12), "12");
     assert_eq!(fmt_rate(123_456.78), "123,456.7");
     assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
+}
+
+/// A plan with a two-request mix and totals with figures for both names.
+fn mix_report(search_latencies: &[u64], upload_latencies: &[u64]) -> Report {
+    use crate::mix::RequestSpec;
+    use crate::recorder::RequestFigures;
+    let mut plan = Plan::new("http://127.0.0.1:9/").unwrap();
+    for (name, method, target, weight) in [
+        ("search", "GET", "/search", 3),
+        ("upload", "POST", "/upload", 1),
+    ] {
+        plan.requests.push(RequestSpec {
+            name: name.into(),
+            method: method.into(),
+            target: target.into(),
+            headers: vec![],
+            body: vec![],
+            weight,
+        });
+    }
+    let mut t = totals();
+    let figures = |latencies: &[u64]| {
+        let mut f = RequestFigures::new(Duration::from_secs(60));
+        for &v in latencies {
+            f.latency.record(v).unwrap();
+            f.counters.successes += 1;
+            f.counters.count_status(200, 1);
+        }
+        f
+    };
+    t.by_request = vec![
+        Some(figures(search_latencies)),
+        Some(figures(upload_latencies)),
+    ];
+    t.slowest = upload_latencies
+        .iter()
+        .map(|&v| (v, "upload"))
+        .chain(search_latencies.iter().map(|&v| (v, "search")))
+        .map(|(latency_us, name)| SlowRequest {
+            latency_us,
+            request: Some(name.into()),
+            ..SlowRequest::default()
+        })
+        .collect();
+    Report::new(&plan, &t)
+}
+
+#[test]
+fn a_mix_has_figures_per_name_and_the_slowest_are_named() {
+    let r = mix_report(&[100, 200, 300], &[50_000]);
+    let search = &r.by_request["search"];
+    assert_eq!((search.requests, search.weight), (3, 3));
+    assert_eq!(search.method, "GET");
+    assert!((search.share - 0.75).abs() < 1e-9);
+    assert_eq!(search.status_codes["200"], 3);
+    let p = search.latency_us.unwrap();
+    // Two significant figures: within 1 %.
+    assert!((198..=202).contains(&p.p50), "{p:?}");
+    assert_eq!(
+        r.slowest_by_name().unwrap(),
+        "75 % of the 4 slowest were search (GET /search); the others: 1 upload (POST /upload)"
+    );
+    let text = r.to_text();
+    assert!(text.contains("By request:"), "{text}");
+    assert!(text.contains("a mix of 2 requests"), "{text}");
+    // A single request's report has no by_request at all.
+    let single = Report::new(&Plan::new("http://127.0.0.1:9/").unwrap(), &totals());
+    assert!(!single.to_json().contains("by_request"));
+    assert!(single.slowest_by_name().is_none());
+}
+
+#[test]
+fn merging_adds_the_figures_per_name() {
+    let a = mix_report(&[100, 200], &[50_000]);
+    let b = mix_report(&[300], &[60_000, 70_000]);
+    let merged =
+        requests::merge_by_request(&[("a.json", &a.by_request), ("b.json", &b.by_request)], 4.0)
+            .unwrap();
+    let upload = &merged["upload"];
+    assert_eq!(upload.requests, 3);
+    assert_eq!(upload.status_codes["200"], 3);
+    assert!((upload.rps - 0.75).abs() < 1e-9);
+    let h = decode_histogram(&upload.histogram).unwrap();
+    assert_eq!(h.len(), 3, "histograms added, not averaged");
+    let p = upload.latency_us.unwrap();
+    assert!((59_000..=61_000).contains(&p.p50), "{p:?}");
+    assert_eq!(merged["search"].requests, 3);
+    assert!((merged["search"].share - 0.5).abs() < 1e-9);
 }

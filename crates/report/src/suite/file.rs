@@ -9,6 +9,7 @@ use serde::Deserialize;
 use tailscope_targets::TargetSpec;
 use toml::Spanned;
 
+use tailscope_loadgen::mix::{files, Order, RequestSpec};
 use tailscope_loadgen::plan::{
     parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_THREADS, MAX_TIMEOUT,
     MIN_RATE,
@@ -72,7 +73,9 @@ struct TargetSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EndpointSection {
-    path: Spanned<String>,
+    path: Option<Spanned<String>>,
+    /// A request mix's load file (`tailscope run --load`), relative to the suite file.
+    load: Option<Spanned<String>>,
 }
 
 /// The load every run of a suite applies.
@@ -149,8 +152,34 @@ pub struct Suite {
     pub load: Load,
     /// Targets in file order, by name.
     pub targets: Vec<(String, TargetSpec)>,
-    /// Endpoint paths in file order.
+    /// Endpoint paths in file order (`mix:FILE` for a mix).
     pub endpoints: Vec<String>,
+    /// The endpoints that are request mixes, by their name in `endpoints`: the requests and
+    /// their order.
+    pub mixes: BTreeMap<String, (Vec<RequestSpec>, Order)>,
+}
+
+impl Suite {
+    /// The plan of one run of `endpoint` against the target at `base_url` (`http://HOST:PORT`)
+    /// from `client_cpus`, stopping after `stop`.
+    pub fn plan(
+        &self,
+        endpoint: &str,
+        base_url: &str,
+        client_cpus: &[usize],
+        stop: Duration,
+    ) -> Result<Plan, tailscope_loadgen::Error> {
+        let Some((requests, order)) = self.mixes.get(endpoint) else {
+            return self
+                .load
+                .plan(&format!("{base_url}{endpoint}"), client_cpus, stop);
+        };
+        let mut plan = self.load.plan(&format!("{base_url}/"), client_cpus, stop)?;
+        plan.requests = requests.clone();
+        plan.order = *order;
+        plan.validate()?;
+        Ok(plan)
+    }
 }
 
 /// `FILE:LINE: problem`.
@@ -354,16 +383,51 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         targets.push((name, spec));
     }
     let mut endpoints = Vec::new();
+    let mut mixes = BTreeMap::new();
     for e in &raw.endpoint {
-        if !e.path.get_ref().starts_with('/') {
-            return Err(at(
-                file,
-                text,
-                &e.path,
-                format!("endpoint path {:?} must start with '/'", e.path.get_ref()),
-            ));
+        match (&e.path, &e.load) {
+            (Some(path), None) => {
+                if !path.get_ref().starts_with('/') {
+                    return Err(at(
+                        file,
+                        text,
+                        path,
+                        format!("endpoint path {:?} must start with '/'", path.get_ref()),
+                    ));
+                }
+                endpoints.push(path.get_ref().clone());
+            }
+            (None, Some(load)) => {
+                let dir = file.parent().unwrap_or(Path::new("."));
+                let mix = files::read_load_file(&dir.join(load.get_ref()))
+                    .map_err(|e| at(file, text, load, e))?;
+                if let Some(url) = &mix.url {
+                    return Err(at(
+                        file,
+                        text,
+                        load,
+                        format!("{}: names url = {url:?}, and the suite launches each target itself: leave the url out", mix.path),
+                    ));
+                }
+                let name = format!("mix:{}", load.get_ref());
+                mixes.insert(name.clone(), (mix.requests, mix.order.unwrap_or_default()));
+                endpoints.push(name);
+            }
+            (Some(path), Some(_)) => {
+                return Err(at(
+                    file,
+                    text,
+                    path,
+                    "an endpoint is a path or a load file (a mix), not both",
+                ))
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{}: an [[endpoint]] has neither path nor load: give path = \"/plaintext\" or load = \"mix.toml\"",
+                    file.display()
+                ))
+            }
         }
-        endpoints.push(e.path.get_ref().clone());
     }
     let baseline = match &raw.suite.baseline {
         Some(b) if !targets.iter().any(|(n, _)| n == b.get_ref()) => {
@@ -387,6 +451,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         load,
         targets,
         endpoints,
+        mixes,
     })
 }
 
@@ -427,6 +492,55 @@ path = "/plaintext"
         assert_eq!(s.targets.len(), 3);
         assert_eq!(s.targets[2].1.kind(), "command");
         assert_eq!(s.endpoints, vec!["/plaintext"]);
+    }
+
+    #[test]
+    fn an_endpoint_may_be_a_request_mix() {
+        let dir = std::env::temp_dir().join(format!("ts-suite-mix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("mix.toml"),
+            "order = \"random\"\n[[request]]\npath = \"/json\"\nweight = 3\n[[request]]\npath = \"/plaintext\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("with-url.toml"),
+            "url = \"http://h:1\"\n[[request]]\npath = \"/a\"\n",
+        )
+        .unwrap();
+        let suite_file = dir.join("s.toml");
+        let text = format!("{GOOD}[[endpoint]]\nload = \"mix.toml\"\n");
+        let s = parse(&suite_file, &text).unwrap();
+        assert_eq!(s.endpoints, vec!["/plaintext", "mix:mix.toml"]);
+        let plan = s
+            .plan(
+                "mix:mix.toml",
+                "http://127.0.0.1:9",
+                &[0],
+                Duration::from_secs(1),
+            )
+            .unwrap();
+        assert_eq!(plan.request_names(), ["GET /json", "GET /plaintext"]);
+        assert_eq!(plan.order, Order::Random);
+        assert!(!s
+            .plan(
+                "/plaintext",
+                "http://127.0.0.1:9",
+                &[0],
+                Duration::from_secs(1)
+            )
+            .unwrap()
+            .has_mix());
+        for (endpoint, needle) in [
+            ("load = \"missing.toml\"", "s.toml:24: "),
+            ("load = \"with-url.toml\"", "leave the url out"),
+            ("path = \"/a\"\nload = \"mix.toml\"", "not both"),
+        ] {
+            let text = format!("{GOOD}[[endpoint]]\n{endpoint}\n");
+            let err = parse(&suite_file, &text).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

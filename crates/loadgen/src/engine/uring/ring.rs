@@ -394,6 +394,13 @@ impl Ring {
         self.push(&[e])
     }
 
+    /// The bytes sends read from, to patch a mix's placeholders into. The caller writes only
+    /// a region no send in flight reads (a connection's own, between its sends): the kernel
+    /// reads the rest meanwhile, and writing under it would send torn bytes.
+    pub fn send_buffer_mut(&mut self) -> &mut [u8] {
+        &mut self.batch
+    }
+
     /// Sends `batch[from..to]`.
     pub fn send(
         &mut self,

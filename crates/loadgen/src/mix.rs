@@ -1,0 +1,506 @@
+//! Request mixes: several named requests, each with a weight, sent in a fixed order.
+//!
+//! A [`RequestSpec`] is one request of a mix (name, method, target, headers, body, weight);
+//! a plan without any sends its single URL, a mix of one. Before the run, [`Encoded::new`]
+//! encodes every request once and lays out one *period* of the mix as bytes: the requests in
+//! smooth weighted round-robin order (nginx's: `7:2:1` is sent `a a b a a c a b a a`, not
+//! in runs), or that order shuffled with a fixed seed (`--url-order random`), so that over a
+//! period each request is sent exactly its weight's share of times. The period is followed
+//! by its first `pipeline - 1` requests again, so any `k <= pipeline` consecutive positions,
+//! starting anywhere in the period, are one contiguous slice of the bytes: a connection's
+//! batch is a slice, as it was with one request, and nothing is allocated or copied per
+//! request. A position's name index is what an in-flight request carries to the recorder.
+
+pub mod files;
+mod placeholder;
+
+pub(crate) use placeholder::{Slot, Values};
+
+use std::ops::Range;
+
+use crate::error::Error;
+
+/// The most distinct request names a mix may have: each gets a histogram per generator
+/// thread (~20 KB), so the figures per name stay bounded.
+pub const MAX_NAMES: usize = 1024;
+/// The largest weight of one request.
+pub const MAX_WEIGHT: u32 = 1_000_000;
+/// The longest period (the sum of the weights divided by their greatest common divisor).
+pub const MAX_PERIOD: usize = 1_000_000;
+/// The most bytes one period of encoded requests may take.
+pub const MAX_ENCODED_BYTES: usize = 256 << 20;
+
+/// One request of a mix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSpec {
+    /// What the figures of this request are filed under (`search`, `GET /json`). Requests
+    /// with the same name are counted together.
+    pub name: String,
+    /// HTTP method.
+    pub method: String,
+    /// The request target: path and query (`/search?q=1`).
+    pub target: String,
+    /// Extra headers, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Its share of the mix relative to the others' (1..=[`MAX_WEIGHT`]).
+    pub weight: u32,
+}
+
+/// The order of a mix's requests within a period (`--url-order`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Smooth weighted round robin: each request at even intervals.
+    #[default]
+    RoundRobin,
+    /// The round-robin period shuffled with a fixed seed: the same counts per period, in
+    /// an order without pattern (and the same in every run).
+    Random,
+}
+
+impl Order {
+    /// Parses `round-robin` or `random`.
+    pub fn parse(s: &str) -> Result<Order, String> {
+        match s.trim() {
+            "round-robin" | "roundrobin" | "rr" => Ok(Order::RoundRobin),
+            "random" => Ok(Order::Random),
+            other => Err(format!(
+                "{other:?} is not an order: give round-robin or random"
+            )),
+        }
+    }
+}
+
+/// The names of a mix, first seen first, and each request's index among them.
+pub fn names(requests: &[RequestSpec]) -> (Vec<String>, Vec<u32>) {
+    let mut names: Vec<String> = Vec::new();
+    let mut index = Vec::with_capacity(requests.len());
+    for r in requests {
+        let i = match names.iter().position(|n| *n == r.name) {
+            Some(i) => i,
+            None => {
+                names.push(r.name.clone());
+                names.len() - 1
+            }
+        };
+        index.push(i as u32);
+    }
+    (names, index)
+}
+
+/// Checks a mix's requests (names, methods, targets, headers, weights); the message names
+/// the request.
+pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
+    let invalid = |m: String| Err(Error::InvalidPlan(m));
+    for r in requests {
+        let who = format!("request {:?}", r.name);
+        if r.name.trim().is_empty() {
+            return invalid("a request of the mix has an empty name".into());
+        }
+        if r.name.contains(['[', ']']) {
+            return invalid(format!(
+                "{who}: a name may not contain '[' or ']' (thresholds name it as p99[NAME])"
+            ));
+        }
+        if r.method.is_empty() || !r.method.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return invalid(format!(
+                "{who}: method {:?} is not an HTTP method",
+                r.method
+            ));
+        }
+        if !r.target.starts_with('/') || r.target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return invalid(format!(
+                "{who}: target {:?} must start with '/' and have no spaces or control characters",
+                r.target
+            ));
+        }
+        if !(1..=MAX_WEIGHT).contains(&r.weight) {
+            return invalid(format!(
+                "{who}: weight must be 1..={MAX_WEIGHT}, got {}",
+                r.weight
+            ));
+        }
+        check_headers(&r.headers).map_err(|m| Error::InvalidPlan(format!("{who}: {m}")))?;
+    }
+    let heads = requests.iter().filter(|r| r.method == "HEAD").count();
+    if heads > 0 && heads < requests.len() {
+        // The response parser is told once per connection whether bodies follow.
+        return invalid(
+            "HEAD cannot be mixed with other methods yet (its responses have no body): run it alone"
+                .into(),
+        );
+    }
+    let (names, _) = names(requests);
+    if names.len() > MAX_NAMES {
+        return invalid(format!(
+            "the mix has {} distinct request names; at most {MAX_NAMES} (give lines that \
+             differ only in an id the same name, or vary the id with a placeholder)",
+            names.len()
+        ));
+    }
+    let period = period_of(requests);
+    if period > MAX_PERIOD as u64 {
+        return invalid(format!(
+            "the weights make a period of {period} requests; at most {MAX_PERIOD} (smaller weights: only their ratios matter)"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks header names and values: a name is a token, a value has no line break.
+pub(crate) fn check_headers(headers: &[(String, String)]) -> Result<(), String> {
+    for (k, v) in headers {
+        if k.is_empty() || k.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f) {
+            return Err(format!(
+                "header name {k:?} is not a valid token ('Name: value')"
+            ));
+        }
+        if v.bytes().any(|b| b == b'\r' || b == b'\n') {
+            return Err(format!("header {k:?} has a line break in its value"));
+        }
+    }
+    Ok(())
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The number of positions of a period: the weights' sum over their gcd.
+fn period_of(requests: &[RequestSpec]) -> u64 {
+    let g = requests
+        .iter()
+        .fold(0, |g, r| gcd(g, u64::from(r.weight)))
+        .max(1);
+    requests.iter().map(|r| u64::from(r.weight) / g).sum()
+}
+
+/// One period of smooth weighted round robin: request indices, each `weight / gcd` times.
+/// Every step adds each request's weight to its credit and picks the one with the most
+/// (the first on ties), which then pays the total back.
+pub(crate) fn smooth_round_robin(weights: &[u32]) -> Vec<usize> {
+    let g = weights.iter().fold(0, |g, &w| gcd(g, u64::from(w))).max(1);
+    let w: Vec<i64> = weights.iter().map(|&w| (u64::from(w) / g) as i64).collect();
+    let total: i64 = w.iter().sum();
+    let mut credit = vec![0i64; w.len()];
+    let mut order = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        let mut best = 0;
+        for i in 0..w.len() {
+            credit[i] += w[i];
+            if credit[i] > credit[best] {
+                best = i;
+            }
+        }
+        credit[best] -= total;
+        order.push(best);
+    }
+    order
+}
+
+/// SplitMix64: a fixed-seed generator for the shuffle (no dependency, same order in every
+/// run and on every machine).
+pub(crate) struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift (bias below 2^-32 for the
+    /// sizes here).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// The seed of `--url-order random`.
+const SHUFFLE_SEED: u64 = 0x7a11_5c09_e000_0021;
+
+/// One request of a mix, encoded: its bytes and its placeholders' slots in them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct EncodedRequest {
+    pub bytes: Vec<u8>,
+    pub slots: Vec<Slot>,
+}
+
+/// Encodes a mix's request with `encode(target, headers, body)`, its placeholders (see
+/// [`placeholder`]) as slots; `Err` names what is wrong with them.
+pub(crate) fn encode_with_placeholders(
+    r: &RequestSpec,
+    encode: impl Fn(&str, &[(String, String)], &[u8]) -> Vec<u8>,
+) -> Result<EncodedRequest, String> {
+    let mut kinds = Vec::new();
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("marking keeps text UTF-8");
+    let target = text(placeholder::mark(r.target.as_bytes(), &mut kinds)?);
+    let mut headers = Vec::with_capacity(r.headers.len());
+    for (k, v) in &r.headers {
+        headers.push((
+            k.clone(),
+            text(placeholder::mark(v.as_bytes(), &mut kinds)?),
+        ));
+    }
+    let in_head = kinds.len();
+    let body = placeholder::mark(&r.body, &mut kinds)?;
+    if kinds.len() > in_head && placeholder::has_marker_bytes(&r.body) {
+        return Err("a body with placeholders may not hold the control bytes 0x01..0x10".into());
+    }
+    let mut bytes = encode(&target, &headers, &body);
+    let slots = placeholder::locate(&mut bytes, &kinds);
+    Ok(EncodedRequest { bytes, slots })
+}
+
+/// A mix encoded for the run: one period of request bytes (and `pipeline - 1` more), where
+/// each position begins, and whose name each position is.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Encoded {
+    bytes: Vec<u8>,
+    /// Where each position's request begins in `bytes`, and one past the last.
+    offsets: Vec<usize>,
+    /// The name index of each position.
+    names_at: Vec<u32>,
+    /// The request (index into `slots`) of each position.
+    request_at: Vec<u32>,
+    /// Each request's placeholder slots.
+    slots: Vec<Vec<Slot>>,
+    /// Whether any request has a placeholder: batches are then patched copies.
+    templated: bool,
+    /// The longest request's bytes.
+    longest: usize,
+    /// Positions in a period.
+    period: usize,
+}
+
+impl Encoded {
+    /// Lays out `requests` (their name indices in `name_of`) for batches of up to
+    /// `pipeline` requests.
+    pub(crate) fn new(
+        requests: &[EncodedRequest],
+        name_of: &[u32],
+        weights: &[u32],
+        order: Order,
+        pipeline: usize,
+    ) -> Result<Encoded, Error> {
+        let mut sequence = smooth_round_robin(weights);
+        if order == Order::Random {
+            let mut rng = SplitMix(SHUFFLE_SEED);
+            for i in (1..sequence.len()).rev() {
+                let j = rng.below(i as u64 + 1) as usize;
+                sequence.swap(i, j);
+            }
+        }
+        let period = sequence.len();
+        let positions = period + pipeline.max(1) - 1;
+        let size: usize = (0..positions)
+            .map(|p| requests[sequence[p % period]].bytes.len())
+            .sum();
+        if size > MAX_ENCODED_BYTES {
+            return Err(Error::InvalidPlan(format!(
+                "the mix's requests take {size} bytes encoded for one period at this pipelining depth; at most {MAX_ENCODED_BYTES} (smaller weights or bodies)"
+            )));
+        }
+        let mut bytes = Vec::with_capacity(size);
+        let mut offsets = Vec::with_capacity(positions + 1);
+        let mut names_at = Vec::with_capacity(positions);
+        let mut request_at = Vec::with_capacity(positions);
+        for p in 0..positions {
+            let r = sequence[p % period];
+            offsets.push(bytes.len());
+            bytes.extend_from_slice(&requests[r].bytes);
+            names_at.push(name_of[r]);
+            request_at.push(r as u32);
+        }
+        offsets.push(bytes.len());
+        Ok(Encoded {
+            bytes,
+            offsets,
+            names_at,
+            request_at,
+            slots: requests.iter().map(|r| r.slots.clone()).collect(),
+            templated: requests.iter().any(|r| !r.slots.is_empty()),
+            longest: requests.iter().map(|r| r.bytes.len()).max().unwrap_or(0),
+            period,
+        })
+    }
+
+    /// Whether batches must be patched copies (the mix has placeholders).
+    pub(crate) fn templated(&self) -> bool {
+        self.templated
+    }
+
+    /// The room a patched copy of a batch of `pipeline` requests needs.
+    pub(crate) fn batch_room(&self, pipeline: usize) -> usize {
+        self.longest * pipeline
+    }
+
+    /// Copies the batch of `k` requests from position `start` into the front of `dst` and
+    /// fills each placeholder slot with a new value; returns the batch's length. `dst` has
+    /// [`Self::batch_room`] bytes.
+    pub(crate) fn patch(
+        &self,
+        dst: &mut [u8],
+        start: usize,
+        k: usize,
+        values: &Values<'_>,
+    ) -> usize {
+        let range = self.range(start, k);
+        let len = range.len();
+        dst[..len].copy_from_slice(&self.bytes[range]);
+        let base = self.offsets[start];
+        for p in start..start + k {
+            let at = self.offsets[p] - base;
+            for slot in &self.slots[self.request_at[p] as usize] {
+                let from = at + slot.offset;
+                values.fill(slot.kind, &mut dst[from..from + slot.width]);
+            }
+        }
+        len
+    }
+
+    /// Where the request at `pos` begins in the bytes.
+    #[inline]
+    pub(crate) fn offset(&self, pos: usize) -> usize {
+        self.offsets[pos]
+    }
+
+    /// Every position's bytes, in order.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Positions in one period.
+    pub(crate) fn period(&self) -> usize {
+        self.period
+    }
+
+    /// The bytes of `k` requests from position `start` (`start < period`, `k <= pipeline`).
+    #[inline]
+    pub(crate) fn range(&self, start: usize, k: usize) -> Range<usize> {
+        self.offsets[start]..self.offsets[start + k]
+    }
+
+    /// Where the request at `pos` ends in the bytes.
+    #[inline]
+    pub(crate) fn end_of(&self, pos: usize) -> usize {
+        self.offsets[pos + 1]
+    }
+
+    /// The name index of the request at `pos`.
+    #[inline]
+    pub(crate) fn name_at(&self, pos: usize) -> u32 {
+        self.names_at[pos]
+    }
+
+    /// The position after `k` requests from `start`.
+    #[inline]
+    pub(crate) fn advance(&self, start: usize, k: usize) -> usize {
+        if self.period == 1 {
+            0
+        } else {
+            (start + k) % self.period
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn smooth_round_robin_spreads_each_request_evenly() {
+        assert_eq!(smooth_round_robin(&[5, 1, 1]), vec![0, 0, 1, 0, 2, 0, 0]);
+        assert_eq!(smooth_round_robin(&[70, 20, 10]).len(), 10);
+        let order = smooth_round_robin(&[7, 2, 1]);
+        for (i, w) in [7, 2, 1].into_iter().enumerate() {
+            assert_eq!(order.iter().filter(|&&r| r == i).count(), w);
+        }
+        assert_eq!(smooth_round_robin(&[3]), vec![0]);
+    }
+
+    #[test]
+    fn any_batch_is_one_slice_and_names_follow_positions() {
+        let reqs: Vec<EncodedRequest> = [&b"aa"[..], b"bbb", b"c"]
+            .iter()
+            .map(|b| EncodedRequest {
+                bytes: b.to_vec(),
+                slots: vec![],
+            })
+            .collect();
+        let e = Encoded::new(&reqs, &[0, 1, 2], &[2, 1, 1], Order::RoundRobin, 3).unwrap();
+        assert_eq!(e.period(), 4);
+        // A batch starting at the last position of the period wraps into the copies.
+        let last = e.period() - 1;
+        let r = e.range(last, 3);
+        let text = String::from_utf8(e.bytes()[r].to_vec()).unwrap();
+        let expected: String = (last..last + 3)
+            .map(|p| ["aa", "bbb", "c"][e.name_at(p) as usize])
+            .collect();
+        assert_eq!(text, expected);
+        assert_eq!(e.advance(last, 3), 2);
+        assert_eq!(e.end_of(0), e.range(0, 1).end);
+    }
+
+    #[test]
+    fn random_order_keeps_the_counts_and_is_the_same_every_time() {
+        let reqs: Vec<EncodedRequest> = (0..100)
+            .map(|i| EncodedRequest {
+                bytes: format!("r{i}").into_bytes(),
+                slots: vec![],
+            })
+            .collect();
+        let names: Vec<u32> = (0..100).collect();
+        let a = Encoded::new(&reqs, &names, &[1; 100], Order::Random, 1).unwrap();
+        let b = Encoded::new(&reqs, &names, &[1; 100], Order::Random, 1).unwrap();
+        assert_eq!(a.names_at, b.names_at);
+        let mut sorted = a.names_at.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, names, "a permutation");
+        assert_ne!(a.names_at, names, "shuffled");
+    }
+
+    #[test]
+    fn bad_mixes_are_refused_with_the_request_named() {
+        let ok = RequestSpec {
+            name: "search".into(),
+            method: "GET".into(),
+            target: "/search".into(),
+            headers: vec![],
+            body: vec![],
+            weight: 1,
+        };
+        validate(std::slice::from_ref(&ok)).unwrap();
+        let bad = |f: &dyn Fn(&mut RequestSpec)| {
+            let mut r = ok.clone();
+            f(&mut r);
+            validate(&[r]).unwrap_err().to_string()
+        };
+        assert!(bad(&|r| r.weight = 0).contains("\"search\": weight"));
+        assert!(bad(&|r| r.target = "search".into()).contains("start with '/'"));
+        assert!(bad(&|r| r.name = "a[b]".into()).contains("'['"));
+        assert!(bad(&|r| r.headers.push(("a b".into(), "v".into()))).contains("token"));
+        let mut head = ok.clone();
+        head.method = "HEAD".into();
+        assert!(validate(&[ok.clone(), head])
+            .unwrap_err()
+            .to_string()
+            .contains("HEAD"));
+        let mut heavy = ok.clone();
+        heavy.weight = MAX_WEIGHT;
+        let mut other = ok.clone();
+        other.weight = MAX_WEIGHT - 1;
+        other.name = "other".into();
+        assert!(validate(&[heavy, other])
+            .unwrap_err()
+            .to_string()
+            .contains("period"));
+    }
+}

@@ -1,0 +1,489 @@
+//! The files a mix is read from: a TOML load file (`--load`) and a URL list
+//! (`--urls-from-file`). Both are parsed whole before anything is sent; a problem is an
+//! [`Error::BadRequestFile`] naming the file and the line.
+//!
+//! A load file:
+//!
+//! ```toml
+//! url = "http://127.0.0.1:8080"      # optional: the URL on the command line wins
+//! order = "round-robin"              # or "random"; optional
+//!
+//! [[request]]
+//! name = "search"                    # optional: "METHOD path" by default
+//! method = "GET"                     # optional: GET
+//! path = "/search?q={rand:1..1000}"
+//! headers = ["Accept: application/json"]   # or a table: { Accept = "application/json" }
+//! body = ""                          # optional
+//! weight = 7                         # optional: 1
+//! ```
+//!
+//! A URL list, one request per line as vegeta's targets: `METHOD URL` or a bare URL (GET),
+//! then optional `Name: value` header lines and an `@FILE` body (relative to the list), and
+//! a blank line or the next request to end it; `#` starts a comment line. URLs may be whole
+//! (`http://host:port/path`, all of one host and port) or paths (`/path`, of the URL given).
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::{Order, RequestSpec};
+use crate::error::Error;
+
+/// What a request file says: the requests, and the URL and order it names, if it does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestFile {
+    /// The file, as named in messages.
+    pub path: String,
+    /// The scheme, host and port to send to (`url` in a load file, the first whole URL of a
+    /// list), if the file names one.
+    pub url: Option<String>,
+    /// The order the file asks for (a load file's `order`).
+    pub order: Option<Order>,
+    /// The requests, in the file's order.
+    pub requests: Vec<RequestSpec>,
+}
+
+impl RequestFile {
+    /// Checks that the file's URL, if it names one, is of the same host and port as `url`
+    /// (the URL the run connects to).
+    pub fn check_origin(&self, url: &str) -> Result<(), Error> {
+        let Some(own) = &self.url else { return Ok(()) };
+        if origin(own) == origin(url) {
+            return Ok(());
+        }
+        Err(self.bad(
+            0,
+            format!(
+                "its requests go to {own}, the run connects to {url}: one run loads one host and port"
+            ),
+        ))
+    }
+
+    fn bad(&self, line: usize, reason: String) -> Error {
+        Error::BadRequestFile {
+            path: self.path.clone(),
+            line,
+            reason,
+        }
+    }
+}
+
+/// `http://host:port` of a URL (the default port made explicit), or the URL itself when it
+/// does not parse (it is refused elsewhere then).
+fn origin(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => format!(
+            "{}://{}:{}",
+            u.scheme(),
+            u.host_str().unwrap_or(""),
+            u.port_or_known_default().unwrap_or(0)
+        ),
+        Err(_) => url.to_string(),
+    }
+}
+
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::BadRequestFile {
+        path: path.display().to_string(),
+        line: 0,
+        reason: format!("cannot read it: {e}"),
+    })
+}
+
+/// Reads a TOML load file (`--load`).
+pub fn read_load_file(path: &Path) -> Result<RequestFile, Error> {
+    parse_load_file(&path.display().to_string(), &read(path)?)
+}
+
+/// Reads a URL list (`--urls-from-file`); `@FILE` bodies are read relative to it.
+pub fn read_url_file(path: &Path) -> Result<RequestFile, Error> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    parse_url_file(&path.display().to_string(), &read(path)?, dir)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadToml {
+    url: Option<String>,
+    order: Option<String>,
+    #[serde(default)]
+    request: Vec<toml::Spanned<RequestToml>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestToml {
+    name: Option<String>,
+    method: Option<String>,
+    path: String,
+    headers: Option<Headers>,
+    body: Option<String>,
+    weight: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Headers {
+    List(Vec<String>),
+    Table(std::collections::BTreeMap<String, String>),
+}
+
+/// The 1-based line of byte `offset` of `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Splits `Name: value`.
+fn header(line: &str) -> Result<(String, String), String> {
+    let (k, v) = line
+        .split_once(':')
+        .ok_or_else(|| format!("header {line:?} has no ':': write 'Name: value'"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// Parses a TOML load file's text; `path` names it in messages.
+pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
+    let bad = |line: usize, reason: String| Error::BadRequestFile {
+        path: path.to_string(),
+        line,
+        reason,
+    };
+    let doc: LoadToml = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(0, |s| line_of(text, s.start));
+        bad(line, e.message().trim().to_string())
+    })?;
+    let order = doc
+        .order
+        .as_deref()
+        .map(Order::parse)
+        .transpose()
+        .map_err(|m| bad(line_of(text, text.find("order").unwrap_or(0)), m))?;
+    if doc.request.is_empty() {
+        return Err(bad(
+            0,
+            "no [[request]]: give at least one, with a path (and a weight, a method, headers, a body)"
+                .into(),
+        ));
+    }
+    let mut requests = Vec::with_capacity(doc.request.len());
+    for spanned in &doc.request {
+        let line = line_of(text, spanned.span().start);
+        let r = spanned.get_ref();
+        let method = r.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+        let weight = r.weight.unwrap_or(1);
+        let weight = u32::try_from(weight)
+            .ok()
+            .filter(|w| (1..=super::MAX_WEIGHT).contains(w))
+            .ok_or_else(|| {
+                bad(
+                    line,
+                    format!("weight must be 1..={}, got {weight}", super::MAX_WEIGHT),
+                )
+            })?;
+        let headers = match &r.headers {
+            None => Vec::new(),
+            Some(Headers::List(list)) => list
+                .iter()
+                .map(|h| header(h))
+                .collect::<Result<_, _>>()
+                .map_err(|m| bad(line, m))?,
+            Some(Headers::Table(t)) => t.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        };
+        let spec = RequestSpec {
+            name: r
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{method} {}", r.path)),
+            method,
+            target: r.path.clone(),
+            headers,
+            body: r.body.clone().unwrap_or_default().into_bytes(),
+            weight,
+        };
+        super::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
+        check_placeholders(&spec).map_err(|m| bad(line, m))?;
+        requests.push(spec);
+    }
+    let url = doc.url;
+    if let Some(u) = &url {
+        let parsed = url::Url::parse(u).map_err(|e| {
+            bad(
+                line_of(text, text.find("url").unwrap_or(0)),
+                format!("url {u:?}: {e}; write http://HOST:PORT"),
+            )
+        })?;
+        if parsed.path() != "/" || parsed.query().is_some() {
+            return Err(bad(
+                line_of(text, text.find("url").unwrap_or(0)),
+                format!("url {u:?} has a path: give http://HOST:PORT and each request its path"),
+            ));
+        }
+    }
+    let file = RequestFile {
+        path: path.to_string(),
+        url,
+        order,
+        requests,
+    };
+    super::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
+    Ok(file)
+}
+
+/// Checks a request's placeholders (`{rand:5..1}` is refused) where the file says it.
+fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
+    super::encode_with_placeholders(spec, |target, headers, body| {
+        let mut all = target.as_bytes().to_vec();
+        for (_, v) in headers {
+            all.extend_from_slice(v.as_bytes());
+        }
+        all.extend_from_slice(body);
+        all
+    })
+    .map(|_| ())
+}
+
+/// A method as a URL list writes it: upper-case letters.
+fn is_method(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_uppercase())
+}
+
+/// Parses a URL list's text; `path` names it in messages, `dir` is where `@FILE` bodies are.
+pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile, Error> {
+    let bad = |line: usize, reason: String| Error::BadRequestFile {
+        path: path.to_string(),
+        line,
+        reason,
+    };
+    let mut requests: Vec<RequestSpec> = Vec::new();
+    let mut url: Option<(String, String)> = None;
+    // The request that header and body lines belong to: none after a blank line.
+    let mut open = false;
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() {
+            open = false;
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let (method, target) = match line.split_once(char::is_whitespace) {
+            Some((m, rest)) if is_method(m) => (m.to_string(), rest.trim()),
+            _ => ("GET".to_string(), line),
+        };
+        let is_target = target.starts_with('/') || target.contains("://");
+        if is_target && !target.contains(char::is_whitespace) {
+            let target = if target.starts_with('/') {
+                target.to_string()
+            } else {
+                let parsed = url::Url::parse(target)
+                    .map_err(|e| bad(n, format!("{target:?} is not a URL: {e}")))?;
+                if parsed.scheme() != "http" {
+                    return Err(bad(
+                        n,
+                        format!("{target:?}: only http:// URLs can be loaded"),
+                    ));
+                }
+                let own = origin(target);
+                match &url {
+                    None => url = Some((own, target.to_string())),
+                    Some((first, first_url)) if *first != own => {
+                        return Err(bad(
+                            n,
+                            format!("{target:?} is not on the host and port of {first_url:?}: one run loads one host and port"),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                // The target as written, not as the URL parser re-encodes it: a placeholder's
+                // braces must stay braces.
+                let after_scheme = &target[target.find("://").map_or(0, |i| i + 3)..];
+                let raw = after_scheme
+                    .find(['/', '?'])
+                    .map_or("/", |i| &after_scheme[i..]);
+                let raw = raw.split('#').next().unwrap_or("/");
+                if raw.starts_with('?') {
+                    format!("/{raw}")
+                } else {
+                    raw.to_string()
+                }
+            };
+            let spec = RequestSpec {
+                name: format!("{method} {target}"),
+                method,
+                target,
+                headers: Vec::new(),
+                body: Vec::new(),
+                weight: 1,
+            };
+            check_placeholders(&spec).map_err(|m| bad(n, m))?;
+            requests.push(spec);
+            open = true;
+            continue;
+        }
+        let Some(current) = requests.last_mut().filter(|_| open) else {
+            return Err(bad(
+                n,
+                format!("{line:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)"),
+            ));
+        };
+        if let Some(file) = line.strip_prefix('@') {
+            let body_path = dir.join(file.trim());
+            current.body = std::fs::read(&body_path).map_err(|e| {
+                bad(
+                    n,
+                    format!("cannot read body file {}: {e}", body_path.display()),
+                )
+            })?;
+        } else {
+            let h = header(line).map_err(|m| bad(n, m))?;
+            current.headers.push(h);
+        }
+    }
+    if requests.is_empty() {
+        return Err(bad(
+            0,
+            "no requests: write one URL (or METHOD URL) a line".into(),
+        ));
+    }
+    let file = RequestFile {
+        path: path.to_string(),
+        url: url.map(|(_, u)| u),
+        order: None,
+        requests,
+    };
+    super::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `parsed` failed on line `line` of `file`, saying `needle`.
+    fn assert_bad(parsed: Result<RequestFile, Error>, file: &str, line: usize, needle: &str) {
+        let err = parsed.unwrap_err();
+        let Error::BadRequestFile {
+            line: l, reason, ..
+        } = &err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(*l, line, "{err}");
+        assert!(reason.contains(needle), "{err}");
+        assert!(err.to_string().starts_with(&format!("{file}:{line}: ")));
+    }
+
+    #[test]
+    fn a_load_file_reads_every_field_and_defaults_the_rest() {
+        let f = parse_load_file(
+            "mix.toml",
+            r#"
+url = "http://127.0.0.1:8080"
+order = "random"
+
+[[request]]
+name = "search"
+path = "/search?q=1"
+weight = 7
+headers = ["Accept: application/json"]
+
+[[request]]
+method = "post"
+path = "/upload"
+body = "hello"
+headers = { "Content-Type" = "text/plain" }
+"#,
+        )
+        .unwrap();
+        assert_eq!(f.url.as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(f.order, Some(Order::Random));
+        assert_eq!(f.requests.len(), 2);
+        assert_eq!(f.requests[0].name, "search");
+        assert_eq!(f.requests[0].weight, 7);
+        assert_eq!(
+            f.requests[0].headers,
+            vec![("Accept".into(), "application/json".into())]
+        );
+        assert_eq!(f.requests[1].name, "POST /upload");
+        assert_eq!(f.requests[1].method, "POST");
+        assert_eq!(f.requests[1].body, b"hello");
+        assert_eq!(f.requests[1].weight, 1);
+        f.check_origin("http://127.0.0.1:8080/").unwrap();
+        assert!(f.check_origin("http://127.0.0.1:9090/").is_err());
+    }
+
+    #[test]
+    fn bad_load_files_name_the_line() {
+        for (text, line, needle) in [
+            (
+                "[[request]]\npath = \"/a\"\nweight = 0\n",
+                1,
+                "weight must be",
+            ),
+            (
+                "[[request]]\npath = \"/a\"\n\n[[request]]\npath = \"b\"\n",
+                4,
+                "start with '/'",
+            ),
+            (
+                "[[request]]\npath = \"/a\"\nwieght = 2\n",
+                3,
+                "unknown field",
+            ),
+            ("[[request]]\npath = /a\n", 2, ""),
+            ("url = \"http://h:1\"\n", 0, "no [[request]]"),
+            (
+                "[[request]]\npath = \"/a\"\nheaders = [\"nocolon\"]\n",
+                1,
+                "no ':'",
+            ),
+        ] {
+            assert_bad(parse_load_file("mix.toml", text), "mix.toml", line, needle);
+        }
+    }
+
+    #[test]
+    fn a_url_list_takes_bare_urls_methods_headers_and_bodies() {
+        let dir = std::env::temp_dir().join(format!("ts-urls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("body.json"), b"{\"a\":1}").unwrap();
+        let f = parse_url_file(
+            "urls.txt",
+            "# a comment\nhttp://127.0.0.1:8080/a?x=1\nPOST http://127.0.0.1:8080/b\nContent-Type: application/json\n@body.json\n\n/c\n",
+            &dir,
+        )
+        .unwrap();
+        assert_eq!(f.url.as_deref(), Some("http://127.0.0.1:8080/a?x=1"));
+        let names: Vec<&str> = f.requests.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["GET /a?x=1", "POST /b", "GET /c"]);
+        let braces = parse_url_file("u.txt", "http://h:1/i/{seq}?r={rand:1..9}#f\n", &dir).unwrap();
+        assert_eq!(braces.requests[0].target, "/i/{seq}?r={rand:1..9}");
+        assert_eq!(f.requests[1].body, b"{\"a\":1}");
+        assert_eq!(
+            f.requests[1].headers,
+            vec![("Content-Type".into(), "application/json".into())]
+        );
+        for (text, line, needle) in [
+            ("http://a:1/x\nhttp://b:1/y\n", 2, "one host and port"),
+            ("http://a:1/x\n\nX-A: 1\n", 3, "is not a request"),
+            ("http://a:1/x\n@missing\n", 2, "cannot read body file"),
+            ("https://a:1/x\n", 1, "only http://"),
+            (
+                "http://a:1/x\nhttp://a:1/y?r={rand:3..2}\n",
+                2,
+                "not a range",
+            ),
+            ("", 0, "no requests"),
+        ] {
+            assert_bad(
+                parse_url_file("urls.txt", text, &dir),
+                "urls.txt",
+                line,
+                needle,
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -351,6 +351,10 @@ fn bad_flags_fail_fast_with_exit_code_2() {
             "put the path in the URL",
         ),
         (
+            &["run", "http://127.0.0.1:9/", "-H", "Content-Length: 5"],
+            "disagrees with the body's 0 bytes",
+        ),
+        (
             &["run", "http://127.0.0.1:9/", "--server-cpus", "0"],
             "--server-cpus is for a server tailscope launches",
         ),

@@ -122,6 +122,8 @@ pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
             ));
         }
         check_headers(&r.headers).map_err(|m| Error::InvalidPlan(format!("{who}: {m}")))?;
+        check_framing(&r.headers, &r.body)
+            .map_err(|m| Error::InvalidPlan(format!("{who}: {m}")))?;
     }
     let heads = requests.iter().filter(|r| r.method == "HEAD").count();
     if heads > 0 && heads < requests.len() {
@@ -158,6 +160,27 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> Result<(), String> 
         }
         if v.bytes().any(|b| b == b'\r' || b == b'\n') {
             return Err(format!("header {k:?} has a line break in its value"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the headers given do not frame the body differently from how it is sent
+/// (with its Content-Length, never chunked): a Content-Length that disagrees with the body,
+/// or a Transfer-Encoding, would make the server read the next request as body, and half the
+/// responses would be 400s of the tool's making.
+pub(crate) fn check_framing(headers: &[(String, String)], body: &[u8]) -> Result<(), String> {
+    for (k, v) in headers {
+        if k.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(format!(
+                "header {k:?}: tailscope sends the body whole with its Content-Length, never chunked; drop the header"
+            ));
+        }
+        if k.eq_ignore_ascii_case("content-length") && v.trim() != body.len().to_string() {
+            return Err(format!(
+                "header \"{k}: {v}\" disagrees with the body's {} bytes (the server would read the next request as body); drop it: tailscope sets Content-Length",
+                body.len()
+            ));
         }
     }
     Ok(())

@@ -325,6 +325,10 @@ impl Plan {
             ));
         }
         mix::check_headers(&self.headers).map_err(|m| Error::InvalidPlan(format!("{m} (-H)")))?;
+        if !self.has_mix() {
+            mix::check_framing(&self.headers, &self.body)
+                .map_err(|m| Error::InvalidPlan(format!("{m} (-H)")))?;
+        }
         mix::validate(&self.requests)?;
         if self.has_mix() {
             // What only encoding finds (a placeholder that does not parse, the size of a
@@ -688,5 +692,24 @@ mod tests {
         plan.validate().unwrap();
         plan.headers.push(("Bad Name".into(), "v".into()));
         assert!(plan.validate().is_err());
+    }
+
+    /// A framing header that disagrees with how the body is sent desynchronises the
+    /// connection: refused; one that agrees is harmless.
+    #[test]
+    fn framing_headers_must_agree_with_the_body() {
+        let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+        plan.body = b"hello".to_vec();
+        plan.headers = vec![("content-length".into(), "5".into())];
+        plan.validate().unwrap();
+        plan.headers = vec![("Content-Length".into(), "99".into())];
+        let e = plan.validate().unwrap_err().to_string();
+        assert!(e.contains("disagrees with the body's 5 bytes"), "{e}");
+        plan.body.clear();
+        plan.headers = vec![("Content-Length".into(), "5".into())];
+        assert!(plan.validate().is_err(), "a GET with no body");
+        plan.headers = vec![("Transfer-Encoding".into(), "chunked".into())];
+        let e = plan.validate().unwrap_err().to_string();
+        assert!(e.contains("never chunked"), "{e}");
     }
 }

@@ -112,6 +112,12 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 let findings = profiler.finish(&plan, &totals, &mut report);
                 let server_us_per_request =
                     findings.profile.target.and_then(|t| t.service_demand_us);
+                if report.interrupted {
+                    // Shorter than the others and cut at an arbitrary moment: in the median and
+                    // the range it would pass for a measurement of the same load.
+                    say!("suite: {name} {endpoint} run {i}/{}: cut short by the interruption, left out", load.runs);
+                    break;
+                }
                 let figures = RunFigures::of(&report, server_us_per_request);
                 say!(
                     "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
@@ -171,7 +177,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     }
     if report.interrupted {
         say!(
-            "tailscope: the suite was interrupted: the table holds what was measured, the run in progress was cut short, and targets not reached are missing"
+            "tailscope: the suite was interrupted: the table holds the runs that finished; the run in progress was cut short and left out, and targets not reached are missing"
         );
     }
     Ok(if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {

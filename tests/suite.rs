@@ -369,3 +369,50 @@ fn an_unwritable_output_is_refused_before_anything_runs_with_one_message() {
     refused(&["compare", a, a, "--html", "/nonexistent/x.html"], hint);
     refused(&["merge", a, "--json", "/nonexistent/x.json"], hint);
 }
+
+/// SIGINT in the middle of a suite's second run: the first run is kept, the one cut short is
+/// left out of the runs (and so of the median and range), and the suite says it was
+/// interrupted.
+#[test]
+fn an_interrupted_suite_leaves_the_run_it_cut_short_out() {
+    let file = temp(
+        "interrupted.toml",
+        "[load]\nconnections = 2\nduration = \"2s\"\nwarmup = \"200ms\"\nruns = 3\n[[target]]\nname = \"reference\"\nkind = \"embedded\"\nthreads = 1\n[[endpoint]]\npath = \"/plaintext\"\n",
+    );
+    let json = file.with_extension("json");
+    let _ = std::fs::remove_file(&json);
+    let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args([
+            "suite",
+            file.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Past the first 2 s run, in the middle of the second.
+    std::thread::sleep(std::time::Duration::from_millis(3200));
+    common::interrupt(child.id());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        common::skip("io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], true);
+    let runs = r["results"][0]["runs"].as_array().unwrap();
+    assert!(
+        runs.len() <= 1 && stderr.contains("cut short by the interruption, left out"),
+        "{runs:?}\n{stderr}"
+    );
+    for run in runs {
+        let d = run["duration_s"].as_f64().unwrap();
+        assert!((1.9..2.5).contains(&d), "only whole runs are kept: {d} s");
+    }
+}

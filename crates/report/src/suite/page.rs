@@ -53,7 +53,7 @@ pub fn page(suite: &SuiteReport) -> String {
         ),
     ]));
     if suite.interrupted {
-        body.push_str("<p class=\"warn\">The suite was interrupted: the run in progress was cut short, and targets not reached are missing.</p>\n");
+        body.push_str("<p class=\"warn\">The suite was interrupted: the run in progress was cut short and left out, and targets not reached are missing.</p>\n");
     }
     let measured: Vec<&SuiteResult> = suite.results.iter().filter(|r| r.error.is_none()).collect();
     body.push_str("<h2>Throughput and tail</h2>\n");

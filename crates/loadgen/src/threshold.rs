@@ -178,6 +178,11 @@ impl Threshold {
             "" => return Err(bad("no metric".into())),
             other => return Err(bad(format!("unknown metric {other:?}"))),
         };
+        if value.starts_with('-') {
+            return Err(bad(format!(
+                "{value:?}: a threshold is not negative (every metric is 0 or more)"
+            )));
+        }
         let number_end = value
             .find(|c: char| !(c.is_ascii_digit() || c == '.'))
             .unwrap_or(value.len());
@@ -360,6 +365,8 @@ mod tests {
             ("error_rate < 5", "percentage"),
             ("error_rate < 150%", "up to 100%"),
             ("< 5ms", "no metric"),
+            ("rps > -1", "not negative"),
+            ("p99 < -5ms", "not negative"),
         ] {
             let err = Threshold::parse(expr).unwrap_err().to_string();
             assert!(err.contains(needle), "{expr}: {err}");

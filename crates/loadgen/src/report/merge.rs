@@ -165,6 +165,34 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             "no report to merge: give the JSON reports of `tailscope run --json`".into(),
         );
     };
+    // One run given twice (the same file under two names, or a copy) would count its load
+    // twice: never what was meant, so --force does not override it. Looked for first, so that
+    // `merge a.json a.json` says so rather than what else is wrong with a.json.
+    for (i, (name, r)) in reports.iter().enumerate() {
+        let id = |r: &Report| {
+            r.generator
+                .as_ref()
+                .map(|g| (g.host.clone(), g.segment, g.started_unix_s, g.ended_unix_s))
+        };
+        let Some((earlier, _)) = reports[..i]
+            .iter()
+            .find(|(n, o)| n == name || (id(o).is_some() && id(o) == id(r)))
+        else {
+            continue;
+        };
+        if earlier == name {
+            return refuse(format!(
+                "{name} is given twice: give each generator's report once"
+            ));
+        }
+        let g = r.generator.as_ref();
+        return refuse(format!(
+            "{name} is {earlier} again (host {}, segment {}, started {}): the same report given twice; give each generator's report once",
+            g.and_then(|g| g.host.as_deref()).unwrap_or("n/a"),
+            g.and_then(|g| g.segment).map_or("none".into(), |s| s.to_string()),
+            g.map_or("n/a", |g| g.started_at.as_str())
+        ));
+    }
     let mut overridden = Vec::new();
     let mut generators: Vec<&super::Generator> = Vec::with_capacity(reports.len());
     for (name, r) in reports {
@@ -189,26 +217,6 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 "{name} has {} points in its time series but {} per-second histograms: it was written by an older tailscope, or edited",
                 r.timeseries.len(),
                 r.second_histograms.len()
-            ));
-        }
-        // One run given twice (the same file under two names, or a copy) would count its
-        // load twice: never what was meant, so --force does not override it.
-        let same_run = |o: &&super::Generator| {
-            (&o.host, o.segment, o.started_unix_s, o.ended_unix_s)
-                == (&g.host, g.segment, g.started_unix_s, g.ended_unix_s)
-        };
-        if let Some(i) = generators.iter().position(same_run) {
-            if reports[i].0 == *name {
-                return refuse(format!(
-                    "{name} is given twice: give each generator's report once"
-                ));
-            }
-            return refuse(format!(
-                "{name} is {} again (host {}, segment {}, started {}): the same report given twice; give each generator's report once",
-                reports[i].0,
-                g.host.as_deref().unwrap_or("n/a"),
-                g.segment.map_or("none".into(), |s| s.to_string()),
-                g.started_at
             ));
         }
         if g.segment.is_none() {
@@ -916,6 +924,11 @@ mod tests {
         }
         inputs[2].0 = "a.json".into();
         let e = merge(&inputs, true).unwrap_err().to_string();
+        assert!(e.starts_with("a.json is given twice"), "{e}");
+        // Said first, even of a report with something else wrong (no segment).
+        inputs[0].1.generator.as_mut().unwrap().segment = None;
+        inputs[2].1 = inputs[0].1.clone();
+        let e = merge(&inputs, false).unwrap_err().to_string();
         assert!(e.starts_with("a.json is given twice"), "{e}");
     }
 

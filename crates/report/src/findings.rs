@@ -16,12 +16,17 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
     let (server_cpus, client_cpus) = (roles.server, roles.client);
     let listen = findings.listen_queue.as_ref();
     let mut out = String::new();
-    let _ = writeln!(out, "\nServer (profiled over {:.1} s):", profile.duration_s);
+    // The profile covers the load and the grace for responses in flight, not the warm-up.
+    let _ = writeln!(
+        out,
+        "\nServer (profiled over {:.1} s: the load and the wait for responses in flight):",
+        profile.duration_s
+    );
     if let Some(t) = &profile.target {
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
         let _ = writeln!(
             out,
-            "  {name} (pid {}): {} process{} ({} alive at the end): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} threads; RSS {} KiB in all, largest peak {} KiB",
+            "  {name} (pid {}): {} process{} ({} alive at the end): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} thread{}; RSS {} KiB in all, largest peak {} KiB",
             t.pid,
             t.processes_seen,
             if t.processes_seen == 1 { "" } else { "es" },
@@ -31,6 +36,7 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             t.system_s,
             t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
             t.threads,
+            if t.threads == 1 { "" } else { "s" },
             opt(t.rss_sum_kb.map(fmt_count)),
             opt(t.max_rss_kb.map(fmt_count)),
         );

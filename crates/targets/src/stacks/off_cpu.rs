@@ -26,6 +26,21 @@ pub struct Blocked {
     pub stack: Vec<String>,
 }
 
+impl Blocked {
+    /// Where it waited, for a sentence: `in futex: lock ← handle ← …`, or `outside a system
+    /// call: …` (preempted, a page fault), and `no stack` when none was sampled.
+    pub fn place(&self) -> String {
+        let site = match super::text::call_site(&self.stack) {
+            s if s == "no frame" => "no stack".to_string(),
+            s => s,
+        };
+        match self.syscall.as_str() {
+            "none" | "n/a" | "" => format!("outside a system call: {site}"),
+            call => format!("in {call}: {site}"),
+        }
+    }
+}
+
 /// A way of being blocked, over the run and in slow seconds.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BlockedTime {

@@ -324,12 +324,11 @@ impl Inside {
                 o.normal_share * 100.0
             ),
             Some(Standout::Waiting(o)) => format!(
-                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) in {}: {} (vs {:.1} % in the normal seconds)",
+                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) {} (vs {:.1} % in the normal seconds)",
                 o.slow_share * 100.0,
                 o.blocked.thread,
                 o.blocked.state,
-                o.blocked.syscall,
-                super::text::call_site(&o.blocked.stack),
+                o.blocked.place(),
                 o.normal_share * 100.0
             ),
             None => format!(

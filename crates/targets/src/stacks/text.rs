@@ -100,11 +100,10 @@ pub(crate) fn section(report: &InsideReport) -> String {
         let b = &o.blocked;
         let _ = writeln!(
             out,
-            "  blocked in the slow seconds: thread {} ({}) in {}: {} — {:.1} % of its time vs {:.1} % in the others",
+            "  blocked in the slow seconds: thread {} ({}) {} — {:.1} % of its time vs {:.1} % in the others",
             b.thread,
             b.state,
-            b.syscall,
-            call_site(&b.stack),
+            b.place(),
             o.slow_share * 100.0,
             o.normal_share * 100.0
         );
@@ -167,12 +166,11 @@ pub(crate) fn section(report: &InsideReport) -> String {
         for t in waits {
             let _ = writeln!(
                 out,
-                "    {:>9.1} ms  {} ({}) in {}: {}",
+                "    {:>9.1} ms  {} ({}) {}",
                 t.wall_us as f64 / 1000.0,
                 t.blocked.thread,
                 t.blocked.state,
-                t.blocked.syscall,
-                call_site(&t.blocked.stack)
+                t.blocked.place()
             );
         }
     }

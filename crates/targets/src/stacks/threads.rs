@@ -246,15 +246,33 @@ fn syscall_name(line: &str) -> String {
             7 => "poll",
             17 => "pread64",
             18 => "pwrite64",
+            19 => "readv",
+            20 => "writev",
             23 => "select",
+            24 => "sched_yield",
+            34 => "pause",
             35 => "nanosleep",
+            40 => "sendfile",
+            42 => "connect",
             43 => "accept",
             44 => "sendto",
             45 => "recvfrom",
+            46 => "sendmsg",
+            47 => "recvmsg",
             61 => "wait4",
+            72 => "fcntl",
+            73 => "flock",
             74 => "fsync",
             75 => "fdatasync",
+            128 => "rt_sigtimedwait",
+            130 => "rt_sigsuspend",
+            162 => "sync",
             202 => "futex",
+            247 => "waitid",
+            277 => "sync_file_range",
+            285 => "fallocate",
+            299 => "recvmmsg",
+            307 => "sendmmsg",
             230 => "clock_nanosleep",
             232 => "epoll_wait",
             270 => "pselect6",
@@ -286,6 +304,8 @@ mod tests {
         assert_eq!(syscall_name("-1 0x7ffd 0x1"), "none");
         if cfg!(target_arch = "x86_64") {
             assert_eq!(syscall_name("230 0x0 0x0 0x7ffc5"), "clock_nanosleep");
+            // nginx's master waits in it.
+            assert_eq!(syscall_name("130 0x7ffd 0x8"), "rt_sigsuspend");
         }
         assert_eq!(syscall_name("9999 0x0"), "syscall 9999");
     }

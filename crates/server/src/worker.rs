@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::http::{self, Delayed, Limits, Parsed, Reply, Site, Status};
+use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
 use crate::uring::{Completion, Payload, Ring};
 use crate::Config;
 
@@ -80,7 +80,7 @@ pub(crate) struct Worker {
     free: Vec<usize>,
     live: usize,
     next_generation: u32,
-    limits: Limits,
+    parser: Parser,
     site: Site,
     config: Arc<Config>,
     shutdown: Arc<AtomicBool>,
@@ -144,7 +144,7 @@ impl Worker {
             free: Vec::new(),
             live: 0,
             next_generation: 0,
-            limits: Limits::default(),
+            parser: Parser::new(Limits::default()),
             site: Site::new(
                 config.static_dir.clone(),
                 http::http_date(SystemTime::now()),
@@ -439,7 +439,7 @@ impl Worker {
             conns,
             ring,
             site,
-            limits,
+            parser,
             ..
         } = self;
         let conn = conns[slot].as_mut().expect("live connection");
@@ -454,7 +454,7 @@ impl Worker {
             && conn.life == Life::Open
             && conn.output.len() < MAX_PENDING_OUTPUT
         {
-            let request = match http::parse(&bytes[consumed..], limits) {
+            let request = match parser.parse(&bytes[consumed..]) {
                 Parsed::Partial => break,
                 Parsed::Reject(status) => {
                     http::write_error(&mut conn.output, status, site.date());
@@ -502,6 +502,7 @@ impl Worker {
         } else {
             Some(conn.partial_since.unwrap_or_else(Instant::now))
         };
+        let limits = parser.limits();
         if conn.input.len() > limits.max_head + limits.max_body + MAX_PENDING_OUTPUT {
             // A client that pipelines without reading: stop before memory runs away.
             self.begin_close(slot);

@@ -91,6 +91,9 @@ pub(crate) struct Worker {
     date_second: u64,
     last_sweep: Instant,
     completions: Vec<Completion>,
+    /// When the ring last returned: the time of everything reaped with it (one clock read
+    /// per wake-up, not one per batch of requests).
+    woke: Instant,
 }
 
 /// Marks a connection's `/delay` timeout among its ops (the others are recv and send, which
@@ -158,6 +161,7 @@ impl Worker {
             date_second: now_second(),
             last_sweep: now,
             completions: Vec::with_capacity(1024),
+            woke: now,
         })
     }
 
@@ -167,6 +171,7 @@ impl Worker {
         self.ring.timeout(TICK_EVERY, TICK)?;
         loop {
             self.ring.submit_and_wait()?;
+            self.woke = Instant::now();
             let mut completions = std::mem::take(&mut self.completions);
             self.ring.reap(&mut completions);
             for c in completions.drain(..) {
@@ -210,6 +215,8 @@ impl Worker {
                 self.next_burn = Some(Instant::now() + burn.every);
             }
         }
+        // A stall or a burn just took the loop's time: what is reaped after it happened now.
+        self.woke = Instant::now();
         let second = now_second();
         if second != self.date_second {
             self.date_second = second;
@@ -440,6 +447,7 @@ impl Worker {
             ring,
             site,
             parser,
+            woke,
             ..
         } = self;
         let conn = conns[slot].as_mut().expect("live connection");
@@ -473,7 +481,7 @@ impl Worker {
         }
         let leftover = bytes.len() - consumed;
         if consumed > 0 {
-            conn.last_activity = Instant::now();
+            conn.last_activity = *woke;
         }
         match fresh {
             Some((bid, len)) => {
@@ -500,7 +508,7 @@ impl Worker {
         conn.partial_since = if conn.input.is_empty() || conn.life != Life::Open {
             None
         } else {
-            Some(conn.partial_since.unwrap_or_else(Instant::now))
+            Some(conn.partial_since.unwrap_or(*woke))
         };
         let limits = parser.limits();
         if conn.input.len() > limits.max_head + limits.max_body + MAX_PENDING_OUTPUT {

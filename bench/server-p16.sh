@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
-# Issue 13's measurement: servers alone on CPU 0, wrk -t1 -c64 on CPU 1, without pipelining (p1)
-# and with 16 requests per write (p16, bench/pipeline.lua), the servers alternated each round.
-# Per server, round and depth:
-#   req/s       wrk's Requests/sec;
-#   cpu0 µs/req CPU 0's busy time (/proc/stat: all but idle and iowait, so the kernel's TCP work
-#               on that core counts) over the run, divided by the requests wrk completed;
-#   srv µs/req  the server's own CPU time (user + system of its whole process tree, from
-#               /proc/PID/stat), divided likewise: what other work on CPU 0 cannot inflate;
-#   user µs/req its user-space part alone (what the server's code costs, not the kernel's TCP).
-# Then the median and range of each over the rounds.
+# Issue 13's measurement: each server alone on CPU 0, the load from CPU 1, the servers
+# alternated every round, nginx (1 worker, bench/nginx.conf) always the anchor. Per server and
+# round, three loads of SECS seconds each (default 4):
+#   p1@40k  h2load --h1 -c 64 --rps 625: a fixed 40 k req/s without pipelining (the p1 cost goal:
+#           CPU 0 µs/req at most 0.85 × nginx's);
+#   p1      wrk -t1 -c64, closed loop, no pipelining (the generator core is the limit);
+#   p16     wrk -t1 -c64 with 16 requests per write (bench/pipeline.lua; the p16 goal: CPU 0
+#           µs/req at most 0.42 on this VM class).
+# Per load:
+#   req/s         the generator's completed requests per second (p1@40k: below 40 k when the
+#                 generator could not hold the rate, on a loaded machine);
+#   CPU 0 µs/req  CPU 0's busy time (/proc/stat: all but idle and iowait, so the kernel's TCP work
+#                 on that core counts) over the load, divided by the requests completed;
+#   server µs/req the server's own CPU time (user + system of its process tree, /proc/PID/stat),
+#                 likewise: what other work on CPU 0 cannot inflate;
+#   user µs/req   its user-space part alone (what the server's code costs, not the kernel's TCP);
+#   other CPU 0 % CPU 0's busy time that is not the server's, as a share of the window's wall time:
+#                 softirq work done while the server slept, and everything else that ran there
+#                 (other people's builds on a shared machine: then CPU 0 µs/req is inflated).
+# Then medians and ranges over the rounds, and each against nginx's median.
 #
-#   bash bench/pipeline-servers.sh [SECONDS, default 5] [ROUNDS, default 3] [NAME=BINARY ...]
+#   bash bench/server-p16.sh [ROUNDS, default 3] [NAME=BINARY ...]      (SECS=4, PORT=18180)
 #
 # Each NAME=BINARY is a tailscope build run as `BINARY serve --threads 1 --cpus 0` (default:
-# tailscope=./target/release/tailscope), so two builds can be compared in one sitting; nginx
-# (1 worker, bench/nginx.conf) is always the anchor. Needs nginx-light and wrk.
+# tailscope=./target/release/tailscope), so builds can be compared in one sitting, e.g.
+#   bash bench/server-p16.sh 5 before=/tmp/server-before/tailscope after=./target/release/tailscope
+# Needs nginx-light, wrk, nghttp2-client (h2load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-secs=${1:-5}
-rounds=${2:-3}
-shift $(($# < 2 ? $# : 2))
+rounds=${1:-3}
+shift $(($# < 1 ? $# : 1))
+secs=${SECS:-4}
 declare -A bin
 names=(nginx)
 if [ $# -eq 0 ]; then set -- tailscope=./target/release/tailscope; fi
@@ -28,7 +39,15 @@ for spec in "$@"; do
   bin[${spec%%=*}]=${spec#*=}
   [ -x "${spec#*=}" ] || { echo "${spec#*=}: not an executable (cargo build --release?)" >&2; exit 2; }
 done
-mkdir -p /tmp/ts-nginx
+for tool in nginx wrk h2load taskset; do
+  command -v "$tool" >/dev/null || { echo "$tool not found on PATH" >&2; exit 2; }
+done
+# Ports of their own (PORT and PORT+1, default 18180): another nginx may hold bench/nginx.conf's.
+nginx_port=${PORT:-18180}
+ts_port=$((nginx_port + 1))
+nginx_dir=/tmp/ts-nginx-p16
+mkdir -p "$nginx_dir"
+sed -e "s|127.0.0.1:18080|127.0.0.1:$nginx_port|" -e "s|/tmp/ts-nginx|$nginx_dir|g" bench/nginx.conf >"$nginx_dir/nginx.conf"
 hz=$(getconf CLK_TCK)
 raw=$(mktemp)
 
@@ -60,9 +79,13 @@ PY
 }
 
 start_server() {
+  case $1 in nginx) port=$nginx_port ;; *) port=$ts_port ;; esac
+  if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
+    echo "something already answers on port $port: pick free ports with PORT=..." >&2; exit 2
+  fi
   case $1 in
-    nginx) taskset -c 0 nginx -p /tmp/ts-nginx -c "$PWD/bench/nginx.conf" & port=18080 ;;
-    *) "${bin[$1]}" serve --addr 127.0.0.1:18081 --threads 1 --cpus 0 >/dev/null & port=18081 ;;
+    nginx) taskset -c 0 nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" & ;;
+    *) "${bin[$1]}" serve --addr "127.0.0.1:$port" --threads 1 --cpus 0 >/dev/null & ;;
   esac
   server_pid=$!
   for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$port/plaintext" && return; sleep 0.1; done
@@ -72,57 +95,73 @@ start_server() {
 stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
 trap 'stop_server; rm -f "$raw"' EXIT
 
-echo "uptime before: $(uptime)"
+# Runs one load against the server on $port; prints "requests wall_seconds".
+load() {
+  local url="http://127.0.0.1:$port/plaintext" out
+  case $1 in
+    p1@40k)
+      out=$(taskset -c 1 h2load --h1 -c 64 --rps 625 -D "$secs" "$url")
+      awk '/^requests:/ {n = $8} /^finished in/ {sub(/s,$/, "", $3); t = $3} END {print n, t}' <<<"$out" ;;
+    p1)
+      out=$(taskset -c 1 wrk -t1 -c64 -d"${secs}s" "$url")
+      awk '/ requests in / {n = $1; t = $4; sub(/s,$/, "", t)} END {print n, t}' <<<"$out" ;;
+    p16)
+      out=$(taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s bench/pipeline.lua "http://127.0.0.1:$port" -- 16)
+      awk '/ requests in / {n = $1; t = $4; sub(/s,$/, "", t)} END {print n, t}' <<<"$out" ;;
+  esac
+}
+
+echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), Linux $(uname -r)"
+echo "tools: $(nginx -v 2>&1), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the run itself adds about 2: a server and a generator)"
 echo
-echo "| round | server | depth | req/s | CPU 0 µs/req | server µs/req | user µs/req |"
-echo "|---|---|---|---|---|---|---|"
+echo "| round | server | load | req/s | CPU 0 µs/req | server µs/req | user µs/req | other CPU 0 % |"
+echo "|---|---|---|---|---|---|---|---|"
 for r in $(seq "$rounds"); do
   for server in "${names[@]}"; do
     start_server "$server"
     taskset -c 1 wrk -t1 -c64 -d1s "http://127.0.0.1:$port/plaintext" >/dev/null # warm-up
-    for depth in 1 16; do
-      if [ "$depth" = 1 ]; then
-        args=("http://127.0.0.1:$port/plaintext")
-      else
-        args=(-s bench/pipeline.lua "http://127.0.0.1:$port" -- 16)
+    for mode in p1@40k p1 p16; do
+      read -r srv0 usr0 < <(tree_cpu "$server_pid"); t0=$(date +%s.%N); busy0=$(cpu0_busy)
+      read -r reqs wall < <(load "$mode")
+      busy1=$(cpu0_busy); t1=$(date +%s.%N); read -r srv1 usr1 < <(tree_cpu "$server_pid")
+      if [ -z "$reqs" ] || [ "$reqs" = 0 ]; then
+        echo "$server: no requests completed under $mode" >&2; exit 1
       fi
-      busy0=$(cpu0_busy); read -r srv0 usr0 < <(tree_cpu "$server_pid")
-      out=$(taskset -c 1 wrk -t1 -c64 -d"${secs}s" "${args[@]}")
-      busy1=$(cpu0_busy); read -r srv1 usr1 < <(tree_cpu "$server_pid")
-      reqs=$(awk '/ requests in / {print $1}' <<<"$out")
-      rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
-      python3 - "$r" "$server" "$depth" "$rps" "$reqs" "$((busy1 - busy0))" "$((srv1 - srv0))" "$((usr1 - usr0))" "$hz" >>"$raw" <<'PY'
+      python3 - "$r" "$server" "$mode" "$reqs" "$wall" "$((busy1 - busy0))" "$((srv1 - srv0))" "$((usr1 - usr0))" "$hz" "$t0" "$t1" >>"$raw" <<'PY'
 import sys
-r, name, depth, rps, reqs, busy, srv, usr, hz = sys.argv[1:]
-reqs, hz = int(reqs), int(hz)
+r, name, mode, reqs, wall, busy, srv, usr, hz, t0, t1 = sys.argv[1:]
+reqs, wall, hz = int(reqs), float(wall), int(hz)
 us = lambda ticks: int(ticks) / hz * 1e6 / reqs
-print(r, name, depth, float(rps), us(busy), us(srv), us(usr))
+# The server's ticks are counted a moment outside the window of CPU 0's: clamp at 0.
+other = max(0, int(busy) - int(srv)) / hz / (float(t1) - float(t0)) * 100
+print(r, name, mode, reqs / wall, us(busy), us(srv), us(usr), other)
 PY
-      tail -1 "$raw" | awk '{printf "| %s | %s | p%s | %.0f | %.3f | %.3f | %.3f |\n", $1, $2, $3, $4, $5, $6, $7}'
+      tail -1 "$raw" | awk '{printf "| %s | %s | %s | %.0f | %.3f | %.3f | %.3f | %.0f |\n", $1, $2, $3, $4, $5, $6, $7, $8}'
     done
     stop_server
   done
 done
 echo
-echo "uptime after: $(uptime)"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 python3 - "$raw" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 names = list(dict.fromkeys(r[1] for r in rows))
-def col(name, depth, i):
-    return [float(r[i]) for r in rows if r[1] == name and r[2] == depth]
-print("| server | depth | req/s median (range) | vs nginx | CPU 0 µs/req median (range) | vs nginx | server µs/req median (range) | user µs/req median (range) |")
-print("|---|---|---|---|---|---|---|---|")
-for depth in ("1", "16"):
-    base_rps = statistics.median(col("nginx", depth, 3))
-    base_cpu = statistics.median(col("nginx", depth, 4))
+def col(name, mode, i):
+    return [float(r[i]) for r in rows if r[1] == name and r[2] == mode]
+def cell(xs, fmt):
+    return f"{statistics.median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+print("| server | load | req/s median (range) | vs nginx | CPU 0 µs/req median (range) | vs nginx "
+      "| server µs/req median (range) | vs nginx | user µs/req median (range) | other CPU 0 % median |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for mode in ("p1@40k", "p1", "p16"):
+    base = [statistics.median(col("nginx", mode, i)) for i in (3, 4, 5)]
     for name in names:
-        rps, cpu, srv, usr = (col(name, depth, i) for i in (3, 4, 5, 6))
-        print(f"| {name} | p{depth} | {statistics.median(rps):,.0f} ({min(rps):,.0f}–{max(rps):,.0f}) "
-              f"| {statistics.median(rps) / base_rps:.2f}× "
-              f"| {statistics.median(cpu):.3f} ({min(cpu):.3f}–{max(cpu):.3f}) "
-              f"| {statistics.median(cpu) / base_cpu:.2f}× "
-              f"| {statistics.median(srv):.3f} ({min(srv):.3f}–{max(srv):.3f}) "
-              f"| {statistics.median(usr):.3f} ({min(usr):.3f}–{max(usr):.3f}) |")
+        rps, cpu, srv, usr, other = (col(name, mode, i) for i in (3, 4, 5, 6, 7))
+        print(f"| {name} | {mode} | {cell(rps, ',.0f')} | {statistics.median(rps) / base[0]:.2f}× "
+              f"| {cell(cpu, '.3f')} | {statistics.median(cpu) / base[1]:.2f}× "
+              f"| {cell(srv, '.3f')} | {statistics.median(srv) / base[2]:.2f}× "
+              f"| {cell(usr, '.3f')} | {statistics.median(other):.0f} |")
 PY

@@ -6,7 +6,9 @@
 #           CPU 0 µs/req at most 0.85 × nginx's);
 #   p1      wrk -t1 -c64, closed loop, no pipelining (the generator core is the limit);
 #   p16     wrk -t1 -c64 with 16 requests per write (bench/pipeline.lua; the p16 goal: CPU 0
-#           µs/req at most 0.42 on this VM class).
+#           µs/req at most 0.42 on this VM class);
+#   p16/ts  tailscope's own generator, io_uring engine, 1 thread, 64 connections, --pipeline 16:
+#           where wrk is the limit at p16, this one is not (the issue's req/s comparison).
 # Per load:
 #   req/s         the generator's completed requests per second (p1@40k: below 40 k when the
 #                 generator could not hold the rate, on a loaded machine);
@@ -23,7 +25,8 @@
 #   bash bench/server-p16.sh [ROUNDS, default 3] [NAME=BINARY ...]      (SECS=4, PORT=18180)
 #
 # Each NAME=BINARY is a tailscope build run as `BINARY serve --threads 1 --cpus 0` (default:
-# tailscope=./target/release/tailscope), so builds can be compared in one sitting, e.g.
+# tailscope=./target/release/tailscope), so builds can be compared in one sitting; the p16/ts
+# generator is GEN (default: the last build named), the same binary against every server, e.g.
 #   bash bench/server-p16.sh 5 before=/tmp/server-before/tailscope after=./target/release/tailscope
 # Needs nginx-light, wrk, nghttp2-client (h2load).
 set -euo pipefail
@@ -39,6 +42,7 @@ for spec in "$@"; do
   bin[${spec%%=*}]=${spec#*=}
   [ -x "${spec#*=}" ] || { echo "${spec#*=}: not an executable (cargo build --release?)" >&2; exit 2; }
 done
+gen=${GEN:-${spec#*=}}
 for tool in nginx wrk h2load taskset; do
   command -v "$tool" >/dev/null || { echo "$tool not found on PATH" >&2; exit 2; }
 done
@@ -50,6 +54,7 @@ mkdir -p "$nginx_dir"
 sed -e "s|127.0.0.1:18080|127.0.0.1:$nginx_port|" -e "s|/tmp/ts-nginx|$nginx_dir|g" bench/nginx.conf >"$nginx_dir/nginx.conf"
 hz=$(getconf CLK_TCK)
 raw=$(mktemp)
+gen_json=$(mktemp)
 
 cpu0_busy() { awk '/^cpu0 / {print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 
@@ -93,7 +98,7 @@ start_server() {
 }
 
 stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
-trap 'stop_server; rm -f "$raw"' EXIT
+trap 'stop_server; rm -f "$raw" "$gen_json"' EXIT
 
 # Runs one load against the server on $port; prints "requests wall_seconds".
 load() {
@@ -108,10 +113,15 @@ load() {
     p16)
       out=$(taskset -c 1 wrk -t1 -c64 -d"${secs}s" -s bench/pipeline.lua "http://127.0.0.1:$port" -- 16)
       awk '/ requests in / {n = $1; t = $4; sub(/s,$/, "", t)} END {print n, t}' <<<"$out" ;;
+    p16/ts)
+      "$gen" run "$url" --pipeline 16 -c 64 --threads 1 --cpus 1 --engine uring -z "${secs}s" \
+        --json "$gen_json" >/dev/null 2>&1 || { echo "$gen run failed" >&2; return 1; }
+      python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['summary']; print(s['successes'], s['duration_s'])" "$gen_json" ;;
   esac
 }
 
 echo "machine: $(nproc) CPUs, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), Linux $(uname -r)"
+echo "p16/ts generator: $gen"
 echo "tools: $(nginx -v 2>&1), $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) (the run itself adds about 2: a server and a generator)"
 echo
@@ -121,7 +131,7 @@ for r in $(seq "$rounds"); do
   for server in "${names[@]}"; do
     start_server "$server"
     taskset -c 1 wrk -t1 -c64 -d1s "http://127.0.0.1:$port/plaintext" >/dev/null # warm-up
-    for mode in p1@40k p1 p16; do
+    for mode in p1@40k p1 p16 p16/ts; do
       read -r srv0 usr0 < <(tree_cpu "$server_pid"); t0=$(date +%s.%N); busy0=$(cpu0_busy)
       read -r reqs wall < <(load "$mode")
       busy1=$(cpu0_busy); t1=$(date +%s.%N); read -r srv1 usr1 < <(tree_cpu "$server_pid")
@@ -151,17 +161,20 @@ rows = [l.split() for l in open(sys.argv[1])]
 names = list(dict.fromkeys(r[1] for r in rows))
 def col(name, mode, i):
     return [float(r[i]) for r in rows if r[1] == name and r[2] == mode]
+def ratio(x, base):
+    # A tick count of 0 (a run too short for CLK_TCK) has no ratio.
+    return f"{x / base:.2f}×" if base else "n/a"
 def cell(xs, fmt):
     return f"{statistics.median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
 print("| server | load | req/s median (range) | vs nginx | CPU 0 µs/req median (range) | vs nginx "
       "| server µs/req median (range) | vs nginx | user µs/req median (range) | other CPU 0 % median |")
 print("|---|---|---|---|---|---|---|---|---|---|")
-for mode in ("p1@40k", "p1", "p16"):
+for mode in ("p1@40k", "p1", "p16", "p16/ts"):
     base = [statistics.median(col("nginx", mode, i)) for i in (3, 4, 5)]
     for name in names:
         rps, cpu, srv, usr, other = (col(name, mode, i) for i in (3, 4, 5, 6, 7))
-        print(f"| {name} | {mode} | {cell(rps, ',.0f')} | {statistics.median(rps) / base[0]:.2f}× "
-              f"| {cell(cpu, '.3f')} | {statistics.median(cpu) / base[1]:.2f}× "
-              f"| {cell(srv, '.3f')} | {statistics.median(srv) / base[2]:.2f}× "
+        print(f"| {name} | {mode} | {cell(rps, ',.0f')} | {ratio(statistics.median(rps), base[0])} "
+              f"| {cell(cpu, '.3f')} | {ratio(statistics.median(cpu), base[1])} "
+              f"| {cell(srv, '.3f')} | {ratio(statistics.median(srv), base[2])} "
               f"| {cell(usr, '.3f')} | {statistics.median(other):.0f} |")
 PY

@@ -1,5 +1,6 @@
 //! Requests in, responses out: functions over bytes, no sockets, so they are unit-tested and
-//! fuzzed on their own. [`parse`] finds the request at the front of the input, [`respond`]
+//! fuzzed on their own. [`parse`] finds the request at the front of the input (a worker's
+//! [`Parser`] remembers the last one, so a repeated request costs one comparison), [`respond`]
 //! routes it and writes its answer; the worker only moves bytes and arms timers.
 //!
 //! This is the hot path. Plain `GET`/`HEAD` heads are read by a hand-written scanner that

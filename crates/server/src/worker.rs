@@ -457,7 +457,9 @@ impl Worker {
         };
         let mut consumed = 0;
         let mut due = None;
-        while due.is_none()
+        // Nothing left is a partial request: not asked of the parser (httparse, a miss).
+        while consumed < bytes.len()
+            && due.is_none()
             && conn.delayed.is_none()
             && conn.life == Life::Open
             && conn.output.len() < MAX_PENDING_OUTPUT

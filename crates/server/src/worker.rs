@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::http::{self, Delayed, Limits, Parsed, Reply, Site, Status};
+use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
 use crate::uring::{Completion, Payload, Ring};
 use crate::Config;
 
@@ -80,7 +80,7 @@ pub(crate) struct Worker {
     free: Vec<usize>,
     live: usize,
     next_generation: u32,
-    limits: Limits,
+    parser: Parser,
     site: Site,
     config: Arc<Config>,
     shutdown: Arc<AtomicBool>,
@@ -91,6 +91,9 @@ pub(crate) struct Worker {
     date_second: u64,
     last_sweep: Instant,
     completions: Vec<Completion>,
+    /// When the ring last returned: the time of everything reaped with it (one clock read
+    /// per wake-up, not one per batch of requests).
+    woke: Instant,
 }
 
 /// Marks a connection's `/delay` timeout among its ops (the others are recv and send, which
@@ -144,7 +147,7 @@ impl Worker {
             free: Vec::new(),
             live: 0,
             next_generation: 0,
-            limits: Limits::default(),
+            parser: Parser::new(Limits::default()),
             site: Site::new(
                 config.static_dir.clone(),
                 http::http_date(SystemTime::now()),
@@ -158,6 +161,7 @@ impl Worker {
             date_second: now_second(),
             last_sweep: now,
             completions: Vec::with_capacity(1024),
+            woke: now,
         })
     }
 
@@ -167,6 +171,7 @@ impl Worker {
         self.ring.timeout(TICK_EVERY, TICK)?;
         loop {
             self.ring.submit_and_wait()?;
+            self.woke = Instant::now();
             let mut completions = std::mem::take(&mut self.completions);
             self.ring.reap(&mut completions);
             for c in completions.drain(..) {
@@ -210,6 +215,8 @@ impl Worker {
                 self.next_burn = Some(Instant::now() + burn.every);
             }
         }
+        // A stall or a burn just took the loop's time: what is reaped after it happened now.
+        self.woke = Instant::now();
         let second = now_second();
         if second != self.date_second {
             self.date_second = second;
@@ -439,7 +446,8 @@ impl Worker {
             conns,
             ring,
             site,
-            limits,
+            parser,
+            woke,
             ..
         } = self;
         let conn = conns[slot].as_mut().expect("live connection");
@@ -449,12 +457,14 @@ impl Worker {
         };
         let mut consumed = 0;
         let mut due = None;
-        while due.is_none()
+        // Nothing left is a partial request: not asked of the parser (httparse, a miss).
+        while consumed < bytes.len()
+            && due.is_none()
             && conn.delayed.is_none()
             && conn.life == Life::Open
             && conn.output.len() < MAX_PENDING_OUTPUT
         {
-            let request = match http::parse(&bytes[consumed..], limits) {
+            let request = match parser.parse(&bytes[consumed..]) {
                 Parsed::Partial => break,
                 Parsed::Reject(status) => {
                     http::write_error(&mut conn.output, status, site.date());
@@ -473,7 +483,7 @@ impl Worker {
         }
         let leftover = bytes.len() - consumed;
         if consumed > 0 {
-            conn.last_activity = Instant::now();
+            conn.last_activity = *woke;
         }
         match fresh {
             Some((bid, len)) => {
@@ -500,8 +510,9 @@ impl Worker {
         conn.partial_since = if conn.input.is_empty() || conn.life != Life::Open {
             None
         } else {
-            Some(conn.partial_since.unwrap_or_else(Instant::now))
+            Some(conn.partial_since.unwrap_or(*woke))
         };
+        let limits = parser.limits();
         if conn.input.len() > limits.max_head + limits.max_body + MAX_PENDING_OUTPUT {
             // A client that pipelines without reading: stop before memory runs away.
             self.begin_close(slot);

@@ -156,16 +156,29 @@ struct Message {
 ///
 /// Reads a `/static/` file (a brief blocking read: the reference server serves small files
 /// from the page cache, not a file system under load); otherwise a function of its inputs.
+///
+/// The keep-alive `GET /plaintext` answer is inlined into the caller's loop (one copy); the
+/// rest is a call.
+#[inline]
 pub fn respond(request: &Request<'_>, site: &Site, out: &mut Vec<u8>) -> Reply {
+    if request.route == Route::Plaintext
+        && !request.head_only
+        && request.connection == Connection::Persistent
+    {
+        out.extend_from_slice(&site.plaintext);
+        return Reply::Written { close: false };
+    }
+    respond_other(request, site, out)
+}
+
+#[inline(never)]
+fn respond_other(request: &Request<'_>, site: &Site, out: &mut Vec<u8>) -> Reply {
     let connection = request.connection;
     let written = Reply::Written {
         close: connection == Connection::Close,
     };
     let head_only = request.head_only;
     match request.route {
-        Route::Plaintext if !head_only && connection == Connection::Persistent => {
-            out.extend_from_slice(&site.plaintext);
-        }
         Route::Plaintext => write_response(
             out,
             Status::Ok,

@@ -194,14 +194,15 @@ fn respond_serves_static_files_and_refuses_traversal() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The hand-written path either declines or says exactly what `httparse` says, on
-/// requests of every shape and on their random corruptions.
-#[test]
-fn the_simple_path_agrees_with_httparse() {
-    let limits = Limits {
-        max_head: 200,
-        max_body: 50,
-    };
+/// The limits of the randomized tests: small, so that corruptions cross them.
+const SMALL_LIMITS: Limits = Limits {
+    max_head: 200,
+    max_body: 50,
+};
+
+/// Requests of every shape and random corruptions of them (a byte changed, inserted or
+/// removed, the input cut short), the same sequence every run.
+fn corrupted_requests() -> Vec<Vec<u8>> {
     let seeds: [&[u8]; 12] = [
         b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n",
         b"HEAD /json?x=1 HTTP/1.0\r\nConnection: Keep-Alive\r\nUser-Agent: ab\r\n\r\n",
@@ -224,7 +225,7 @@ fn the_simple_path_agrees_with_httparse() {
         (state % n as u64) as usize
     };
     let interesting = b"\r\n :\t,?/%\x00\x7f\x80\xffaZ09";
-    let mut agreed = 0;
+    let mut inputs = Vec::new();
     for seed in seeds {
         for round in 0..3000 {
             let mut input = seed.to_vec();
@@ -239,24 +240,81 @@ fn the_simple_path_agrees_with_httparse() {
                     }
                 }
             }
-            let cut = if round % 5 == 0 {
-                next(input.len() + 1)
-            } else {
-                input.len()
-            };
-            let input = &input[..cut];
-            if let Some(simple) = parse_simple(input, &limits) {
-                assert_eq!(
-                    simple,
-                    parse_general(input, &limits),
-                    "{:?}",
-                    String::from_utf8_lossy(input)
-                );
-                agreed += 1;
+            if round % 5 == 0 {
+                input.truncate(next(input.len() + 1));
             }
+            inputs.push(input);
+        }
+    }
+    inputs
+}
+
+/// The hand-written path either declines or says exactly what `httparse` says, on
+/// requests of every shape and on their random corruptions.
+#[test]
+fn the_simple_path_agrees_with_httparse() {
+    let mut agreed = 0;
+    for input in corrupted_requests() {
+        if let Some(simple) = parse_simple(&input, &SMALL_LIMITS) {
+            assert_eq!(
+                simple,
+                parse_general(&input, &SMALL_LIMITS),
+                "{:?}",
+                String::from_utf8_lossy(&input)
+            );
+            agreed += 1;
         }
     }
     assert!(agreed > 5000, "the simple path took only {agreed} inputs");
+}
+
+/// The remembering parser says what `parse` says, whatever came before; and it does answer
+/// from memory (most corruptions leave the front of a request, or all of it, unchanged).
+#[test]
+fn the_parser_remembers_only_what_parsing_would_say() {
+    let mut parser = Parser::new(SMALL_LIMITS);
+    let mut remembered = 0;
+    let mut previous: Vec<u8> = Vec::new();
+    for input in corrupted_requests() {
+        let from_memory = parser.last_request.is_some() && input.starts_with(&parser.last);
+        let expected = parse(&input, &SMALL_LIMITS);
+        assert_eq!(
+            parser.parse(&input),
+            expected,
+            "{:?} after {:?}",
+            String::from_utf8_lossy(&input),
+            String::from_utf8_lossy(&previous)
+        );
+        // The same request again, now from memory if the hand-written path read it.
+        if let Parsed::Request(r) = expected {
+            let simple = parse_simple(&input, &SMALL_LIMITS).is_some();
+            if simple && !matches!(r.route, Route::Static(_)) {
+                assert_eq!(parser.parse(&input), expected);
+                assert!(input.starts_with(&parser.last));
+            }
+        }
+        remembered += usize::from(from_memory);
+        previous = input;
+    }
+    assert!(
+        remembered > 1000,
+        "only {remembered} answers came from memory"
+    );
+    // A pipelined pair whose first request is the remembered one.
+    let mut parser = Parser::new(Limits::default());
+    let one = b"GET /json HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert!(matches!(parser.parse(one), Parsed::Request(_)));
+    let two = [&one[..], b"HEAD / HTTP/1.0\r\n\r\n"].concat();
+    let Parsed::Request(first) = parser.parse(&two) else {
+        panic!("the remembered request")
+    };
+    assert_eq!((first.len, first.route), (one.len(), Route::Json));
+    assert_eq!(
+        parser.parse(&two[first.len..]),
+        parse(&two[first.len..], &Limits::default())
+    );
+    // Cut short, the remembered request is not there: partial, as parse says.
+    assert_eq!(parser.parse(&one[..one.len() - 1]), Parsed::Partial);
 }
 
 #[test]

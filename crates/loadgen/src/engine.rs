@@ -19,6 +19,7 @@
 //! request's, and only re-armed when it fires early, so a response costs no timer update.
 
 mod connection;
+mod held;
 mod uring;
 
 use std::cell::{Cell, RefCell};
@@ -36,6 +37,7 @@ use tokio::time::{sleep_until, timeout};
 
 use serde::{Deserialize, Serialize};
 
+use crate::conns::{Gauge, Gauges, HeldKind};
 use crate::error::Error;
 use crate::plan::{Pace, Plan};
 use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder};
@@ -156,6 +158,8 @@ pub(crate) struct WorkerSpec {
     /// This worker's share of the connections (and so of any new rate).
     pub share: f64,
     pub cpu: Option<usize>,
+    /// This worker's share of `--idle-conns` and `--slow-conns`, by [`HeldKind::index`].
+    pub held: [usize; 2],
 }
 
 #[cfg(test)]
@@ -169,6 +173,7 @@ impl WorkerSpec {
             rate: None,
             share: 1.0,
             cpu: None,
+            held: [0; 2],
         }
     }
 }
@@ -222,6 +227,12 @@ struct Worker {
     in_flight: Cell<u64>,
     /// Connections in the middle of a TCP handshake.
     connecting: Cell<u64>,
+    /// The load's connections open now.
+    open: Cell<u64>,
+    /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
+    /// [`HeldKind::index`].
+    held_open: [Cell<u64>; 2],
+    held_opening: [Cell<u64>; 2],
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
@@ -271,6 +282,9 @@ impl Worker {
             share: spec.share,
             in_flight: Cell::new(0),
             connecting: Cell::new(0),
+            open: Cell::new(0),
+            held_open: Default::default(),
+            held_opening: Default::default(),
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_source: Cell::new(spec.index),
@@ -309,6 +323,43 @@ impl Worker {
         sending_ended
     }
 
+    /// Its connections open and opening now, every population.
+    fn gauges(&self) -> Gauges {
+        let held = |k: HeldKind| Gauge {
+            open: self.held_open[k.index()].get(),
+            opening: self.held_opening[k.index()].get(),
+        };
+        Gauges {
+            load: Gauge {
+                open: self.open.get(),
+                opening: self.connecting.get(),
+            },
+            held: [held(HeldKind::Idle), held(HeldKind::Slow)],
+        }
+    }
+
+    /// Hands this interval's data (with the connection gauges now) to the aggregator.
+    fn send_interval(&self, tx: &Sender<IntervalData>, now: Instant) -> bool {
+        let mut data = self
+            .rec
+            .borrow_mut()
+            .take_interval(now, self.shared.plan.tick);
+        data.conns = self.gauges();
+        tx.send(data).is_ok()
+    }
+
+    /// Resolves once sending has stopped (at once if it has): held connections close then.
+    async fn sending_stopped(&self) {
+        loop {
+            // Made before the check: a stop between the two still wakes it.
+            let woken = self.stop_idle.notified();
+            if self.stopping.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// The end of a worker, once its connections are done: open-loop slots nobody took are
     /// recorded as unfinished, and the last interval is handed over.
     fn wrap_up(&self, tx: &Sender<IntervalData>, sending_ended: Instant) -> WorkerOutcome {
@@ -317,11 +368,7 @@ impl Worker {
             self.abandon_unsent_slots();
         }
         let finished = Instant::now();
-        let last = self
-            .rec
-            .borrow_mut()
-            .take_interval(finished, self.shared.plan.tick);
-        let _ = tx.send(last);
+        self.send_interval(tx, finished);
         WorkerOutcome {
             sending_ended,
             finished,
@@ -336,6 +383,12 @@ impl Worker {
         let at = self.next_connect.get().max(now);
         self.next_connect.set(at + interval);
         (at > now).then_some(at)
+    }
+
+    /// The limit on one TCP handshake.
+    fn connect_limit(&self) -> Duration {
+        let plan = &self.shared.plan;
+        plan.connect_timeout.min(plan.timeout)
     }
 
     /// The source address the next connect is bound to, round robin; none: the kernel picks.
@@ -544,6 +597,14 @@ async fn worker_main(
             conns.spawn_local(connection::task(w.clone()));
         }
     }
+    // Held connections are their own tasks, apart from the load's: the load ending does not
+    // wait for them, and they close when sending stops.
+    let mut held = JoinSet::new();
+    for kind in HeldKind::ALL {
+        for _ in 0..spec.held[kind.index()] {
+            held.spawn_local(held::task(w.clone(), kind));
+        }
+    }
     let ticker = {
         let w = w.clone();
         let tx = tx.clone();
@@ -553,11 +614,10 @@ async fn worker_main(
             loop {
                 let scheduled = iv.tick().await.into_std();
                 let now = Instant::now();
-                let mut rec = w.rec.borrow_mut();
-                rec.record_loop_lag(now.saturating_duration_since(scheduled));
-                let data = rec.take_interval(now, tick);
-                drop(rec);
-                if tx.send(data).is_err() {
+                w.rec
+                    .borrow_mut()
+                    .record_loop_lag(now.saturating_duration_since(scheduled));
+                if !w.send_interval(&tx, now) {
                     break;
                 }
             }
@@ -571,6 +631,8 @@ async fn worker_main(
     };
     let sending_ended = w.stop_sending(stopped);
     w.stop_idle.notify_waiters();
+    // Each closes at once, counting itself open at the end if it was.
+    while held.join_next().await.is_some() {}
     let drained = timeout(plan.grace, async {
         while conns.join_next().await.is_some() {}
     })

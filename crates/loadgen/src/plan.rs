@@ -35,6 +35,10 @@ pub const MAX_SOURCE_ADDRS: usize = 1024;
 pub const MIN_CONNECT_RATE: f64 = 1.0;
 /// The fastest `--connect-rate`.
 pub const MAX_CONNECT_RATE: f64 = 10_000_000.0;
+/// `--slow-interval`'s default: a slow connection's next header byte after this. Shorter
+/// than the header timeouts servers keep by default (nginx 60 s, the reference server 10 s
+/// from the first byte), so a server that holds slow clients is seen holding them.
+pub const DEFAULT_SLOW_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Parses `--connect-rate`: `500/s` or `500`, new connections per second in total.
 pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
@@ -186,6 +190,13 @@ pub struct Plan {
     pub source_addrs: SourceAddrs,
     /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
     pub connect_rate: Option<f64>,
+    /// Connections held open and silent beside the load (`--idle-conns`).
+    pub idle_conns: usize,
+    /// Connections held open beside the load, each sending a request head that never ends
+    /// one byte at a time (`--slow-conns`: a slowloris client).
+    pub slow_conns: usize,
+    /// How often a slow connection sends its next header byte (`--slow-interval`).
+    pub slow_interval: Duration,
     host_header: String,
     path: String,
 }
@@ -218,6 +229,9 @@ impl Plan {
             engine: EngineChoice::Auto,
             source_addrs: SourceAddrs::Kernel,
             connect_rate: None,
+            idle_conns: 0,
+            slow_conns: 0,
+            slow_interval: DEFAULT_SLOW_INTERVAL,
             host_header,
             path,
         })
@@ -346,8 +360,27 @@ impl Plan {
                 ));
             }
         }
+        if self.idle_conns + self.slow_conns > MAX_CONNECTIONS {
+            return invalid(format!(
+                "held connections must be at most {MAX_CONNECTIONS} in all, got {} (--idle-conns {} + --slow-conns {})",
+                self.idle_conns + self.slow_conns,
+                self.idle_conns,
+                self.slow_conns
+            ));
+        }
+        span(
+            self.slow_interval,
+            MIN_DURATION,
+            MAX_TIMEOUT,
+            "slow-connection byte interval (--slow-interval)",
+        )?;
         self.source_ips()?;
         Ok(())
+    }
+
+    /// Every connection the run opens at once: the load's and the held ones.
+    pub fn all_connections(&self) -> usize {
+        self.connections + self.idle_conns + self.slow_conns
     }
 
     /// The local addresses connections are bound to before they connect (none: the kernel
@@ -358,7 +391,7 @@ impl Plan {
         match &self.source_addrs {
             SourceAddrs::Kernel => Ok(Vec::new()),
             SourceAddrs::Auto => {
-                let needed = self.connections.div_ceil(CONNS_PER_SOURCE).max(1);
+                let needed = self.all_connections().div_ceil(CONNS_PER_SOURCE).max(1);
                 match target {
                     IpAddr::V4(v4) if v4.is_loopback() => {
                         if needed > MAX_SOURCE_ADDRS {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;
 use crate::snapshot::min_some;
 // The published types lived here before the split; their old paths
@@ -225,6 +226,8 @@ pub struct IntervalData {
     pub counters: Counters,
     /// The slowest requests of the interval.
     pub slowest: Slowest,
+    /// The worker's connections open and opening at the end of the interval.
+    pub conns: Gauges,
 }
 
 impl IntervalData {
@@ -235,6 +238,7 @@ impl IntervalData {
             histograms: Histograms::new(highest),
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
+            conns: Gauges::default(),
         }
     }
 }
@@ -496,6 +500,11 @@ impl WorkerRecorder {
     /// Counts connections still opening when the run stopped.
     pub fn record_still_connecting(&mut self, n: u64) {
         self.current.counters.still_connecting += n;
+    }
+
+    /// What happened to a held connection of `kind`, counted into this interval.
+    pub fn held(&mut self, kind: HeldKind) -> &mut HeldCounters {
+        &mut self.current.counters.held[kind.index()]
     }
 
     /// Notes how late the worker's tick fired.

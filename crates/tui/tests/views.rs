@@ -108,6 +108,8 @@ fn snapshot(tick: u64) -> Snapshot {
             .map(|s| second(s as f64, 3_500, 2))
             .collect(),
         spike_counts: Default::default(),
+        conns: Default::default(),
+        conns_peak: Default::default(),
     }
 }
 
@@ -126,6 +128,7 @@ fn second(t_s: f64, requests: u64, errors: u64) -> TimePoint {
         outliers: 0,
         generator_lag_us: 0,
         cpu_busy_pct: Vec::new(),
+        connections: Default::default(),
     }
 }
 

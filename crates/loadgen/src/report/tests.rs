@@ -32,6 +32,7 @@ fn totals() -> RunTotals {
         rate_changes: vec![],
         stopped_early: false,
         engine: Default::default(),
+        conns_peak: Default::default(),
     }
 }
 

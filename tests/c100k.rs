@@ -334,7 +334,18 @@ fn idle_connections_are_held_open_beside_the_load(e: Engine) {
     let count = idle.to_string();
     let (code, r, stderr) = e.run_json(
         &format!("http://{addr}/"),
-        &["-c", "8", "-z", "2s", "--idle-conns", &count],
+        // The warm-up opens them all: connects measured beside 2,000 others would be the
+        // run's set-up (and warned of as such).
+        &[
+            "-c",
+            "8",
+            "--warmup",
+            "1s",
+            "-z",
+            "2s",
+            "--idle-conns",
+            &count,
+        ],
     );
     let _ = server.kill();
     let _ = server.wait();
@@ -361,6 +372,11 @@ fn idle_connections_are_held_open_beside_the_load(e: Engine) {
     assert_eq!(n(&i["closed_by_server"]), 0, "{i}");
     assert_eq!(n(&i["connect_failures"]) + n(&i["failed"]), 0, "{i}");
     assert!(c["slow"].is_null(), "{c}");
+    assert_eq!(
+        r["warnings"],
+        serde_json::json!([]),
+        "all held: nothing to warn of"
+    );
     // Over time: the load's 8 and the idle ones open in the per-second points.
     assert_eq!(most(&r, "open"), 8);
     assert_eq!(most(&r, "idle_open"), idle);
@@ -404,6 +420,13 @@ fn held_connections_closed_by_the_server_are_counted_and_reopened(e: Engine) {
         );
     }
     assert!(most(&r, "held_lost") > 0, "{}", r["timeseries"]);
+    let warnings = r["warnings"].to_string();
+    for kind in [
+        "idle connections (--idle-conns)",
+        "slow connections (--slow-conns)",
+    ] {
+        assert!(warnings.contains(kind), "{kind}: {warnings}");
+    }
     // The load itself is not held up by them.
     assert_eq!(n(&r["summary"]["errors"]), 0, "{}", r["errors"]);
     // The summary says so.

@@ -194,6 +194,32 @@ impl Connections {
         }
     }
 
+    /// A warning for each held population the server did not hold whole: some were closed
+    /// by it, failed, or were not open when sending stopped.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        use crate::report::fmt_count;
+        let mut out = Vec::new();
+        for (name, flag, h) in [
+            ("idle", "--idle-conns", &self.idle),
+            ("slow", "--slow-conns", &self.slow),
+        ] {
+            let Some(h) = h else { continue };
+            let k = &h.counters;
+            let failures = k.connect_failures + k.failed;
+            if k.open_at_end == h.asked && k.closed_by_server == 0 && failures == 0 {
+                continue;
+            }
+            out.push(format!(
+                "{} of {} {name} connections ({flag}) were open when sending stopped; during the run the server closed {} (an idle or header timeout, a connection limit) and {} failed: the server did not hold them all throughout",
+                fmt_count(k.open_at_end),
+                fmt_count(h.asked),
+                fmt_count(k.closed_by_server),
+                fmt_count(failures)
+            ));
+        }
+        out
+    }
+
     /// Several generators' sections as one (`tailscope merge`): counts added up; the
     /// peaks, which need not have fallen at once, are the merged time series' highest.
     pub(crate) fn merged<'a>(

@@ -671,6 +671,9 @@ impl Report {
                 ));
             }
         }
+        if let Some(c) = &self.connections {
+            out.extend(c.warnings());
+        }
         out
     }
 

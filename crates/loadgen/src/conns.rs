@@ -183,7 +183,7 @@ impl Connections {
                 asked: asked as u64,
                 counters: totals.counters.held[k.index()],
                 peak_open: peak.held[k.index()].open,
-                byte_interval_s: (k == HeldKind::Slow).then(|| plan.slow_interval.as_secs_f64()),
+                byte_interval_s: (k == HeldKind::Slow).then_some(plan.slow_interval.as_secs_f64()),
             })
         };
         Connections {

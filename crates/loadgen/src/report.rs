@@ -455,7 +455,7 @@ impl Report {
                     .collect(),
                 idle_conns: plan.idle_conns,
                 slow_conns: plan.slow_conns,
-                slow_interval_s: (plan.slow_conns > 0).then(|| plan.slow_interval.as_secs_f64()),
+                slow_interval_s: (plan.slow_conns > 0).then_some(plan.slow_interval.as_secs_f64()),
             },
             target: None,
             summary: Summary {

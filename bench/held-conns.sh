@@ -4,7 +4,9 @@
 # and beside N idle connections held by another program (a Python script: the anchor, so a
 # cost that comes from tailscope's own generator holding them would show as a difference
 # between the two). Alternated, ROUNDS rounds. The reference server: 1 thread on CPU 0; the
-# generator: 1 thread on CPU 1; the Python holder on CPU 1 too (it only sleeps).
+# generator: 1 thread on CPU 1; the Python holder on CPU 1 too (it only sleeps). Each row
+# says how late the generator's tick fired at most (its own stalls: a loaded machine) and
+# the 1-minute load average when it began.
 #
 #   bash bench/held-conns.sh [N, default 18000] [ROUNDS, default 3] [RATE, default 10000]
 #
@@ -31,15 +33,17 @@ out=$(mktemp -d)
 load() {
   local name=$1; shift
   local json=$out/$name.json
+  local loadavg; loadavg=$(cut -d' ' -f1 /proc/loadavg)
   taskset -c 1 "$ts" run "$url" --engine uring --threads 1 -c 64 -q "$rate" \
     --connect-rate 10000/s --warmup 4s -z 10s --no-tui --json "$json" "$@" >/dev/null 2>&1 || true
-  python3 - "$json" "$name" "$round" <<'EOF'
+  python3 - "$json" "$name" "$round" "$loadavg" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 l, s, c = r["latency_us"], r["summary"], r.get("connections") or {}
 idle = c.get("idle") or {}
 held = f'{idle.get("open_at_end")} of {idle.get("asked")}' if idle else "-"
-print(f'| {sys.argv[3]} | {sys.argv[2]} | {held} | {s["rps"]:,.0f} | {l["p50"]/1000:.3f} | {l["p99"]/1000:.3f} | {l["p999"]/1000:.3f} | {l["max"]/1000:.3f} | {s["errors"]} | {s["late_sends"]} |')
+lag = max((p["generator_lag_us"] for p in r["timeseries"]), default=0) / 1000
+print(f'| {sys.argv[3]} | {sys.argv[2]} | {held} | {s["rps"]:,.0f} | {l["p50"]/1000:.3f} | {l["p99"]/1000:.3f} | {l["p999"]/1000:.3f} | {l["max"]/1000:.3f} | {s["errors"]} | {lag:.1f} | {sys.argv[4]} |')
 EOF
 }
 
@@ -62,8 +66,8 @@ EOF
   sleep $((held / 4000 + 2))
 }
 
-echo "| round | variant | idle held to the end | req/s | p50 (ms) | p99 (ms) | p99.9 (ms) | max (ms) | errors | late sends |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| round | variant | idle held to the end | req/s | p50 (ms) | p99 (ms) | p99.9 (ms) | max (ms) | errors | generator lag max (ms) | load avg |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for round in $(seq "$rounds"); do
   load alone
   load "tailscope --idle-conns $held" --idle-conns "$held"

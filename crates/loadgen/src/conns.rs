@@ -38,6 +38,9 @@ impl HeldKind {
 pub struct Gauge {
     /// Connected.
     pub open: u64,
+    /// The most connected at once since the worker's previous interval (at least `open`).
+    #[serde(default)]
+    pub peak_open: u64,
     /// In their TCP handshake.
     pub opening: u64,
 }
@@ -58,16 +61,18 @@ impl Gauges {
             .chain(self.held.iter_mut().zip(&other.held))
         {
             a.open += b.open;
+            a.peak_open += b.peak_open;
             a.opening += b.opening;
         }
     }
 
-    /// Raises each figure to at least `other`'s (the peaks of a run).
+    /// Raises each figure to at least `other`'s (the peaks of a run): `open` to the most
+    /// `other` had open at once.
     pub(crate) fn raise_to(&mut self, other: &Gauges) {
         for (a, b) in std::iter::once((&mut self.load, &other.load))
             .chain(self.held.iter_mut().zip(&other.held))
         {
-            a.open = a.open.max(b.open);
+            a.open = a.open.max(b.peak_open.max(b.open));
             a.opening = a.opening.max(b.opening);
         }
     }
@@ -151,7 +156,7 @@ pub struct HeldReport {
     /// What happened to them.
     #[serde(flatten)]
     pub counters: HeldCounters,
-    /// The most open at once (at a tick's end).
+    /// The most open at once (see [`Connections::peak_open`]).
     pub peak_open: u64,
     /// `--slow-conns`: seconds between header bytes; null for idle connections.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,9 +167,10 @@ pub struct HeldReport {
 /// and what became of the held ones.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Connections {
-    /// The load's connections: the most open at once (at a tick's end).
+    /// The load's connections: the most open at once (each generator thread's most within
+    /// a tick, added up over the threads: exact with one thread, else an upper bound).
     pub peak_open: u64,
-    /// The most in their handshake at once.
+    /// The most in their handshake at once (at a tick's end).
     pub peak_opening: u64,
     /// `--idle-conns`; null without.
     #[serde(default)]

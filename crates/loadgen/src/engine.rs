@@ -188,6 +188,36 @@ pub(crate) struct WorkerOutcome {
     pub finished: Instant,
 }
 
+/// A count of connections that goes up and down, with the most it reached since it was
+/// last asked (a tick's peak, which the tick's end alone would miss in a short run).
+#[derive(Debug, Default)]
+struct Level {
+    now: Cell<u64>,
+    most: Cell<u64>,
+}
+
+impl Level {
+    fn up(&self) {
+        self.now.set(self.now.get() + 1);
+        self.most.set(self.most.get().max(self.now.get()));
+    }
+
+    fn down(&self) {
+        self.now.set(self.now.get().saturating_sub(1));
+    }
+
+    fn get(&self) -> u64 {
+        self.now.get()
+    }
+
+    /// The most since the last call (at least what is open now).
+    fn take_most(&self) -> u64 {
+        let most = self.most.get().max(self.now.get());
+        self.most.set(self.now.get());
+        most
+    }
+}
+
 /// A request claimed by a connection.
 #[derive(Debug, Clone, Copy)]
 struct Claim {
@@ -228,10 +258,10 @@ struct Worker {
     /// Connections in the middle of a TCP handshake.
     connecting: Cell<u64>,
     /// The load's connections open now.
-    open: Cell<u64>,
+    open: Level,
     /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
     /// [`HeldKind::index`].
-    held_open: [Cell<u64>; 2],
+    held_open: [Level; 2],
     held_opening: [Cell<u64>; 2],
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
@@ -250,6 +280,9 @@ struct Worker {
     /// When sending stopped early (a stop request): open-loop slots from then on never fell
     /// due. `-z`'s end is in `shared.end`.
     stopped_at: Cell<Option<Instant>>,
+    /// Held connections are to close (see [`Worker::held_released`]).
+    held_released: Cell<bool>,
+    held_release: Notify,
     /// The grace period is over: every connection records what it still waits for as
     /// unfinished and returns.
     grace_over: Cell<bool>,
@@ -282,7 +315,7 @@ impl Worker {
             share: spec.share,
             in_flight: Cell::new(0),
             connecting: Cell::new(0),
-            open: Cell::new(0),
+            open: Level::default(),
             held_open: Default::default(),
             held_opening: Default::default(),
             last_ticket_at: Cell::new(None),
@@ -296,6 +329,8 @@ impl Worker {
             next_connect: Cell::new(shared.start),
             stop_idle: Notify::new(),
             stopped_at: Cell::new(None),
+            held_released: Cell::new(false),
+            held_release: Notify::new(),
             grace_over: Cell::new(false),
             grace_notify: Notify::new(),
             shared,
@@ -323,15 +358,18 @@ impl Worker {
         sending_ended
     }
 
-    /// Its connections open and opening now, every population.
-    fn gauges(&self) -> Gauges {
+    /// Its connections open and opening now, every population, and the most open since
+    /// the last call.
+    fn take_gauges(&self) -> Gauges {
         let held = |k: HeldKind| Gauge {
             open: self.held_open[k.index()].get(),
+            peak_open: self.held_open[k.index()].take_most(),
             opening: self.held_opening[k.index()].get(),
         };
         Gauges {
             load: Gauge {
                 open: self.open.get(),
+                peak_open: self.open.take_most(),
                 opening: self.connecting.get(),
             },
             held: [held(HeldKind::Idle), held(HeldKind::Slow)],
@@ -344,11 +382,12 @@ impl Worker {
             .rec
             .borrow_mut()
             .take_interval(now, self.shared.plan.tick);
-        data.conns = self.gauges();
+        data.conns = self.take_gauges();
         tx.send(data).is_ok()
     }
 
-    /// Resolves once sending has stopped (at once if it has): held connections close then.
+    /// Resolves once sending has stopped (at once if it has): held connections make no new
+    /// connects from then on.
     async fn sending_stopped(&self) {
         loop {
             // Made before the check: a stop between the two still wakes it.
@@ -360,15 +399,34 @@ impl Worker {
         }
     }
 
+    /// Resolves once the load's last response is in (or the grace period is over): held
+    /// connections close then, after the run's figures, so that closing thousands of
+    /// sockets (seconds of system time) neither delays the responses still in flight nor
+    /// counts as grace.
+    async fn held_released(&self) {
+        loop {
+            let woken = self.held_release.notified();
+            if self.held_released.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// The end of a worker, once its connections are done: open-loop slots nobody took are
     /// recorded as unfinished, and the last interval is handed over.
-    fn wrap_up(&self, tx: &Sender<IntervalData>, sending_ended: Instant) -> WorkerOutcome {
+    /// `finished` is when its last request finished (or the grace period ran out).
+    fn wrap_up(
+        &self,
+        tx: &Sender<IntervalData>,
+        sending_ended: Instant,
+        finished: Instant,
+    ) -> WorkerOutcome {
         if matches!(self.shared.plan.pace, Pace::Rate(_)) {
             self.grace_over.set(true);
             self.abandon_unsent_slots();
         }
-        let finished = Instant::now();
-        self.send_interval(tx, finished);
+        self.send_interval(tx, Instant::now());
         WorkerOutcome {
             sending_ended,
             finished,
@@ -631,8 +689,6 @@ async fn worker_main(
     };
     let sending_ended = w.stop_sending(stopped);
     w.stop_idle.notify_waiters();
-    // Each closes at once, counting itself open at the end if it was.
-    while held.join_next().await.is_some() {}
     let drained = timeout(plan.grace, async {
         while conns.join_next().await.is_some() {}
     })
@@ -657,8 +713,13 @@ async fn worker_main(
             conns.abort_all();
         }
     }
+    let finished = Instant::now();
+    // Each closes now, counting itself open at the end if it was.
+    w.held_released.set(true);
+    w.held_release.notify_waiters();
+    while held.join_next().await.is_some() {}
     ticker.abort();
-    w.wrap_up(&tx, sending_ended)
+    w.wrap_up(&tx, sending_ended, finished)
 }
 
 /// What a connection holds when the grace period ends.

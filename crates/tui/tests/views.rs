@@ -118,7 +118,11 @@ fn snapshot(tick: u64) -> Snapshot {
 /// `open` load connections, none opening, no held ones.
 fn steady(open: u64) -> Gauges {
     Gauges {
-        load: Gauge { open, opening: 0 },
+        load: Gauge {
+            open,
+            peak_open: open,
+            opening: 0,
+        },
         ..Gauges::default()
     }
 }
@@ -487,15 +491,18 @@ fn long_app() -> App {
         snap.conns = Gauges {
             load: Gauge {
                 open: 9_876,
+                peak_open: 9_876,
                 opening: 124,
             },
             held: [
                 Gauge {
                     open: 20_000,
+                    peak_open: 20_000,
                     opening: 0,
                 },
                 Gauge {
                     open: 1_234,
+                    peak_open: 1_300,
                     opening: 5,
                 },
             ],

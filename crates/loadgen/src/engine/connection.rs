@@ -395,7 +395,7 @@ impl<S: AsRawFd> Connection<S> {
         let took = began.elapsed();
         self.retrans_seen = 0;
         self.stream = Some(s);
-        w.open.set(w.open.get() + 1);
+        w.open.up();
         if took >= SLOW_HANDSHAKE {
             self.observe(true);
         }
@@ -765,7 +765,7 @@ impl<S> Connection<S> {
     pub(super) fn drop_stream(&mut self) {
         if self.stream.take().is_some() {
             let w = &*self.w;
-            w.open.set(w.open.get().saturating_sub(1));
+            w.open.down();
         }
     }
 }

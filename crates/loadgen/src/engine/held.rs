@@ -6,7 +6,8 @@
 //! never ends, one byte every `--slow-interval` (a slowloris client). Either waits for the
 //! server to close it (an idle or header timeout, a connection limit): that is counted as
 //! `closed_by_server` and the connection is opened again, in turn, so the population stays
-//! what was asked for while the run lasts. When sending stops each closes, counted
+//! what was asked for while the run lasts. No connect begins once sending stops; when the
+//! load's last response is in (or the grace period is over) each closes, counted
 //! `open_at_end` if it was open. [`HeldConn`] is the state and bookkeeping both engines
 //! share; [`task`] is the tokio engine's loop (the io_uring engine drives the same state
 //! from its completions in `uring/held.rs`).
@@ -80,6 +81,10 @@ impl<S> HeldConn<S> {
         });
     }
 
+    fn open_level(&self) -> &super::Level {
+        &self.w.held_open[self.kind.index()]
+    }
+
     /// A connect begins.
     pub(super) fn begin_connect(&self) {
         self.gauge(&self.w.held_opening, true);
@@ -93,7 +98,7 @@ impl<S> HeldConn<S> {
     /// The connect made `s`.
     pub(super) fn opened(&mut self, s: S) {
         self.gauge(&self.w.held_opening, false);
-        self.gauge(&self.w.held_open, true);
+        self.open_level().up();
         self.w.rec.borrow_mut().held(self.kind).opened += 1;
         self.stream = Some(s);
         self.sent = 0;
@@ -112,7 +117,7 @@ impl<S> HeldConn<S> {
     /// The open connection ended (the server closed it, or it failed): counted, closed.
     pub(super) fn ended(&mut self, how: HeldEnd) {
         if self.stream.take().is_some() {
-            self.gauge(&self.w.held_open, false);
+            self.open_level().down();
             let mut rec = self.w.rec.borrow_mut();
             let c = rec.held(self.kind);
             match how {
@@ -125,7 +130,7 @@ impl<S> HeldConn<S> {
     /// Sending stopped: the connection closes, counted as open at the end if it was.
     pub(super) fn release(&mut self) {
         if self.stream.take().is_some() {
-            self.gauge(&self.w.held_open, false);
+            self.open_level().down();
             self.w.rec.borrow_mut().held(self.kind).open_at_end += 1;
         }
     }
@@ -205,12 +210,16 @@ pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
         c.opened(s);
         let end = tokio::select! {
             end = hold(&mut c) => end,
-            _ = w.sending_stopped() => {
+            _ = w.held_released() => {
                 c.release();
                 return;
             }
         };
         c.ended(end);
+        if w.stopping.get() {
+            // No new connects once sending stopped.
+            return;
+        }
     }
 }
 

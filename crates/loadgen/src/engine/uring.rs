@@ -131,9 +131,12 @@ pub(super) fn worker_main(
 ) -> WorkerOutcome {
     let mut worker = new_worker(shared, spec);
     let sending_ended = worker.run(&tx, &stop);
+    // Held connections close after the load's figures (see `Worker::held_released`).
+    let finished = Instant::now();
+    worker.release_held();
     worker.close_all();
     let w = worker.w.clone();
-    w.wrap_up(&tx, sending_ended)
+    w.wrap_up(&tx, sending_ended, finished)
 }
 
 /// The worker of `spec`'s connections, none open yet.
@@ -202,7 +205,7 @@ impl UringWorker {
                 if stopped || self.live == 0 || self.shared.end.is_some_and(|e| now >= e) {
                     sending_ended = Some(self.w.stop_sending(stopped));
                     grace_end = Some(now + self.shared.plan.grace);
-                    self.release_held();
+                    self.stop_held_connects();
                     // Wake whatever waits for a slot or a back-off: a stop cuts both short.
                     for i in 0..self.slots.len() {
                         let s = &mut self.slots[i];

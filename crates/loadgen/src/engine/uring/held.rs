@@ -94,6 +94,10 @@ impl UringWorker {
             }
             return;
         }
+        if self.w.stopping.get() {
+            // No new connects once sending stopped.
+            return;
+        }
         if !h.has_turn {
             if let Some(at) = self.w.connect_permit(now) {
                 h.has_turn = true;
@@ -192,7 +196,17 @@ impl UringWorker {
         self.mark_held(i);
     }
 
-    /// Sending stopped: every held connection closes (counted open at the end if it was).
+    /// Sending stopped: connects in progress are dropped (the open ones are held until
+    /// [`UringWorker::release_held`]).
+    pub(super) fn stop_held_connects(&mut self) {
+        for h in &mut self.held {
+            if h.connecting.take().is_some() {
+                h.c.abandon_connect();
+            }
+        }
+    }
+
+    /// The run is over: every held connection closes (counted open at the end if it was).
     pub(super) fn release_held(&mut self) {
         for h in &mut self.held {
             if h.connecting.take().is_some() {

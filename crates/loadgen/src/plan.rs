@@ -24,10 +24,13 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The shortest duration, warm-up aside, any of those may be.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
-/// Connections `--source-addrs auto` gives one source address: the default ephemeral range
-/// (32768–60999) has ~28 k ports toward one destination, and reconnects leave some in
-/// TIME_WAIT.
-pub const CONNS_PER_SOURCE: usize = 20_000;
+/// Connections `--source-addrs auto` gives one source address. The default ephemeral range
+/// (32768–60999) has ~28 k ports toward one destination, but connects slow down long before
+/// it is full: with 18,000 connections from one loopback address to the reference server,
+/// both engines' threads stalled in connects for 1.4–5 s and the held connects spilled into
+/// the measured window; from 2, 3 or 4 addresses (9,000 or fewer each) they did not
+/// (BENCHMARKS.md, "Idle connections beside the load").
+pub const CONNS_PER_SOURCE: usize = 8_000;
 /// The most source addresses a plan may name or `auto` may pick.
 pub const MAX_SOURCE_ADDRS: usize = 1024;
 

@@ -226,7 +226,7 @@ pub struct LoadArgs {
     /// Hold this many more connections open and silent beside the load, to measure what
     /// holding clients costs the server. They open like the load's (--source-addrs,
     /// --connect-rate, --connect-timeout), are counted apart, are opened again when the
-    /// server closes them, and close when sending stops.
+    /// server closes them, and close when the run ends.
     #[arg(long = "idle-conns", default_value_t = 0, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CONNECTIONS as u64))]
     pub idle_conns: usize,
     /// Like --idle-conns, but each sends a request head that never ends, one header byte

@@ -92,7 +92,8 @@ pub struct HeldCounters {
     pub closed_by_server: u64,
     /// Failed on the generator's side otherwise (a slow byte that could not be written).
     pub failed: u64,
-    /// Still open when sending stopped (then closed by the generator).
+    /// Still open when the run ended, after the load's last response or the grace period
+    /// (then closed by the generator).
     pub open_at_end: u64,
 }
 
@@ -201,7 +202,7 @@ impl Connections {
     }
 
     /// A warning for each held population the server did not hold whole: some were closed
-    /// by it, failed, or were not open when sending stopped.
+    /// by it, failed, or were not open when the run ended.
     pub(crate) fn warnings(&self) -> Vec<String> {
         use crate::report::fmt_count;
         let mut out = Vec::new();
@@ -216,7 +217,7 @@ impl Connections {
                 continue;
             }
             out.push(format!(
-                "{} of {} {name} connections ({flag}) were open when sending stopped; during the run the server closed {} (an idle or header timeout, a connection limit) and {} failed: the server did not hold them all throughout",
+                "{} of {} {name} connections ({flag}) were open when the run ended; during the run the server closed {} (an idle or header timeout, a connection limit) and {} failed: the server did not hold them all throughout",
                 fmt_count(k.open_at_end),
                 fmt_count(h.asked),
                 fmt_count(k.closed_by_server),

@@ -234,7 +234,8 @@ async fn hold(c: &mut HeldConn<TcpStream>) -> HeldEnd {
             if let Err(end) = c.send_byte() {
                 return end;
             }
-            next_byte += interval.unwrap_or_default();
+            // From now, not from when it was due: a late wake-up sends one byte, not a burst.
+            next_byte = Instant::now() + interval.unwrap_or_default();
         }
         let Some(s) = c.stream.as_ref() else {
             return HeldEnd::Failed;

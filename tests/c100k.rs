@@ -450,7 +450,55 @@ fn held_connections_closed_by_the_server_are_counted_and_reopened(e: Engine) {
     assert!(!text.contains(" 0 closed by the server"), "{text}");
 }
 
+fn held_connections_open_through_the_loads_connect_path(e: Engine) {
+    // Source addresses in turn and --connect-rate turns, shared with the load's connects.
+    let (url, accepted) = peer_counting_server();
+    let (code, r, stderr) = e.run_json(
+        &url,
+        &[
+            "-c",
+            "2",
+            "-z",
+            "1s",
+            "--threads",
+            "1",
+            "--idle-conns",
+            "3",
+            "--slow-conns",
+            "3",
+            "--source-addrs",
+            "127.0.0.2,127.0.0.3",
+            "--connect-rate",
+            "50/s",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        r["config"]["source_addrs"],
+        serde_json::json!(["127.0.0.2", "127.0.0.3"])
+    );
+    for kind in ["idle", "slow"] {
+        let h = &r["connections"][kind];
+        assert_eq!(n(&h["opened"]), 3, "{kind}: {h}");
+        assert_eq!(n(&h["open_at_end"]), 3, "{kind}: {h}");
+    }
+    let peers = per_peer(&accepted);
+    assert_eq!(
+        peers.values().copied().collect::<Vec<_>>(),
+        vec![4, 4],
+        "8 connections, 2 addresses in turn: {peers:?}"
+    );
+    // 8 connects at 50/s: the last leaves 7 × 20 ms after the first.
+    let times: Vec<Instant> = accepted.lock().unwrap().iter().map(|(_, t)| *t).collect();
+    let spread = *times.iter().max().unwrap() - *times.iter().min().unwrap();
+    assert!(
+        spread >= Duration::from_millis(120),
+        "connects spread over {spread:?}"
+    );
+}
+
 engine_tests!(
+    held_connections_open_through_the_loads_connect_path,
     idle_connections_are_held_open_beside_the_load,
     held_connections_closed_by_the_server_are_counted_and_reopened,
     out_of_local_ports_is_no_local_port_and_names_the_fix,

@@ -223,6 +223,19 @@ pub struct LoadArgs {
     /// instead of sending every SYN at once. Default: unbounded.
     #[arg(long = "connect-rate", value_parser = tailscope_loadgen::plan::parse_connect_rate, value_name = "N/s")]
     pub connect_rate: Option<f64>,
+    /// Hold this many more connections open and silent beside the load, to measure what
+    /// holding clients costs the server. They open like the load's (--source-addrs,
+    /// --connect-rate, --connect-timeout), are counted apart, are opened again when the
+    /// server closes them, and close when the run ends.
+    #[arg(long = "idle-conns", default_value_t = 0, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CONNECTIONS as u64))]
+    pub idle_conns: usize,
+    /// Like --idle-conns, but each sends a request head that never ends, one header byte
+    /// every --slow-interval (a slowloris client).
+    #[arg(long = "slow-conns", default_value_t = 0, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CONNECTIONS as u64))]
+    pub slow_conns: usize,
+    /// The pause between a slow connection's header bytes (--slow-conns).
+    #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
+    pub slow_interval: Duration,
 }
 
 /// `--engine`.

@@ -172,6 +172,9 @@ impl RunConfig {
             plan.source_addrs = s;
         }
         plan.connect_rate = load.connect_rate;
+        plan.idle_conns = load.idle_conns;
+        plan.slow_conns = load.slow_conns;
+        plan.slow_interval = load.slow_interval;
         tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();

@@ -12,6 +12,7 @@ use std::time::Duration;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
+use crate::conns::{ConnPoint, Gauges, HeldKind};
 use crate::recorder::{new_histogram, Histograms, IntervalData, RequestFigures, Slowest};
 use crate::snapshot::{Counters, Percentiles, Phase, RunTotals, Snapshot, TimePoint};
 
@@ -21,6 +22,8 @@ const RECENT_SECONDS: usize = 120;
 struct SecondBucket {
     counters: Counters,
     latency: Histogram<u64>,
+    /// Every worker's connections as of the latest interval filed under this second.
+    conns: Gauges,
 }
 
 /// Merges workers' interval data into run totals, per-second points and snapshots.
@@ -47,6 +50,12 @@ pub struct Aggregator {
     /// interval, taken just after a tick) goes into the first open second instead, so no
     /// second is made a point twice.
     open_from: u64,
+    /// Each worker's connections at the end of its latest interval.
+    worker_conns: Vec<Gauges>,
+    /// The most connections open and opening at once.
+    conns_peak: Gauges,
+    /// Which held populations the run has (`--idle-conns`, `--slow-conns`).
+    held_asked: [bool; 2],
 }
 
 impl Aggregator {
@@ -66,7 +75,26 @@ impl Aggregator {
             by_request: Vec::new(),
             worker_ticks: vec![0; workers],
             open_from: 0,
+            worker_conns: vec![Gauges::default(); workers],
+            conns_peak: Gauges::default(),
+            held_asked: [false; 2],
         }
+    }
+
+    /// Says how many held connections of each kind the run asks for (by
+    /// [`crate::conns::HeldKind::index`]): the time series has their gauges where non-zero.
+    pub fn with_held(mut self, asked: [u64; 2]) -> Self {
+        self.held_asked = asked.map(|n| n > 0);
+        self
+    }
+
+    /// Every worker's connections now (their latest intervals).
+    fn conns_now(&self) -> Gauges {
+        let mut sum = Gauges::default();
+        for g in &self.worker_conns {
+            sum.add(g);
+        }
+        sum
     }
 
     /// Merges one worker's interval.
@@ -94,11 +122,18 @@ impl Aggregator {
             (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
         // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
         let second = (data.tick.saturating_sub(1) / ticks_per_second).max(self.open_from);
+        if let Some(g) = self.worker_conns.get_mut(data.worker) {
+            *g = data.conns;
+        }
+        let conns = self.conns_now();
+        self.conns_peak.raise_to(&conns);
         let highest = self.highest;
         let bucket = self.seconds.entry(second).or_insert_with(|| SecondBucket {
             counters: Counters::default(),
             latency: new_histogram(highest),
+            conns,
         });
+        bucket.conns = conns;
         bucket.counters.merge(&data.counters);
         bucket
             .latency
@@ -149,7 +184,29 @@ impl Aggregator {
                 outliers,
                 generator_lag_us: b.counters.max_loop_lag_us,
                 cpu_busy_pct: Vec::new(),
+                connections: self.conn_point(&b),
             });
+        }
+    }
+
+    /// A second's connections: its gauges as of its last interval, its failures.
+    fn conn_point(&self, b: &SecondBucket) -> ConnPoint {
+        let held = |k: HeldKind| self.held_asked[k.index()].then(|| b.conns.held[k.index()]);
+        let any_held = self.held_asked.contains(&true);
+        let lost: u64 = b
+            .counters
+            .held
+            .iter()
+            .map(|h| h.connect_failures + h.closed_by_server + h.failed)
+            .sum();
+        ConnPoint {
+            open: b.conns.load.open,
+            opening: b.conns.load.opening,
+            failed: b.counters.connect_failures,
+            idle_open: held(HeldKind::Idle).map(|g| g.open),
+            slow_open: held(HeldKind::Slow).map(|g| g.open),
+            held_opening: any_held.then(|| b.conns.held.iter().map(|g| g.opening).sum()),
+            held_lost: any_held.then_some(lost),
         }
     }
 
@@ -175,6 +232,8 @@ impl Aggregator {
             recent_seconds: self.timeseries[self.timeseries.len().saturating_sub(RECENT_SECONDS)..]
                 .to_vec(),
             spike_counts: self.histograms.spike_counts(),
+            conns: self.conns_now(),
+            conns_peak: self.conns_peak,
         };
         self.last_tick_latency.reset();
         snap
@@ -218,6 +277,7 @@ impl Aggregator {
             rate_changes: Vec::new(),
             stopped_early: false,
             engine: Default::default(),
+            conns_peak: self.conns_peak,
         }
     }
 }

@@ -19,6 +19,7 @@
 //! request's, and only re-armed when it fires early, so a response costs no timer update.
 
 mod connection;
+mod held;
 mod uring;
 
 use std::cell::{Cell, RefCell};
@@ -36,6 +37,7 @@ use tokio::time::{sleep_until, timeout};
 
 use serde::{Deserialize, Serialize};
 
+use crate::conns::{Gauge, Gauges, HeldKind};
 use crate::error::Error;
 use crate::mix::Encoded;
 use crate::plan::{Pace, Plan};
@@ -164,6 +166,8 @@ pub(crate) struct WorkerSpec {
     /// that the workers' schedules interleave.
     pub phase: f64,
     pub cpu: Option<usize>,
+    /// This worker's share of `--idle-conns` and `--slow-conns`, by [`HeldKind::index`].
+    pub held: [usize; 2],
 }
 
 #[cfg(test)]
@@ -178,6 +182,7 @@ impl WorkerSpec {
             share: 1.0,
             phase: 0.0,
             cpu: None,
+            held: [0; 2],
         }
     }
 }
@@ -190,6 +195,36 @@ pub(crate) struct WorkerOutcome {
     pub sending_ended: Instant,
     /// When its last in-flight request finished (or the grace period ran out).
     pub finished: Instant,
+}
+
+/// A count of connections that goes up and down, with the most it reached since it was
+/// last asked (a tick's peak, which the tick's end alone would miss in a short run).
+#[derive(Debug, Default)]
+struct Level {
+    now: Cell<u64>,
+    most: Cell<u64>,
+}
+
+impl Level {
+    fn up(&self) {
+        self.now.set(self.now.get() + 1);
+        self.most.set(self.most.get().max(self.now.get()));
+    }
+
+    fn down(&self) {
+        self.now.set(self.now.get().saturating_sub(1));
+    }
+
+    fn get(&self) -> u64 {
+        self.now.get()
+    }
+
+    /// The most since the last call (at least what is open now).
+    fn take_most(&self) -> u64 {
+        let most = self.most.get().max(self.now.get());
+        self.most.set(self.now.get());
+        most
+    }
 }
 
 /// A request claimed by a connection.
@@ -233,6 +268,12 @@ struct Worker {
     in_flight: Cell<u64>,
     /// Connections in the middle of a TCP handshake.
     connecting: Cell<u64>,
+    /// The load's connections open now.
+    open: Level,
+    /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
+    /// [`HeldKind::index`].
+    held_open: [Level; 2],
+    held_opening: [Cell<u64>; 2],
     /// `-n`: when the last measured request was claimed (the end of the load window).
     last_ticket_at: Cell<Option<Instant>>,
     next_conn: Cell<u64>,
@@ -254,6 +295,9 @@ struct Worker {
     /// When sending stopped early (a stop request): open-loop slots from then on never fell
     /// due. `-z`'s end is in `shared.end`.
     stopped_at: Cell<Option<Instant>>,
+    /// Held connections are to close (see [`Worker::held_released`]).
+    held_released: Cell<bool>,
+    held_release: Notify,
     /// The grace period is over: every connection records what it still waits for as
     /// unfinished and returns.
     grace_over: Cell<bool>,
@@ -296,6 +340,9 @@ impl Worker {
             share: spec.share,
             in_flight: Cell::new(0),
             connecting: Cell::new(0),
+            open: Level::default(),
+            held_open: Default::default(),
+            held_opening: Default::default(),
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
@@ -309,6 +356,8 @@ impl Worker {
             next_connect: Cell::new(shared.start),
             stop_idle: Notify::new(),
             stopped_at: Cell::new(None),
+            held_released: Cell::new(false),
+            held_release: Notify::new(),
             grace_over: Cell::new(false),
             grace_notify: Notify::new(),
             shared,
@@ -336,18 +385,79 @@ impl Worker {
         sending_ended
     }
 
+    /// Its connections open and opening now, every population, and the most open since
+    /// the last call.
+    fn take_gauges(&self) -> Gauges {
+        let held = |k: HeldKind| Gauge {
+            open: self.held_open[k.index()].get(),
+            peak_open: self.held_open[k.index()].take_most(),
+            opening: self.held_opening[k.index()].get(),
+        };
+        Gauges {
+            load: Gauge {
+                open: self.open.get(),
+                peak_open: self.open.take_most(),
+                opening: self.connecting.get(),
+            },
+            held: [held(HeldKind::Idle), held(HeldKind::Slow)],
+        }
+    }
+
+    /// Hands this interval's data (with the connection gauges now) to the aggregator.
+    fn send_interval(&self, tx: &Sender<IntervalData>, now: Instant) -> bool {
+        let mut data = self
+            .rec
+            .borrow_mut()
+            .take_interval(now, self.shared.plan.tick);
+        data.conns = self.take_gauges();
+        tx.send(data).is_ok()
+    }
+
+    /// Resolves once sending has stopped (at once if it has): held connections make no new
+    /// connects from then on.
+    async fn sending_stopped(&self) {
+        loop {
+            // Made before the check: a stop between the two still wakes it.
+            let woken = self.stop_idle.notified();
+            if self.stopping.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Resolves once the load's last response is in (or the grace period is over): held
+    /// connections close then, after the run's figures, so that closing thousands of
+    /// sockets (seconds of system time) neither delays the responses still in flight nor
+    /// counts as grace.
+    async fn held_released(&self) {
+        loop {
+            let woken = self.held_release.notified();
+            if self.held_released.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// The end of a worker, once its connections are done: open-loop slots nobody took are
     /// recorded as unfinished, and the last interval is handed over.
-    fn wrap_up(&self, tx: &Sender<IntervalData>, sending_ended: Instant) -> WorkerOutcome {
+    /// `finished` is when its last request finished (or the grace period ran out).
+    fn wrap_up(
+        &self,
+        tx: &Sender<IntervalData>,
+        sending_ended: Instant,
+        finished: Instant,
+    ) -> WorkerOutcome {
         if matches!(self.shared.plan.pace, Pace::Rate(_)) {
             self.grace_over.set(true);
             self.abandon_unsent_slots();
         }
-        let finished = Instant::now();
         let mut rec = self.rec.borrow_mut();
-        let mut last = rec.take_interval(finished, self.shared.plan.tick);
+        let mut last = rec.take_interval(Instant::now(), self.shared.plan.tick);
         last.by_request = rec.take_requests();
         drop(rec);
+        last.conns = self.take_gauges();
         let _ = tx.send(last);
         WorkerOutcome {
             sending_ended,
@@ -363,6 +473,12 @@ impl Worker {
         let at = self.next_connect.get().max(now);
         self.next_connect.set(at + interval);
         (at > now).then_some(at)
+    }
+
+    /// The limit on one TCP handshake.
+    fn connect_limit(&self) -> Duration {
+        let plan = &self.shared.plan;
+        plan.connect_timeout.min(plan.timeout)
     }
 
     /// The source address the next connect is bound to, round robin; none: the kernel picks.
@@ -590,6 +706,14 @@ async fn worker_main(
             conns.spawn_local(connection::task(w.clone()));
         }
     }
+    // Held connections are their own tasks, apart from the load's: the load ending does not
+    // wait for them, and they close when sending stops.
+    let mut held = JoinSet::new();
+    for kind in HeldKind::ALL {
+        for _ in 0..spec.held[kind.index()] {
+            held.spawn_local(held::task(w.clone(), kind));
+        }
+    }
     let ticker = {
         let w = w.clone();
         let tx = tx.clone();
@@ -599,11 +723,10 @@ async fn worker_main(
             loop {
                 let scheduled = iv.tick().await.into_std();
                 let now = Instant::now();
-                let mut rec = w.rec.borrow_mut();
-                rec.record_loop_lag(now.saturating_duration_since(scheduled));
-                let data = rec.take_interval(now, tick);
-                drop(rec);
-                if tx.send(data).is_err() {
+                w.rec
+                    .borrow_mut()
+                    .record_loop_lag(now.saturating_duration_since(scheduled));
+                if !w.send_interval(&tx, now) {
                     break;
                 }
             }
@@ -641,8 +764,13 @@ async fn worker_main(
             conns.abort_all();
         }
     }
+    let finished = Instant::now();
+    // Each closes now, counting itself open at the end if it was.
+    w.held_released.set(true);
+    w.held_release.notify_waiters();
+    while held.join_next().await.is_some() {}
     ticker.abort();
-    w.wrap_up(&tx, sending_ended)
+    w.wrap_up(&tx, sending_ended, finished)
 }
 
 /// What a connection holds when the grace period ends.

@@ -11,6 +11,7 @@
 //! nothing after the engine knows which one ran.
 
 pub mod aggregate;
+pub mod conns;
 mod engine;
 pub mod error;
 pub mod http;
@@ -121,6 +122,8 @@ fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
                 share: part,
                 phase: before,
                 cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
+                held: [plan.idle_conns, plan.slow_conns]
+                    .map(|n| share(n as u64, threads, i) as usize),
             };
             before += part;
             spec
@@ -191,7 +194,8 @@ pub fn run(
     }
     drop(tx);
 
-    let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest);
+    let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest)
+        .with_held([plan.idle_conns as u64, plan.slow_conns as u64]);
     let mut next_snapshot = Instant::now() + plan.tick;
     let mut last_snapshot = Instant::now();
     let mut stop_sent = false;

@@ -25,10 +25,13 @@ pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// The shortest duration, warm-up aside, any of those may be.
 pub const MIN_DURATION: Duration = Duration::from_millis(1);
-/// Connections `--source-addrs auto` gives one source address: the default ephemeral range
-/// (32768–60999) has ~28 k ports toward one destination, and reconnects leave some in
-/// TIME_WAIT.
-pub const CONNS_PER_SOURCE: usize = 20_000;
+/// Connections `--source-addrs auto` gives one source address. The default ephemeral range
+/// (32768–60999) has ~28 k ports toward one destination, but connects slow down long before
+/// it is full: with 18,000 connections from one loopback address to the reference server,
+/// both engines' threads stalled in connects for 1.4–5 s and the held connects spilled into
+/// the measured window; from 2, 3 or 4 addresses (9,000 or fewer each) they did not
+/// (BENCHMARKS.md, "Idle connections beside the load").
+pub const CONNS_PER_SOURCE: usize = 8_000;
 /// The most source addresses a plan may name or `auto` may pick.
 pub const MAX_SOURCE_ADDRS: usize = 1024;
 
@@ -36,6 +39,10 @@ pub const MAX_SOURCE_ADDRS: usize = 1024;
 pub const MIN_CONNECT_RATE: f64 = 1.0;
 /// The fastest `--connect-rate`.
 pub const MAX_CONNECT_RATE: f64 = 10_000_000.0;
+/// `--slow-interval`'s default: a slow connection's next header byte after this. Shorter
+/// than the header timeouts servers keep by default (nginx 60 s, the reference server 10 s
+/// from the first byte), so a server that holds slow clients is seen holding them.
+pub const DEFAULT_SLOW_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Parses `--connect-rate`: `500/s` or `500`, new connections per second in total.
 pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
@@ -193,6 +200,13 @@ pub struct Plan {
     pub requests: Vec<RequestSpec>,
     /// The order of the mix's requests (`--url-order`).
     pub order: Order,
+    /// Connections held open and silent beside the load (`--idle-conns`).
+    pub idle_conns: usize,
+    /// Connections held open beside the load, each sending a request head that never ends
+    /// one byte at a time (`--slow-conns`: a slowloris client).
+    pub slow_conns: usize,
+    /// How often a slow connection sends its next header byte (`--slow-interval`).
+    pub slow_interval: Duration,
     host_header: String,
     path: String,
 }
@@ -227,6 +241,9 @@ impl Plan {
             connect_rate: None,
             requests: Vec::new(),
             order: Order::RoundRobin,
+            idle_conns: 0,
+            slow_conns: 0,
+            slow_interval: DEFAULT_SLOW_INTERVAL,
             host_header,
             path,
         })
@@ -356,8 +373,27 @@ impl Plan {
                 ));
             }
         }
+        if self.idle_conns + self.slow_conns > MAX_CONNECTIONS {
+            return invalid(format!(
+                "held connections must be at most {MAX_CONNECTIONS} in all, got {} (--idle-conns {} + --slow-conns {})",
+                self.idle_conns + self.slow_conns,
+                self.idle_conns,
+                self.slow_conns
+            ));
+        }
+        span(
+            self.slow_interval,
+            MIN_DURATION,
+            MAX_TIMEOUT,
+            "slow-connection byte interval (--slow-interval)",
+        )?;
         self.source_ips()?;
         Ok(())
+    }
+
+    /// Every connection the run opens at once: the load's and the held ones.
+    pub fn all_connections(&self) -> usize {
+        self.connections + self.idle_conns + self.slow_conns
     }
 
     /// The local addresses connections are bound to before they connect (none: the kernel
@@ -368,7 +404,7 @@ impl Plan {
         match &self.source_addrs {
             SourceAddrs::Kernel => Ok(Vec::new()),
             SourceAddrs::Auto => {
-                let needed = self.connections.div_ceil(CONNS_PER_SOURCE).max(1);
+                let needed = self.all_connections().div_ceil(CONNS_PER_SOURCE).max(1);
                 match target {
                     IpAddr::V4(v4) if v4.is_loopback() => {
                         if needed > MAX_SOURCE_ADDRS {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;
 use crate::snapshot::min_some;
 // The published types lived here before the split; their old paths
@@ -266,6 +267,8 @@ pub struct IntervalData {
     /// they come with a worker's last interval only, so a mix of many names costs no
     /// histograms per tick.
     pub by_request: Vec<Option<RequestFigures>>,
+    /// The worker's connections open and opening at the end of the interval.
+    pub conns: Gauges,
 }
 
 impl IntervalData {
@@ -277,6 +280,7 @@ impl IntervalData {
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
             by_request: Vec::new(),
+            conns: Gauges::default(),
         }
     }
 }
@@ -596,6 +600,11 @@ impl WorkerRecorder {
     /// Counts connections still opening when the run stopped.
     pub fn record_still_connecting(&mut self, n: u64) {
         self.current.counters.still_connecting += n;
+    }
+
+    /// What happened to a held connection of `kind`, counted into this interval.
+    pub fn held(&mut self, kind: HeldKind) -> &mut HeldCounters {
+        &mut self.current.counters.held[kind.index()]
     }
 
     /// Notes how late the worker's tick fired.

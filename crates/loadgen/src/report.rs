@@ -16,6 +16,7 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::conns::Connections;
 use crate::error::ErrorKind;
 use crate::plan::{Pace, Plan, Stop};
 use crate::segment::{unix_seconds, Segment};
@@ -80,6 +81,20 @@ pub struct Config {
     /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
     #[serde(default)]
     pub connect_rate: Option<f64>,
+    /// `--source-addrs`: the local addresses connections were bound to, in turn (`auto`
+    /// resolved); empty: the kernel picked.
+    #[serde(default)]
+    pub source_addrs: Vec<String>,
+    /// `--idle-conns`: connections held open and silent beside the load.
+    #[serde(default)]
+    pub idle_conns: usize,
+    /// `--slow-conns`: connections held open beside the load sending a never-ending head.
+    #[serde(default)]
+    pub slow_conns: usize,
+    /// `--slow-interval`: seconds between a slow connection's header bytes; null without
+    /// slow connections.
+    #[serde(default)]
+    pub slow_interval_s: Option<f64>,
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -285,6 +300,10 @@ pub struct Report {
     pub by_request: BTreeMap<String, RequestReport>,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
+    /// Connections: the most open at once, and what became of the held ones
+    /// (`--idle-conns`, `--slow-conns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
     /// Open-loop rate changes during the run (the dashboard's `+`/`-`), in order.
     #[serde(default)]
     pub rate_changes: Vec<RateChange>,
@@ -434,6 +453,15 @@ impl Report {
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
                 connect_rate: plan.connect_rate,
+                source_addrs: plan
+                    .source_ips()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                idle_conns: plan.idle_conns,
+                slow_conns: plan.slow_conns,
+                slow_interval_s: (plan.slow_conns > 0).then_some(plan.slow_interval.as_secs_f64()),
             },
             target: None,
             summary: Summary {
@@ -491,6 +519,7 @@ impl Report {
                 .collect(),
             by_request: requests::by_request(plan, totals),
             timeseries: totals.timeseries.clone(),
+            connections: Some(Connections::of(plan, totals)),
             rate_changes: totals.rate_changes.clone(),
             interrupted: totals.stopped_early,
             signal: None,
@@ -648,6 +677,9 @@ impl Report {
                     s.duration_s
                 ));
             }
+        }
+        if let Some(c) = &self.connections {
+            out.extend(c.warnings());
         }
         out
     }

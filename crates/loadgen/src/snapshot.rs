@@ -12,6 +12,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::conns::{ConnPoint, Gauges, HeldCounters};
 use crate::error::ErrorKind;
 
 /// One of the slowest requests of a run, with where its time went.
@@ -161,6 +162,9 @@ pub struct Counters {
     pub max_loop_lag_us: u64,
     /// Status codes and their counts, in first-seen order.
     pub status_codes: Vec<(u16, u64)>,
+    /// What happened to the held connections (`--idle-conns`, `--slow-conns`), by
+    /// [`HeldKind::index`](crate::conns::HeldKind::index).
+    pub held: [HeldCounters; 2],
 }
 
 impl Counters {
@@ -219,6 +223,9 @@ impl Counters {
         self.max_loop_lag_us = self.max_loop_lag_us.max(other.max_loop_lag_us);
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
+        }
+        for (a, b) in self.held.iter_mut().zip(&other.held) {
+            a.merge(b);
         }
     }
 }
@@ -339,6 +346,9 @@ pub struct TimePoint {
     /// Busy percentage of each CPU in this second, when the profiler ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_busy_pct: Vec<f64>,
+    /// Connections open, opening and failed: as of the end of the second, and in it.
+    #[serde(default)]
+    pub connections: ConnPoint,
 }
 
 /// Counts from the run's histograms that spike forensics reads: how many responses fall at
@@ -416,6 +426,7 @@ impl RunTotals {
             stopped_early: false,
             // Not in a snapshot: the page of the run so far leaves the engine line out.
             engine: Default::default(),
+            conns_peak: snap.conns_peak,
         }
     }
 }
@@ -462,6 +473,10 @@ pub struct Snapshot {
     pub recent_seconds: Vec<TimePoint>,
     /// The forensics counts so far.
     pub spike_counts: SpikeCounts,
+    /// Connections open and opening now, every population (the workers' latest ticks).
+    pub conns: Gauges,
+    /// The most open and opening at once so far.
+    pub conns_peak: Gauges,
 }
 
 /// Everything a finished run measured, from which reports are made.
@@ -501,6 +516,8 @@ pub struct RunTotals {
     pub stopped_early: bool,
     /// The generator engine that ran it, and why.
     pub engine: crate::EngineUsed,
+    /// The most connections open and opening at once, every population.
+    pub conns_peak: Gauges,
 }
 
 /// A change of the open-loop rate during a run.

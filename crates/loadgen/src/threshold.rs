@@ -400,6 +400,7 @@ mod tests {
             rate_changes: vec![],
             stopped_early: false,
             engine: Default::default(),
+            conns_peak: Default::default(),
         };
         Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
     }

@@ -492,6 +492,7 @@ mod tests {
             rate_changes: Vec::new(),
             stopped_early: false,
             engine: Default::default(),
+            conns_peak: Default::default(),
         };
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
         let report = Report::new(&plan, &totals);

@@ -11,6 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::widgets::Widget;
 use ratatui::Terminal;
 use tailscope_forensics::{Cause, Diagnosis, Window};
+use tailscope_loadgen::conns::{Gauge, Gauges, HeldCounters, HeldKind};
 use tailscope_loadgen::recorder::{
     new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot, TimePoint,
 };
@@ -109,6 +110,21 @@ fn snapshot(tick: u64) -> Snapshot {
             .map(|s| second(s as f64, 3_500, 2))
             .collect(),
         spike_counts: Default::default(),
+        // Every one of info()'s 64 connections open: no connections line.
+        conns: steady(64),
+        conns_peak: steady(64),
+    }
+}
+
+/// `open` load connections, none opening, no held ones.
+fn steady(open: u64) -> Gauges {
+    Gauges {
+        load: Gauge {
+            open,
+            peak_open: open,
+            opening: 0,
+        },
+        ..Gauges::default()
     }
 }
 
@@ -127,6 +143,7 @@ fn second(t_s: f64, requests: u64, errors: u64) -> TimePoint {
         outliers: 0,
         generator_lag_us: 0,
         cpu_busy_pct: Vec::new(),
+        connections: Default::default(),
     }
 }
 
@@ -484,6 +501,34 @@ fn long_app() -> App {
         snap.slowest[0].conn = 9_999;
         snap.slowest[0].worker = 15;
         snap.slowest[0].queued_us = Some(12_345);
+        // Ramping up beside 20,000 idle and 1,234 slow connections the server keeps closing.
+        snap.conns = Gauges {
+            load: Gauge {
+                open: 9_876,
+                peak_open: 9_876,
+                opening: 124,
+            },
+            held: [
+                Gauge {
+                    open: 20_000,
+                    peak_open: 20_000,
+                    opening: 0,
+                },
+                Gauge {
+                    open: 1_234,
+                    peak_open: 1_300,
+                    opening: 5,
+                },
+            ],
+        };
+        snap.conns_peak = snap.conns;
+        snap.totals.connect_failures = 1_234;
+        snap.totals.held[HeldKind::Idle.index()].opened = 20_000;
+        snap.totals.held[HeldKind::Slow.index()] = HeldCounters {
+            opened: 5_000,
+            closed_by_server: 3_766,
+            ..HeldCounters::default()
+        };
         app.update(Action::Snapshot(Box::new(snap), Some(cpus())));
         app.update(Action::Counters(TickCounters {
             context_switches_per_s: vec![Some(1_234_567.0), Some(153.0)],
@@ -638,6 +683,14 @@ fn long_fields() -> Vec<String> {
         "burn_cpu_on_purpose",
         "tailscope_server::worker::Worker::tick",
         "<T as core::convert::TryInto<U>>::try_into",
+        "connections: 9,876 open",
+        "124 opening",
+        "1,234 failed",
+        "idle: 20,000 open",
+        "slow: 1,234 open",
+        "server closed 3,766",
+        "0 failed",
+        "5 opening",
     ]
     .map(String::from)
     .to_vec();
@@ -718,6 +771,9 @@ fn a_roomy_terminal_shows_every_field_whole() {
         "connect_timeout: 1,234,607",
         "queued 12.35ms",
         "[200]",
+        "connections: 9,876 open · 124 opening · 1,234 failed",
+        "idle: 20,000 open",
+        "slow: 1,234 open · server closed 3,766",
         "rate set to 1543209 req/s",
     ] {
         assert!(

@@ -46,9 +46,9 @@ const EARLY_WAKE: Duration = Duration::from_millis(2);
 /// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
 /// microseconds, and without a pause a run against nothing spins at ~100 k connects a
 /// second, burning the CPU it is meant to measure with. Only failed connects wait.
-const MIN_BACKOFF: Duration = Duration::from_millis(1);
+pub(super) const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// The longest pause between failed connects of one connection.
-const MAX_BACKOFF: Duration = Duration::from_millis(100);
+pub(super) const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// A handshake at least this slow had a SYN retransmitted (the first SYN RTO is 1 s): the
 /// connection's TCP_INFO is read right after it to count them.
 const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
@@ -281,7 +281,7 @@ impl Connection<TcpStream> {
             _ = async { match stream.as_ref() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
         };
         if closed_while_idle {
-            self.stream = None;
+            self.drop_stream();
         }
     }
 
@@ -404,8 +404,7 @@ impl<S: AsRawFd> Connection<S> {
 
     /// The limit on one TCP handshake.
     pub(super) fn connect_limit(&self) -> Duration {
-        let plan = &self.shared.plan;
-        plan.connect_timeout.min(plan.timeout)
+        self.w.connect_limit()
     }
 
     /// A connect begins: a reconnect if a connection was open before.
@@ -420,12 +419,14 @@ impl<S: AsRawFd> Connection<S> {
     /// The connect that began at `began` opened `s` (its TCP_NODELAY set): the connection
     /// starts over on it. Returns how long the handshake took.
     pub(super) fn opened(&mut self, s: S, began: Instant) -> Duration {
+        self.drop_stream();
         let w = &*self.w;
         w.connecting.set(w.connecting.get().saturating_sub(1));
         self.backoff = MIN_BACKOFF;
         let took = began.elapsed();
         self.retrans_seen = 0;
         self.stream = Some(s);
+        w.open.up();
         if took >= SLOW_HANDSHAKE {
             self.observe(true);
         }
@@ -805,7 +806,7 @@ impl<S: AsRawFd> Connection<S> {
     pub(super) fn close(&mut self, outcome: Closed) {
         if self.stream.is_some() {
             self.observe(false);
-            self.stream = None;
+            self.drop_stream();
         }
         self.w.sub_in_flight(self.in_flight.len());
         match outcome {
@@ -836,6 +837,23 @@ impl<S: AsRawFd> Connection<S> {
     }
 }
 
+impl<S> Connection<S> {
+    /// Closes the socket, if one is open (the worker's open-connection gauge follows).
+    pub(super) fn drop_stream(&mut self) {
+        if self.stream.take().is_some() {
+            let w = &*self.w;
+            w.open.down();
+        }
+    }
+}
+
+impl<S> Drop for Connection<S> {
+    /// A connection that ends with its socket open takes it out of the open gauge.
+    fn drop(&mut self) {
+        self.drop_stream();
+    }
+}
+
 pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
     match e.kind() {
         std::io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
@@ -848,7 +866,7 @@ pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
 /// socket: its readiness is cleared at once, as tokio's own `read` does, so the next wait
 /// does not cost a read that finds nothing (`try_read` alone leaves it set). The byte count
 /// is carried out of `try_io` beside the `WouldBlock` that clears it.
-fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(super) fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     use std::io::Read;
     let mut got = None;
     let r = s.try_io(tokio::io::Interest::READABLE, || {
@@ -882,7 +900,7 @@ async fn closed_while_idle(s: &TcpStream) {
 }
 
 /// Connects to `addr`, from `source` when one is given (see [`bind_source`]).
-async fn connect_from(
+pub(super) async fn connect_from(
     source: Option<std::net::SocketAddr>,
     addr: std::net::SocketAddr,
 ) -> std::io::Result<TcpStream> {

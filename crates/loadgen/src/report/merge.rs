@@ -383,6 +383,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                     outliers: 0,
                     generator_lag_us: 0,
                     cpu_busy_pct: Vec::new(),
+                    connections: Default::default(),
                 },
                 whole: false,
                 latency: None,
@@ -395,6 +396,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             q.retransmits += p.retransmits;
             q.outliers += p.outliers;
             q.generator_lag_us = q.generator_lag_us.max(p.generator_lag_us);
+            q.connections.add(&p.connections);
             if p.partial {
                 // Dated when the data ends, unless a whole second of another run covers it.
                 q.t_s = if s.whole {
@@ -508,6 +510,9 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     config.rate = sum_of_rates(all().map(|r| r.config.rate));
     config.requests = all().map(|r| r.config.requests).sum();
     config.cpus = Vec::new();
+    config.idle_conns = all().map(|r| r.config.idle_conns).sum();
+    config.slow_conns = all().map(|r| r.config.slow_conns).sum();
+    config.source_addrs = Vec::new();
     let target = all()
         .all(|r| r.target == first.target)
         .then(|| first.target.clone())
@@ -560,6 +565,10 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 .collect::<Vec<_>>(),
             duration_s,
         )?,
+        connections: crate::conns::Connections::merged(
+            all().filter_map(|r| r.connections.as_ref()),
+            &timeseries,
+        ),
         timeseries,
         rate_changes: Vec::new(),
         interrupted: all().any(|r| r.interrupted),
@@ -683,6 +692,7 @@ mod tests {
                 outliers: 0,
                 generator_lag_us: 0,
                 cpu_busy_pct: Vec::new(),
+                connections: Default::default(),
             });
         }
         let n = latency.len();
@@ -707,6 +717,7 @@ mod tests {
             rate_changes: vec![],
             stopped_early: false,
             engine: Default::default(),
+            conns_peak: Default::default(),
         };
         let mut plan = Plan::new(url).unwrap();
         plan.connections = 4;

@@ -33,6 +33,7 @@ fn totals() -> RunTotals {
         rate_changes: vec![],
         stopped_early: false,
         engine: Default::default(),
+        conns_peak: Default::default(),
     }
 }
 

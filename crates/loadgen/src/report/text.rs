@@ -145,16 +145,29 @@ impl Report {
                 fmt_count(s.reconnects)
             );
         }
-        if c.connect_rate.is_some() || s.connect_failures > 0 {
+        let conns = self.connections.as_ref();
+        let held_asked = c.idle_conns + c.slow_conns > 0;
+        if c.connect_rate.is_some() || s.connect_failures > 0 || held_asked {
             let limit = c
                 .connect_rate
                 .map_or(String::new(), |r| format!(" (--connect-rate {r}/s)"));
+            let peak = conns.map_or(String::new(), |k| {
+                format!(", at most {} open at once", fmt_count(k.peak_open))
+            });
             let _ = writeln!(
                 out,
-                "  Connections:   {} opened, {} connects failed{limit}",
+                "  Connections:   {} opened, {} connects failed{peak}{limit}",
                 fmt_count(s.connections_opened),
                 fmt_count(s.connect_failures)
             );
+        }
+        for (label, held) in [
+            ("Idle conns:", conns.and_then(|k| k.idle.as_ref())),
+            ("Slow conns:", conns.and_then(|k| k.slow.as_ref())),
+        ] {
+            if let Some(h) = held {
+                let _ = writeln!(out, "  {label:<14} {}", held_line(h));
+            }
         }
         if s.unfinished > 0 {
             let waits = match (s.unfinished_min_us, s.unfinished_max_us) {
@@ -515,4 +528,22 @@ pub fn progress_line(snap: &Snapshot) -> String {
             fmt_count(snap.totals.error_total()),
         ),
     }
+}
+
+/// What became of one population of held connections, for the summary.
+fn held_line(h: &crate::conns::HeldReport) -> String {
+    let k = &h.counters;
+    let every = h
+        .byte_interval_s
+        .map_or(String::new(), |i| format!(" (a header byte every {i} s)"));
+    format!(
+        "{} asked{every}: {} opened, at most {} open at once, {} open at the end; {} closed by the server, {} failed, {} connects failed",
+        fmt_count(h.asked),
+        fmt_count(k.opened),
+        fmt_count(h.peak_open),
+        fmt_count(k.open_at_end),
+        fmt_count(k.closed_by_server),
+        fmt_count(k.failed),
+        fmt_count(k.connect_failures)
+    )
 }

@@ -86,6 +86,7 @@ impl Widget for &ErrorsPanel<'_> {
                     .fit(width),
             );
         }
+        lines.extend(super::conns::lines(s, app.info.connections, width));
         if s.totals.late_sends > 0 {
             lines.push(
                 Fields::new(" ")

@@ -4,6 +4,7 @@
 //! out by [`fit`], which drops whole fields and columns and never cuts one. Colours live in
 //! [`theme`], number formats in [`mod@format`].
 
+mod conns;
 mod cpus;
 mod errors;
 pub mod fit;

@@ -1,0 +1,276 @@
+//! Held connections (`--idle-conns`, `--slow-conns`): opened beside the load to measure
+//! what holding many clients costs the server, through the same connect path as the load's
+//! (source addresses, `--connect-rate` turns, the connect timeout), counted apart.
+//!
+//! An idle connection connects and says nothing; a slow one sends a request head that
+//! never ends, one byte every `--slow-interval` (a slowloris client). Either waits for the
+//! server to close it (an idle or header timeout, a connection limit): that is counted as
+//! `closed_by_server` and the connection is opened again, in turn, so the population stays
+//! what was asked for while the run lasts. No connect begins once sending stops; when the
+//! load's last response is in (or the grace period is over) each closes, counted
+//! `open_at_end` if it was open. [`HeldConn`] is the state and bookkeeping both engines
+//! share; [`task`] is the tokio engine's loop (the io_uring engine drives the same state
+//! from its completions in `uring/held.rs`).
+
+use std::io::ErrorKind as IoKind;
+use std::os::fd::AsFd;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+use tokio::time::{sleep, sleep_until, timeout};
+
+use super::connection::{connect_from, read_now, MAX_BACKOFF, MIN_BACKOFF};
+use super::Worker;
+use crate::conns::HeldKind;
+
+/// After the request head's last header line, a slow connection goes on with this header,
+/// whose value never ends.
+const SLOW_HEADER: &[u8] = b"X-Slow: ";
+
+/// How a held connection ended, when it was not the generator that closed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HeldEnd {
+    /// A FIN or a reset from the server.
+    ClosedByServer,
+    /// Anything else (counted as `failed`).
+    Failed,
+}
+
+impl HeldEnd {
+    /// What an I/O error on a held connection means.
+    pub(super) fn of(e: &std::io::Error) -> HeldEnd {
+        match e.kind() {
+            IoKind::ConnectionReset | IoKind::BrokenPipe | IoKind::ConnectionAborted => {
+                HeldEnd::ClosedByServer
+            }
+            _ => HeldEnd::Failed,
+        }
+    }
+}
+
+/// One held connection, across the TCP connections it opens in turn.
+pub(super) struct HeldConn<S> {
+    pub(super) w: Rc<Worker>,
+    pub(super) kind: HeldKind,
+    /// The socket, while one is open.
+    pub(super) stream: Option<S>,
+    /// Header bytes sent on the open socket (slow connections).
+    sent: usize,
+    /// The pause after the next failed connect (doubling up to [`MAX_BACKOFF`]).
+    backoff: Duration,
+}
+
+impl<S> HeldConn<S> {
+    pub(super) fn new(w: Rc<Worker>, kind: HeldKind) -> HeldConn<S> {
+        HeldConn {
+            w,
+            kind,
+            stream: None,
+            sent: 0,
+            backoff: MIN_BACKOFF,
+        }
+    }
+
+    fn gauge(&self, cells: &[std::cell::Cell<u64>; 2], up: bool) {
+        let c = &cells[self.kind.index()];
+        c.set(if up {
+            c.get() + 1
+        } else {
+            c.get().saturating_sub(1)
+        });
+    }
+
+    fn open_level(&self) -> &super::Level {
+        &self.w.held_open[self.kind.index()]
+    }
+
+    /// A connect begins.
+    pub(super) fn begin_connect(&self) {
+        self.gauge(&self.w.held_opening, true);
+    }
+
+    /// The connect that began was dropped unfinished (sending stopped).
+    pub(super) fn abandon_connect(&self) {
+        self.gauge(&self.w.held_opening, false);
+    }
+
+    /// The connect made `s`.
+    pub(super) fn opened(&mut self, s: S) {
+        self.gauge(&self.w.held_opening, false);
+        self.open_level().up();
+        self.w.rec.borrow_mut().held(self.kind).opened += 1;
+        self.stream = Some(s);
+        self.sent = 0;
+        self.backoff = MIN_BACKOFF;
+    }
+
+    /// The connect failed: counted; returns how long to pause before the next.
+    pub(super) fn connect_failed(&mut self) -> Duration {
+        self.gauge(&self.w.held_opening, false);
+        self.w.rec.borrow_mut().held(self.kind).connect_failures += 1;
+        let pause = self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        pause
+    }
+
+    /// The open connection ended (the server closed it, or it failed): counted, closed.
+    pub(super) fn ended(&mut self, how: HeldEnd) {
+        if self.stream.take().is_some() {
+            self.open_level().down();
+            let mut rec = self.w.rec.borrow_mut();
+            let c = rec.held(self.kind);
+            match how {
+                HeldEnd::ClosedByServer => c.closed_by_server += 1,
+                HeldEnd::Failed => c.failed += 1,
+            }
+        }
+    }
+
+    /// Sending stopped: the connection closes, counted as open at the end if it was.
+    pub(super) fn release(&mut self) {
+        if self.stream.take().is_some() {
+            self.open_level().down();
+            self.w.rec.borrow_mut().held(self.kind).open_at_end += 1;
+        }
+    }
+
+    /// The pause between a slow connection's header bytes; none for an idle one.
+    pub(super) fn byte_interval(&self) -> Option<Duration> {
+        (self.kind == HeldKind::Slow).then_some(self.w.shared.plan.slow_interval)
+    }
+}
+
+impl<S: AsFd> HeldConn<S> {
+    /// A slow connection's next header byte, written now without waiting (one byte every few
+    /// seconds: a plain non-blocking send costs less than an op or a task wake-up would). A
+    /// full socket buffer skips this turn.
+    pub(super) fn send_byte(&mut self) -> Result<(), HeldEnd> {
+        let Some(s) = self.stream.as_ref() else {
+            return Ok(());
+        };
+        // The run's first request (a mix's first position; with placeholders, its template).
+        let requests = &self.w.shared.requests;
+        let request = &requests.bytes()[requests.range(0, 1)];
+        let byte = slow_byte(request, self.sent);
+        match socket2::SockRef::from(s)
+            .send_with_flags(&[byte], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        {
+            Ok(n) => {
+                self.sent += n;
+                Ok(())
+            }
+            Err(e) if e.kind() == IoKind::WouldBlock => Ok(()),
+            Err(e) => Err(HeldEnd::of(&e)),
+        }
+    }
+}
+
+/// Byte `k` of a request head that never ends: the request's own head up to its last
+/// header line, then an `X-Slow` header whose value goes on and on.
+fn slow_byte(request: &[u8], k: usize) -> u8 {
+    let head = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |p| p + 2);
+    match k.checked_sub(head) {
+        None => request[k],
+        Some(j) => SLOW_HEADER.get(j).copied().unwrap_or(b'a'),
+    }
+}
+
+/// A held connection's tokio task: connect (in turn), hold, and when the server closes it,
+/// connect again, until sending stops.
+pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
+    let mut c = HeldConn::<TcpStream>::new(w.clone(), kind);
+    let plan = &w.shared.plan;
+    loop {
+        if let Some(at) = w.connect_permit(Instant::now()) {
+            tokio::select! {
+                _ = sleep_until(at.into()) => {}
+                _ = w.sending_stopped() => return,
+            }
+        }
+        c.begin_connect();
+        let connecting = timeout(w.connect_limit(), connect_from(w.take_source(), plan.addr));
+        let connected = tokio::select! {
+            r = connecting => r.ok().and_then(Result::ok),
+            _ = w.sending_stopped() => {
+                c.abandon_connect();
+                return;
+            }
+        };
+        let Some(s) = connected else {
+            let pause = c.connect_failed();
+            tokio::select! {
+                _ = sleep(pause) => {}
+                _ = w.sending_stopped() => return,
+            }
+            continue;
+        };
+        let _ = s.set_nodelay(true);
+        c.opened(s);
+        let end = tokio::select! {
+            end = hold(&mut c) => end,
+            _ = w.held_released() => {
+                c.release();
+                return;
+            }
+        };
+        c.ended(end);
+        if w.stopping.get() {
+            // No new connects once sending stopped.
+            return;
+        }
+    }
+}
+
+/// Holds the open connection until the server closes it (or a write fails), sending a
+/// header byte every interval if it is a slow one. What the server sends meanwhile (a 408)
+/// is read and dropped.
+async fn hold(c: &mut HeldConn<TcpStream>) -> HeldEnd {
+    let interval = c.byte_interval();
+    let mut next_byte = Instant::now();
+    loop {
+        if interval.is_some() && Instant::now() >= next_byte {
+            if let Err(end) = c.send_byte() {
+                return end;
+            }
+            // From now, not from when it was due: a late wake-up sends one byte, not a burst.
+            next_byte = Instant::now() + interval.unwrap_or_default();
+        }
+        let Some(s) = c.stream.as_ref() else {
+            return HeldEnd::Failed;
+        };
+        let readable = tokio::select! {
+            r = s.readable() => r,
+            _ = sleep_until(next_byte.into()), if interval.is_some() => continue,
+        };
+        if let Err(e) = readable {
+            return HeldEnd::of(&e);
+        }
+        let mut scratch = [0u8; 512];
+        match read_now(s, &mut scratch) {
+            Ok(0) => return HeldEnd::ClosedByServer,
+            Ok(_) => {}
+            Err(e) if e.kind() == IoKind::WouldBlock => {}
+            Err(e) => return HeldEnd::of(&e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_head_is_the_request_head_then_a_header_that_never_ends() {
+        let request = b"GET / HTTP/1.1\r\nHost: a\r\n\r\nbody";
+        let want = b"GET / HTTP/1.1\r\nHost: a\r\nX-Slow: aaaaaaa";
+        let head: Vec<u8> = (0..want.len()).map(|k| slow_byte(request, k)).collect();
+        assert_eq!(
+            String::from_utf8_lossy(&head),
+            String::from_utf8_lossy(want)
+        );
+    }
+}

@@ -72,10 +72,12 @@ impl Widget for &HeaderPanel<'_> {
         if info.pipeline > 1 {
             line2 = line2.add(4, format!("pipeline {}", info.pipeline));
         }
+        // A column apart: at 80 columns the line's last field ran into the gauge's bar.
         let [l, g] = Layout::horizontal([
             Constraint::Min(10),
             Constraint::Length(26.min(inner.width / 3)),
         ])
+        .spacing(1)
         .areas(Rect {
             y: inner.y + 1,
             height: 1,

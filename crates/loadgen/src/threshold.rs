@@ -273,6 +273,15 @@ impl Threshold {
                 passed: false,
             };
         };
+        if r.requests == 0 {
+            // No rate of nothing: an error rate of 0 % for a name that was never sent (its
+            // connects all failed) would pass a run in which every request failed.
+            return Verdict {
+                threshold: self.clone(),
+                actual: format!("n/a (no request named {name:?} was sent)"),
+                passed: false,
+            };
+        }
         let non2xx_rate = crate::report::ratio(r.non2xx, r.requests);
         let actual = match self.metric {
             Metric::Latency(stat) => r.latency_us.as_ref().map(|p| {
@@ -428,5 +437,34 @@ mod tests {
         let v = Threshold::parse("p99 < 1s").unwrap().check(&empty);
         assert!(!v.passed);
         assert!(v.actual.starts_with("n/a"));
+    }
+
+    /// A name whose requests were never sent (every connect failed) has no error rate: its
+    /// thresholds fail as n/a instead of reading 0 % and passing.
+    #[test]
+    fn a_name_never_sent_fails_its_thresholds() {
+        let mut r = report(&[1_000; 10], 0);
+        let unsent: crate::report::RequestReport = serde_json::from_value(serde_json::json!({
+            "method": "GET", "target": "/search", "weight": 1, "requests": 0, "successes": 0,
+            "errors": 0, "timeouts": 0, "unfinished": 0, "share": 0.0, "rps": 0.0,
+            "error_rate": 0.0, "non2xx": 0, "bytes_read": 0, "latency_us": null,
+            "status_codes": {}, "errors_by_kind": {},
+            "histogram": serde_json::to_value(&r.histogram).unwrap()
+        }))
+        .unwrap();
+        r.by_request.insert("search".into(), unsent);
+        for expr in [
+            "error_rate[search] < 1%",
+            "timeouts[search] < 1",
+            "non2xx_rate[search] < 1%",
+        ] {
+            let v = Threshold::parse(expr).unwrap().check(&r);
+            assert!(!v.passed, "{expr}: {}", v.actual);
+            assert!(
+                v.actual.contains("no request named \"search\" was sent"),
+                "{}",
+                v.actual
+            );
+        }
     }
 }

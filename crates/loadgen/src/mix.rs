@@ -122,8 +122,6 @@ pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
             ));
         }
         check_headers(&r.headers).map_err(|m| Error::InvalidPlan(format!("{who}: {m}")))?;
-        check_framing(&r.headers, &r.body)
-            .map_err(|m| Error::InvalidPlan(format!("{who}: {m}")))?;
     }
     let heads = requests.iter().filter(|r| r.method == "HEAD").count();
     if heads > 0 && heads < requests.len() {
@@ -160,6 +158,10 @@ pub(crate) fn check_headers(headers: &[(String, String)]) -> Result<(), String> 
         }
         if v.bytes().any(|b| b == b'\r' || b == b'\n') {
             return Err(format!("header {k:?} has a line break in its value"));
+        }
+        // RFC 9110: a field value is visible characters, spaces and tabs.
+        if v.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f) {
+            return Err(format!("header {k:?} has a control character in its value"));
         }
     }
     Ok(())
@@ -272,11 +274,22 @@ pub(crate) fn encode_with_placeholders(
             text(placeholder::mark(v.as_bytes(), &mut kinds)?),
         ));
     }
-    let in_head = kinds.len();
     let body = placeholder::mark(&r.body, &mut kinds)?;
-    if kinds.len() > in_head && placeholder::has_marker_bytes(&r.body) {
-        return Err("a body with placeholders may not hold the control bytes 0x01..0x10".into());
+    // The slots are found again by their marker bytes anywhere in the encoded request: a
+    // marker byte of the user's own (a tab is marker 9) would be taken for one.
+    let own_markers = placeholder::has_marker_bytes(r.target.as_bytes())
+        || r.headers
+            .iter()
+            .any(|(_, v)| placeholder::has_marker_bytes(v.as_bytes()))
+        || placeholder::has_marker_bytes(&r.body);
+    if !kinds.is_empty() && own_markers {
+        return Err(
+            "a request with placeholders may not hold the control bytes 0x01..0x10 (tab included) in its path, headers or body"
+                .into(),
+        );
     }
+    // Against the body as sent: a placeholder's slot is wider than its `{seq}`.
+    check_framing(&headers, &body)?;
     let mut bytes = encode(&target, &headers, &body);
     let slots = placeholder::locate(&mut bytes, &kinds);
     Ok(EncodedRequest { bytes, slots })
@@ -510,6 +523,8 @@ mod tests {
         assert!(bad(&|r| r.target = "search".into()).contains("start with '/'"));
         assert!(bad(&|r| r.name = "a[b]".into()).contains("'['"));
         assert!(bad(&|r| r.headers.push(("a b".into(), "v".into()))).contains("token"));
+        assert!(bad(&|r| r.headers.push(("X-A".into(), "a\u{1}b".into())))
+            .contains("control character"));
         let mut head = ok.clone();
         head.method = "HEAD".into();
         assert!(validate(&[ok.clone(), head])
@@ -525,5 +540,39 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("period"));
+    }
+
+    /// Framing is judged on the body as sent (a `{seq}` slot is 10 bytes wide), and a request
+    /// with placeholders holds no marker byte of its own (a tab in a header is marker 9).
+    #[test]
+    fn placeholders_are_framed_as_sent_and_keep_to_their_slots() {
+        let encode = |target: &str, headers: &[(String, String)], body: &[u8]| {
+            let mut out = format!("POST {target} HTTP/1.1\r\n").into_bytes();
+            for (k, v) in headers {
+                out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(body);
+            out
+        };
+        let with = |headers: Vec<(String, String)>| RequestSpec {
+            name: "post".into(),
+            method: "POST".into(),
+            target: "/p".into(),
+            headers,
+            body: b"id={seq}".to_vec(),
+            weight: 1,
+        };
+        let cl = |n: &str| vec![("Content-Length".to_string(), n.to_string())];
+        let e = encode_with_placeholders(&with(cl("8")), encode).unwrap_err();
+        assert!(e.contains("13 bytes"), "{e}");
+        encode_with_placeholders(&with(cl("13")), encode).unwrap();
+        let tab = vec![("X-A".to_string(), "a\tb".to_string())];
+        let e = encode_with_placeholders(&with(tab.clone()), encode).unwrap_err();
+        assert!(e.contains("tab included"), "{e}");
+        // Without placeholders a tab is an ordinary header character.
+        let mut plain = with(tab);
+        plain.body = b"id=1".to_vec();
+        encode_with_placeholders(&plain, encode).unwrap();
     }
 }

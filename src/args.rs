@@ -118,7 +118,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "More than one machine")]
 pub struct SegmentArgs {
-    /// Take share I of N of the load: -c, -n and -q are split so the N shares add up
+    /// Take share I of N of the load: -c, -n, -q, --idle-conns and --slow-conns are split so the N shares add up
     /// exactly (e.g. --segment 2/3).
     // A segment is a share of the load on one server: with --target each generator would
     // launch a server of its own.

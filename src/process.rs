@@ -87,15 +87,24 @@ pub(crate) fn fit_open_files(plan: &Plan) -> Result<(), UsageError> {
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         limit = hard;
     }
-    let need = plan.connections as u64 + fd_overhead(plan.effective_threads());
+    // Held connections (--idle-conns, --slow-conns) are sockets too.
+    let need = plan.all_connections() as u64 + fd_overhead(plan.effective_threads());
     if need <= limit {
         return Ok(());
     }
     let fits = limit.saturating_sub(fd_overhead(plan.effective_threads()));
+    let asked = if plan.all_connections() > plan.connections {
+        format!(
+            "-c {} with {} held connections (--idle-conns, --slow-conns)",
+            plan.connections,
+            plan.all_connections() - plan.connections
+        )
+    } else {
+        format!("-c {}", plan.connections)
+    };
     Err(UsageError(format!(
-        "-c {} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
-         lower -c to {} or less, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
-        plan.connections,
+        "{asked} needs about {} open files, but this process may open only {} (RLIMIT_NOFILE; hard limit {}): \
+         lower the connections to {} or less in all, or raise the limit first (`ulimit -n {need}`, as root or where the hard limit allows; LimitNOFILE= for a systemd service)",
         fmt_count(need),
         fmt_count(limit),
         fmt_count(hard),

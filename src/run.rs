@@ -367,7 +367,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         }
     }
     if let Some(seg) = config.segment {
-        say!("tailscope: segment {seg}: this generator's share of -c, -n and -q follows");
+        say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
     let plan = &config.plan;
     let live = std::io::stderr().is_terminal();

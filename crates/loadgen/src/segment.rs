@@ -102,6 +102,10 @@ impl Segment {
             return Err(too_few("connection", "-c", plan.connections as u64));
         }
         plan.connections = self.share_of(plan.connections as u64) as usize;
+        // Held connections are a load too: N generators hold the number asked between them
+        // (a share may be 0: holding is not sending).
+        plan.idle_conns = self.share_of(plan.idle_conns as u64) as usize;
+        plan.slow_conns = self.share_of(plan.slow_conns as u64) as usize;
         if let Stop::Requests(n) = plan.stop {
             if n < self.count as u64 {
                 return Err(too_few("request", "-n", n));
@@ -265,6 +269,17 @@ mod tests {
             };
         }
         assert_eq!((c, n), (50, 1001));
+        let mut held = whole.clone();
+        held.idle_conns = 10_000;
+        held.slow_conns = 2;
+        let (mut idle, mut slow) = (0, 0);
+        for index in 1..=3 {
+            let mut p = held.clone();
+            Segment { index, count: 3 }.apply(&mut p).unwrap();
+            idle += p.idle_conns;
+            slow += p.slow_conns;
+        }
+        assert_eq!((idle, slow), (10_000, 2), "held connections are split too");
         assert!((q - 3000.0).abs() < 1e-9, "{q}");
         let mut p = whole.clone();
         p.connections = 2;

@@ -2,7 +2,7 @@
 //! live view (a snapshot, TCP counters so far) and the final report (the run's totals, the
 //! whole profile).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tailscope_loadgen::recorder::Counters;
 use tailscope_loadgen::{Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
@@ -98,26 +98,36 @@ impl Evidence {
             }),
             duration_s: profile.map_or(0.0, |p| p.duration_s),
             server_run_queue_s: BTreeMap::new(),
-            server_run_queue_total_s: profile.and_then(|p| p.target.as_ref()?.run_queue_wait_s),
+            server_run_queue_total_s: None,
         }
+    }
+
+    /// With how long each of the server's threads waited for a CPU in each second of the
+    /// run (second 0 first, by tid), as the profiler measured it tick by tick. The rules read
+    /// the thread that waited most, not the sum: 8 workers waiting 40 ms each are no 320 ms
+    /// wait of any one request.
+    pub fn with_run_queue(mut self, per_second: &BTreeMap<u64, HashMap<u32, f64>>) -> Evidence {
+        if per_second.is_empty() {
+            return self;
+        }
+        let mut by_thread: HashMap<u32, f64> = HashMap::new();
+        for threads in per_second.values() {
+            for (tid, w) in threads {
+                *by_thread.entry(*tid).or_default() += w;
+            }
+        }
+        self.server_run_queue_total_s = Some(by_thread.values().copied().fold(0.0, f64::max));
+        self.server_run_queue_s = per_second
+            .iter()
+            .map(|(s, threads)| (*s, threads.values().copied().fold(0.0, f64::max)))
+            .collect();
+        self
     }
 }
 
 /// How much of the server's CPUs' capacity went to something other than the server: their
 /// busy time less the server's own CPU time. Only where the server's CPUs are known (pinned at
 /// launch, or its `Cpus_allowed_list`) and apart from the generator's.
-impl Evidence {
-    /// With how long the server's threads waited for a CPU in each second of the run (second
-    /// 0 first), as the profiler measured it tick by tick.
-    pub fn with_run_queue(mut self, per_second: BTreeMap<u64, f64>) -> Evidence {
-        if self.server_run_queue_total_s.is_none() && !per_second.is_empty() {
-            self.server_run_queue_total_s = Some(per_second.values().sum());
-        }
-        self.server_run_queue_s = per_second;
-        self
-    }
-}
-
 fn foreign_pct(profile: &Profile, roles: Roles<'_>) -> Option<f64> {
     let target = profile.target.as_ref()?;
     let cpus: Vec<usize> = if roles.server.is_empty() {

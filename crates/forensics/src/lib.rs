@@ -143,10 +143,10 @@ pub struct Evidence {
     pub target_involuntary_per_s: Option<f64>,
     /// The run's length.
     pub duration_s: f64,
-    /// How long the server's threads were runnable but waited for a CPU in each second of
-    /// the run (by second, from 0; summed over threads); empty where it was not measured.
+    /// How long the server's thread that waited most was runnable but waited for a CPU, in
+    /// each second of the run (by second, from 0); empty where it was not measured.
     pub server_run_queue_s: BTreeMap<u64, f64>,
-    /// The same over the whole run, when measured.
+    /// Over the whole run: the wait of the thread that waited most, when measured.
     pub server_run_queue_total_s: Option<f64>,
 }
 
@@ -419,7 +419,7 @@ const FOREIGN_PCT: f64 = 30.0;
 /// Steal from the hypervisor that counts as contention.
 const STEAL_PCT: f64 = 5.0;
 
-/// The server's threads waiting this share of the run for a CPU is contention.
+/// A server thread waiting this share of the run for a CPU is contention.
 const RUN_QUEUE_SHARE: f64 = 0.05;
 
 fn contended(e: &Evidence) -> bool {
@@ -439,8 +439,8 @@ fn contended(e: &Evidence) -> bool {
     others && waited
 }
 
-/// Whether the server's threads waited for a CPU, in the second ending at `s.t_s`, for at
-/// least half its slowest response's time: then the CPU's other users explain the delay.
+/// Whether a server thread waited for a CPU, in the second ending at `s.t_s`, for at least
+/// half its slowest response's time: then the CPU's other users explain the delay.
 fn waited_for_cpu(e: &Evidence, s: &TimePoint) -> bool {
     let second = (s.t_s.ceil() as u64).saturating_sub(1);
     e.server_run_queue_s
@@ -467,7 +467,7 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
     }
     if let (Some(w), true) = (e.server_run_queue_total_s, e.duration_s > 0.0) {
         why.push(format!(
-            "its threads waited {:.0} ms a second for a CPU (schedstat)",
+            "its thread that waited most waited {:.0} ms a second for a CPU (schedstat)",
             w / e.duration_s * 1e3
         ));
     }

@@ -1,7 +1,7 @@
 //! The profiler and the rules following one run: sampled with every snapshot, diagnosed live
 //! and at the end, where they leave [`Findings`], the report's typed sections.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use tailscope_loadgen::report::Report;
@@ -79,8 +79,9 @@ pub struct RunProfiler {
     begun: bool,
     /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
-    /// Per second of the measured run: how long the server's threads waited for a CPU.
-    run_queue: BTreeMap<u64, f64>,
+    /// Per second of the measured run: how long each of the server's threads waited for a
+    /// CPU, by tid.
+    run_queue: BTreeMap<u64, HashMap<u32, f64>>,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
     /// The accept queues of the listeners the run loads.
@@ -145,7 +146,7 @@ impl RunProfiler {
                 None,
                 self.roles(),
             )
-            .with_run_queue(self.run_queue.clone()),
+            .with_run_queue(&self.run_queue),
         )
     }
 
@@ -164,7 +165,10 @@ impl RunProfiler {
         }
         let (cpus, counters) = self.profiler.tick();
         if let (Some(waited), Phase::Running) = (self.profiler.run_queue_wait_s(), snap.phase) {
-            *self.run_queue.entry(snap.elapsed.as_secs()).or_default() += waited;
+            let second = self.run_queue.entry(snap.elapsed.as_secs()).or_default();
+            for (tid, w) in waited {
+                *second.entry(*tid).or_default() += w;
+            }
         }
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
             let entry = self
@@ -215,7 +219,7 @@ impl RunProfiler {
             Some(&profile),
             roles,
         )
-        .with_run_queue(self.run_queue);
+        .with_run_queue(&self.run_queue);
         Findings {
             diagnosis: diagnose(&evidence),
             profile,

@@ -258,10 +258,19 @@ fn the_run_queue_wait_tells_contention_from_a_stall_on_a_busy_machine() {
         "unmeasured, others' work vetoes the stall"
     );
     // Its threads waited 0.5 ms a second for a CPU: it stopped by itself.
+    let one = |w: f64| std::collections::HashMap::from([(7, w)]);
     let stopped = e
         .clone()
-        .with_run_queue((0..10).map(|s| (s, 0.0005)).collect());
+        .with_run_queue(&(0..10).map(|s| (s, one(0.0005))).collect());
     assert_eq!(causes(&stopped), vec!["server_stall"]);
+    // Eight workers waiting 40 ms each in every second are no 320 ms wait of any request:
+    // the thread that waited most decides, not the sum.
+    let eight: std::collections::HashMap<u32, f64> = (1..=8).map(|tid| (tid, 0.04)).collect();
+    let busy_box = e
+        .clone()
+        .with_run_queue(&(0..10).map(|s| (s, eight.clone())).collect());
+    assert_eq!(busy_box.server_run_queue_s[&4], 0.04);
+    assert!(causes(&busy_box).contains(&"server_stall".to_string()));
     // 200 ms of the stalled second waiting for a CPU: the others explain it.
     let mut held_off = stopped.clone();
     held_off.server_run_queue_s.insert(4, 0.2);

@@ -13,7 +13,7 @@ mod proc;
 mod run_queue;
 mod types;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 use crate::procstat::{read_ticks, usage, CpuTicks, CpuUsage};
@@ -43,8 +43,8 @@ pub struct Profiler {
     self_start: Option<ProcSample>,
     /// The tree's threads' wait for a CPU.
     run_queue: RunQueue,
-    /// What they waited in the last tick, in seconds.
-    run_queue_last_s: Option<f64>,
+    /// What each of them waited in the last tick, in seconds, by tid.
+    run_queue_last_s: Option<HashMap<u32, f64>>,
 }
 
 /// The tree at the start of the measured window.
@@ -248,10 +248,11 @@ impl Profiler {
         })
     }
 
-    /// How long the server's threads waited for a CPU (runnable, not running) in the last
-    /// tick, in seconds summed over threads; `None` without a server or schedstat.
-    pub fn run_queue_wait_s(&self) -> Option<f64> {
-        self.run_queue_last_s
+    /// How long each of the server's threads waited for a CPU (runnable, not running) in the
+    /// last tick, in seconds, by tid (those that waited); `None` without a server or
+    /// schedstat.
+    pub fn run_queue_wait_s(&self) -> Option<&HashMap<u32, f64>> {
+        self.run_queue_last_s.as_ref()
     }
 
     /// Whether the PMU gave hardware counters on this machine.
@@ -264,10 +265,12 @@ impl Profiler {
         // Every tick, so that workers forked and gone between two ends of the run are seen.
         if let Some(tree) = self.tree.as_mut() {
             tree.refresh();
-            self.run_queue_last_s = self
-                .run_queue
-                .sample(&tree.live_pids())
-                .map(|ns| ns as f64 / 1e9);
+            self.run_queue_last_s = self.run_queue.sample(&tree.live_pids()).map(|by_tid| {
+                by_tid
+                    .into_iter()
+                    .map(|(tid, ns)| (tid, ns as f64 / 1e9))
+                    .collect()
+            });
         }
         let now_ticks = read_ticks();
         let cpus = match (&self.cpu_last, &now_ticks) {

@@ -51,19 +51,26 @@ impl RunQueue {
         self.total_ns = None;
     }
 
-    /// The time the threads of `pids` waited for a CPU since the last sample (a thread born
-    /// since counts from its start), in ns; `None` when no thread's schedstat is readable.
-    pub(crate) fn sample(&mut self, pids: &[i32]) -> Option<u64> {
+    /// The time each thread of `pids` waited for a CPU since the last sample (a thread born
+    /// since counts from its start), in ns, by tid (those that waited); `None` when no
+    /// thread's schedstat is readable.
+    pub(crate) fn sample(&mut self, pids: &[i32]) -> Option<HashMap<u32, u64>> {
         let now = Self::read(pids);
         if now.is_empty() {
             return None;
         }
-        let waited = now
+        let waited: HashMap<u32, u64> = now
             .iter()
-            .map(|(tid, d)| d.saturating_sub(self.last.get(tid).copied().unwrap_or(0)))
-            .sum();
+            .map(|(tid, d)| {
+                (
+                    *tid,
+                    d.saturating_sub(self.last.get(tid).copied().unwrap_or(0)),
+                )
+            })
+            .filter(|(_, w)| *w > 0)
+            .collect();
         self.last = now;
-        self.total_ns = Some(self.total_ns.unwrap_or(0) + waited);
+        self.total_ns = Some(self.total_ns.unwrap_or(0) + waited.values().sum::<u64>());
         Some(waited)
     }
 
@@ -105,7 +112,7 @@ mod tests {
         // Sampled while both still run: a thread's figures go with it when it exits.
         let (c, d) = (std::thread::spawn(spin), std::thread::spawn(spin));
         std::thread::sleep(std::time::Duration::from_millis(250));
-        let waited = q.sample(&me).unwrap();
+        let waited: u64 = q.sample(&me).unwrap().values().sum();
         c.join().unwrap();
         d.join().unwrap();
         assert!(waited > 50_000_000, "waited {waited} ns");

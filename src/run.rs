@@ -90,7 +90,8 @@ impl RunConfig {
                 };
                 let client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
                 // The port is not known until the server is up; the URL is set then.
-                let placeholder = format!("http://127.0.0.1:1{path}");
+                let scheme = if args.tls.tls { "https" } else { "http" };
+                let placeholder = format!("{scheme}://127.0.0.1:1{path}");
                 let launch = Launch {
                     spec,
                     server_cpus,
@@ -107,6 +108,7 @@ impl RunConfig {
             }
         };
         let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
+        apply_tls(&mut plan, &args.tls).map_err(usage)?;
         plan.connections = load.connections;
         if let Some(cpus) = load.cpus {
             plan.cpus = cpus.0;
@@ -149,7 +151,7 @@ impl RunConfig {
             plan.source_addrs = s;
         }
         plan.connect_rate = load.connect_rate;
-        tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
+        tailscope_loadgen::resolve_engine_for(&plan).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();
         for h in &req.headers {
@@ -216,6 +218,25 @@ impl RunConfig {
             start_at,
         })
     }
+}
+
+/// Sets the plan's TLS options from the flags; an error for a TLS flag without https.
+fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String> {
+    let Some(tls) = plan.tls.as_mut() else {
+        return match args.any_tls_flag() {
+            Some(flag) => Err(format!(
+                "{flag} is for https:// URLs; {} is plain http",
+                plan.url
+            )),
+            None => Ok(()),
+        };
+    };
+    tls.insecure = args.insecure;
+    tls.cacert.clone_from(&args.cacert);
+    tls.cert.clone_from(&args.cert);
+    tls.key.clone_from(&args.key);
+    tls.resume = !args.no_tls_resume;
+    Ok(())
 }
 
 /// The segment `--segment` or `--segment-from-env` names, if any.

@@ -186,6 +186,7 @@ impl Aggregator {
             latency,
             latency_uncorrected,
             connect,
+            tls,
             first_request,
             body,
         } = self.histograms;
@@ -195,6 +196,7 @@ impl Aggregator {
             latency,
             latency_uncorrected,
             connect,
+            tls,
             first_request,
             body,
             timeseries: self.timeseries,

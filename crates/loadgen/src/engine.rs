@@ -19,6 +19,7 @@
 //! request's, and only re-armed when it fires early, so a response costs no timer update.
 
 mod connection;
+pub(crate) mod tls;
 mod uring;
 
 use std::cell::{Cell, RefCell};
@@ -75,12 +76,28 @@ pub(crate) enum EngineKind {
 }
 
 /// Decides which engine runs a plan that asked for `choice`; an error when it asked for
-/// io_uring and this machine cannot run it.
-pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), Error> {
+/// io_uring and this machine cannot run it, or the plan needs what only tokio has (TLS).
+pub(crate) fn choose(choice: EngineChoice, tls: bool) -> Result<(EngineKind, EngineUsed), Error> {
     let used = |name: &str, reason: String| EngineUsed {
         name: name.into(),
         reason,
     };
+    // TLS runs on the tokio engine only: rustls is driven from the socket's readiness there;
+    // the io_uring engine receives into provided buffers it would have to feed rustls from.
+    match (choice, tls) {
+        (EngineChoice::Uring, true) => {
+            return Err(Error::InvalidPlan(
+                "the io_uring engine does not do TLS yet: drop --engine uring (auto picks tokio for https://) or give --engine tokio".into(),
+            ))
+        }
+        (EngineChoice::Auto, true) => {
+            return Ok((
+                EngineKind::Tokio,
+                used("tokio", "auto: https:// needs TLS, which only the tokio engine does".into()),
+            ))
+        }
+        _ => {}
+    }
     match choice {
         EngineChoice::Tokio => Ok((EngineKind::Tokio, used("tokio", "--engine tokio".into()))),
         EngineChoice::Uring => match uring::probe() {
@@ -110,6 +127,15 @@ pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), E
             )),
         },
     }
+}
+
+/// The run's TLS client for `plan` (reading the files it names), none for http; an error
+/// says which file or flag is wrong. Built once per run and checked by `Plan::validate`.
+pub(crate) fn transport_client(plan: &Plan) -> Result<Option<tls::TlsClient>, Error> {
+    plan.tls
+        .as_ref()
+        .map(|options| tls::client(options, &[tls::ALPN_HTTP1]))
+        .transpose()
 }
 
 /// Asks a worker thread to stop sending, whichever engine runs it.
@@ -143,6 +169,8 @@ pub(crate) struct Shared {
     pub rate_override: Arc<AtomicU64>,
     /// Local addresses (port 0) connections are bound to, in turn; empty: the kernel picks.
     pub sources: Vec<std::net::SocketAddr>,
+    /// The run's TLS client (https), shared by every connection: one session cache.
+    pub tls: Option<tls::TlsClient>,
 }
 
 /// One worker's share of the run.
@@ -197,6 +225,8 @@ struct InFlight {
     sent: Instant,
     first_byte: Option<Instant>,
     connect: Option<Duration>,
+    /// The TLS handshake, when this request opened the connection.
+    tls: Option<Duration>,
     first_on_connection: bool,
 }
 

@@ -67,6 +67,12 @@ pub enum ErrorKind {
     /// No local address/port for a new connection (EADDRNOTAVAIL): the ephemeral port
     /// range is used up, often by sockets in TIME_WAIT.
     NoLocalPort,
+    /// The TLS handshake failed for another reason than a certificate (no shared protocol
+    /// or cipher, a plain-HTTP server, an alert); the reason is in the text summary.
+    TlsHandshake,
+    /// A certificate was refused: the server's (unknown issuer, wrong name, expired; see
+    /// `--cacert`, `--insecure`) or ours by the server (`--cert`).
+    Certificate,
     /// Any other I/O error.
     IoOther,
 }
@@ -84,11 +90,13 @@ impl ErrorKind {
         ErrorKind::HeaderTooLarge,
         ErrorKind::TooManyOpenFiles,
         ErrorKind::NoLocalPort,
+        ErrorKind::TlsHandshake,
+        ErrorKind::Certificate,
         ErrorKind::IoOther,
     ];
 
     /// How many kinds there are (the length of per-kind counter arrays).
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 13;
 
     /// The name used in reports (`connect_refused`, …).
     pub fn as_str(self) -> &'static str {
@@ -103,6 +111,8 @@ impl ErrorKind {
             ErrorKind::HeaderTooLarge => "header_too_large",
             ErrorKind::TooManyOpenFiles => "too_many_open_files",
             ErrorKind::NoLocalPort => "no_local_port",
+            ErrorKind::TlsHandshake => "tls_handshake",
+            ErrorKind::Certificate => "certificate",
             ErrorKind::IoOther => "io_other",
         }
     }

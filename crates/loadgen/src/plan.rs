@@ -186,6 +186,8 @@ pub struct Plan {
     pub source_addrs: SourceAddrs,
     /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
     pub connect_rate: Option<f64>,
+    /// TLS, for an `https://` URL (set by [`Plan::new`] with its defaults); none for http.
+    pub tls: Option<crate::transport::TlsOptions>,
     host_header: String,
     path: String,
 }
@@ -193,7 +195,7 @@ pub struct Plan {
 impl Plan {
     /// A plan for `url` (http only) with oha's defaults: 50 connections, 10 s, closed loop.
     pub fn new(url: &str) -> Result<Plan, Error> {
-        let (addr, host_header, path) = parse_url(url)?;
+        let (addr, host_header, path, tls) = parse_url(url)?;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Plan {
             url: url.to_string(),
@@ -218,15 +220,23 @@ impl Plan {
             engine: EngineChoice::Auto,
             source_addrs: SourceAddrs::Kernel,
             connect_rate: None,
+            tls,
             host_header,
             path,
         })
     }
 
     /// Points the plan at another URL, keeping every other setting (used once a launched
-    /// target's port is known).
+    /// target's port is known); TLS options set before are kept while the URL stays https.
     pub fn set_url(&mut self, url: &str) -> Result<(), Error> {
-        let (addr, host_header, path) = parse_url(url)?;
+        let (addr, host_header, path, tls) = parse_url(url)?;
+        self.tls = match (self.tls.take(), tls) {
+            (Some(mut kept), Some(new)) => {
+                kept.server_name = new.server_name;
+                Some(kept)
+            }
+            (_, new) => new,
+        };
         self.url = url.to_string();
         self.addr = addr;
         self.host_header = host_header;
@@ -347,6 +357,7 @@ impl Plan {
             }
         }
         self.source_ips()?;
+        crate::engine::transport_client(self)?;
         Ok(())
     }
 
@@ -487,24 +498,32 @@ fn humantime_like(d: Duration) -> String {
     unreachable!("every duration is a whole number of milliseconds")
 }
 
-/// Resolves an http URL into the address to connect to, the Host header and the request
-/// target (path and query).
-fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
+/// What a URL says: the address to connect to, the Host header, the request target (path
+/// and query), and for https the TLS defaults for its host.
+type ParsedUrl = (
+    SocketAddr,
+    String,
+    String,
+    Option<crate::transport::TlsOptions>,
+);
+
+/// Resolves an http or https URL (see [`ParsedUrl`]).
+fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
     let bad = |reason: &str| Error::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),
     };
-    let parsed =
-        url::Url::parse(url).map_err(|e| bad(&format!("{e}; expected http://HOST[:PORT]/PATH")))?;
-    match parsed.scheme() {
-        "http" => {}
-        "https" => return Err(bad("https is not supported yet; use http://")),
+    let parsed = url::Url::parse(url)
+        .map_err(|e| bad(&format!("{e}; expected http(s)://HOST[:PORT]/PATH")))?;
+    let https = match parsed.scheme() {
+        "http" => false,
+        "https" => true,
         other => {
             return Err(bad(&format!(
-                "scheme {other:?} is not supported; use http://"
+                "scheme {other:?} is not supported; use http:// or https://"
             )))
         }
-    }
+    };
     let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
     let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
@@ -531,7 +550,8 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
         path.push('?');
         path.push_str(q);
     }
-    Ok((addr, host_header, path))
+    let tls = https.then(|| crate::transport::TlsOptions::new(host_for_resolve));
+    Ok((addr, host_header, path, tls))
 }
 
 #[cfg(test)]
@@ -597,9 +617,15 @@ mod tests {
     #[test]
     fn bad_urls_and_settings_are_refused() {
         assert!(matches!(
-            Plan::new("https://127.0.0.1/"),
+            Plan::new("ftp://127.0.0.1/"),
             Err(Error::BadUrl { .. })
         ));
+        let https = Plan::new("https://localhost:8443/x").unwrap();
+        let tls = https.tls.as_ref().expect("https has TLS options");
+        assert_eq!(tls.server_name, "localhost");
+        assert!(tls.resume && !tls.insecure);
+        assert_eq!(https.addr.port(), 8443);
+        assert!(Plan::new("http://127.0.0.1/").unwrap().tls.is_none());
         assert!(matches!(
             Plan::new("127.0.0.1:80"),
             Err(Error::BadUrl { .. })

@@ -27,6 +27,9 @@ pub struct SlowRequest {
     pub body_us: u64,
     /// The TCP handshake, when this request opened its connection.
     pub connect_us: Option<u64>,
+    /// The TLS handshake, when this request opened its connection (https).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_us: Option<u64>,
     /// Open loop: how long after its intended time the request actually left.
     pub queued_us: Option<u64>,
     /// The first request on its connection.
@@ -86,6 +89,9 @@ impl SlowRequest {
         }
         if let Some(c) = self.connect_us {
             parts.push((c, format!("connect {}", fmt_us(c))));
+        }
+        if let Some(t) = self.tls_us {
+            parts.push((t, format!("tls {}", fmt_us(t))));
         }
         if let Some(stage) = self.stage {
             parts.push((u64::MAX, stage.describe().to_string()));
@@ -158,6 +164,8 @@ pub struct Counters {
     pub max_loop_lag_us: u64,
     /// Status codes and their counts, in first-seen order.
     pub status_codes: Vec<(u16, u64)>,
+    /// TLS (and HTTP/2) facts: handshakes, resumptions, why a handshake failed.
+    pub transport: crate::transport::TransportCounters,
 }
 
 impl Counters {
@@ -217,6 +225,7 @@ impl Counters {
         for &(code, n) in &other.status_codes {
             self.count_status(code, n);
         }
+        self.transport.merge(&other.transport);
     }
 }
 
@@ -384,6 +393,7 @@ impl RunTotals {
             latency: snap.histogram.clone(),
             latency_uncorrected: empty(),
             connect: empty(),
+            tls: empty(),
             first_request: empty(),
             body: empty(),
             timeseries: snap.recent_seconds.clone(),
@@ -455,6 +465,8 @@ pub struct RunTotals {
     pub latency_uncorrected: Histogram<u64>,
     /// Connect times.
     pub connect: Histogram<u64>,
+    /// TLS handshake times (https).
+    pub tls: Histogram<u64>,
     /// Latency of first-on-connection requests (connect included).
     pub first_request: Histogram<u64>,
     /// Body times (first to last byte).

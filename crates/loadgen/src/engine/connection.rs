@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout};
 
+use super::tls::{self, Stream};
 use super::{Claim, Held, InFlight, Shared, Worker};
 use crate::error::ErrorKind;
 use crate::http::ResponseParser;
@@ -136,9 +137,11 @@ pub(super) struct Connection<S> {
     had_connection: bool,
     /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
     pub(super) backoff: Duration,
+    /// The TLS handshake of the connection just opened, for its first request.
+    handshake_tls: Option<Duration>,
 }
 
-impl Connection<TcpStream> {
+impl Connection<Stream> {
     /// The task's loop: claim, connect if needed, write, read, until there is no more work
     /// or the grace period ends.
     async fn run(mut self) {
@@ -244,11 +247,11 @@ impl Connection<TcpStream> {
     /// The socket is readable: reads into the worker's buffer (taken out of its cell for
     /// the call; no other task runs before it is put back) and parses what came.
     fn read_ready(&mut self, now: Instant) {
-        let Some(s) = self.stream.as_ref() else {
+        let Some(s) = self.stream.as_mut() else {
             return;
         };
         let mut buf = std::mem::take(&mut *self.w.read_buf.borrow_mut());
-        match read_now(s, &mut buf) {
+        match s.read_now(&mut buf) {
             Ok(0) => self.on_eof(now),
             Ok(n) => self.on_received(&buf[..n], now),
             // Readiness that was not (another wake-up got there first): wait again.
@@ -262,14 +265,14 @@ impl Connection<TcpStream> {
     /// a stop or the end of the grace period.
     async fn idle_until(&mut self, slot: Claim) {
         let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
-        let (stream, w) = (&self.stream, &*self.w);
+        let (stream, w) = (&mut self.stream, &*self.w);
         let closed_while_idle = tokio::select! {
             _ = sleep_until(wake.into()) => false,
             _ = w.stop_idle.notified() => false,
             _ = w.grace_ended() => false,
             // A server that closes idle connections (keep-alive timeout) is noticed here,
             // not as a failure of the next request.
-            _ = async { match stream.as_ref() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
+            _ = async { match stream.as_mut() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
         };
         if closed_while_idle {
             self.stream = None;
@@ -286,23 +289,49 @@ impl Connection<TcpStream> {
             self.connect_limit(),
             connect_from(w.take_source(), plan.addr),
         );
+        let shared = &*self.shared;
+        let limit = self.connect_limit();
+        // TCP, then TLS for https: each phase timed on its own (connect_us, tls_us).
+        let connecting = async {
+            let tcp = match connecting.await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err((connect_error_kind(&e), None)),
+                Err(_) => return Err((ErrorKind::ConnectTimeout, None)),
+            };
+            let _ = tcp.set_nodelay(true);
+            let tcp_done = Instant::now();
+            let Some(client) = &shared.tls else {
+                return Ok((Stream::Plain(tcp), tcp_done, None));
+            };
+            match tls::handshake(client, tcp, limit).await {
+                Ok(done) => Ok((
+                    done.stream,
+                    tcp_done,
+                    Some((tcp_done.elapsed(), done.resumed)),
+                )),
+                Err((kind, why)) => Err((kind, Some(why))),
+            }
+        };
         let connected = tokio::select! {
-            r = connecting => match r {
-                Ok(Ok(s)) => Ok(s),
-                Ok(Err(e)) => Err(connect_error_kind(&e)),
-                Err(_) => Err(ErrorKind::ConnectTimeout),
-            },
+            r = connecting => r,
             _ = w.grace_ended() => {
                 self.abandon(now, Stage::Connecting);
                 return Connect::GraceOver;
             }
         };
         match connected {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                Connect::Open(self.opened(s, now))
+            Ok((s, tcp_done, handshake)) => {
+                self.opened(s, now);
+                if let Some((took, resumed)) = handshake {
+                    self.handshake_tls = Some(took);
+                    self.w.rec.borrow_mut().record_tls_handshake(resumed);
+                }
+                Connect::Open(tcp_done.saturating_duration_since(now))
             }
-            Err(kind) => {
+            Err((kind, why)) => {
+                if let Some(why) = why {
+                    self.w.rec.borrow_mut().record_tls_failure(why);
+                }
                 let failed_at = self.connect_failed(kind, now);
                 // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
                 if !self.w.stopping.get() {
@@ -331,7 +360,7 @@ impl Connection<TcpStream> {
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, &shared.batch[..self.queued.len() * shared.request_len], shared.plan.timeout) => Some(r),
+            r = s.write_requests(&shared.batch[..self.queued.len() * shared.request_len], shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
         let Some(write) = write else {
@@ -366,6 +395,7 @@ impl<S: AsRawFd> Connection<S> {
             retrans_seen: 0,
             had_connection: false,
             backoff: MIN_BACKOFF,
+            handshake_tls: None,
             w,
             shared,
         }
@@ -460,6 +490,7 @@ impl<S: AsRawFd> Connection<S> {
     ) {
         let w = &*self.w;
         let k = self.queued.len();
+        let tls = self.handshake_tls.take().filter(|_| connect_time.is_some());
         let mut rec = w.rec.borrow_mut();
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
@@ -473,6 +504,7 @@ impl<S: AsRawFd> Connection<S> {
                 sent,
                 first_byte: None,
                 connect: if i == 0 { connect_time } else { None },
+                tls: if i == 0 { tls } else { None },
                 first_on_connection: i == 0 && connect_time.is_some(),
             });
         }
@@ -709,6 +741,7 @@ impl<S: AsRawFd> Connection<S> {
             first_byte: f.first_byte.unwrap_or(end),
             end,
             connect: f.connect,
+            tls: f.tls,
             first_on_connection: f.first_on_connection,
             conn: self.conn_id,
             status,
@@ -771,7 +804,7 @@ pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {
 /// socket: its readiness is cleared at once, as tokio's own `read` does, so the next wait
 /// does not cost a read that finds nothing (`try_read` alone leaves it set). The byte count
 /// is carried out of `try_io` beside the `WouldBlock` that clears it.
-fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(super) fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     use std::io::Read;
     let mut got = None;
     let r = s.try_io(tokio::io::Interest::READABLE, || {
@@ -791,13 +824,14 @@ fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
 
 /// Resolves when an idle connection is closed by the server (or sends what nobody asked
 /// for): either way it is not reused.
-async fn closed_while_idle(s: &TcpStream) {
+async fn closed_while_idle(s: &mut Stream) {
     let mut byte = [0u8; 1];
     loop {
         if s.readable().await.is_err() {
             return;
         }
-        match read_now(s, &mut byte) {
+        // A TLS session ticket is read here too, and yields nothing to read.
+        match s.read_now(&mut byte) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             _ => return,
         }
@@ -822,7 +856,11 @@ async fn connect_from(
 
 /// Writes a batch of requests. The common case, a batch that fits the socket buffer, is one
 /// `write` with no timer; only a write that blocks gets the request timeout.
-async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Result<(), ErrorKind> {
+pub(super) async fn write_requests(
+    s: &mut TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+) -> Result<(), ErrorKind> {
     let done = match s.try_write(bytes) {
         Ok(n) => n,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -856,6 +894,7 @@ mod tests {
             highest: Duration::from_secs(60),
             rate_override: Default::default(),
             sources: Vec::new(),
+            tls: None,
         });
         let spec = WorkerSpec::one_connection();
         Rc::new(Worker::new(shared, &spec))

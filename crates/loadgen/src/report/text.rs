@@ -219,6 +219,24 @@ impl Report {
                 fmt_us(p.max)
             );
         }
+        if let Some(p) = &self.tls_us {
+            let resumed = match &self.summary.transport {
+                Some(t) if t.tls_handshakes > 0 => format!(
+                    "  ({} of {} handshakes resumed)",
+                    fmt_count(t.tls_resumed),
+                    fmt_count(t.tls_handshakes)
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "TLS handshake:   min {}  p50 {}  p99 {}  max {}{resumed}\n",
+                fmt_us(p.min),
+                fmt_us(p.p50),
+                fmt_us(p.p99),
+                fmt_us(p.max)
+            );
+        }
         if let Some(h) = decode_histogram(&self.histogram).filter(|h| !h.is_empty()) {
             let _ = writeln!(out, "Latency histogram:");
             out.push_str(&histogram_bars(&h, 40));

@@ -62,7 +62,10 @@ impl RunConfig {
         let (url, launch) = match (args.url, target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
-                let spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
+                let mut spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
+                if args.tls.tls {
+                    spec = spec.with_tls().map_err(|e| usage(e.to_string()))?;
+                }
                 // embedded and nginx serve the benchmark's /plaintext; a command: server is
                 // anyone's, and `/` is the one path it surely has.
                 let path = target.path.unwrap_or_else(|| {
@@ -220,6 +223,16 @@ impl RunConfig {
     }
 }
 
+/// A target served over TLS by tailscope (`--tls`) is trusted through the CA it made,
+/// unless `--insecure` or `--cacert` said otherwise.
+pub fn trust_target(plan: &mut Plan, target: &Target) {
+    if let (Some(tls), Some(ca)) = (plan.tls.as_mut(), target.tls_ca()) {
+        if !tls.insecure && tls.cacert.is_none() {
+            tls.cacert = Some(ca.to_path_buf());
+        }
+    }
+}
+
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.
 fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String> {
     let Some(tls) = plan.tls.as_mut() else {
@@ -291,6 +304,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 .plan
                 .set_url(&format!("{}{}", t.base_url(), launch.path))
                 .context("the launched target's URL")?;
+            trust_target(&mut config.plan, &t);
             say!(
                 "tailscope: {} ready at {} (pid {}); generator on CPU {}",
                 t.name(),

@@ -87,7 +87,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             if !load.warmup.is_zero() {
                 say!("suite: {name} {endpoint} warm-up");
                 tailscope_loadgen::run(
-                    &load.plan(&url, &client_cpus, load.warmup)?,
+                    &trusting(load.plan(&url, &client_cpus, load.warmup)?, &target),
                     &control,
                     |_| {},
                 )?;
@@ -97,7 +97,7 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 if control.is_stopped() {
                     break;
                 }
-                let plan = load.plan(&url, &client_cpus, load.duration)?;
+                let plan = trusting(load.plan(&url, &client_cpus, load.duration)?, &target);
                 let mut profiler = RunProfiler::new(
                     Some(target.pid()),
                     server_cpus.clone(),
@@ -181,4 +181,10 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// The plan, trusting the CA of a target served over TLS.
+fn trusting(mut plan: tailscope_loadgen::Plan, target: &Target) -> tailscope_loadgen::Plan {
+    crate::run::trust_target(&mut plan, target);
+    plan
 }

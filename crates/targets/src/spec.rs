@@ -40,6 +40,8 @@ pub enum TargetSpec {
         workers: usize,
         /// Served under `/static/`.
         static_dir: Option<PathBuf>,
+        /// Served over TLS with a throw-away certificate (`--tls`, a suite's `tls = true`).
+        tls: bool,
     },
     /// Any server, from a shell command template with `{port}` and `{cpus}`.
     Command {
@@ -80,6 +82,7 @@ impl TargetSpec {
                     .map(|workers| TargetSpec::Nginx {
                         workers,
                         static_dir: None,
+                        tls: false,
                     })
                     .map_err(|e| Error::BadSpec(format!("nginx target {s:?}: {e}, e.g. nginx:2"))),
                 Err(_) => Err(Error::BadSpec(format!(
@@ -97,11 +100,36 @@ impl TargetSpec {
             "nginx" => Ok(TargetSpec::Nginx {
                 workers: 1,
                 static_dir: None,
+                tls: false,
             }),
             other => Err(Error::BadSpec(format!(
                 "unknown target {other:?}: use embedded, nginx, nginx:WORKERS, or 'command:CMD --port {{port}}'"
             ))),
         }
+    }
+
+    /// The same target served over TLS (`--tls`); only nginx can be.
+    pub fn with_tls(self) -> Result<TargetSpec, Error> {
+        match self {
+            TargetSpec::Nginx {
+                workers,
+                static_dir,
+                ..
+            } => Ok(TargetSpec::Nginx {
+                workers,
+                static_dir,
+                tls: true,
+            }),
+            other => Err(Error::BadSpec(format!(
+                "--tls is for --target nginx: the {} target is served as it is (give its https:// URL and run it yourself)",
+                other.kind()
+            ))),
+        }
+    }
+
+    /// Whether the target is served over TLS (its URL is https://).
+    pub fn tls(&self) -> bool {
+        matches!(self, TargetSpec::Nginx { tls: true, .. })
     }
 
     /// A short name for output: `embedded`, `nginx`, or the command's program.
@@ -149,9 +177,16 @@ mod tests {
             TargetSpec::parse("nginx:2").unwrap(),
             TargetSpec::Nginx {
                 workers: 2,
-                static_dir: None
+                static_dir: None,
+                tls: false,
             }
         );
+        assert!(TargetSpec::parse("nginx:2")
+            .unwrap()
+            .with_tls()
+            .unwrap()
+            .tls());
+        assert!(TargetSpec::parse("embedded").unwrap().with_tls().is_err());
         assert!(TargetSpec::parse("nginx:0").is_err());
         assert!(TargetSpec::parse("nginx:x").is_err());
         assert!(TargetSpec::parse("apache")

@@ -140,6 +140,14 @@ pub struct TlsArgs {
     /// trusted for this run); the URL becomes https://.
     #[arg(long = "tls", requires = "target")]
     pub tls: bool,
+    /// Speak HTTP/2: h2 via ALPN over https://, h2c (prior knowledge) over http://. With
+    /// --target nginx, nginx serves it.
+    #[arg(long = "http2")]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection (the analogue of --pipeline), held below
+    /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long = "streams", default_value_t = 1, value_name = "N", requires = "http2", value_parser = RangedU64ValueParser::<usize>::new().range(1..=tailscope_loadgen::plan::MAX_STREAMS as u64))]
+    pub streams: usize,
 }
 
 impl TlsArgs {

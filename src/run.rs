@@ -63,8 +63,10 @@ impl RunConfig {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
                 let mut spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
-                if args.tls.tls {
-                    spec = spec.with_tls().map_err(|e| usage(e.to_string()))?;
+                if args.tls.tls || args.tls.http2 {
+                    spec = spec
+                        .serving(args.tls.tls, args.tls.http2)
+                        .map_err(|e| usage(e.to_string()))?;
                 }
                 // embedded and nginx serve the benchmark's /plaintext; a command: server is
                 // anyone's, and `/` is the one path it surely has.
@@ -235,6 +237,8 @@ pub fn trust_target(plan: &mut Plan, target: &Target) {
 
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.
 fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String> {
+    plan.http2 = args.http2;
+    plan.streams = args.streams;
     let Some(tls) = plan.tls.as_mut() else {
         return match args.any_tls_flag() {
             Some(flag) => Err(format!(

@@ -11,7 +11,10 @@ use tailscope_targets::{Target, TargetSpec};
 /// nginx served over TLS by the targets crate (as `--target nginx --tls` does), or `None`
 /// after a visible skip where nginx is not installed.
 fn nginx_tls() -> Option<Target> {
-    let spec = TargetSpec::parse("nginx").unwrap().with_tls().unwrap();
+    let spec = TargetSpec::parse("nginx")
+        .unwrap()
+        .serving(true, false)
+        .unwrap();
     match Target::launch(&spec, &[]) {
         Ok(t) => Some(t),
         Err(e) if e.to_string().contains("nginx-light") => {
@@ -137,6 +140,55 @@ fn reconnects_to_nginx_resume_their_tls_session() {
     target.stop();
 }
 
+/// Runs `tailscope run --target nginx FLAGS --json -` and returns the report, or `None`
+/// after a visible skip where nginx is not installed.
+fn launched_nginx(flags: &[&str]) -> Option<serde_json::Value> {
+    nginx_tls()?;
+    let mut all = vec!["run", "--target", "nginx", "--json", "-"];
+    all.extend_from_slice(flags);
+    let out = tailscope(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{flags:?}: {stderr}");
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn nginx_h2_over_tls_with_several_streams() {
+    let Some(r) = launched_nginx(&[
+        "--tls",
+        "--http2",
+        "--streams",
+        "8",
+        "-n",
+        "3000",
+        "-c",
+        "4",
+    ]) else {
+        return;
+    };
+    assert_eq!(n(&r["summary"]["successes"]), 3000);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+    assert_eq!(r["config"]["protocol"], "h2");
+    assert_eq!(r["config"]["streams"], 8);
+    assert!(r["config"]["url"].as_str().unwrap().starts_with("https://"));
+    let t = &r["summary"]["transport"];
+    // nginx's http2_max_concurrent_streams default.
+    assert_eq!(n(&t["h2_max_streams"]), 128, "{t}");
+    assert!(n(&t["tls_handshakes"]) >= 4, "{t}");
+}
+
+#[test]
+fn nginx_h2c_prior_knowledge() {
+    let Some(r) = launched_nginx(&["--http2", "--streams", "4", "-n", "2000", "-c", "2"]) else {
+        return;
+    };
+    assert_eq!(n(&r["summary"]["successes"]), 2000);
+    assert_eq!(n(&r["summary"]["errors"]), 0);
+    assert_eq!(r["config"]["protocol"], "h2c");
+    assert!(r["config"]["tls"].is_null());
+    assert!(r["config"]["url"].as_str().unwrap().starts_with("http://"));
+}
+
 #[test]
 fn bad_tls_inputs_exit_2_before_anything_is_sent() {
     // Nothing listens at port 1: a run that got as far as connecting would fail otherwise.
@@ -191,5 +243,5 @@ fn bad_tls_inputs_exit_2_before_anything_is_sent() {
     }
     let out = tailscope(&["run", "--target", "embedded", "--tls", "-n", "1"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls is for --target nginx"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("are for --target nginx"));
 }

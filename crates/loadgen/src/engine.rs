@@ -19,6 +19,7 @@
 //! request's, and only re-armed when it fires early, so a response costs no timer update.
 
 mod connection;
+mod http2;
 pub(crate) mod tls;
 mod uring;
 
@@ -77,23 +78,27 @@ pub(crate) enum EngineKind {
 
 /// Decides which engine runs a plan that asked for `choice`; an error when it asked for
 /// io_uring and this machine cannot run it, or the plan needs what only tokio has (TLS).
-pub(crate) fn choose(choice: EngineChoice, tls: bool) -> Result<(EngineKind, EngineUsed), Error> {
+pub(crate) fn choose(
+    choice: EngineChoice,
+    transport: Option<&str>,
+) -> Result<(EngineKind, EngineUsed), Error> {
     let used = |name: &str, reason: String| EngineUsed {
         name: name.into(),
         reason,
     };
-    // TLS runs on the tokio engine only: rustls is driven from the socket's readiness there;
-    // the io_uring engine receives into provided buffers it would have to feed rustls from.
-    match (choice, tls) {
-        (EngineChoice::Uring, true) => {
-            return Err(Error::InvalidPlan(
-                "the io_uring engine does not do TLS yet: drop --engine uring (auto picks tokio for https://) or give --engine tokio".into(),
-            ))
+    // TLS and HTTP/2 run on the tokio engine only: rustls is driven from the socket's
+    // readiness there and h2 wants an AsyncRead/AsyncWrite; the io_uring engine receives
+    // into provided buffers it would have to feed them from.
+    match (choice, transport) {
+        (EngineChoice::Uring, Some(what)) => {
+            return Err(Error::InvalidPlan(format!(
+                "the io_uring engine does not do {what} yet: drop --engine uring (auto picks tokio for it) or give --engine tokio"
+            )))
         }
-        (EngineChoice::Auto, true) => {
+        (EngineChoice::Auto, Some(what)) => {
             return Ok((
                 EngineKind::Tokio,
-                used("tokio", "auto: https:// needs TLS, which only the tokio engine does".into()),
+                used("tokio", format!("auto: {what} runs on the tokio engine only")),
             ))
         }
         _ => {}
@@ -134,7 +139,14 @@ pub(crate) fn choose(choice: EngineChoice, tls: bool) -> Result<(EngineKind, Eng
 pub(crate) fn transport_client(plan: &Plan) -> Result<Option<tls::TlsClient>, Error> {
     plan.tls
         .as_ref()
-        .map(|options| tls::client(options, &[tls::ALPN_HTTP1]))
+        .map(|options| {
+            let alpn = if plan.http2 {
+                tls::ALPN_H2
+            } else {
+                tls::ALPN_HTTP1
+            };
+            tls::client(options, &[alpn])
+        })
         .transpose()
 }
 
@@ -571,7 +583,11 @@ async fn worker_main(
     let mut conns = JoinSet::new();
     if spec.has_work() {
         for _ in 0..spec.connections {
-            conns.spawn_local(connection::task(w.clone()));
+            if plan.http2 {
+                conns.spawn_local(http2::task(w.clone()));
+            } else {
+                conns.spawn_local(connection::task(w.clone()));
+            }
         }
     }
     let ticker = {

@@ -73,6 +73,12 @@ pub enum ErrorKind {
     /// A certificate was refused: the server's (unknown issuer, wrong name, expired; see
     /// `--cacert`, `--insecure`) or ours by the server (`--cert`).
     Certificate,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM, other than REFUSED_STREAM,
+    /// which is retried).
+    RstStream,
+    /// HTTP/2: the server's GOAWAY with an error ended the request's connection (a graceful
+    /// GOAWAY's unprocessed streams are retried).
+    Goaway,
     /// Any other I/O error.
     IoOther,
 }
@@ -92,11 +98,13 @@ impl ErrorKind {
         ErrorKind::NoLocalPort,
         ErrorKind::TlsHandshake,
         ErrorKind::Certificate,
+        ErrorKind::RstStream,
+        ErrorKind::Goaway,
         ErrorKind::IoOther,
     ];
 
     /// How many kinds there are (the length of per-kind counter arrays).
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 15;
 
     /// The name used in reports (`connect_refused`, …).
     pub fn as_str(self) -> &'static str {
@@ -113,6 +121,8 @@ impl ErrorKind {
             ErrorKind::NoLocalPort => "no_local_port",
             ErrorKind::TlsHandshake => "tls_handshake",
             ErrorKind::Certificate => "certificate",
+            ErrorKind::RstStream => "rst_stream",
+            ErrorKind::Goaway => "goaway",
             ErrorKind::IoOther => "io_other",
         }
     }

@@ -94,13 +94,13 @@ impl RunControl {
 /// Which engine would run a plan that asks for `choice`, and why; an error when it asks
 /// for io_uring and this machine cannot run it (check it before anything starts).
 pub fn resolve_engine(choice: EngineChoice) -> Result<EngineUsed, Error> {
-    engine::choose(choice, false).map(|(_, used)| used)
+    engine::choose(choice, None).map(|(_, used)| used)
 }
 
 /// Which engine would run `plan`, and why (as [`resolve_engine`], knowing what the plan
 /// needs: TLS runs on tokio only).
 pub fn resolve_engine_for(plan: &Plan) -> Result<EngineUsed, Error> {
-    engine::choose(plan.engine, plan.tls.is_some()).map(|(_, used)| used)
+    engine::choose(plan.engine, plan.needs_tokio()).map(|(_, used)| used)
 }
 
 /// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
@@ -116,7 +116,7 @@ pub fn run(
         .into_iter()
         .map(|ip| std::net::SocketAddr::new(ip, 0))
         .collect();
-    let (engine, engine_used) = engine::choose(plan.engine, plan.tls.is_some())?;
+    let (engine, engine_used) = engine::choose(plan.engine, plan.needs_tokio())?;
     let tls = engine::transport_client(plan)?;
     let threads = plan.effective_threads();
     let run_for = match plan.stop {

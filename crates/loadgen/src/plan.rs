@@ -9,6 +9,8 @@ use crate::error::Error;
 
 /// The most connections a plan may ask for (`-c`).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// The most concurrent HTTP/2 streams one connection may be asked for (`--streams`).
+pub const MAX_STREAMS: usize = 1024;
 /// The most generator threads a plan may ask for (`--threads`).
 pub const MAX_THREADS: usize = 1024;
 /// The most measured requests a plan may ask for (`-n`).
@@ -188,6 +190,11 @@ pub struct Plan {
     pub connect_rate: Option<f64>,
     /// TLS, for an `https://` URL (set by [`Plan::new`] with its defaults); none for http.
     pub tls: Option<crate::transport::TlsOptions>,
+    /// Speak HTTP/2 (`--http2`): h2 via ALPN over TLS, h2c with prior knowledge over TCP.
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection (`--streams`, the analogue of pipelining),
+    /// at most what the server's SETTINGS allow.
+    pub streams: usize,
     host_header: String,
     path: String,
 }
@@ -221,6 +228,8 @@ impl Plan {
             source_addrs: SourceAddrs::Kernel,
             connect_rate: None,
             tls,
+            http2: false,
+            streams: 1,
             host_header,
             path,
         })
@@ -356,6 +365,25 @@ impl Plan {
                 ));
             }
         }
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return invalid(format!(
+                "streams must be 1..={MAX_STREAMS}, got {} (--streams)",
+                self.streams
+            ));
+        }
+        if self.http2 && self.pipeline > 1 {
+            return invalid(
+                "--pipeline is HTTP/1.1's; with --http2 give --streams N (concurrent streams per connection)".into(),
+            );
+        }
+        if self.http2 && !self.keepalive {
+            return invalid("--no-keepalive is HTTP/1.1's; drop it with --http2".into());
+        }
+        if !self.http2 && self.streams > 1 {
+            return invalid(
+                "--streams is HTTP/2's; add --http2, or use --pipeline for HTTP/1.1".into(),
+            );
+        }
         self.source_ips()?;
         crate::engine::transport_client(self)?;
         Ok(())
@@ -428,6 +456,31 @@ impl Plan {
             Pace::Max => "closed",
             Pace::Rate(_) => "open",
         }
+    }
+
+    /// What the plan needs that only the tokio engine does (TLS, HTTP/2), if anything.
+    pub fn needs_tokio(&self) -> Option<&'static str> {
+        match (self.http2, self.tls.is_some()) {
+            (true, true) => Some("HTTP/2 over TLS"),
+            (true, false) => Some("HTTP/2 (h2c)"),
+            (false, true) => Some("TLS (https://)"),
+            (false, false) => None,
+        }
+    }
+
+    /// The HTTP spoken, as reports name it: "http/1.1", "h2" (over TLS) or "h2c".
+    pub fn protocol(&self) -> &'static str {
+        match (self.http2, self.tls.is_some()) {
+            (true, true) => "h2",
+            (true, false) => "h2c",
+            (false, _) => "http/1.1",
+        }
+    }
+
+    /// The Host header (the `:authority` of HTTP/2) and the request target (path and
+    /// query).
+    pub fn authority_and_path(&self) -> (&str, &str) {
+        (&self.host_header, &self.path)
     }
 
     /// The request bytes, encoded once for the whole run.

@@ -496,6 +496,11 @@ impl WorkerRecorder {
         self.current.counters.connects += 1;
     }
 
+    /// The interval's TLS and HTTP/2 counters, for an engine to count into.
+    pub fn transport(&mut self) -> &mut crate::transport::TransportCounters {
+        &mut self.current.counters.transport
+    }
+
     /// Counts a TLS handshake that finished (`resumed`: an abbreviated one).
     pub fn record_tls_handshake(&mut self, resumed: bool) {
         let t = &mut self.current.counters.transport;

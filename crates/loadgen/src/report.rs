@@ -81,6 +81,9 @@ pub struct Config {
     /// The HTTP spoken: "http/1.1", "h2" (over TLS) or "h2c" (cleartext).
     #[serde(default = "http1")]
     pub protocol: String,
+    /// HTTP/2: concurrent streams asked for per connection (`--streams`); null for HTTP/1.1.
+    #[serde(default)]
+    pub streams: Option<usize>,
     /// The TLS settings (https); null over plain TCP.
     #[serde(default)]
     pub tls: Option<crate::transport::TlsConfig>,
@@ -445,7 +448,8 @@ impl Report {
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
                 connect_rate: plan.connect_rate,
-                protocol: http1(),
+                protocol: plan.protocol().into(),
+                streams: plan.http2.then_some(plan.streams),
                 tls: plan.tls.as_ref().map(crate::transport::TlsConfig::of),
             },
             target: None,
@@ -473,7 +477,7 @@ impl Report {
                 unfinished_max_us: c.unfinished_max_us,
                 retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),
                 syn_retransmits: (c.tcp_info_reads > 0).then_some(c.syn_retransmits),
-                transport: plan.tls.is_some().then(|| c.transport.clone()),
+                transport: (plan.tls.is_some() || plan.http2).then(|| c.transport.clone()),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),

@@ -87,6 +87,22 @@ pub struct TransportCounters {
     /// in rustls' words; the text summary shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_failure: Option<String>,
+    /// HTTP/2: GOAWAY frames that reached a request (one per connection): streams it
+    /// refused or failed, or a stream it kept from opening. A GOAWAY that closed an idle
+    /// connection is counted in `reconnects` only (h2 does not tell it from a close).
+    #[serde(default)]
+    pub h2_goaways: u64,
+    /// HTTP/2: streams the server reset (RST_STREAM), REFUSED_STREAM included.
+    #[serde(default)]
+    pub h2_resets: u64,
+    /// HTTP/2: requests sent again on a new connection because the server had not
+    /// processed them (REFUSED_STREAM, or beyond a graceful GOAWAY's last stream).
+    #[serde(default)]
+    pub h2_retried: u64,
+    /// HTTP/2: the server's SETTINGS_MAX_CONCURRENT_STREAMS, the lowest any connection saw
+    /// (`--streams` is held below it); null when no SETTINGS limit was seen.
+    #[serde(default)]
+    pub h2_max_streams: Option<u64>,
 }
 
 impl TransportCounters {
@@ -98,5 +114,12 @@ impl TransportCounters {
         if self.tls_failure.is_none() {
             self.tls_failure.clone_from(&other.tls_failure);
         }
+        self.h2_goaways += other.h2_goaways;
+        self.h2_resets += other.h2_resets;
+        self.h2_retried += other.h2_retried;
+        self.h2_max_streams = match (self.h2_max_streams, other.h2_max_streams) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }

@@ -136,6 +136,7 @@ impl Target {
                 workers,
                 static_dir,
                 tls,
+                http2,
             } => {
                 let bin = nginx::find()?;
                 let port = free_port()?;
@@ -158,6 +159,7 @@ impl Target {
                     *workers,
                     static_dir.as_deref(),
                     tls_files.as_ref(),
+                    *http2,
                 )?;
                 let mut cmd = Command::new(bin);
                 cmd.arg("-p")
@@ -455,7 +457,9 @@ fn http_answers(addr: SocketAddr, path: &str) -> bool {
             Ok(n) => got += n,
         }
     }
-    head[..got].starts_with(b"HTTP/1.")
+    // An h2c-only listener (nginx's `listen ... http2` without ssl, before 1.25) answers an
+    // HTTP/1.1 request with its SETTINGS frame (type 4) and a GOAWAY: it is up all the same.
+    head[..got].starts_with(b"HTTP/1.") || (got >= 4 && head[3] == 0x04)
 }
 
 #[cfg(test)]

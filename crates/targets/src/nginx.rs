@@ -24,13 +24,15 @@ pub fn find() -> Result<PathBuf, Error> {
 
 /// Writes `nginx.conf` into `dir`: `workers` workers, no access log, keep-alive without a
 /// request cap, `/plaintext`, `/` and `/json` answered like the reference server,
-/// `/static/` from `static_dir` when given, over TLS with `tls`'s certificate when given.
+/// `/static/` from `static_dir` when given, over TLS with `tls`'s certificate when given,
+/// over HTTP/2 when `http2`.
 pub fn write_config(
     dir: &Path,
     port: u16,
     workers: usize,
     static_dir: Option<&Path>,
     tls: Option<&TlsFiles>,
+    http2: bool,
 ) -> Result<PathBuf, Error> {
     let d = dir.display();
     let affinity = if workers > 1 {
@@ -55,13 +57,16 @@ pub fn write_config(
         ),
         None => ("", String::new()),
     };
+    // `listen ... http2` (not `http2 on;`, new in 1.25.1): h2 by ALPN with ssl, h2c prior
+    // knowledge without.
+    let h2 = if http2 { " http2" } else { "" };
     let config = format!(
         "worker_processes {workers};\n{affinity}daemon off;\nmaster_process on;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
 events {{ worker_connections 16384; }}\n\
 http {{\n    access_log off;\n    keepalive_requests 1000000000;\n    keepalive_timeout 75s;\n\
     client_body_temp_path {d}/body;\n    proxy_temp_path {d}/proxy;\n    fastcgi_temp_path {d}/fastcgi;\n\
     uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;\n\
-    server {{\n        listen 127.0.0.1:{port} backlog=4096{ssl};\n{tls_lines}\
+    server {{\n        listen 127.0.0.1:{port} backlog=4096{ssl}{h2};\n{tls_lines}\
         location = /plaintext {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
         location = / {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
         location = /json {{ default_type application/json; return 200 '{{\"message\":\"Hello, World!\"}}'; }}\n\

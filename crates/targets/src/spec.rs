@@ -42,6 +42,9 @@ pub enum TargetSpec {
         static_dir: Option<PathBuf>,
         /// Served over TLS with a throw-away certificate (`--tls`, a suite's `tls = true`).
         tls: bool,
+        /// Served over HTTP/2 (`--http2`, a suite's `http2 = true`): h2 with `tls`, else h2c
+        /// (prior knowledge only).
+        http2: bool,
     },
     /// Any server, from a shell command template with `{port}` and `{cpus}`.
     Command {
@@ -83,6 +86,7 @@ impl TargetSpec {
                         workers,
                         static_dir: None,
                         tls: false,
+                        http2: false,
                     })
                     .map_err(|e| Error::BadSpec(format!("nginx target {s:?}: {e}, e.g. nginx:2"))),
                 Err(_) => Err(Error::BadSpec(format!(
@@ -101,6 +105,7 @@ impl TargetSpec {
                 workers: 1,
                 static_dir: None,
                 tls: false,
+                http2: false,
             }),
             other => Err(Error::BadSpec(format!(
                 "unknown target {other:?}: use embedded, nginx, nginx:WORKERS, or 'command:CMD --port {{port}}'"
@@ -108,8 +113,9 @@ impl TargetSpec {
         }
     }
 
-    /// The same target served over TLS (`--tls`); only nginx can be.
-    pub fn with_tls(self) -> Result<TargetSpec, Error> {
+    /// The same target served over TLS (`--tls`) and/or HTTP/2 (`--http2`); only nginx
+    /// can be.
+    pub fn serving(self, tls: bool, http2: bool) -> Result<TargetSpec, Error> {
         match self {
             TargetSpec::Nginx {
                 workers,
@@ -118,10 +124,11 @@ impl TargetSpec {
             } => Ok(TargetSpec::Nginx {
                 workers,
                 static_dir,
-                tls: true,
+                tls,
+                http2,
             }),
             other => Err(Error::BadSpec(format!(
-                "--tls is for --target nginx: the {} target is served as it is (give its https:// URL and run it yourself)",
+                "--tls and --http2 are for --target nginx: the {} target is served as it is (run it yourself and give its URL)",
                 other.kind()
             ))),
         }
@@ -179,14 +186,15 @@ mod tests {
                 workers: 2,
                 static_dir: None,
                 tls: false,
+                http2: false,
             }
         );
-        assert!(TargetSpec::parse("nginx:2")
+        let served = TargetSpec::parse("nginx:2").unwrap().serving(true, false);
+        assert!(served.unwrap().tls());
+        assert!(TargetSpec::parse("embedded")
             .unwrap()
-            .with_tls()
-            .unwrap()
-            .tls());
-        assert!(TargetSpec::parse("embedded").unwrap().with_tls().is_err());
+            .serving(true, false)
+            .is_err());
         assert!(TargetSpec::parse("nginx:0").is_err());
         assert!(TargetSpec::parse("nginx:x").is_err());
         assert!(TargetSpec::parse("apache")

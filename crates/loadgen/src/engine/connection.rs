@@ -42,7 +42,7 @@ const KEEP_PARTIAL: usize = 4096;
 /// comes later still (measured: ~1.5 ms after the asked time), so waking 1 ms early made
 /// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
 /// A send that leaves early is measured from when it actually left.
-const EARLY_WAKE: Duration = Duration::from_millis(2);
+pub(super) const EARLY_WAKE: Duration = Duration::from_millis(2);
 /// A connection whose connect failed waits this long before the next try, doubling up to
 /// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
 /// microseconds, and without a pause a run against nothing spins at ~100 k connects a
@@ -82,8 +82,13 @@ pub(super) async fn task(w: Rc<Worker>) {
         .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
 }
 
+/// What dialing gave: the open socket, when its TCP handshake ended, and the TLS handshake's
+/// time and whether it resumed; or the kind a failure is counted under and, for TLS, why.
+pub(super) type Dialed<S> =
+    Result<(S, Instant, Option<(Duration, bool)>), (ErrorKind, Option<String>)>;
+
 /// What a connect attempt left the connection with.
-enum Connect {
+pub(super) enum Connect {
     /// Open, after a handshake of this long.
     Open(Duration),
     /// Failed (counted, backed off): claim and try again.
@@ -130,7 +135,7 @@ pub(super) struct Connection<S> {
     /// Open loop: a slot claimed that is not due yet.
     pub(super) next_slot: Option<Claim>,
     /// The open connection's number within the worker.
-    conn_id: u64,
+    pub(super) conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
     retrans_seen: u32,
     /// A connection was open before: opening another is a reconnect.
@@ -279,27 +284,14 @@ impl Connection<Stream> {
         }
     }
 
-    /// Opens a connection for the queued claims. A failed connect fails the front claim;
-    /// the claims behind it wait for the next try, after a back-off.
+    /// Opens a connection for the queued claims: TCP, then TLS for https, each phase timed
+    /// on its own (connect_us, tls_us).
     async fn connect(&mut self, now: Instant) -> Connect {
-        self.begin_connect();
-        let w = &*self.w;
-        let plan = &self.shared.plan;
-        let connecting = timeout(
-            self.connect_limit(),
-            connect_from(w.take_source(), plan.addr),
-        );
-        let shared = &*self.shared;
         let limit = self.connect_limit();
-        // TCP, then TLS for https: each phase timed on its own (connect_us, tls_us).
-        let connecting = async {
-            let tcp = match connecting.await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err((connect_error_kind(&e), None)),
-                Err(_) => return Err((ErrorKind::ConnectTimeout, None)),
-            };
-            let _ = tcp.set_nodelay(true);
-            let tcp_done = Instant::now();
+        let source = self.w.take_source();
+        let shared = self.shared.clone();
+        self.connect_via(now, async move {
+            let (tcp, tcp_done) = dial_tcp(&shared, source, limit).await?;
             let Some(client) = &shared.tls else {
                 return Ok((Stream::Plain(tcp), tcp_done, None));
             };
@@ -311,39 +303,8 @@ impl Connection<Stream> {
                 )),
                 Err((kind, why)) => Err((kind, Some(why))),
             }
-        };
-        let connected = tokio::select! {
-            r = connecting => r,
-            _ = w.grace_ended() => {
-                self.abandon(now, Stage::Connecting);
-                return Connect::GraceOver;
-            }
-        };
-        match connected {
-            Ok((s, tcp_done, handshake)) => {
-                self.opened(s, now);
-                if let Some((took, resumed)) = handshake {
-                    self.handshake_tls = Some(took);
-                    self.w.rec.borrow_mut().record_tls_handshake(resumed);
-                }
-                Connect::Open(tcp_done.saturating_duration_since(now))
-            }
-            Err((kind, why)) => {
-                if let Some(why) = why {
-                    self.w.rec.borrow_mut().record_tls_failure(why);
-                }
-                let failed_at = self.connect_failed(kind, now);
-                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
-                if !self.w.stopping.get() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(self.backoff) => {}
-                        _ = self.w.stop_idle.notified() => {}
-                    }
-                }
-                self.backed_off(failed_at);
-                Connect::Retry
-            }
-        }
+        })
+        .await
     }
 
     /// Writes every queued request in one write and moves them in flight. `now` is when
@@ -398,6 +359,50 @@ impl<S: AsRawFd> Connection<S> {
             handshake_tls: None,
             w,
             shared,
+        }
+    }
+
+    /// Opens a connection for the queued claims with `dial` (what an engine's connect is:
+    /// TCP, TLS, an HTTP/2 handshake). A failed connect fails the front claim; the claims
+    /// behind it wait for the next try, after a back-off.
+    pub(super) async fn connect_via(
+        &mut self,
+        now: Instant,
+        dial: impl std::future::Future<Output = Dialed<S>>,
+    ) -> Connect {
+        self.begin_connect();
+        let w = &*self.w;
+        let connected = tokio::select! {
+            r = dial => r,
+            _ = w.grace_ended() => {
+                self.abandon(now, Stage::Connecting);
+                return Connect::GraceOver;
+            }
+        };
+        match connected {
+            Ok((s, tcp_done, handshake)) => {
+                self.opened(s, now);
+                if let Some((took, resumed)) = handshake {
+                    self.handshake_tls = Some(took);
+                    self.w.rec.borrow_mut().record_tls_handshake(resumed);
+                }
+                Connect::Open(tcp_done.saturating_duration_since(now))
+            }
+            Err((kind, why)) => {
+                if let Some(why) = why {
+                    self.w.rec.borrow_mut().record_tls_failure(why);
+                }
+                let failed_at = self.connect_failed(kind, now);
+                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
+                if !self.w.stopping.get() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.backoff) => {}
+                        _ = self.w.stop_idle.notified() => {}
+                    }
+                }
+                self.backed_off(failed_at);
+                Connect::Retry
+            }
         }
     }
 
@@ -723,7 +728,7 @@ impl<S: AsRawFd> Connection<S> {
     }
 
     /// A slow response's connection TCP_INFO (retransmits, RTT, RTO); none for the fast rest.
-    fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
+    pub(super) fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
         let latency = end.saturating_duration_since(f.start().min(f.begun));
         if self.w.rec.borrow().is_slow(latency) {
             self.observe(false)
@@ -733,7 +738,14 @@ impl<S: AsRawFd> Connection<S> {
     }
 
     /// Records a complete response.
-    fn finish(&self, f: &InFlight, end: Instant, status: u16, bytes: u64, tcp: Option<TcpFacts>) {
+    pub(super) fn finish(
+        &self,
+        f: &InFlight,
+        end: Instant,
+        status: u16,
+        bytes: u64,
+        tcp: Option<TcpFacts>,
+    ) {
         self.w.rec.borrow_mut().record_finished(&Finished {
             intended: f.intended,
             begun: f.begun,
@@ -835,6 +847,23 @@ async fn closed_while_idle(s: &mut Stream) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             _ => return,
         }
+    }
+}
+
+/// The TCP part of a connect, within `limit`: the socket (TCP_NODELAY set) and when its
+/// handshake ended.
+pub(super) async fn dial_tcp(
+    shared: &Shared,
+    source: Option<std::net::SocketAddr>,
+    limit: Duration,
+) -> Result<(TcpStream, Instant), (ErrorKind, Option<String>)> {
+    match timeout(limit, connect_from(source, shared.plan.addr)).await {
+        Ok(Ok(tcp)) => {
+            let _ = tcp.set_nodelay(true);
+            Ok((tcp, Instant::now()))
+        }
+        Ok(Err(e)) => Err((connect_error_kind(&e), None)),
+        Err(_) => Err((ErrorKind::ConnectTimeout, None)),
     }
 }
 

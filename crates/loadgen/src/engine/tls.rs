@@ -34,6 +34,8 @@ use crate::transport::TlsOptions;
 
 /// ALPN for HTTP/1.1.
 pub(crate) const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// ALPN for HTTP/2 (`--http2` over https).
+pub(crate) const ALPN_H2: &[u8] = b"h2";
 
 /// The run's TLS client: one configuration (and so one session cache, shared by every
 /// connection of every worker: a reconnect resumes whichever session was stored last) and
@@ -237,30 +239,43 @@ pub(crate) struct Handshaken {
     pub resumed: bool,
 }
 
-/// Runs the TLS handshake over a connected socket within `limit`.
+/// Runs the TLS handshake over a connected socket within `limit`, as tokio-rustls'
+/// stream (what the HTTP/2 driver reads and writes through).
+pub(crate) async fn connect(
+    client: &TlsClient,
+    tcp: TcpStream,
+    limit: Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, (ErrorKind, String)> {
+    let connector = tokio_rustls::TlsConnector::from(client.config.clone());
+    match timeout(limit, connector.connect(client.name.clone(), tcp)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err((
+            ErrorKind::TlsHandshake,
+            format!(
+                "the TLS handshake took longer than {} ms (--connect-timeout)",
+                limit.as_millis()
+            ),
+        )),
+    }
+}
+
+/// Whether a finished handshake resumed an earlier session.
+pub(crate) fn resumed(tls: &ClientConnection) -> bool {
+    tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+}
+
+/// Runs the TLS handshake over a connected socket within `limit`, then takes the stream
+/// apart to be driven from the socket's readiness (HTTP/1.1).
 pub(crate) async fn handshake(
     client: &TlsClient,
     tcp: TcpStream,
     limit: Duration,
 ) -> Result<Handshaken, (ErrorKind, String)> {
-    let connector = tokio_rustls::TlsConnector::from(client.config.clone());
-    let done = match timeout(limit, connector.connect(client.name.clone(), tcp)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(classify(&e)),
-        Err(_) => {
-            return Err((
-                ErrorKind::TlsHandshake,
-                format!(
-                    "the TLS handshake took longer than {} ms (--connect-timeout)",
-                    limit.as_millis()
-                ),
-            ))
-        }
-    };
-    let (tcp, mut tls) = done.into_inner();
+    let (tcp, mut tls) = connect(client, tcp, limit).await?.into_inner();
     // Batches are bounded by --pipeline × the request: no limit is needed on what waits.
     tls.set_buffer_limit(None);
-    let resumed = tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let resumed = resumed(&tls);
     Ok(Handshaken {
         stream: Stream::Tls(Box::new(TlsStream {
             tcp,

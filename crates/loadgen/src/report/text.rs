@@ -40,12 +40,15 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "  Load:          {mode}, {} connection{}, {} thread{}, pipeline {}{}",
+            "  Load:          {mode}, {} connection{}, {} thread{}, {}{}",
             c.connections,
             plural(c.connections),
             c.threads,
             plural(c.threads),
-            c.pipeline,
+            match c.streams {
+                Some(s) => format!("{}, {s} stream{} per connection", c.protocol, plural(s)),
+                None => format!("pipeline {}", c.pipeline),
+            },
             if c.keepalive { "" } else { ", no keep-alive" }
         );
         if !c.engine.name.is_empty() {

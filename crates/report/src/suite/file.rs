@@ -63,6 +63,8 @@ struct TargetSection {
     static_dir: Option<PathBuf>,
     /// nginx only: served over TLS with a throw-away certificate.
     tls: Option<Spanned<bool>>,
+    /// nginx only: served over HTTP/2 (h2 with tls, else h2c).
+    http2: Option<Spanned<bool>>,
     command: Option<Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -287,14 +289,18 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 format!("target name {name:?} is used twice"),
             ));
         }
-        if let Some(tls) = t.tls.as_ref().filter(|b| *b.get_ref()) {
-            if t.kind.get_ref() != "nginx" {
-                return Err(at(
-                    file,
-                    text,
-                    tls,
-                    "tls = true is for nginx targets (a throw-away certificate is made for it)",
-                ));
+        for (flag, name) in [(&t.tls, "tls"), (&t.http2, "http2")] {
+            if let Some(on) = flag.as_ref().filter(|b| *b.get_ref()) {
+                if t.kind.get_ref() != "nginx" {
+                    return Err(at(
+                        file,
+                        text,
+                        on,
+                        format!(
+                            "{name} = true is for nginx targets (tailscope serves it that way)"
+                        ),
+                    ));
+                }
             }
         }
         let spec = match t.kind.get_ref().as_str() {
@@ -323,6 +329,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 },
                 static_dir: t.static_dir.clone(),
                 tls: t.tls.as_ref().is_some_and(|b| *b.get_ref()),
+                http2: t.http2.as_ref().is_some_and(|b| *b.get_ref()),
             },
             "command" => {
                 let Some(command) = &t.command else {

@@ -190,6 +190,63 @@ fn nginx_h2c_prior_knowledge() {
 }
 
 #[test]
+fn a_suite_serves_nginx_over_tls_and_h2c() {
+    if nginx_tls().is_none() {
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tls-suite");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("suite.toml");
+    std::fs::write(
+        &file,
+        r#"
+[suite]
+baseline = "https"
+[load]
+connections = 4
+duration = "300ms"
+runs = 1
+[[target]]
+name = "https"
+kind = "nginx"
+tls = true
+[[target]]
+name = "h2"
+kind = "nginx"
+tls = true
+http2 = true
+[[target]]
+name = "h2c"
+kind = "nginx"
+http2 = true
+[[endpoint]]
+path = "/plaintext"
+"#,
+    )
+    .unwrap();
+    let json = dir.join("suite.json");
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "{r}");
+    for res in results {
+        assert!(res["error"].is_null(), "{res}");
+        assert!(res["rps_median"].as_f64().unwrap() > 0.0, "{res}");
+        let run = &res["runs"][0];
+        assert_eq!(n(&run["errors"]), 0, "{res}");
+        assert!(n(&run["requests"]) > 0, "{res}");
+    }
+}
+
+#[test]
 fn bad_tls_inputs_exit_2_before_anything_is_sent() {
     // Nothing listens at port 1: a run that got as far as connecting would fail otherwise.
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tls-bad-inputs");

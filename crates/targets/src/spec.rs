@@ -139,6 +139,11 @@ impl TargetSpec {
         matches!(self, TargetSpec::Nginx { tls: true, .. })
     }
 
+    /// Whether the target is served over HTTP/2 (h2 with TLS, h2c without).
+    pub fn http2(&self) -> bool {
+        matches!(self, TargetSpec::Nginx { http2: true, .. })
+    }
+
     /// A short name for output: `embedded`, `nginx`, or the command's program.
     pub fn kind(&self) -> &'static str {
         match self {

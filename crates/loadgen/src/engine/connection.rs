@@ -176,19 +176,10 @@ impl Connection<Stream> {
             let mut now = now;
             let mut connect_time = None;
             if self.stream.is_none() && !self.queued.is_empty() {
-                if let Some(at) = self.w.connect_permit(now) {
-                    let w = &*self.w;
-                    let grace_over = tokio::select! {
-                        _ = sleep_until(at.into()) => false,
-                        _ = w.stop_idle.notified() => false,
-                        _ = w.grace_ended() => true,
-                    };
-                    if grace_over {
-                        self.abandon(now, Stage::Connecting);
-                        return;
-                    }
-                    now = Instant::now();
-                }
+                let Some(turn) = self.connect_turn(now).await else {
+                    return;
+                };
+                now = turn;
                 match self.connect(now).await {
                     Connect::Open(took) => {
                         connect_time = Some(took);
@@ -360,6 +351,26 @@ impl<S: AsRawFd> Connection<S> {
             w,
             shared,
         }
+    }
+
+    /// `--connect-rate`: waits for this connect's turn (tokio engines). Returns when the
+    /// connect begins, or none when the grace period ended first (what the connection held
+    /// is then recorded as unfinished).
+    pub(super) async fn connect_turn(&mut self, now: Instant) -> Option<Instant> {
+        let Some(at) = self.w.connect_permit(now) else {
+            return Some(now);
+        };
+        let w = &*self.w;
+        let grace_over = tokio::select! {
+            _ = sleep_until(at.into()) => false,
+            _ = w.stop_idle.notified() => false,
+            _ = w.grace_ended() => true,
+        };
+        if grace_over {
+            self.abandon(now, Stage::Connecting);
+            return None;
+        }
+        Some(Instant::now())
     }
 
     /// Opens a connection for the queued claims with `dial` (what an engine's connect is:

@@ -216,19 +216,10 @@ impl Driver {
             let mut now = now;
             let mut connect_time = None;
             if c.stream.is_none() && !c.queued.is_empty() {
-                if let Some(at) = c.w.connect_permit(now) {
-                    let w = &*c.w;
-                    let grace_over = tokio::select! {
-                        _ = sleep_until(at.into()) => false,
-                        _ = w.stop_idle.notified() => false,
-                        _ = w.grace_ended() => true,
-                    };
-                    if grace_over {
-                        c.abandon(now, Stage::Connecting);
-                        return;
-                    }
-                    now = Instant::now();
-                }
+                let Some(turn) = c.connect_turn(now).await else {
+                    return;
+                };
+                now = turn;
                 match connect(&mut c, now).await {
                     Connect::Open(took) => {
                         connect_time = Some(took);

@@ -21,6 +21,7 @@ ts=${TS_BIN:-./target/release/tailscope}
 [ -x "$ts" ] || cargo build --release
 dir=/tmp/ts-nginx-tls
 mkdir -p "$dir"
+rm -f "$dir"/raw-*.log
 [ -f "$dir/cert.pem" ] || openssl req -x509 -newkey rsa:2048 -nodes -keyout "$dir/key.pem" \
   -out "$dir/cert.pem" -days 30 -subj /CN=127.0.0.1 2>/dev/null
 taskset -c 0 nginx -p "$dir" -c "$PWD/bench/nginx-tls.conf" &
@@ -46,6 +47,8 @@ measure() {
       out=$(/usr/bin/time -o "$tf" -f "%U %S" taskset -c 1 h2load -t1 -c64 -m "$streams" -D "$secs" "$url")
       rps=$(printf '%s' "$out" | awk '/^finished in/ {print $4}') ;;
   esac
+  # The anchors' own output, for their error lines (wrk's "Socket errors", h2load's "failed").
+  case $tool in wrk|h2load) printf '%s\n' "$out" >> "$dir/raw-$tool.log" ;; esac
   read -r user sys < "$tf"; rm -f "$tf"
   echo "$rps $(python3 -c "print($user + $sys)")"
 }

@@ -224,17 +224,7 @@ path = "/plaintext"
 "#,
     )
     .unwrap();
-    let json = dir.join("suite.json");
-    let out = tailscope(&[
-        "suite",
-        file.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = common::run_suite(&file, &dir.join("suite.json"));
     let results = r["results"].as_array().unwrap();
     assert_eq!(results.len(), 3, "{r}");
     for res in results {

@@ -9,13 +9,14 @@
 #
 # Needs: wrk and nginx-light (apt-get), a release build; oha (cargo install --locked oha) is
 # measured when installed. TOOLS="wrk tailscope" picks the tools; TS_BEFORE=BIN adds "before", an
-# older tailscope build, for a before/after in the same sitting. Medians and ranges per tool.
+# older tailscope build; TS_BIN=BIN measures another build as "tailscope", and TS_ARGS adds flags to
+# both tailscope runs (TS_ARGS="--engine tokio"). Medians and ranges per tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 rounds=${2:-3}
 url=http://127.0.0.1:18080/plaintext
-ts=./target/release/tailscope
+ts=${TS_BIN:-./target/release/tailscope}
 oha=$(command -v oha || echo "$HOME/.cargo/bin/oha")
 [ -x "$ts" ] || cargo build --release
 mkdir -p /tmp/ts-nginx
@@ -32,7 +33,7 @@ measure() {
   case $tool in
     tailscope|before)
                local bin=$ts; [ "$tool" = before ] && bin=$TS_BEFORE
-               out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 "$bin" run "$url" --threads 1 -c 64 -z "${secs}s" --json - 2>/dev/null)
+               out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 "$bin" run "$url" ${TS_ARGS:-} --threads 1 -c 64 -z "${secs}s" --json - 2>/dev/null)
                rps=$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["rps"])') ;;
     wrk)       out=$(/usr/bin/time -o "$tf" -f "%U %S %M" taskset -c 1 wrk -t1 -c64 -d"${secs}s" "$url")
                rps=$(printf '%s' "$out" | awk '/^Requests\/sec/ {print $2}') ;;

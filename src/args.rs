@@ -111,6 +111,57 @@ pub struct RunArgs {
     /// This generator's share of a load run from several hosts.
     #[command(flatten)]
     pub segment: SegmentArgs,
+    /// TLS (https://) and the HTTP version.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// TLS for `https://` URLs (rustls) and a launched target's TLS.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "TLS")]
+pub struct TlsArgs {
+    /// Accept any server certificate (names and issuers unchecked; handshake signatures
+    /// still are).
+    #[arg(short = 'k', long = "insecure")]
+    pub insecure: bool,
+    /// Trust the CA certificates in this PEM file instead of the built-in Mozilla roots.
+    #[arg(long = "cacert", value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+    /// Offer this client certificate chain (PEM); needs --key.
+    #[arg(long = "cert", value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM); needs --cert.
+    #[arg(long = "key", value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Make every handshake a full one: no session resumption on reconnect.
+    #[arg(long = "no-tls-resume")]
+    pub no_tls_resume: bool,
+    /// Serve the launched target over TLS (nginx: a throw-away self-signed certificate,
+    /// trusted for this run); the URL becomes https://.
+    #[arg(long = "tls", requires = "target")]
+    pub tls: bool,
+    /// Speak HTTP/2: h2 via ALPN over https://, h2c (prior knowledge) over http://. With
+    /// --target nginx, nginx serves it.
+    #[arg(long = "http2")]
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection (the analogue of --pipeline), held below
+    /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
+    #[arg(long = "streams", default_value_t = 1, value_name = "N", requires = "http2", value_parser = RangedU64ValueParser::<usize>::new().range(1..=tailscope_loadgen::plan::MAX_STREAMS as u64))]
+    pub streams: usize,
+}
+
+impl TlsArgs {
+    /// Whether any flag that only means something for https:// was given.
+    pub fn any_tls_flag(&self) -> Option<&'static str> {
+        [
+            (self.insecure, "--insecure"),
+            (self.cacert.is_some(), "--cacert"),
+            (self.cert.is_some(), "--cert"),
+            (self.no_tls_resume, "--no-tls-resume"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
 }
 
 /// One of N generators (an Indexed Job, a Slurm array, pdsh over ssh), merged afterwards with

@@ -85,7 +85,12 @@ impl RunConfig {
         let (url, launch) = match (args.url.or(file_url), target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
-                let spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
+                let mut spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
+                if args.tls.tls || args.tls.http2 {
+                    spec = spec
+                        .serving(args.tls.tls, args.tls.http2)
+                        .map_err(|e| usage(e.to_string()))?;
+                }
                 // embedded and nginx serve the benchmark's /plaintext; a command: server is
                 // anyone's, and `/` is the one path it surely has.
                 let path = target.path.unwrap_or_else(|| {
@@ -113,7 +118,8 @@ impl RunConfig {
                 };
                 let client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
                 // The port is not known until the server is up; the URL is set then.
-                let placeholder = format!("http://127.0.0.1:1{path}");
+                let scheme = if args.tls.tls { "https" } else { "http" };
+                let placeholder = format!("{scheme}://127.0.0.1:1{path}");
                 let launch = Launch {
                     spec,
                     server_cpus,
@@ -130,6 +136,7 @@ impl RunConfig {
             }
         };
         let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
+        apply_tls(&mut plan, &args.tls).map_err(usage)?;
         plan.connections = load.connections;
         if let Some(cpus) = load.cpus {
             plan.cpus = cpus.0;
@@ -175,7 +182,7 @@ impl RunConfig {
         plan.idle_conns = load.idle_conns;
         plan.slow_conns = load.slow_conns;
         plan.slow_interval = load.slow_interval;
-        tailscope_loadgen::resolve_engine(plan.engine).map_err(|e| usage(e.to_string()))?;
+        tailscope_loadgen::resolve_engine_for(&plan).map_err(|e| usage(e.to_string()))?;
         let req = args.request;
         plan.method = req.method.to_ascii_uppercase();
         for h in &req.headers {
@@ -266,6 +273,37 @@ impl RunConfig {
     }
 }
 
+/// A target served over TLS by tailscope (`--tls`) is trusted through the CA it made,
+/// unless `--insecure` or `--cacert` said otherwise.
+pub fn trust_target(plan: &mut Plan, target: &Target) {
+    if let (Some(tls), Some(ca)) = (plan.tls.as_mut(), target.tls_ca()) {
+        if !tls.insecure && tls.cacert.is_none() {
+            tls.cacert = Some(ca.to_path_buf());
+        }
+    }
+}
+
+/// Sets the plan's TLS options from the flags; an error for a TLS flag without https.
+fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String> {
+    plan.http2 = args.http2;
+    plan.streams = args.streams;
+    let Some(tls) = plan.tls.as_mut() else {
+        return match args.any_tls_flag() {
+            Some(flag) => Err(format!(
+                "{flag} is for https:// URLs; {} is plain http",
+                plan.url
+            )),
+            None => Ok(()),
+        };
+    };
+    tls.insecure = args.insecure;
+    tls.cacert.clone_from(&args.cacert);
+    tls.cert.clone_from(&args.cert);
+    tls.key.clone_from(&args.key);
+    tls.resume = !args.no_tls_resume;
+    Ok(())
+}
+
 /// The segment `--segment` or `--segment-from-env` names, if any.
 /// The mix named by --load or --urls-from-file, read and checked.
 fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, String> {
@@ -343,6 +381,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
                 .plan
                 .set_url(&format!("{}{}", t.base_url(), launch.path))
                 .context("the launched target's URL")?;
+            trust_target(&mut config.plan, &t);
             say!(
                 "tailscope: {} ready at {} (pid {}); generator on CPU {}",
                 t.name(),

@@ -87,7 +87,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
             if !load.warmup.is_zero() {
                 say!("suite: {name} {endpoint} warm-up");
                 tailscope_loadgen::run(
-                    &suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
+                    &served(
+                        suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
+                        &target,
+                        spec,
+                    ),
                     &control,
                     |_| {},
                 )?;
@@ -97,7 +101,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
                 if control.is_stopped() {
                     break;
                 }
-                let plan = suite.plan(endpoint, &base, &client_cpus, load.duration)?;
+                let plan = served(
+                    suite.plan(endpoint, &base, &client_cpus, load.duration)?,
+                    &target,
+                    spec,
+                );
                 let mut profiler = RunProfiler::new(
                     Some(target.pid()),
                     server_cpus.clone(),
@@ -187,4 +195,16 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// The plan as the target is served: trusting the CA of a target served over TLS, and in
+/// HTTP/2 when it is served so (one stream per connection: a suite's load has no --streams).
+fn served(
+    mut plan: tailscope_loadgen::Plan,
+    target: &Target,
+    spec: &tailscope_targets::TargetSpec,
+) -> tailscope_loadgen::Plan {
+    crate::run::trust_target(&mut plan, target);
+    plan.http2 = spec.http2();
+    plan
 }

@@ -331,7 +331,7 @@ fn bad_flags_fail_fast_with_exit_code_2() {
             "pipeline",
         ),
         (&["run", "http://127.0.0.1:9/", "-z", "10"], "unit"),
-        (&["run", "https://127.0.0.1:9/"], "https"),
+        (&["run", "ftp://127.0.0.1:9/"], "\"ftp\" is not supported"),
         (
             &["run", "http://127.0.0.1:9/", "-n", "5", "-z", "1s"],
             "not both",

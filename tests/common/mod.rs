@@ -349,6 +349,20 @@ pub fn tailscope(args: &[&str]) -> Output {
         .expect("the tailscope binary runs")
 }
 
+/// Runs `tailscope suite FILE --json JSON`, checks that it exited 0, and returns the
+/// suite's report.
+pub fn run_suite(file: &std::path::Path, json: &std::path::Path) -> serde_json::Value {
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
 /// Runs `tailscope run URL ARGS --json -` and returns the exit code, the parsed report
 /// and stderr.
 pub fn run_json(url: &str, args: &[&str]) -> (i32, serde_json::Value, String) {

@@ -258,6 +258,7 @@ impl Aggregator {
             latency,
             latency_uncorrected,
             connect,
+            tls,
             first_request,
             body,
         } = self.histograms;
@@ -267,6 +268,7 @@ impl Aggregator {
             latency,
             latency_uncorrected,
             connect,
+            tls,
             first_request,
             body,
             timeseries: self.timeseries,

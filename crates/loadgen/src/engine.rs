@@ -20,6 +20,8 @@
 
 mod connection;
 mod held;
+mod http2;
+pub(crate) mod tls;
 mod uring;
 
 use std::cell::{Cell, RefCell};
@@ -78,12 +80,32 @@ pub(crate) enum EngineKind {
 }
 
 /// Decides which engine runs a plan that asked for `choice`; an error when it asked for
-/// io_uring and this machine cannot run it.
-pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), Error> {
+/// io_uring and this machine cannot run it, or the plan needs what only tokio has (TLS).
+pub(crate) fn choose(
+    choice: EngineChoice,
+    transport: Option<&str>,
+) -> Result<(EngineKind, EngineUsed), Error> {
     let used = |name: &str, reason: String| EngineUsed {
         name: name.into(),
         reason,
     };
+    // TLS and HTTP/2 run on the tokio engine only: rustls is driven from the socket's
+    // readiness there and h2 wants an AsyncRead/AsyncWrite; the io_uring engine receives
+    // into provided buffers it would have to feed them from.
+    match (choice, transport) {
+        (EngineChoice::Uring, Some(what)) => {
+            return Err(Error::InvalidPlan(format!(
+                "the io_uring engine does not do {what} yet: drop --engine uring (auto picks tokio for it) or give --engine tokio"
+            )))
+        }
+        (EngineChoice::Auto, Some(what)) => {
+            return Ok((
+                EngineKind::Tokio,
+                used("tokio", format!("auto: {what} runs on the tokio engine only")),
+            ))
+        }
+        _ => {}
+    }
     match choice {
         EngineChoice::Tokio => Ok((EngineKind::Tokio, used("tokio", "--engine tokio".into()))),
         EngineChoice::Uring => match uring::probe() {
@@ -113,6 +135,22 @@ pub(crate) fn choose(choice: EngineChoice) -> Result<(EngineKind, EngineUsed), E
             )),
         },
     }
+}
+
+/// The run's TLS client for `plan` (reading the files it names), none for http; an error
+/// says which file or flag is wrong. Built once per run and checked by `Plan::validate`.
+pub(crate) fn transport_client(plan: &Plan) -> Result<Option<tls::TlsClient>, Error> {
+    plan.tls
+        .as_ref()
+        .map(|options| {
+            let alpn = if plan.http2 {
+                tls::ALPN_H2
+            } else {
+                tls::ALPN_HTTP1
+            };
+            tls::client(options, &[alpn])
+        })
+        .transpose()
 }
 
 /// Asks a worker thread to stop sending, whichever engine runs it.
@@ -150,6 +188,8 @@ pub(crate) struct Shared {
     pub rate_override: Arc<AtomicU64>,
     /// Local addresses (port 0) connections are bound to, in turn; empty: the kernel picks.
     pub sources: Vec<std::net::SocketAddr>,
+    /// The run's TLS client (https), shared by every connection: one session cache.
+    pub tls: Option<tls::TlsClient>,
 }
 
 /// One worker's share of the run.
@@ -243,6 +283,8 @@ struct InFlight {
     sent: Instant,
     first_byte: Option<Instant>,
     connect: Option<Duration>,
+    /// The TLS handshake, when this request opened the connection.
+    tls: Option<Duration>,
     first_on_connection: bool,
 }
 
@@ -703,7 +745,11 @@ async fn worker_main(
     let mut conns = JoinSet::new();
     if spec.has_work() {
         for _ in 0..spec.connections {
-            conns.spawn_local(connection::task(w.clone()));
+            if plan.http2 {
+                conns.spawn_local(http2::task(w.clone()));
+            } else {
+                conns.spawn_local(connection::task(w.clone()));
+            }
         }
     }
     // Held connections are their own tasks, apart from the load's: the load ending does not

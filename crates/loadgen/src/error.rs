@@ -77,6 +77,18 @@ pub enum ErrorKind {
     /// No local address/port for a new connection (EADDRNOTAVAIL): the ephemeral port
     /// range is used up, often by sockets in TIME_WAIT.
     NoLocalPort,
+    /// The TLS handshake failed for another reason than a certificate (no shared protocol
+    /// or cipher, a plain-HTTP server, an alert); the reason is in the text summary.
+    TlsHandshake,
+    /// A certificate was refused: the server's (unknown issuer, wrong name, expired; see
+    /// `--cacert`, `--insecure`) or ours by the server (`--cert`).
+    Certificate,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM, other than REFUSED_STREAM,
+    /// which is retried).
+    RstStream,
+    /// HTTP/2: the server's GOAWAY with an error ended the request's connection (a graceful
+    /// GOAWAY's unprocessed streams are retried).
+    Goaway,
     /// Any other I/O error.
     IoOther,
 }
@@ -94,11 +106,15 @@ impl ErrorKind {
         ErrorKind::HeaderTooLarge,
         ErrorKind::TooManyOpenFiles,
         ErrorKind::NoLocalPort,
+        ErrorKind::TlsHandshake,
+        ErrorKind::Certificate,
+        ErrorKind::RstStream,
+        ErrorKind::Goaway,
         ErrorKind::IoOther,
     ];
 
     /// How many kinds there are (the length of per-kind counter arrays).
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 15;
 
     /// The name used in reports (`connect_refused`, …).
     pub fn as_str(self) -> &'static str {
@@ -113,6 +129,10 @@ impl ErrorKind {
             ErrorKind::HeaderTooLarge => "header_too_large",
             ErrorKind::TooManyOpenFiles => "too_many_open_files",
             ErrorKind::NoLocalPort => "no_local_port",
+            ErrorKind::TlsHandshake => "tls_handshake",
+            ErrorKind::Certificate => "certificate",
+            ErrorKind::RstStream => "rst_stream",
+            ErrorKind::Goaway => "goaway",
             ErrorKind::IoOther => "io_other",
         }
     }

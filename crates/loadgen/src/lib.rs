@@ -23,6 +23,7 @@ pub mod segment;
 pub mod snapshot;
 mod sys;
 pub mod threshold;
+pub mod transport;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -95,7 +96,13 @@ impl RunControl {
 /// Which engine would run a plan that asks for `choice`, and why; an error when it asks
 /// for io_uring and this machine cannot run it (check it before anything starts).
 pub fn resolve_engine(choice: EngineChoice) -> Result<EngineUsed, Error> {
-    engine::choose(choice).map(|(_, used)| used)
+    engine::choose(choice, None).map(|(_, used)| used)
+}
+
+/// Which engine would run `plan`, and why (as [`resolve_engine`], knowing what the plan
+/// needs: TLS runs on tokio only).
+pub fn resolve_engine_for(plan: &Plan) -> Result<EngineUsed, Error> {
+    engine::choose(plan.engine, plan.needs_tokio()).map(|(_, used)| used)
 }
 
 /// The threads' shares of the load: connections, `-n` and `-q` by [`share`], each CPU in
@@ -144,7 +151,8 @@ pub fn run(
         .into_iter()
         .map(|ip| std::net::SocketAddr::new(ip, 0))
         .collect();
-    let (engine, engine_used) = engine::choose(plan.engine)?;
+    let (engine, engine_used) = engine::choose(plan.engine, plan.needs_tokio())?;
+    let tls = engine::transport_client(plan)?;
     let threads = plan.effective_threads();
     let run_for = match plan.stop {
         Stop::Duration(d) => d,
@@ -174,6 +182,7 @@ pub fn run(
         end,
         highest,
         sources,
+        tls,
     });
     let (tx, rx) = mpsc::channel();
     let mut workers = Vec::with_capacity(threads);

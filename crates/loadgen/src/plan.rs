@@ -10,6 +10,8 @@ use crate::mix::{self, Encoded, EncodedRequest, Order, RequestSpec};
 
 /// The most connections a plan may ask for (`-c`).
 pub const MAX_CONNECTIONS: usize = 1_000_000;
+/// The most concurrent HTTP/2 streams one connection may be asked for (`--streams`).
+pub const MAX_STREAMS: usize = 1024;
 /// The most generator threads a plan may ask for (`--threads`).
 pub const MAX_THREADS: usize = 1024;
 /// The most measured requests a plan may ask for (`-n`).
@@ -207,6 +209,13 @@ pub struct Plan {
     pub slow_conns: usize,
     /// How often a slow connection sends its next header byte (`--slow-interval`).
     pub slow_interval: Duration,
+    /// TLS, for an `https://` URL (set by [`Plan::new`] with its defaults); none for http.
+    pub tls: Option<crate::transport::TlsOptions>,
+    /// Speak HTTP/2 (`--http2`): h2 via ALPN over TLS, h2c with prior knowledge over TCP.
+    pub http2: bool,
+    /// HTTP/2: concurrent streams per connection (`--streams`, the analogue of pipelining),
+    /// at most what the server's SETTINGS allow.
+    pub streams: usize,
     host_header: String,
     path: String,
 }
@@ -214,7 +223,7 @@ pub struct Plan {
 impl Plan {
     /// A plan for `url` (http only) with oha's defaults: 50 connections, 10 s, closed loop.
     pub fn new(url: &str) -> Result<Plan, Error> {
-        let (addr, host_header, path) = parse_url(url)?;
+        let (addr, host_header, path, tls) = parse_url(url)?;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Plan {
             url: url.to_string(),
@@ -244,15 +253,25 @@ impl Plan {
             idle_conns: 0,
             slow_conns: 0,
             slow_interval: DEFAULT_SLOW_INTERVAL,
+            tls,
+            http2: false,
+            streams: 1,
             host_header,
             path,
         })
     }
 
     /// Points the plan at another URL, keeping every other setting (used once a launched
-    /// target's port is known).
+    /// target's port is known); TLS options set before are kept while the URL stays https.
     pub fn set_url(&mut self, url: &str) -> Result<(), Error> {
-        let (addr, host_header, path) = parse_url(url)?;
+        let (addr, host_header, path, tls) = parse_url(url)?;
+        self.tls = match (self.tls.take(), tls) {
+            (Some(mut kept), Some(new)) => {
+                kept.server_name = new.server_name;
+                Some(kept)
+            }
+            (_, new) => new,
+        };
         self.url = url.to_string();
         self.addr = addr;
         self.host_header = host_header;
@@ -387,7 +406,39 @@ impl Plan {
             MAX_TIMEOUT,
             "slow-connection byte interval (--slow-interval)",
         )?;
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return invalid(format!(
+                "streams must be 1..={MAX_STREAMS}, got {} (--streams)",
+                self.streams
+            ));
+        }
+        if self.http2 && self.pipeline > 1 {
+            return invalid(
+                "--pipeline is HTTP/1.1's; with --http2 give --streams N (concurrent streams per connection)".into(),
+            );
+        }
+        if self.http2 && !self.keepalive {
+            return invalid("--no-keepalive is HTTP/1.1's; drop it with --http2".into());
+        }
+        if self.http2 && self.has_mix() {
+            return invalid(
+                "a request mix is sent over HTTP/1.1 only so far: drop --http2, or load one URL"
+                    .into(),
+            );
+        }
+        if self.slow_conns > 0 && (self.http2 || self.tls.is_some()) {
+            return invalid(
+                "--slow-conns send an HTTP/1.1 head in the clear, byte by byte: not over TLS or HTTP/2 (--idle-conns hold plain connections and work)"
+                    .into(),
+            );
+        }
+        if !self.http2 && self.streams > 1 {
+            return invalid(
+                "--streams is HTTP/2's; add --http2, or use --pipeline for HTTP/1.1".into(),
+            );
+        }
         self.source_ips()?;
+        crate::engine::transport_client(self)?;
         Ok(())
     }
 
@@ -478,6 +529,31 @@ impl Plan {
     /// The method the response parser is told of (a mix is all HEAD or has none).
     pub(crate) fn parser_method(&self) -> &str {
         self.requests.first().map_or(&self.method, |r| &r.method)
+    }
+
+    /// What the plan needs that only the tokio engine does (TLS, HTTP/2), if anything.
+    pub fn needs_tokio(&self) -> Option<&'static str> {
+        match (self.http2, self.tls.is_some()) {
+            (true, true) => Some("HTTP/2 over TLS"),
+            (true, false) => Some("HTTP/2 (h2c)"),
+            (false, true) => Some("TLS (https://)"),
+            (false, false) => None,
+        }
+    }
+
+    /// The HTTP spoken, as reports name it: "http/1.1", "h2" (over TLS) or "h2c".
+    pub fn protocol(&self) -> &'static str {
+        match (self.http2, self.tls.is_some()) {
+            (true, true) => "h2",
+            (true, false) => "h2c",
+            (false, _) => "http/1.1",
+        }
+    }
+
+    /// The Host header (the `:authority` of HTTP/2) and the request target (path and
+    /// query).
+    pub fn authority_and_path(&self) -> (&str, &str) {
+        (&self.host_header, &self.path)
     }
 
     /// The request bytes, encoded once for the whole run.
@@ -590,24 +666,32 @@ fn humantime_like(d: Duration) -> String {
     unreachable!("every duration is a whole number of milliseconds")
 }
 
-/// Resolves an http URL into the address to connect to, the Host header and the request
-/// target (path and query).
-fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
+/// What a URL says: the address to connect to, the Host header, the request target (path
+/// and query), and for https the TLS defaults for its host.
+type ParsedUrl = (
+    SocketAddr,
+    String,
+    String,
+    Option<crate::transport::TlsOptions>,
+);
+
+/// Resolves an http or https URL (see [`ParsedUrl`]).
+fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
     let bad = |reason: &str| Error::BadUrl {
         url: url.to_string(),
         reason: reason.to_string(),
     };
-    let parsed =
-        url::Url::parse(url).map_err(|e| bad(&format!("{e}; expected http://HOST[:PORT]/PATH")))?;
-    match parsed.scheme() {
-        "http" => {}
-        "https" => return Err(bad("https is not supported yet; use http://")),
+    let parsed = url::Url::parse(url)
+        .map_err(|e| bad(&format!("{e}; expected http(s)://HOST[:PORT]/PATH")))?;
+    let https = match parsed.scheme() {
+        "http" => false,
+        "https" => true,
         other => {
             return Err(bad(&format!(
-                "scheme {other:?} is not supported; use http://"
+                "scheme {other:?} is not supported; use http:// or https://"
             )))
         }
-    }
+    };
     let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
     let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
@@ -634,7 +718,8 @@ fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Error> {
         path.push('?');
         path.push_str(q);
     }
-    Ok((addr, host_header, path))
+    let tls = https.then(|| crate::transport::TlsOptions::new(host_for_resolve));
+    Ok((addr, host_header, path, tls))
 }
 
 #[cfg(test)]
@@ -700,9 +785,15 @@ mod tests {
     #[test]
     fn bad_urls_and_settings_are_refused() {
         assert!(matches!(
-            Plan::new("https://127.0.0.1/"),
+            Plan::new("ftp://127.0.0.1/"),
             Err(Error::BadUrl { .. })
         ));
+        let https = Plan::new("https://localhost:8443/x").unwrap();
+        let tls = https.tls.as_ref().expect("https has TLS options");
+        assert_eq!(tls.server_name, "localhost");
+        assert!(tls.resume && !tls.insecure);
+        assert_eq!(https.addr.port(), 8443);
+        assert!(Plan::new("http://127.0.0.1/").unwrap().tls.is_none());
         assert!(matches!(
             Plan::new("127.0.0.1:80"),
             Err(Error::BadUrl { .. })

@@ -52,6 +52,8 @@ pub struct Histograms {
     pub latency_uncorrected: Histogram<u64>,
     /// Connect times of the connections opened.
     pub connect: Histogram<u64>,
+    /// TLS handshake times of the connections opened (https).
+    pub tls: Histogram<u64>,
     /// Latency of requests that were the first on their connection (connect included).
     pub first_request: Histogram<u64>,
     /// Body time: first to last response byte.
@@ -65,6 +67,7 @@ impl Histograms {
             latency: new_histogram(highest),
             latency_uncorrected: new_histogram(highest),
             connect: new_histogram(highest),
+            tls: new_histogram(highest),
             first_request: new_histogram(highest),
             body: new_histogram(highest),
         }
@@ -78,6 +81,7 @@ impl Histograms {
             latency,
             latency_uncorrected,
             connect,
+            tls,
             first_request,
             body,
         } = other;
@@ -86,6 +90,7 @@ impl Histograms {
             .add(latency_uncorrected)
             .expect("same bounds");
         self.connect.add(connect).expect("same bounds");
+        self.tls.add(tls).expect("same bounds");
         self.first_request.add(first_request).expect("same bounds");
         self.body.add(body).expect("same bounds");
     }
@@ -124,6 +129,8 @@ pub struct Finished {
     pub end: Instant,
     /// The TCP handshake, when this request opened the connection.
     pub connect: Option<Duration>,
+    /// The TLS handshake, when this request opened the connection (https).
+    pub tls: Option<Duration>,
     /// The first request on its connection.
     pub first_on_connection: bool,
     /// Connection number within the worker.
@@ -360,6 +367,9 @@ impl WorkerRecorder {
         if let Some(c) = f.connect {
             record_us(&mut h.connect, c);
         }
+        if let Some(t) = f.tls {
+            record_us(&mut h.tls, t);
+        }
         if f.first_on_connection {
             record_us(&mut h.first_request, latency);
         }
@@ -398,6 +408,7 @@ impl WorkerRecorder {
                 ttfb_us: f.first_byte.saturating_duration_since(f.sent).as_micros() as u64,
                 body_us: f.end.saturating_duration_since(f.first_byte).as_micros() as u64,
                 connect_us: f.connect.map(|c| c.as_micros() as u64),
+                tls_us: f.tls.map(|t| t.as_micros() as u64),
                 queued_us: queued,
                 first_on_connection: f.first_on_connection,
                 conn: f.conn,
@@ -447,6 +458,7 @@ impl WorkerRecorder {
                 ttfb_us: 0,
                 body_us: 0,
                 connect_us: None,
+                tls_us: None,
                 queued_us: None,
                 first_on_connection,
                 conn,
@@ -513,6 +525,7 @@ impl WorkerRecorder {
                     .first_byte
                     .map_or(0, |first| micros(now.saturating_duration_since(first))),
                 connect_us: None,
+                tls_us: None,
                 queued_us: (u.stage == Stage::NotSent).then_some(waited_us),
                 first_on_connection: u.first_on_connection,
                 conn: u.conn,
@@ -587,6 +600,27 @@ impl WorkerRecorder {
         self.current.counters.connects += 1;
     }
 
+    /// The interval's TLS and HTTP/2 counters, for an engine to count into.
+    pub fn transport(&mut self) -> &mut crate::transport::TransportCounters {
+        &mut self.current.counters.transport
+    }
+
+    /// Counts a TLS handshake that finished (`resumed`: an abbreviated one).
+    pub fn record_tls_handshake(&mut self, resumed: bool) {
+        let t = &mut self.current.counters.transport;
+        t.tls_handshakes += 1;
+        t.tls_resumed += u64::from(resumed);
+    }
+
+    /// Keeps why a TLS handshake failed, if no reason was kept yet (the failed request
+    /// itself is counted by `record_failed`).
+    pub fn record_tls_failure(&mut self, reason: String) {
+        let t = &mut self.current.counters.transport;
+        if t.tls_failure.is_none() {
+            t.tls_failure = Some(reason);
+        }
+    }
+
     /// Counts a connect attempt that failed.
     pub fn record_connect_failed(&mut self) {
         self.current.counters.connect_failures += 1;
@@ -639,6 +673,7 @@ pub(crate) mod tests {
             first_byte: begun + Duration::from_millis(latency_ms) / 2,
             end: begun + Duration::from_millis(latency_ms),
             connect: None,
+            tls: None,
             first_on_connection: false,
             conn: 0,
             status,
@@ -697,6 +732,7 @@ pub(crate) mod tests {
                 ttfb_us: 0,
                 body_us: 0,
                 connect_us: None,
+                tls_us: None,
                 queued_us: None,
                 first_on_connection: false,
                 conn: 0,

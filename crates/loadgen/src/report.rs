@@ -95,6 +95,19 @@ pub struct Config {
     /// slow connections.
     #[serde(default)]
     pub slow_interval_s: Option<f64>,
+    /// The HTTP spoken: "http/1.1", "h2" (over TLS) or "h2c" (cleartext).
+    #[serde(default = "http1")]
+    pub protocol: String,
+    /// HTTP/2: concurrent streams asked for per connection (`--streams`); null for HTTP/1.1.
+    #[serde(default)]
+    pub streams: Option<usize>,
+    /// The TLS settings (https); null over plain TCP.
+    #[serde(default)]
+    pub tls: Option<crate::transport::TlsConfig>,
+}
+
+fn http1() -> String {
+    "http/1.1".into()
 }
 
 /// The server under test, when tailscope launched it or was told its pid.
@@ -170,6 +183,10 @@ pub struct Summary {
     /// SYNs the generator's own connections retransmitted; null when not read.
     #[serde(default)]
     pub syn_retransmits: Option<u64>,
+    /// TLS handshakes, resumptions and the first failure's reason (https); absent over
+    /// plain TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<crate::transport::TransportCounters>,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -290,6 +307,9 @@ pub struct Report {
     pub latency_uncorrected_us: Option<Percentiles>,
     /// TCP connect times.
     pub connect_us: Option<Percentiles>,
+    /// TLS handshake times (https; absent over plain TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_us: Option<Percentiles>,
     /// Responses by status code.
     pub status_codes: BTreeMap<String, u64>,
     /// Failed requests by kind (every kind, zeros included).
@@ -462,6 +482,9 @@ impl Report {
                 idle_conns: plan.idle_conns,
                 slow_conns: plan.slow_conns,
                 slow_interval_s: (plan.slow_conns > 0).then_some(plan.slow_interval.as_secs_f64()),
+                protocol: plan.protocol().into(),
+                streams: plan.http2.then_some(plan.streams),
+                tls: plan.tls.as_ref().map(crate::transport::TlsConfig::of),
             },
             target: None,
             summary: Summary {
@@ -488,6 +511,7 @@ impl Report {
                 unfinished_max_us: c.unfinished_max_us,
                 retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),
                 syn_retransmits: (c.tcp_info_reads > 0).then_some(c.syn_retransmits),
+                transport: (plan.tls.is_some() || plan.http2).then(|| c.transport.clone()),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
@@ -508,6 +532,7 @@ impl Report {
                 Pace::Max => None,
             },
             connect_us: percentiles(&totals.connect),
+            tls_us: percentiles(&totals.tls),
             status_codes: c
                 .status_codes
                 .iter()
@@ -613,6 +638,34 @@ impl Report {
         let mut out = Vec::new();
         if let Some(reason) = self.no_response_reason() {
             out.push(reason);
+        }
+        let failed_tls: u64 = [ErrorKind::TlsHandshake, ErrorKind::Certificate]
+            .iter()
+            .filter_map(|k| self.errors.get(k.as_str()))
+            .sum();
+        if failed_tls > 0 {
+            let why = self
+                .summary
+                .transport
+                .as_ref()
+                .and_then(|t| t.tls_failure.as_deref())
+                .unwrap_or("reason not recorded");
+            out.push(format!(
+                "{} TLS handshakes failed (certificate {}, tls_handshake {}): {why}",
+                fmt_count(failed_tls),
+                fmt_count(
+                    self.errors
+                        .get(ErrorKind::Certificate.as_str())
+                        .copied()
+                        .unwrap_or(0)
+                ),
+                fmt_count(
+                    self.errors
+                        .get(ErrorKind::TlsHandshake.as_str())
+                        .copied()
+                        .unwrap_or(0)
+                ),
+            ));
         }
         let no_port = self
             .errors

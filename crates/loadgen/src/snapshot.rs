@@ -28,6 +28,9 @@ pub struct SlowRequest {
     pub body_us: u64,
     /// The TCP handshake, when this request opened its connection.
     pub connect_us: Option<u64>,
+    /// The TLS handshake, when this request opened its connection (https).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_us: Option<u64>,
     /// Open loop: how long after its intended time the request actually left.
     pub queued_us: Option<u64>,
     /// The first request on its connection.
@@ -90,6 +93,9 @@ impl SlowRequest {
         }
         if let Some(c) = self.connect_us {
             parts.push((c, format!("connect {}", fmt_us(c))));
+        }
+        if let Some(t) = self.tls_us {
+            parts.push((t, format!("tls {}", fmt_us(t))));
         }
         if let Some(stage) = self.stage {
             parts.push((u64::MAX, stage.describe().to_string()));
@@ -165,6 +171,8 @@ pub struct Counters {
     /// What happened to the held connections (`--idle-conns`, `--slow-conns`), by
     /// [`HeldKind::index`](crate::conns::HeldKind::index).
     pub held: [HeldCounters; 2],
+    /// TLS (and HTTP/2) facts: handshakes, resumptions, why a handshake failed.
+    pub transport: crate::transport::TransportCounters,
 }
 
 impl Counters {
@@ -227,6 +235,7 @@ impl Counters {
         for (a, b) in self.held.iter_mut().zip(&other.held) {
             a.merge(b);
         }
+        self.transport.merge(&other.transport);
     }
 }
 
@@ -414,6 +423,7 @@ impl RunTotals {
             latency: snap.histogram.clone(),
             latency_uncorrected: empty(),
             connect: empty(),
+            tls: empty(),
             first_request: empty(),
             body: empty(),
             timeseries: snap.recent_seconds.clone(),
@@ -492,6 +502,8 @@ pub struct RunTotals {
     pub latency_uncorrected: Histogram<u64>,
     /// Connect times.
     pub connect: Histogram<u64>,
+    /// TLS handshake times (https).
+    pub tls: Histogram<u64>,
     /// Latency of first-on-connection requests (connect included).
     pub first_request: Histogram<u64>,
     /// Body times (first to last byte).

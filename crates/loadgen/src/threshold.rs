@@ -399,6 +399,7 @@ mod tests {
             latency,
             latency_uncorrected: new_histogram(Duration::from_secs(60)),
             connect: new_histogram(Duration::from_secs(60)),
+            tls: new_histogram(Duration::from_secs(60)),
             first_request: new_histogram(Duration::from_secs(60)),
             body: new_histogram(Duration::from_secs(60)),
             timeseries: vec![],

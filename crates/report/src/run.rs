@@ -478,6 +478,7 @@ mod tests {
             latency: latency.clone(),
             latency_uncorrected: latency,
             connect: Histogram::new(3).unwrap(),
+            tls: Histogram::new(3).unwrap(),
             first_request: Histogram::new(3).unwrap(),
             body: Histogram::new(3).unwrap(),
             timeseries: vec![tailscope_loadgen::TimePoint {

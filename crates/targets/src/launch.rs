@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -83,6 +83,8 @@ pub struct Target {
     /// Kills the tree if tailscope dies without stopping it (`None`: it could not be forked;
     /// the root's PR_SET_PDEATHSIG is then the only safety net).
     guardian: Option<sys::Guardian>,
+    /// Served over TLS: its throw-away certificate's files (in `temp_dir`).
+    tls: Option<crate::cert::TlsFiles>,
 }
 
 fn free_port() -> Result<u16, Error> {
@@ -114,6 +116,7 @@ impl Target {
     /// Launches `spec` on `server_cpus` (empty: anywhere) and waits until it answers HTTP.
     pub fn launch(spec: &TargetSpec, server_cpus: &[usize]) -> Result<Target, Error> {
         let cpu_list = format_list(server_cpus);
+        let mut tls_files = None;
         let (name, mut cmd, port, temp_dir) = match spec {
             TargetSpec::Embedded {
                 threads,
@@ -132,6 +135,8 @@ impl Target {
             TargetSpec::Nginx {
                 workers,
                 static_dir,
+                tls,
+                http2,
             } => {
                 let bin = nginx::find()?;
                 let port = free_port()?;
@@ -144,7 +149,18 @@ impl Target {
                     path: dir.clone(),
                     error,
                 })?;
-                let conf = nginx::write_config(&dir, port, *workers, static_dir.as_deref())?;
+                tls_files = match tls {
+                    true => Some(crate::cert::write_throwaway(&dir)?),
+                    false => None,
+                };
+                let conf = nginx::write_config(
+                    &dir,
+                    port,
+                    *workers,
+                    static_dir.as_deref(),
+                    tls_files.as_ref(),
+                    *http2,
+                )?;
                 let mut cmd = Command::new(bin);
                 cmd.arg("-p")
                     .arg(&dir)
@@ -230,6 +246,7 @@ impl Target {
             stderr,
             temp_dir,
             guardian,
+            tls: tls_files,
         };
         let deadline = Instant::now() + spec.ready_timeout();
         if let Some(rx) = announced {
@@ -327,9 +344,15 @@ impl Target {
         }
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://` for a target served over TLS.
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The CA that signed a TLS target's throw-away certificate: what the generator trusts.
+    pub fn tls_ca(&self) -> Option<&Path> {
+        self.tls.as_ref().map(|f| f.ca.as_path())
     }
 
     /// The process id of the launched process (the group leader).
@@ -434,7 +457,9 @@ fn http_answers(addr: SocketAddr, path: &str) -> bool {
             Ok(n) => got += n,
         }
     }
-    head[..got].starts_with(b"HTTP/1.")
+    // An h2c-only listener (nginx's `listen ... http2` without ssl, before 1.25) answers an
+    // HTTP/1.1 request with its SETTINGS frame (type 4) and a GOAWAY: it is up all the same.
+    head[..got].starts_with(b"HTTP/1.") || (got >= 4 && head[3] == 0x04)
 }
 
 #[cfg(test)]

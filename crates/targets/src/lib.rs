@@ -9,6 +9,7 @@
 //! temporary directory ([`sys`], the crate's only `unsafe`). The profiler ([`profile`]) follows
 //! the same tree; the `tailscope-forensics` crate reads what it measured.
 
+pub mod cert;
 pub mod cpus;
 mod launch;
 pub mod listen;

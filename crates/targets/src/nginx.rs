@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cert::TlsFiles;
 use crate::Error;
 
 /// Finds the nginx binary (it lives in /usr/sbin, which is not always on PATH).
@@ -22,13 +23,16 @@ pub fn find() -> Result<PathBuf, Error> {
 }
 
 /// Writes `nginx.conf` into `dir`: `workers` workers, no access log, keep-alive without a
-/// request cap, `/plaintext`, `/` and `/json` answered like the reference server, and
-/// `/static/` from `static_dir` when given.
+/// request cap, `/plaintext`, `/` and `/json` answered like the reference server,
+/// `/static/` from `static_dir` when given, over TLS with `tls`'s certificate when given,
+/// over HTTP/2 when `http2`.
 pub fn write_config(
     dir: &Path,
     port: u16,
     workers: usize,
     static_dir: Option<&Path>,
+    tls: Option<&TlsFiles>,
+    http2: bool,
 ) -> Result<PathBuf, Error> {
     let d = dir.display();
     let affinity = if workers > 1 {
@@ -39,13 +43,30 @@ pub fn write_config(
     let static_location = static_dir.map_or(String::new(), |s| {
         format!("        location /static/ {{ alias {}/; }}\n", s.display())
     });
+    // `listen ... ssl` rather than `ssl on;` (gone in 1.25) or `http2 on;` (new in 1.25.1):
+    // the one form every nginx since 1.15 reads. A shared session cache lets a reconnect
+    // resume on any worker.
+    let (ssl, tls_lines) = match tls {
+        Some(f) => (
+            " ssl",
+            format!(
+                "        ssl_certificate {};\n        ssl_certificate_key {};\n        ssl_session_cache shared:TS:10m;\n",
+                f.cert.display(),
+                f.key.display()
+            ),
+        ),
+        None => ("", String::new()),
+    };
+    // `listen ... http2` (not `http2 on;`, new in 1.25.1): h2 by ALPN with ssl, h2c prior
+    // knowledge without.
+    let h2 = if http2 { " http2" } else { "" };
     let config = format!(
         "worker_processes {workers};\n{affinity}daemon off;\nmaster_process on;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
 events {{ worker_connections 16384; }}\n\
 http {{\n    access_log off;\n    keepalive_requests 1000000000;\n    keepalive_timeout 75s;\n\
     client_body_temp_path {d}/body;\n    proxy_temp_path {d}/proxy;\n    fastcgi_temp_path {d}/fastcgi;\n\
     uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;\n\
-    server {{\n        listen 127.0.0.1:{port} backlog=4096;\n\
+    server {{\n        listen 127.0.0.1:{port} backlog=4096{ssl}{h2};\n{tls_lines}\
         location = /plaintext {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
         location = / {{ default_type text/plain; return 200 \"Hello, World!\"; }}\n\
         location = /json {{ default_type application/json; return 200 '{{\"message\":\"Hello, World!\"}}'; }}\n\

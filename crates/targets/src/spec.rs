@@ -40,6 +40,11 @@ pub enum TargetSpec {
         workers: usize,
         /// Served under `/static/`.
         static_dir: Option<PathBuf>,
+        /// Served over TLS with a throw-away certificate (`--tls`, a suite's `tls = true`).
+        tls: bool,
+        /// Served over HTTP/2 (`--http2`, a suite's `http2 = true`): h2 with `tls`, else h2c
+        /// (prior knowledge only).
+        http2: bool,
     },
     /// Any server, from a shell command template with `{port}` and `{cpus}`.
     Command {
@@ -80,6 +85,8 @@ impl TargetSpec {
                     .map(|workers| TargetSpec::Nginx {
                         workers,
                         static_dir: None,
+                        tls: false,
+                        http2: false,
                     })
                     .map_err(|e| Error::BadSpec(format!("nginx target {s:?}: {e}, e.g. nginx:2"))),
                 Err(_) => Err(Error::BadSpec(format!(
@@ -97,11 +104,44 @@ impl TargetSpec {
             "nginx" => Ok(TargetSpec::Nginx {
                 workers: 1,
                 static_dir: None,
+                tls: false,
+                http2: false,
             }),
             other => Err(Error::BadSpec(format!(
                 "unknown target {other:?}: use embedded, nginx, nginx:WORKERS, or 'command:CMD --port {{port}}'"
             ))),
         }
+    }
+
+    /// The same target served over TLS (`--tls`) and/or HTTP/2 (`--http2`); only nginx
+    /// can be.
+    pub fn serving(self, tls: bool, http2: bool) -> Result<TargetSpec, Error> {
+        match self {
+            TargetSpec::Nginx {
+                workers,
+                static_dir,
+                ..
+            } => Ok(TargetSpec::Nginx {
+                workers,
+                static_dir,
+                tls,
+                http2,
+            }),
+            other => Err(Error::BadSpec(format!(
+                "--tls and --http2 are for --target nginx: the {} target is served as it is (run it yourself and give its URL)",
+                other.kind()
+            ))),
+        }
+    }
+
+    /// Whether the target is served over TLS (its URL is https://).
+    pub fn tls(&self) -> bool {
+        matches!(self, TargetSpec::Nginx { tls: true, .. })
+    }
+
+    /// Whether the target is served over HTTP/2 (h2 with TLS, h2c without).
+    pub fn http2(&self) -> bool {
+        matches!(self, TargetSpec::Nginx { http2: true, .. })
     }
 
     /// A short name for output: `embedded`, `nginx`, or the command's program.
@@ -149,9 +189,17 @@ mod tests {
             TargetSpec::parse("nginx:2").unwrap(),
             TargetSpec::Nginx {
                 workers: 2,
-                static_dir: None
+                static_dir: None,
+                tls: false,
+                http2: false,
             }
         );
+        let served = TargetSpec::parse("nginx:2").unwrap().serving(true, false);
+        assert!(served.unwrap().tls());
+        assert!(TargetSpec::parse("embedded")
+            .unwrap()
+            .serving(true, false)
+            .is_err());
         assert!(TargetSpec::parse("nginx:0").is_err());
         assert!(TargetSpec::parse("nginx:x").is_err());
         assert!(TargetSpec::parse("apache")

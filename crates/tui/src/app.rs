@@ -48,7 +48,18 @@ impl RunInfo {
     /// What the header shows of `plan`, and of `target` when tailscope launched it.
     pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
         RunInfo {
-            target: format!("{} {}", plan.method, plan.url),
+            // HTTP/2 is named beside the URL (an https URL says TLS already).
+            target: match plan.http2 {
+                true => format!(
+                    "{} {} ({}, {} stream{} per connection)",
+                    plan.method,
+                    plan.url,
+                    plan.protocol(),
+                    plan.streams,
+                    if plan.streams == 1 { "" } else { "s" }
+                ),
+                false => format!("{} {}", plan.method, plan.url),
+            },
             server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
             rate: match plan.pace {
                 Pace::Rate(r) => Some(r),

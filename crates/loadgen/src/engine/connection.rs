@@ -23,6 +23,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout};
 
+use super::tls::{self, Stream};
 use super::{Claim, Held, InFlight, Shared, Worker};
 use crate::error::ErrorKind;
 use crate::http::ResponseParser;
@@ -41,7 +42,7 @@ const KEEP_PARTIAL: usize = 4096;
 /// comes later still (measured: ~1.5 ms after the asked time), so waking 1 ms early made
 /// on-time sends leave ~0.5 ms late and charged that to the server in the corrected latency.
 /// A send that leaves early is measured from when it actually left.
-const EARLY_WAKE: Duration = Duration::from_millis(2);
+pub(super) const EARLY_WAKE: Duration = Duration::from_millis(2);
 /// A connection whose connect failed waits this long before the next try, doubling up to
 /// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
 /// microseconds, and without a pause a run against nothing spins at ~100 k connects a
@@ -81,8 +82,13 @@ pub(super) async fn task(w: Rc<Worker>) {
         .record_connection_span(started, Instant::now(), w.shared.plan.pipeline);
 }
 
+/// What dialing gave: the open socket, when its TCP handshake ended, and the TLS handshake's
+/// time and whether it resumed; or the kind a failure is counted under and, for TLS, why.
+pub(super) type Dialed<S> =
+    Result<(S, Instant, Option<(Duration, bool)>), (ErrorKind, Option<String>)>;
+
 /// What a connect attempt left the connection with.
-enum Connect {
+pub(super) enum Connect {
     /// Open, after a handshake of this long.
     Open(Duration),
     /// Failed (counted, backed off): claim and try again.
@@ -138,16 +144,18 @@ pub(super) struct Connection<S> {
     /// ring's buffer).
     pub(super) scratch: Vec<u8>,
     /// The open connection's number within the worker.
-    conn_id: u64,
+    pub(super) conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
     retrans_seen: u32,
     /// A connection was open before: opening another is a reconnect.
     had_connection: bool,
     /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
     pub(super) backoff: Duration,
+    /// The TLS handshake of the connection just opened, for its first request.
+    handshake_tls: Option<Duration>,
 }
 
-impl Connection<TcpStream> {
+impl Connection<Stream> {
     /// The task's loop: claim, connect if needed, write, read, until there is no more work
     /// or the grace period ends.
     async fn run(mut self) {
@@ -177,19 +185,10 @@ impl Connection<TcpStream> {
             let mut now = now;
             let mut connect_time = None;
             if self.stream.is_none() && !self.queued.is_empty() {
-                if let Some(at) = self.w.connect_permit(now) {
-                    let w = &*self.w;
-                    let grace_over = tokio::select! {
-                        _ = sleep_until(at.into()) => false,
-                        _ = w.stop_idle.notified() => false,
-                        _ = w.grace_ended() => true,
-                    };
-                    if grace_over {
-                        self.abandon(now, Stage::Connecting);
-                        return;
-                    }
-                    now = Instant::now();
-                }
+                let Some(turn) = self.connect_turn(now).await else {
+                    return;
+                };
+                now = turn;
                 match self.connect(now).await {
                     Connect::Open(took) => {
                         connect_time = Some(took);
@@ -253,11 +252,11 @@ impl Connection<TcpStream> {
     /// The socket is readable: reads into the worker's buffer (taken out of its cell for
     /// the call; no other task runs before it is put back) and parses what came.
     fn read_ready(&mut self, now: Instant) {
-        let Some(s) = self.stream.as_ref() else {
+        let Some(s) = self.stream.as_mut() else {
             return;
         };
         let mut buf = std::mem::take(&mut *self.w.read_buf.borrow_mut());
-        match read_now(s, &mut buf) {
+        match s.read_now(&mut buf) {
             Ok(0) => self.on_eof(now),
             Ok(n) => self.on_received(&buf[..n], now),
             // Readiness that was not (another wake-up got there first): wait again.
@@ -271,59 +270,41 @@ impl Connection<TcpStream> {
     /// a stop or the end of the grace period.
     async fn idle_until(&mut self, slot: Claim) {
         let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
-        let (stream, w) = (&self.stream, &*self.w);
+        let (stream, w) = (&mut self.stream, &*self.w);
         let closed_while_idle = tokio::select! {
             _ = sleep_until(wake.into()) => false,
             _ = w.stop_idle.notified() => false,
             _ = w.grace_ended() => false,
             // A server that closes idle connections (keep-alive timeout) is noticed here,
             // not as a failure of the next request.
-            _ = async { match stream.as_ref() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
+            _ = async { match stream.as_mut() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
         };
         if closed_while_idle {
             self.drop_stream();
         }
     }
 
-    /// Opens a connection for the queued claims. A failed connect fails the front claim;
-    /// the claims behind it wait for the next try, after a back-off.
+    /// Opens a connection for the queued claims: TCP, then TLS for https, each phase timed
+    /// on its own (connect_us, tls_us).
     async fn connect(&mut self, now: Instant) -> Connect {
-        self.begin_connect();
-        let w = &*self.w;
-        let plan = &self.shared.plan;
-        let connecting = timeout(
-            self.connect_limit(),
-            connect_from(w.take_source(), plan.addr),
-        );
-        let connected = tokio::select! {
-            r = connecting => match r {
-                Ok(Ok(s)) => Ok(s),
-                Ok(Err(e)) => Err(connect_error_kind(&e)),
-                Err(_) => Err(ErrorKind::ConnectTimeout),
-            },
-            _ = w.grace_ended() => {
-                self.abandon(now, Stage::Connecting);
-                return Connect::GraceOver;
+        let limit = self.connect_limit();
+        let source = self.w.take_source();
+        let shared = self.shared.clone();
+        self.connect_via(now, async move {
+            let (tcp, tcp_done) = dial_tcp(&shared, source, limit).await?;
+            let Some(client) = &shared.tls else {
+                return Ok((Stream::Plain(tcp), tcp_done, None));
+            };
+            match tls::handshake(client, tcp, limit).await {
+                Ok(done) => Ok((
+                    done.stream,
+                    tcp_done,
+                    Some((tcp_done.elapsed(), done.resumed)),
+                )),
+                Err((kind, why)) => Err((kind, Some(why))),
             }
-        };
-        match connected {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                Connect::Open(self.opened(s, now))
-            }
-            Err(kind) => {
-                let failed_at = self.connect_failed(kind, now);
-                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
-                if !self.w.stopping.get() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(self.backoff) => {}
-                        _ = self.w.stop_idle.notified() => {}
-                    }
-                }
-                self.backed_off(failed_at);
-                Connect::Retry
-            }
-        }
+        })
+        .await
     }
 
     /// Writes every queued request in one write and moves them in flight. `now` is when
@@ -357,7 +338,7 @@ impl Connection<TcpStream> {
         let shared = &*self.shared;
         let w = &*self.w;
         let write = tokio::select! {
-            r = write_requests(s, bytes, shared.plan.timeout) => Some(r),
+            r = s.write_requests(bytes, shared.plan.timeout) => Some(r),
             _ = w.grace_ended() => None,
         };
         self.scratch = scratch;
@@ -397,8 +378,73 @@ impl<S: AsRawFd> Connection<S> {
             retrans_seen: 0,
             had_connection: false,
             backoff: MIN_BACKOFF,
+            handshake_tls: None,
             w,
             shared,
+        }
+    }
+
+    /// `--connect-rate`: waits for this connect's turn (tokio engines). Returns when the
+    /// connect begins, or none when the grace period ended first (what the connection held
+    /// is then recorded as unfinished).
+    pub(super) async fn connect_turn(&mut self, now: Instant) -> Option<Instant> {
+        let Some(at) = self.w.connect_permit(now) else {
+            return Some(now);
+        };
+        let w = &*self.w;
+        let grace_over = tokio::select! {
+            _ = sleep_until(at.into()) => false,
+            _ = w.stop_idle.notified() => false,
+            _ = w.grace_ended() => true,
+        };
+        if grace_over {
+            self.abandon(now, Stage::Connecting);
+            return None;
+        }
+        Some(Instant::now())
+    }
+
+    /// Opens a connection for the queued claims with `dial` (what an engine's connect is:
+    /// TCP, TLS, an HTTP/2 handshake). A failed connect fails the front claim; the claims
+    /// behind it wait for the next try, after a back-off.
+    pub(super) async fn connect_via(
+        &mut self,
+        now: Instant,
+        dial: impl std::future::Future<Output = Dialed<S>>,
+    ) -> Connect {
+        self.begin_connect();
+        let w = &*self.w;
+        let connected = tokio::select! {
+            r = dial => r,
+            _ = w.grace_ended() => {
+                self.abandon(now, Stage::Connecting);
+                return Connect::GraceOver;
+            }
+        };
+        match connected {
+            Ok((s, tcp_done, handshake)) => {
+                self.opened(s, now);
+                if let Some((took, resumed)) = handshake {
+                    self.handshake_tls = Some(took);
+                    self.w.rec.borrow_mut().record_tls_handshake(resumed);
+                }
+                Connect::Open(tcp_done.saturating_duration_since(now))
+            }
+            Err((kind, why)) => {
+                if let Some(why) = why {
+                    self.w.rec.borrow_mut().record_tls_failure(why);
+                }
+                let failed_at = self.connect_failed(kind, now);
+                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
+                if !self.w.stopping.get() {
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.backoff) => {}
+                        _ = self.w.stop_idle.notified() => {}
+                    }
+                }
+                self.backed_off(failed_at);
+                Connect::Retry
+            }
         }
     }
 
@@ -527,6 +573,7 @@ impl<S: AsRawFd> Connection<S> {
     ) {
         let w = &*self.w;
         let k = self.queued.len();
+        let tls = self.handshake_tls.take().filter(|_| connect_time.is_some());
         let mut rec = w.rec.borrow_mut();
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
@@ -541,6 +588,7 @@ impl<S: AsRawFd> Connection<S> {
                 sent,
                 first_byte: None,
                 connect: if i == 0 { connect_time } else { None },
+                tls: if i == 0 { tls } else { None },
                 first_on_connection: i == 0 && connect_time.is_some(),
             });
         }
@@ -760,7 +808,7 @@ impl<S: AsRawFd> Connection<S> {
     }
 
     /// A slow response's connection TCP_INFO (retransmits, RTT, RTO); none for the fast rest.
-    fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
+    pub(super) fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
         let latency = end.saturating_duration_since(f.start().min(f.begun));
         if self.w.rec.borrow().is_slow(latency) {
             self.observe(false)
@@ -770,7 +818,14 @@ impl<S: AsRawFd> Connection<S> {
     }
 
     /// Records a complete response.
-    fn finish(&self, f: &InFlight, end: Instant, status: u16, bytes: u64, tcp: Option<TcpFacts>) {
+    pub(super) fn finish(
+        &self,
+        f: &InFlight,
+        end: Instant,
+        status: u16,
+        bytes: u64,
+        tcp: Option<TcpFacts>,
+    ) {
         self.w.rec.borrow_mut().record_finished(&Finished {
             intended: f.intended,
             begun: f.begun,
@@ -778,6 +833,7 @@ impl<S: AsRawFd> Connection<S> {
             first_byte: f.first_byte.unwrap_or(end),
             end,
             connect: f.connect,
+            tls: f.tls,
             first_on_connection: f.first_on_connection,
             conn: self.conn_id,
             status,
@@ -886,16 +942,34 @@ pub(super) fn read_now(s: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> 
 
 /// Resolves when an idle connection is closed by the server (or sends what nobody asked
 /// for): either way it is not reused.
-async fn closed_while_idle(s: &TcpStream) {
+async fn closed_while_idle(s: &mut Stream) {
     let mut byte = [0u8; 1];
     loop {
         if s.readable().await.is_err() {
             return;
         }
-        match read_now(s, &mut byte) {
+        // A TLS session ticket is read here too, and yields nothing to read.
+        match s.read_now(&mut byte) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             _ => return,
         }
+    }
+}
+
+/// The TCP part of a connect, within `limit`: the socket (TCP_NODELAY set) and when its
+/// handshake ended.
+pub(super) async fn dial_tcp(
+    shared: &Shared,
+    source: Option<std::net::SocketAddr>,
+    limit: Duration,
+) -> Result<(TcpStream, Instant), (ErrorKind, Option<String>)> {
+    match timeout(limit, connect_from(source, shared.plan.addr)).await {
+        Ok(Ok(tcp)) => {
+            let _ = tcp.set_nodelay(true);
+            Ok((tcp, Instant::now()))
+        }
+        Ok(Err(e)) => Err((connect_error_kind(&e), None)),
+        Err(_) => Err((ErrorKind::ConnectTimeout, None)),
     }
 }
 
@@ -917,7 +991,11 @@ pub(super) async fn connect_from(
 
 /// Writes a batch of requests. The common case, a batch that fits the socket buffer, is one
 /// `write` with no timer; only a write that blocks gets the request timeout.
-async fn write_requests(s: &mut TcpStream, bytes: &[u8], limit: Duration) -> Result<(), ErrorKind> {
+pub(super) async fn write_requests(
+    s: &mut TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+) -> Result<(), ErrorKind> {
     let done = match s.try_write(bytes) {
         Ok(n) => n,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -960,6 +1038,7 @@ mod tests {
             highest: Duration::from_secs(60),
             rate_override: Default::default(),
             sources: Vec::new(),
+            tls: None,
         });
         let spec = WorkerSpec::one_connection();
         Rc::new(Worker::new(shared, &spec))

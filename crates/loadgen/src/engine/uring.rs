@@ -670,6 +670,7 @@ mod tests {
             highest: plan.timeout * 3,
             rate_override: Arc::new(AtomicU64::new(0)),
             sources: Vec::new(),
+            tls: None,
             plan,
         });
         let spec = WorkerSpec::one_connection();

@@ -476,6 +476,14 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),
         retransmits: sum_known(all().map(|r| r.summary.retransmits)),
         syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
+        transport: all().filter_map(|r| r.summary.transport.as_ref()).fold(
+            None,
+            |acc: Option<crate::transport::TransportCounters>, t| {
+                let mut acc = acc.unwrap_or_default();
+                acc.merge(t);
+                Some(acc)
+            },
+        ),
         error_rate: ratio(errors, requests),
         non2xx,
         non2xx_rate: ratio(non2xx, requests),
@@ -556,6 +564,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             .as_ref()
             .filter(|_| connect_known)
             .and_then(percentiles),
+        // Reports carry no TLS handshake histogram to add up: n/a rather than a guess.
+        tls_us: None,
         status_codes,
         errors: error_kinds,
         by_request: super::requests::merge_by_request(
@@ -707,6 +717,7 @@ mod tests {
             latency,
             latency_uncorrected: new_histogram(highest),
             connect: new_histogram(highest),
+            tls: new_histogram(highest),
             first_request: new_histogram(highest),
             body: new_histogram(highest),
             timeseries,

@@ -23,6 +23,7 @@ fn totals() -> RunTotals {
         latency,
         latency_uncorrected: new_histogram(Duration::from_secs(60)),
         connect: new_histogram(Duration::from_secs(60)),
+        tls: new_histogram(Duration::from_secs(60)),
         first_request: new_histogram(Duration::from_secs(60)),
         body: new_histogram(Duration::from_secs(60)),
         timeseries: vec![],

@@ -49,12 +49,15 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "  Load:          {mode}, {} connection{}, {} thread{}, pipeline {}{}",
+            "  Load:          {mode}, {} connection{}, {} thread{}, {}{}",
             c.connections,
             plural(c.connections),
             c.threads,
             plural(c.threads),
-            c.pipeline,
+            match c.streams {
+                Some(s) => format!("{}, {s} stream{} per connection", c.protocol, plural(s)),
+                None => format!("pipeline {}", c.pipeline),
+            },
             if c.keepalive { "" } else { ", no keep-alive" }
         );
         if !c.engine.name.is_empty() {
@@ -235,6 +238,24 @@ impl Report {
             let _ = writeln!(
                 out,
                 "Connect:         min {}  p50 {}  p99 {}  max {}\n",
+                fmt_us(p.min),
+                fmt_us(p.p50),
+                fmt_us(p.p99),
+                fmt_us(p.max)
+            );
+        }
+        if let Some(p) = &self.tls_us {
+            let resumed = match &self.summary.transport {
+                Some(t) if t.tls_handshakes > 0 => format!(
+                    "  ({} of {} handshakes resumed)",
+                    fmt_count(t.tls_resumed),
+                    fmt_count(t.tls_handshakes)
+                ),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "TLS handshake:   min {}  p50 {}  p99 {}  max {}{resumed}\n",
                 fmt_us(p.min),
                 fmt_us(p.p50),
                 fmt_us(p.p99),

@@ -62,6 +62,10 @@ struct TargetSection {
     workers: Option<Spanned<usize>>,
     #[serde(rename = "static")]
     static_dir: Option<PathBuf>,
+    /// nginx only: served over TLS with a throw-away certificate.
+    tls: Option<Spanned<bool>>,
+    /// nginx only: served over HTTP/2 (h2 with tls, else h2c).
+    http2: Option<Spanned<bool>>,
     command: Option<Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -314,6 +318,20 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 format!("target name {name:?} is used twice"),
             ));
         }
+        for (flag, name) in [(&t.tls, "tls"), (&t.http2, "http2")] {
+            if let Some(on) = flag.as_ref().filter(|b| *b.get_ref()) {
+                if t.kind.get_ref() != "nginx" {
+                    return Err(at(
+                        file,
+                        text,
+                        on,
+                        format!(
+                            "{name} = true is for nginx targets (tailscope serves it that way)"
+                        ),
+                    ));
+                }
+            }
+        }
         let spec = match t.kind.get_ref().as_str() {
             "embedded" => {
                 let stall = match (&t.stall_every, &t.stall_for) {
@@ -339,6 +357,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                     None => 1,
                 },
                 static_dir: t.static_dir.clone(),
+                tls: t.tls.as_ref().is_some_and(|b| *b.get_ref()),
+                http2: t.http2.as_ref().is_some_and(|b| *b.get_ref()),
             },
             "command" => {
                 let Some(command) = &t.command else {
@@ -492,6 +512,13 @@ path = "/plaintext"
         assert_eq!(s.targets.len(), 3);
         assert_eq!(s.targets[2].1.kind(), "command");
         assert_eq!(s.endpoints, vec!["/plaintext"]);
+        assert!(!s.targets[1].1.tls());
+        let tls = parse(
+            Path::new("s.toml"),
+            &GOOD.replace("workers = 1", "workers = 1\ntls = true"),
+        )
+        .unwrap();
+        assert!(tls.targets[1].1.tls(), "{:?}", tls.targets[1]);
     }
 
     #[test]
@@ -590,6 +617,11 @@ path = "/plaintext"
                 GOOD.replace("workers = 1", "workers = 99999"),
                 "s.toml:16:",
                 "workers = 99999 is out of range: the number of nginx worker processes must be 1 to 64",
+            ),
+            (
+                GOOD.replace("threads = 1", "threads = 1\ntls = true"),
+                "s.toml:13:",
+                "tls = true is for nginx targets",
             ),
             (
                 GOOD.replace("workers = 1", "wrokers = 1"),

@@ -83,6 +83,7 @@ pub fn snapshot(tick: u64) -> Snapshot {
             ttfb_us: 1_599_000,
             body_us: 1_000,
             connect_us: Some(1_000_000),
+            tls_us: None,
             queued_us: None,
             first_on_connection: true,
             conn: 7,

@@ -1,0 +1,549 @@
+//! HTTP/2 for the tokio engine (`--http2`): h2 over TLS (ALPN), or h2c with prior knowledge.
+//!
+//! A connection task runs the same [`Connection`] as HTTP/1.1 (claims, connects, back-off,
+//! the grace period and what is recorded are shared), with the `h2` crate as its framing:
+//! up to `--streams` requests in flight at once (fewer if the server's
+//! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream a local task whose response may
+//! come back in any order. The h2 connection's own task drives the socket. A stream the
+//! server did not process (REFUSED_STREAM, or beyond a graceful GOAWAY's last stream) is
+//! sent again on a new connection, as HTTP/1.1 resends after a graceful close; any other
+//! reset or GOAWAY fails its request under `rst_stream` or `goaway`. Each request costs h2's
+//! allocations (its stream state, a header map): h2load's C does without, which is why
+//! BENCHMARKS.md measures the two side by side.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::{pending, poll_fn, Future};
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Notify;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::sleep_until;
+
+use super::connection::{dial_tcp, Closed, Connect, Connection, Dialed, EARLY_WAKE};
+use super::{tls, Claim, Shared, Worker};
+use crate::error::ErrorKind;
+use crate::recorder::Stage;
+
+/// The socket under an h2 connection: a TCP stream, or TLS over one.
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+/// One open HTTP/2 connection.
+pub(super) struct H2Conn {
+    send: SendRequest<Bytes>,
+    /// A duplicate of the socket's descriptor, for TCP_INFO: h2 owns the socket, which may
+    /// be closed (and its number reused) before this connection notices.
+    fd: socket2::Socket,
+    facts: Rc<ConnFacts>,
+    driver: tokio::task::JoinHandle<()>,
+    /// A GOAWAY or a connection error was seen: no new stream is opened on it; it is
+    /// dropped once its streams are done.
+    draining: bool,
+}
+
+impl Drop for H2Conn {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+impl AsRawFd for H2Conn {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// What the connection's driver task learns: the server's stream limit, and its end.
+struct ConnFacts {
+    max_streams: Cell<usize>,
+    ended: Cell<bool>,
+    ended_notify: Notify,
+}
+
+/// How a stream ended.
+enum StreamEnd {
+    Done {
+        status: u16,
+        bytes: u64,
+        first_byte: Instant,
+        end: Instant,
+    },
+    Failed(h2::Error),
+}
+
+/// The request every stream sends, built once per connection task.
+struct Template {
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+impl Template {
+    fn of(shared: &Shared) -> Template {
+        let plan = &shared.plan;
+        let (authority, path) = plan.authority_and_path();
+        let scheme = if plan.tls.is_some() { "https" } else { "http" };
+        // Validated with the plan: method, authority and path are what HTTP/1.1 sends too.
+        let uri = format!("{scheme}://{authority}{path}")
+            .parse()
+            .unwrap_or_else(|_| http::Uri::from_static("/"));
+        let mut headers = http::HeaderMap::new();
+        for (k, v) in &plan.headers {
+            // Connection-specific headers are not HTTP/2's (RFC 9113 8.2.2); Host becomes
+            // :authority.
+            let lower = k.to_ascii_lowercase();
+            if matches!(
+                lower.as_str(),
+                "host"
+                    | "connection"
+                    | "keep-alive"
+                    | "proxy-connection"
+                    | "transfer-encoding"
+                    | "upgrade"
+            ) {
+                continue;
+            }
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(lower.as_bytes()),
+                http::HeaderValue::from_str(v),
+            ) {
+                headers.append(name, value);
+            }
+        }
+        let defaults = [
+            (
+                "user-agent",
+                concat!("tailscope/", env!("CARGO_PKG_VERSION")),
+            ),
+            ("accept", "*/*"),
+        ];
+        for (k, v) in defaults {
+            if !headers.contains_key(k) {
+                headers.insert(k, http::HeaderValue::from_static(v));
+            }
+        }
+        Template {
+            method: http::Method::from_bytes(plan.method.as_bytes()).unwrap_or(http::Method::GET),
+            uri,
+            headers,
+            body: Bytes::from(plan.body.clone()),
+        }
+    }
+
+    fn request(&self) -> http::Request<()> {
+        let mut r = http::Request::new(());
+        *r.method_mut() = self.method.clone();
+        *r.uri_mut() = self.uri.clone();
+        *r.headers_mut() = self.headers.clone();
+        r
+    }
+}
+
+/// An HTTP/2 connection task.
+pub(super) async fn task(w: Rc<Worker>) {
+    let started = Instant::now();
+    let streams = w.shared.plan.streams;
+    let mut c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
+    c.depth = streams;
+    Driver {
+        template: Template::of(&w.shared),
+        keys: VecDeque::new(),
+        next_key: 0,
+        running: JoinSet::new(),
+    }
+    .run(c)
+    .await;
+    w.rec
+        .borrow_mut()
+        .record_connection_span(started, Instant::now(), streams);
+}
+
+struct Driver {
+    template: Template,
+    /// The stream key of each of the connection's requests in flight, in the same order,
+    /// with its task's handle (aborting it resets the stream).
+    keys: VecDeque<(u64, AbortHandle)>,
+    next_key: u64,
+    running: JoinSet<(u64, StreamEnd)>,
+}
+
+impl Driver {
+    async fn run(mut self, mut c: Connection<H2Conn>) {
+        let plan_streams = c.shared.plan.streams;
+        let request_timeout = c.shared.plan.timeout;
+        let timer = tokio::time::sleep_until((Instant::now() + request_timeout).into());
+        tokio::pin!(timer);
+        loop {
+            let now = Instant::now();
+            if c.w.grace_over.get() {
+                self.abandon(&mut c, now);
+                return;
+            }
+            // A drained connection is let go once its last stream is done.
+            if c.stream.as_ref().is_some_and(|s| s.draining) && c.in_flight.is_empty() {
+                c.close(Closed::Graceful);
+            }
+            c.depth = match &c.stream {
+                Some(s) => plan_streams.min(s.facts.max_streams.get()).max(1),
+                None => plan_streams,
+            };
+            if !c.stream.as_ref().is_some_and(|s| s.draining) {
+                c.claim(now);
+            }
+            if c.in_flight.is_empty() && c.queued.is_empty() {
+                let Some(slot) = c.next_slot else {
+                    c.observe(false);
+                    return;
+                };
+                let wake = slot.intended.expect("open-loop slots have a time") - EARLY_WAKE;
+                let w = &*c.w;
+                tokio::select! {
+                    _ = sleep_until(wake.into()) => {}
+                    _ = w.stop_idle.notified() => {}
+                    _ = w.grace_ended() => {}
+                }
+                continue;
+            }
+
+            let mut now = now;
+            let mut connect_time = None;
+            if c.stream.is_none() && !c.queued.is_empty() {
+                let Some(turn) = c.connect_turn(now).await else {
+                    return;
+                };
+                now = turn;
+                match connect(&mut c, now).await {
+                    Connect::Open(took) => {
+                        connect_time = Some(took);
+                        timer.as_mut().reset((now + request_timeout).into());
+                    }
+                    Connect::Retry => continue,
+                    Connect::GraceOver => return,
+                }
+            }
+            if c.stream.is_none() {
+                continue;
+            }
+
+            if !c.queued.is_empty() && !c.stream.as_ref().is_some_and(|s| s.draining) {
+                self.send_queued(&mut c, now, connect_time).await;
+            }
+
+            let slot_due = c
+                .next_slot
+                .and_then(|s| s.intended)
+                .filter(|_| c.in_flight.len() < c.depth);
+            let ended = c.stream.as_ref().map(|s| s.facts.clone());
+            let w = &*c.w;
+            let mut grace_over = false;
+            let finished = tokio::select! {
+                biased;
+                Some(joined) = self.running.join_next() => joined.ok(),
+                _ = &mut timer => {
+                    let next = self.on_timer(&mut c, Instant::now());
+                    timer.as_mut().reset(next.into());
+                    None
+                }
+                _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => None,
+                _ = async { match &ended { Some(f) if c.in_flight.is_empty() => if !f.ended.get() { f.ended_notify.notified().await }, _ => pending().await } } => {
+                    if let Some(s) = c.stream.as_mut() { s.draining = true; }
+                    None
+                }
+                _ = w.grace_ended() => {
+                    grace_over = true;
+                    None
+                }
+            };
+            if grace_over {
+                self.abandon(&mut c, now);
+                return;
+            }
+            if let Some((key, end)) = finished {
+                self.stream_ended(&mut c, key, end);
+            }
+        }
+    }
+
+    /// Opens a stream for every queued request and moves them in flight.
+    async fn send_queued(
+        &mut self,
+        c: &mut Connection<H2Conn>,
+        now: Instant,
+        connect_time: Option<Duration>,
+    ) {
+        let Some(conn) = c.stream.as_mut() else {
+            return;
+        };
+        let mut opened = Vec::with_capacity(c.queued.len());
+        let mut failed = None;
+        for _ in 0..c.queued.len() {
+            let ready = match conn.send.clone().ready().await {
+                Ok(s) => s,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            let mut send = ready;
+            let end_of_stream = self.template.body.is_empty();
+            match send.send_request(self.template.request(), end_of_stream) {
+                Ok((response, mut body)) => {
+                    if !end_of_stream {
+                        let _ = body.send_data(self.template.body.clone(), true);
+                    }
+                    opened.push(response);
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            if e.is_go_away() && !conn.draining {
+                c.w.rec.borrow_mut().transport().h2_goaways += 1;
+            }
+            conn.draining = true;
+        }
+        let sent = Instant::now();
+        let began = if connect_time.is_some() { now } else { sent };
+        // Only the requests that got a stream leave; the rest wait for the next connection.
+        let rest: Vec<Claim> = c.queued.drain(opened.len()..).collect();
+        c.mark_sent(began, sent, connect_time);
+        c.queued.extend(rest);
+        for response in opened {
+            let key = self.next_key;
+            self.next_key += 1;
+            let handle = self
+                .running
+                .spawn_local(async move { (key, exchange(response).await) });
+            self.keys.push_back((key, handle));
+        }
+    }
+
+    /// A stream's task ended: its request is recorded, retried, or failed by kind.
+    fn stream_ended(&mut self, c: &mut Connection<H2Conn>, key: u64, end: StreamEnd) {
+        let Some(i) = self.keys.iter().position(|(k, _)| *k == key) else {
+            return;
+        };
+        self.keys.remove(i);
+        let Some(f) = c.in_flight.remove(i) else {
+            return;
+        };
+        c.w.sub_in_flight(1);
+        match end {
+            StreamEnd::Done {
+                status,
+                bytes,
+                first_byte,
+                end,
+            } => {
+                if let Some(max) = c.stream.as_ref().map(|s| s.facts.max_streams.get()) {
+                    if max != usize::MAX {
+                        let t = &mut c.w.rec.borrow_mut();
+                        let seen = &mut t.transport().h2_max_streams;
+                        *seen = Some(seen.map_or(max as u64, |s| s.min(max as u64)));
+                    }
+                }
+                let mut f = f;
+                f.first_byte = Some(first_byte);
+                let tcp = c.slow_tcp(&f, end);
+                c.finish(&f, end, status, bytes, tcp);
+            }
+            StreamEnd::Failed(e) => {
+                let now = Instant::now();
+                let mut rec = c.w.rec.borrow_mut();
+                let t = rec.transport();
+                let retry = e.reason() == Some(h2::Reason::REFUSED_STREAM)
+                    || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR));
+                if e.is_reset() && e.is_remote() {
+                    t.h2_resets += 1;
+                }
+                let conn = c.stream.as_mut();
+                if e.is_go_away() || e.is_io() {
+                    if let Some(conn) = conn {
+                        if !conn.draining && e.is_go_away() {
+                            t.h2_goaways += 1;
+                        }
+                        conn.draining = true;
+                    }
+                }
+                if retry {
+                    t.h2_retried += 1;
+                    drop(rec);
+                    c.queued.push_front(Claim {
+                        intended: f.intended,
+                    });
+                    return;
+                }
+                let kind = if e.is_go_away() {
+                    ErrorKind::Goaway
+                } else if e.is_reset() {
+                    ErrorKind::RstStream
+                } else if let Some(io) = e.get_io() {
+                    ErrorKind::from_io(io)
+                } else {
+                    ErrorKind::BadResponse
+                };
+                rec.record_failed(kind, f.start(), now, c.conn_id, f.first_on_connection, None);
+            }
+        }
+    }
+
+    /// The lazy timer fired: every stream past the request timeout is failed (and reset by
+    /// dropping it); returns when the timer should fire next.
+    fn on_timer(&mut self, c: &mut Connection<H2Conn>, now: Instant) -> Instant {
+        let limit = c.shared.plan.timeout;
+        while let Some(oldest) = c.in_flight.front() {
+            if oldest.begun + limit > now {
+                return oldest.begun + limit;
+            }
+            let f = c.in_flight.pop_front().expect("checked non-empty");
+            if let Some((_, handle)) = self.keys.pop_front() {
+                handle.abort();
+            }
+            c.w.sub_in_flight(1);
+            c.w.rec.borrow_mut().record_failed(
+                ErrorKind::Timeout,
+                f.start(),
+                now,
+                c.conn_id,
+                f.first_on_connection,
+                // HTTP/2 sends the single request (a mix over HTTP/2 is refused).
+                None,
+            );
+        }
+        now + limit
+    }
+
+    /// The grace period is over: what is in flight or queued is unfinished.
+    fn abandon(&mut self, c: &mut Connection<H2Conn>, now: Instant) {
+        c.abandon(now, Stage::NotSent);
+        self.running.abort_all();
+        self.keys.clear();
+    }
+}
+
+/// Sends nothing more; awaits one stream's response head and reads its body to the end,
+/// giving flow-control credit back as it goes.
+async fn exchange(response: h2::client::ResponseFuture) -> StreamEnd {
+    let head = match response.await {
+        Ok(r) => r,
+        Err(e) => return StreamEnd::Failed(e),
+    };
+    let first_byte = Instant::now();
+    let status = head.status().as_u16();
+    let mut body = head.into_body();
+    let mut bytes = 0u64;
+    while let Some(chunk) = body.data().await {
+        match chunk {
+            Ok(data) => {
+                bytes += data.len() as u64;
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            Err(e) => return StreamEnd::Failed(e),
+        }
+    }
+    StreamEnd::Done {
+        status,
+        bytes,
+        first_byte,
+        end: Instant::now(),
+    }
+}
+
+/// Dials TCP, TLS (ALPN h2) for https, and the HTTP/2 handshake.
+async fn connect(c: &mut Connection<H2Conn>, now: Instant) -> Connect {
+    let limit = c.connect_limit();
+    let source = c.w.take_source();
+    let shared = c.shared.clone();
+    c.connect_via(now, async move { dial(&shared, source, limit).await })
+        .await
+}
+
+async fn dial(
+    shared: &Shared,
+    source: Option<std::net::SocketAddr>,
+    limit: Duration,
+) -> Dialed<H2Conn> {
+    let (tcp, tcp_done) = dial_tcp(shared, source, limit).await?;
+    let fd = socket2::SockRef::from(&tcp)
+        .try_clone()
+        .map_err(|e| (ErrorKind::from_io(&e), None))?;
+    let (io, handshake): (Box<dyn Io>, _) = match &shared.tls {
+        None => (Box::new(tcp), None),
+        Some(client) => {
+            let stream = tls::connect(client, tcp, limit)
+                .await
+                .map_err(|(kind, why)| (kind, Some(why)))?;
+            let (_, session) = stream.get_ref();
+            if session.alpn_protocol() != Some(tls::ALPN_H2) {
+                return Err((
+                    ErrorKind::TlsHandshake,
+                    Some("the server did not agree to HTTP/2 in the TLS handshake (ALPN h2): it speaks HTTP/1.1 only; drop --http2".into()),
+                ));
+            }
+            let took = tcp_done.elapsed();
+            let resumed = tls::resumed(session);
+            (Box::new(stream), Some((took, resumed)))
+        }
+    };
+    let h2_failed = |e: h2::Error| {
+        (
+            e.get_io()
+                .map_or(ErrorKind::BadResponse, ErrorKind::from_io),
+            Some(format!(
+                "the HTTP/2 handshake failed: {e} (does the server speak h2{}?)",
+                if shared.tls.is_none() {
+                    "c, prior knowledge"
+                } else {
+                    ""
+                }
+            )),
+        )
+    };
+    let (send, connection) = tokio::time::timeout(limit, h2::client::handshake(io))
+        .await
+        .map_err(|_| (ErrorKind::ConnectTimeout, None))?
+        .map_err(h2_failed)?;
+    let facts = Rc::new(ConnFacts {
+        max_streams: Cell::new(usize::MAX),
+        ended: Cell::new(false),
+        ended_notify: Notify::new(),
+    });
+    let driver = {
+        let facts = facts.clone();
+        let mut connection = connection;
+        tokio::task::spawn_local(async move {
+            let _ = poll_fn(|cx| {
+                let r = Pin::new(&mut connection).poll(cx);
+                facts
+                    .max_streams
+                    .set(connection.max_concurrent_send_streams());
+                r
+            })
+            .await;
+            facts.ended.set(true);
+            facts.ended_notify.notify_waiters();
+        })
+    };
+    Ok((
+        H2Conn {
+            send,
+            fd,
+            facts,
+            driver,
+            draining: false,
+        },
+        tcp_done,
+        handshake,
+    ))
+}

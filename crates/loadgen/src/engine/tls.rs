@@ -1,0 +1,420 @@
+//! TLS for the tokio engine: the run's one rustls client configuration, the handshake, and
+//! [`Stream`], the socket a connection reads and writes whether it is plain or TLS.
+//!
+//! The handshake is tokio-rustls' (well kept, and a handshake is once per connection);
+//! after it the stream is taken apart and driven by hand from the socket's readiness, as the
+//! plain path is: a connection waits for readability without holding a buffer, TLS records
+//! are read into rustls' own buffer and decrypted straight into the worker's read buffer,
+//! and a batch of requests is encrypted and written in one go. (tokio-rustls' `AsyncRead`
+//! would need a buffer per pending read, which the plain engine was built to avoid.)
+//!
+//! The crypto provider is `ring`: it builds with a C compiler alone, where rustls' default
+//! aws-lc-rs needs cmake (and nasm on some targets); a load generator's handshake cost is
+//! small beside the server's, and both are audited and constant-time.
+
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::Resumption;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::error::{Error, ErrorKind};
+use crate::transport::TlsOptions;
+
+/// ALPN for HTTP/1.1.
+pub(crate) const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// ALPN for HTTP/2 (`--http2` over https).
+pub(crate) const ALPN_H2: &[u8] = b"h2";
+
+/// The run's TLS client: one configuration (and so one session cache, shared by every
+/// connection of every worker: a reconnect resumes whichever session was stored last) and
+/// the server's name.
+#[derive(Clone)]
+pub(crate) struct TlsClient {
+    pub config: Arc<ClientConfig>,
+    pub name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for TlsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsClient")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the run's client configuration, reading the files `options` names; an error
+/// names the file and the flag.
+pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, Error> {
+    let invalid = |m: String| Error::InvalidPlan(m);
+    let provider = provider();
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| invalid(format!("TLS: {e}")))?;
+    let builder = if options.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+    } else {
+        let mut roots = RootCertStore::empty();
+        match &options.cacert {
+            Some(path) => {
+                let shown = path.display();
+                let certs = CertificateDer::pem_file_iter(path)
+                    .map_err(|e| invalid(format!("cannot read CA file {shown}: {e} (--cacert)")))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| invalid(format!("CA file {shown} is not PEM: {e} (--cacert)")))?;
+                if certs.is_empty() {
+                    return Err(invalid(format!(
+                        "CA file {shown} holds no certificate (--cacert wants PEM 'BEGIN CERTIFICATE' blocks)"
+                    )));
+                }
+                for cert in certs {
+                    roots.add(cert).map_err(|e| {
+                        invalid(format!(
+                            "CA file {shown}: a certificate cannot be used: {e} (--cacert)"
+                        ))
+                    })?;
+                }
+            }
+            None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        }
+        builder.with_root_certificates(roots)
+    };
+    let mut config = match (&options.cert, &options.key) {
+        (None, None) => builder.with_no_client_auth(),
+        (Some(cert), Some(key)) => {
+            let certs = CertificateDer::pem_file_iter(cert)
+                .map_err(|e| invalid(format!("cannot read {}: {e} (--cert)", cert.display())))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| invalid(format!("{} is not PEM: {e} (--cert)", cert.display())))?;
+            if certs.is_empty() {
+                return Err(invalid(format!(
+                    "{} holds no certificate (--cert wants PEM)",
+                    cert.display()
+                )));
+            }
+            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                invalid(format!(
+                    "cannot read a private key from {}: {e} (--key)",
+                    key.display()
+                ))
+            })?;
+            builder.with_client_auth_cert(certs, key_der).map_err(|e| {
+                invalid(format!(
+                    "--cert and --key do not make a client certificate: {e}"
+                ))
+            })?
+        }
+        (Some(_), None) => return Err(invalid("--cert needs --key".into())),
+        (None, Some(_)) => return Err(invalid("--key needs --cert".into())),
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    if !options.resume {
+        config.resumption = Resumption::disabled();
+    }
+    let host = options
+        .server_name
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let name = ServerName::try_from(host).map_err(|e| {
+        invalid(format!(
+            "{:?} cannot be a TLS server name: {e}",
+            options.server_name
+        ))
+    })?;
+    Ok(TlsClient {
+        config: Arc::new(config),
+        name,
+    })
+}
+
+/// `--insecure`: every certificate is accepted, but the handshake's signatures are still
+/// checked against the certificate presented (so the session keys are the server's).
+#[derive(Debug)]
+struct AcceptAny(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A failed handshake's kind and reason: `certificate` when a certificate was refused (the
+/// server's by us, or ours by the server), `tls_handshake` for everything else.
+pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
+    use rustls::AlertDescription as A;
+    let Some(tls) = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    else {
+        let why = match err.kind() {
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
+                format!("the server closed the connection during the TLS handshake ({err}): does it speak TLS on this port?")
+            }
+            _ => format!("{err}"),
+        };
+        return (ErrorKind::TlsHandshake, why);
+    };
+    match tls {
+        rustls::Error::InvalidCertificate(e) => (
+            ErrorKind::Certificate,
+            format!("the server's certificate was refused ({e}): trust its CA with --cacert FILE, or accept any with --insecure"),
+        ),
+        rustls::Error::AlertReceived(
+            a @ (A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateRequired
+            | A::CertificateExpired
+            | A::CertificateUnknown
+            | A::CertificateRevoked
+            | A::UnsupportedCertificate),
+        ) => (
+            ErrorKind::Certificate,
+            format!("the server refused our certificate (alert {a:?}); check --cert and --key"),
+        ),
+        other => (ErrorKind::TlsHandshake, format!("{other}")),
+    }
+}
+
+/// What a TLS handshake gave.
+pub(crate) struct Handshaken {
+    pub stream: Stream,
+    /// The handshake resumed an earlier session.
+    pub resumed: bool,
+}
+
+/// Runs the TLS handshake over a connected socket within `limit`, as tokio-rustls'
+/// stream (what the HTTP/2 driver reads and writes through).
+pub(crate) async fn connect(
+    client: &TlsClient,
+    tcp: TcpStream,
+    limit: Duration,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, (ErrorKind, String)> {
+    let connector = tokio_rustls::TlsConnector::from(client.config.clone());
+    match timeout(limit, connector.connect(client.name.clone(), tcp)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err((
+            ErrorKind::TlsHandshake,
+            format!(
+                "the TLS handshake took longer than {} ms (--connect-timeout)",
+                limit.as_millis()
+            ),
+        )),
+    }
+}
+
+/// Whether a finished handshake resumed an earlier session.
+pub(crate) fn resumed(tls: &ClientConnection) -> bool {
+    tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+}
+
+/// Runs the TLS handshake over a connected socket within `limit`, then takes the stream
+/// apart to be driven from the socket's readiness (HTTP/1.1).
+pub(crate) async fn handshake(
+    client: &TlsClient,
+    tcp: TcpStream,
+    limit: Duration,
+) -> Result<Handshaken, (ErrorKind, String)> {
+    let (tcp, mut tls) = connect(client, tcp, limit).await?.into_inner();
+    // Batches are bounded by --pipeline × the request: no limit is needed on what waits.
+    tls.set_buffer_limit(None);
+    let resumed = resumed(&tls);
+    Ok(Handshaken {
+        stream: Stream::Tls(Box::new(TlsStream {
+            tcp,
+            tls,
+            plaintext: 0,
+        })),
+        resumed,
+    })
+}
+
+/// A connection's socket in the tokio engine.
+pub(crate) enum Stream {
+    /// `http://`.
+    Plain(TcpStream),
+    /// `https://`, after its handshake.
+    Tls(Box<TlsStream>),
+}
+
+/// A TLS connection driven by hand from its socket's readiness.
+pub(crate) struct TlsStream {
+    tcp: TcpStream,
+    tls: ClientConnection,
+    /// Decrypted bytes rustls holds that were not read yet (a record larger than the read
+    /// buffer): the connection is readable without the socket being so.
+    plaintext: usize,
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Plain(s) => s.as_raw_fd(),
+            Stream::Tls(t) => t.tcp.as_raw_fd(),
+        }
+    }
+}
+
+impl Stream {
+    /// Resolves when a read may find something.
+    pub(crate) async fn readable(&self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.readable().await,
+            Stream::Tls(t) if t.plaintext > 0 => Ok(()),
+            Stream::Tls(t) => t.tcp.readable().await,
+        }
+    }
+
+    /// One read after [`Stream::readable`]: `Ok(0)` at the end of the stream, `WouldBlock`
+    /// when nothing (no plaintext: a TLS session ticket, say) came.
+    pub(crate) fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => super::connection::read_now(s, buf),
+            Stream::Tls(t) => t.read_now(buf),
+        }
+    }
+
+    /// Writes a batch of requests. The common case is one `write` with no timer; only a
+    /// write that blocks gets the request timeout.
+    pub(crate) async fn write_requests(
+        &mut self,
+        bytes: &[u8],
+        limit: Duration,
+    ) -> Result<(), ErrorKind> {
+        match self {
+            Stream::Plain(s) => super::connection::write_requests(s, bytes, limit).await,
+            Stream::Tls(t) => {
+                t.tls
+                    .writer()
+                    .write_all(bytes)
+                    .map_err(|e| ErrorKind::from_io(&e))?;
+                t.flush(limit).await
+            }
+        }
+    }
+}
+
+impl TlsStream {
+    fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.tls.reader().read(buf) {
+                Ok(n) => {
+                    self.plaintext = self.plaintext.saturating_sub(n);
+                    return Ok(n);
+                }
+                // The peer closed without a close_notify: the end of the stream all the same
+                // (many servers do; a response delimited by the close is judged by its length).
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            self.plaintext = 0;
+            let TlsStream { tcp, tls, .. } = self;
+            let got = tcp.try_io(Interest::READABLE, || {
+                let sock = socket2::SockRef::from(&*tcp);
+                let mut reader: &socket2::Socket = &sock;
+                tls.read_tls(&mut reader)
+            })?;
+            let state = self
+                .tls
+                .process_new_packets()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            self.plaintext = state.plaintext_bytes_to_read();
+            if self.tls.wants_write() {
+                // An alert or a key update to answer: best effort, never blocking a read.
+                let _ = self.write_some();
+            }
+            if got == 0 && self.plaintext == 0 {
+                return Ok(0);
+            }
+        }
+    }
+
+    /// Writes what rustls has encrypted until it is all written or the socket is full.
+    fn write_some(&mut self) -> io::Result<()> {
+        let TlsStream { tcp, tls, .. } = self;
+        while tls.wants_write() {
+            tcp.try_io(Interest::WRITABLE, || {
+                let sock = socket2::SockRef::from(&*tcp);
+                let mut writer: &socket2::Socket = &sock;
+                tls.write_tls(&mut writer)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Writes everything rustls holds, waiting for room (within `limit`) if the socket is
+    /// full.
+    async fn flush(&mut self, limit: Duration) -> Result<(), ErrorKind> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match self.write_some() {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(ErrorKind::from_io(&e)),
+            }
+            match tokio::time::timeout_at(deadline, self.tcp.writable()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(ErrorKind::from_io(&e)),
+                Err(_) => return Err(ErrorKind::Timeout),
+            }
+        }
+    }
+}

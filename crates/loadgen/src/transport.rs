@@ -1,0 +1,125 @@
+//! What a connection speaks above TCP: TLS (`https://`) and the HTTP version, as a plan
+//! asks for them and as a run counts them.
+//!
+//! [`TlsOptions`] is the plan's side (SNI, trust, client certificate, resumption); the
+//! engine builds one rustls client configuration from it per run (`engine::tls`), so the
+//! files it names are read, and found wanting, before anything is sent.
+//! [`TransportCounters`] is what the workers count of it beside the request counters.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// How a plan's connections secure themselves (`https://`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// The name sent as SNI and checked against the certificate: the URL's host. An IP
+    /// address is checked against the certificate's IP names and sends no SNI (RFC 6066).
+    pub server_name: String,
+    /// Accept any certificate (`--insecure`): signatures are still checked, names and
+    /// issuers are not.
+    pub insecure: bool,
+    /// Trust only the certificates in this PEM file (`--cacert`) instead of the built-in
+    /// Mozilla roots.
+    pub cacert: Option<PathBuf>,
+    /// A client certificate chain (PEM, `--cert`), with its key.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM, `--key`).
+    pub key: Option<PathBuf>,
+    /// Resume sessions on reconnect (tickets or ids, shared by the run's connections);
+    /// `--no-tls-resume` makes every handshake a full one.
+    pub resume: bool,
+}
+
+impl TlsOptions {
+    /// The defaults for a server name: verify against the built-in roots, resume sessions.
+    pub fn new(server_name: &str) -> TlsOptions {
+        TlsOptions {
+            server_name: server_name.to_string(),
+            insecure: false,
+            cacert: None,
+            cert: None,
+            key: None,
+            resume: true,
+        }
+    }
+}
+
+/// The TLS settings of a run, as the report records them (`config.tls`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsConfig {
+    /// SNI / the name the certificate was checked against.
+    pub server_name: String,
+    /// Whether certificates were verified (false with `--insecure`).
+    pub verify: bool,
+    /// The CA file trusted instead of the built-in roots, if any.
+    pub cacert: Option<String>,
+    /// Whether a client certificate was offered.
+    pub client_cert: bool,
+    /// Whether sessions were resumed on reconnect.
+    pub resume: bool,
+    /// The crypto provider (`ring`).
+    pub provider: String,
+}
+
+impl TlsConfig {
+    /// What the report says of `options`.
+    pub fn of(options: &TlsOptions) -> TlsConfig {
+        TlsConfig {
+            server_name: options.server_name.clone(),
+            verify: !options.insecure,
+            cacert: options.cacert.as_ref().map(|p| p.display().to_string()),
+            client_cert: options.cert.is_some(),
+            resume: options.resume,
+            provider: "ring".into(),
+        }
+    }
+}
+
+/// What the connections' TLS layer did in a run or an interval.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransportCounters {
+    /// TLS handshakes that finished.
+    pub tls_handshakes: u64,
+    /// Of those, how many resumed an earlier session (an abbreviated handshake).
+    pub tls_resumed: u64,
+    /// Why the first failed handshake failed (the `tls_handshake` and `certificate` kinds),
+    /// in rustls' words; the text summary shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_failure: Option<String>,
+    /// HTTP/2: GOAWAY frames that reached a request (one per connection): streams it
+    /// refused or failed, or a stream it kept from opening. A GOAWAY that closed an idle
+    /// connection is counted in `reconnects` only (h2 does not tell it from a close).
+    #[serde(default)]
+    pub h2_goaways: u64,
+    /// HTTP/2: streams the server reset (RST_STREAM), REFUSED_STREAM included.
+    #[serde(default)]
+    pub h2_resets: u64,
+    /// HTTP/2: requests sent again on a new connection because the server had not
+    /// processed them (REFUSED_STREAM, or beyond a graceful GOAWAY's last stream).
+    #[serde(default)]
+    pub h2_retried: u64,
+    /// HTTP/2: the server's SETTINGS_MAX_CONCURRENT_STREAMS, the lowest any connection saw
+    /// (`--streams` is held below it); null when no SETTINGS limit was seen.
+    #[serde(default)]
+    pub h2_max_streams: Option<u64>,
+}
+
+impl TransportCounters {
+    /// Adds another interval's (or worker's) counts to these; the first failure reason
+    /// seen is kept.
+    pub fn merge(&mut self, other: &TransportCounters) {
+        self.tls_handshakes += other.tls_handshakes;
+        self.tls_resumed += other.tls_resumed;
+        if self.tls_failure.is_none() {
+            self.tls_failure.clone_from(&other.tls_failure);
+        }
+        self.h2_goaways += other.h2_goaways;
+        self.h2_resets += other.h2_resets;
+        self.h2_retried += other.h2_retried;
+        self.h2_max_streams = match (self.h2_max_streams, other.h2_max_streams) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}

@@ -1,0 +1,206 @@
+//! HTTP/2 (`--http2`) against an h2 server of the test's own (the `h2` crate's server side):
+//! -n is exact over several streams per connection, the server's stream limit is held and
+//! reported, reset streams are counted as rst_stream, a stream that never answers times out
+//! alone, and open loop keeps its schedule. tests/tls.rs (the binary's) runs nginx's h2.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tailscope_loadgen::report::Report;
+use tailscope_loadgen::{ErrorKind, Pace, Plan, RunControl, RunTotals, Stop};
+
+/// How the test server answers.
+#[derive(Clone, Copy, Default)]
+struct Mode {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS it announces (none: h2's default, unlimited).
+    max_streams: Option<u32>,
+    /// Reset every Nth stream (RST_STREAM INTERNAL_ERROR) instead of answering.
+    reset_every: u64,
+    /// Never answer.
+    silent: bool,
+}
+
+#[derive(Default)]
+struct Seen {
+    requests: AtomicU64,
+    resets: AtomicU64,
+    active: AtomicU64,
+    most_active: AtomicU64,
+}
+
+/// An h2c (prior knowledge) server on 127.0.0.1; returns its port and what it saw.
+fn server(mode: Mode) -> (u16, Arc<Seen>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Seen::default());
+    let stats = seen.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(serve(tcp, mode, stats.clone()));
+            }
+        });
+    });
+    (port, seen)
+}
+
+async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
+    let mut builder = h2::server::Builder::new();
+    if let Some(m) = mode.max_streams {
+        builder.max_concurrent_streams(m);
+    }
+    let Ok(mut conn) = builder.handshake::<_, Bytes>(tcp).await else {
+        return;
+    };
+    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+        let n = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let seen = seen.clone();
+        tokio::spawn(async move {
+            let active = seen.active.fetch_add(1, Ordering::SeqCst) + 1;
+            seen.most_active.fetch_max(active, Ordering::SeqCst);
+            if mode.silent {
+                std::future::pending::<()>().await;
+            }
+            // A little work, so that streams overlap.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            seen.active.fetch_sub(1, Ordering::SeqCst);
+            if mode.reset_every > 0 && n % mode.reset_every == 0 {
+                seen.resets.fetch_add(1, Ordering::SeqCst);
+                respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                return;
+            }
+            let head = http::Response::builder().status(200).body(()).unwrap();
+            if let Ok(mut body) = respond.send_response(head, false) {
+                let _ = body.send_data(Bytes::from_static(b"hello"), true);
+            }
+        });
+    }
+}
+
+fn plan(port: u16, streams: usize) -> Plan {
+    let mut plan = Plan::new(&format!("http://127.0.0.1:{port}/")).unwrap();
+    plan.http2 = true;
+    plan.streams = streams;
+    plan.connections = 2;
+    plan.threads = 1;
+    plan.timeout = Duration::from_secs(5);
+    plan
+}
+
+fn run(plan: &Plan) -> RunTotals {
+    plan.validate().unwrap();
+    tailscope_loadgen::run(plan, &RunControl::new(), |_| {}).unwrap()
+}
+
+#[test]
+fn n_is_exact_over_many_streams_and_the_report_says_h2c() {
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 8);
+    plan.stop = Stop::Requests(1000);
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 1000, "{:?}", totals.counters);
+    assert_eq!(totals.counters.error_total(), 0);
+    assert_eq!(seen.requests.load(Ordering::SeqCst), 1000);
+    assert!(
+        seen.most_active.load(Ordering::SeqCst) > 2,
+        "several streams at once on 2 connections"
+    );
+    assert!(seen.most_active.load(Ordering::SeqCst) <= 16);
+    let report = Report::new(&plan, &totals);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["config"]["protocol"], "h2c");
+    assert_eq!(json["config"]["streams"], 8);
+    assert!(json["config"]["tls"].is_null());
+    assert!(report.to_text().contains("h2c, 8 streams per connection"));
+}
+
+#[test]
+fn the_servers_stream_limit_is_held_and_reported() {
+    let (port, seen) = server(Mode {
+        max_streams: Some(3),
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 50);
+    plan.connections = 1;
+    plan.stop = Stop::Requests(300);
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 300, "{:?}", totals.counters);
+    assert!(seen.most_active.load(Ordering::SeqCst) <= 3);
+    assert_eq!(totals.counters.transport.h2_max_streams, Some(3));
+}
+
+#[test]
+fn reset_streams_are_counted_as_rst_stream() {
+    let (port, seen) = server(Mode {
+        reset_every: 3,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(300);
+    let totals = run(&plan);
+    let resets = seen.resets.load(Ordering::SeqCst);
+    assert_eq!(resets, 100);
+    assert_eq!(totals.counters.errors[ErrorKind::RstStream.index()], resets);
+    assert_eq!(totals.counters.successes, 200);
+    assert_eq!(totals.counters.transport.h2_resets, resets);
+}
+
+#[test]
+fn a_stream_that_never_answers_times_out_alone() {
+    let (port, _) = server(Mode {
+        silent: true,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.connections = 1;
+    plan.stop = Stop::Requests(4);
+    plan.timeout = Duration::from_millis(300);
+    let totals = run(&plan);
+    assert_eq!(
+        totals.counters.errors[ErrorKind::Timeout.index()],
+        4,
+        "{:?}",
+        totals.counters
+    );
+}
+
+#[test]
+fn open_loop_keeps_its_schedule() {
+    let (port, _) = server(Mode::default());
+    let mut plan = plan(port, 4);
+    plan.pace = Pace::Rate(400.0);
+    plan.stop = Stop::Duration(Duration::from_secs(1));
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.error_total(), 0, "{c:?}");
+    // 400 slots fell due in the second; each is a success or, at the very end, unfinished.
+    assert!((390..=410).contains(&(c.successes + c.unfinished)), "{c:?}");
+}
+
+#[test]
+fn http2_settings_that_cannot_go_together_are_refused() {
+    let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+    plan.streams = 4;
+    assert!(plan.validate().unwrap_err().to_string().contains("--http2"));
+    plan.http2 = true;
+    plan.pipeline = 2;
+    assert!(plan
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("--streams"));
+    plan.pipeline = 1;
+    plan.keepalive = false;
+    assert!(plan.validate().is_err());
+}

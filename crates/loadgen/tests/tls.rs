@@ -1,0 +1,332 @@
+//! https:// against a TLS server of the test's own (rustls, certificates made by rcgen): the
+//! handshake is its own phase, sessions are resumed on reconnect unless told not to, a
+//! certificate nobody trusts fails as `certificate` with its reason, --cacert and --insecure
+//! let it through, a client certificate is offered, and bad files are refused before the run.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tailscope_loadgen::report::Report;
+use tailscope_loadgen::{EngineChoice, ErrorKind, Plan, RunControl, RunTotals, Stop};
+
+/// A CA, a server certificate it signed for localhost and 127.0.0.1, and a client
+/// certificate it signed, written as PEM into a directory of the test's own.
+struct Pki {
+    dir: PathBuf,
+    server_chain: Vec<CertificateDer<'static>>,
+    server_key: Vec<u8>,
+    ca_der: CertificateDer<'static>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate().unwrap();
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf_cert = leaf.signed_by(&leaf_key, &ca_cert, &ca_key).unwrap();
+        let client = CertificateParams::new(vec!["client".into()]).unwrap();
+        let client_key = KeyPair::generate().unwrap();
+        let client_cert = client.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca_cert.pem()).unwrap();
+        std::fs::write(dir.join("server.pem"), leaf_cert.pem()).unwrap();
+        std::fs::write(dir.join("client.pem"), client_cert.pem()).unwrap();
+        std::fs::write(dir.join("client.key"), client_key.serialize_pem()).unwrap();
+        std::fs::write(
+            dir.join("garbled.pem"),
+            "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        Pki {
+            dir,
+            server_chain: vec![leaf_cert.der().clone()],
+            server_key: leaf_key.serialize_der(),
+            ca_der: ca_cert.der().clone(),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// How the test server treats its connections.
+#[derive(Clone, Copy)]
+struct ServerMode {
+    /// Close every connection after one response (every request is a reconnect).
+    close_each: bool,
+    /// Require a client certificate signed by the CA.
+    client_auth: bool,
+}
+
+/// A TLS server on 127.0.0.1 answering every request with `200 ok`; returns its port.
+fn server(pki: &Pki, mode: ServerMode) -> u16 {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap();
+    let builder = if mode.client_auth {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_der.clone()).unwrap();
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .unwrap();
+        builder.with_client_cert_verifier(verifier)
+    } else {
+        builder.with_no_client_auth()
+    };
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.server_key.clone()));
+    let config = Arc::new(
+        builder
+            .with_single_cert(pki.server_chain.clone(), key)
+            .unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let config = config.clone();
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(config).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, tcp);
+                let mut buf = [0u8; 4096];
+                let mut pending = Vec::new();
+                loop {
+                    match tls.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    }
+                    while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                        pending.drain(..end + 4);
+                        let response: &[u8] = if mode.close_each {
+                            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                        };
+                        let ok = tls.write_all(response).and_then(|()| tls.flush());
+                        if ok.is_err() {
+                            return;
+                        }
+                        if mode.close_each {
+                            tls.conn.send_close_notify();
+                            let _ = tls.flush();
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+fn plan(host: &str, port: u16, requests: u64) -> Plan {
+    let mut plan = Plan::new(&format!("https://{host}:{port}/")).unwrap();
+    plan.connections = 2;
+    plan.threads = 1;
+    plan.stop = Stop::Requests(requests);
+    plan.timeout = Duration::from_secs(5);
+    plan.engine = EngineChoice::Auto;
+    plan
+}
+
+fn run(plan: &Plan) -> RunTotals {
+    tailscope_loadgen::run(plan, &RunControl::new(), |_| {}).unwrap()
+}
+
+fn errors(totals: &RunTotals, kind: ErrorKind) -> u64 {
+    totals.counters.errors[kind.index()]
+}
+
+#[test]
+fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
+    let pki = Pki::new("trusted");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: false,
+        },
+    );
+    let mut plan = plan("localhost", port, 200);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 200, "{:?}", totals.counters);
+    assert_eq!(totals.counters.error_total(), 0);
+    assert_eq!(totals.engine.name, "tokio", "{:?}", totals.engine);
+    assert!(totals.engine.reason.contains("TLS"), "{:?}", totals.engine);
+    let t = &totals.counters.transport;
+    assert_eq!(t.tls_handshakes, 2, "one per connection: {t:?}");
+    assert_eq!(totals.tls.len(), 2, "a TLS time per connection opened");
+    assert_eq!(totals.connect.len(), 2);
+    let report = Report::new(&plan, &totals);
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert!(
+        json["tls_us"]["p50"].as_u64().unwrap() > 0,
+        "{}",
+        json["tls_us"]
+    );
+    assert_eq!(json["config"]["tls"]["verify"], true);
+    assert_eq!(json["config"]["tls"]["server_name"], "localhost");
+    assert_eq!(json["config"]["protocol"], "http/1.1");
+    assert_eq!(json["errors"]["certificate"], 0);
+    let text = report.to_text();
+    assert!(text.contains("TLS handshake:"), "{text}");
+}
+
+#[test]
+fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
+    let pki = Pki::new("untrusted");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: false,
+        },
+    );
+    let plan = plan("localhost", port, 20);
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 0);
+    assert_eq!(
+        errors(&totals, ErrorKind::Certificate),
+        20,
+        "{:?}",
+        totals.counters
+    );
+    let why = totals.counters.transport.tls_failure.clone().unwrap();
+    assert!(
+        why.contains("UnknownIssuer") || why.contains("unknown issuer"),
+        "{why}"
+    );
+    let report = Report::new(&plan, &totals);
+    let warning = report
+        .warnings
+        .iter()
+        .find(|w| w.contains("TLS handshakes failed"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    assert!(warning.contains("--cacert"), "{warning}");
+
+    // The same server with --insecure: every request answered.
+    let mut plan = plan;
+    plan.tls.as_mut().unwrap().insecure = true;
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 20, "{:?}", totals.counters);
+}
+
+#[test]
+fn a_wrong_name_is_a_certificate_error() {
+    let pki = Pki::new("wrong-name");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: false,
+        },
+    );
+    // The certificate names localhost and 127.0.0.1; the name checked is another.
+    let mut plan = plan("127.0.0.1", port, 10);
+    let tls = plan.tls.as_mut().unwrap();
+    tls.cacert = Some(pki.path("ca.pem"));
+    tls.server_name = "elsewhere.example".into();
+    let totals = run(&plan);
+    assert_eq!(
+        errors(&totals, ErrorKind::Certificate),
+        10,
+        "{:?}",
+        totals.counters
+    );
+    let why = totals.counters.transport.tls_failure.clone().unwrap();
+    assert!(why.to_lowercase().contains("name"), "{why}");
+}
+
+#[test]
+fn reconnects_resume_their_session_unless_told_not_to() {
+    let pki = Pki::new("resume");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: true,
+            client_auth: false,
+        },
+    );
+    let mut plan = plan("localhost", port, 40);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 40, "{:?}", totals.counters);
+    let t = &totals.counters.transport;
+    assert!(t.tls_handshakes >= 40, "a handshake per request: {t:?}");
+    // The first handshakes of the two connections are full; later ones resume.
+    assert!(t.tls_resumed >= t.tls_handshakes / 2, "{t:?}");
+
+    plan.tls.as_mut().unwrap().resume = false;
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 40, "{:?}", totals.counters);
+    let t = &totals.counters.transport;
+    assert!(t.tls_handshakes >= 40, "{t:?}");
+    assert_eq!(t.tls_resumed, 0, "--no-tls-resume: {t:?}");
+}
+
+#[test]
+fn a_client_certificate_is_offered() {
+    let pki = Pki::new("client-auth");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: true,
+        },
+    );
+    let mut plan = plan("localhost", port, 10);
+    let tls = plan.tls.as_mut().unwrap();
+    tls.cacert = Some(pki.path("ca.pem"));
+    tls.cert = Some(pki.path("client.pem"));
+    tls.key = Some(pki.path("client.key"));
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 10, "{:?}", totals.counters);
+}
+
+#[test]
+fn bad_tls_files_are_refused_before_the_run() {
+    let pki = Pki::new("bad-files");
+    let mut plan = plan("localhost", 1, 1);
+    let tls = plan.tls.as_mut().unwrap();
+    tls.cacert = Some(pki.path("missing.pem"));
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("missing.pem") && e.contains("--cacert"), "{e}");
+
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("garbled.pem"));
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("garbled.pem"), "{e}");
+
+    // A key file where the certificate should be: no certificate in it.
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("client.key"));
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("no certificate"), "{e}");
+
+    let tls = plan.tls.as_mut().unwrap();
+    tls.cacert = None;
+    tls.cert = Some(pki.path("client.pem"));
+    tls.key = Some(pki.path("ca.pem"));
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("--key"), "{e}");
+
+    // io_uring cannot do TLS: asked for, it is an error before the run.
+    let mut plan = Plan::new("https://localhost:1/").unwrap();
+    plan.engine = EngineChoice::Uring;
+    let e = tailscope_loadgen::resolve_engine_for(&plan)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("TLS"), "{e}");
+}

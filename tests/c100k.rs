@@ -382,6 +382,10 @@ fn idle_connections_are_held_open_beside_the_load(e: Engine) {
     assert_eq!(most(&r, "open"), 8);
     assert_eq!(most(&r, "idle_open"), idle);
     assert!(r["timeseries"][0]["connections"]["slow_open"].is_null());
+    // Held through the last second too: its point is taken before they are let go.
+    let points = r["timeseries"].as_array().unwrap();
+    let last = &points[points.len() - 1]["connections"];
+    assert_eq!(n(&last["idle_open"]), idle, "{last}");
 }
 
 fn held_connections_closed_by_the_server_are_counted_and_reopened(e: Engine) {

@@ -484,12 +484,14 @@ impl Worker {
 
     /// The end of a worker, once its connections are done: open-loop slots nobody took are
     /// recorded as unfinished, and the last interval is handed over.
-    /// `finished` is when its last request finished (or the grace period ran out).
+    /// `finished` is when its last request finished (or the grace period ran out); `gauges`
+    /// its connections then, before the held ones were let go (the last second's figures).
     fn wrap_up(
         &self,
         tx: &Sender<IntervalData>,
         sending_ended: Instant,
         finished: Instant,
+        gauges: Gauges,
     ) -> WorkerOutcome {
         if matches!(self.shared.plan.pace, Pace::Rate(_)) {
             self.grace_over.set(true);
@@ -499,7 +501,7 @@ impl Worker {
         let mut last = rec.take_interval(Instant::now(), self.shared.plan.tick);
         last.by_request = rec.take_requests();
         drop(rec);
-        last.conns = self.take_gauges();
+        last.conns = gauges;
         let _ = tx.send(last);
         WorkerOutcome {
             sending_ended,
@@ -791,6 +793,9 @@ async fn worker_main(
     })
     .await
     .is_ok();
+    // The end of the figures: when the last response came, or when the grace period ran
+    // out (not after the teardown below, which is no waiting for responses).
+    let finished = Instant::now();
     if !drained {
         // Handshakes still open now: named in the summary (their requests are unfinished).
         w.rec
@@ -810,13 +815,13 @@ async fn worker_main(
             conns.abort_all();
         }
     }
-    let finished = Instant::now();
+    let gauges = w.take_gauges();
     // Each closes now, counting itself open at the end if it was.
     w.held_released.set(true);
     w.held_release.notify_waiters();
     while held.join_next().await.is_some() {}
     ticker.abort();
-    w.wrap_up(&tx, sending_ended, finished)
+    w.wrap_up(&tx, sending_ended, finished, gauges)
 }
 
 /// What a connection holds when the grace period ends.

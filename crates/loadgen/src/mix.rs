@@ -208,8 +208,15 @@ fn period_of(requests: &[RequestSpec]) -> u64 {
 /// One period of smooth weighted round robin: request indices, each `weight / gcd` times.
 /// Every step adds each request's weight to its credit and picks the one with the most
 /// (the first on ties), which then pays the total back.
+///
+/// That costs the period × the requests; past [`SMOOTH_MAX_REQUESTS`] requests (a replayed
+/// URL list) the period is laid out by [`spread_by_heap`] instead, in period × log(requests).
 pub(crate) fn smooth_round_robin(weights: &[u32]) -> Vec<usize> {
     let g = weights.iter().fold(0, |g, &w| gcd(g, u64::from(w))).max(1);
+    if weights.len() > SMOOTH_MAX_REQUESTS {
+        let w: Vec<u64> = weights.iter().map(|&w| u64::from(w) / g).collect();
+        return spread_by_heap(&w);
+    }
     let w: Vec<i64> = weights.iter().map(|&w| (u64::from(w) / g) as i64).collect();
     let total: i64 = w.iter().sum();
     let mut credit = vec![0i64; w.len()];
@@ -224,6 +231,60 @@ pub(crate) fn smooth_round_robin(weights: &[u32]) -> Vec<usize> {
         }
         credit[best] -= total;
         order.push(best);
+    }
+    order
+}
+
+/// Up to this many requests, [`smooth_round_robin`] walks all of them at every step.
+const SMOOTH_MAX_REQUESTS: usize = 64;
+
+/// One period in which request i comes `w[i]` times, spread as evenly: the k-th turn of
+/// request i falls at (k + ½) / w[i] of the period (Sainte-Laguë), the earliest next turn
+/// taken first from a heap (the lower index on ties). Every turn of a period is below 1 and
+/// every later one above, so each request comes exactly `w[i]` times.
+fn spread_by_heap(w: &[u64]) -> Vec<usize> {
+    use std::cmp::{Ordering, Reverse};
+    use std::collections::BinaryHeap;
+    /// Request `i`'s turn `(2k + 1) / (2 w)`, compared exactly by cross-multiplying.
+    #[derive(PartialEq, Eq)]
+    struct Turn {
+        num: u64,
+        den: u64,
+        i: usize,
+    }
+    impl Ord for Turn {
+        fn cmp(&self, o: &Self) -> Ordering {
+            (u128::from(self.num) * u128::from(o.den))
+                .cmp(&(u128::from(o.num) * u128::from(self.den)))
+                .then(self.i.cmp(&o.i))
+        }
+    }
+    impl PartialOrd for Turn {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    let total: u64 = w.iter().sum();
+    let mut heap: BinaryHeap<Reverse<Turn>> = w
+        .iter()
+        .enumerate()
+        .filter(|(_, &w)| w > 0)
+        .map(|(i, &w)| {
+            Reverse(Turn {
+                num: 1,
+                den: 2 * w,
+                i,
+            })
+        })
+        .collect();
+    let mut order = Vec::with_capacity(total as usize);
+    while order.len() < total as usize {
+        let Some(Reverse(t)) = heap.pop() else { break };
+        order.push(t.i);
+        heap.push(Reverse(Turn {
+            num: t.num + 2,
+            ..t
+        }));
     }
     order
 }
@@ -460,6 +521,24 @@ mod tests {
             assert_eq!(order.iter().filter(|&&r| r == i).count(), w);
         }
         assert_eq!(smooth_round_robin(&[3]), vec![0]);
+        // A long list (a replayed log) is laid out by the heap: exact counts, spread.
+        let weights: Vec<u32> = (0..500).map(|i| 1 + i % 40).collect();
+        let order = smooth_round_robin(&weights);
+        assert_eq!(
+            order.len(),
+            weights.iter().map(|&w| w as usize).sum::<usize>()
+        );
+        for (i, &w) in weights.iter().enumerate() {
+            let at: Vec<usize> = (0..order.len()).filter(|&p| order[p] == i).collect();
+            assert_eq!(at.len(), w as usize, "request {i}");
+            // No two turns of one request closer than half its even spacing.
+            let even = order.len() / w as usize;
+            assert!(
+                at.windows(2).all(|p| p[1] - p[0] >= even / 2),
+                "request {i}: {at:?}"
+            );
+        }
+        assert_eq!(spread_by_heap(&[5, 1, 1]), vec![0, 0, 0, 1, 2, 0, 0]);
     }
 
     #[test]

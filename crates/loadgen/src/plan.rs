@@ -569,7 +569,9 @@ impl Plan {
                 bytes: self.encode_request(),
                 slots: Vec::new(),
             };
-            return Encoded::new(&[single], &[0], &[1], Order::RoundRobin, self.pipeline);
+            // HTTP/2 claims up to `streams` requests at once, as pipelining claims `pipeline`.
+            let depth = self.pipeline.max(self.streams);
+            return Encoded::new(&[single], &[0], &[1], Order::RoundRobin, depth);
         }
         let (_, name_of) = mix::names(&self.requests);
         let encoded = self

@@ -134,11 +134,13 @@ pub(super) fn worker_main(
 ) -> WorkerOutcome {
     let mut worker = new_worker(shared, spec);
     let (sending_ended, finished) = worker.run(&tx, &stop);
+    // The last second's connections as they were, before the teardown below.
+    let gauges = worker.w.take_gauges();
     // Held connections close after the load's figures (see `Worker::held_released`).
     worker.release_held();
     worker.close_all();
     let w = worker.w.clone();
-    w.wrap_up(&tx, sending_ended, finished)
+    w.wrap_up(&tx, sending_ended, finished, gauges)
 }
 
 /// The worker of `spec`'s connections, none open yet.

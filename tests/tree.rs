@@ -647,17 +647,7 @@ fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
     let dir = scratch.path();
     let file = dir.join("tree.toml");
     std::fs::write(&file, suite).unwrap();
-    let json = dir.join("tree.json");
-    let out = tailscope(&[
-        "suite",
-        file.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = common::run_suite(&file, &dir.join("tree.json"));
     let results = r["results"].as_array().unwrap();
     assert_eq!(results.len(), if nginx.is_empty() { 1 } else { 2 });
     for res in results {
@@ -666,7 +656,7 @@ fn the_suite_reads_the_server_cpu_of_the_whole_tree() {
         let demand = res["server_us_per_request_median"].as_f64();
         assert!(
             demand.is_some_and(|d| d > 0.0),
-            "server CPU/req of {}: {demand:?}\n{stderr}",
+            "server CPU/req of {}: {demand:?}\n{res}",
             res["target"]
         );
     }

@@ -294,6 +294,15 @@ impl InFlight {
     }
 }
 
+/// A value that differs between runs and between processes: the wall clock's nanoseconds
+/// and the pid, mixed.
+fn run_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
 struct Worker {
     shared: Arc<Shared>,
     rec: RefCell<WorkerRecorder>,
@@ -388,7 +397,11 @@ impl Worker {
             last_ticket_at: Cell::new(None),
             next_conn: Cell::new(0),
             next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
-            placeholder_rng: Cell::new((spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d)),
+            // Seeded from the run's start and the process (never the same in two runs or two
+            // generators, so {rand} and {uuid} defeat caches across them too) and the worker.
+            placeholder_rng: Cell::new(
+                (spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ run_nonce(),
+            ),
             next_source: Cell::new(spec.index),
             read_buf: RefCell::new(Vec::new()),
             connect_interval: shared

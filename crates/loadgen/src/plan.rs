@@ -174,6 +174,11 @@ pub struct Plan {
     /// N generators started at one `--start-at` send between each other's slots instead of
     /// all at once (see [`crate::segment::Segment::apply`]).
     pub first_slot_offset: Duration,
+    /// `{seq}`: this generator's values are `seq_offset + k × seq_stride` (segment I of N:
+    /// I−1 and N), so N generators never send the same one.
+    pub seq_offset: u64,
+    /// See `seq_offset`.
+    pub seq_stride: u64,
     /// HTTP/1.1 pipelining depth: requests in flight per connection.
     pub pipeline: usize,
     /// Reuse connections; when false every request opens its own (`Connection: close`).
@@ -237,6 +242,8 @@ impl Plan {
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Max,
             first_slot_offset: Duration::ZERO,
+            seq_offset: 0,
+            seq_stride: 1,
             pipeline: 1,
             keepalive: true,
             timeout: Duration::from_secs(20),

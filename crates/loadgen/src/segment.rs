@@ -102,6 +102,9 @@ impl Segment {
             return Err(too_few("connection", "-c", plan.connections as u64));
         }
         plan.connections = self.share_of(plan.connections as u64) as usize;
+        // `{seq}` interleaved: segment I sends I−1, I−1+N, I−1+2N...
+        plan.seq_offset = (self.index - 1) as u64;
+        plan.seq_stride = self.count as u64;
         // Held connections are a load too: N generators hold the number asked between them
         // (a share may be 0: holding is not sending).
         plan.idle_conns = self.share_of(plan.idle_conns as u64) as usize;

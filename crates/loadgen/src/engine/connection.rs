@@ -543,6 +543,8 @@ impl<S: AsRawFd> Connection<S> {
         let w = &*self.w;
         let values = crate::mix::Values {
             seq: &self.shared.placeholder_seq,
+            seq_offset: self.shared.plan.seq_offset,
+            seq_stride: self.shared.plan.seq_stride,
             rng: &w.placeholder_rng,
         };
         self.shared

@@ -148,6 +148,10 @@ pub(crate) fn locate(request: &mut [u8], kinds: &[Kind]) -> Vec<Slot> {
 /// unique across threads) and the worker's own random generator.
 pub(crate) struct Values<'a> {
     pub seq: &'a AtomicU64,
+    /// `{seq}` is `offset + k × stride` for the k-th value taken (a segment's share).
+    pub seq_offset: u64,
+    /// See `seq_offset`.
+    pub seq_stride: u64,
     pub rng: &'a Cell<u64>,
 }
 
@@ -157,7 +161,11 @@ impl Values<'_> {
     pub(crate) fn fill(&self, kind: Kind, dst: &mut [u8]) {
         match kind {
             Kind::Seq => {
-                let n = self.seq.fetch_add(1, Ordering::Relaxed) % 10_000_000_000;
+                let k = self.seq.fetch_add(1, Ordering::Relaxed);
+                let n = k
+                    .wrapping_mul(self.seq_stride)
+                    .wrapping_add(self.seq_offset)
+                    % 10_000_000_000;
                 write_digits(dst, n);
             }
             Kind::Rand { lo, hi } => {
@@ -228,11 +236,25 @@ mod tests {
         let rng = Cell::new(7);
         let v = Values {
             seq: &seq,
+            seq_offset: 0,
+            seq_stride: 1,
             rng: &rng,
         };
         let mut d = [0u8; 10];
         v.fill(Kind::Seq, &mut d);
         assert_eq!(&d, b"0000000042");
+        // Segment 2 of 3 takes 1, 4, 7...: never a value another segment sends.
+        let seq = AtomicU64::new(0);
+        let second = Values {
+            seq: &seq,
+            seq_offset: 1,
+            seq_stride: 3,
+            rng: &rng,
+        };
+        for want in [b"0000000001", b"0000000004", b"0000000007"] {
+            second.fill(Kind::Seq, &mut d);
+            assert_eq!(&d, want);
+        }
         let mut d = [0u8; 2];
         for _ in 0..200 {
             v.fill(Kind::Rand { lo: 5, hi: 10 }, &mut d);

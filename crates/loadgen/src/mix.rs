@@ -98,11 +98,6 @@ pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
         if r.name.trim().is_empty() {
             return invalid("a request of the mix has an empty name".into());
         }
-        if r.name.contains(['[', ']']) {
-            return invalid(format!(
-                "{who}: a name may not contain '[' or ']' (thresholds name it as p99[NAME])"
-            ));
-        }
         if r.method.is_empty() || !r.method.bytes().all(|b| b.is_ascii_alphabetic()) {
             return invalid(format!(
                 "{who}: method {:?} is not an HTTP method",
@@ -600,7 +595,10 @@ mod tests {
         };
         assert!(bad(&|r| r.weight = 0).contains("\"search\": weight"));
         assert!(bad(&|r| r.target = "search".into()).contains("start with '/'"));
-        assert!(bad(&|r| r.name = "a[b]".into()).contains("'['"));
+        // Brackets are fine (a URL list's default names are its query strings: ?f[a]=1).
+        let mut bracketed = ok.clone();
+        bracketed.name = "GET /items?filter[a]=1".into();
+        validate(&[bracketed]).unwrap();
         assert!(bad(&|r| r.headers.push(("a b".into(), "v".into()))).contains("token"));
         assert!(bad(&|r| r.headers.push(("X-A".into(), "a\u{1}b".into())))
             .contains("control character"));

@@ -138,7 +138,8 @@ impl Threshold {
             Some((metric, tail)) => {
                 let request = tail
                     .strip_suffix(']')
-                    .filter(|r| !r.trim().is_empty() && !r.contains(['[', ']']))
+                    // Up to the last ']': a name may hold brackets (?filter[a]=1).
+                    .filter(|r| !r.trim().is_empty())
                     .ok_or_else(|| {
                         bad(format!(
                             "{:?} does not name a request as METRIC[NAME], e.g. p99[search]",
@@ -375,6 +376,7 @@ mod tests {
             ("error_rate < 150%", "up to 100%"),
             ("< 5ms", "no metric"),
             ("rps > -1", "not negative"),
+            ("p99[] < 5ms", "does not name a request"),
             ("p99 < -5ms", "not negative"),
         ] {
             let err = Threshold::parse(expr).unwrap_err().to_string();
@@ -438,6 +440,12 @@ mod tests {
         let v = Threshold::parse("p99 < 1s").unwrap().check(&empty);
         assert!(!v.passed);
         assert!(v.actual.starts_with("n/a"));
+    }
+
+    #[test]
+    fn a_request_name_may_hold_brackets() {
+        let t = Threshold::parse("p99[GET /items?filter[a]=1] < 20ms").unwrap();
+        assert_eq!(t.request.as_deref(), Some("GET /items?filter[a]=1"));
     }
 
     /// A name whose requests were never sent (every connect failed) has no error rate: its

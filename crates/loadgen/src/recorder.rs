@@ -729,22 +729,8 @@ pub(crate) mod tests {
             s.offer(SlowRequest {
                 at_s: i as f64,
                 latency_us: l,
-                ttfb_us: 0,
-                body_us: 0,
-                connect_us: None,
-                tls_us: None,
-                queued_us: None,
-                first_on_connection: false,
-                conn: 0,
-                worker: 0,
                 status: Some(200),
-                error: None,
-                unfinished: false,
-                stage: None,
-                retransmits: None,
-                rtt_us: None,
-                rto_us: None,
-                request: None,
+                ..SlowRequest::default()
             });
         }
         let kept: Vec<u64> = s.items().iter().map(|r| r.latency_us).collect();

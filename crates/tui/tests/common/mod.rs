@@ -83,19 +83,10 @@ pub fn snapshot(tick: u64) -> Snapshot {
             ttfb_us: 1_599_000,
             body_us: 1_000,
             connect_us: Some(1_000_000),
-            tls_us: None,
-            queued_us: None,
             first_on_connection: true,
             conn: 7,
-            worker: 0,
             status: Some(200),
-            error: None,
-            unfinished: false,
-            stage: None,
-            retransmits: None,
-            rtt_us: None,
-            rto_us: None,
-            request: None,
+            ..SlowRequest::default()
         }],
         // The finished seconds: 3,500 req/s, 2 of them timeouts each.
         recent_seconds: (1..=tick / 10)

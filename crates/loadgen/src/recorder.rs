@@ -51,10 +51,14 @@ pub struct IntervalData {
     pub counters: Counters,
     /// The slowest requests of the interval.
     pub slowest: Slowest,
-    /// A mix's figures per name index (none where nothing was recorded), for the whole run:
-    /// they come with a worker's last interval only, so a mix of many names costs no
-    /// histograms per tick.
+    /// A mix's figures per name index (none where nothing was recorded) since the worker
+    /// last handed them over: they come once a second (with the first interval at or past
+    /// each second's end) and with the worker's last interval, not every tick, so a mix of
+    /// many names costs a histogram per active name a second, not one a tick.
     pub by_request: Vec<Option<RequestFigures>>,
+    /// The second `by_request` is filed under (the second that just ended; for the last
+    /// interval, its own second).
+    pub by_request_second: u64,
     /// The worker's connections open and opening at the end of the interval.
     pub conns: Gauges,
 }
@@ -68,6 +72,7 @@ impl IntervalData {
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
             by_request: Vec::new(),
+            by_request_second: 0,
             conns: Gauges::default(),
         }
     }
@@ -83,8 +88,11 @@ pub struct WorkerRecorder {
     current: IntervalData,
     /// The mix's request names; empty: nothing is kept per name (a single request).
     names: std::sync::Arc<[String]>,
-    /// The figures of each name, created at its first request.
+    /// The figures of each name since they were last handed over, created at the name's
+    /// first request after that.
     by_request: Vec<Option<RequestFigures>>,
+    /// The tick of the interval that last handed `by_request` over.
+    by_request_tick: u64,
 }
 
 impl WorkerRecorder {
@@ -99,6 +107,7 @@ impl WorkerRecorder {
             current: IntervalData::new(worker, highest, slowest),
             names: Vec::new().into(),
             by_request: Vec::new(),
+            by_request_tick: 0,
         }
     }
 
@@ -122,8 +131,8 @@ impl WorkerRecorder {
         self.names.get(request? as usize).cloned()
     }
 
-    /// Hands over the figures per name of the whole run (at the worker's end).
-    pub fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
+    /// Hands over the figures per name not handed over yet.
+    fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
         let empty = vec![None; self.by_request.len()];
         std::mem::replace(&mut self.by_request, empty)
     }
@@ -435,8 +444,34 @@ impl WorkerRecorder {
         let mut data = std::mem::replace(&mut self.current, fresh);
         let since = now.saturating_duration_since(self.measure_start);
         data.tick = (since.as_nanos() / tick.as_nanos().max(1)) as u64;
+        let tps = ticks_per_second(tick);
+        let second = data.tick / tps;
+        if !self.by_request.is_empty() && second > self.by_request_tick / tps {
+            // A second ended in this interval (or, after a slow tick, in the ones since the
+            // last hand-over): the names' figures so far belong to the second that ended.
+            data.by_request = self.take_requests();
+            data.by_request_second = second - 1;
+            self.by_request_tick = data.tick;
+        } else {
+            data.by_request_second = data.tick.saturating_sub(1) / tps;
+        }
         data
     }
+
+    /// The worker's last interval, with every figure per name not handed over yet, filed
+    /// under the interval's own second.
+    pub fn take_last_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
+        let mut data = self.take_interval(now, tick);
+        if data.by_request.is_empty() {
+            data.by_request = self.take_requests();
+        }
+        data
+    }
+}
+
+/// Ticks in a second (at least one), as the aggregator files intervals under seconds.
+pub(crate) fn ticks_per_second(tick: Duration) -> u64 {
+    (Duration::from_secs(1).as_nanos() / tick.as_nanos().max(1)).max(1) as u64
 }
 
 #[cfg(test)]

@@ -360,6 +360,43 @@ pub struct TimePoint {
     pub connections: ConnPoint,
 }
 
+/// One second of one request name of a mix: the run's [`TimePoint`] figures, for the name.
+/// A name has a point for each second in which it had a request (a second without one is
+/// not listed: it had none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestPoint {
+    /// End of the second, as the run's point of that second (`TimePoint::t_s`).
+    pub t_s: f64,
+    /// Its requests finished in the second (successes, errors and unfinished).
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Of which timed out.
+    pub timeouts: u64,
+    /// Its median latency in the second; null when none of them got a response.
+    pub p50_us: Option<u64>,
+    /// Its 99th percentile (as `p50_us`).
+    pub p99_us: Option<u64>,
+    /// Its slowest (as `p50_us`).
+    pub max_us: Option<u64>,
+}
+
+/// One request name of a mix as the run stands, for the dashboard: updated once a second,
+/// when a second is finished.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestLive {
+    /// The name.
+    pub name: std::sync::Arc<str>,
+    /// Its requests so far (successes, errors, unfinished).
+    pub requests: u64,
+    /// Of which failed.
+    pub errors: u64,
+    /// Its latency so far; `None` before it got a response.
+    pub latency: Option<Percentiles>,
+    /// Its requests in the latest finished second (its rate); `None` before one finished.
+    pub last_second: Option<u64>,
+}
+
 /// Counts from the run's histograms that spike forensics reads: how many responses fall at
 /// the delays that name a cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -431,6 +468,7 @@ impl RunTotals {
             slowest: snap.slowest.clone(),
             // Kept per name only for the whole run: a report of the run so far has none.
             by_request: Vec::new(),
+            request_series: Vec::new(),
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
@@ -487,6 +525,9 @@ pub struct Snapshot {
     pub conns: Gauges,
     /// The most open and opening at once so far.
     pub conns_peak: Gauges,
+    /// A mix's names as the run stands, in the order of [`crate::Plan::request_names`];
+    /// empty for a single request.
+    pub by_request: Vec<RequestLive>,
 }
 
 /// Everything a finished run measured, from which reports are made.
@@ -519,6 +560,10 @@ pub struct RunTotals {
     /// A mix's figures per name, in the order of [`crate::Plan::request_names`] (none for
     /// a name nothing was recorded for); empty for a single request.
     pub by_request: Vec<Option<crate::recorder::RequestFigures>>,
+    /// A mix's time series per name, in the same order: a point for each second in which
+    /// the name had a request (at most one per name a second, so bounded as the run's own
+    /// series is, times the names: at most [`crate::mix::MAX_NAMES`]).
+    pub request_series: Vec<Vec<RequestPoint>>,
     /// After the load window: how long in-flight requests took to finish (or until the grace
     /// period ran out). Their responses are counted in the run.
     pub grace: Duration,

@@ -489,6 +489,7 @@ mod tests {
             second_histograms: Vec::new(),
             slowest: Vec::new(),
             by_request: Vec::new(),
+            request_series: Vec::new(),
             grace: std::time::Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,

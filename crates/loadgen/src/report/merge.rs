@@ -724,6 +724,7 @@ mod tests {
             second_histograms,
             slowest: vec![],
             by_request: vec![],
+            request_series: vec![],
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,

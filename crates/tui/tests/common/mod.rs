@@ -96,6 +96,7 @@ pub fn snapshot(tick: u64) -> Snapshot {
         // Every one of info()'s 64 connections open: no connections line.
         conns: steady(64),
         conns_peak: steady(64),
+        by_request: Vec::new(),
     }
 }
 

@@ -146,6 +146,23 @@ fn a_weighted_mix_keeps_its_weights_and_each_endpoint_its_latency(e: Engine) {
             n(&by[name]["requests"])
         );
         assert_eq!(by[name]["target"], path);
+        // Its seconds add up to its requests, each dated as one of the run's seconds.
+        let seconds = by[name]["timeseries"].as_array().unwrap();
+        assert!(!seconds.is_empty(), "{name}: no time series");
+        let per_second: u64 = seconds.iter().map(|p| n(&p["requests"])).sum();
+        assert_eq!(per_second, n(&by[name]["requests"]), "{name}: {seconds:?}");
+        let run_seconds: Vec<&serde_json::Value> = r["timeseries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["t_s"])
+            .collect();
+        for p in seconds {
+            assert!(
+                run_seconds.contains(&&p["t_s"]),
+                "{name}: {p} not a second of the run"
+            );
+        }
         let mut alone_args = vec!["-n", "1500"];
         alone_args.extend_from_slice(&common);
         let (code, alone, stderr) = e.run_json(&format!("{base}{path}"), &alone_args);

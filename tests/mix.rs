@@ -188,6 +188,20 @@ fn a_weighted_mix_keeps_its_weights_and_each_endpoint_its_latency(e: Engine) {
         assert!(by.get(name).is_some(), "{name}");
     }
     assert!(stderr.contains("% of the 10 slowest were "), "{stderr}");
+    // The same as data: which requests the slowest were, the commonest first.
+    let shares = r["slowest_by_request"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(!shares.is_empty());
+    let named: u64 = shares.iter().map(|s| n(&s["slow"])).sum();
+    assert_eq!(named, slowest.len() as u64, "{shares:?}");
+    assert!(shares
+        .windows(2)
+        .all(|w| n(&w[0]["slow"]) >= n(&w[1]["slow"])));
+    for s in shares {
+        assert!(by.get(s["name"].as_str().unwrap()).is_some(), "{s}");
+        assert_eq!(n(&s["of"]), slowest.len() as u64);
+    }
     server.kill().unwrap();
     server.wait().unwrap();
 }

@@ -36,8 +36,8 @@ pub use engine::{EngineChoice, EngineUsed};
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, SourceAddrs, Stop};
 pub use snapshot::{
-    Percentiles, Phase, RateChange, RequestLive, RequestPoint, RunTotals, SlowRequest, Snapshot,
-    SpikeCounts, Stage, TimePoint,
+    count_by_request, Percentiles, Phase, RateChange, RequestLive, RequestPoint, RunTotals,
+    SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
 };
 
 /// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:

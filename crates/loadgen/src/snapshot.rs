@@ -80,6 +80,22 @@ pub enum Stage {
     Response,
 }
 
+/// How many of `slowest` each request name of a mix has, the commonest first (ties by
+/// name); requests without a name (no mix, or not sent yet) are not counted.
+pub fn count_by_request<'a>(
+    slowest: impl IntoIterator<Item = &'a SlowRequest>,
+) -> Vec<(&'a str, u64)> {
+    let mut counts: Vec<(&str, u64)> = Vec::new();
+    for name in slowest.into_iter().filter_map(|r| r.request.as_deref()) {
+        match counts.iter_mut().find(|(m, _)| *m == name) {
+            Some((_, k)) => *k += 1,
+            None => counts.push((name, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    counts
+}
+
 impl SlowRequest {
     /// Where its time went, in order: queued, connect, then time to first byte and body, or
     /// what an unfinished request was still waiting for. Each part comes with the µs it took

@@ -423,9 +423,15 @@ fn cause(d: &Diagnosis) -> String {
     let window = d
         .window
         .map_or(String::new(), |w| format!(", {}", w.describe()));
-    let inside = d.inside.as_ref().map_or(String::new(), |i| {
-        format!("<div class=\"inside\">inside: {}</div>", escape(i))
+    let mut inside = d.requests_line().map_or(String::new(), |r| {
+        format!("<div class=\"inside\">requests: {}</div>", escape(&r))
     });
+    if let Some(i) = &d.inside {
+        inside.push_str(&format!(
+            "<div class=\"inside\">inside: {}</div>",
+            escape(i)
+        ));
+    }
     format!(
         "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}{inside}</div>\n",
         d.cause,
@@ -516,6 +522,7 @@ mod tests {
             requests_affected: 1200,
             window: None,
             inside: Some("futex_wait in worker (<92 %> of the off-CPU time)".into()),
+            requests: Vec::new(),
         };
         let html = cause(&d);
         assert!(html.contains("1,200 requests"), "{html}");

@@ -121,6 +121,7 @@ fn long_app() -> App {
             open_ended: false,
         }),
         inside: None,
+        requests: Vec::new(),
     }]));
     app.update(Action::Inside(Box::new(long_inside())));
     app.update(Action::RateUp);

@@ -126,6 +126,7 @@ fn cores_view_120x40() {
             open_ended: false,
         }),
         inside: None,
+        requests: Vec::new(),
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);

@@ -515,3 +515,68 @@ fn the_examples_parse() {
         [("X-Request-Id".to_string(), "42".to_string())]
     );
 }
+
+/// A suite's endpoint that is a mix has its figures per name: in each run, as medians over
+/// the runs, and in a markdown table of its own.
+#[test]
+fn a_suite_endpoint_that_is_a_mix_has_figures_per_name() {
+    let mix = file("suite", "mix.toml", MIX);
+    let suite = file(
+        "suite",
+        "suite.toml",
+        r#"
+[load]
+connections = 4
+duration = "1s"
+warmup = "0s"
+runs = 2
+[[target]]
+name = "reference"
+kind = "embedded"
+threads = 1
+[[endpoint]]
+load = "mix.toml"
+"#,
+    );
+    let dir = mix.parent().unwrap();
+    let markdown = dir.join("suite.md");
+    let out = tailscope(&[
+        "suite",
+        suite.to_str().unwrap(),
+        "--json",
+        dir.join("suite.json").to_str().unwrap(),
+        "--markdown",
+        markdown.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
+    let result = &r["results"][0];
+    for name in ["plaintext", "json", "delay"] {
+        let summary = &result["by_request"][name];
+        assert!(n(&summary["requests"]) > 0, "{name}: {result}");
+        assert!(summary["p99_us_median"].as_f64().unwrap() > 0.0, "{name}");
+        for run in result["runs"].as_array().unwrap() {
+            assert!(n(&run["by_request"][name]["requests"]) > 0, "{name}: {run}");
+        }
+    }
+    let total: u64 = ["plaintext", "json", "delay"]
+        .iter()
+        .map(|k| n(&result["by_request"][k]["requests"]))
+        .sum();
+    let runs_total: u64 = result["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| n(&run["requests"]))
+        .sum();
+    assert!(total <= runs_total, "{total} named of {runs_total}");
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(md.contains("per request:"), "{md}");
+    assert!(md.contains("| delay | "), "{md}");
+}

@@ -82,6 +82,25 @@ fn spans(points: &[(f64, f64)]) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// The per-second spans drawn as steps: one piece per run of adjacent seconds, so a second
+/// without a value (no response in it) is a gap in the line, not a diagonal across it.
+fn steps(spans: &[(f64, f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut end: Option<f64> = None;
+    for &(a, b, y) in spans {
+        // Adjacent seconds share their boundary (to within the millisecond `t_s` is kept in).
+        if end.is_none_or(|e| a - e > 1e-6) {
+            pieces.push(Vec::new());
+        }
+        pieces
+            .last_mut()
+            .expect("pushed above")
+            .extend([(a, y), (b, y)]);
+        end = Some(b);
+    }
+    pieces
+}
+
 /// The range covering `values`, padded, positive for a log axis.
 fn range_of(values: impl Iterator<Item = f64>, scale: Scale) -> Range<f64> {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -252,13 +271,13 @@ fn draw_lines(
                     continue;
                 }
                 let color = s.color;
-                // (where the marker and hover go, the line's points, the hover's "at …")
-                let (marks, line, at): (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<String>) =
+                // (where the marker and hover go, the line's pieces, the hover's "at …")
+                let (marks, lines, at): (Vec<(f64, f64)>, Vec<Vec<(f64, f64)>>, Vec<String>) =
                     if c.per_second {
                         let spans = spans(&pts);
                         (
                             spans.iter().map(|&(a, b, y)| ((a + b) / 2.0, y)).collect(),
-                            spans.iter().flat_map(|&(a, b, y)| [(a, y), (b, y)]).collect(),
+                            steps(&spans),
                             spans
                                 .iter()
                                 .map(|&(a, b, _)| {
@@ -269,18 +288,20 @@ fn draw_lines(
                     } else {
                         (
                             pts.clone(),
-                            pts.clone(),
+                            vec![pts.clone()],
                             pts.iter().map(|p| format!("at {}", (c.x_fmt)(p.0))).collect(),
                         )
                     };
-                if s.dashed {
-                    chart
-                        .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
-                        .map_err(|e| e.to_string())?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(line, color.stroke_width(2)))
-                        .map_err(|e| e.to_string())?;
+                for line in lines {
+                    if s.dashed {
+                        chart
+                            .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
+                            .map_err(|e| e.to_string())?;
+                    } else {
+                        chart
+                            .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                            .map_err(|e| e.to_string())?;
+                    }
                 }
                 if marks.len() <= MARKERS_UP_TO {
                     chart
@@ -534,6 +555,51 @@ mod tests {
         assert!(
             three.contains("<title>requests/s: 9 in 2s–3s</title>"),
             "{three}"
+        );
+    }
+
+    /// A second without a response (its latency null, 0 in memory: not drawable on a log
+    /// axis) is a gap in the latency line, not a diagonal from the second before to the one
+    /// after.
+    #[test]
+    fn an_empty_second_is_a_gap_in_the_line() {
+        let svg = line_chart(&LineChart {
+            id: "lat",
+            title: "Latency",
+            x_desc: "s",
+            y_desc: "µs",
+            x_scale: Scale::Linear,
+            y_scale: Scale::Log,
+            x_fmt: &|v| format!("{v}s"),
+            y_fmt: &|v| format!("{v:.0}"),
+            series: vec![Series {
+                name: "p50".into(),
+                color: BLUE,
+                points: vec![(1.0, 100.0), (2.0, 200.0), (3.0, 0.0), (4.0, 100.0)],
+                dashed: false,
+            }],
+            per_second: true,
+        });
+        let pieces: Vec<usize> = svg
+            .split("<polyline")
+            .filter(|l| l.contains("stroke=\"#0000FF\" stroke-width=\"2\""))
+            .map(|l| {
+                let pts = l
+                    .split("points=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                pts.split_whitespace().count()
+            })
+            .collect();
+        // 0–1 s and 1–2 s as one step line, 3–4 s on its own: nothing over 2–3 s.
+        assert_eq!(pieces, vec![4, 2], "{svg}");
+        assert_eq!(
+            steps(&spans(&[(1.0, 1.0), (2.0, 1.0), (2.5, 3.0)])).len(),
+            1,
+            "a partial last second joins the one before"
         );
     }
 

@@ -1,6 +1,8 @@
 //! The page of one run: header, key figures, charts, tables of the slowest requests and of the
 //! profile, and the diagnosis.
 
+mod requests;
+
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -173,6 +175,7 @@ fn charts(report: &Report, so_far: bool) -> String {
             ),
         ],
     }));
+    out.push_str(&requests::charts(report));
     let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
     out.push_str(&spectrum_chart(
         "percentile-spectrum",
@@ -318,35 +321,7 @@ fn tables(report: &Report) -> String {
     } else {
         out.push_str(&table(&["outcome", "requests"], &rows));
     }
-    if !report.by_request.is_empty() {
-        out.push_str("<h2>By request</h2>\n");
-        let rows: Vec<Vec<String>> = report
-            .by_request
-            .iter()
-            .map(|(name, r)| {
-                let lat = |f: fn(&tailscope_loadgen::Percentiles) -> u64| {
-                    r.latency_us.as_ref().map_or("n/a".into(), |p| fmt_us(f(p)))
-                };
-                vec![
-                    name.clone(),
-                    format!("{} {}", r.method, r.target),
-                    fmt_count(r.requests),
-                    format!("{:.1} %", r.share * 100.0),
-                    fmt_count(r.errors),
-                    fmt_count(r.non2xx),
-                    lat(|p| p.p50),
-                    lat(|p| p.p99),
-                    lat(|p| p.max),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &[
-                "request", "sent as", "requests", "share", "errors", "non-2xx", "p50", "p99", "max",
-            ],
-            &rows,
-        ));
-    }
+    out.push_str(&requests::table(report));
     out.push_str("<h2>Slowest requests</h2>\n");
     if let Some(line) = report.slowest_by_name() {
         out.push_str(&format!("<p>{}</p>\n", escape(&line)));

@@ -94,6 +94,28 @@ fn requests_view_has_a_row_per_name_at_120x40_and_80x24() {
     single.update(Action::Show(View::Requests));
     let text = screen(&single, 80, 24);
     assert!(text.contains("--load FILE.toml"), "{text}");
+    // A cause in a mix says which requests its slow ones were, on the spikes panel.
+    let mut app = app_with_mix();
+    let share = |name: &str, slow| tailscope_forensics::RequestShare {
+        name: name.into(),
+        slow,
+        of: 4,
+        share: slow as f64 / 4.0,
+    };
+    app.update(Action::Diagnosis(vec![Diagnosis {
+        cause: Cause::ServerStall,
+        evidence: "60 requests released together".into(),
+        requests_affected: 60,
+        window: None,
+        inside: None,
+        requests: vec![share("delay", 3), share("json", 1)],
+    }]));
+    app.update(Action::Show(View::Cores));
+    let text = screen(&app, 120, 40);
+    assert!(
+        text.contains("requests: 75 % of the 4 slowest in it were delay; the others: 1 json"),
+        "{text}"
+    );
     assert_eq!(
         key_action(KeyEvent::new(KeyCode::Char('5'), KeyModifiers::NONE))
             .map(|a| matches!(a, Action::Show(View::Requests))),

@@ -508,27 +508,30 @@ mod tests {
         assert!(html[legend..].contains("p99"));
     }
 
+    /// A per-second chart of one blue line.
+    fn per_second_chart(name: &str, y_scale: Scale, points: Vec<(f64, f64)>) -> String {
+        line_chart(&LineChart {
+            id: "t",
+            title: "Per second",
+            x_desc: "s",
+            y_desc: name,
+            x_scale: Scale::Linear,
+            y_scale,
+            x_fmt: &|v| format!("{v}s"),
+            y_fmt: &|v| format!("{v:.0}"),
+            series: vec![Series {
+                name: name.into(),
+                color: BLUE,
+                points,
+                dashed: false,
+            }],
+            per_second: true,
+        })
+    }
+
     #[test]
     fn one_second_is_a_step_over_the_second_with_a_marker() {
-        let chart = |points: Vec<(f64, f64)>| {
-            line_chart(&LineChart {
-                id: "t",
-                title: "Throughput",
-                x_desc: "s",
-                y_desc: "requests/s",
-                x_scale: Scale::Linear,
-                y_scale: Scale::Linear,
-                x_fmt: &|v| format!("{v}s"),
-                y_fmt: &|v| format!("{v:.0}"),
-                series: vec![Series {
-                    name: "requests/s".into(),
-                    color: BLUE,
-                    points,
-                    dashed: false,
-                }],
-                per_second: true,
-            })
-        };
+        let chart = |points| per_second_chart("requests/s", Scale::Linear, points);
         let one = chart(vec![(1.0, 500.0)]);
         assert!(one.contains("data-points=\"1\""));
         // The line is drawn (a segment from 0 to 1 s, not a lone point plotters skips) and
@@ -563,23 +566,11 @@ mod tests {
     /// after.
     #[test]
     fn an_empty_second_is_a_gap_in_the_line() {
-        let svg = line_chart(&LineChart {
-            id: "lat",
-            title: "Latency",
-            x_desc: "s",
-            y_desc: "µs",
-            x_scale: Scale::Linear,
-            y_scale: Scale::Log,
-            x_fmt: &|v| format!("{v}s"),
-            y_fmt: &|v| format!("{v:.0}"),
-            series: vec![Series {
-                name: "p50".into(),
-                color: BLUE,
-                points: vec![(1.0, 100.0), (2.0, 200.0), (3.0, 0.0), (4.0, 100.0)],
-                dashed: false,
-            }],
-            per_second: true,
-        });
+        let svg = per_second_chart(
+            "p50",
+            Scale::Log,
+            vec![(1.0, 100.0), (2.0, 200.0), (3.0, 0.0), (4.0, 100.0)],
+        );
         let pieces: Vec<usize> = svg
             .split("<polyline")
             .filter(|l| l.contains("stroke=\"#0000FF\" stroke-width=\"2\""))

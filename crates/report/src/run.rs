@@ -449,12 +449,15 @@ mod tests {
     use super::*;
     use hdrhistogram::Histogram;
 
-    #[test]
-    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+    /// The report of a run of `duration_s` with these seconds and one response of 100 µs.
+    pub(super) fn report_of(
+        duration_s: u64,
+        timeseries: Vec<tailscope_loadgen::TimePoint>,
+    ) -> Report {
         let mut latency = Histogram::<u64>::new(3).unwrap();
         latency.record(100).unwrap();
         let totals = tailscope_loadgen::RunTotals {
-            duration: std::time::Duration::from_secs(2),
+            duration: std::time::Duration::from_secs(duration_s),
             counters: Default::default(),
             latency: latency.clone(),
             latency_uncorrected: latency,
@@ -462,11 +465,7 @@ mod tests {
             tls: Histogram::new(3).unwrap(),
             first_request: Histogram::new(3).unwrap(),
             body: Histogram::new(3).unwrap(),
-            timeseries: vec![tailscope_loadgen::TimePoint {
-                t_s: 1.0,
-                requests: 1,
-                ..Default::default()
-            }],
+            timeseries,
             second_histograms: Vec::new(),
             slowest: Vec::new(),
             by_request: Vec::new(),
@@ -478,7 +477,19 @@ mod tests {
             conns_peak: Default::default(),
         };
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
-        let report = Report::new(&plan, &totals);
+        Report::new(&plan, &totals)
+    }
+
+    #[test]
+    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+        let report = report_of(
+            2,
+            vec![tailscope_loadgen::TimePoint {
+                t_s: 1.0,
+                requests: 1,
+                ..Default::default()
+            }],
+        );
         let so_far = run_page_so_far(&report);
         assert!(so_far.contains("no whole second of per-CPU busy measured yet"));
         assert!(so_far.contains("the diagnosis comes at the end of the run"));

@@ -46,6 +46,28 @@ pub(super) fn table(report: &Report) -> String {
     out
 }
 
+/// A chart of one line per name over the run's seconds; `y` is the axis' description,
+/// scale and format.
+fn over_time(
+    id: &str,
+    title: &str,
+    y: (&str, Scale, &dyn Fn(f64) -> String),
+    series: Vec<crate::chart::Series>,
+) -> String {
+    line_chart(&LineChart {
+        id,
+        title,
+        x_desc: "seconds into the run",
+        y_desc: y.0,
+        x_scale: Scale::Linear,
+        y_scale: y.1,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: y.2,
+        series,
+    })
+}
+
 /// A mix's names over time: requests per second and p99 per second of each of the names
 /// with the most requests (as many as the palette has colours; the rest are in the table).
 pub(super) fn charts(report: &Report) -> String {
@@ -93,18 +115,12 @@ pub(super) fn charts(report: &Report) -> String {
             series(name, color, points)
         })
         .collect();
-    out.push_str(&line_chart(&LineChart {
-        id: "throughput-by-request",
-        title: "Throughput by request (requests finished per second)",
-        x_desc: "seconds into the run",
-        y_desc: "requests/s",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &count_axis,
-        series: rates,
-    }));
+    out.push_str(&over_time(
+        "throughput-by-request",
+        "Throughput by request (requests finished per second)",
+        ("requests/s", Scale::Linear, &count_axis),
+        rates,
+    ));
     // A second without a response of the name has no p99: a gap in its line.
     let p99s = names
         .iter()
@@ -118,32 +134,23 @@ pub(super) fn charts(report: &Report) -> String {
             series(name, color, points)
         })
         .collect();
-    out.push_str(&line_chart(&LineChart {
-        id: "p99-by-request",
-        title: "p99 per second by request (log scale)",
-        x_desc: "seconds into the run",
-        y_desc: "latency",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Log,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &us_axis,
-        series: p99s,
-    }));
+    out.push_str(&over_time(
+        "p99-by-request",
+        "p99 per second by request (log scale)",
+        ("latency", Scale::Log, &us_axis),
+        p99s,
+    ));
     out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::run::run_page;
-    use hdrhistogram::Histogram;
+    use crate::run::tests::report_of;
 
     /// A mix's names over time: their rates and p99s, one line each, on the page.
     #[test]
     fn a_mix_has_charts_by_request() {
-        let mut latency = Histogram::<u64>::new(3).unwrap();
-        latency.record(100).unwrap();
         let timeseries: Vec<_> = (1..=3)
             .map(|t| tailscope_loadgen::TimePoint {
                 t_s: t as f64,
@@ -154,28 +161,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let totals = tailscope_loadgen::RunTotals {
-            duration: std::time::Duration::from_secs(3),
-            counters: Default::default(),
-            latency: latency.clone(),
-            latency_uncorrected: latency,
-            connect: Histogram::new(3).unwrap(),
-            tls: Histogram::new(3).unwrap(),
-            first_request: Histogram::new(3).unwrap(),
-            body: Histogram::new(3).unwrap(),
-            timeseries,
-            second_histograms: Vec::new(),
-            slowest: Vec::new(),
-            by_request: Vec::new(),
-            request_series: Vec::new(),
-            grace: std::time::Duration::ZERO,
-            rate_changes: Vec::new(),
-            stopped_early: false,
-            engine: Default::default(),
-            conns_peak: Default::default(),
-        };
-        let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
-        let mut report = Report::new(&plan, &totals);
+        let mut report = report_of(3, timeseries);
         assert!(
             !run_page(&report).contains("p99-by-request"),
             "no mix, no chart"

@@ -56,6 +56,8 @@ pub struct Aggregator {
     request_series: Vec<Vec<RequestPoint>>,
     /// A mix's names as the run stands, for snapshots.
     request_live: Vec<RequestLive>,
+    /// Which names get a time series (by name index).
+    series_kept: Vec<bool>,
     /// Highest tick reported by each worker; a second is final once every worker is past it.
     worker_ticks: Vec<u64>,
     /// Seconds below this are points already; data arriving for them (a worker's last
@@ -87,6 +89,7 @@ impl Aggregator {
             by_request: Vec::new(),
             request_series: Vec::new(),
             request_live: Vec::new(),
+            series_kept: Vec::new(),
             worker_ticks: vec![0; workers],
             open_from: 0,
             worker_conns: vec![Gauges::default(); workers],
@@ -102,10 +105,12 @@ impl Aggregator {
         self
     }
 
-    /// Keeps figures per name for a mix with these names (none: a single request).
-    pub fn with_requests(mut self, names: &[String]) -> Self {
+    /// Keeps figures per name for a mix with these names (none: a single request), and a
+    /// time series for the names `series` marks (see [`crate::mix::series_names`]).
+    pub fn with_requests(mut self, names: &[String], series: &[bool]) -> Self {
         self.by_request = vec![None; names.len()];
         self.request_series = vec![Vec::new(); names.len()];
+        self.series_kept = series.to_vec();
         self.request_live = names
             .iter()
             .map(|n| RequestLive {
@@ -189,7 +194,8 @@ impl Aggregator {
                 continue;
             }
             let p = (!f.latency.is_empty()).then(|| Percentiles::of(&f.latency));
-            if let Some(series) = self.request_series.get_mut(i) {
+            let kept = self.series_kept.get(i).copied().unwrap_or(false);
+            if let Some(series) = self.request_series.get_mut(i).filter(|_| kept) {
                 series.push(RequestPoint {
                     t_s,
                     requests,
@@ -442,7 +448,8 @@ mod tests {
         let base = Instant::now();
         let tick = Duration::from_millis(100);
         let names: Vec<String> = vec!["fast".into(), "slow".into()];
-        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3).with_requests(&names);
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3)
+            .with_requests(&names, &[true, true]);
         let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3)
             .with_requests(names.clone().into());
         let mut mid_run = None;

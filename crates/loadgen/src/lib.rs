@@ -206,7 +206,7 @@ pub fn run(
 
     let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest)
         .with_held([plan.idle_conns as u64, plan.slow_conns as u64])
-        .with_requests(&names);
+        .with_requests(&names, &mix::series_names(&plan.requests));
     let mut next_snapshot = Instant::now() + plan.tick;
     let mut last_snapshot = Instant::now();
     let mut stop_sent = false;

@@ -92,6 +92,28 @@ pub fn names(requests: &[RequestSpec]) -> (Vec<String>, Vec<u32>) {
     (names, index)
 }
 
+/// The most names of a mix that get a time series of their own (a point a second each): a
+/// mix of more keeps one for the names of greatest weight, so that the series stay as small
+/// as the run's own (64 names × a point of ~64 bytes a second: ~4 KB a second).
+pub const MAX_SERIES_NAMES: usize = 64;
+
+/// Which names (in the order of [`names`]) get a time series: all of them up to
+/// [`MAX_SERIES_NAMES`], else the ones of greatest weight (the first on ties).
+pub fn series_names(requests: &[RequestSpec]) -> Vec<bool> {
+    let (names, index) = names(requests);
+    let mut weight = vec![0u64; names.len()];
+    for (r, &i) in requests.iter().zip(&index) {
+        weight[i as usize] += u64::from(r.weight);
+    }
+    let mut by_weight: Vec<usize> = (0..names.len()).collect();
+    by_weight.sort_by(|&a, &b| weight[b].cmp(&weight[a]).then(a.cmp(&b)));
+    let mut kept = vec![false; names.len()];
+    for &i in by_weight.iter().take(MAX_SERIES_NAMES) {
+        kept[i] = true;
+    }
+    kept
+}
+
 /// Checks a mix's requests (names, methods, targets, headers, weights); the message names
 /// the request.
 pub fn validate(requests: &[RequestSpec]) -> Result<(), Error> {
@@ -385,6 +407,30 @@ impl Encoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Past 64 names, the heaviest keep a time series (their weight summed over the requests
+    /// that share a name).
+    #[test]
+    fn the_heaviest_names_keep_a_time_series() {
+        let spec = |name: String, weight| RequestSpec {
+            name,
+            method: "GET".into(),
+            target: "/".into(),
+            headers: vec![],
+            body: vec![],
+            weight,
+        };
+        let few: Vec<RequestSpec> = (0..3).map(|i| spec(format!("n{i}"), 1)).collect();
+        assert_eq!(series_names(&few), vec![true; 3]);
+        let mut many: Vec<RequestSpec> = (0..100).map(|i| spec(format!("n{i}"), 1)).collect();
+        // n99 twice (weight 2 in all), n98 heavy: both kept; of the rest, the first 62.
+        many.push(spec("n99".into(), 1));
+        many[98].weight = 50;
+        let kept = series_names(&many);
+        assert_eq!(kept.len(), 100);
+        assert_eq!(kept.iter().filter(|k| **k).count(), MAX_SERIES_NAMES);
+        assert!(kept[98] && kept[99] && kept[61] && !kept[62]);
+    }
 
     #[test]
     fn any_batch_is_one_slice_and_names_follow_positions() {

@@ -577,8 +577,8 @@ pub struct RunTotals {
     /// a name nothing was recorded for); empty for a single request.
     pub by_request: Vec<Option<crate::recorder::RequestFigures>>,
     /// A mix's time series per name, in the same order: a point for each second in which
-    /// the name had a request (at most one per name a second, so bounded as the run's own
-    /// series is, times the names: at most [`crate::mix::MAX_NAMES`]).
+    /// the name had a request, for at most [`crate::mix::MAX_SERIES_NAMES`] names (the
+    /// heaviest; the others' are empty), so bounded as the run's own series is.
     pub request_series: Vec<Vec<RequestPoint>>,
     /// After the load window: how long in-flight requests took to finish (or until the grace
     /// period ran out). Their responses are counted in the run.

@@ -32,7 +32,7 @@ pub enum Error {
     #[error("{0}")]
     Merge(String),
     /// A request file (`--load`, `--urls-from-file`) cannot be used.
-    #[error("{path}:{line}: {reason}")]
+    #[error("{path}{}: {reason}", at_line(*line))]
     BadRequestFile {
         /// The file as given.
         path: String,
@@ -181,5 +181,13 @@ mod tests {
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(k.index(), i, "{k}");
         }
+    }
+}
+
+/// `:LINE` after a file's name, nothing for a problem of the whole file (line 0).
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(":{n}"),
     }
 }

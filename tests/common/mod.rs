@@ -442,3 +442,34 @@ pub fn scratch_dir(name: &str) -> tempfile::TempDir {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("a scratch directory under target/tmp")
 }
+
+/// A JSON file, parsed (a test fails saying which file it could not read).
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Now, in seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Waits for `child` at most `limit`, killing it past that: a test never hangs.
+pub fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> i32 {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a process ran past {limit:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

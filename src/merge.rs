@@ -5,7 +5,7 @@ use anyhow::Result;
 use tailscope_loadgen::report::{self, Report};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_session::files::{check_files, Output};
-use tailscope_session::output::{emit, load_report};
+use tailscope_session::output::{emit, judge, load_report};
 
 use crate::args::MergeArgs;
 use crate::exit::{Outcome, UsageError};
@@ -62,12 +62,7 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
     text += "\n";
     text += &merged.to_text();
     emit(&merged, &text, args.json.as_deref(), args.html.as_deref())?;
-    let mut failed = 0;
-    for t in &thresholds {
-        let verdict = t.check(&merged);
-        failed += usize::from(!verdict.passed);
-        say!("{verdict}");
-    }
+    let failed = judge(&merged, &thresholds);
     if let Some(reason) = merged.no_response_reason() {
         say!("tailscope: {reason}");
         return Ok(Outcome::Failure);

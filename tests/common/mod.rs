@@ -288,24 +288,11 @@ pub fn gone(pid: u64) -> bool {
 
 /// Live (not zombie) children of `ppid`, from /proc.
 pub fn children(ppid: u32) -> Vec<u64> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 1 && f[1] == ppid.to_string() && f[0] != "Z" {
-            out.extend(
-                head.split_whitespace()
-                    .next()
-                    .and_then(|p| p.parse::<u64>().ok()),
-            );
-        }
-    }
-    out
+    tree::all_parents()
+        .into_iter()
+        .filter(|&(_, parent, zombie)| parent == u64::from(ppid) && !zombie)
+        .map(|(pid, _, _)| pid)
+        .collect()
 }
 
 /// Starts tailscope with `args` (stdout and stderr piped) and reads its stderr until `marker`

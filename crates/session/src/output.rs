@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use tailscope_loadgen::report::Report;
+use tailscope_loadgen::threshold::Threshold;
 use tailscope_report::{AnyReport, ReadError};
 
 use crate::UsageError;
@@ -59,4 +60,16 @@ pub fn emit(report: &Report, text: &str, json: Option<&Path>, html: Option<&Path
         write_page(&tailscope_report::run_page(report), path)?;
     }
     Ok(())
+}
+
+/// Checks each threshold (`--fail-if`) against the report, saying each verdict on stderr;
+/// returns how many failed.
+pub fn judge(report: &Report, thresholds: &[Threshold]) -> usize {
+    let mut failed = 0;
+    for t in thresholds {
+        let verdict = t.check(report);
+        failed += usize::from(!verdict.passed);
+        say!("{verdict}");
+    }
+    failed
 }

@@ -17,7 +17,7 @@ use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
 use tailscope_tui::Feed;
 
-use crate::output::emit;
+use crate::output::{emit, judge};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
 
@@ -314,14 +314,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     if let Some(reason) = &no_response {
         say!("tailscope: {reason}");
     }
-    let mut failed = 0;
-    for t in &config.thresholds {
-        let verdict = t.check(&report);
-        if !verdict.passed {
-            failed += 1;
-        }
-        say!("{verdict}");
-    }
+    let failed = judge(&report, &config.thresholds);
     // A run that measured nothing is a failure whatever the thresholds say (unless it was
     // cut short by a signal, which says more).
     if no_response.is_some() && !signalled {

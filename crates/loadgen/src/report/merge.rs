@@ -24,7 +24,7 @@ mod admit;
 mod series;
 
 use crate::snapshot::Percentiles;
-use admit::{admit, Admitted};
+use admit::admit;
 use series::{series, Series};
 
 /// What a merged report was made of.
@@ -130,19 +130,13 @@ fn sum_of_rates(rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 /// duration, ...), whose segments overlap or count differently, or whose load windows
 /// never overlapped. Missing segments are not refused: they are named in the result.
 pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error> {
-    let Admitted {
-        first,
-        generators,
-        overridden,
-        count,
-        counts,
-        missing,
-        any_segment,
-        start,
-        window_end,
-        latest_start,
-        data_end,
-    } = admit(reports, force)?;
+    let admitted = admit(reports, force)?;
+    let (first, generators, overridden) =
+        (admitted.first, admitted.generators, admitted.overridden);
+    let (count, counts) = (admitted.count, admitted.counts);
+    let (missing, any_segment) = (admitted.missing, admitted.any_segment);
+    let (start, window_end) = (admitted.start, admitted.window_end);
+    let (latest_start, data_end) = (admitted.latest_start, admitted.data_end);
 
     // Histograms: added, never averaged.
     let mut latency = None;

@@ -6,8 +6,18 @@
 //! [`Outcome`]. [`suite::run`] does the same for each target × endpoint of a suite file.
 //! Around them: [`signals`] (a first Ctrl-C stops gracefully, a second kills), [`files`] (the
 //! outputs checked before anything runs) and [`output`] (stdout that tolerates a closed pipe,
-//! the report files). Nothing here knows the command line: the binary names the flags (in
-//! [`files::Output`]) and maps the [`Outcome`] to an exit code.
+//! the report files). Nothing here parses the command line: the binary validates the flags
+//! into a [`RunConfig`] (or a [`suite::SuiteConfig`]), names the outputs' flags (in
+//! [`files::Output`]) and maps the [`Outcome`] to an exit code. A few progress lines still
+//! name the flag a user would change (`--start-at`, `--server-cpus`): they moved here verbatim,
+//! since the binary's output is kept byte for byte.
+//!
+//! Why a crate of its own: a run needs every other crate (loadgen, targets, forensics, the
+//! report pages and the dashboard, fed from inside the generator's tick with the profiler's
+//! live figures), and `loadgen` and `targets` depend on no crate of ours, `forensics` is the
+//! spike rules. So the session sits on top of them all, under the binary. Errors are
+//! `anyhow`'s, as the binary's were: this is the application's upper half, and its messages
+//! (with their context) are printed as they were; bad input is a [`UsageError`] within.
 
 /// Writes a line to stderr. A closed stderr (`2>&-`, a pipe whose reader left) is not an
 /// error: the run goes on and the exit code stays what the run decides (`eprintln!` panics).

@@ -164,6 +164,14 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
+/// `:LINE` after a file's name, nothing for a problem of the whole file (line 0).
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(":{n}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::ErrorKind;
@@ -184,10 +192,3 @@ mod tests {
     }
 }
 
-/// `:LINE` after a file's name, nothing for a problem of the whole file (line 0).
-fn at_line(line: usize) -> String {
-    match line {
-        0 => String::new(),
-        n => format!(":{n}"),
-    }
-}

@@ -32,6 +32,11 @@ fn config(args: RunArgs) -> Result<RunConfig> {
                     "--path is for a server tailscope launches (--target); with a URL, put the path in the URL".into(),
                 ));
         }
+        if args.tls.tls {
+            return Err(usage(
+                    "--tls is for a server tailscope launches (--target nginx --tls); for a server at a URL, write https://".into(),
+                ));
+        }
         if target.server_cpus.is_some() {
             return Err(usage(
                     "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
@@ -39,8 +44,16 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         }
     }
     let mix = read_mix(&args.request).map_err(usage)?;
+    // A load file's `url` is a default: a URL on the command line wins, and --target loads
+    // the server it launches. A URL list's whole URLs are its requests' own: the run must
+    // go where they say.
+    let own_urls = args.request.load.is_none();
     let file_url = mix.as_ref().and_then(|f| f.url.clone());
-    if let (Some(f), Some(_)) = (mix.as_ref().filter(|f| f.url.is_some()), &target.target) {
+    if let (Some(f), Some(_), true) = (
+        mix.as_ref().filter(|f| f.url.is_some()),
+        &target.target,
+        own_urls,
+    ) {
         return Err(usage(format!(
                 "{}: its requests name a host, and --target launches a server of its own: give paths (/json) instead",
                 f.path
@@ -157,8 +170,10 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             .push((k.trim().to_string(), v.trim().to_string()));
     }
     if let Some(file) = mix {
-        file.check_origin(&plan.url)
-            .map_err(|e| usage(e.to_string()))?;
+        if own_urls {
+            file.check_origin(&plan.url)
+                .map_err(|e| usage(e.to_string()))?;
+        }
         plan.order = req.url_order.or(file.order).unwrap_or_default();
         plan.requests = file.requests;
         // -H adds to every request of the mix (a request's own header of that name wins).
@@ -263,7 +278,6 @@ fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String>
     Ok(())
 }
 
-/// The segment `--segment` or `--segment-from-env` names, if any.
 /// The mix named by --load or --urls-from-file, read and checked.
 fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, String> {
     let read = match (&req.load, &req.urls_from_file) {
@@ -274,6 +288,7 @@ fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, Strin
     read.map(Some).map_err(|e| e.to_string())
 }
 
+/// The segment `--segment` or `--segment-from-env` names, if any.
 fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String> {
     match (&args.segment_from_env, args.segments) {
         (Some(var), Some(count)) => {
@@ -345,6 +360,59 @@ mod tests {
         ) {
             parse_and_validate(flag, &v);
         }
+    }
+
+    /// `run ARGS…` parsed and validated as `main` does: the plan's URL, or the refusal.
+    fn config_of(argv: &[&str]) -> Result<String, String> {
+        let argv = ["tailscope", "run"].iter().chain(argv);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Some(Command::Run(args)),
+            }) => super::config(args)
+                .map(|c| c.plan.url)
+                .map_err(|e| e.to_string()),
+            _ => unreachable!("run parses as run"),
+        }
+    }
+
+    #[test]
+    fn a_load_file_s_url_is_a_default_and_a_url_list_s_urls_are_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = dir.path().join("mix.toml");
+        std::fs::write(
+            &load,
+            "url = \"http://127.0.0.1:8080\"\n[[request]]\npath = \"/json\"\n",
+        )
+        .unwrap();
+        let load = load.to_str().unwrap();
+        assert_eq!(
+            config_of(&["--load", load]).unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            config_of(&["http://127.0.0.1:18080/", "--load", load]).unwrap(),
+            "http://127.0.0.1:18080/",
+            "the command line's URL wins"
+        );
+        let launched = config_of(&["--target", "embedded", "--load", load]).unwrap();
+        assert!(!launched.contains(":8080/"), "{launched}");
+
+        let list = dir.path().join("urls.txt");
+        std::fs::write(&list, "http://127.0.0.1:8080/a\n/b\n").unwrap();
+        let list = list.to_str().unwrap();
+        let err = config_of(&["http://127.0.0.1:18080/", "--urls-from-file", list]).unwrap_err();
+        assert!(err.contains("one run loads one host and port"), "{err}");
+        let err = config_of(&["--target", "embedded", "--urls-from-file", list]).unwrap_err();
+        assert!(
+            err.contains("--target launches a server of its own"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tls_with_a_url_is_refused_rather_than_ignored() {
+        let err = config_of(&["http://127.0.0.1:9/", "--tls"]).unwrap_err();
+        assert!(err.contains("write https://"), "{err}");
     }
 
     #[test]

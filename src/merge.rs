@@ -42,6 +42,12 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
         reports.push((path.display().to_string(), r));
     }
     let merged = report::merge(&reports, args.force).map_err(|e| usage(e.to_string()))?;
+    // A threshold on a name the reports do not hold is a typo (exit 2, as for run), not a
+    // failed threshold.
+    let names: Vec<String> = merged.by_request.keys().cloned().collect();
+    for t in &thresholds {
+        t.check_names(&names).map_err(|e| usage(e.to_string()))?;
+    }
     let info = merged.merged.as_ref().expect("a merged report says so");
     let mut text = format!(
         "Merged {} report(s){}:\n",

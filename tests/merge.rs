@@ -114,6 +114,15 @@ fn check_merged(files: &[PathBuf], merged: &serde_json::Value) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // A name the reports do not hold is a typo: exit 2, as for run, not a failed threshold.
+    let typo = args("p99[nosuch] < 1s".into());
+    let out = tailscope(&typo.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Network namespaces and the processes in them, removed on drop (also when the test fails).

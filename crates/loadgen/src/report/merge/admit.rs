@@ -105,7 +105,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
         let diff = differences(&first.config, &r.config);
         if !diff.is_empty() {
             let m = format!(
-                "{name} and {first_name} are not parts of one load: {}",
+                "{first_name} and {name} are not parts of one load: {}",
                 diff.join(", ")
             );
             overridable(m, force, &mut overridden)?;

@@ -323,7 +323,7 @@ fn a_partial_last_second_keeps_its_end() {
 fn mismatches_are_refused_unless_forced() {
     let mut inputs = three();
     inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
-    let m = refused_unless_forced(&inputs, "c.json and a.json are not parts of one load: url");
+    let m = refused_unless_forced(&inputs, "a.json and c.json are not parts of one load: url");
     assert!(m
         .warnings
         .iter()

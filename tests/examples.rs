@@ -109,11 +109,22 @@ fn the_kubernetes_example_is_an_indexed_job_of_n_segments_and_a_merge() {
         m["volumes"][0]["persistentVolumeClaim"]["claimName"].as_str(),
         Some(claim_name)
     );
+    // It merges this run's reports only: the generators name theirs after the common start
+    // (START_AT, which run.sh fills in in both manifests), and its glob takes that name.
     let line = strings(&m["containers"][0]["args"]).join(" ");
+    assert_eq!(json, "/out/$(START_AT)-$(JOB_COMPLETION_INDEX).json");
     assert!(
-        line.starts_with("tailscope merge /out/[0-9]*.json"),
+        line.starts_with("tailscope merge /out/\"$START_AT\"-[0-9]*.json"),
         "{line}"
     );
+    let merge_start = m["containers"][0]["env"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"].as_str() == Some("START_AT"))
+        .and_then(|e| e["value"].as_str())
+        .expect("the merge's START_AT");
+    assert_eq!(merge_start, var("START_AT"), "one placeholder for run.sh");
     assert_eq!(
         m["containers"][0]["volumeMounts"][0]["mountPath"].as_str(),
         Some(mount)

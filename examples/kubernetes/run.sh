@@ -29,7 +29,7 @@ sed "s/2026-01-01T12:00:00Z/${start_at}/" generators.yaml | kubectl apply -f -
 # Each generator runs -z (60 s) after the start; allow for scheduling. A generator that
 # failed is named as a missing segment by the merge, so go on either way.
 wait_job tailscope-load "$((ahead + 300))" || true
-kubectl apply -f merge-job.yaml
+sed "s/2026-01-01T12:00:00Z/${start_at}/" merge-job.yaml | kubectl apply -f -
 wait_job tailscope-merge 120
 kubectl logs job/tailscope-merge
 # The merge container's exit status (the Job itself only says Failed).

@@ -149,7 +149,10 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         if plan.has_mix() {
-            format!("a mix of {} requests on", plan.requests.len())
+            match plan.requests.len() {
+                1 => "a mix of 1 request on".to_string(),
+                n => format!("a mix of {n} requests on"),
+            }
         } else {
             plan.method.clone()
         },

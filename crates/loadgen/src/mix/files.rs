@@ -352,6 +352,11 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     format!("cannot read body file {}: {e}", body_path.display()),
                 )
             })?;
+        } else if line.starts_with('/') || line.contains("://") {
+            return Err(bad(
+                n,
+                format!("{line:?} is a URL with a space in it: write the space as %20"),
+            ));
         } else {
             let h = header(line).map_err(|m| bad(n, m))?;
             current.headers.push(h);
@@ -503,6 +508,7 @@ headers = { "Content-Type" = "text/plain" }
                 "not a range",
             ),
             ("", 0, "no requests"),
+            ("/a\n/b c\n", 2, "a URL with a space in it"),
         ] {
             assert_bad(
                 parse_url_file("urls.txt", text, &dir),

@@ -336,9 +336,14 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     if !missing.is_empty() {
         let list: Vec<String> = missing.iter().map(|i| format!("{i}/{count}")).collect();
         warnings.push(format!(
-            "{} of {count} segments merged: segment {} is missing, so the load was short of what was asked",
+            "{} of {count} segments merged: {} {} missing, so the load was short of what was asked",
             count - missing.len(),
-            list.join(", ")
+            if missing.len() == 1 {
+                "segment"
+            } else {
+                "segments"
+            },
+            list.join(", ") + if missing.len() == 1 { " is" } else { " are" }
         ));
     }
     if latest_start - start > START_SPREAD_WARN_S {

@@ -372,7 +372,7 @@ fn bad_files_and_unknown_names_exit_2_before_anything_is_sent() {
                 .display()
                 .to_string(),
             ],
-            "w.toml:4: weight must be 1..=".into(),
+            "w.toml:6: weight must be 1..=".into(),
         ),
         (
             vec![

@@ -59,6 +59,8 @@ fn config(args: RunArgs) -> Result<RunConfig> {
                 f.path
             )));
     }
+    // The file's URL when there is neither a URL nor a server to launch.
+    let file_url = file_url.filter(|_| target.target.is_none());
     let (url, launch) = match (args.url.or(file_url), target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
@@ -362,14 +364,18 @@ mod tests {
         }
     }
 
-    /// `run ARGS…` parsed and validated as `main` does: the plan's URL, or the refusal.
+    /// `run ARGS…` parsed and validated as `main` does: the plan's URL (and whether a
+    /// target is launched), or the refusal.
     fn config_of(argv: &[&str]) -> Result<String, String> {
         let argv = ["tailscope", "run"].iter().chain(argv);
         match Cli::try_parse_from(argv) {
             Ok(Cli {
                 command: Some(Command::Run(args)),
             }) => super::config(args)
-                .map(|c| c.plan.url)
+                .map(|c| match c.launch {
+                    Some(_) => format!("launch {}", c.plan.url),
+                    None => c.plan.url,
+                })
                 .map_err(|e| e.to_string()),
             _ => unreachable!("run parses as run"),
         }
@@ -395,7 +401,8 @@ mod tests {
             "the command line's URL wins"
         );
         let launched = config_of(&["--target", "embedded", "--load", load]).unwrap();
-        assert!(!launched.contains(":8080/"), "{launched}");
+        assert!(launched.starts_with("launch "), "{launched}");
+        assert!(!launched.contains(":8080"), "{launched}");
 
         let list = dir.path().join("urls.txt");
         std::fs::write(&list, "http://127.0.0.1:8080/a\n/b\n").unwrap();

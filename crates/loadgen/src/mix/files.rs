@@ -119,7 +119,7 @@ struct RequestToml {
     method: Option<String>,
     path: toml::Spanned<String>,
     headers: Option<toml::Spanned<Headers>>,
-    body: Option<String>,
+    body: Option<toml::Spanned<String>>,
     weight: Option<toml::Spanned<i64>>,
 }
 
@@ -207,11 +207,25 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
             method,
             target: path.clone(),
             headers,
-            body: r.body.clone().unwrap_or_default().into_bytes(),
+            body: r
+                .body
+                .as_ref()
+                .map(|b| b.get_ref().clone().into_bytes())
+                .unwrap_or_default(),
             weight,
         };
         super::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
-        check_placeholders(&spec).map_err(|m| bad(path_line, m))?;
+        // A placeholder's own error on the line of the field it is in; what is wrong with
+        // the request as a whole (too many of them) on the table's.
+        let marks = |text: &[u8]| super::placeholder::mark(text, &mut Vec::new()).map(|_| ());
+        super::placeholder::check_target(&spec.target).map_err(|m| bad(path_line, m))?;
+        for (_, v) in &spec.headers {
+            marks(v.as_bytes()).map_err(|m| bad(headers_line, m))?;
+        }
+        if let Some(b) = &r.body {
+            marks(b.get_ref().as_bytes()).map_err(|m| bad(line_of(text, b.span().start), m))?;
+        }
+        check_placeholders(&spec).map_err(|m| bad(line, m))?;
         requests.push(spec);
     }
     let url_line = doc
@@ -352,7 +366,12 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     format!("cannot read body file {}: {e}", body_path.display()),
                 )
             })?;
-        } else if line.starts_with('/') || line.contains("://") {
+        } else if line.starts_with('/')
+            || line
+                .split_whitespace()
+                .find(|w| !is_method(w))
+                .is_some_and(|w| w.contains("://"))
+        {
             return Err(bad(
                 n,
                 format!("{line:?} is a URL with a space in it: write the space as %20"),
@@ -471,6 +490,11 @@ headers = { "Content-Type" = "text/plain" }
                 3,
                 "{id} is not a placeholder",
             ),
+            (
+                "[[request]]\npath = \"/a\"\nbody = \"{rand:5..1}\"\n",
+                3,
+                "not a range",
+            ),
         ] {
             assert_bad(parse_load_file("mix.toml", text), "mix.toml", line, needle);
         }
@@ -490,6 +514,11 @@ headers = { "Content-Type" = "text/plain" }
         assert_eq!(f.url.as_deref(), Some("http://127.0.0.1:8080/a?x=1"));
         let names: Vec<&str> = f.requests.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["GET /a?x=1", "POST /b", "GET /c"]);
+        let referer = parse_url_file("u.txt", "/a\nReferer: http://example.com/x\n", &dir).unwrap();
+        assert_eq!(
+            referer.requests[0].headers,
+            vec![("Referer".into(), "http://example.com/x".into())]
+        );
         let braces = parse_url_file("u.txt", "http://h:1/i/{seq}?r={rand:1..9}#f\n", &dir).unwrap();
         assert_eq!(braces.requests[0].target, "/i/{seq}?r={rand:1..9}");
         assert_eq!(f.requests[1].body, b"{\"a\":1}");
@@ -509,6 +538,7 @@ headers = { "Content-Type" = "text/plain" }
             ),
             ("", 0, "no requests"),
             ("/a\n/b c\n", 2, "a URL with a space in it"),
+            ("/a\nGET http://a:1/b c\n", 2, "a URL with a space in it"),
         ] {
             assert_bad(
                 parse_url_file("urls.txt", text, &dir),

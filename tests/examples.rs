@@ -189,7 +189,8 @@ fn the_ssh_example_runs_three_segments_and_merges_them() {
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ssh/run-segments.sh"))
         .args(["gen1", "gen2", "gen3"])
         .env("PATH", path)
-        .env("URL", server.url("/"))
+        // '&' and '?' reach the remote shell: every word is quoted for it.
+        .env("URL", server.url("/?a=1&b=2"))
         .env("LOAD", "-c 3 -q 300 --threads 1")
         .env("DURATION", "1s")
         .env("AHEAD", "2")
@@ -213,4 +214,8 @@ fn the_ssh_example_runs_three_segments_and_merges_them() {
         .sum();
     assert_eq!(n(&merged["summary"]["requests"]), sum);
     assert!(sum > 0);
+    assert_eq!(
+        merged["config"]["url"].as_str(),
+        Some(server.url("/?a=1&b=2").as_str())
+    );
 }

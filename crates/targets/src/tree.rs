@@ -87,7 +87,13 @@ pub struct Member {
     pub max_rss_kb: Option<u64>,
     /// Whether it is still there (a zombie counts: its times are final but it is not reaped).
     pub alive: bool,
+    /// How many more refreshes re-read its command line while it reads as its parent's.
+    echo_rereads: u8,
 }
+
+/// Refreshes in which a fork that still reads as its parent is read again: an nginx worker
+/// retitles itself within milliseconds; a gunicorn worker never does, and is then left be.
+const ECHO_REREADS: u8 = 3;
 
 /// The processes descended from a root, followed over time.
 #[derive(Debug)]
@@ -270,6 +276,7 @@ impl ProcessTree {
                             involuntary: None,
                             max_rss_kb: None,
                             alive: true,
+                            echo_rereads: ECHO_REREADS,
                         },
                     );
                     joined = true;
@@ -283,15 +290,23 @@ impl ProcessTree {
         // retitles itself (an nginx worker read just after the fork is "nginx: master
         // process"; its `comm` stays "nginx"), so one that still reads as its parent is read
         // again.
-        let commands: HashMap<i32, String> = self
+        let echoes: Vec<i32> = self
             .members
             .iter()
-            .filter(|(_, m)| m.alive)
-            .map(|(pid, m)| (*pid, m.command.clone()))
+            .filter(|(_, m)| m.alive && m.echo_rereads > 0)
+            .filter(|(_, m)| {
+                self.members
+                    .get(&m.stat.ppid)
+                    .is_some_and(|p| p.alive && p.command == m.command)
+            })
+            .map(|(pid, _)| *pid)
             .collect();
         for (pid, m) in self.members.iter_mut().filter(|(_, m)| m.alive) {
             let Some(s) = by_pid.get(pid) else { continue };
-            let echoes_parent = commands.get(&s.ppid).is_some_and(|c| *c == m.command);
+            let echoes_parent = echoes.contains(pid);
+            if echoes_parent {
+                m.echo_rereads -= 1;
+            }
             let renamed = m.stat.comm != s.comm || m.command.is_empty() || echoes_parent;
             m.stat = (*s).clone();
             if !self.details || s.zombie {

@@ -143,10 +143,12 @@ impl Aggregator {
         }
         add_figures(&mut self.by_request, &data.by_request);
         let ticks_per_second = ticks_per_second(self.tick);
-        // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
-        let second = (data.tick.saturating_sub(1) / ticks_per_second).max(self.open_from);
+        // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps,
+        // unless it hands over the names' figures of a second that ended (after a late
+        // tick: the interval straddles the boundary), which it is then filed under whole,
+        // so that the names' counts of a second add up to the run's.
+        let second = data.by_request_second.max(self.open_from);
         if data.by_request.iter().any(Option::is_some) {
-            let second = data.by_request_second.max(self.open_from);
             let bucket = self.bucket(second);
             add_figures(&mut bucket.by_request, &data.by_request);
         }
@@ -501,6 +503,36 @@ mod tests {
         assert_eq!(run, vec![10, 20, 5]);
         let by = |i: usize| totals.by_request[i].as_ref().unwrap().counters.requests();
         assert_eq!((by(0), by(1)), (25, 10));
+    }
+
+    #[test]
+    fn after_a_late_tick_a_name_s_seconds_add_up_to_the_run_s() {
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let names: Vec<String> = vec!["only".into()];
+        let mut agg =
+            Aggregator::new(1, Duration::from_secs(60), tick, 3).with_requests(&names, &[true]);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3)
+            .with_requests(names.clone().into());
+        // Ticks 1..=9 on time, then the one due at 1.0 s taken at 1.15 s, then on time.
+        for at_ms in (1..=9u64).map(|k| k * 100).chain([1_150, 1_200]) {
+            r.record_finished(&finished(base, at_ms - 50, 1, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(at_ms), tick));
+        }
+        for at_ms in (13..=20u64).map(|k| k * 100) {
+            r.record_finished(&finished(base, at_ms - 50, 1, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(at_ms), tick));
+        }
+        r.record_finished(&finished(base, 2_050, 1, 200));
+        agg.merge(r.take_last_interval(base + Duration::from_millis(2_100), tick));
+        let totals = agg.finish(Duration::from_millis(2_100), Duration::ZERO);
+        let run: Vec<u64> = totals.timeseries.iter().map(|p| p.requests).collect();
+        let only: Vec<u64> = totals.request_series[0]
+            .iter()
+            .map(|p| p.requests)
+            .collect();
+        assert_eq!(only, run, "one name: its seconds are the run's");
+        assert_eq!(run.iter().sum::<u64>(), 20);
     }
 
     #[test]

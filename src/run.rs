@@ -364,8 +364,9 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         flamegraph: args.output.flamegraph.clone(),
         flamegraph_slow: args.output.flamegraph_slow.clone(),
     };
+    let threads_given = args.load.threads.is_some();
     let mut config = RunConfig::from_args(args)?;
-    fit_open_files(&config.plan)?;
+    fit_open_files(&mut config.plan, threads_given)?;
     let control = RunControl::new();
     watch_signals(&control)?;
     let mut target = match &config.launch {

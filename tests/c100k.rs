@@ -550,3 +550,64 @@ fn source_addrs_that_cannot_work_exit_2_before_any_load() {
         "nothing may connect before the flags are checked"
     );
 }
+
+/// Runs `tailscope run URL ARGS --engine uring --json -` with RLIMIT_NOFILE 1000 (soft and
+/// hard: it cannot raise it). `None`, after saying why, where the engine cannot run or keeps
+/// its sockets on plain descriptors here.
+fn run_uring_under_1000_files(url: &str, args: &str) -> Option<(i32, serde_json::Value, String)> {
+    if !Engine::Uring.available() {
+        return None;
+    }
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "ulimit -n 1000 && exec {} run {url} {args} --engine uring --json -",
+                env!("CARGO_BIN_EXE_tailscope")
+            ),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let report = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let reason = report["config"]["engine"]["reason"].to_string();
+    if reason.contains("plain descriptors") {
+        common::skip(format!("no io_uring direct descriptors here: {reason}"));
+        return None;
+    }
+    Some((out.status.code().unwrap_or(-1), report, stderr))
+}
+
+#[test]
+fn uring_direct_descriptors_hold_more_connections_than_the_open_file_limit() {
+    // The reference server is started from here, with this process's limits.
+    let Some((mut server, addr)) = common::spawn_serve(&[]) else {
+        return;
+    };
+    let url = format!("http://{addr}/");
+    // 1,500 connections with 1,000 descriptors: the threads are raised until each ring's
+    // file table (up to RLIMIT_NOFILE slots) holds its share.
+    let run = run_uring_under_1000_files(&url, "-c 1500 -n 3000 --threads 1 --connect-timeout 20s");
+    let Some((code, _, stderr)) = run else {
+        let _ = server.kill();
+        let _ = server.wait();
+        return;
+    };
+    // --threads given and too few: refused before anything is sent, naming the fix.
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--threads 2"), "{stderr}");
+    assert!(stderr.contains("RLIMIT_NOFILE"), "{stderr}");
+    let (code, r, stderr) =
+        run_uring_under_1000_files(&url, "-c 1500 -n 3000 --connect-timeout 20s").unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, 0, "{stderr}");
+    let reason = r["config"]["engine"]["reason"].as_str().unwrap();
+    assert!(reason.contains("direct descriptors"), "{reason}");
+    assert!(n(&r["config"]["threads"]) >= 2, "{}", r["config"]);
+    let s = &r["summary"];
+    assert_eq!(n(&s["connections_opened"]), 1500, "{s}");
+    assert_eq!(n(&s["successes"]), 3000, "{s} {}", r["errors"]);
+    assert_eq!(n(&s["errors"]), 0, "{}", r["errors"]);
+}

@@ -105,6 +105,27 @@ pub fn resolve_engine_for(plan: &Plan) -> Result<EngineUsed, Error> {
     engine::choose(plan.engine, plan.needs_tokio()).map(|(_, used)| used)
 }
 
+/// Whether `plan`'s sockets would live in its generator threads' registered file tables
+/// (the io_uring engine's direct descriptors) rather than in the process's descriptor table:
+/// each thread's table may then hold RLIMIT_NOFILE sockets, so a run may hold that many
+/// per thread (slow held connections keep a plain descriptor each all the same).
+pub fn direct_descriptors_for(plan: &Plan) -> bool {
+    matches!(
+        engine::choose(plan.engine, plan.needs_tokio()),
+        Ok((engine::EngineKind::Uring, _))
+    ) && engine::uring_direct().is_ok()
+}
+
+/// The most sockets one generator thread of `plan` holds with `threads` threads: its share
+/// of `-c`, `--idle-conns` and `--slow-conns` (the first threads take the remainders).
+pub fn sockets_per_thread(plan: &Plan, threads: usize) -> u64 {
+    let threads = threads.min(plan.connections).max(1);
+    [plan.connections, plan.idle_conns, plan.slow_conns]
+        .iter()
+        .map(|&n| share(n as u64, threads, 0))
+        .sum()
+}
+
 /// The threads' shares of the load: connections, `-n` and `-q` by [`share`], each CPU in
 /// turn. Open loop, thread t's first slot is the earlier threads' share of the connections
 /// into its own interval (t/rate for equal shares), so T threads interleave into one even

@@ -19,7 +19,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::connection::{connect_error_kind, Closed, Connection};
@@ -67,6 +67,39 @@ fn wake_time(at: Instant, now: Instant) -> Instant {
 /// Whether this machine can run the engine (see [`Ring::probe`]).
 pub(super) fn probe() -> Result<(), String> {
     Ring::probe()
+}
+
+/// Whether the engine's sockets are direct descriptors, slots of each ring's registered file
+/// table, which the process's RLIMIT_NOFILE does not bound (each table may hold that many),
+/// and io_uring looks up without the file table's reference counting; else why not (see
+/// [`Ring::probe_direct`]), and they are plain descriptors. Probed once per process.
+pub(crate) fn direct() -> Result<(), String> {
+    static DIRECT: OnceLock<Result<(), String>> = OnceLock::new();
+    DIRECT
+        .get_or_init(|| {
+            // For comparisons (bench/, tests): the same engine on plain descriptors.
+            if std::env::var_os("TAILSCOPE_URING_PLAIN_FDS").is_some() {
+                return Err("TAILSCOPE_URING_PLAIN_FDS is set".into());
+            }
+            Ring::probe_direct()
+        })
+        .clone()
+}
+
+/// What `config.engine.reason` says of the descriptors.
+pub(super) fn descriptors_note() -> String {
+    match direct() {
+        Ok(()) => "; sockets on direct descriptors (registered file tables)".into(),
+        Err(why) => format!("; sockets on plain descriptors (no direct descriptors: {why})"),
+    }
+}
+
+/// Slots of the registered file table of a thread holding `sockets`: room besides them for
+/// the sockets of a reconnect whose old slot's close has not completed yet, within what the
+/// kernel allows a table (RLIMIT_NOFILE).
+fn table_slots(sockets: usize) -> u32 {
+    let sockets = sockets as u64;
+    (sockets + sockets.min(1024) + 64).min(ring::open_file_limit()) as u32
 }
 
 /// What a deadline in the heap is for.
@@ -162,8 +195,18 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         send_from.resize(base + room * connections, 0);
         (base, room)
     });
-    let ring = Ring::new(entries, buffers, BUFFER_SIZE, send_from, shared.plan.addr)
-        .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
+    let direct = direct()
+        .is_ok()
+        .then(|| table_slots(connections + held.len()));
+    let ring = Ring::new(
+        entries,
+        buffers,
+        BUFFER_SIZE,
+        send_from,
+        shared.plan.addr,
+        direct,
+    )
+    .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
     let started = Instant::now();
     let slots = (0..connections)
         .map(|_| Slot {
@@ -398,12 +441,7 @@ impl UringWorker {
         let s = &mut self.slots[i];
         s.c.begin_connect();
         let source = self.w.take_source();
-        let socket = match Socket::tcp(&self.shared.plan.addr, &self.ring).and_then(|socket| {
-            if let Some(src) = source {
-                crate::sys::bind_source(&socket, src)?;
-            }
-            Ok(socket)
-        }) {
+        let socket = match Socket::tcp(&self.shared.plan.addr, source, false, &mut self.ring) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
         };

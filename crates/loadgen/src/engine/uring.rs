@@ -205,6 +205,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         send_from,
         shared.plan.addr,
         direct,
+        connections + held.len(),
     )
     .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
     let started = Instant::now();

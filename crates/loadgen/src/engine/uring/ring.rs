@@ -29,6 +29,8 @@ use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
+/// The most sockets a thread's ring holds with DEFER_TASKRUN (see [`Ring::new`]).
+const DEFER_TASKRUN_MAX_SOCKETS: usize = 2048;
 /// The ring's own ops, in the top byte of their user data (the engine's ops use 1 to 5):
 /// a retired slot's cancel of its ops, and its close (with the slot in the low bits).
 const OP_RETIRE_CANCEL: u64 = 0xfe;
@@ -397,7 +399,9 @@ pub(super) struct Ring {
 impl Ring {
     /// A ring of `entries` submission slots (SINGLE_ISSUER | DEFER_TASKRUN), `buffers`
     /// provided buffers of `buffer_size` bytes, sending from `batch` and connecting to `addr`;
-    /// its sockets in a registered file table of `direct` slots, or plain descriptors.
+    /// its sockets in a registered file table of `direct` slots, or plain descriptors; for
+    /// `sockets` sockets at most.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         entries: u32,
         buffers: u16,
@@ -405,12 +409,20 @@ impl Ring {
         batch: Vec<u8>,
         addr: SocketAddr,
         direct: Option<u32>,
+        sockets: usize,
     ) -> io::Result<Ring> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_cqsize(entries * 4)
-            .build(entries)?;
+        let mut builder = IoUring::builder();
+        builder.setup_single_issuer().setup_cqsize(entries * 4);
+        // DEFER_TASKRUN runs the kernel's task work (a recv's wake-up) only inside our
+        // io_uring_enter, and Linux 6.13+ runs at most ~20 items per enter that can return
+        // at once: at 7,500 sockets a thread, responses sat unread in their sockets for
+        // seconds (12,480 of 15,000 connections unfinished in a 5 s run; none without it).
+        // A thread with few sockets keeps it: it is what the p1/p16 figures were measured
+        // with.
+        if sockets <= DEFER_TASKRUN_MAX_SOCKETS {
+            builder.setup_defer_taskrun();
+        }
+        let ring = builder.build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
         // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
         // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
@@ -835,7 +847,7 @@ mod tests {
             return None;
         }
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let mut ring = Ring::new(8, 4, 64, batch.to_vec(), addr, None).unwrap();
+        let mut ring = Ring::new(8, 4, 64, batch.to_vec(), addr, None, 1).unwrap();
         let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
         Some((ring, socket))
     }
@@ -889,7 +901,7 @@ mod tests {
         }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr, None).unwrap();
+        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr, None, 1).unwrap();
         let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
         ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
         assert_eq!(ring.outstanding, 2, "the connect and its timeout");
@@ -932,7 +944,7 @@ mod tests {
         }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut ring = Ring::new(8, 4, 64, b"GET".to_vec(), addr, Some(1)).unwrap();
+        let mut ring = Ring::new(8, 4, 64, b"GET".to_vec(), addr, Some(1), 1).unwrap();
         let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
         assert!(matches!(socket.target(), Target::Fixed(0)));
         let full = Socket::tcp(&addr, None, false, &mut ring).unwrap_err();

@@ -414,9 +414,10 @@ impl Ring {
         let mut builder = IoUring::builder();
         builder.setup_single_issuer().setup_cqsize(entries * 4);
         // DEFER_TASKRUN runs the kernel's task work (a recv's wake-up) only inside our
-        // io_uring_enter, and Linux 6.13+ runs at most ~20 items per enter that can return
-        // at once: at 7,500 sockets a thread, responses sat unread in their sockets for
-        // seconds (12,480 of 15,000 connections unfinished in a 5 s run; none without it).
+        // io_uring_enter: at 7,500 sockets a thread, responses sat unread in their sockets
+        // for seconds (12,480 of 15,000 connections unfinished in a 5 s run; none without
+        // it). Likely (not verified in the kernel source) the cap on the local work one
+        // enter runs when it may return at once.
         // A thread with few sockets keeps it: it is what the p1/p16 figures were measured
         // with.
         if sockets <= DEFER_TASKRUN_MAX_SOCKETS {

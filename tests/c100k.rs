@@ -655,7 +655,7 @@ fn sixty_thousand_connections_each_complete_a_request_within_400_mib() {
         .unwrap()
         .to_string();
     let count = CONNS.to_string();
-    let mut run = std::process::Command::new(bin)
+    let run = std::process::Command::new(bin)
         .args([
             "run",
             &format!("http://{addr}/"),

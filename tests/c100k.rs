@@ -221,24 +221,29 @@ fn many_loopback_connections_each_complete_a_request(e: Engine) {
     let count = many.to_string();
     let (code, r, stderr) = e.run_json(
         &format!("http://{addr}/"),
-        &[
-            "-c",
-            &count,
-            "-n",
-            &count,
-            "--source-addrs",
-            "auto",
-            "--connect-rate",
-            "20000/s",
-            "--connect-timeout",
-            "20s",
-            "-t",
-            "60s",
-        ],
+        &[&["-c", &count, "-n", &count][..], &MANY_FLAGS].concat(),
     );
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(code, 0, "{stderr}");
+    assert_each_opened_and_answered(&r, many);
+}
+
+/// The flags of a run of many connections: from as many loopback addresses as they need,
+/// opened at a bounded rate, with time for the handshakes and the answers of a loaded box.
+const MANY_FLAGS: [&str; 8] = [
+    "--source-addrs",
+    "auto",
+    "--connect-rate",
+    "20000/s",
+    "--connect-timeout",
+    "20s",
+    "-t",
+    "60s",
+];
+
+/// Every one of `many` connections opened and its request answered, without an error.
+fn assert_each_opened_and_answered(r: &serde_json::Value, many: u64) {
     let s = &r["summary"];
     assert_eq!(n(&s["connections_opened"]), many, "{s}");
     assert_eq!(n(&s["connect_failures"]), 0, "{s}");
@@ -690,15 +695,8 @@ fn sixty_thousand_connections_each_complete_a_request_within_400_mib() {
             "--engine",
             "uring",
         ])
-        .args(["-c", &count, "-n", &count, "--source-addrs", "auto"])
-        .args([
-            "--connect-rate",
-            "20000/s",
-            "--connect-timeout",
-            "20s",
-            "-t",
-            "60s",
-        ])
+        .args(["-c", &count, "-n", &count])
+        .args(MANY_FLAGS)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -719,7 +717,9 @@ fn sixty_thousand_connections_each_complete_a_request_within_400_mib() {
     let _ = server.kill();
     let _ = server.wait();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if stderr.contains("RLIMIT_NOFILE") && !stderr.contains("direct") {
+    // Refused because the sockets would be plain descriptors (a kernel without direct ones):
+    // that message, not the one about the threads' file tables.
+    if stderr.contains("open files, but this process may open only") {
         common::skip(format!(
             "the generator cannot hold {CONNS} sockets here: {stderr}"
         ));
@@ -732,11 +732,7 @@ fn sixty_thousand_connections_each_complete_a_request_within_400_mib() {
         common::skip(format!("no io_uring direct descriptors here: {reason}"));
         return;
     }
-    let s = &r["summary"];
-    assert_eq!(n(&s["connections_opened"]), CONNS, "{s}");
-    assert_eq!(n(&s["connect_failures"]), 0, "{s}");
-    assert_eq!(n(&s["successes"]), CONNS, "{s} {}", r["errors"]);
-    assert_eq!(n(&s["errors"]), 0, "{}", r["errors"]);
+    assert_each_opened_and_answered(&r, CONNS);
     // Sampled every 20 ms: VmHWM is the peak so far, so the last sample is the peak of all
     // but the last 20 ms (the teardown, which frees).
     let peak = peak.expect("the generator's RSS was read while it ran");

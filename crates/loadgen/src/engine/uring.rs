@@ -127,6 +127,10 @@ struct Slot {
     just_connected: Option<(Duration, Instant)>,
     /// A send in progress: bytes of the batch sent so far, and its length.
     sending: Option<(usize, usize)>,
+    /// Sends handed to the kernel whose completion has not been reaped, on this socket or an
+    /// earlier one: a mix with placeholders patches its region of the send buffer only when
+    /// none is left, since the kernel may still read a closed socket's send from it.
+    sends_in_flight: u32,
     /// When the connection last claimed work: claims still queued when the grace period
     /// ends, neither connecting nor sending, have waited since.
     claimed_at: Instant,
@@ -217,6 +221,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
             connecting: None,
             just_connected: None,
             sending: None,
+            sends_in_flight: 0,
             claimed_at: started,
             backoff: None,
             connect_at: None,
@@ -425,7 +430,8 @@ impl UringWorker {
             self.connect(i, now);
             return;
         }
-        if !s.c.queued.is_empty() && s.sending.is_none() {
+        let patch_waits = self.scratch.is_some() && s.sends_in_flight > 0;
+        if !s.c.queued.is_empty() && s.sending.is_none() && !patch_waits {
             self.send_queued(i, now);
         }
         // A slot held for later is waited for only while there is room to send it; else a
@@ -508,6 +514,7 @@ impl UringWorker {
         {
             Ok(()) => {
                 s.sending = Some((from, to));
+                s.sends_in_flight += 1;
             }
             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
         }
@@ -622,7 +629,12 @@ impl UringWorker {
                     }
                 }
             }
-            OP_SEND if current && s.c.stream.is_some() => {
+            // An earlier socket's send: its region may be patched again now.
+            OP_SEND if !(current && s.c.stream.is_some()) => {
+                s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
+            }
+            OP_SEND => {
+                s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
                 let Some((from, to)) = s.sending.take() else {
                     return;
                 };

@@ -525,7 +525,23 @@ fn held_connections_open_through_the_loads_connect_path(e: Engine) {
     );
 }
 
+fn held_connections_open_when_a_thread_has_no_share_of_n(e: Engine) {
+    let _turn = light();
+    // -n 1 over 2 threads: the second has no request and ends at once; its share of the
+    // held connections went with it (5 of 10 opened).
+    let (url, _) = peer_counting_server();
+    let (code, r, stderr) = e.run_json(
+        &url,
+        &["-n", "1", "-c", "2", "--threads", "2", "--idle-conns", "10"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let idle = &r["connections"]["idle"];
+    assert_eq!(n(&idle["opened"]), 10, "{idle}");
+    assert_eq!(n(&idle["open_at_end"]), 10, "{idle}");
+}
+
 engine_tests!(
+    held_connections_open_when_a_thread_has_no_share_of_n,
     held_connections_open_through_the_loads_connect_path,
     idle_connections_are_held_open_beside_the_load,
     held_connections_closed_by_the_server_are_counted_and_reopened,

@@ -120,10 +120,26 @@ pub fn direct_descriptors_for(plan: &Plan) -> bool {
 /// of `-c`, `--idle-conns` and `--slow-conns` (the first threads take the remainders).
 pub fn sockets_per_thread(plan: &Plan, threads: usize) -> u64 {
     let threads = threads.min(plan.connections).max(1);
-    [plan.connections, plan.idle_conns, plan.slow_conns]
-        .iter()
-        .map(|&n| share(n as u64, threads, 0))
-        .sum()
+    share(plan.connections as u64, threads, 0)
+        + [plan.idle_conns, plan.slow_conns]
+            .iter()
+            .map(|&n| held_share(plan, n, threads, 0) as u64)
+            .sum::<u64>()
+}
+
+/// Thread `i`'s share of `n` held connections: only threads with a share of the load hold
+/// any (a thread with no `-n` share ends at once, and its held connections never opened).
+fn held_share(plan: &Plan, n: usize, threads: usize, i: usize) -> usize {
+    let loaded = match plan.stop {
+        Stop::Requests(requests) => threads.min(requests.try_into().unwrap_or(usize::MAX)),
+        Stop::Duration(_) => threads,
+    }
+    .max(1);
+    if i < loaded {
+        share(n as u64, loaded, i) as usize
+    } else {
+        0
+    }
 }
 
 /// The threads' shares of the load: connections, `-n` and `-q` by [`share`], each CPU in
@@ -150,8 +166,7 @@ fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
                 share: part,
                 phase: before,
                 cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
-                held: [plan.idle_conns, plan.slow_conns]
-                    .map(|n| share(n as u64, threads, i) as usize),
+                held: [plan.idle_conns, plan.slow_conns].map(|n| held_share(plan, n, threads, i)),
             };
             before += part;
             spec

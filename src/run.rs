@@ -303,8 +303,9 @@ fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String
 
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
-    let config = config(args)?;
-    fit_open_files(&config.plan)?;
+    let threads_given = args.load.threads.is_some();
+    let mut config = config(args)?;
+    fit_open_files(&mut config.plan, threads_given)?;
     tailscope_session::run::run(config)
 }
 

@@ -24,6 +24,8 @@ mod http2;
 pub(crate) mod tls;
 mod uring;
 
+pub(crate) use uring::direct as uring_direct;
+
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::pending;
@@ -109,7 +111,10 @@ pub(crate) fn choose(
     match choice {
         EngineChoice::Tokio => Ok((EngineKind::Tokio, used("tokio", "--engine tokio".into()))),
         EngineChoice::Uring => match uring::probe() {
-            Ok(()) => Ok((EngineKind::Uring, used("uring", "--engine uring".into()))),
+            Ok(()) => Ok((
+                EngineKind::Uring,
+                used("uring", format!("--engine uring{}", uring::descriptors_note())),
+            )),
             Err(why) => Err(Error::InvalidPlan(format!(
                 "the io_uring engine cannot run here: {why} (--engine uring; --engine tokio runs anywhere)"
             ))),
@@ -119,7 +124,10 @@ pub(crate) fn choose(
                 EngineKind::Uring,
                 used(
                     "uring",
-                    "auto: the kernel has io_uring with multishot recv and buffer rings".into(),
+                    format!(
+                        "auto: the kernel has io_uring with multishot recv and buffer rings{}",
+                        uring::descriptors_note()
+                    ),
                 ),
             )),
             Ok(()) => Ok((

@@ -106,6 +106,43 @@ pub fn resolve_engine_for(plan: &Plan) -> Result<EngineUsed, Error> {
     engine::choose(plan.engine, plan.needs_tokio()).map(|(_, used)| used)
 }
 
+/// Whether `plan`'s sockets would live in its generator threads' registered file tables
+/// (the io_uring engine's direct descriptors) rather than in the process's descriptor table:
+/// each thread's table may then hold RLIMIT_NOFILE sockets, so a run may hold that many
+/// per thread (slow held connections keep a plain descriptor each all the same).
+pub fn direct_descriptors_for(plan: &Plan) -> bool {
+    matches!(
+        engine::choose(plan.engine, plan.needs_tokio()),
+        Ok((engine::EngineKind::Uring, _))
+    ) && engine::uring_direct().is_ok()
+}
+
+/// The most sockets one generator thread of `plan` holds with `threads` threads: its share
+/// of `-c`, `--idle-conns` and `--slow-conns` (the first threads take the remainders).
+pub fn sockets_per_thread(plan: &Plan, threads: usize) -> u64 {
+    let threads = threads.min(plan.connections).max(1);
+    share(plan.connections as u64, threads, 0)
+        + [plan.idle_conns, plan.slow_conns]
+            .iter()
+            .map(|&n| held_share(plan, n, threads, 0) as u64)
+            .sum::<u64>()
+}
+
+/// Thread `i`'s share of `n` held connections: only threads with a share of the load hold
+/// any (a thread with no `-n` share ends at once, and its held connections never opened).
+fn held_share(plan: &Plan, n: usize, threads: usize, i: usize) -> usize {
+    let loaded = match plan.stop {
+        Stop::Requests(requests) => threads.min(requests.try_into().unwrap_or(usize::MAX)),
+        Stop::Duration(_) => threads,
+    }
+    .max(1);
+    if i < loaded {
+        share(n as u64, loaded, i) as usize
+    } else {
+        0
+    }
+}
+
 /// The threads' shares of the load: connections, `-n` and `-q` by [`share`], each CPU in
 /// turn. Open loop, thread t's first slot is the earlier threads' share of the connections
 /// into its own interval (t/rate for equal shares), so T threads interleave into one even
@@ -130,8 +167,7 @@ fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
                 share: part,
                 phase: before,
                 cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
-                held: [plan.idle_conns, plan.slow_conns]
-                    .map(|n| share(n as u64, threads, i) as usize),
+                held: [plan.idle_conns, plan.slow_conns].map(|n| held_share(plan, n, threads, i)),
             };
             before += part;
             spec

@@ -183,6 +183,9 @@ fn listener(addr: SocketAddr, backlog: i32) -> Result<OwnedFd, Error> {
     .map_err(err)?;
     socket.set_reuse_address(true).map_err(err)?;
     socket.set_reuse_port(true).map_err(err)?;
+    // Accepted sockets inherit it: direct ones (slots of a ring's file table) have no
+    // descriptor to set it on.
+    socket.set_nodelay(true).map_err(err)?;
     socket.bind(&addr.into()).map_err(err)?;
     socket.listen(backlog).map_err(err)?;
     Ok(socket.into())

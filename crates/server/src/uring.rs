@@ -4,8 +4,12 @@
 //! module until the completion that releases it has been reaped. A send takes its `Vec` by
 //! value and hands it back in the completion; a timeout's timespec is kept here until it
 //! fires; received bytes land in the registered provided-buffer ring, whose buffers are only
-//! read between their completion and their return to the ring. An accepted socket becomes an
-//! `OwnedFd` here, where it is known to be new and unowned.
+//! read between their completion and their return to the ring. An accepted socket is a slot of
+//! the ring's registered file table (a direct descriptor: multishot accept allocates it, so
+//! the process's RLIMIT_NOFILE does not bound the connections, each worker's table holding up
+//! to that many), or, where the kernel has no such tables, an `OwnedFd` made here, where it is
+//! known to be new and unowned. A slot is closed by an op, so it is given out again only after
+//! every op queued before that close has looked its file up.
 #![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -14,7 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::types::{BufRingEntry, Fd, Timespec};
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, Fixed, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
 
 /// The buffer group of the provided-buffer ring.
@@ -26,7 +30,7 @@ pub enum Payload {
     /// Nothing (recv, timeout, or a failed accept).
     None,
     /// A connection accepted by multishot accept.
-    Accepted(OwnedFd),
+    Accepted(Socket),
     /// A send's buffer and the offset the send started at.
     Sent(Vec<u8>, usize),
 }
@@ -44,6 +48,33 @@ pub struct Completion {
     pub buffer: Option<u16>,
     /// What the op carried.
     pub payload: Payload,
+}
+
+/// An accepted connection's socket, as the ring's ops name it. Give it back with
+/// [`Ring::close`] (dropping a direct one would leave its slot taken).
+#[derive(Debug)]
+pub enum Socket {
+    /// A descriptor of the process's table.
+    Plain(OwnedFd),
+    /// A slot of the ring's registered file table.
+    Direct(u32),
+}
+
+/// Builds the op `$build` with `$target` bound to the socket as ops take it (a fixed slot
+/// or a descriptor: io_uring's builders take either, as different types).
+macro_rules! on_socket {
+    ($socket:expr, |$target:ident| $build:expr) => {
+        match $socket {
+            Socket::Direct(slot) => {
+                let $target = Fixed(*slot);
+                $build
+            }
+            Socket::Plain(fd) => {
+                let $target = Fd(fd.as_raw_fd());
+                $build
+            }
+        }
+    };
 }
 
 #[derive(Debug)]
@@ -166,12 +197,21 @@ pub struct Ring {
     ops: Vec<Option<Op>>,
     free_ops: Vec<usize>,
     cqes: Vec<cqueue::Entry>,
+    /// Accepted sockets go into a registered file table (direct descriptors).
+    direct: bool,
 }
 
 impl Ring {
     /// A ring with `entries` submission slots and `buffers` provided buffers of `buffer_size`
-    /// bytes. Uses `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has them.
-    pub fn new(entries: u32, buffers: u16, buffer_size: usize) -> io::Result<Ring> {
+    /// bytes. Uses `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has them, and a
+    /// registered file table of `direct_slots` for accepted sockets where it has sparse tables
+    /// and direct accept and close (else plain descriptors).
+    pub fn new(
+        entries: u32,
+        buffers: u16,
+        buffer_size: usize,
+        direct_slots: u32,
+    ) -> io::Result<Ring> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -193,12 +233,15 @@ impl Ring {
             bufs.push(bid);
         }
         bufs.publish();
+        let direct =
+            direct_supported(&ring) && ring.submitter().register_files_sparse(direct_slots).is_ok();
         Ok(Ring {
             ring,
             bufs,
             ops: Vec::new(),
             free_ops: Vec::new(),
             cqes: Vec::with_capacity(1024),
+            direct,
         })
     }
 
@@ -233,37 +276,75 @@ impl Ring {
 
     /// Arms multishot accept on a listening socket.
     pub fn accept_multi(&mut self, listener: &impl AsRawFd, token: u64) -> io::Result<()> {
+        // A direct socket is in no descriptor table: SOCK_CLOEXEC is refused (EINVAL).
+        let flags = if self.direct { 0 } else { libc::SOCK_CLOEXEC };
         let e = opcode::AcceptMulti::new(Fd(listener.as_raw_fd()))
-            .flags(libc::SOCK_CLOEXEC)
+            .flags(flags)
+            .allocate_file_index(self.direct)
             .build();
         self.push(e, token, Resource::Accept)
     }
 
     /// Arms multishot recv into the provided buffers.
-    pub fn recv_multi(&mut self, socket: &impl AsRawFd, token: u64) -> io::Result<()> {
-        let e = opcode::RecvMulti::new(Fd(socket.as_raw_fd()), BUF_GROUP).build();
+    pub fn recv_multi(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+        let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build());
         self.push(e, token, Resource::None)
     }
 
     /// Sends `buf[offset..]`; the buffer comes back in the completion.
     pub fn send(
         &mut self,
-        socket: &impl AsRawFd,
+        socket: &Socket,
         buf: Vec<u8>,
         offset: usize,
         token: u64,
     ) -> io::Result<()> {
         assert!(offset < buf.len(), "nothing to send");
         let rest = &buf[offset..];
-        let e = opcode::Send::new(Fd(socket.as_raw_fd()), rest.as_ptr(), rest.len() as u32)
+        let (at, len) = (rest.as_ptr(), rest.len() as u32);
+        let e = on_socket!(socket, |t| opcode::Send::new(t, at, len)
             .flags(libc::MSG_NOSIGNAL)
-            .build();
+            .build());
         // Moving the Vec into the op moves its header, not its heap buffer, so the pointer
         // in the entry stays valid.
         self.push(e, token, Resource::Send(buf, offset))
     }
 
     /// Completes after `after`.
+    /// Makes the ops armed on `socket` finish, so that it can be closed: a shutdown (both
+    /// ways) for a descriptor, at once; a cancel of every op on it for a slot (an op
+    /// completing under `token`, its result of no interest), whose close then sends the FIN.
+    /// Not a shutdown op: the kernel runs that on a worker thread and looks the slot up
+    /// only there, when it may have been closed and given to the next connection (whose
+    /// client then saw a reset); a cancel runs inline, queued before the close.
+    pub fn shutdown(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+        match socket {
+            Socket::Plain(fd) => {
+                let _ = socket2::SockRef::from(fd).shutdown(std::net::Shutdown::Both);
+                Ok(())
+            }
+            Socket::Direct(slot) => {
+                let e = opcode::AsyncCancel2::new(CancelBuilder::fd(Fixed(*slot)).all()).build();
+                self.push(e, token, Resource::None)
+            }
+        }
+    }
+
+    /// Closes `socket`: a descriptor at once, a slot by an op queued behind every op that
+    /// names it (completing under `token`, its result of no interest).
+    pub fn close(&mut self, socket: Socket, token: u64) -> io::Result<()> {
+        match socket {
+            Socket::Plain(fd) => {
+                drop(fd);
+                Ok(())
+            }
+            Socket::Direct(slot) => {
+                let e = opcode::Close::new(Fixed(slot)).build();
+                self.push(e, token, Resource::None)
+            }
+        }
+    }
+
     pub fn timeout(&mut self, after: Duration, token: u64) -> io::Result<()> {
         let ts = Box::new(
             Timespec::new()
@@ -304,10 +385,14 @@ impl Ring {
             };
             let token = op.token;
             let payload = match &op.resource {
+                // Direct: the slot the kernel allocated in the table.
+                Resource::Accept if cqe.result() >= 0 && self.direct => {
+                    Payload::Accepted(Socket::Direct(cqe.result() as u32))
+                }
                 Resource::Accept if cqe.result() >= 0 => {
                     // SAFETY: a non-negative accept result is a new descriptor the kernel
                     // just created for this process; nothing else owns it.
-                    Payload::Accepted(unsafe { OwnedFd::from_raw_fd(cqe.result()) })
+                    Payload::Accepted(Socket::Plain(unsafe { OwnedFd::from_raw_fd(cqe.result()) }))
                 }
                 _ => Payload::None,
             };
@@ -339,4 +424,54 @@ impl Ring {
         self.bufs.push(bid);
         self.bufs.publish();
     }
+}
+
+/// Whether `ring`'s kernel has what direct accepted sockets need: sparse file tables and
+/// multishot accept into them (5.19), a cancel by slot (6.0) and the close of a slot (5.15).
+fn direct_supported(ring: &IoUring) -> bool {
+    let mut probe = io_uring::Probe::new();
+    ring.submitter().register_probe(&mut probe).is_ok()
+        && [
+            opcode::AsyncCancel2::CODE,
+            opcode::Close::CODE,
+            opcode::RecvMulti::CODE,
+        ]
+        .iter()
+        .all(|&code| probe.is_supported(code))
+        && kernel_at_least(6, 0)
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut version = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (version.next().unwrap_or(0), version.next().unwrap_or(0)) >= (major, minor)
+}
+
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit (where it is lower) and returns the
+/// soft limit then: the most slots a registered file table may have, and descriptors plain
+/// sockets may use.
+pub fn open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the live local it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit from the live local it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    limit.rlim_cur
 }

@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
-use crate::uring::{Completion, Payload, Ring};
+use crate::uring::{Completion, Payload, Ring, Socket};
 use crate::Config;
 
 /// The token of the worker's periodic tick.
 const TICK: u64 = u64::MAX;
 /// The token of the listener's accept.
 const ACCEPT: u64 = u64::MAX - 1;
+/// The token of ops whose completion needs nothing done (a direct socket's shutdown and close).
+const IGNORED: u64 = u64::MAX - 2;
 /// How often the tick runs: shutdown, stalls, the Date header and idle sweeps.
 const TICK_EVERY: Duration = Duration::from_millis(100);
 /// Input and output a connection may hold before it is paused (output) or closed (input).
@@ -40,7 +42,7 @@ enum Life {
 }
 
 struct Conn {
-    fd: OwnedFd,
+    socket: Socket,
     generation: u32,
     input: Vec<u8>,
     output: Vec<u8>,
@@ -85,6 +87,9 @@ pub(crate) struct Worker {
     config: Arc<Config>,
     shutdown: Arc<AtomicBool>,
     accepting: bool,
+    /// A multishot accept is armed. One that ended on an error (a full file table, ENFILE or
+    /// EMFILE) is armed again at the next tick: at once, it would fail again at once, a spin.
+    accept_armed: bool,
     shutdown_started: Option<Instant>,
     next_stall: Option<Instant>,
     next_burn: Option<Instant>,
@@ -138,7 +143,10 @@ impl Worker {
         config: Arc<Config>,
         shutdown: Arc<AtomicBool>,
     ) -> std::io::Result<Worker> {
-        let ring = Ring::new(4096, 1024, 16 * 1024)?;
+        // Accepted sockets' slots: as many as the kernel allows one table (RLIMIT_NOFILE),
+        // each worker a table of its own.
+        let slots = crate::uring::open_file_limit().min(1 << 20) as u32;
+        let ring = Ring::new(4096, 1024, 16 * 1024, slots)?;
         let now = Instant::now();
         Ok(Worker {
             ring,
@@ -157,6 +165,7 @@ impl Worker {
             config,
             shutdown,
             accepting: true,
+            accept_armed: true,
             shutdown_started: None,
             date_second: now_second(),
             last_sweep: now,
@@ -193,6 +202,7 @@ impl Worker {
         match c.token {
             TICK => self.tick(),
             ACCEPT => self.accepted(c),
+            IGNORED => Ok(()),
             t => {
                 self.conn_completion(t, c);
                 Ok(())
@@ -224,6 +234,10 @@ impl Worker {
         }
         if self.accepting && self.shutdown.load(Ordering::SeqCst) {
             self.begin_shutdown(now);
+        }
+        if self.accepting && !self.accept_armed {
+            self.ring.accept_multi(&self.listener, ACCEPT)?;
+            self.accept_armed = true;
         }
         if now.duration_since(self.last_sweep) >= Duration::from_millis(250) {
             self.last_sweep = now;
@@ -271,20 +285,29 @@ impl Worker {
     }
 
     fn accepted(&mut self, c: Completion) -> std::io::Result<()> {
-        if let Payload::Accepted(fd) = c.payload {
+        if let Payload::Accepted(socket) = c.payload {
             if self.accepting && self.live < self.config.max_conns {
-                self.add_conn(fd)?;
+                self.add_conn(socket)?;
+            } else {
+                // Over --max-conns, or shutting down.
+                self.ring.close(socket, IGNORED)?;
             }
-            // Otherwise dropping `fd` closes it: over --max-conns, or shutting down.
         }
-        if !c.more && self.accepting {
-            self.ring.accept_multi(&self.listener, ACCEPT)?;
+        if !c.more {
+            self.accept_armed = false;
+            if self.accepting && c.result >= 0 {
+                self.ring.accept_multi(&self.listener, ACCEPT)?;
+                self.accept_armed = true;
+            }
         }
         Ok(())
     }
 
-    fn add_conn(&mut self, fd: OwnedFd) -> std::io::Result<()> {
-        let _ = socket2::SockRef::from(&fd).set_nodelay(true);
+    fn add_conn(&mut self, socket: Socket) -> std::io::Result<()> {
+        // A direct socket has no descriptor to set it on: it inherited the listener's.
+        if let Socket::Plain(fd) = &socket {
+            let _ = socket2::SockRef::from(fd).set_nodelay(true);
+        }
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -294,9 +317,9 @@ impl Worker {
         };
         self.next_generation = self.next_generation.wrapping_add(1) & 0x7fff_ffff;
         let generation = self.next_generation;
-        self.ring.recv_multi(&fd, token(slot, generation))?;
+        self.ring.recv_multi(&socket, token(slot, generation))?;
         self.conns[slot] = Some(Conn {
-            fd,
+            socket,
             generation,
             input: Vec::new(),
             output: Vec::with_capacity(4096),
@@ -373,7 +396,7 @@ impl Worker {
             // The kernel ended the multishot recv (no buffer free, or its own limit): re-arm.
             if self
                 .ring
-                .recv_multi(&conn.fd, token(slot, conn.generation))
+                .recv_multi(&conn.socket, token(slot, conn.generation))
                 .is_ok()
             {
                 conn.recv_armed = true;
@@ -414,7 +437,7 @@ impl Worker {
             // A partial send: finish it before anything else goes out.
             if self
                 .ring
-                .send(&conn.fd, buf, done, token(slot, conn.generation))
+                .send(&conn.socket, buf, done, token(slot, conn.generation))
                 .is_ok()
             {
                 conn.send_in_flight = true;
@@ -536,7 +559,7 @@ impl Worker {
         let buf = std::mem::replace(&mut conn.output, std::mem::take(&mut conn.spare));
         if self
             .ring
-            .send(&conn.fd, buf, 0, token(slot, conn.generation))
+            .send(&conn.socket, buf, 0, token(slot, conn.generation))
             .is_ok()
         {
             conn.send_in_flight = true;
@@ -552,7 +575,8 @@ impl Worker {
         };
         if conn.life != Life::Closing {
             conn.life = Life::Closing;
-            let _ = socket2::SockRef::from(&conn.fd).shutdown(std::net::Shutdown::Both);
+            let shutdown = self.ring.shutdown(&conn.socket, IGNORED);
+            debug_assert!(shutdown.is_ok(), "{shutdown:?}");
         }
         self.maybe_free(slot);
     }
@@ -561,9 +585,9 @@ impl Worker {
         let done = self.conns[slot]
             .as_ref()
             .is_some_and(|c| c.life == Life::Closing && !c.ops_in_flight());
-        if done {
-            // Dropping the connection closes its socket.
-            self.conns[slot] = None;
+        if let Some(conn) = self.conns[slot].take_if(|_| done) {
+            let closed = self.ring.close(conn.socket, IGNORED);
+            debug_assert!(closed.is_ok(), "{closed:?}");
             self.free.push(slot);
             self.live -= 1;
         }

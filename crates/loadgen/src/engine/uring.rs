@@ -19,7 +19,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::connection::{connect_error_kind, Closed, Connection};
@@ -69,6 +69,39 @@ pub(super) fn probe() -> Result<(), String> {
     Ring::probe()
 }
 
+/// Whether the engine's sockets are direct descriptors, slots of each ring's registered file
+/// table, which the process's RLIMIT_NOFILE does not bound (each table may hold that many),
+/// and io_uring looks up without the file table's reference counting; else why not (see
+/// [`Ring::probe_direct`]), and they are plain descriptors. Probed once per process.
+pub(crate) fn direct() -> Result<(), String> {
+    static DIRECT: OnceLock<Result<(), String>> = OnceLock::new();
+    DIRECT
+        .get_or_init(|| {
+            // For comparisons (bench/, tests): the same engine on plain descriptors.
+            if std::env::var_os("TAILSCOPE_URING_PLAIN_FDS").is_some() {
+                return Err("TAILSCOPE_URING_PLAIN_FDS is set".into());
+            }
+            Ring::probe_direct()
+        })
+        .clone()
+}
+
+/// What `config.engine.reason` says of the descriptors.
+pub(super) fn descriptors_note() -> String {
+    match direct() {
+        Ok(()) => "; sockets on direct descriptors (registered file tables)".into(),
+        Err(why) => format!("; sockets on plain descriptors (no direct descriptors: {why})"),
+    }
+}
+
+/// Slots of the registered file table of a thread holding `sockets`: room besides them for
+/// the sockets of a reconnect whose old slot's close has not completed yet, within what the
+/// kernel allows a table (RLIMIT_NOFILE).
+fn table_slots(sockets: usize) -> u32 {
+    let sockets = sockets as u64;
+    (sockets + sockets.min(1024) + 64).min(ring::open_file_limit()) as u32
+}
+
 /// What a deadline in the heap is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Due {
@@ -94,6 +127,10 @@ struct Slot {
     just_connected: Option<(Duration, Instant)>,
     /// A send in progress: bytes of the batch sent so far, and its length.
     sending: Option<(usize, usize)>,
+    /// Sends handed to the kernel whose completion has not been reaped, on this socket or an
+    /// earlier one: a mix with placeholders patches its region of the send buffer only when
+    /// none is left, since the kernel may still read a closed socket's send from it.
+    sends_in_flight: u32,
     /// When the connection last claimed work: claims still queued when the grace period
     /// ends, neither connecting nor sending, have waited since.
     claimed_at: Instant,
@@ -162,8 +199,19 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         send_from.resize(base + room * connections, 0);
         (base, room)
     });
-    let ring = Ring::new(entries, buffers, BUFFER_SIZE, send_from, shared.plan.addr)
-        .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
+    let direct = direct()
+        .is_ok()
+        .then(|| table_slots(connections + held.len()));
+    let ring = Ring::new(
+        entries,
+        buffers,
+        BUFFER_SIZE,
+        send_from,
+        shared.plan.addr,
+        direct,
+        connections + held.len(),
+    )
+    .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
     let started = Instant::now();
     let slots = (0..connections)
         .map(|_| Slot {
@@ -173,6 +221,7 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
             connecting: None,
             just_connected: None,
             sending: None,
+            sends_in_flight: 0,
             claimed_at: started,
             backoff: None,
             connect_at: None,
@@ -381,7 +430,8 @@ impl UringWorker {
             self.connect(i, now);
             return;
         }
-        if !s.c.queued.is_empty() && s.sending.is_none() {
+        let patch_waits = self.scratch.is_some() && s.sends_in_flight > 0;
+        if !s.c.queued.is_empty() && s.sending.is_none() && !patch_waits {
             self.send_queued(i, now);
         }
         // A slot held for later is waited for only while there is room to send it; else a
@@ -398,12 +448,7 @@ impl UringWorker {
         let s = &mut self.slots[i];
         s.c.begin_connect();
         let source = self.w.take_source();
-        let socket = match Socket::tcp(&self.shared.plan.addr, &self.ring).and_then(|socket| {
-            if let Some(src) = source {
-                crate::sys::bind_source(&socket, src)?;
-            }
-            Ok(socket)
-        }) {
+        let socket = match Socket::tcp(&self.shared.plan.addr, source, false, &mut self.ring) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
         };
@@ -469,6 +514,7 @@ impl UringWorker {
         {
             Ok(()) => {
                 s.sending = Some((from, to));
+                s.sends_in_flight += 1;
             }
             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
         }
@@ -583,7 +629,12 @@ impl UringWorker {
                     }
                 }
             }
-            OP_SEND if current && s.c.stream.is_some() => {
+            // An earlier socket's send: its region may be patched again now.
+            OP_SEND if !(current && s.c.stream.is_some()) => {
+                s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
+            }
+            OP_SEND => {
+                s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
                 let Some((from, to)) = s.sending.take() else {
                     return;
                 };

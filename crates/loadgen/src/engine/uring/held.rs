@@ -108,12 +108,9 @@ impl UringWorker {
         h.has_turn = false;
         h.c.begin_connect();
         let source = self.w.take_source();
-        let socket = Socket::tcp(&self.shared.plan.addr, &self.ring).and_then(|socket| {
-            if let Some(src) = source {
-                crate::sys::bind_source(&socket, src)?;
-            }
-            Ok(socket)
-        });
+        // A slow connection's bytes are plain sends: it keeps its plain descriptor.
+        let keep_fd = self.held[i].c.byte_interval().is_some();
+        let socket = Socket::tcp(&self.shared.plan.addr, source, keep_fd, &mut self.ring);
         let h = &mut self.held[i];
         h.gen = h.gen.wrapping_add(1);
         let submitted = socket.and_then(|socket| {

@@ -6,9 +6,11 @@
 //! submission has been handed to the kernel. Sends read from the request batch, which the
 //! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
 //! registered provided-buffer ring, whose buffers are only read between their completion and
-//! their return to the ring. A socket is an `OwnedFd` made here, shut down when dropped so that a
-//! multishot recv armed on it ends, and closed only once every submission naming its
-//! descriptor has been handed to the kernel (see [`Parked`]).
+//! their return to the ring. A socket is made here: a slot of the ring's registered file table
+//! (a direct descriptor, installed from a plain socket that is then closed, unless kept for
+//! TCP_INFO) or, where the kernel has no such tables, a plain descriptor. Either is shut
+//! down when dropped, so that a multishot recv armed on it ends, and closed only once nothing
+//! queued names it (see [`Retired`]).
 #![allow(unsafe_code)]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
@@ -18,14 +20,21 @@ use std::mem::ManuallyDrop;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use io_uring::types::{BufRingEntry, CancelBuilder, Fd, SubmitArgs, Timespec};
+use io_uring::types::{BufRingEntry, CancelBuilder, Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
+/// The most sockets a thread's ring holds with DEFER_TASKRUN (see [`Ring::new`]).
+const DEFER_TASKRUN_MAX_SOCKETS: usize = 2048;
+/// The ring's own ops, in the top byte of their user data (the engine's ops use 1 to 5):
+/// a retired slot's cancel of its ops, and its close (with the slot in the low bits).
+const OP_RETIRE_CANCEL: u64 = 0xfe;
+const OP_RETIRE_CLOSE: u64 = 0xff;
 
 /// One completion: the op's user data, the kernel's result (bytes, or a negative errno),
 /// whether a multishot op goes on, and the provided buffer that received data, if any.
@@ -37,26 +46,104 @@ pub(super) struct Completion {
     pub buffer: Option<u16>,
 }
 
-/// Descriptors of dropped sockets, closed only when the ring's submission queue is empty.
-/// A queued submission names its socket by number, and the descriptor table is the
-/// process's: were the socket closed first, any thread (another worker, the profiler) could
-/// get the same number, and the submission would act on that thread's file.
-type Parked = Rc<RefCell<Vec<OwnedFd>>>;
+/// Sockets dropped while submissions may still name them. A plain descriptor is closed only
+/// when the ring's submission queue is empty: a queued submission names its socket by
+/// number, and the descriptor table is the process's, so were the socket closed first, any
+/// thread (another worker, the profiler) could get the same number and the submission would
+/// act on that thread's file. A direct descriptor's slot is shut down and closed by ops the
+/// ring queues behind whatever names it, and is given out again only once that close has
+/// completed.
+#[derive(Debug, Default)]
+struct Retired {
+    fds: Vec<OwnedFd>,
+    slots: Vec<u32>,
+}
 
-/// A non-blocking TCP socket of the generator. Dropping it shuts it down (so a recv armed on
-/// it completes) and parks its descriptor with its [`Ring`], which closes it once nothing
-/// queued names it.
+type Parked = Rc<RefCell<Retired>>;
+
+/// Plain sockets' descriptors kept beside a direct descriptor, over all rings, so that
+/// TCP_INFO stays readable (io_uring's getsockopt reads SOL_SOCKET options only); at most
+/// [`info_fd_budget`], so that the descriptor table never runs out because of them.
+static INFO_FDS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many plain descriptors direct sockets may keep for TCP_INFO: half of what the
+/// process may open beyond a reserve for everything else (threads, the profiler, files).
+fn info_fd_budget() -> usize {
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    *BUDGET.get_or_init(|| open_file_limit().saturating_sub(1024) as usize / 2)
+}
+
+/// RLIMIT_NOFILE's soft limit now (the binary raised it to the hard limit before the run).
+pub(super) fn open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the live local it is given.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    if rc == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    }
+}
+
+/// Where a socket's file is for the ring's ops.
+#[derive(Debug)]
+enum Place {
+    /// A descriptor of the process's table.
+    Plain(OwnedFd),
+    /// A slot of the ring's registered file table, and, while the budget allows, the plain
+    /// descriptor it was made from (for TCP_INFO and plain sends; never named by an op).
+    Direct { slot: u32, fd: Option<OwnedFd> },
+}
+
+/// A non-blocking TCP socket of the generator. Dropping it retires it with its [`Ring`]:
+/// shut down (so that a recv armed on it completes) and closed once nothing queued names it.
 #[derive(Debug)]
 pub(super) struct Socket {
     /// Always `Some` until dropped.
-    fd: Option<OwnedFd>,
+    place: Option<Place>,
     parked: Parked,
+}
+
+/// Builds the op `$build` with `$target` bound to the socket's file as the op takes it: a
+/// fixed slot or a plain descriptor (io_uring's builders take either, but the two are
+/// different types).
+macro_rules! on_socket {
+    ($socket:expr, |$target:ident| $build:expr) => {
+        match $socket.target() {
+            Target::Fixed(slot) => {
+                let $target = Fixed(slot);
+                $build
+            }
+            Target::Plain(fd) => {
+                let $target = Fd(fd);
+                $build
+            }
+        }
+    };
+}
+
+/// A socket's file as an op names it.
+enum Target {
+    Fixed(u32),
+    Plain(RawFd),
 }
 
 impl Socket {
     /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
-    /// written whole, and a pipelined batch must not wait for an ACK), for `ring`'s ops.
-    pub fn tcp(addr: &SocketAddr, ring: &Ring) -> io::Result<Socket> {
+    /// written whole, and a pipelined batch must not wait for an ACK), bound to `source`
+    /// when one is given, for `ring`'s ops: in a slot of its registered file table when it
+    /// has one (the plain descriptor is closed then, unless it is kept for TCP_INFO or
+    /// `keep_fd` asks for it), else a plain descriptor. A full table is EMFILE, as a full
+    /// descriptor table would be.
+    pub fn tcp(
+        addr: &SocketAddr,
+        source: Option<SocketAddr>,
+        keep_fd: bool,
+        ring: &mut Ring,
+    ) -> io::Result<Socket> {
         let family = match addr {
             SocketAddr::V4(_) => libc::AF_INET,
             SocketAddr::V6(_) => libc::AF_INET6,
@@ -74,15 +161,12 @@ impl Socket {
         }
         // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
         // owns it.
-        let socket = Socket {
-            fd: Some(unsafe { OwnedFd::from_raw_fd(fd) }),
-            parked: ring.parked.clone(),
-        };
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let one: libc::c_int = 1;
         // SAFETY: the option value points to a live c_int of the length given.
         let rc = unsafe {
             libc::setsockopt(
-                fd,
+                fd.as_raw_fd(),
                 libc::IPPROTO_TCP,
                 libc::TCP_NODELAY,
                 std::ptr::addr_of!(one).cast(),
@@ -92,33 +176,109 @@ impl Socket {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(socket)
+        if let Some(src) = source {
+            crate::sys::bind_source(&fd, src)?;
+        }
+        let place = match ring.table.as_mut() {
+            None => Place::Plain(fd),
+            Some(table) => {
+                let Some(slot) = table.free.pop() else {
+                    return Err(io::Error::from_raw_os_error(libc::EMFILE));
+                };
+                if let Err(e) = ring
+                    .ring
+                    .submitter()
+                    .register_files_update(slot, &[fd.as_raw_fd()])
+                {
+                    table.free.push(slot);
+                    return Err(e);
+                }
+                let keep = if keep_fd {
+                    INFO_FDS.fetch_add(1, Ordering::Relaxed);
+                    true
+                } else {
+                    INFO_FDS
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                            (n < info_fd_budget()).then_some(n + 1)
+                        })
+                        .is_ok()
+                };
+                Place::Direct {
+                    slot,
+                    fd: keep.then_some(fd),
+                }
+            }
+        };
+        Ok(Socket {
+            place: Some(place),
+            parked: ring.parked.clone(),
+        })
+    }
+
+    fn target(&self) -> Target {
+        match self.place.as_ref().expect("open until dropped") {
+            Place::Plain(fd) => Target::Plain(fd.as_raw_fd()),
+            Place::Direct { slot, .. } => Target::Fixed(*slot),
+        }
+    }
+
+    /// The plain descriptor, when the socket has one.
+    fn plain_fd(&self) -> Option<&OwnedFd> {
+        match self.place.as_ref().expect("open until dropped") {
+            Place::Plain(fd) | Place::Direct { fd: Some(fd), .. } => Some(fd),
+            Place::Direct { fd: None, .. } => None,
+        }
     }
 }
 
 impl std::os::fd::AsFd for Socket {
+    /// The plain descriptor. Only a socket made with `keep_fd` (a slow held connection's,
+    /// which sends its bytes with plain sends) or a plain one may be asked for it.
     fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        self.fd.as_ref().expect("open until dropped").as_fd()
+        self.plain_fd()
+            .expect("a socket asked for its descriptor keeps one")
+            .as_fd()
     }
 }
 
 impl AsRawFd for Socket {
+    /// The plain descriptor for TCP_INFO reads, or -1 for a direct socket that keeps none
+    /// (the read then fails, EBADF, and the connection's TCP facts are not known).
     fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_ref().expect("open until dropped").as_raw_fd()
+        self.plain_fd().map_or(-1, AsRawFd::as_raw_fd)
     }
 }
 
 impl Drop for Socket {
     fn drop(&mut self) {
-        let Some(fd) = self.fd.take() else { return };
-        // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers. An error
-        // (a socket that never connected) is of no consequence. The descriptor stays open
-        // (parked), so its number is not reused while a queued submission names it.
-        unsafe {
-            libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
+        match self.place.take() {
+            None => {}
+            Some(Place::Plain(fd)) => {
+                // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers.
+                // An error (a socket that never connected) is of no consequence. The
+                // descriptor stays open (parked), so its number is not reused while a
+                // queued submission names it.
+                unsafe {
+                    libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
+                }
+                self.parked.borrow_mut().fds.push(fd);
+            }
+            Some(Place::Direct { slot, fd }) => {
+                // The plain descriptor is named by no op: it closes now (the socket lives on
+                // in the table until the ring's close op).
+                if fd.is_some() {
+                    INFO_FDS.fetch_sub(1, Ordering::Relaxed);
+                }
+                drop(fd);
+                self.parked.borrow_mut().slots.push(slot);
+            }
         }
-        self.parked.borrow_mut().push(fd);
     }
+}
+
+/// A ring's registered file table: its free slots (a slot is free once its close completed).
+struct Table {
+    free: Vec<u32>,
 }
 
 /// Provided buffers the kernel fills for multishot recv: a page-aligned ring of entries
@@ -228,27 +388,42 @@ pub(super) struct Ring {
     /// timespec, which must not move when the vector grows.
     #[allow(clippy::vec_box)]
     timespecs: Vec<Box<Timespec>>,
-    /// Dropped sockets' descriptors, closed once the submission queue is empty.
+    /// Dropped sockets, closed once nothing queued names them (see [`Retired`]).
     parked: Parked,
+    /// The registered file table sockets live in; none: plain descriptors.
+    table: Option<Table>,
     /// Ops handed in whose last completion has not been reaped.
     outstanding: usize,
 }
 
 impl Ring {
     /// A ring of `entries` submission slots (SINGLE_ISSUER | DEFER_TASKRUN), `buffers`
-    /// provided buffers of `buffer_size` bytes, sending from `batch` and connecting to `addr`.
+    /// provided buffers of `buffer_size` bytes, sending from `batch` and connecting to `addr`;
+    /// its sockets in a registered file table of `direct` slots, or plain descriptors; for
+    /// `sockets` sockets at most.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         entries: u32,
         buffers: u16,
         buffer_size: usize,
         batch: Vec<u8>,
         addr: SocketAddr,
+        direct: Option<u32>,
+        sockets: usize,
     ) -> io::Result<Ring> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_cqsize(entries * 4)
-            .build(entries)?;
+        let mut builder = IoUring::builder();
+        builder.setup_single_issuer().setup_cqsize(entries * 4);
+        // DEFER_TASKRUN runs the kernel's task work (a recv's wake-up) only inside our
+        // io_uring_enter: at 7,500 sockets a thread, responses sat unread in their sockets
+        // for seconds (12,480 of 15,000 connections unfinished in a 5 s run; none without
+        // it). Likely (not verified in the kernel source) the cap on the local work one
+        // enter runs when it may return at once.
+        // A thread with few sockets keeps it: it is what the p1/p16 figures were measured
+        // with.
+        if sockets <= DEFER_TASKRUN_MAX_SOCKETS {
+            builder.setup_defer_taskrun();
+        }
+        let ring = builder.build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
         // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
         // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
@@ -264,6 +439,15 @@ impl Ring {
             bufs.push(bid);
         }
         bufs.publish();
+        let table = match direct {
+            Some(slots) => {
+                ring.submitter().register_files_sparse(slots)?;
+                Some(Table {
+                    free: (0..slots).rev().collect(),
+                })
+            }
+            None => None,
+        };
         let (addr, addr_len) = sockaddr(&addr);
         Ok(Ring {
             ring,
@@ -273,6 +457,7 @@ impl Ring {
             addr_len,
             timespecs: Vec::new(),
             parked: Parked::default(),
+            table,
             outstanding: 0,
         })
     }
@@ -331,7 +516,81 @@ impl Ring {
         Ok(())
     }
 
+    /// Why this machine cannot keep the engine's sockets in a registered file table (direct
+    /// descriptors), or `Ok` when it can: a sparse table (5.19), a socket installed in it
+    /// with a files update, a cancel by slot (6.0, checked by [`Ring::probe`]'s version) and
+    /// the close of a slot (5.15).
+    pub fn probe_direct() -> Result<(), String> {
+        let ring: IoUring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(8)
+            .map_err(|e| format!("io_uring: {e}"))?;
+        let mut probe = Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| format!("io_uring probe: {e}"))?;
+        for (code, name) in [(opcode::Close::CODE, "close")] {
+            if !probe.is_supported(code) {
+                return Err(format!("io_uring has no {name} op"));
+            }
+        }
+        ring.submitter()
+            .register_files_sparse(4)
+            .map_err(|e| format!("a sparse registered file table: {e}"))?;
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        ring.submitter()
+            .register_files_update(1, &[socket.as_raw_fd()])
+            .map_err(|e| format!("installing a socket in the file table: {e}"))?;
+        // A close of the slot that needs the direct-descriptor form of IORING_OP_CLOSE.
+        let close = opcode::Close::new(Fixed(1)).build().user_data(1);
+        let mut ring = ring;
+        // SAFETY: the entry points at no memory.
+        unsafe { ring.submission().push(&close) }.map_err(|e| e.to_string())?;
+        ring.submit_and_wait(1)
+            .map_err(|e| format!("io_uring close of a slot: {e}"))?;
+        let result = ring.completion().next().map(|c| c.result());
+        match result {
+            Some(0) => Ok(()),
+            Some(e) => Err(format!(
+                "io_uring close of a slot: {}",
+                io::Error::from_raw_os_error(-e)
+            )),
+            None => Err("io_uring close of a slot did not complete".into()),
+        }
+    }
+
+    /// Queues the end of retired sockets' slots (their slots come back when the close
+    /// completes), behind whatever already names them: every op still on the socket is
+    /// cancelled (an armed recv ends), then the slot is closed, which drops the table's
+    /// reference (the socket closes, with its FIN, once the last op's goes). Not a
+    /// shutdown op: the kernel runs it on a worker thread, after looking the slot up
+    /// there, and the slot may by then be closed and given to another socket (it was, in
+    /// the server, whose clients saw resets); a cancel and a close run inline.
+    fn retire_slots(&mut self) -> io::Result<()> {
+        let slots = std::mem::take(&mut self.parked.borrow_mut().slots);
+        for slot in slots {
+            // Hard-linked: the close runs whether or not anything was cancelled.
+            let cancel = opcode::AsyncCancel2::new(CancelBuilder::fd(Fixed(slot)).all())
+                .build()
+                .flags(squeue::Flags::IO_HARDLINK)
+                .user_data(OP_RETIRE_CANCEL << 56);
+            let close = opcode::Close::new(Fixed(slot))
+                .build()
+                .user_data(OP_RETIRE_CLOSE << 56 | u64::from(slot));
+            self.push_raw(&[cancel, close])?;
+        }
+        Ok(())
+    }
+
     fn push(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        if self.table.is_some() && !self.parked.borrow().slots.is_empty() {
+            self.retire_slots()?;
+        }
+        self.push_raw(entries)
+    }
+
+    fn push_raw(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
         loop {
             // SAFETY: every pointer in these entries refers to memory this `Ring` owns until
             // the op completes (the batch, the address, the buffer ring) or until a submit
@@ -357,7 +616,7 @@ impl Ring {
     fn submitted(&mut self) {
         if self.ring.submission().is_empty() {
             self.timespecs.clear();
-            self.parked.borrow_mut().clear();
+            self.parked.borrow_mut().fds.clear();
         }
     }
 
@@ -371,12 +630,9 @@ impl Ring {
         timeout_data: u64,
     ) -> io::Result<()> {
         let ts = Box::new(Timespec::from(limit));
-        let connect = opcode::Connect::new(
-            Fd(socket.as_raw_fd()),
-            std::ptr::addr_of!(*self.addr).cast(),
-            self.addr_len,
-        )
-        .build()
+        let addr = std::ptr::addr_of!(*self.addr).cast();
+        let connect = on_socket!(socket, |t| opcode::Connect::new(t, addr, self.addr_len)
+            .build())
         .flags(squeue::Flags::IO_LINK)
         .user_data(user_data);
         let timeout = opcode::LinkTimeout::new(&*ts)
@@ -388,8 +644,7 @@ impl Ring {
 
     /// Arms multishot recv into the provided buffers.
     pub fn recv_multi(&mut self, socket: &Socket, user_data: u64) -> io::Result<()> {
-        let e = opcode::RecvMulti::new(Fd(socket.as_raw_fd()), BUF_GROUP)
-            .build()
+        let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build())
             .user_data(user_data);
         self.push(&[e])
     }
@@ -410,10 +665,11 @@ impl Ring {
         user_data: u64,
     ) -> io::Result<()> {
         let bytes = &self.batch[from..to];
-        let e = opcode::Send::new(Fd(socket.as_raw_fd()), bytes.as_ptr(), bytes.len() as u32)
+        let (at, len) = (bytes.as_ptr(), bytes.len() as u32);
+        let e = on_socket!(socket, |t| opcode::Send::new(t, at, len)
             .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data);
+            .build())
+        .user_data(user_data);
         self.push(&[e])
     }
 
@@ -428,6 +684,9 @@ impl Ring {
     /// Submits what is queued and waits for a completion or for `limit` to pass, whichever
     /// comes first. Interrupted waits (signals) and the timeout return normally.
     pub fn submit_and_wait(&mut self, limit: Duration) -> io::Result<()> {
+        if self.table.is_some() && !self.parked.borrow().slots.is_empty() {
+            self.retire_slots()?;
+        }
         let ts = Timespec::from(limit);
         let args = SubmitArgs::new().timespec(&ts);
         let r = self.ring.submitter().submit_with_args(1, &args);
@@ -448,15 +707,30 @@ impl Ring {
     }
 
     /// Moves every available completion into `out`.
+    /// Moves every available completion into `out`, but for the ring's own (a retired
+    /// slot's cancel and close), which it handles itself.
     pub fn reap(&mut self, out: &mut Vec<Completion>) {
         let from = out.len();
-        out.extend(self.ring.completion().map(|cqe| Completion {
-            user_data: cqe.user_data(),
-            result: cqe.result(),
-            more: cqueue::more(cqe.flags()),
-            buffer: cqueue::buffer_select(cqe.flags()),
-        }));
-        let ended = out[from..].iter().filter(|c| !c.more).count();
+        let mut own = 0;
+        for cqe in self.ring.completion() {
+            let user_data = cqe.user_data();
+            match user_data >> 56 {
+                OP_RETIRE_CANCEL => own += 1,
+                OP_RETIRE_CLOSE => {
+                    own += 1;
+                    if let Some(table) = self.table.as_mut() {
+                        table.free.push((user_data & 0xffff_ffff) as u32);
+                    }
+                }
+                _ => out.push(Completion {
+                    user_data,
+                    result: cqe.result(),
+                    more: cqueue::more(cqe.flags()),
+                    buffer: cqueue::buffer_select(cqe.flags()),
+                }),
+            }
+        }
+        let ended = out[from..].iter().filter(|c| !c.more).count() + own;
         self.outstanding = self.outstanding.saturating_sub(ended);
     }
 
@@ -574,8 +848,8 @@ mod tests {
             return None;
         }
         let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let ring = Ring::new(8, 4, 64, batch.to_vec(), addr).unwrap();
-        let socket = Socket::tcp(&addr, &ring).unwrap();
+        let mut ring = Ring::new(8, 4, 64, batch.to_vec(), addr, None, 1).unwrap();
+        let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
         Some((ring, socket))
     }
 
@@ -628,8 +902,8 @@ mod tests {
         }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr).unwrap();
-        let socket = Socket::tcp(&addr, &ring).unwrap();
+        let mut ring = Ring::new(8, 4, 64, Vec::new(), addr, None, 1).unwrap();
+        let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
         ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
         assert_eq!(ring.outstanding, 2, "the connect and its timeout");
         let mut done = Vec::new();
@@ -656,5 +930,78 @@ mod tests {
             ring.outstanding, 0,
             "what Drop waits for before freeing the buffers"
         );
+    }
+
+    /// A direct socket: connects, receives, and its slot comes back only once its close
+    /// completed; the table's size bounds the sockets (EMFILE past it).
+    #[test]
+    fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
+        if !usable() {
+            return;
+        }
+        if let Err(why) = Ring::probe_direct() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut ring = Ring::new(8, 4, 64, b"GET".to_vec(), addr, Some(1), 1).unwrap();
+        let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
+        assert!(matches!(socket.target(), Target::Fixed(0)));
+        let full = Socket::tcp(&addr, None, false, &mut ring).unwrap_err();
+        assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
+        ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+        let mut done = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done.iter().any(|c: &Completion| c.user_data == 1) && Instant::now() < deadline {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.reap(&mut done);
+        }
+        assert!(
+            done.iter().any(|c| c.user_data == 1 && c.result == 0),
+            "{done:?}"
+        );
+        let (mut accepted, _) = listener.accept().unwrap();
+        ring.recv_multi(&socket, 3).unwrap();
+        ring.send(&socket, 0, 3, 4).unwrap();
+        ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+        accepted
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut got = [0u8; 3];
+        std::io::Read::read_exact(&mut accepted, &mut got).unwrap();
+        assert_eq!(&got, b"GET");
+        std::io::Write::write_all(&mut accepted, b"hi").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !done.iter().any(|c| c.user_data == 3) && Instant::now() < deadline {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.reap(&mut done);
+        }
+        let recv = done.iter().find(|c| c.user_data == 3).expect("received");
+        assert_eq!(
+            ring.buffer(recv.buffer.unwrap(), recv.result as usize),
+            b"hi"
+        );
+        ring.recycle(recv.buffer.unwrap());
+        drop(socket);
+        assert!(
+            ring.table.as_ref().unwrap().free.is_empty(),
+            "not before its close"
+        );
+        // The cancel ends the armed recv; the close gives the slot back, and the socket
+        // closes (the peer reads EOF) once nothing holds it.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ring.table.as_ref().unwrap().free.is_empty() && Instant::now() < deadline {
+            ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+            ring.reap(&mut done);
+        }
+        assert_eq!(ring.table.as_ref().unwrap().free, vec![0]);
+        let mut eof = [0u8; 1];
+        assert_eq!(
+            std::io::Read::read(&mut accepted, &mut eof).unwrap(),
+            0,
+            "closed"
+        );
+        assert!(Socket::tcp(&addr, None, false, &mut ring).is_ok());
     }
 }

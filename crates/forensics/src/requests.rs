@@ -21,11 +21,17 @@ pub struct RequestShare {
 
 impl Diagnosis {
     /// Which requests its slow ones were, in words: "75 % of the 4 slowest in it were
-    /// upload; the others: 1 search". None without a mix.
+    /// upload; the others: 1 search" (in its window; "of the run" for a cause without one,
+    /// whose slow requests are the run's). None without a mix.
     pub fn requests_line(&self) -> Option<String> {
         let (top, rest) = self.requests.split_first()?;
+        let scope = if self.window.is_some() {
+            "in it"
+        } else {
+            "of the run"
+        };
         let mut line = format!(
-            "{:.0} % of the {} slowest in it were {}",
+            "{:.0} % of the {} slowest {scope} were {}",
             100.0 * top.share,
             top.of,
             top.name

@@ -218,6 +218,13 @@ fn a_cause_names_the_requests_its_slow_ones_were() {
         e
     });
     assert!(single[0].requests.is_empty() && single[0].requests_line().is_none());
+    // A cause without a window speaks of the run's slowest, not of slow ones "in it".
+    let mut whole_run = d[0].clone();
+    whole_run.window = None;
+    assert!(whole_run
+        .requests_line()
+        .unwrap()
+        .starts_with("75 % of the 4 slowest of the run were upload"));
     assert!(serde_json::to_value(&single[0])
         .unwrap()
         .get("requests")

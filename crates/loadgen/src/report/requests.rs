@@ -76,6 +76,8 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
         .map(|f| f.counters.requests())
         .sum();
     let duration_s = totals.duration.as_secs_f64();
+    // A name nothing was recorded for (built once, not per name: it is ~20 KB).
+    let empty = crate::recorder::RequestFigures::new(std::time::Duration::from_secs(60));
     for (i, name) in names.iter().enumerate() {
         let spec = plan
             .requests
@@ -89,7 +91,6 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
             .map(|r| u64::from(r.weight))
             .sum();
         let figures = totals.by_request.get(i).and_then(Option::as_ref);
-        let empty = crate::recorder::RequestFigures::new(std::time::Duration::from_secs(60));
         let f = figures.unwrap_or(&empty);
         let c = &f.counters;
         let requests = c.requests();

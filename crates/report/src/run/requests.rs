@@ -121,7 +121,8 @@ pub(super) fn charts(report: &Report) -> String {
         ("requests/s", Scale::Linear, &count_axis),
         rates,
     ));
-    // A second without a response of the name has no p99: a gap in its line.
+    // A second without a response of the name has no p99 and no point: a gap in its line
+    // (steps join adjacent seconds only). The seconds are the load's, as for the rates.
     let p99s = names
         .iter()
         .zip(PALETTE)
@@ -129,7 +130,8 @@ pub(super) fn charts(report: &Report) -> String {
             let points = r
                 .timeseries
                 .iter()
-                .map(|p| (p.t_s, p.p99_us.map_or(0.0, |v| v as f64)))
+                .filter(|p| load_seconds.contains(&p.t_s))
+                .filter_map(|p| p.p99_us.map(|v| (p.t_s, v as f64)))
                 .collect();
             series(name, color, points)
         })

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, timeout};
 
-use super::connection::{connect_from, read_now, MAX_BACKOFF, MIN_BACKOFF};
+use super::connection::{MAX_BACKOFF, MIN_BACKOFF};
+use super::tcp::{connect_from, read_now};
 use super::Worker;
 use crate::conns::HeldKind;
 

@@ -26,7 +26,9 @@ use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::sleep_until;
 
-use super::connection::{dial_tcp, Closed, Connect, Connection, Dialed, EARLY_WAKE};
+use super::connection::{Closed, Connect, Connection, Dialed};
+use super::http1::EARLY_WAKE;
+use super::tcp::dial_tcp;
 use super::{tls, Claim, Shared, Worker};
 use crate::error::ErrorKind;
 use crate::recorder::Stage;

@@ -326,7 +326,7 @@ impl Stream {
     /// when nothing (no plaintext: a TLS session ticket, say) came.
     pub(crate) fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Plain(s) => super::connection::read_now(s, buf),
+            Stream::Plain(s) => super::tcp::read_now(s, buf),
             Stream::Tls(t) => t.read_now(buf),
         }
     }
@@ -339,7 +339,7 @@ impl Stream {
         limit: Duration,
     ) -> Result<(), ErrorKind> {
         match self {
-            Stream::Plain(s) => super::connection::write_requests(s, bytes, limit).await,
+            Stream::Plain(s) => super::tcp::write_requests(s, bytes, limit).await,
             Stream::Tls(t) => {
                 t.tls
                     .writer()

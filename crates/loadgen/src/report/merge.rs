@@ -335,6 +335,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         }
     }
     let latency = latency.expect("at least one report");
+    let tls = merged_tls(reports)?;
 
     // Each run's seconds move onto the merged clock by its start, rounded to the whole
     // second: a run's second can only be added whole into one merged second. What the
@@ -564,8 +565,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             .as_ref()
             .filter(|_| connect_known)
             .and_then(percentiles),
-        // Reports carry no TLS handshake histogram to add up: n/a rather than a guess.
-        tls_us: None,
+        tls_us: tls.as_ref().and_then(percentiles),
         status_codes,
         errors: error_kinds,
         by_request: super::requests::merge_by_request(
@@ -587,6 +587,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         slowest,
         histogram: encoded(&latency),
         connect_histogram: connect.filter(|_| connect_known).map(|h| encoded(&h)),
+        tls_histogram: tls.as_ref().map(encoded),
         latency_uncorrected_histogram: uncorrected
             .filter(|_| uncorrected_known)
             .map(|h| encoded(&h)),
@@ -655,6 +656,20 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     }
     merged.warnings = warnings;
     Ok(merged)
+}
+
+/// The TLS handshake histograms added up, when every report has one (https runs); none
+/// when any lacks it (an http run, or a report written before they carried it): n/a rather
+/// than the handshakes of some of the generators.
+fn merged_tls(reports: &[(String, Report)]) -> Result<Option<Histogram<u64>>, Error> {
+    let mut tls = None;
+    for (name, r) in reports {
+        let Some(h) = &r.tls_histogram else {
+            return Ok(None);
+        };
+        add(&mut tls, decode(name, "TLS handshake", &h.data)?);
+    }
+    Ok(tls)
 }
 
 #[cfg(test)]
@@ -773,6 +788,29 @@ mod tests {
                 report(url, 3, 1.1, &[90_000], &[120, 130, 140]),
             ),
         ]
+    }
+
+    #[test]
+    fn tls_handshakes_are_added_and_na_unless_every_report_has_them() {
+        let mut inputs = three();
+        let mut union = new_histogram(Duration::from_secs(60));
+        for (i, (_, r)) in inputs.iter_mut().enumerate() {
+            let mut h = new_histogram(Duration::from_secs(60));
+            h.record(1_000 * (i as u64 + 1)).unwrap();
+            union.record(1_000 * (i as u64 + 1)).unwrap();
+            r.tls_histogram = Some(encoded(&h));
+        }
+        let m = merge(&inputs, false).unwrap();
+        let tls = m.tls_us.expect("every report has its handshakes");
+        assert_eq!(
+            (tls.min, tls.p50, tls.max),
+            (union.min(), union.value_at_quantile(0.5), union.max())
+        );
+        assert!(m.tls_histogram.is_some());
+        // One report without them (an http run): n/a, not the others' handshakes.
+        inputs[1].1.tls_histogram = None;
+        let m = merge(&inputs, false).unwrap();
+        assert!(m.tls_us.is_none() && m.tls_histogram.is_none());
     }
 
     #[test]

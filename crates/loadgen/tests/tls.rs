@@ -298,6 +298,37 @@ fn a_client_certificate_is_offered() {
 }
 
 #[test]
+fn a_client_certificate_refused_after_the_handshake_is_a_certificate_error() {
+    let pki = Pki::new("client-auth-refused");
+    let port = server(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: true,
+        },
+    );
+    // No --cert: on TLS 1.3 our side of the handshake is done before the server judges
+    // (and refuses) the missing certificate, so the refusal comes with the first read.
+    let mut plan = plan("localhost", port, 10);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 0, "{:?}", totals.counters);
+    assert_eq!(
+        errors(&totals, ErrorKind::IoOther),
+        0,
+        "{:?}",
+        totals.counters
+    );
+    assert!(
+        errors(&totals, ErrorKind::Certificate) > 0,
+        "{:?}",
+        totals.counters
+    );
+    let why = totals.counters.transport.tls_failure.clone().unwrap();
+    assert!(why.contains("--cert"), "{why}");
+}
+
+#[test]
 fn bad_tls_files_are_refused_before_the_run() {
     let pki = Pki::new("bad-files");
     let mut plan = plan("localhost", 1, 1);

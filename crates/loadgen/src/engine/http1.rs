@@ -133,7 +133,7 @@ impl Connection<Stream> {
                     let next = self.on_timer(now);
                     timer.as_mut().reset(next.into());
                 }
-                Some(Err(e)) => self.close(Closed::failed(ErrorKind::from_io(&e))),
+                Some(Err(e)) => self.read_failed(&e),
                 // 5. Every complete response read, in order.
                 Some(Ok(())) => self.read_ready(now),
             }
@@ -152,9 +152,22 @@ impl Connection<Stream> {
             Ok(n) => self.on_received(&buf[..n], now),
             // Readiness that was not (another wake-up got there first): wait again.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => self.close(Closed::failed(ErrorKind::from_io(&e))),
+            Err(e) => self.read_failed(&e),
         }
         *self.w.read_buf.borrow_mut() = buf;
+    }
+
+    /// A read failed: its requests fail as I/O errors, or by what TLS said (a client
+    /// certificate the server refused after the handshake, on TLS 1.3).
+    fn read_failed(&mut self, e: &std::io::Error) {
+        let kind = match tls::classify_open(e) {
+            Some((kind, why)) => {
+                self.w.rec.borrow_mut().record_tls_failure(why);
+                kind
+            }
+            None => ErrorKind::from_io(e),
+        };
+        self.close(Closed::failed(kind));
     }
 
     /// Open loop, nothing to send: idles until the slot (waking early, see [`EARLY_WAKE`]),

@@ -391,7 +391,13 @@ impl Driver {
                 } else if e.is_reset() {
                     ErrorKind::RstStream
                 } else if let Some(io) = e.get_io() {
-                    ErrorKind::from_io(io)
+                    match tls::classify_open(io) {
+                        Some((kind, why)) => {
+                            rec.record_tls_failure(why);
+                            kind
+                        }
+                        None => ErrorKind::from_io(io),
+                    }
                 } else {
                     ErrorKind::BadResponse
                 };

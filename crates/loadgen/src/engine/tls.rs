@@ -198,7 +198,6 @@ impl ServerCertVerifier for AcceptAny {
 /// A failed handshake's kind and reason: `certificate` when a certificate was refused (the
 /// server's by us, or ours by the server), `tls_handshake` for everything else.
 pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
-    use rustls::AlertDescription as A;
     let Some(tls) = err
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())
@@ -211,15 +210,35 @@ pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
         };
         return (ErrorKind::TlsHandshake, why);
     };
+    classify_tls(tls)
+}
+
+/// An error on an open TLS connection, when TLS itself failed: on TLS 1.3 the server judges
+/// our certificate after our side of the handshake is done, so its refusal (an alert)
+/// arrives with the first read. Counted as `certificate` or `tls_handshake` with the reason,
+/// like a handshake that failed outright; none for any other I/O error.
+pub(crate) fn classify_open(err: &io::Error) -> Option<(ErrorKind, String)> {
+    err.get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+        .map(classify_tls)
+}
+
+fn classify_tls(tls: &rustls::Error) -> (ErrorKind, String) {
+    use rustls::AlertDescription as A;
     match tls {
         rustls::Error::InvalidCertificate(e) => (
             ErrorKind::Certificate,
             format!("the server's certificate was refused ({e}): trust its CA with --cacert FILE, or accept any with --insecure"),
         ),
         rustls::Error::AlertReceived(
+            A::CertificateRequired,
+        ) => (
+            ErrorKind::Certificate,
+            "the server requires a client certificate (alert CertificateRequired): give --cert and --key".into(),
+        ),
+        rustls::Error::AlertReceived(
             a @ (A::BadCertificate
             | A::UnknownCA
-            | A::CertificateRequired
             | A::CertificateExpired
             | A::CertificateUnknown
             | A::CertificateRevoked

@@ -1,7 +1,8 @@
 //! HTTP/2 (`--http2`) against an h2 server of the test's own (the `h2` crate's server side):
 //! -n is exact over several streams per connection, the server's stream limit is held and
-//! reported, reset streams are counted as rst_stream, a stream that never answers times out
-//! alone, and open loop keeps its schedule. tests/tls.rs (the binary's) runs nginx's h2.
+//! reported, reset streams are counted as rst_stream, GOAWAY is counted once per connection
+//! however its streams end, a stream that never answers times out alone, and open loop keeps
+//! its schedule. tests/tls.rs (the binary's) runs nginx's h2.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +21,10 @@ struct Mode {
     reset_every: u64,
     /// Never answer.
     silent: bool,
+    /// Send GOAWAY (graceful: NO_ERROR) on a connection once it accepted this many streams.
+    goaway_after: u64,
+    /// That GOAWAY carries an error (ENHANCE_YOUR_CALM) and the connection closes at once.
+    goaway_error: bool,
 }
 
 #[derive(Default)]
@@ -28,6 +33,8 @@ struct Seen {
     resets: AtomicU64,
     active: AtomicU64,
     most_active: AtomicU64,
+    /// Connections the server sent GOAWAY on.
+    goaways: AtomicU64,
 }
 
 /// An h2c (prior knowledge) server on 127.0.0.1; returns its port and what it saw.
@@ -63,7 +70,17 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
     let Ok(mut conn) = builder.handshake::<_, Bytes>(tcp).await else {
         return;
     };
+    let mut accepted = 0;
     while let Some(Ok((_request, mut respond))) = conn.accept().await {
+        accepted += 1;
+        if accepted == mode.goaway_after {
+            seen.goaways.fetch_add(1, Ordering::SeqCst);
+            if mode.goaway_error {
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            } else {
+                conn.graceful_shutdown();
+            }
+        }
         let n = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let seen = seen.clone();
         tokio::spawn(async move {
@@ -154,6 +171,54 @@ fn reset_streams_are_counted_as_rst_stream() {
     assert_eq!(totals.counters.errors[ErrorKind::RstStream.index()], resets);
     assert_eq!(totals.counters.successes, 200);
     assert_eq!(totals.counters.transport.h2_resets, resets);
+}
+
+#[test]
+fn every_connection_that_got_goaway_is_counted_and_its_requests_retried() {
+    let (port, seen) = server(Mode {
+        goaway_after: 10,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(400);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    // A graceful GOAWAY loses nothing: streams past its last one are sent again.
+    assert_eq!(c.successes, 400, "{c:?}");
+    assert_eq!(c.error_total(), 0, "{c:?}");
+    let sent = seen.goaways.load(Ordering::SeqCst);
+    assert!(sent >= 30, "the server sent GOAWAY on {sent} connections");
+    // Each connection's GOAWAY once; only those that came as the run ended (at most one
+    // per connection) may go unseen.
+    let counted = c.transport.h2_goaways;
+    assert!(
+        counted <= sent && counted + plan.connections as u64 >= sent,
+        "counted {counted} GOAWAYs, the server sent {sent}"
+    );
+}
+
+#[test]
+fn a_goaway_with_an_error_is_counted_once_and_fails_the_streams_it_ends_as_goaway() {
+    let (port, seen) = server(Mode {
+        goaway_after: 10,
+        goaway_error: true,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(400);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    // Its streams end with the connection's close (reset by the server), not a GOAWAY
+    // frame of their own: they are the GOAWAY's all the same.
+    let goaway = c.errors[ErrorKind::Goaway.index()];
+    assert!(goaway > 0, "{c:?}");
+    assert_eq!(c.successes + goaway, 400, "{c:?}");
+    let sent = seen.goaways.load(Ordering::SeqCst);
+    let counted = c.transport.h2_goaways;
+    assert!(
+        counted <= sent && counted + plan.connections as u64 >= sent && sent >= 20,
+        "counted {counted} GOAWAYs, the server sent {sent}"
+    );
 }
 
 #[test]

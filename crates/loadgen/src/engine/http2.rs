@@ -48,6 +48,35 @@ pub(super) struct H2Conn {
     /// A GOAWAY or a connection error was seen: no new stream is opened on it; it is
     /// dropped once its streams are done.
     draining: bool,
+    /// The reason of the server's GOAWAY, once one was seen (and counted).
+    goaway: Option<h2::Reason>,
+}
+
+impl H2Conn {
+    /// Whether the server sent GOAWAY on this connection, counting it (once per connection)
+    /// the first time it is seen. h2 reports a GOAWAY only to the streams it ends and to
+    /// the next stream opened; a GOAWAY that came while the connection was idle, or whose
+    /// streams all ended with the connection's close (an I/O error), is seen here, by
+    /// asking for a new stream: a clone of the sender asks without waiting or waking.
+    fn goaway_seen(&mut self, w: &Worker) -> Option<h2::Reason> {
+        if self.goaway.is_none() {
+            let mut probe = self.send.clone();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if let std::task::Poll::Ready(Err(e)) = probe.poll_ready(&mut cx) {
+                if e.is_go_away() && e.is_remote() {
+                    self.goaway = e.reason();
+                    w.rec.borrow_mut().transport().h2_goaways += 1;
+                }
+            }
+        }
+        self.goaway
+    }
+
+    /// No new stream on this connection: let go once its streams are done.
+    fn drain(&mut self, w: &Worker) {
+        self.goaway_seen(w);
+        self.draining = true;
+    }
 }
 
 impl Drop for H2Conn {
@@ -191,6 +220,9 @@ impl Driver {
             }
             // A drained connection is let go once its last stream is done.
             if c.stream.as_ref().is_some_and(|s| s.draining) && c.in_flight.is_empty() {
+                if let Some(s) = c.stream.as_mut() {
+                    s.goaway_seen(&c.w);
+                }
                 c.close(Closed::Graceful);
             }
             c.depth = match &c.stream {
@@ -256,7 +288,7 @@ impl Driver {
                 }
                 _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => None,
                 _ = async { match &ended { Some(f) if c.in_flight.is_empty() => if !f.ended.get() { f.ended_notify.notified().await }, _ => pending().await } } => {
-                    if let Some(s) = c.stream.as_mut() { s.draining = true; }
+                    if let Some(s) = c.stream.as_mut() { s.drain(&c.w); }
                     None
                 }
                 _ = w.grace_ended() => {
@@ -309,11 +341,8 @@ impl Driver {
                 }
             }
         }
-        if let Some(e) = failed {
-            if e.is_go_away() && !conn.draining {
-                c.w.rec.borrow_mut().transport().h2_goaways += 1;
-            }
-            conn.draining = true;
+        if failed.is_some() {
+            conn.drain(&c.w);
         }
         let sent = Instant::now();
         let began = if connect_time.is_some() { now } else { sent };
@@ -362,21 +391,21 @@ impl Driver {
             }
             StreamEnd::Failed(e) => {
                 let now = Instant::now();
+                // Counted once per connection, whichever of its streams learns of it first.
+                let goaway = match c.stream.as_mut() {
+                    Some(conn) if e.is_go_away() || e.is_io() => {
+                        conn.drain(&c.w);
+                        conn.goaway
+                    }
+                    Some(conn) => conn.goaway,
+                    None => None,
+                };
                 let mut rec = c.w.rec.borrow_mut();
                 let t = rec.transport();
                 let retry = e.reason() == Some(h2::Reason::REFUSED_STREAM)
                     || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR));
                 if e.is_reset() && e.is_remote() {
                     t.h2_resets += 1;
-                }
-                let conn = c.stream.as_mut();
-                if e.is_go_away() || e.is_io() {
-                    if let Some(conn) = conn {
-                        if !conn.draining && e.is_go_away() {
-                            t.h2_goaways += 1;
-                        }
-                        conn.draining = true;
-                    }
                 }
                 if retry {
                     t.h2_retried += 1;
@@ -386,7 +415,10 @@ impl Driver {
                     });
                     return;
                 }
-                let kind = if e.is_go_away() {
+                // A GOAWAY with an error ends the streams past its last one with it, and
+                // those before with the connection's close: both are the GOAWAY's.
+                let goaway_error = goaway.is_some_and(|r| r != h2::Reason::NO_ERROR);
+                let kind = if e.is_go_away() || (e.is_io() && goaway_error) {
                     ErrorKind::Goaway
                 } else if e.is_reset() {
                     ErrorKind::RstStream
@@ -550,6 +582,7 @@ async fn dial(
             facts,
             driver,
             draining: false,
+            goaway: None,
         },
         tcp_done,
         handshake,

@@ -35,6 +35,8 @@ struct Seen {
     most_active: AtomicU64,
     /// Connections the server sent GOAWAY on.
     goaways: AtomicU64,
+    /// Every request's path and query, with its body's length.
+    targets: std::sync::Mutex<Vec<(String, usize)>>,
 }
 
 /// An h2c (prior knowledge) server on 127.0.0.1; returns its port and what it saw.
@@ -71,7 +73,7 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
         return;
     };
     let mut accepted = 0;
-    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+    while let Some(Ok((request, mut respond))) = conn.accept().await {
         accepted += 1;
         if accepted == mode.goaway_after {
             seen.goaways.fetch_add(1, Ordering::SeqCst);
@@ -84,6 +86,17 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
         let n = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let seen = seen.clone();
         tokio::spawn(async move {
+            let target = request.uri().path_and_query().map(|p| p.to_string());
+            let mut body = request.into_body();
+            let mut length = 0;
+            while let Some(Ok(data)) = body.data().await {
+                length += data.len();
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            seen.targets
+                .lock()
+                .unwrap()
+                .push((target.unwrap_or_default(), length));
             let active = seen.active.fetch_add(1, Ordering::SeqCst) + 1;
             seen.most_active.fetch_max(active, Ordering::SeqCst);
             if mode.silent {
@@ -140,6 +153,48 @@ fn n_is_exact_over_many_streams_and_the_report_says_h2c() {
     assert_eq!(json["config"]["streams"], 8);
     assert!(json["config"]["tls"].is_null());
     assert!(report.to_text().contains("h2c, 8 streams per connection"));
+}
+
+#[test]
+fn a_request_mix_is_sent_over_h2_with_its_weights_bodies_and_placeholders() {
+    use tailscope_loadgen::mix::RequestSpec;
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 8);
+    plan.stop = Stop::Requests(400);
+    let spec = |name: &str, method: &str, target: &str, body: &[u8], weight| RequestSpec {
+        name: name.into(),
+        method: method.into(),
+        target: target.into(),
+        headers: vec![("X-Test".into(), "1".into())],
+        body: body.to_vec(),
+        weight,
+    };
+    plan.requests = vec![
+        spec("get", "GET", "/a?id={seq}", b"", 3),
+        spec("post", "POST", "/b", b"0123456789", 1),
+    ];
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 400, "{:?}", totals.counters);
+    let targets = seen.targets.lock().unwrap().clone();
+    let a: Vec<&(String, usize)> = targets
+        .iter()
+        .filter(|(t, _)| t.starts_with("/a?id="))
+        .collect();
+    let b = targets
+        .iter()
+        .filter(|(t, n)| t == "/b" && *n == 10)
+        .count();
+    assert_eq!((a.len(), b), (300, 100), "{targets:?}");
+    // {seq}: every GET a value of its own.
+    let ids: std::collections::HashSet<&String> = a.iter().map(|(t, _)| t).collect();
+    assert_eq!(ids.len(), 300);
+    // Each name's figures apart, in the mix's order.
+    let by_name: Vec<u64> = totals
+        .by_request
+        .iter()
+        .map(|r| r.as_ref().map_or(0, |r| r.counters.successes))
+        .collect();
+    assert_eq!(by_name, [300, 100]);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! HTTP/2 for the tokio engine (`--http2`): h2 over TLS (ALPN), or h2c with prior knowledge.
 //!
 //! A connection task runs the same [`Connection`] as HTTP/1.1 (claims, connects, back-off,
-//! the grace period and what is recorded are shared), with the `h2` crate as its framing:
+//! the grace period, which request of a mix each claim sends, and what is recorded are
+//! shared), with the `h2` crate as its framing:
 //! up to `--streams` requests in flight at once (fewer if the server's
 //! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream a local task whose response may
 //! come back in any order. The h2 connection's own task drives the socket. A stream the
@@ -109,7 +110,16 @@ enum StreamEnd {
     Failed(h2::Error),
 }
 
-/// The request every stream sends, built once per connection task.
+/// Headers that are HTTP/1.1's connection and not HTTP/2's (RFC 9113 8.2.2); Host becomes
+/// :authority.
+fn http1_only(lower: &str) -> bool {
+    matches!(
+        lower,
+        "host" | "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+    )
+}
+
+/// One request of the run as streams send it, built once per connection task.
 struct Template {
     method: http::Method,
     uri: http::Uri,
@@ -118,35 +128,35 @@ struct Template {
 }
 
 impl Template {
-    fn of(shared: &Shared) -> Template {
-        let plan = &shared.plan;
-        let (authority, path) = plan.authority_and_path();
-        let scheme = if plan.tls.is_some() { "https" } else { "http" };
-        // Validated with the plan: method, authority and path are what HTTP/1.1 sends too.
-        let uri = format!("{scheme}://{authority}{path}")
+    /// `method target` with `headers` and `body` at the plan's authority. Validated with the
+    /// plan: method, authority and target are what HTTP/1.1 sends too.
+    fn new(
+        shared: &Shared,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Template {
+        let (authority, _) = shared.plan.authority_and_path();
+        let scheme = if shared.plan.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let uri = format!("{scheme}://{authority}{target}")
             .parse()
             .unwrap_or_else(|_| http::Uri::from_static("/"));
-        let mut headers = http::HeaderMap::new();
-        for (k, v) in &plan.headers {
-            // Connection-specific headers are not HTTP/2's (RFC 9113 8.2.2); Host becomes
-            // :authority.
+        let mut map = http::HeaderMap::new();
+        for (k, v) in headers {
             let lower = k.to_ascii_lowercase();
-            if matches!(
-                lower.as_str(),
-                "host"
-                    | "connection"
-                    | "keep-alive"
-                    | "proxy-connection"
-                    | "transfer-encoding"
-                    | "upgrade"
-            ) {
+            if http1_only(&lower) {
                 continue;
             }
             if let (Ok(name), Ok(value)) = (
                 http::header::HeaderName::from_bytes(lower.as_bytes()),
                 http::HeaderValue::from_str(v),
             ) {
-                headers.append(name, value);
+                map.append(name, value);
             }
         }
         let defaults = [
@@ -157,16 +167,65 @@ impl Template {
             ("accept", "*/*"),
         ];
         for (k, v) in defaults {
-            if !headers.contains_key(k) {
-                headers.insert(k, http::HeaderValue::from_static(v));
+            if !map.contains_key(k) {
+                map.insert(k, http::HeaderValue::from_static(v));
             }
         }
         Template {
-            method: http::Method::from_bytes(plan.method.as_bytes()).unwrap_or(http::Method::GET),
+            method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::GET),
             uri,
-            headers,
-            body: Bytes::from(plan.body.clone()),
+            headers: map,
+            body: Bytes::copy_from_slice(body),
         }
+    }
+
+    /// One template per request of the run: the mix's, in its order, or the single one.
+    fn all(shared: &Shared) -> Vec<Template> {
+        let plan = &shared.plan;
+        if plan.requests.is_empty() {
+            let (_, path) = plan.authority_and_path();
+            return vec![Template::new(
+                shared,
+                &plan.method,
+                path,
+                &plan.headers,
+                &plan.body,
+            )];
+        }
+        plan.requests
+            .iter()
+            .map(|r| Template::new(shared, &r.method, &r.target, &r.headers, &r.body))
+            .collect()
+    }
+
+    /// A request of a mix with placeholders, read back from its patched HTTP/1.1 bytes (the
+    /// placeholders are filled there, where both engines fill them); none if they do not
+    /// parse, which the plan's validation rules out.
+    fn patched(&self, bytes: &[u8]) -> Option<(http::Request<()>, Bytes)> {
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let httparse::Status::Complete(head) = parsed.parse(bytes).ok()? else {
+            return None;
+        };
+        let mut r = http::Request::new(());
+        *r.method_mut() = http::Method::from_bytes(parsed.method?.as_bytes()).ok()?;
+        let mut uri = self.uri.clone().into_parts();
+        uri.path_and_query = Some(parsed.path?.parse().ok()?);
+        *r.uri_mut() = http::Uri::from_parts(uri).ok()?;
+        let map = r.headers_mut();
+        for h in parsed.headers.iter() {
+            let lower = h.name.to_ascii_lowercase();
+            if http1_only(&lower) {
+                continue;
+            }
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(lower.as_bytes()),
+                http::HeaderValue::from_bytes(h.value),
+            ) {
+                map.append(name, value);
+            }
+        }
+        Some((r, Bytes::copy_from_slice(&bytes[head..])))
     }
 
     fn request(&self) -> http::Request<()> {
@@ -185,7 +244,7 @@ pub(super) async fn task(w: Rc<Worker>) {
     let mut c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
     c.depth = streams;
     Driver {
-        template: Template::of(&w.shared),
+        templates: Template::all(&w.shared),
         keys: VecDeque::new(),
         next_key: 0,
         running: JoinSet::new(),
@@ -198,7 +257,8 @@ pub(super) async fn task(w: Rc<Worker>) {
 }
 
 struct Driver {
-    template: Template,
+    /// Each request of the run (see [`Template::all`]).
+    templates: Vec<Template>,
     /// The stream key of each of the connection's requests in flight, in the same order,
     /// with its task's handle (aborting it resets the stream).
     keys: VecDeque<(u64, AbortHandle)>,
@@ -313,12 +373,30 @@ impl Driver {
         now: Instant,
         connect_time: Option<Duration>,
     ) {
+        if c.stream.is_none() {
+            return;
+        }
+        let k = c.queued.len();
+        c.take_batch();
+        let start = c.batch_start();
+        let shared = c.shared.clone();
+        let requests = &shared.requests;
+        // A mix with placeholders: the batch patched, as HTTP/1.1 sends it, and each request
+        // read back from it.
+        let mut scratch = std::mem::take(&mut c.scratch);
+        if requests.templated() {
+            if scratch.is_empty() {
+                scratch = vec![0; requests.batch_room(c.depth.max(k))];
+            }
+            c.patch_batch(&mut scratch, 0);
+        }
         let Some(conn) = c.stream.as_mut() else {
+            c.scratch = scratch;
             return;
         };
-        let mut opened = Vec::with_capacity(c.queued.len());
+        let mut opened = Vec::with_capacity(k);
         let mut failed = None;
-        for _ in 0..c.queued.len() {
+        for pos in start..start + k {
             let ready = match conn.send.clone().ready().await {
                 Ok(s) => s,
                 Err(e) => {
@@ -327,11 +405,20 @@ impl Driver {
                 }
             };
             let mut send = ready;
-            let end_of_stream = self.template.body.is_empty();
-            match send.send_request(self.template.request(), end_of_stream) {
-                Ok((response, mut body)) => {
+            let template = &self.templates[requests.request_at(pos)];
+            let patched = requests.templated().then(|| {
+                let base = requests.offset(start);
+                template.patched(&scratch[requests.offset(pos) - base..requests.end_of(pos) - base])
+            });
+            let (request, body) = match patched.flatten() {
+                Some(patched) => patched,
+                None => (template.request(), template.body.clone()),
+            };
+            let end_of_stream = body.is_empty();
+            match send.send_request(request, end_of_stream) {
+                Ok((response, mut stream)) => {
                     if !end_of_stream {
-                        let _ = body.send_data(self.template.body.clone(), true);
+                        let _ = stream.send_data(body, true);
                     }
                     opened.push(response);
                 }
@@ -341,6 +428,7 @@ impl Driver {
                 }
             }
         }
+        c.scratch = scratch;
         if failed.is_some() {
             conn.drain(&c.w);
         }
@@ -433,7 +521,15 @@ impl Driver {
                 } else {
                     ErrorKind::BadResponse
                 };
-                rec.record_failed(kind, f.start(), now, c.conn_id, f.first_on_connection, None);
+                let request = Some(c.w.name_of(f.pos));
+                rec.record_failed(
+                    kind,
+                    f.start(),
+                    now,
+                    c.conn_id,
+                    f.first_on_connection,
+                    request,
+                );
             }
         }
     }
@@ -457,8 +553,7 @@ impl Driver {
                 now,
                 c.conn_id,
                 f.first_on_connection,
-                // HTTP/2 sends the single request (a mix over HTTP/2 is refused).
-                None,
+                Some(c.w.name_of(f.pos)),
             );
         }
         now + limit

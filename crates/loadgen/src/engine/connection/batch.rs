@@ -20,6 +20,11 @@ impl<S> Connection<S> {
         range
     }
 
+    /// The position in `shared.requests` of the batch just taken.
+    pub(in crate::engine) fn batch_start(&self) -> usize {
+        self.batch_start
+    }
+
     /// A mix with placeholders: copies the batch just taken into `dst` (at `at` in what
     /// the engine sends from) with every placeholder given a new value; returns its length.
     pub(in crate::engine) fn patch_batch(&mut self, dst: &mut [u8], at: usize) -> usize {

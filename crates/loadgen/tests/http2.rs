@@ -33,6 +33,8 @@ struct Seen {
     resets: AtomicU64,
     active: AtomicU64,
     most_active: AtomicU64,
+    /// Connections whose HTTP/2 handshake was done.
+    connections: AtomicU64,
     /// Connections the server sent GOAWAY on.
     goaways: AtomicU64,
     /// Every request's path and query, with its body's length.
@@ -72,6 +74,7 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
     let Ok(mut conn) = builder.handshake::<_, Bytes>(tcp).await else {
         return;
     };
+    seen.connections.fetch_add(1, Ordering::SeqCst);
     let mut accepted = 0;
     while let Some(Ok((request, mut respond))) = conn.accept().await {
         accepted += 1;
@@ -274,6 +277,28 @@ fn a_goaway_with_an_error_is_counted_once_and_fails_the_streams_it_ends_as_goawa
         counted <= sent && counted + plan.connections as u64 >= sent && sent >= 20,
         "counted {counted} GOAWAYs, the server sent {sent}"
     );
+}
+
+#[test]
+fn idle_connections_are_held_over_h2_and_slow_ones_are_refused() {
+    use tailscope_loadgen::conns::HeldKind;
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 2);
+    plan.stop = Stop::Duration(Duration::from_millis(500));
+    plan.connections = 1;
+    plan.idle_conns = 3;
+    let totals = run(&plan);
+    let idle = &totals.counters.held[HeldKind::Idle.index()];
+    assert_eq!(
+        (idle.opened, idle.connect_failures, idle.open_at_end),
+        (3, 0, 3),
+        "{idle:?}"
+    );
+    // Each held connection did HTTP/2's handshake, beside the load's one.
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 4);
+    plan.slow_conns = 1;
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("--slow-conns") && e.contains("HTTP/2"), "{e}");
 }
 
 #[test]

@@ -1,15 +1,19 @@
 //! https:// against a TLS server of the test's own (rustls, certificates made by rcgen): the
 //! handshake is its own phase, sessions are resumed on reconnect unless told not to, a
 //! certificate nobody trusts fails as `certificate` with its reason, --cacert and --insecure
-//! let it through, a client certificate is offered, and bad files are refused before the run.
+//! let it through, a client certificate is offered (and one refused after a TLS 1.3 handshake
+//! is a certificate error), idle and slow connections are held over TLS, and bad files are
+//! refused before the run.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tailscope_loadgen::conns::HeldKind;
 use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{EngineChoice, ErrorKind, Plan, RunControl, RunTotals, Stop};
 
@@ -71,6 +75,14 @@ struct ServerMode {
 
 /// A TLS server on 127.0.0.1 answering every request with `200 ok`; returns its port.
 fn server(pki: &Pki, mode: ServerMode) -> u16 {
+    server_seen(pki, mode).0
+}
+
+/// [`server`], with the most bytes of an unfinished request head it decrypted on any one
+/// connection.
+fn server_seen(pki: &Pki, mode: ServerMode) -> (u16, Arc<AtomicUsize>) {
+    let most_pending = Arc::new(AtomicUsize::new(0));
+    let seen = most_pending.clone();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -98,6 +110,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
         for tcp in listener.incoming() {
             let Ok(tcp) = tcp else { continue };
             let config = config.clone();
+            let most_pending = most_pending.clone();
             std::thread::spawn(move || {
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, tcp);
@@ -108,6 +121,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
                         Ok(0) | Err(_) => return,
                         Ok(n) => pending.extend_from_slice(&buf[..n]),
                     }
+                    most_pending.fetch_max(pending.len(), Ordering::SeqCst);
                     while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                         pending.drain(..end + 4);
                         let response: &[u8] = if mode.close_each {
@@ -129,7 +143,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
             });
         }
     });
-    port
+    (port, seen)
 }
 
 fn plan(host: &str, port: u16, requests: u64) -> Plan {
@@ -326,6 +340,42 @@ fn a_client_certificate_refused_after_the_handshake_is_a_certificate_error() {
     );
     let why = totals.counters.transport.tls_failure.clone().unwrap();
     assert!(why.contains("--cert"), "{why}");
+}
+
+#[test]
+fn idle_and_slow_connections_are_held_over_tls() {
+    let pki = Pki::new("held");
+    let (port, most_pending) = server_seen(
+        &pki,
+        ServerMode {
+            close_each: false,
+            client_auth: false,
+        },
+    );
+    let mut plan = plan("localhost", port, 0);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    plan.connections = 1;
+    plan.stop = Stop::Duration(Duration::from_millis(800));
+    plan.idle_conns = 2;
+    plan.slow_conns = 2;
+    plan.slow_interval = Duration::from_millis(20);
+    plan.validate().unwrap();
+    let totals = run(&plan);
+    for kind in [HeldKind::Idle, HeldKind::Slow] {
+        let held = &totals.counters.held[kind.index()];
+        // Opened counts a finished TLS handshake: a failed one is a connect failure.
+        assert_eq!(
+            (held.opened, held.connect_failures, held.open_at_end),
+            (2, 0, 2),
+            "{kind:?}: {held:?}"
+        );
+    }
+    // The slow head arrived through TLS, a byte at a time, and never ended.
+    let most = most_pending.load(Ordering::SeqCst);
+    assert!(
+        most >= 10,
+        "the server decrypted {most} bytes of a slow head"
+    );
 }
 
 #[test]

@@ -73,6 +73,17 @@ impl H2Conn {
         self.goaway
     }
 
+    /// Resolves when the connection has ended (the server closed it, or it failed).
+    pub(super) async fn closed(&self) {
+        while !self.facts.ended.get() {
+            let woken = self.facts.ended_notify.notified();
+            if self.facts.ended.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// No new stream on this connection: let go once its streams are done.
     fn drain(&mut self, w: &Worker) {
         self.goaway_seen(w);
@@ -604,7 +615,8 @@ async fn connect(c: &mut Connection<H2Conn>, now: Instant) -> Connect {
         .await
 }
 
-async fn dial(
+/// Opens an HTTP/2 connection (the load's, and held idle ones).
+pub(super) async fn dial(
     shared: &Shared,
     source: Option<std::net::SocketAddr>,
     limit: Duration,

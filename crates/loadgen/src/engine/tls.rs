@@ -350,6 +350,23 @@ impl Stream {
         }
     }
 
+    /// Writes `bytes` now, without waiting: what the socket takes in the clear; over TLS,
+    /// one record, written as far as the socket takes it (rustls keeps the rest for the next
+    /// write). `WouldBlock` when the socket is full.
+    pub(crate) fn send_now(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => socket2::SockRef::from(&*s)
+                .send_with_flags(bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL),
+            Stream::Tls(t) => {
+                let n = t.tls.writer().write(bytes)?;
+                match t.write_some() {
+                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+                    _ => Ok(n),
+                }
+            }
+        }
+    }
+
     /// Writes a batch of requests. The common case is one `write` with no timer; only a
     /// write that blocks gets the request timeout.
     pub(crate) async fn write_requests(

@@ -215,6 +215,7 @@ name = "h2"
 kind = "nginx"
 tls = true
 http2 = true
+streams = 4
 [[target]]
 name = "h2c"
 kind = "nginx"

@@ -408,14 +408,12 @@ impl Driver {
         let mut opened = Vec::with_capacity(k);
         let mut failed = None;
         for pos in start..start + k {
-            let ready = match conn.send.clone().ready().await {
-                Ok(s) => s,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            };
-            let mut send = ready;
+            // Polled in place: `ready()` would take (so clone) the sender for every stream.
+            if let Err(e) = poll_fn(|cx| conn.send.poll_ready(cx)).await {
+                failed = Some(e);
+                break;
+            }
+            let send = &mut conn.send;
             let template = &self.templates[requests.request_at(pos)];
             let patched = requests.templated().then(|| {
                 let base = requests.offset(start);

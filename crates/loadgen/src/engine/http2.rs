@@ -17,14 +17,16 @@ use std::collections::VecDeque;
 use std::future::{pending, poll_fn, Future};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
+use std::task::Poll;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::client::SendRequest;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use h2::client::{ResponseFuture, SendRequest};
+use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
-use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::sleep_until;
 
 use super::connection::{Closed, Connect, Connection, Dialed};
@@ -257,8 +259,9 @@ pub(super) async fn task(w: Rc<Worker>) {
     Driver {
         templates: Template::all(&w.shared),
         keys: VecDeque::new(),
+        opened: Vec::new(),
         next_key: 0,
-        running: JoinSet::new(),
+        running: FuturesUnordered::new(),
     }
     .run(c)
     .await;
@@ -272,9 +275,13 @@ struct Driver {
     templates: Vec<Template>,
     /// The stream key of each of the connection's requests in flight, in the same order,
     /// with its task's handle (aborting it resets the stream).
-    keys: VecDeque<(u64, AbortHandle)>,
+    keys: VecDeque<(u64, SendStream<Bytes>)>,
+    /// The streams opened by the batch being sent (kept: allocated once).
+    opened: Vec<(ResponseFuture, SendStream<Bytes>)>,
     next_key: u64,
-    running: JoinSet<(u64, StreamEnd)>,
+    /// The streams' exchanges, polled in this task as they are woken (a task per stream
+    /// would cost a spawn, a scheduler round trip and a join per request).
+    running: FuturesUnordered<Exchange>,
 }
 
 impl Driver {
@@ -351,7 +358,7 @@ impl Driver {
             let mut grace_over = false;
             let finished = tokio::select! {
                 biased;
-                Some(joined) = self.running.join_next() => joined.ok(),
+                Some(done) = self.running.next() => Some(done),
                 _ = &mut timer => {
                     let next = self.on_timer(&mut c, Instant::now());
                     timer.as_mut().reset(next.into());
@@ -405,7 +412,7 @@ impl Driver {
             c.scratch = scratch;
             return;
         };
-        let mut opened = Vec::with_capacity(k);
+        let mut opened = std::mem::take(&mut self.opened);
         let mut failed = None;
         for pos in start..start + k {
             // Polled in place: `ready()` would take (so clone) the sender for every stream.
@@ -429,7 +436,7 @@ impl Driver {
                     if !end_of_stream {
                         let _ = stream.send_data(body, true);
                     }
-                    opened.push(response);
+                    opened.push((response, stream));
                 }
                 Err(e) => {
                     failed = Some(e);
@@ -447,14 +454,16 @@ impl Driver {
         let rest: Vec<Claim> = c.queued.drain(opened.len()..).collect();
         c.mark_sent(began, sent, connect_time);
         c.queued.extend(rest);
-        for response in opened {
+        for (response, stream) in opened.drain(..) {
             let key = self.next_key;
             self.next_key += 1;
-            let handle = self
-                .running
-                .spawn_local(async move { (key, exchange(response).await) });
-            self.keys.push_back((key, handle));
+            self.running.push(Exchange {
+                key,
+                state: Exchanging::Head(response),
+            });
+            self.keys.push_back((key, stream));
         }
+        self.opened = opened;
     }
 
     /// A stream's task ended: its request is recorded, retried, or failed by kind.
@@ -552,8 +561,9 @@ impl Driver {
                 return oldest.begun + limit;
             }
             let f = c.in_flight.pop_front().expect("checked non-empty");
-            if let Some((_, handle)) = self.keys.pop_front() {
-                handle.abort();
+            if let Some((_, mut stream)) = self.keys.pop_front() {
+                // Its exchange then ends with this reset, which nobody waits for any more.
+                stream.send_reset(h2::Reason::CANCEL);
             }
             c.w.sub_in_flight(1);
             c.w.rec.borrow_mut().record_failed(
@@ -571,36 +581,82 @@ impl Driver {
     /// The grace period is over: what is in flight or queued is unfinished.
     fn abandon(&mut self, c: &mut Connection<H2Conn>, now: Instant) {
         c.abandon(now, Stage::NotSent);
-        self.running.abort_all();
+        self.running.clear();
         self.keys.clear();
     }
 }
 
-/// Sends nothing more; awaits one stream's response head and reads its body to the end,
-/// giving flow-control credit back as it goes.
-async fn exchange(response: h2::client::ResponseFuture) -> StreamEnd {
-    let head = match response.await {
-        Ok(r) => r,
-        Err(e) => return StreamEnd::Failed(e),
-    };
-    let first_byte = Instant::now();
-    let status = head.status().as_u16();
-    let mut body = head.into_body();
-    let mut bytes = 0u64;
-    while let Some(chunk) = body.data().await {
-        match chunk {
-            Ok(data) => {
-                bytes += data.len() as u64;
-                let _ = body.flow_control().release_capacity(data.len());
+/// One stream's exchange, its request sent: awaits the response head, then reads the body
+/// to the end, giving flow-control credit back as it goes. Written out as a state machine
+/// (not an `async fn`) so that it is `Unpin` and needs no box of its own.
+struct Exchange {
+    key: u64,
+    state: Exchanging,
+}
+
+enum Exchanging {
+    Head(ResponseFuture),
+    Body {
+        body: RecvStream,
+        status: u16,
+        bytes: u64,
+        first_byte: Instant,
+    },
+    Ended,
+}
+
+impl Future for Exchange {
+    type Output = (u64, StreamEnd);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                Exchanging::Head(response) => match Pin::new(response).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => {
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
+                    }
+                    Poll::Ready(Ok(head)) => {
+                        let status = head.status().as_u16();
+                        this.state = Exchanging::Body {
+                            body: head.into_body(),
+                            status,
+                            bytes: 0,
+                            first_byte: Instant::now(),
+                        };
+                    }
+                },
+                Exchanging::Body {
+                    body,
+                    status,
+                    bytes,
+                    first_byte,
+                } => match body.poll_data(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(Ok(data))) => {
+                        *bytes += data.len() as u64;
+                        let _ = body.flow_control().release_capacity(data.len());
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
+                    }
+                    Poll::Ready(None) => {
+                        let end = StreamEnd::Done {
+                            status: *status,
+                            bytes: *bytes,
+                            first_byte: *first_byte,
+                            end: Instant::now(),
+                        };
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, end));
+                    }
+                },
+                Exchanging::Ended => return Poll::Pending,
             }
-            Err(e) => return StreamEnd::Failed(e),
         }
-    }
-    StreamEnd::Done {
-        status,
-        bytes,
-        first_byte,
-        end: Instant::now(),
     }
 }
 

@@ -65,7 +65,7 @@ impl Pki {
 }
 
 /// How the test server treats its connections.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct ServerMode {
     /// Close every connection after one response (every request is a reconnect).
     close_each: bool,
@@ -156,6 +156,17 @@ fn plan(host: &str, port: u16, requests: u64) -> Plan {
     plan
 }
 
+/// A server of `mode` with certificates of its own (`name`), a plan of `requests` to it by
+/// the name its certificate gives that trusts its CA, and the most bytes of an unfinished head
+/// the server saw (see [`server_seen`]).
+fn trusted(name: &str, mode: ServerMode, requests: u64) -> (Pki, Plan, Arc<AtomicUsize>) {
+    let pki = Pki::new(name);
+    let (port, seen) = server_seen(&pki, mode);
+    let mut plan = plan("localhost", port, requests);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    (pki, plan, seen)
+}
+
 fn run(plan: &Plan) -> RunTotals {
     tailscope_loadgen::run(plan, &RunControl::new(), |_| {}).unwrap()
 }
@@ -166,16 +177,7 @@ fn errors(totals: &RunTotals, kind: ErrorKind) -> u64 {
 
 #[test]
 fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
-    let pki = Pki::new("trusted");
-    let port = server(
-        &pki,
-        ServerMode {
-            close_each: false,
-            client_auth: false,
-        },
-    );
-    let mut plan = plan("localhost", port, 200);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let (_pki, plan, _) = trusted("trusted", ServerMode::default(), 200);
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 200, "{:?}", totals.counters);
     assert_eq!(totals.counters.error_total(), 0);
@@ -267,16 +269,14 @@ fn a_wrong_name_is_a_certificate_error() {
 
 #[test]
 fn reconnects_resume_their_session_unless_told_not_to() {
-    let pki = Pki::new("resume");
-    let port = server(
-        &pki,
+    let (_pki, mut plan, _) = trusted(
+        "resume",
         ServerMode {
             close_each: true,
-            client_auth: false,
+            ..ServerMode::default()
         },
+        40,
     );
-    let mut plan = plan("localhost", port, 40);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 40, "{:?}", totals.counters);
     let t = &totals.counters.transport;
@@ -294,17 +294,15 @@ fn reconnects_resume_their_session_unless_told_not_to() {
 
 #[test]
 fn a_client_certificate_is_offered() {
-    let pki = Pki::new("client-auth");
-    let port = server(
-        &pki,
+    let (pki, mut plan, _) = trusted(
+        "client-auth",
         ServerMode {
-            close_each: false,
             client_auth: true,
+            ..ServerMode::default()
         },
+        10,
     );
-    let mut plan = plan("localhost", port, 10);
     let tls = plan.tls.as_mut().unwrap();
-    tls.cacert = Some(pki.path("ca.pem"));
     tls.cert = Some(pki.path("client.pem"));
     tls.key = Some(pki.path("client.key"));
     let totals = run(&plan);
@@ -313,18 +311,13 @@ fn a_client_certificate_is_offered() {
 
 #[test]
 fn a_client_certificate_refused_after_the_handshake_is_a_certificate_error() {
-    let pki = Pki::new("client-auth-refused");
-    let port = server(
-        &pki,
-        ServerMode {
-            close_each: false,
-            client_auth: true,
-        },
-    );
     // No --cert: on TLS 1.3 our side of the handshake is done before the server judges
     // (and refuses) the missing certificate, so the refusal comes with the first read.
-    let mut plan = plan("localhost", port, 10);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let client_auth = ServerMode {
+        client_auth: true,
+        ..ServerMode::default()
+    };
+    let (_pki, plan, _) = trusted("client-auth-refused", client_auth, 10);
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 0, "{:?}", totals.counters);
     assert_eq!(
@@ -344,16 +337,7 @@ fn a_client_certificate_refused_after_the_handshake_is_a_certificate_error() {
 
 #[test]
 fn idle_and_slow_connections_are_held_over_tls() {
-    let pki = Pki::new("held");
-    let (port, most_pending) = server_seen(
-        &pki,
-        ServerMode {
-            close_each: false,
-            client_auth: false,
-        },
-    );
-    let mut plan = plan("localhost", port, 0);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let (_pki, mut plan, most_pending) = trusted("held", ServerMode::default(), 0);
     plan.connections = 1;
     plan.stop = Stop::Duration(Duration::from_millis(800));
     plan.idle_conns = 2;

@@ -17,8 +17,8 @@ use std::collections::VecDeque;
 use std::future::{pending, poll_fn, Future};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
-use std::task::Poll;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;

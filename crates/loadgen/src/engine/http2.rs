@@ -4,12 +4,14 @@
 //! the grace period, which request of a mix each claim sends, and what is recorded are
 //! shared), with the `h2` crate as its framing:
 //! up to `--streams` requests in flight at once (fewer if the server's
-//! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream a local task whose response may
-//! come back in any order. The h2 connection's own task drives the socket. A stream the
+//! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream's exchange polled by the connection
+//! task as it is woken, its response coming back in any order. The h2 connection's own task
+//! drives the socket. A stream the
 //! server did not process (REFUSED_STREAM, or beyond a graceful GOAWAY's last stream) is
 //! sent again on a new connection, as HTTP/1.1 resends after a graceful close; any other
 //! reset or GOAWAY fails its request under `rst_stream` or `goaway`. Each request costs h2's
-//! allocations (its stream state, a header map): h2load's C does without, which is why
+//! allocations (its stream state, a header map, the exchange's slot in the set of streams):
+//! h2load's C does without, which is why
 //! BENCHMARKS.md measures the two side by side.
 
 use std::cell::Cell;

@@ -2,11 +2,11 @@
 
 use anyhow::Result;
 use tailscope_report::compare;
+use tailscope_session::files::{check_files, Output};
+use tailscope_session::output::{load_report, print_stdout, write_page};
 
 use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_files, print_stdout, Output};
-use crate::report::{load_report, write_page};
 
 /// Compares two reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {

@@ -1,22 +1,8 @@
 //! The `tailscope` binary: parse → validate → run → map the outcome to an exit code.
 //! The work is done by the crates under `crates/`; this is CLI and wiring only.
 
-/// Writes a line to stderr. A closed stderr (`2>&-`, a pipe whose reader left) is not an
-/// error: the run goes on and the exit code stays what the run decides (`eprintln!` panics).
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
-/// [`say!`] without the newline.
-macro_rules! say_part {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
-    }};
-}
+#[macro_use]
+extern crate tailscope_session;
 
 mod args;
 mod compare;
@@ -54,14 +40,14 @@ fn main() -> ExitCode {
         },
     };
     match result {
-        Ok(outcome) => outcome.code(),
+        Ok(outcome) => exit::code(outcome),
         Err(err) => {
             if let Some(usage) = err.downcast_ref::<UsageError>() {
                 say!("tailscope: {usage}");
-                return Outcome::Usage.code();
+                return exit::code(Outcome::Usage);
             }
             say!("tailscope: {err:#}");
-            Outcome::Failure.code()
+            exit::code(Outcome::Failure)
         }
     }
 }

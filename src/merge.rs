@@ -4,6 +4,8 @@
 use anyhow::Result;
 use tailscope_loadgen::report::{self, Report};
 use tailscope_loadgen::threshold::Threshold;
+use tailscope_session::files::{check_files, Output};
+use tailscope_session::output::{emit, judge, load_report};
 
 use crate::args::MergeArgs;
 use crate::exit::{Outcome, UsageError};
@@ -16,11 +18,11 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
         .iter()
         .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
         .collect::<Result<Vec<_>>>()?;
-    crate::process::check_files(
+    check_files(
         &args.files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
         &[
-            crate::process::Output::of("--json", "merged JSON report", args.json.as_deref()),
-            crate::process::Output::of("--html", "HTML report", args.html.as_deref()),
+            Output::of("--json", "merged JSON report", args.json.as_deref()),
+            Output::of("--html", "HTML report", args.html.as_deref()),
         ]
         .into_iter()
         .flatten()
@@ -28,7 +30,7 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
     )?;
     let mut reports = Vec::with_capacity(args.files.len());
     for path in &args.files {
-        let r: Report = match crate::report::load_report(path)? {
+        let r: Report = match load_report(path)? {
             tailscope_report::AnyReport::Run(r) => *r,
             tailscope_report::AnyReport::Suite(_) => {
                 return Err(usage(format!(
@@ -40,6 +42,12 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
         reports.push((path.display().to_string(), r));
     }
     let merged = report::merge(&reports, args.force).map_err(|e| usage(e.to_string()))?;
+    // A threshold on a name the reports do not hold is a typo (exit 2, as for run), not a
+    // failed threshold.
+    let names: Vec<String> = merged.by_request.keys().cloned().collect();
+    for t in &thresholds {
+        t.check_names(&names).map_err(|e| usage(e.to_string()))?;
+    }
     let info = merged.merged.as_ref().expect("a merged report says so");
     let mut text = format!(
         "Merged {} report(s){}:\n",
@@ -59,13 +67,8 @@ pub fn merge(args: MergeArgs) -> Result<Outcome> {
     }
     text += "\n";
     text += &merged.to_text();
-    crate::report::emit(&merged, &text, args.json.as_deref(), args.html.as_deref())?;
-    let mut failed = 0;
-    for t in &thresholds {
-        let verdict = t.check(&merged);
-        failed += usize::from(!verdict.passed);
-        say!("{verdict}");
-    }
+    emit(&merged, &text, args.json.as_deref(), args.html.as_deref())?;
+    let failed = judge(&merged, &thresholds);
     if let Some(reason) = merged.no_response_reason() {
         say!("tailscope: {reason}");
         return Ok(Outcome::Failure);

@@ -1,88 +1,65 @@
-//! `tailscope run`: flags → a validated `RunConfig` → the generator → report and exit code.
+//! `tailscope run`: flags → a validated `RunConfig` (here) → `tailscope_session::run` (the
+//! target, the profiler, the generator, the report) → the exit code.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result};
-use tailscope_forensics::{Roles, RunProfiler, RunStacks, StacksError};
+use anyhow::Result;
+use tailscope_forensics::StacksOptions;
 use tailscope_loadgen::mix::files::{self, RequestFile};
-use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
-use tailscope_loadgen::{Pace, Phase, Plan, RunControl, Snapshot, Stop};
+use tailscope_loadgen::{Pace, Plan, Stop};
+use tailscope_session::files::{check_files, Output};
+use tailscope_session::{Launch, RunConfig};
 use tailscope_targets::cpus::{self, format_list};
-use tailscope_targets::{Target, TargetSpec};
-use tailscope_tui::app::{Action, RunInfo};
-use tailscope_tui::Feed;
+use tailscope_targets::TargetSpec;
 
 use crate::args::RunArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_files, fit_open_files, signal_name, watch_signals, Output, SIGNALLED};
+use crate::process::fit_open_files;
 
-/// Everything `run` needs, checked before any load starts.
-pub struct RunConfig {
-    /// The generator's plan.
-    pub plan: Plan,
-    /// Where the JSON report goes.
-    pub json: Option<PathBuf>,
-    /// Where to write the HTML page.
-    pub html: Option<PathBuf>,
-    /// Where to write the HdrHistogram interval log.
-    pub hdr_log: Option<PathBuf>,
-    /// CI gates.
-    pub thresholds: Vec<Threshold>,
-    /// A server to launch on these CPUs, loaded at `path`.
-    pub launch: Option<Launch>,
-    /// The process id of an external server (`--pid`).
-    pub pid: Option<u32>,
-    /// Show the live dashboard (stdout is a terminal and `--no-tui` was not given).
-    pub tui: bool,
-    /// This generator's share of a load spread over several (`--segment`).
-    pub segment: Option<Segment>,
-    /// The wall-clock time to start at (`--start-at`).
-    pub start_at: Option<SystemTime>,
-}
-
-/// A server tailscope starts itself.
-pub struct Launch {
-    /// What to start.
-    pub spec: TargetSpec,
-    /// Its CPUs.
-    pub server_cpus: Vec<usize>,
-    /// The path to load.
-    pub path: String,
-}
-
-impl RunConfig {
-    /// Validates the flags; every problem is a [`UsageError`] (exit code 2).
-    pub fn from_args(args: RunArgs) -> Result<RunConfig> {
-        let usage = |e: String| anyhow::Error::new(UsageError(e));
-        let target = args.target;
-        let load = args.load;
-        // clap's `requires = "target"` on these is satisfied by their own group (the flattened
-        // `target: TargetArgs` shares the id): checked here instead.
-        if target.target.is_none() {
-            if target.path.is_some() {
-                return Err(usage(
+/// Validates the flags; every problem is a [`UsageError`] (exit code 2).
+fn config(args: RunArgs) -> Result<RunConfig> {
+    let usage = |e: String| anyhow::Error::new(UsageError(e));
+    let target = args.target;
+    let load = args.load;
+    // clap's `requires = "target"` on these is satisfied by their own group (the flattened
+    // `target: TargetArgs` shares the id): checked here instead.
+    if target.target.is_none() {
+        if target.path.is_some() {
+            return Err(usage(
                     "--path is for a server tailscope launches (--target); with a URL, put the path in the URL".into(),
                 ));
-            }
-            if target.server_cpus.is_some() {
-                return Err(usage(
+        }
+        if args.tls.tls {
+            return Err(usage(
+                    "--tls is for a server tailscope launches (--target nginx --tls); for a server at a URL, write https://".into(),
+                ));
+        }
+        if target.server_cpus.is_some() {
+            return Err(usage(
                     "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
                 ));
-            }
         }
-        let mix = read_mix(&args.request).map_err(usage)?;
-        let file_url = mix.as_ref().and_then(|f| f.url.clone());
-        if let (Some(f), Some(_)) = (mix.as_ref().filter(|f| f.url.is_some()), &target.target) {
-            return Err(usage(format!(
+    }
+    let mix = read_mix(&args.request).map_err(usage)?;
+    // A load file's `url` is a default: a URL on the command line wins, and --target loads
+    // the server it launches. A URL list's whole URLs are its requests' own: the run must
+    // go where they say.
+    let own_urls = args.request.load.is_none();
+    let file_url = mix.as_ref().and_then(|f| f.url.clone());
+    if let (Some(f), Some(_), true) = (
+        mix.as_ref().filter(|f| f.url.is_some()),
+        &target.target,
+        own_urls,
+    ) {
+        return Err(usage(format!(
                 "{}: its requests name a host, and --target launches a server of its own: give paths (/json) instead",
                 f.path
             )));
-        }
-        let (url, launch) = match (args.url.or(file_url), target.target) {
+    }
+    let (url, launch) = match (args.url.or(file_url), target.target) {
             (Some(url), _) => (url, None),
             (None, Some(kind)) => {
                 let mut spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
@@ -135,152 +112,149 @@ impl RunConfig {
                 ))
             }
         };
-        let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
-        apply_tls(&mut plan, &args.tls).map_err(usage)?;
-        plan.connections = load.connections;
-        if let Some(cpus) = load.cpus {
-            plan.cpus = cpus.0;
+    let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
+    apply_tls(&mut plan, &args.tls).map_err(usage)?;
+    plan.connections = load.connections;
+    if let Some(cpus) = load.cpus {
+        plan.cpus = cpus.0;
+    }
+    let launch = launch.map(|(launch, client_cpus)| {
+        plan.cpus = client_cpus;
+        launch
+    });
+    match load.threads {
+        Some(t) => plan.threads = t,
+        None if launch.is_some() => plan.threads = plan.cpus.len().max(1),
+        None => {}
+    }
+    if let Some(pid) = target.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(usage(format!("no process with pid {pid} (--pid)")));
         }
-        let launch = launch.map(|(launch, client_cpus)| {
-            plan.cpus = client_cpus;
-            launch
-        });
-        match load.threads {
-            Some(t) => plan.threads = t,
-            None if launch.is_some() => plan.threads = plan.cpus.len().max(1),
-            None => {}
+    }
+    plan.stop = match (load.requests, load.duration) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "give -n (requests) or -z (duration), not both".into(),
+            ))
         }
-        if let Some(pid) = target.pid {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                return Err(usage(format!("no process with pid {pid} (--pid)")));
-            }
-        }
-        plan.stop = match (load.requests, load.duration) {
-            (Some(_), Some(_)) => {
-                return Err(usage(
-                    "give -n (requests) or -z (duration), not both".into(),
-                ))
-            }
-            (Some(n), None) => Stop::Requests(n),
-            (None, Some(d)) => Stop::Duration(d),
-            (None, None) => Stop::Duration(Duration::from_secs(10)),
-        };
-        if let Some(r) = load.rate {
-            plan.pace = Pace::Rate(r);
-        }
-        plan.pipeline = load.pipeline;
-        plan.keepalive = !load.no_keepalive;
-        plan.warmup = load.warmup.unwrap_or_default();
-        plan.timeout = load.timeout;
-        plan.connect_timeout = load.connect_timeout;
-        plan.grace = plan.timeout.min(Duration::from_secs(1));
-        plan.engine = load.engine.into();
-        if let Some(s) = load.source_addrs.clone() {
-            plan.source_addrs = s;
-        }
-        plan.connect_rate = load.connect_rate;
-        plan.idle_conns = load.idle_conns;
-        plan.slow_conns = load.slow_conns;
-        plan.slow_interval = load.slow_interval;
-        tailscope_loadgen::resolve_engine_for(&plan).map_err(|e| usage(e.to_string()))?;
-        let req = args.request;
-        plan.method = req.method.to_ascii_uppercase();
-        for h in &req.headers {
-            let (k, v) = h
-                .split_once(':')
-                .ok_or_else(|| usage(format!("header {h:?} has no ':': write -H 'Name: value'")))?;
-            plan.headers
-                .push((k.trim().to_string(), v.trim().to_string()));
-        }
-        if let Some(file) = mix {
+        (Some(n), None) => Stop::Requests(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    };
+    if let Some(r) = load.rate {
+        plan.pace = Pace::Rate(r);
+    }
+    plan.pipeline = load.pipeline;
+    plan.keepalive = !load.no_keepalive;
+    plan.warmup = load.warmup.unwrap_or_default();
+    plan.timeout = load.timeout;
+    plan.connect_timeout = load.connect_timeout;
+    plan.grace = plan.timeout.min(Duration::from_secs(1));
+    plan.engine = load.engine.into();
+    if let Some(s) = load.source_addrs.clone() {
+        plan.source_addrs = s;
+    }
+    plan.connect_rate = load.connect_rate;
+    plan.idle_conns = load.idle_conns;
+    plan.slow_conns = load.slow_conns;
+    plan.slow_interval = load.slow_interval;
+    tailscope_loadgen::resolve_engine_for(&plan).map_err(|e| usage(e.to_string()))?;
+    let req = args.request;
+    plan.method = req.method.to_ascii_uppercase();
+    for h in &req.headers {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| usage(format!("header {h:?} has no ':': write -H 'Name: value'")))?;
+        plan.headers
+            .push((k.trim().to_string(), v.trim().to_string()));
+    }
+    if let Some(file) = mix {
+        if own_urls {
             file.check_origin(&plan.url)
                 .map_err(|e| usage(e.to_string()))?;
-            plan.order = req.url_order.or(file.order).unwrap_or_default();
-            plan.requests = file.requests;
-            // -H adds to every request of the mix (a request's own header of that name wins).
-            for r in &mut plan.requests {
-                for (k, v) in &plan.headers {
-                    if !r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)) {
-                        r.headers.push((k.clone(), v.clone()));
-                    }
+        }
+        plan.order = req.url_order.or(file.order).unwrap_or_default();
+        plan.requests = file.requests;
+        // -H adds to every request of the mix (a request's own header of that name wins).
+        for r in &mut plan.requests {
+            for (k, v) in &plan.headers {
+                if !r.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(k)) {
+                    r.headers.push((k.clone(), v.clone()));
                 }
             }
-        } else if req.url_order.is_some() {
-            return Err(usage(
-                "--url-order orders a mix: give --load or --urls-from-file too".into(),
-            ));
         }
-        if let Some(body) = req.body {
-            plan.body = body.into_bytes();
-        }
-        let body_file = req.body_file;
-        if let Some(path) = &body_file {
-            plan.body = std::fs::read(path).map_err(|e| {
-                usage(format!(
-                    "cannot read body file {}: {e} (-D)",
-                    path.display()
-                ))
-            })?;
-        }
-        let segment = segment_of(&args.segment).map_err(usage)?;
-        if let Some(seg) = segment {
-            seg.apply(&mut plan)
-                .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
-        }
-        let start_at = args.segment.start_at;
-        if let Some(at) = start_at {
-            segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
-        }
-        plan.validate().map_err(|e| usage(e.to_string()))?;
-        let out = &args.output;
-        let outputs: Vec<Output> = [
-            Output::of("--json", "JSON report", out.json.as_deref()),
-            Output::of("--html", "HTML report", out.html.as_deref()),
-            Output::of("--flamegraph", "flame graph", out.flamegraph.as_deref()),
-            Output::of(
-                "--flamegraph-slow",
-                "flame graph",
-                out.flamegraph_slow.as_deref(),
-            ),
-            Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        check_files(body_file.as_deref().as_slice(), &outputs)?;
-        let thresholds = args
-            .output
-            .fail_if
-            .iter()
-            .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
-            .collect::<Result<Vec<_>>>()?;
-        let names = plan.request_names();
-        for t in &thresholds {
-            t.check_names(&names).map_err(|e| usage(e.to_string()))?;
-        }
-        Ok(RunConfig {
-            plan,
-            json: args.output.json,
-            html: args.output.html,
-            hdr_log: args.output.hdr_log,
-            thresholds,
-            launch,
-            pid: target.pid,
-            tui: !args.output.no_tui && std::io::stdout().is_terminal(),
-            segment,
-            start_at,
-        })
+    } else if req.url_order.is_some() {
+        return Err(usage(
+            "--url-order orders a mix: give --load or --urls-from-file too".into(),
+        ));
     }
-}
-
-/// A target served over TLS by tailscope (`--tls`) is trusted through the CA it made,
-/// unless `--insecure` or `--cacert` said otherwise.
-pub fn trust_target(plan: &mut Plan, target: &Target) {
-    if let (Some(tls), Some(ca)) = (plan.tls.as_mut(), target.tls_ca()) {
-        if !tls.insecure && tls.cacert.is_none() {
-            tls.cacert = Some(ca.to_path_buf());
-        }
+    if let Some(body) = req.body {
+        plan.body = body.into_bytes();
     }
+    let body_file = req.body_file;
+    if let Some(path) = &body_file {
+        plan.body = std::fs::read(path).map_err(|e| {
+            usage(format!(
+                "cannot read body file {}: {e} (-D)",
+                path.display()
+            ))
+        })?;
+    }
+    let segment = segment_of(&args.segment).map_err(usage)?;
+    if let Some(seg) = segment {
+        seg.apply(&mut plan)
+            .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
+    }
+    let start_at = args.segment.start_at;
+    if let Some(at) = start_at {
+        segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
+    }
+    plan.validate().map_err(|e| usage(e.to_string()))?;
+    let out = &args.output;
+    let outputs: Vec<Output> = [
+        Output::of("--json", "JSON report", out.json.as_deref()),
+        Output::of("--html", "HTML report", out.html.as_deref()),
+        Output::of("--flamegraph", "flame graph", out.flamegraph.as_deref()),
+        Output::of(
+            "--flamegraph-slow",
+            "flame graph",
+            out.flamegraph_slow.as_deref(),
+        ),
+        Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    check_files(body_file.as_deref().as_slice(), &outputs)?;
+    let stacks = StacksOptions {
+        mode: args.output.stacks,
+        flamegraph: args.output.flamegraph.clone(),
+        flamegraph_slow: args.output.flamegraph_slow.clone(),
+    };
+    let thresholds = args
+        .output
+        .fail_if
+        .iter()
+        .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let names = plan.request_names();
+    for t in &thresholds {
+        t.check_names(&names).map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(RunConfig {
+        plan,
+        json: args.output.json,
+        html: args.output.html,
+        hdr_log: args.output.hdr_log,
+        thresholds,
+        launch,
+        pid: target.pid,
+        tui: !args.output.no_tui && std::io::stdout().is_terminal(),
+        segment,
+        start_at,
+        stacks,
+    })
 }
 
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.
@@ -304,7 +278,6 @@ fn apply_tls(plan: &mut Plan, args: &crate::args::TlsArgs) -> Result<(), String>
     Ok(())
 }
 
-/// The segment `--segment` or `--segment-from-env` names, if any.
 /// The mix named by --load or --urls-from-file, read and checked.
 fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, String> {
     let read = match (&req.load, &req.urls_from_file) {
@@ -315,6 +288,7 @@ fn read_mix(req: &crate::args::RequestArgs) -> Result<Option<RequestFile>, Strin
     read.map(Some).map_err(|e| e.to_string())
 }
 
+/// The segment `--segment` or `--segment-from-env` names, if any.
 fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String> {
     match (&args.segment_from_env, args.segments) {
         (Some(var), Some(count)) => {
@@ -325,318 +299,11 @@ fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String
     }
 }
 
-/// Waits for `--start-at`; false when Ctrl-C (or SIGTERM) came first.
-fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
-    match at.duration_since(SystemTime::now()) {
-        Ok(left) => say!(
-            "tailscope: waiting {:.1} s for --start-at {}",
-            left.as_secs_f64(),
-            humantime::format_rfc3339_millis(at)
-        ),
-        Err(late) => say!(
-            "tailscope: --start-at {} passed {:.1} s ago: starting now (the report records when)",
-            humantime::format_rfc3339_millis(at),
-            late.duration().as_secs_f64()
-        ),
-    }
-    segment::wait_until(at, control)
-}
-
-/// What to say when the launched server and the generator were given CPUs in common.
-fn shared_cpus_warning(server: &[usize], generator: &[usize]) -> Option<String> {
-    let shared: Vec<usize> = server
-        .iter()
-        .copied()
-        .filter(|c| generator.contains(c))
-        .collect();
-    (!shared.is_empty()).then(|| {
-        format!(
-            "the server and the generator share CPU {}: each takes CPU time from the other, and the figures measure both (give --server-cpus and --cpus apart)",
-            format_list(&shared)
-        )
-    })
-}
-
 /// Runs the load and reports. Returns how the process should exit.
 pub fn run(args: RunArgs) -> Result<Outcome> {
-    let stacks_options = tailscope_forensics::StacksOptions {
-        mode: args.output.stacks,
-        flamegraph: args.output.flamegraph.clone(),
-        flamegraph_slow: args.output.flamegraph_slow.clone(),
-    };
-    let mut config = RunConfig::from_args(args)?;
+    let config = config(args)?;
     fit_open_files(&config.plan)?;
-    let control = RunControl::new();
-    watch_signals(&control)?;
-    let mut target = match &config.launch {
-        Some(launch) => {
-            say!(
-                "tailscope: starting {} on CPU {}",
-                launch.spec.kind(),
-                format_list(&launch.server_cpus)
-            );
-            let t = Target::launch(&launch.spec, &launch.server_cpus)
-                .with_context(|| format!("the {} target could not start", launch.spec.kind()))?;
-            config
-                .plan
-                .set_url(&format!("{}{}", t.base_url(), launch.path))
-                .context("the launched target's URL")?;
-            trust_target(&mut config.plan, &t);
-            say!(
-                "tailscope: {} ready at {} (pid {}); generator on CPU {}",
-                t.name(),
-                t.base_url(),
-                t.pid(),
-                format_list(&config.plan.cpus)
-            );
-            if let Some(w) = shared_cpus_warning(t.server_cpus(), &config.plan.cpus) {
-                say!("tailscope: warning: {w}");
-            }
-            Some(t)
-        }
-        None => None,
-    };
-    if let Some(at) = config.start_at {
-        if !wait_for_start(at, &control) {
-            if let Some(t) = target.take() {
-                t.stop();
-            }
-            say!("tailscope: interrupted while waiting for --start-at: nothing was sent");
-            return Ok(Outcome::Interrupted);
-        }
-    }
-    if let Some(seg) = config.segment {
-        say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
-    }
-    let plan = &config.plan;
-    let live = std::io::stderr().is_terminal();
-    say!(
-        "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
-        if plan.has_mix() {
-            format!("a mix of {} requests on", plan.requests.len())
-        } else {
-            plan.method.clone()
-        },
-        plan.url,
-        plan.connections,
-        plan.effective_threads(),
-        match plan.pace {
-            Pace::Max => "closed loop".to_string(),
-            Pace::Rate(r) => format!("open loop at {r} req/s"),
-        },
-        match plan.stop {
-            Stop::Duration(d) => format!(", {}", humantime::format_duration(d)),
-            Stop::Requests(n) => format!(", {n} requests"),
-        }
-    );
-    // `s` on the dashboard asks for the HTML report of the run so far.
-    let (saves, save_requests) = std::sync::mpsc::channel();
-    let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control, saves)
-    } else {
-        None
-    };
-    let live = live && dashboard.is_none();
-    let mut progress = Progress::default();
-    let server_cpus = target
-        .as_ref()
-        .map(|t| t.server_cpus().to_vec())
-        .unwrap_or_default();
-    let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
-    let mut profiler = RunProfiler::new(
-        target_pid,
-        server_cpus.clone(),
-        plan.cpus.clone(),
-        !plan.warmup.is_zero(),
-    )
-    .watching_listeners(plan.addr);
-    let mut stacks = match RunStacks::start(stacks_options, target_pid, &plan.cpus) {
-        Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
-        started => started?,
-    };
-    let in_flight = (plan.connections * plan.pipeline) as u64;
-    // Known before the run, so that a page saved from the dashboard names the server too.
-    let target_info = match (&target, config.pid) {
-        (Some(t), _) => Some(TargetInfo {
-            kind: t.kind().to_string(),
-            name: t.name().to_string(),
-            pid: Some(t.pid()),
-            command: Some(t.command_line().to_string()),
-            server_cpus: t.server_cpus().to_vec(),
-        }),
-        (None, Some(pid)) => Some(TargetInfo {
-            kind: "external".into(),
-            name: "external".into(),
-            pid: Some(pid),
-            command: None,
-            server_cpus: Vec::new(),
-        }),
-        (None, None) => None,
-    };
-    let mut diagnosed_at = None;
-    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
-    // monotonic clock from here.
-    let measure_started = SystemTime::now() + plan.warmup;
-    let totals = tailscope_loadgen::run(plan, &control, |snap| {
-        let (cpus, counters) = profiler.on_snapshot(snap);
-        stacks.on_snapshot(snap, &profiler.tree_pids());
-        if let Some((feed, _)) = &dashboard {
-            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
-            let _ = feed.send(Action::Counters(counters));
-            let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
-            if let Some(inside) = stacks.live(snap) {
-                let _ = feed.send(Action::Inside(Box::new(inside)));
-            }
-            if save_requests.try_recv().is_ok() {
-                crate::report::save_so_far(
-                    plan,
-                    snap,
-                    profiler.cpu_busy(),
-                    target_info.as_ref(),
-                    config.html.as_deref(),
-                    feed,
-                );
-            }
-            // The spikes view: the rules re-run on the run so far once a second.
-            let second = snap.elapsed.as_secs();
-            if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
-                diagnosed_at = Some(second);
-                let _ = feed.send(Action::Diagnosis(profiler.live_diagnosis(snap, in_flight)));
-            }
-        } else if live {
-            progress.show(snap);
-        }
-    });
-    if let Some((feed, handle)) = dashboard {
-        // Dropping the feed ends the dashboard; it gives the terminal back before returning.
-        drop(feed);
-        match handle.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
-            Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
-        }
-    }
-    let totals = totals.context("the load generator could not run")?;
-    if live {
-        say!();
-    }
-    let mut report = Report::new(plan, &totals);
-    if let Some(w) = target
-        .as_ref()
-        .and_then(|t| shared_cpus_warning(t.server_cpus(), &plan.cpus))
-    {
-        report.warnings.push(w);
-    }
-    report.generator = Some(Generator::here(
-        &report,
-        measure_started,
-        config.segment,
-        config.start_at,
-    ));
-    if report.interrupted {
-        report.signal = signal_name();
-    }
-    report.target = target_info;
-    let server_exited = target.as_mut().and_then(|t| t.exited());
-    let mut findings = profiler.finish(plan, &totals, &mut report);
-    // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text) = stacks.finish(&mut report);
-    if let Some(inside) = &inside {
-        findings.look_inside(inside);
-    }
-    findings.add_to(&mut report);
-    let roles = Roles {
-        server: &server_cpus,
-        client: &plan.cpus,
-    };
-    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
-    if let Some(t) = target.take() {
-        if let Some(status) = server_exited {
-            say!(
-                "tailscope: the {} server exited during the run ({status})",
-                t.name()
-            );
-        }
-        t.stop();
-    }
-    let text = report.to_text() + &sections + &inside_text;
-    crate::report::emit(
-        &report,
-        &text,
-        config.json.as_deref(),
-        config.html.as_deref(),
-    )?;
-    if let Some(path) = &config.hdr_log {
-        let started = measure_started;
-        let mut file = std::fs::File::create(path)
-            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-        tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
-            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-    }
-    let signalled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
-    let no_response = report.no_response_reason();
-    if let Some(reason) = &no_response {
-        say!("tailscope: {reason}");
-    }
-    let mut failed = 0;
-    for t in &config.thresholds {
-        let verdict = t.check(&report);
-        if !verdict.passed {
-            failed += 1;
-        }
-        say!("{verdict}");
-    }
-    // A run that measured nothing is a failure whatever the thresholds say (unless it was
-    // cut short by a signal, which says more).
-    if no_response.is_some() && !signalled {
-        return Ok(Outcome::Failure);
-    }
-    if failed > 0 {
-        return Ok(Outcome::ThresholdFailed);
-    }
-    if signalled {
-        return Ok(Outcome::Interrupted);
-    }
-    // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
-    Ok(Outcome::Success)
-}
-
-/// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,
-/// and the run goes on headless.
-fn start_dashboard(
-    config: &RunConfig,
-    target: Option<&Target>,
-    control: &RunControl,
-    saves: tailscope_tui::SaveRequests,
-) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let info = RunInfo::new(&config.plan, target);
-    match tailscope_tui::spawn(info, control.clone(), saves) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            say!("tailscope: cannot start the dashboard ({e}); running headless");
-            None
-        }
-    }
-}
-
-/// One line on stderr, rewritten in place, while a headless run goes on.
-#[derive(Default)]
-struct Progress {
-    last_shown: Option<Duration>,
-}
-
-impl Progress {
-    fn show(&mut self, snap: &Snapshot) {
-        let shown_recently = self
-            .last_shown
-            .is_some_and(|t| snap.elapsed < t + Duration::from_millis(500));
-        if shown_recently && snap.phase != Phase::Done {
-            return;
-        }
-        self.last_shown = Some(snap.elapsed);
-        let line = progress_line(snap);
-        say_part!("\r\x1b[2K{line}");
-    }
+    tailscope_session::run::run(config)
 }
 
 #[cfg(test)]
@@ -653,7 +320,7 @@ mod tests {
         match Cli::try_parse_from(argv) {
             Ok(Cli {
                 command: Some(Command::Run(args)),
-            }) => super::RunConfig::from_args(args).is_ok(),
+            }) => super::config(args).is_ok(),
             Ok(_) => unreachable!("run parses as run"),
             Err(_) => false,
         }
@@ -693,6 +360,59 @@ mod tests {
         ) {
             parse_and_validate(flag, &v);
         }
+    }
+
+    /// `run ARGS…` parsed and validated as `main` does: the plan's URL, or the refusal.
+    fn config_of(argv: &[&str]) -> Result<String, String> {
+        let argv = ["tailscope", "run"].iter().chain(argv);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Some(Command::Run(args)),
+            }) => super::config(args)
+                .map(|c| c.plan.url)
+                .map_err(|e| e.to_string()),
+            _ => unreachable!("run parses as run"),
+        }
+    }
+
+    #[test]
+    fn a_load_file_s_url_is_a_default_and_a_url_list_s_urls_are_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = dir.path().join("mix.toml");
+        std::fs::write(
+            &load,
+            "url = \"http://127.0.0.1:8080\"\n[[request]]\npath = \"/json\"\n",
+        )
+        .unwrap();
+        let load = load.to_str().unwrap();
+        assert_eq!(
+            config_of(&["--load", load]).unwrap(),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            config_of(&["http://127.0.0.1:18080/", "--load", load]).unwrap(),
+            "http://127.0.0.1:18080/",
+            "the command line's URL wins"
+        );
+        let launched = config_of(&["--target", "embedded", "--load", load]).unwrap();
+        assert!(!launched.contains(":8080/"), "{launched}");
+
+        let list = dir.path().join("urls.txt");
+        std::fs::write(&list, "http://127.0.0.1:8080/a\n/b\n").unwrap();
+        let list = list.to_str().unwrap();
+        let err = config_of(&["http://127.0.0.1:18080/", "--urls-from-file", list]).unwrap_err();
+        assert!(err.contains("one run loads one host and port"), "{err}");
+        let err = config_of(&["--target", "embedded", "--urls-from-file", list]).unwrap_err();
+        assert!(
+            err.contains("--target launches a server of its own"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn tls_with_a_url_is_refused_rather_than_ignored() {
+        let err = config_of(&["http://127.0.0.1:9/", "--tls"]).unwrap_err();
+        assert!(err.contains("write https://"), "{err}");
     }
 
     #[test]

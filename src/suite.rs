@@ -1,22 +1,13 @@
-//! `tailscope suite FILE.toml`: several servers × several endpoints, side by side.
-//!
-//! For each target in file order: start it, wait until ready, then for each endpoint: a
-//! warm-up (not recorded) and `runs` measured runs; then stop it. Progress goes to stderr, a
-//! markdown table to stdout, every run and the host to the JSON.
+//! `tailscope suite FILE.toml`: the file read and the outputs checked here, the suite run by
+//! `tailscope_session::suite`.
 
-use anyhow::{Context, Result};
-use tailscope_forensics::RunProfiler;
-use tailscope_loadgen::report::{fmt_rate, fmt_us, Report, Tool};
-use tailscope_loadgen::RunControl;
+use anyhow::Result;
 use tailscope_report::suite::file::{self, Suite};
-use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
-use tailscope_targets::cpus::{self, format_list};
-use tailscope_targets::Target;
+use tailscope_session::files::{check_files, Output};
+use tailscope_session::suite::SuiteConfig;
 
 use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
-use crate::process::{check_files, print_stdout, watch_signals, Output, SIGNALLED};
-use crate::report::write_page;
 
 /// Runs a suite file.
 pub fn suite(args: SuiteArgs) -> Result<Outcome> {
@@ -38,178 +29,11 @@ pub fn suite(args: SuiteArgs) -> Result<Outcome> {
         .flatten()
         .collect::<Vec<_>>(),
     )?;
-    let load = &suite.load;
-    let available = cpus::available();
-    let (default_server, default_client) = cpus::default_split(&available);
-    let server_cpus = load.server_cpus.clone().unwrap_or(default_server);
-    let client_cpus = load.client_cpus.clone().unwrap_or(default_client);
-    // Check the load settings once, before any server starts.
-    load.plan("http://127.0.0.1:1/", &client_cpus, load.duration)
-        .map_err(|e| UsageError(format!("{}: {e:#}", args.file.display())))?;
-    let control = RunControl::new();
-    watch_signals(&control)?;
-    let host = Host::of_this_machine();
-    say!(
-        "suite: {} target(s) × {} endpoint(s) × {} run(s) of {}, warm-up {}; servers on CPU {}, generator on CPU {}",
-        suite.targets.len(),
-        suite.endpoints.len(),
-        load.runs,
-        humantime::format_duration(load.duration),
-        humantime::format_duration(load.warmup),
-        format_list(&server_cpus),
-        format_list(&client_cpus)
-    );
-    let mut results = Vec::new();
-    let mut failed = false;
-    'targets: for (name, spec) in &suite.targets {
-        let streams = suite.streams.get(name).copied().unwrap_or(1);
-        if control.is_stopped() {
-            break;
-        }
-        say!("suite: starting {name} ({})", spec.kind());
-        let target = match Target::launch(spec, &server_cpus) {
-            Ok(t) => t,
-            Err(e) => {
-                say!("suite: {name} could not start: {e}");
-                failed = true;
-                for endpoint in &suite.endpoints {
-                    results.push(SuiteResult::new(
-                        name,
-                        endpoint,
-                        Some(e.to_string()),
-                        Vec::new(),
-                    ));
-                }
-                continue;
-            }
-        };
-        for endpoint in &suite.endpoints {
-            let base = target.base_url();
-            if !load.warmup.is_zero() {
-                say!("suite: {name} {endpoint} warm-up");
-                tailscope_loadgen::run(
-                    &served(
-                        suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
-                        &target,
-                        spec,
-                        streams,
-                    ),
-                    &control,
-                    |_| {},
-                )?;
-            }
-            let mut runs = Vec::new();
-            for i in 1..=load.runs {
-                if control.is_stopped() {
-                    break;
-                }
-                let plan = served(
-                    suite.plan(endpoint, &base, &client_cpus, load.duration)?,
-                    &target,
-                    spec,
-                    streams,
-                );
-                let mut profiler = RunProfiler::new(
-                    Some(target.pid()),
-                    server_cpus.clone(),
-                    client_cpus.clone(),
-                    false,
-                )
-                .watching_listeners(plan.addr);
-                let totals = tailscope_loadgen::run(&plan, &control, |snap| {
-                    profiler.on_snapshot(snap);
-                })?;
-                let mut report = Report::new(&plan, &totals);
-                let findings = profiler.finish(&plan, &totals, &mut report);
-                let server_us_per_request =
-                    findings.profile.target.and_then(|t| t.service_demand_us);
-                if report.interrupted {
-                    // Shorter than the others and cut at an arbitrary moment: in the median and
-                    // the range it would pass for a measurement of the same load.
-                    say!("suite: {name} {endpoint} run {i}/{}: cut short by the interruption, left out", load.runs);
-                    break;
-                }
-                let figures = RunFigures::of(&report, server_us_per_request);
-                say!(
-                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
-                    load.runs,
-                    fmt_rate(figures.rps),
-                    figures.p99_us.map_or("n/a".into(), fmt_us),
-                    figures.errors,
-                    figures.server_us_per_request.map_or("n/a".into(), |u| format!("{u:.2} µs"))
-                );
-                runs.push(figures);
-            }
-            results.push(SuiteResult::new(name, endpoint, None, runs));
-            if control.is_stopped() {
-                target.stop();
-                break 'targets;
-            }
-        }
-        target.stop();
-    }
-    summarize(&mut results, suite.baseline.as_deref());
-    let table = markdown(&results, suite.baseline.as_deref());
-    let report = SuiteReport {
-        schema_version: tailscope_report::suite::SCHEMA_VERSION,
-        kind: "suite".into(),
-        tool: Tool {
-            name: "tailscope".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-        },
-        host,
-        baseline: suite.baseline.clone(),
-        load: load.to_json(&server_cpus, &client_cpus),
-        results,
-        interrupted: control.is_stopped(),
-    };
-    let json =
-        serde_json::to_string_pretty(&report).context("serializing the suite report")? + "\n";
-    match args.json.as_deref() {
-        Some(p) if p.as_os_str() == "-" => {
-            say_part!("{table}");
-            print_stdout(&json)?;
-        }
-        other => {
-            print_stdout(&table)?;
-            if let Some(p) = other {
-                std::fs::write(p, &json)
-                    .with_context(|| format!("cannot write {}", p.display()))?;
-                say!("tailscope: wrote {}", p.display());
-            }
-        }
-    }
-    if let Some(p) = &args.html {
-        write_page(&tailscope_report::suite::page(&report), p)?;
-    }
-    if let Some(p) = &args.markdown {
-        std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
-        say!("tailscope: wrote {}", p.display());
-    }
-    if report.interrupted {
-        say!(
-            "tailscope: the suite was interrupted: the table holds the runs that finished; the run in progress was cut short and left out, and targets not reached are missing"
-        );
-    }
-    Ok(if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
-        Outcome::Interrupted
-    } else if failed {
-        Outcome::Failure
-    } else {
-        Outcome::Success
+    tailscope_session::suite::run(SuiteConfig {
+        file: args.file,
+        suite,
+        json: args.json,
+        markdown: args.markdown,
+        html: args.html,
     })
-}
-
-/// The plan as the target is served: trusting the CA of a target served over TLS, and in
-/// HTTP/2 with the target's `streams` when it is served so.
-fn served(
-    mut plan: tailscope_loadgen::Plan,
-    target: &Target,
-    spec: &tailscope_targets::TargetSpec,
-    streams: usize,
-) -> tailscope_loadgen::Plan {
-    crate::run::trust_target(&mut plan, target);
-    plan.http2 = spec.http2();
-    plan.streams = streams;
-    plan
 }

@@ -20,9 +20,15 @@ out=${OUT:-reports-$(date -u +%Y%m%dT%H%M%SZ)}
 remote=${REMOTE_DIR:-/tmp}
 mkdir -p "$out"
 for i in "${!hosts[@]}"; do
-  seg="$((i + 1))/$n"
-  ssh "${hosts[$i]}" tailscope run "$url" ${LOAD:--c 300 -q 30000} -z "${DURATION:-60s}" --no-tui \
-    --segment "$seg" --start-at "$start_at" --json "$remote/tailscope-segment-$((i + 1)).json" \
+  report="$remote/tailscope-segment-$((i + 1)).json"
+  # LOAD is split into its words on purpose; every word is then quoted for the remote shell
+  # (ssh joins its arguments into one command line, so a URL with '&' or '?' would break).
+  # shellcheck disable=SC2206
+  cmd=(tailscope run "$url" ${LOAD:--c 300 -q 30000} -z "${DURATION:-60s}" --no-tui
+    --segment "$((i + 1))/$n" --start-at "$start_at" --json "$report")
+  # The last run's report goes first: a host that fails now must be a missing segment, not
+  # an old report that the merge refuses for not overlapping the others.
+  ssh "${hosts[$i]}" "rm -f $(printf '%q' "$report") && $(printf '%q ' "${cmd[@]}")" \
     >"$out/$((i + 1)).log" 2>&1 &
 done
 wait || true   # a failed host is named as a missing segment by merge

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod engine;
+pub mod tree;
 #[allow(unused_imports)]
 pub(crate) use engine::{engine_tests, Engine};
 
@@ -287,24 +288,11 @@ pub fn gone(pid: u64) -> bool {
 
 /// Live (not zombie) children of `ppid`, from /proc.
 pub fn children(ppid: u32) -> Vec<u64> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 1 && f[1] == ppid.to_string() && f[0] != "Z" {
-            out.extend(
-                head.split_whitespace()
-                    .next()
-                    .and_then(|p| p.parse::<u64>().ok()),
-            );
-        }
-    }
-    out
+    tree::all_parents()
+        .into_iter()
+        .filter(|&(_, parent, zombie)| parent == u64::from(ppid) && !zombie)
+        .map(|(pid, _, _)| pid)
+        .collect()
 }
 
 /// Starts tailscope with `args` (stdout and stderr piped) and reads its stderr until `marker`
@@ -441,4 +429,35 @@ pub fn scratch_dir(name: &str) -> tempfile::TempDir {
         .prefix(&format!("{name}-"))
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("a scratch directory under target/tmp")
+}
+
+/// A JSON file, parsed (a test fails saying which file it could not read).
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Now, in seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Waits for `child` at most `limit`, killing it past that: a test never hangs.
+pub fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> i32 {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a process ran past {limit:?} and was killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

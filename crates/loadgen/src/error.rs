@@ -32,7 +32,7 @@ pub enum Error {
     #[error("{0}")]
     Merge(String),
     /// A request file (`--load`, `--urls-from-file`) cannot be used.
-    #[error("{path}:{line}: {reason}")]
+    #[error("{path}{}: {reason}", at_line(*line))]
     BadRequestFile {
         /// The file as given.
         path: String,
@@ -161,6 +161,14 @@ impl ErrorKind {
 impl std::fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// `:LINE` after a file's name, nothing for a problem of the whole file (line 0).
+fn at_line(line: usize) -> String {
+    match line {
+        0 => String::new(),
+        n => format!(":{n}"),
     }
 }
 

@@ -137,7 +137,12 @@ pub fn parse_start_time(s: &str) -> Result<SystemTime, String> {
     let s = s.trim();
     let help = "give RFC 3339 (2026-01-01T12:00:00Z, as `date -u +%FT%TZ` prints it) or unix seconds (`date +%s`)";
     if let Ok(secs) = s.parse::<f64>() {
-        if !(0.0..=4e9).contains(&secs) {
+        if secs > 4e9 {
+            return Err(format!(
+                "{s} is too far ahead (unix seconds up to 4000000000, the year 2096): {help}"
+            ));
+        }
+        if secs.is_nan() || secs < 0.0 {
             return Err(format!("{s} is not a time in unix seconds: {help}"));
         }
         return Ok(UNIX_EPOCH + Duration::from_secs_f64(secs));

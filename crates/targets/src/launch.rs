@@ -157,6 +157,7 @@ impl Target {
                     &dir,
                     port,
                     *workers,
+                    server_cpus,
                     static_dir.as_deref(),
                     tls_files.as_ref(),
                     *http2,

@@ -22,24 +22,40 @@ pub fn find() -> Result<PathBuf, Error> {
         })
 }
 
+/// One worker per CPU in turn (`auto`), and only on the server's CPUs: a bare `auto` binds
+/// worker N to CPU N whatever the master's own affinity, which put the second worker on the
+/// generator's CPU. The mask is nginx's: one character per CPU, CPU 0 rightmost.
+fn affinity_line(workers: usize, cpus: &[usize]) -> String {
+    if workers < 2 {
+        return String::new();
+    }
+    match cpus.iter().max() {
+        None => "worker_cpu_affinity auto;\n".to_string(),
+        Some(&top) => {
+            let mask: String = (0..=top)
+                .rev()
+                .map(|c| if cpus.contains(&c) { '1' } else { '0' })
+                .collect();
+            format!("worker_cpu_affinity auto {mask};\n")
+        }
+    }
+}
+
 /// Writes `nginx.conf` into `dir`: `workers` workers, no access log, keep-alive without a
 /// request cap, `/plaintext`, `/` and `/json` answered like the reference server,
 /// `/static/` from `static_dir` when given, over TLS with `tls`'s certificate when given,
-/// over HTTP/2 when `http2`.
+/// over HTTP/2 when `http2`; several workers are spread over `cpus` (empty: every CPU).
 pub fn write_config(
     dir: &Path,
     port: u16,
     workers: usize,
+    cpus: &[usize],
     static_dir: Option<&Path>,
     tls: Option<&TlsFiles>,
     http2: bool,
 ) -> Result<PathBuf, Error> {
     let d = dir.display();
-    let affinity = if workers > 1 {
-        "worker_cpu_affinity auto;\n"
-    } else {
-        ""
-    };
+    let affinity = affinity_line(workers, cpus);
     let static_location = static_dir.map_or(String::new(), |s| {
         format!("        location /static/ {{ alias {}/; }}\n", s.display())
     });
@@ -105,6 +121,17 @@ pub fn sweep_stale_dirs(tmp: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workers_are_bound_only_to_the_server_s_cpus() {
+        assert_eq!(affinity_line(1, &[0]), "");
+        assert_eq!(affinity_line(2, &[]), "worker_cpu_affinity auto;\n");
+        assert_eq!(affinity_line(2, &[0]), "worker_cpu_affinity auto 1;\n");
+        assert_eq!(
+            affinity_line(4, &[1, 3]),
+            "worker_cpu_affinity auto 1010;\n"
+        );
+    }
 
     #[test]
     fn sweeps_only_the_dirs_of_dead_owners() {

@@ -20,6 +20,9 @@ use nix::unistd::{dup2, fork, pipe2, setpgid, ForkResult, Pid};
 ///
 /// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process, so
 /// targets must be launched from a thread that lives as long as they do (the main thread).
+/// The signal is SIGTERM, not SIGKILL: it is the last net, for when the guardian is killed
+/// too, and a server's master that is killed outright leaves its workers running (nginx's
+/// keep listening), while one told to terminate takes them down with it.
 pub fn die_with_parent_and_pin(cmd: &mut Command, cpus: &[usize]) {
     let mut set = CpuSet::new();
     let mut pin = false;
@@ -31,7 +34,7 @@ pub fn die_with_parent_and_pin(cmd: &mut Command, cpus: &[usize]) {
     // touches no lock (`set` was built before the fork and is copied in).
     unsafe {
         cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
             if pin {
                 sched_setaffinity(Pid::from_raw(0), &set).map_err(std::io::Error::from)?;
             }
@@ -104,6 +107,7 @@ impl Drop for Guardian {
 /// The guardian's life: wait for tailscope's end, kill the tree, remove the directory, exit.
 fn guard(wake: OwnedFd, devnull: File, root: u32, temp_dir: Option<PathBuf>) -> ! {
     let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
+    retitle(GUARDIAN_TITLE);
     for sig in [
         Signal::SIGINT,
         Signal::SIGQUIT,
@@ -161,6 +165,39 @@ fn guard(wake: OwnedFd, devnull: File, root: u32, temp_dir: Option<PathBuf>) -> 
     }
     // SAFETY: _exit ends the process at once; nothing of the parent's state is unwound.
     unsafe { nix::libc::_exit(0) }
+}
+
+/// The guardian's command line and name, so that `pgrep -f 'tailscope run …'` or `pkill
+/// tailscope` (what a person types to stop a run) do not take the guardian with it.
+const GUARDIAN_TITLE: &[u8] = b"tailscope-guardian";
+
+/// Renames this process: its `comm` (15 bytes) and its command line, by overwriting the
+/// argument area the kernel wrote at exec, as setproctitle(3) and nginx do (changing where
+/// the kernel reads it from needs CAP_SYS_RESOURCE).
+fn retitle(title: &[u8]) {
+    let _ = nix::sys::prctl::set_name(c"ts-guardian");
+    let Ok(stat) = procfs::process::Process::myself().and_then(|p| p.stat()) else {
+        return;
+    };
+    let (Some(start), Some(end)) = (stat.arg_start, stat.arg_end) else {
+        return;
+    };
+    let Some(len) = end.checked_sub(start).and_then(|l| usize::try_from(l).ok()) else {
+        return;
+    };
+    if len == 0 || start == 0 {
+        return;
+    }
+    // SAFETY: [arg_start, arg_end) is this process's argument area: the kernel wrote it at
+    // exec at the top of the main stack, and it stays mapped and writable for the process's
+    // life. The write stays inside it (`len` bytes, the title cut to leave a NUL at the
+    // end). This child is single-threaded and never reads its arguments again (std keeps
+    // pointers into the area for `env::args`, which nothing here calls).
+    unsafe {
+        let area = start as usize as *mut u8;
+        std::ptr::write_bytes(area, 0, len);
+        std::ptr::copy_nonoverlapping(title.as_ptr(), area, title.len().min(len - 1));
+    }
 }
 
 /// Sets the filter of a perf tracepoint event (`PERF_EVENT_IOC_SET_FILTER`, which perf-event2

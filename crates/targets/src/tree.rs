@@ -279,10 +279,20 @@ impl ProcessTree {
                 break;
             }
         }
-        // Update the live ones.
+        // Update the live ones. A fork keeps its parent's command line until it execs or
+        // retitles itself (an nginx worker read just after the fork is "nginx: master
+        // process"; its `comm` stays "nginx"), so one that still reads as its parent is read
+        // again.
+        let commands: HashMap<i32, String> = self
+            .members
+            .iter()
+            .filter(|(_, m)| m.alive)
+            .map(|(pid, m)| (*pid, m.command.clone()))
+            .collect();
         for (pid, m) in self.members.iter_mut().filter(|(_, m)| m.alive) {
             let Some(s) = by_pid.get(pid) else { continue };
-            let renamed = m.stat.comm != s.comm || m.command.is_empty();
+            let echoes_parent = commands.get(&s.ppid).is_some_and(|c| *c == m.command);
+            let renamed = m.stat.comm != s.comm || m.command.is_empty() || echoes_parent;
             m.stat = (*s).clone();
             if !self.details || s.zombie {
                 continue;

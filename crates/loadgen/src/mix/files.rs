@@ -37,6 +37,8 @@ pub struct RequestFile {
     /// The scheme, host and port to send to (`url` in a load file, the first whole URL of a
     /// list), if the file names one.
     pub url: Option<String>,
+    /// The line `url` is on (0 when the file names none).
+    pub url_line: usize,
     /// The order the file asks for (a load file's `order`).
     pub order: Option<Order>,
     /// The requests, in the file's order.
@@ -52,7 +54,7 @@ impl RequestFile {
             return Ok(());
         }
         Err(self.bad(
-            0,
+            self.url_line,
             format!(
                 "its requests go to {own}, the run connects to {url}: one run loads one host and port"
             ),
@@ -104,7 +106,7 @@ pub fn read_url_file(path: &Path) -> Result<RequestFile, Error> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoadToml {
-    url: Option<String>,
+    url: Option<toml::Spanned<String>>,
     order: Option<String>,
     #[serde(default)]
     request: Vec<toml::Spanned<RequestToml>>,
@@ -115,10 +117,10 @@ struct LoadToml {
 struct RequestToml {
     name: Option<String>,
     method: Option<String>,
-    path: String,
-    headers: Option<Headers>,
+    path: toml::Spanned<String>,
+    headers: Option<toml::Spanned<Headers>>,
     body: Option<String>,
-    weight: Option<i64>,
+    weight: Option<toml::Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -167,54 +169,62 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
     }
     let mut requests = Vec::with_capacity(doc.request.len());
     for spanned in &doc.request {
+        // Each problem on the line of the field it is in (the table's own line otherwise).
         let line = line_of(text, spanned.span().start);
         let r = spanned.get_ref();
+        let path_line = line_of(text, r.path.span().start);
         let method = r.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
-        let weight = r.weight.unwrap_or(1);
+        let weight = r.weight.as_ref().map_or(1, |w| *w.get_ref());
+        let weight_line = r
+            .weight
+            .as_ref()
+            .map_or(line, |w| line_of(text, w.span().start));
         let weight = u32::try_from(weight)
             .ok()
             .filter(|w| (1..=super::MAX_WEIGHT).contains(w))
             .ok_or_else(|| {
                 bad(
-                    line,
+                    weight_line,
                     format!("weight must be 1..={}, got {weight}", super::MAX_WEIGHT),
                 )
             })?;
-        let headers = match &r.headers {
+        let headers_line = r
+            .headers
+            .as_ref()
+            .map_or(line, |h| line_of(text, h.span().start));
+        let headers = match r.headers.as_ref().map(|h| h.get_ref()) {
             None => Vec::new(),
             Some(Headers::List(list)) => list
                 .iter()
                 .map(|h| header(h))
                 .collect::<Result<_, _>>()
-                .map_err(|m| bad(line, m))?,
+                .map_err(|m| bad(headers_line, m))?,
             Some(Headers::Table(t)) => t.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
+        let path = r.path.get_ref();
         let spec = RequestSpec {
-            name: r
-                .name
-                .clone()
-                .unwrap_or_else(|| format!("{method} {}", r.path)),
+            name: r.name.clone().unwrap_or_else(|| format!("{method} {path}")),
             method,
-            target: r.path.clone(),
+            target: path.clone(),
             headers,
             body: r.body.clone().unwrap_or_default().into_bytes(),
             weight,
         };
         super::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
-        check_placeholders(&spec).map_err(|m| bad(line, m))?;
+        check_placeholders(&spec).map_err(|m| bad(path_line, m))?;
         requests.push(spec);
     }
-    let url = doc.url;
+    let url_line = doc
+        .url
+        .as_ref()
+        .map_or(0, |u| line_of(text, u.span().start));
+    let url = doc.url.map(toml::Spanned::into_inner);
     if let Some(u) = &url {
-        let parsed = url::Url::parse(u).map_err(|e| {
-            bad(
-                line_of(text, text.find("url").unwrap_or(0)),
-                format!("url {u:?}: {e}; write http://HOST:PORT"),
-            )
-        })?;
+        let parsed = url::Url::parse(u)
+            .map_err(|e| bad(url_line, format!("url {u:?}: {e}; write http://HOST:PORT")))?;
         if parsed.path() != "/" || parsed.query().is_some() {
             return Err(bad(
-                line_of(text, text.find("url").unwrap_or(0)),
+                url_line,
                 format!("url {u:?} has a path: give http://HOST:PORT and each request its path"),
             ));
         }
@@ -222,6 +232,7 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
     let file = RequestFile {
         path: path.to_string(),
         url,
+        url_line,
         order,
         requests,
     };
@@ -231,6 +242,7 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
 
 /// Checks a request's placeholders (`{rand:5..1}` is refused) where the file says it.
 fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
+    super::placeholder::check_target(&spec.target)?;
     super::encode_with_placeholders(spec, |target, headers, body| {
         let mut all = target.as_bytes().to_vec();
         for (_, v) in headers {
@@ -256,6 +268,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
     };
     let mut requests: Vec<RequestSpec> = Vec::new();
     let mut url: Option<(String, String)> = None;
+    let mut url_line = 0;
     // The request that header and body lines belong to: none after a blank line.
     let mut open = false;
     for (i, raw) in text.lines().enumerate() {
@@ -287,7 +300,10 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                 }
                 let own = origin(target);
                 match &url {
-                    None => url = Some((own, target.to_string())),
+                    None => {
+                        url = Some((own, target.to_string()));
+                        url_line = n;
+                    }
                     Some((first, first_url)) if *first != own => {
                         return Err(bad(
                             n,
@@ -336,6 +352,11 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     format!("cannot read body file {}: {e}", body_path.display()),
                 )
             })?;
+        } else if line.starts_with('/') || line.contains("://") {
+            return Err(bad(
+                n,
+                format!("{line:?} is a URL with a space in it: write the space as %20"),
+            ));
         } else {
             let h = header(line).map_err(|m| bad(n, m))?;
             current.headers.push(h);
@@ -350,6 +371,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
     let file = RequestFile {
         path: path.to_string(),
         url: url.map(|(_, u)| u),
+        url_line,
         order: None,
         requests,
     };
@@ -372,7 +394,12 @@ mod tests {
         };
         assert_eq!(*l, line, "{err}");
         assert!(reason.contains(needle), "{err}");
-        assert!(err.to_string().starts_with(&format!("{file}:{line}: ")));
+        let at = if line == 0 {
+            format!("{file}: ")
+        } else {
+            format!("{file}:{line}: ")
+        };
+        assert!(err.to_string().starts_with(&at), "{err}");
     }
 
     #[test]
@@ -419,7 +446,7 @@ headers = { "Content-Type" = "text/plain" }
         for (text, line, needle) in [
             (
                 "[[request]]\npath = \"/a\"\nweight = 0\n",
-                1,
+                3,
                 "weight must be",
             ),
             (
@@ -436,8 +463,13 @@ headers = { "Content-Type" = "text/plain" }
             ("url = \"http://h:1\"\n", 0, "no [[request]]"),
             (
                 "[[request]]\npath = \"/a\"\nheaders = [\"nocolon\"]\n",
-                1,
+                3,
                 "no ':'",
+            ),
+            (
+                "[[request]]\nweight = 2\npath = \"/a/{id}\"\n",
+                3,
+                "{id} is not a placeholder",
             ),
         ] {
             assert_bad(parse_load_file("mix.toml", text), "mix.toml", line, needle);
@@ -476,6 +508,7 @@ headers = { "Content-Type" = "text/plain" }
                 "not a range",
             ),
             ("", 0, "no requests"),
+            ("/a\n/b c\n", 2, "a URL with a space in it"),
         ] {
             assert_bad(
                 parse_url_file("urls.txt", text, &dir),

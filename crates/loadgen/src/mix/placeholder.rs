@@ -97,6 +97,33 @@ pub(crate) fn has_marker_bytes(bytes: &[u8]) -> bool {
         .any(|&b| (1..=MAX_PER_REQUEST as u8).contains(&b))
 }
 
+/// Refuses a word in braces in a request target that is no placeholder (`/item/{id}`,
+/// `{sequence}`, `{rand}`): braces are not valid unescaped in a path or query, so it is a
+/// typo of one, and sent as written it would load the server's 404 page instead.
+pub(crate) fn check_target(target: &str) -> Result<(), String> {
+    let bytes = target.as_bytes();
+    let mut i = 0;
+    while let Some(open) = bytes[i..].iter().position(|&b| b == b'{') {
+        let start = i + open;
+        let Some(len) = bytes[start..].iter().position(|&b| b == b'}') else {
+            break;
+        };
+        let inner = &bytes[start + 1..start + len];
+        let word = !inner.is_empty()
+            && inner
+                .iter()
+                .all(|&b| b.is_ascii_alphanumeric() || b"_:.-".contains(&b));
+        if word && parse(inner)?.is_none() {
+            return Err(format!(
+                "{{{}}} is not a placeholder: the placeholders are {{seq}}, {{rand:A..B}} and {{uuid}} (percent-encode braces meant literally: %7B %7D)",
+                String::from_utf8_lossy(inner)
+            ));
+        }
+        i = start + len + 1;
+    }
+    Ok(())
+}
+
 /// `seq`, `uuid`, `rand:A..B`: a placeholder; anything else is not one (`None`). A
 /// malformed `rand:` is an error.
 fn parse(inner: &[u8]) -> Result<Option<Kind>, String> {
@@ -228,6 +255,32 @@ mod tests {
         for bad in ["{rand:5..1}", "{rand:a..b}", "{rand:1}"] {
             assert!(mark(bad.as_bytes(), &mut Vec::new()).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_word_in_braces_in_a_target_must_be_a_placeholder() {
+        for good in [
+            "/a?id={seq}&r={rand:1..9}",
+            "/u/{uuid}",
+            "/plain",
+            "/x?q=%7Bid%7D",
+            "/{",
+        ] {
+            assert_eq!(check_target(good), Ok(()), "{good}");
+        }
+        for (bad, word) in [
+            ("/x?{bogus}", "{bogus}"),
+            ("/item/{id}/", "{id}"),
+            ("/r/{rand}", "{rand}"),
+            ("/{seq}/{Seq}", "{Seq}"),
+        ] {
+            let err = check_target(bad).unwrap_err();
+            assert!(
+                err.starts_with(&format!("{word} is not a placeholder")),
+                "{err}"
+            );
+        }
+        assert!(check_target("/r/{rand:9..1}").is_err());
     }
 
     #[test]

@@ -28,9 +28,14 @@ impl Report {
         } else {
             let _ = writeln!(
                 out,
-                "  Target:        {} (a mix of {} requests, by request below)",
+                "  Target:        {} (a mix of {} {}, by request below)",
                 c.url,
-                self.by_request.len()
+                self.by_request.len(),
+                if self.by_request.len() == 1 {
+                    "request"
+                } else {
+                    "requests"
+                }
             );
         }
         if let Some(t) = &self.target {

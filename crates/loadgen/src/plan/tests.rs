@@ -1,0 +1,119 @@
+//! Plans built, validated and encoded.
+
+use std::net::IpAddr;
+
+use super::*;
+
+#[test]
+fn request_is_encoded_with_host_and_user_headers() {
+    let mut plan = Plan::new("http://127.0.0.1:8080/a?b=c").unwrap();
+    plan.method = "POST".into();
+    plan.headers.push(("X-Test".into(), "1".into()));
+    plan.headers.push(("User-Agent".into(), "me".into()));
+    plan.body = b"hi".to_vec();
+    let req = String::from_utf8(plan.encode_request()).unwrap();
+    assert!(
+        req.starts_with("POST /a?b=c HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"),
+        "{req}"
+    );
+    assert!(req.contains("Content-Length: 2\r\n"));
+    assert!(req.contains("User-Agent: me\r\n"));
+    assert!(!req.contains("tailscope/"));
+    assert!(
+        req.ends_with("X-Test: 1\r\nUser-Agent: me\r\n\r\nhi"),
+        "{req}"
+    );
+}
+
+#[test]
+fn source_addrs_auto_picks_loopback_addresses_as_the_connections_need() {
+    let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+    plan.source_addrs = SourceAddrs::parse("auto").unwrap();
+    plan.connections = 100;
+    assert_eq!(
+        plan.source_ips().unwrap(),
+        vec![IpAddr::from([127, 0, 0, 1])]
+    );
+    plan.connections = 2 * CONNS_PER_SOURCE + 1;
+    let picked: Vec<String> = plan
+        .source_ips()
+        .unwrap()
+        .iter()
+        .map(|ip| ip.to_string())
+        .collect();
+    assert_eq!(picked, ["127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+    plan.set_url("http://[::1]:1/").unwrap();
+    let err = plan.validate().unwrap_err().to_string();
+    assert!(err.contains("one address (::1)"), "{err}");
+    plan.connections = 10;
+    assert_eq!(
+        plan.source_ips().unwrap(),
+        vec!["::1".parse::<IpAddr>().unwrap()]
+    );
+    assert_eq!(
+        SourceAddrs::parse("127.0.0.2, 127.0.0.3,127.0.0.2").unwrap(),
+        SourceAddrs::List(vec![
+            IpAddr::from([127, 0, 0, 2]),
+            IpAddr::from([127, 0, 0, 3])
+        ])
+    );
+    assert!(SourceAddrs::parse("127.0.0.2,").is_err());
+}
+
+#[test]
+fn bad_urls_and_settings_are_refused() {
+    assert!(matches!(
+        Plan::new("ftp://127.0.0.1/"),
+        Err(Error::BadUrl { .. })
+    ));
+    let https = Plan::new("https://localhost:8443/x").unwrap();
+    let tls = https.tls.as_ref().expect("https has TLS options");
+    assert_eq!(tls.server_name, "localhost");
+    assert!(tls.resume && !tls.insecure);
+    assert_eq!(https.addr.port(), 8443);
+    assert!(Plan::new("http://127.0.0.1/").unwrap().tls.is_none());
+    assert!(matches!(
+        Plan::new("127.0.0.1:80"),
+        Err(Error::BadUrl { .. })
+    ));
+    let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+    plan.validate().unwrap();
+    plan.pipeline = 4;
+    plan.keepalive = false;
+    assert!(plan.validate().is_err());
+    plan.keepalive = true;
+    plan.pace = Pace::Rate(0.0);
+    assert!(plan.validate().is_err());
+    plan.pace = Pace::Rate(1e-20);
+    assert!(plan.validate().unwrap_err().to_string().contains("0.01..="));
+    plan.pace = Pace::Rate(10.0);
+    plan.stop = Stop::Duration(Duration::from_secs(u64::MAX / 4));
+    let err = plan.validate().unwrap_err().to_string();
+    assert!(err.contains("1ms..=30days"), "{err}");
+    plan.stop = Stop::Duration(Duration::from_secs(1));
+    plan.timeout = Duration::from_secs(7200);
+    assert!(plan.validate().unwrap_err().to_string().contains("1h"));
+    plan.timeout = Duration::from_secs(1);
+    plan.validate().unwrap();
+    plan.headers.push(("Bad Name".into(), "v".into()));
+    assert!(plan.validate().is_err());
+}
+
+/// A framing header that disagrees with how the body is sent desynchronises the
+/// connection: refused; one that agrees is harmless.
+#[test]
+fn framing_headers_must_agree_with_the_body() {
+    let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
+    plan.body = b"hello".to_vec();
+    plan.headers = vec![("content-length".into(), "5".into())];
+    plan.validate().unwrap();
+    plan.headers = vec![("Content-Length".into(), "99".into())];
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("disagrees with the body's 5 bytes"), "{e}");
+    plan.body.clear();
+    plan.headers = vec![("Content-Length".into(), "5".into())];
+    assert!(plan.validate().is_err(), "a GET with no body");
+    plan.headers = vec![("Transfer-Encoding".into(), "chunked".into())];
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("never chunked"), "{e}");
+}

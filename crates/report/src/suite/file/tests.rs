@@ -1,0 +1,188 @@
+//! Suite files parsed: the documented example, mixes, and errors that name their line.
+
+use super::*;
+
+const GOOD: &str = r#"
+[suite]
+baseline = "nginx"
+[load]
+connections = 64
+duration = "10s"
+warmup = "3s"
+runs = 3
+[[target]]
+name = "reference"
+kind = "embedded"
+threads = 1
+[[target]]
+name = "nginx"
+kind = "nginx"
+workers = 1
+[[target]]
+name = "mine"
+kind = "command"
+command = "./my-server --port {port}"
+[[endpoint]]
+path = "/plaintext"
+"#;
+
+#[test]
+fn the_documented_example_parses() {
+    let s = parse(Path::new("s.toml"), GOOD).unwrap();
+    assert_eq!(s.baseline.as_deref(), Some("nginx"));
+    assert_eq!(s.load.runs, 3);
+    assert_eq!(s.load.duration, Duration::from_secs(10));
+    assert_eq!(s.targets.len(), 3);
+    assert_eq!(s.targets[2].1.kind(), "command");
+    assert_eq!(s.endpoints, vec!["/plaintext"]);
+    assert!(!s.targets[1].1.tls());
+    let tls = parse(
+        Path::new("s.toml"),
+        &GOOD.replace("workers = 1", "workers = 1\ntls = true"),
+    )
+    .unwrap();
+    assert!(tls.targets[1].1.tls(), "{:?}", tls.targets[1]);
+    assert_eq!(s.streams["nginx"], 1);
+    let h2 = parse(
+        Path::new("s.toml"),
+        &GOOD.replace("workers = 1", "workers = 1\nhttp2 = true\nstreams = 16"),
+    )
+    .unwrap();
+    assert!(h2.targets[1].1.http2());
+    assert_eq!(h2.streams["nginx"], 16);
+    for (bad, why) in [
+        ("streams = 16", "add http2 = true"),
+        ("http2 = true\nstreams = 0", "out of range"),
+    ] {
+        let e = parse(
+            Path::new("s.toml"),
+            &GOOD.replace("workers = 1", &format!("workers = 1\n{bad}")),
+        )
+        .unwrap_err();
+        assert!(e.contains(why), "{e}");
+    }
+}
+
+#[test]
+fn an_endpoint_may_be_a_request_mix() {
+    let dir = std::env::temp_dir().join(format!("ts-suite-mix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("mix.toml"),
+        "order = \"random\"\n[[request]]\npath = \"/json\"\nweight = 3\n[[request]]\npath = \"/plaintext\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("with-url.toml"),
+        "url = \"http://h:1\"\n[[request]]\npath = \"/a\"\n",
+    )
+    .unwrap();
+    let suite_file = dir.join("s.toml");
+    let text = format!("{GOOD}[[endpoint]]\nload = \"mix.toml\"\n");
+    let s = parse(&suite_file, &text).unwrap();
+    assert_eq!(s.endpoints, vec!["/plaintext", "mix:mix.toml"]);
+    let plan = s
+        .plan(
+            "mix:mix.toml",
+            "http://127.0.0.1:9",
+            &[0],
+            Duration::from_secs(1),
+        )
+        .unwrap();
+    assert_eq!(plan.request_names(), ["GET /json", "GET /plaintext"]);
+    assert_eq!(plan.order, Order::Random);
+    assert!(!s
+        .plan(
+            "/plaintext",
+            "http://127.0.0.1:9",
+            &[0],
+            Duration::from_secs(1)
+        )
+        .unwrap()
+        .has_mix());
+    for (endpoint, needle) in [
+        ("load = \"missing.toml\"", "s.toml:24: "),
+        ("load = \"with-url.toml\"", "leave the url out"),
+        ("path = \"/a\"\nload = \"mix.toml\"", "not both"),
+    ] {
+        let text = format!("{GOOD}[[endpoint]]\n{endpoint}\n");
+        let err = parse(&suite_file, &text).unwrap_err();
+        assert!(err.contains(needle), "{err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn errors_name_the_line_and_the_problem() {
+    let cases = [
+        (
+            GOOD.replace("duration = \"10s\"", "duration = \"ten\""),
+            "s.toml:6:",
+            "ten",
+        ),
+        (
+            GOOD.replace("baseline = \"nginx\"", "baseline = \"apache\""),
+            "s.toml:3:",
+            "not a target",
+        ),
+        (
+            GOOD.replace("kind = \"nginx\"", "kind = \"apache\""),
+            "s.toml:15:",
+            "unknown kind",
+        ),
+        (
+            GOOD.replace("--port {port}", "--port 80"),
+            "s.toml:20:",
+            "{port}",
+        ),
+        (
+            GOOD.replace("runs = 3", "runs = 0"),
+            "s.toml:8:",
+            "runs = 0 is out of range: give 1..=1000",
+        ),
+        (
+            GOOD.replace("connections = 64", "connections = 0"),
+            "s.toml:5:",
+            "1..=1000000",
+        ),
+        (
+            GOOD.replace("connections = 64", "connections = 64\nrate = 1e-20"),
+            "s.toml:6:",
+            "rate = 0.00000000000000000001 is out of range",
+        ),
+        (
+            GOOD.replace("duration = \"10s\"", "duration = \"500000000000y\""),
+            "s.toml:6:",
+            "1ms..=30days",
+        ),
+        (
+            GOOD.replace("workers = 1", "workers = 99999"),
+            "s.toml:16:",
+            "workers = 99999 is out of range: the number of nginx worker processes must be 1 to 64",
+        ),
+        (
+            GOOD.replace("threads = 1", "threads = 1\ntls = true"),
+            "s.toml:13:",
+            "tls = true is for nginx targets",
+        ),
+        (
+            GOOD.replace("workers = 1", "wrokers = 1"),
+            "line 16",
+            "wrokers",
+        ),
+        (
+            GOOD.replace("path = \"/plaintext\"", "path = \"plaintext\""),
+            "s.toml:22:",
+            "must start",
+        ),
+    ];
+    for (text, line, problem) in cases {
+        let err = parse(Path::new("s.toml"), &text).unwrap_err();
+        assert!(
+            err.contains(line) && err.contains(problem),
+            "want {line} {problem}, got: {err}"
+        );
+    }
+    let err = parse(Path::new("s.toml"), "[load]\nruns = 1\n").unwrap_err();
+    assert!(err.contains("no [[target]]"), "{err}");
+}

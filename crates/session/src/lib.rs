@@ -1,0 +1,77 @@
+//! One tailscope session end to end, for the binary to call once its flags are validated.
+//!
+//! [`run::run`] takes a validated [`RunConfig`]: it launches the target (if any), follows it
+//! with the profiler and the stack sampler, drives the generator, feeds the dashboard or the
+//! progress line, and ends in the report (text, JSON, HTML, HdrHistogram log) and its
+//! [`Outcome`]. [`suite::run`] does the same for each target × endpoint of a suite file.
+//! Around them: [`signals`] (a first Ctrl-C stops gracefully, a second kills), [`files`] (the
+//! outputs checked before anything runs) and [`output`] (stdout that tolerates a closed pipe,
+//! the report files). Nothing here parses the command line: the binary validates the flags
+//! into a [`RunConfig`] (or a [`suite::SuiteConfig`]), names the outputs' flags (in
+//! [`files::Output`]) and maps the [`Outcome`] to an exit code. A few progress lines still
+//! name the flag a user would change (`--start-at`, `--server-cpus`): they moved here verbatim,
+//! since the binary's output is kept byte for byte.
+//!
+//! Why a crate of its own: a run needs every other crate (loadgen, targets, forensics, the
+//! report pages and the dashboard, fed from inside the generator's tick with the profiler's
+//! live figures), and `loadgen` and `targets` depend on no crate of ours, `forensics` is the
+//! spike rules. So the session sits on top of them all, under the binary. Errors are
+//! `anyhow`'s, as the binary's were: this is the application's upper half, and its messages
+//! (with their context) are printed as they were; bad input is a [`UsageError`] within.
+
+/// Writes a line to stderr. A closed stderr (`2>&-`, a pipe whose reader left) is not an
+/// error: the run goes on and the exit code stays what the run decides (`eprintln!` panics).
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// [`say!`] without the newline.
+#[macro_export]
+macro_rules! say_part {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+pub mod files;
+pub mod output;
+pub mod run;
+pub mod signals;
+pub mod suite;
+
+pub use run::{Launch, RunConfig};
+
+/// How a command ended (the binary maps it to its documented exit code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: the run finished and every threshold held.
+    Success,
+    /// 1: something failed at run time (could not start, could not write the report), or
+    /// no request got any response (the run measured nothing).
+    Failure,
+    /// 2: bad flags, URL, threshold expression or input file, a number out of its range, an
+    /// unwritable output path or one that is an input or another output, `-c` beyond the
+    /// open-file limit; nothing was run.
+    Usage,
+    /// 99: the run finished but a `--fail-if` threshold did not hold.
+    ThresholdFailed,
+    /// 130: stopped early by Ctrl-C or SIGTERM; the summary was still printed.
+    Interrupted,
+}
+
+/// An error in what the user asked for (exit code 2), with a message that says what to do.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}

@@ -1,0 +1,75 @@
+//! Where a finished report goes: stdout (a closed pipe is not an error) and the report files.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use tailscope_loadgen::report::Report;
+use tailscope_loadgen::threshold::Threshold;
+use tailscope_report::{AnyReport, ReadError};
+
+use crate::UsageError;
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}
+
+/// Reads a saved report of either kind, failing with a usage error that says what the file is
+/// instead.
+pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    AnyReport::from_json(&text).map_err(|e| {
+        UsageError(match e {
+            ReadError::UnknownKind => format!(
+                "{} is not a tailscope JSON report: give one written by `tailscope run --json` or `tailscope suite --json`",
+                path.display()
+            ),
+            e => format!("{} is {e}", path.display()),
+        })
+    })
+}
+
+/// Writes an HTML page to `path`.
+pub fn write_page(page: &str, path: &Path) -> Result<()> {
+    std::fs::write(path, page)
+        .with_context(|| format!("cannot write the HTML report to {}", path.display()))?;
+    say!("tailscope: wrote {}", path.display());
+    Ok(())
+}
+
+/// Writes a finished report where it was asked for: the text on stdout (on stderr when the
+/// JSON goes to stdout, `--json -`), the JSON to its file, the HTML page to its file.
+pub fn emit(report: &Report, text: &str, json: Option<&Path>, html: Option<&Path>) -> Result<()> {
+    if json.is_some_and(|p| p.as_os_str() == "-") {
+        say_part!("{text}");
+        print_stdout(&report.to_json())?;
+    } else {
+        print_stdout(text)?;
+        if let Some(path) = json {
+            std::fs::write(path, report.to_json() + "\n")
+                .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+        }
+    }
+    if let Some(path) = html {
+        write_page(&tailscope_report::run_page(report), path)?;
+    }
+    Ok(())
+}
+
+/// Checks each threshold (`--fail-if`) against the report, saying each verdict on stderr;
+/// returns how many failed.
+pub fn judge(report: &Report, thresholds: &[Threshold]) -> usize {
+    let mut failed = 0;
+    for t in thresholds {
+        let verdict = t.check(report);
+        failed += usize::from(!verdict.passed);
+        say!("{verdict}");
+    }
+    failed
+}

@@ -1,0 +1,424 @@
+//! A run end to end: the target launched (or named by pid), the profiler and the stack
+//! sampler following it, the generator driven, the dashboard or the progress line fed every
+//! tick, and at the end the report (text, JSON, HTML, HdrHistogram log) and the thresholds.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use tailscope_forensics::{CpuBusy, Roles, RunProfiler, RunStacks, StacksError, StacksOptions};
+use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
+use tailscope_loadgen::segment::{self, Segment};
+use tailscope_loadgen::threshold::Threshold;
+use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
+use tailscope_targets::cpus::format_list;
+use tailscope_targets::{Target, TargetSpec};
+use tailscope_tui::app::{Action, RunInfo};
+use tailscope_tui::Feed;
+
+use crate::output::{emit, judge};
+use crate::signals::{signal_name, signalled, watch_signals};
+use crate::{Outcome, UsageError};
+
+/// Everything `run` needs, checked before any load starts.
+pub struct RunConfig {
+    /// The generator's plan.
+    pub plan: Plan,
+    /// Where the JSON report goes.
+    pub json: Option<PathBuf>,
+    /// Where to write the HTML page.
+    pub html: Option<PathBuf>,
+    /// Where to write the HdrHistogram interval log.
+    pub hdr_log: Option<PathBuf>,
+    /// CI gates.
+    pub thresholds: Vec<Threshold>,
+    /// A server to launch on these CPUs, loaded at `path`.
+    pub launch: Option<Launch>,
+    /// The process id of an external server (`--pid`).
+    pub pid: Option<u32>,
+    /// Show the live dashboard (stdout is a terminal and `--no-tui` was not given).
+    pub tui: bool,
+    /// This generator's share of a load spread over several (`--segment`).
+    pub segment: Option<Segment>,
+    /// The wall-clock time to start at (`--start-at`).
+    pub start_at: Option<SystemTime>,
+    /// The server's stacks: whether to sample them, and the flame graphs to write.
+    pub stacks: StacksOptions,
+}
+
+/// A server tailscope starts itself.
+pub struct Launch {
+    /// What to start.
+    pub spec: TargetSpec,
+    /// Its CPUs.
+    pub server_cpus: Vec<usize>,
+    /// The path to load.
+    pub path: String,
+}
+
+/// A target served over TLS by tailscope (`--tls`) is trusted through the CA it made,
+/// unless `--insecure` or `--cacert` said otherwise.
+pub fn trust_target(plan: &mut Plan, target: &Target) {
+    if let (Some(tls), Some(ca)) = (plan.tls.as_mut(), target.tls_ca()) {
+        if !tls.insecure && tls.cacert.is_none() {
+            tls.cacert = Some(ca.to_path_buf());
+        }
+    }
+}
+
+/// Waits for `--start-at`; false when Ctrl-C (or SIGTERM) came first.
+fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
+    match at.duration_since(SystemTime::now()) {
+        Ok(left) => say!(
+            "tailscope: waiting {:.1} s for --start-at {}",
+            left.as_secs_f64(),
+            humantime::format_rfc3339_millis(at)
+        ),
+        Err(late) => say!(
+            "tailscope: --start-at {} passed {:.1} s ago: starting now (the report records when)",
+            humantime::format_rfc3339_millis(at),
+            late.duration().as_secs_f64()
+        ),
+    }
+    segment::wait_until(at, control)
+}
+
+/// What to say when the launched server and the generator were given CPUs in common.
+fn shared_cpus_warning(server: &[usize], generator: &[usize]) -> Option<String> {
+    let shared: Vec<usize> = server
+        .iter()
+        .copied()
+        .filter(|c| generator.contains(c))
+        .collect();
+    (!shared.is_empty()).then(|| {
+        format!(
+            "the server and the generator share CPU {}: each takes CPU time from the other, and the figures measure both (give --server-cpus and --cpus apart)",
+            format_list(&shared)
+        )
+    })
+}
+
+/// Runs the load and reports. Returns how the process should exit.
+pub fn run(mut config: RunConfig) -> Result<Outcome> {
+    let stacks_options = config.stacks.clone();
+    let control = RunControl::new();
+    watch_signals(&control)?;
+    let mut target = match &config.launch {
+        Some(launch) => {
+            say!(
+                "tailscope: starting {} on CPU {}",
+                launch.spec.kind(),
+                format_list(&launch.server_cpus)
+            );
+            let t = Target::launch(&launch.spec, &launch.server_cpus)
+                .with_context(|| format!("the {} target could not start", launch.spec.kind()))?;
+            config
+                .plan
+                .set_url(&format!("{}{}", t.base_url(), launch.path))
+                .context("the launched target's URL")?;
+            trust_target(&mut config.plan, &t);
+            say!(
+                "tailscope: {} ready at {} (pid {}); generator on CPU {}",
+                t.name(),
+                t.base_url(),
+                t.pid(),
+                format_list(&config.plan.cpus)
+            );
+            if let Some(w) = shared_cpus_warning(t.server_cpus(), &config.plan.cpus) {
+                say!("tailscope: warning: {w}");
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    if let Some(at) = config.start_at {
+        if !wait_for_start(at, &control) {
+            if let Some(t) = target.take() {
+                t.stop();
+            }
+            say!("tailscope: interrupted while waiting for --start-at: nothing was sent");
+            return Ok(Outcome::Interrupted);
+        }
+    }
+    if let Some(seg) = config.segment {
+        say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
+    }
+    let plan = &config.plan;
+    let live = std::io::stderr().is_terminal();
+    say!(
+        "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
+        if plan.has_mix() {
+            match plan.requests.len() {
+                1 => "a mix of 1 request on".to_string(),
+                n => format!("a mix of {n} requests on"),
+            }
+        } else {
+            plan.method.clone()
+        },
+        plan.url,
+        plan.connections,
+        plan.effective_threads(),
+        match plan.pace {
+            Pace::Max => "closed loop".to_string(),
+            Pace::Rate(r) => format!("open loop at {r} req/s"),
+        },
+        match plan.stop {
+            Stop::Duration(d) => format!(", {}", humantime::format_duration(d)),
+            Stop::Requests(n) => format!(", {n} requests"),
+        }
+    );
+    // `s` on the dashboard asks for the HTML report of the run so far.
+    let (saves, save_requests) = std::sync::mpsc::channel();
+    let dashboard = if config.tui {
+        start_dashboard(&config, target.as_ref(), &control, saves)
+    } else {
+        None
+    };
+    let live = live && dashboard.is_none();
+    let mut progress = Progress::default();
+    let server_cpus = target
+        .as_ref()
+        .map(|t| t.server_cpus().to_vec())
+        .unwrap_or_default();
+    let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
+    let mut profiler = RunProfiler::new(
+        target_pid,
+        server_cpus.clone(),
+        plan.cpus.clone(),
+        !plan.warmup.is_zero(),
+    )
+    .watching_listeners(plan.addr);
+    let mut stacks = match RunStacks::start(stacks_options, target_pid, &plan.cpus) {
+        Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
+        started => started?,
+    };
+    let in_flight = (plan.connections * plan.pipeline) as u64;
+    // Known before the run, so that a page saved from the dashboard names the server too.
+    let target_info = match (&target, config.pid) {
+        (Some(t), _) => Some(TargetInfo {
+            kind: t.kind().to_string(),
+            name: t.name().to_string(),
+            pid: Some(t.pid()),
+            command: Some(t.command_line().to_string()),
+            server_cpus: t.server_cpus().to_vec(),
+        }),
+        (None, Some(pid)) => Some(TargetInfo {
+            kind: "external".into(),
+            name: "external".into(),
+            pid: Some(pid),
+            command: None,
+            server_cpus: Vec::new(),
+        }),
+        (None, None) => None,
+    };
+    let mut diagnosed_at = None;
+    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
+    // monotonic clock from here.
+    let measure_started = SystemTime::now() + plan.warmup;
+    let totals = tailscope_loadgen::run(plan, &control, |snap| {
+        let (cpus, counters) = profiler.on_snapshot(snap);
+        stacks.on_snapshot(snap, &profiler.tree_pids());
+        if let Some((feed, _)) = &dashboard {
+            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
+            let _ = feed.send(Action::Counters(counters));
+            let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
+            if let Some(inside) = stacks.live(snap) {
+                let _ = feed.send(Action::Inside(Box::new(inside)));
+            }
+            if save_requests.try_recv().is_ok() {
+                save_so_far(
+                    plan,
+                    snap,
+                    profiler.cpu_busy(),
+                    target_info.as_ref(),
+                    config.html.as_deref(),
+                    feed,
+                );
+            }
+            // The spikes view: the rules re-run on the run so far once a second.
+            let second = snap.elapsed.as_secs();
+            if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
+                diagnosed_at = Some(second);
+                let _ = feed.send(Action::Diagnosis(profiler.live_diagnosis(snap, in_flight)));
+            }
+        } else if live {
+            progress.show(snap);
+        }
+    });
+    if let Some((feed, handle)) = dashboard {
+        // Dropping the feed ends the dashboard; it gives the terminal back before returning.
+        drop(feed);
+        match handle.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
+            Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
+        }
+    }
+    let totals = totals.context("the load generator could not run")?;
+    if live {
+        say!();
+    }
+    let mut report = Report::new(plan, &totals);
+    if let Some(w) = target
+        .as_ref()
+        .and_then(|t| shared_cpus_warning(t.server_cpus(), &plan.cpus))
+    {
+        report.warnings.push(w);
+    }
+    report.generator = Some(Generator::here(
+        &report,
+        measure_started,
+        config.segment,
+        config.start_at,
+    ));
+    if report.interrupted {
+        report.signal = signal_name();
+    }
+    report.target = target_info;
+    let server_exited = target.as_mut().and_then(|t| t.exited());
+    let mut findings = profiler.finish(plan, &totals, &mut report);
+    // Before the target stops: its binaries are read through /proc/PID to name the frames.
+    let (inside, inside_text) = stacks.finish(&mut report);
+    if let Some(inside) = &inside {
+        findings.look_inside(inside);
+    }
+    findings.add_to(&mut report);
+    let roles = Roles {
+        server: &server_cpus,
+        client: &plan.cpus,
+    };
+    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
+    if let Some(t) = target.take() {
+        if let Some(status) = server_exited {
+            say!(
+                "tailscope: the {} server exited during the run ({status})",
+                t.name()
+            );
+        }
+        t.stop();
+    }
+    let text = report.to_text() + &sections + &inside_text;
+    emit(
+        &report,
+        &text,
+        config.json.as_deref(),
+        config.html.as_deref(),
+    )?;
+    if let Some(path) = &config.hdr_log {
+        let started = measure_started;
+        let mut file = std::fs::File::create(path)
+            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
+        tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
+            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
+    }
+    let signalled = signalled();
+    let no_response = report.no_response_reason();
+    if let Some(reason) = &no_response {
+        say!("tailscope: {reason}");
+    }
+    let failed = judge(&report, &config.thresholds);
+    // A run that measured nothing is a failure whatever the thresholds say (unless it was
+    // cut short by a signal, which says more).
+    if no_response.is_some() && !signalled {
+        return Ok(Outcome::Failure);
+    }
+    if failed > 0 {
+        return Ok(Outcome::ThresholdFailed);
+    }
+    if signalled {
+        return Ok(Outcome::Interrupted);
+    }
+    // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
+    Ok(Outcome::Success)
+}
+
+/// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,
+/// and the run goes on headless.
+fn start_dashboard(
+    config: &RunConfig,
+    target: Option<&Target>,
+    control: &RunControl,
+    saves: tailscope_tui::SaveRequests,
+) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
+    let info = RunInfo::new(&config.plan, target);
+    match tailscope_tui::spawn(info, control.clone(), saves) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            say!("tailscope: cannot start the dashboard ({e}); running headless");
+            None
+        }
+    }
+}
+
+/// One line on stderr, rewritten in place, while a headless run goes on.
+#[derive(Default)]
+struct Progress {
+    last_shown: Option<Duration>,
+}
+
+impl Progress {
+    fn show(&mut self, snap: &Snapshot) {
+        let shown_recently = self
+            .last_shown
+            .is_some_and(|t| snap.elapsed < t + Duration::from_millis(500));
+        if shown_recently && snap.phase != Phase::Done {
+            return;
+        }
+        self.last_shown = Some(snap.elapsed);
+        let line = progress_line(snap);
+        say_part!("\r\x1b[2K{line}");
+    }
+}
+
+/// Where the page of the run so far goes: beside the `--html` page when there is one
+/// (`report-at-12s.html`), otherwise `tailscope-at-12s.html` in the working directory.
+fn so_far_path(html: Option<&Path>, snap: &Snapshot) -> PathBuf {
+    let at = format!("at-{}s.html", snap.elapsed.as_secs());
+    match html {
+        Some(p) => {
+            let stem = p
+                .file_stem()
+                .map_or("tailscope".into(), |s| s.to_string_lossy());
+            p.with_file_name(format!("{stem}-{at}"))
+        }
+        None => PathBuf::from(format!("tailscope-{at}")),
+    }
+}
+
+/// Saves the HTML page of the run so far (the dashboard's `s`) on a thread of its own, so the
+/// run's snapshots are not held up by the drawing, and tells the dashboard where it went.
+fn save_so_far(
+    plan: &Plan,
+    snap: &Snapshot,
+    cpu_busy: CpuBusy,
+    target: Option<&TargetInfo>,
+    html: Option<&Path>,
+    feed: &Feed,
+) {
+    let path = so_far_path(html, snap);
+    let (plan, snap, target, to_dashboard) =
+        (plan.clone(), snap.clone(), target.cloned(), feed.clone());
+    let saving = std::thread::Builder::new()
+        .name("tailscope-save".into())
+        .spawn(move || {
+            let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
+            report.target = target;
+            cpu_busy.fill(&mut report);
+            report.warnings.insert(
+                0,
+                format!(
+                    "Saved from the dashboard {:.1} s into the run while it went on: connect times and the uncorrected latency are not in this page, the time series holds the last two minutes, and the profile (but for per-CPU busy) and the diagnosis come at the end.",
+                    snap.elapsed.as_secs_f64()
+                ),
+            );
+            let note = match std::fs::write(&path, tailscope_report::run_page_so_far(&report)) {
+                Ok(()) => format!("saved {}", path.display()),
+                Err(e) => format!("cannot save {}: {e}", path.display()),
+            };
+            let _ = to_dashboard.send(Action::Note(note));
+        });
+    if let Err(e) = saving {
+        let _ = feed.send(Action::Note(format!("cannot save the report: {e}")));
+    }
+}

@@ -146,6 +146,23 @@ fn a_weighted_mix_keeps_its_weights_and_each_endpoint_its_latency(e: Engine) {
             n(&by[name]["requests"])
         );
         assert_eq!(by[name]["target"], path);
+        // Its seconds add up to its requests, each dated as one of the run's seconds.
+        let seconds = by[name]["timeseries"].as_array().unwrap();
+        assert!(!seconds.is_empty(), "{name}: no time series");
+        let per_second: u64 = seconds.iter().map(|p| n(&p["requests"])).sum();
+        assert_eq!(per_second, n(&by[name]["requests"]), "{name}: {seconds:?}");
+        let run_seconds: Vec<&serde_json::Value> = r["timeseries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| &p["t_s"])
+            .collect();
+        for p in seconds {
+            assert!(
+                run_seconds.contains(&&p["t_s"]),
+                "{name}: {p} not a second of the run"
+            );
+        }
         let mut alone_args = vec!["-n", "1500"];
         alone_args.extend_from_slice(&common);
         let (code, alone, stderr) = e.run_json(&format!("{base}{path}"), &alone_args);
@@ -171,6 +188,20 @@ fn a_weighted_mix_keeps_its_weights_and_each_endpoint_its_latency(e: Engine) {
         assert!(by.get(name).is_some(), "{name}");
     }
     assert!(stderr.contains("% of the 10 slowest were "), "{stderr}");
+    // The same as data: which requests the slowest were, the commonest first.
+    let shares = r["slowest_by_request"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(!shares.is_empty());
+    let named: u64 = shares.iter().map(|s| n(&s["slow"])).sum();
+    assert_eq!(named, slowest.len() as u64, "{shares:?}");
+    assert!(shares
+        .windows(2)
+        .all(|w| n(&w[0]["slow"]) >= n(&w[1]["slow"])));
+    for s in shares {
+        assert!(by.get(s["name"].as_str().unwrap()).is_some(), "{s}");
+        assert_eq!(n(&s["of"]), slowest.len() as u64);
+    }
     server.kill().unwrap();
     server.wait().unwrap();
 }
@@ -341,7 +372,7 @@ fn bad_files_and_unknown_names_exit_2_before_anything_is_sent() {
                 .display()
                 .to_string(),
             ],
-            "w.toml:4: weight must be 1..=".into(),
+            "w.toml:6: weight must be 1..=".into(),
         ),
         (
             vec![
@@ -483,4 +514,77 @@ fn the_examples_parse() {
         urls.requests[2].headers,
         [("X-Request-Id".to_string(), "42".to_string())]
     );
+}
+
+/// A suite's endpoint that is a mix has its figures per name: in each run, as medians over
+/// the runs, and in a markdown table of its own.
+#[test]
+fn a_suite_endpoint_that_is_a_mix_has_figures_per_name() {
+    let mix = file("suite", "mix.toml", MIX);
+    let suite = file(
+        "suite",
+        "suite.toml",
+        r#"
+[load]
+connections = 4
+duration = "1s"
+warmup = "0s"
+runs = 2
+[[target]]
+name = "reference"
+kind = "embedded"
+threads = 1
+[[endpoint]]
+load = "mix.toml"
+"#,
+    );
+    let dir = mix.parent().unwrap();
+    let markdown = dir.join("suite.md");
+    let out = tailscope(&[
+        "suite",
+        suite.to_str().unwrap(),
+        "--json",
+        dir.join("suite.json").to_str().unwrap(),
+        "--markdown",
+        markdown.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
+    let result = &r["results"][0];
+    let runs = result["runs"].as_array().unwrap();
+    // Every name is in every run (a loaded machine may send few requests in a second, so a
+    // name's count may be 0 in one run), and the result adds the runs up.
+    for name in ["plaintext", "json", "delay"] {
+        let per_run: u64 = runs
+            .iter()
+            .map(|run| n(&run["by_request"][name]["requests"]))
+            .sum();
+        assert_eq!(
+            n(&result["by_request"][name]["requests"]),
+            per_run,
+            "{name}: {result}"
+        );
+    }
+    for run in runs {
+        let named: u64 = ["plaintext", "json", "delay"]
+            .iter()
+            .map(|k| n(&run["by_request"][k]["requests"]))
+            .sum();
+        assert!(named > 0 && named <= n(&run["requests"]), "{run}");
+    }
+    let plaintext = &result["by_request"]["plaintext"];
+    assert!(n(&plaintext["requests"]) > 0, "{result}");
+    assert!(
+        plaintext["p99_us_median"].as_f64().unwrap() > 0.0,
+        "{result}"
+    );
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(md.contains("per request:"), "{md}");
+    assert!(md.contains("| delay | "), "{md}");
 }

@@ -286,6 +286,9 @@ fn live_fields() -> Vec<String> {
         "3 Cores",
         "4 Server inside",
         "4 Inside",
+        "5 Requests",
+        "5 Req",
+        "2 Lat",
         "Server inside",
         // Without "n/a: ": its prefix "n/a" is also a whole value elsewhere (IPC n/a).
         "no server to sample: give --target or --pid",

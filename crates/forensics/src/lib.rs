@@ -17,10 +17,13 @@ use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
 mod evidence;
+mod requests;
 mod run;
 mod stacks;
 
 pub use evidence::{Load, Roles};
+use requests::in_window;
+pub use requests::{slow_by_request, RequestShare};
 pub use run::{CpuBusy, Findings, RunProfiler};
 pub use stacks::{RunStacks, StacksError, StacksMode, StacksOptions};
 
@@ -101,6 +104,10 @@ pub struct Diagnosis {
     /// [`Findings::look_inside`]); `None` when they were not sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inside: Option<String>,
+    /// In a mix: which requests the slowest kept in its window were (all of them when it
+    /// has none), the commonest first; empty for a single request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestShare>,
 }
 
 /// What the rules read.
@@ -241,6 +248,9 @@ pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
     out.extend(server_stall(e));
     out.extend(cpu_contention(e));
     out.extend(generator_saturated(e));
+    for d in &mut out {
+        d.requests = slow_by_request(in_window(&e.slowest, d.window));
+    }
     out
 }
 
@@ -279,6 +289,7 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: slow_new,
         window,
         inside: None,
+        requests: Vec::new(),
     })
 }
 
@@ -297,6 +308,7 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: n,
         window: None,
         inside: None,
+        requests: Vec::new(),
     })
 }
 
@@ -326,6 +338,7 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: n,
         window: None,
         inside: None,
+        requests: Vec::new(),
     })
 }
 
@@ -411,6 +424,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: affected,
         window,
         inside: None,
+        requests: Vec::new(),
     })
 }
 
@@ -480,6 +494,7 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: e.seconds.iter().map(|s| s.outliers).sum(),
         window: None,
         inside: None,
+        requests: Vec::new(),
     })
 }
 
@@ -499,6 +514,7 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
         requests_affected: 0,
         window: None,
         inside: None,
+        requests: Vec::new(),
     })
 }
 

@@ -12,7 +12,7 @@ use tailscope_targets::profile::{Profile, Profiler, TickCounters};
 use tailscope_targets::stacks::Inside;
 
 use crate::evidence::{Load, Roles};
-use crate::{diagnose, Diagnosis, Evidence};
+use crate::{diagnose, slow_by_request, Diagnosis, Evidence, RequestShare};
 
 /// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
 /// `listen_queue`.
@@ -25,6 +25,10 @@ pub struct Findings {
     /// The accept queues of the loaded listeners, when watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen_queue: Option<ListenReport>,
+    /// In a mix: which requests the run's slowest were, the commonest first (empty for a
+    /// single request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slowest_by_request: Vec<RequestShare>,
 }
 
 impl Findings {
@@ -48,7 +52,7 @@ impl Findings {
     /// or a report written by another version, has none).
     pub fn of(report: &Report) -> Option<Findings> {
         let sections: serde_json::Map<String, serde_json::Value> =
-            ["profile", "diagnosis", "listen_queue"]
+            ["profile", "diagnosis", "listen_queue", "slowest_by_request"]
                 .into_iter()
                 .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
                 .collect();
@@ -224,6 +228,7 @@ impl RunProfiler {
             diagnosis: diagnose(&evidence),
             profile,
             listen_queue,
+            slowest_by_request: slow_by_request(&totals.slowest),
         }
     }
 }

@@ -178,6 +178,52 @@ fn retransmission_needs_rto_steps_and_retransmits() {
     assert!(causes(&e).is_empty());
 }
 
+/// In a mix, a cause says which requests its slow ones were, counting only those inside its
+/// window, as data (and in words).
+#[test]
+fn a_cause_names_the_requests_its_slow_ones_were() {
+    let mut e = healthy();
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 300_000;
+    e.slowest = stalled_slowest();
+    for (i, s) in e.slowest.iter_mut().enumerate() {
+        s.request = Some(if i == 3 { "search" } else { "upload" }.into());
+    }
+    // Slow long before the window: not one the stall held.
+    e.slowest.push(SlowRequest {
+        request: Some("search".into()),
+        ..slow(1.0, 150_000, false)
+    });
+    let d = diagnose(&e);
+    assert_eq!(d[0].cause, Cause::ServerStall, "{d:?}");
+    let names: Vec<(&str, u64, u64)> = d[0]
+        .requests
+        .iter()
+        .map(|r| (r.name.as_str(), r.slow, r.of))
+        .collect();
+    assert_eq!(names, vec![("upload", 3, 4), ("search", 1, 4)]);
+    assert!((d[0].requests[0].share - 0.75).abs() < 1e-9);
+    assert_eq!(
+        d[0].requests_line().unwrap(),
+        "75 % of the 4 slowest in it were upload; the others: 1 search"
+    );
+    let json = serde_json::to_value(&d[0]).unwrap();
+    assert_eq!(json["requests"][0]["name"], "upload");
+    // A single request's cause has no such field.
+    let single = diagnose(&{
+        let mut e = e.clone();
+        for s in &mut e.slowest {
+            s.request = None;
+        }
+        e
+    });
+    assert!(single[0].requests.is_empty() && single[0].requests_line().is_none());
+    assert!(serde_json::to_value(&single[0])
+        .unwrap()
+        .get("requests")
+        .is_none());
+}
+
 #[test]
 fn server_stall_needs_many_delayed_together_on_old_connections_and_quiet_tcp() {
     let mut e = healthy();

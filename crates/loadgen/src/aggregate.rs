@@ -13,8 +13,12 @@ use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use crate::conns::{ConnPoint, Gauges, HeldKind};
-use crate::recorder::{new_histogram, Histograms, IntervalData, RequestFigures, Slowest};
-use crate::snapshot::{Counters, Percentiles, Phase, RunTotals, Snapshot, TimePoint};
+use crate::recorder::{
+    new_histogram, ticks_per_second, Histograms, IntervalData, RequestFigures, Slowest,
+};
+use crate::snapshot::{
+    Counters, Percentiles, Phase, RequestLive, RequestPoint, RunTotals, Snapshot, TimePoint,
+};
 
 /// How many finished seconds a snapshot carries.
 const RECENT_SECONDS: usize = 120;
@@ -24,6 +28,9 @@ struct SecondBucket {
     latency: Histogram<u64>,
     /// Every worker's connections as of the latest interval filed under this second.
     conns: Gauges,
+    /// A mix's figures per name index in this second (none for a name without requests in
+    /// it); empty until a worker hands some over.
+    by_request: Vec<Option<RequestFigures>>,
 }
 
 /// Merges workers' interval data into run totals, per-second points and snapshots.
@@ -42,8 +49,15 @@ pub struct Aggregator {
     last_tick_latency: Histogram<u64>,
     seconds: BTreeMap<u64, SecondBucket>,
     slowest: Slowest,
-    /// A mix's figures per name index, as the workers' last intervals bring them.
+    /// A mix's figures per name index for the run so far, as the workers hand them over
+    /// (once a second).
     by_request: Vec<Option<RequestFigures>>,
+    /// A mix's time series per name index (see [`RunTotals::request_series`]).
+    request_series: Vec<Vec<RequestPoint>>,
+    /// A mix's names as the run stands, for snapshots.
+    request_live: Vec<RequestLive>,
+    /// Which names get a time series (by name index).
+    series_kept: Vec<bool>,
     /// Highest tick reported by each worker; a second is final once every worker is past it.
     worker_ticks: Vec<u64>,
     /// Seconds below this are points already; data arriving for them (a worker's last
@@ -73,6 +87,9 @@ impl Aggregator {
             seconds: BTreeMap::new(),
             slowest: Slowest::new(slowest),
             by_request: Vec::new(),
+            request_series: Vec::new(),
+            request_live: Vec::new(),
+            series_kept: Vec::new(),
             worker_ticks: vec![0; workers],
             open_from: 0,
             worker_conns: vec![Gauges::default(); workers],
@@ -85,6 +102,22 @@ impl Aggregator {
     /// [`crate::conns::HeldKind::index`]): the time series has their gauges where non-zero.
     pub fn with_held(mut self, asked: [u64; 2]) -> Self {
         self.held_asked = asked.map(|n| n > 0);
+        self
+    }
+
+    /// Keeps figures per name for a mix with these names (none: a single request), and a
+    /// time series for the names `series` marks (see [`crate::mix::series_names`]).
+    pub fn with_requests(mut self, names: &[String], series: &[bool]) -> Self {
+        self.by_request = vec![None; names.len()];
+        self.request_series = vec![Vec::new(); names.len()];
+        self.series_kept = series.to_vec();
+        self.request_live = names
+            .iter()
+            .map(|n| RequestLive {
+                name: n.as_str().into(),
+                ..RequestLive::default()
+            })
+            .collect();
         self
     }
 
@@ -108,31 +141,21 @@ impl Aggregator {
         for s in data.slowest.items() {
             self.slowest.offer(s.clone());
         }
-        if self.by_request.len() < data.by_request.len() {
-            self.by_request.resize(data.by_request.len(), None);
-        }
-        for (mine, theirs) in self.by_request.iter_mut().zip(&data.by_request) {
-            match (mine, theirs) {
-                (Some(m), Some(t)) => m.add(t),
-                (m @ None, Some(t)) => *m = Some(t.clone()),
-                (_, None) => {}
-            }
-        }
-        let ticks_per_second =
-            (Duration::from_secs(1).as_nanos() / self.tick.as_nanos().max(1)).max(1) as u64;
+        add_figures(&mut self.by_request, &data.by_request);
+        let ticks_per_second = ticks_per_second(self.tick);
         // The interval ending at tick k covers (k-1, k]; it belongs to second (k-1)/tps.
         let second = (data.tick.saturating_sub(1) / ticks_per_second).max(self.open_from);
+        if data.by_request.iter().any(Option::is_some) {
+            let second = data.by_request_second.max(self.open_from);
+            let bucket = self.bucket(second);
+            add_figures(&mut bucket.by_request, &data.by_request);
+        }
         if let Some(g) = self.worker_conns.get_mut(data.worker) {
             *g = data.conns;
         }
         let conns = self.conns_now();
         self.conns_peak.raise_to(&conns);
-        let highest = self.highest;
-        let bucket = self.seconds.entry(second).or_insert_with(|| SecondBucket {
-            counters: Counters::default(),
-            latency: new_histogram(highest),
-            conns,
-        });
+        let bucket = self.bucket(second);
         bucket.conns = conns;
         bucket.counters.merge(&data.counters);
         bucket
@@ -144,6 +167,54 @@ impl Aggregator {
         }
         let done_before = self.worker_ticks.iter().min().copied().unwrap_or(0) / ticks_per_second;
         self.finalize_seconds(done_before);
+    }
+
+    /// The bucket of `second`, made on first use with the connections as they are now.
+    fn bucket(&mut self, second: u64) -> &mut SecondBucket {
+        let highest = self.highest;
+        let conns = self.conns_now();
+        self.seconds.entry(second).or_insert_with(|| SecondBucket {
+            counters: Counters::default(),
+            latency: new_histogram(highest),
+            conns,
+            by_request: Vec::new(),
+        })
+    }
+
+    /// A finished second's figures per name: a point for each name that had requests in
+    /// it, and the names' live figures (their rate in it, their latency so far).
+    fn finalize_requests(&mut self, t_s: f64, by_request: &[Option<RequestFigures>]) {
+        for live in &mut self.request_live {
+            live.last_second = Some(0);
+        }
+        for (i, f) in by_request.iter().enumerate() {
+            let Some(f) = f else { continue };
+            let requests = f.counters.requests();
+            if requests == 0 {
+                continue;
+            }
+            let p = (!f.latency.is_empty()).then(|| Percentiles::of(&f.latency));
+            let kept = self.series_kept.get(i).copied().unwrap_or(false);
+            if let Some(series) = self.request_series.get_mut(i).filter(|_| kept) {
+                series.push(RequestPoint {
+                    t_s,
+                    requests,
+                    errors: f.counters.error_total(),
+                    timeouts: f.counters.timeouts(),
+                    p50_us: p.map(|p| p.p50),
+                    p99_us: p.map(|p| p.p99),
+                    max_us: p.map(|p| p.max),
+                });
+            }
+            if let (Some(live), Some(Some(run))) =
+                (self.request_live.get_mut(i), self.by_request.get(i))
+            {
+                live.requests = run.counters.requests();
+                live.errors = run.counters.error_total();
+                live.latency = (!run.latency.is_empty()).then(|| Percentiles::of(&run.latency));
+                live.last_second = Some(requests);
+            }
+        }
     }
 
     fn finalize_seconds(&mut self, before: u64) {
@@ -186,6 +257,9 @@ impl Aggregator {
                 cpu_busy_pct: Vec::new(),
                 connections: self.conn_point(&b),
             });
+            if !self.request_live.is_empty() {
+                self.finalize_requests((second + 1) as f64, &b.by_request);
+            }
         }
     }
 
@@ -234,6 +308,7 @@ impl Aggregator {
             spike_counts: self.histograms.spike_counts(),
             conns: self.conns_now(),
             conns_peak: self.conns_peak,
+            by_request: self.request_live.clone(),
         };
         self.last_tick_latency.reset();
         snap
@@ -250,7 +325,14 @@ impl Aggregator {
             if data_end_s < last.t_s {
                 last.partial = true;
                 // Milliseconds, and never at or before the second's start: t_s stays unique.
+                let whole = last.t_s;
                 last.t_s = ((data_end_s * 1000.0).ceil() / 1000.0).max(second_start + 0.001);
+                // The names' points of that second are dated as the run's.
+                for p in self.request_series.iter_mut().filter_map(|s| s.last_mut()) {
+                    if p.t_s == whole {
+                        p.t_s = last.t_s;
+                    }
+                }
             }
         }
         // RunTotals keeps its histograms as flat fields: the binary reads `totals.latency`.
@@ -275,11 +357,26 @@ impl Aggregator {
             second_histograms: self.second_histograms,
             slowest: self.slowest.items().to_vec(),
             by_request: self.by_request,
+            request_series: self.request_series,
             grace,
             rate_changes: Vec::new(),
             stopped_early: false,
             engine: Default::default(),
             conns_peak: self.conns_peak,
+        }
+    }
+}
+
+/// Adds a hand-over of figures per name into `sum` (grown to its length).
+fn add_figures(sum: &mut Vec<Option<RequestFigures>>, more: &[Option<RequestFigures>]) {
+    if sum.len() < more.len() {
+        sum.resize(more.len(), None);
+    }
+    for (mine, theirs) in sum.iter_mut().zip(more) {
+        match (mine, theirs) {
+            (Some(m), Some(t)) => m.add(t),
+            (m @ None, Some(t)) => *m = Some(t.clone()),
+            (_, None) => {}
         }
     }
 }
@@ -342,6 +439,68 @@ mod tests {
         assert_eq!(totals.latency.len(), 22);
         assert_eq!(totals.timeseries[1].t_s, 1.2);
         assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
+    }
+
+    /// A mix's names get a point a second (the seconds they had requests in), the dashboard
+    /// their figures so far, and the run their totals, from hand-overs once a second.
+    #[test]
+    fn names_get_their_own_seconds() {
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let names: Vec<String> = vec!["fast".into(), "slow".into()];
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3)
+            .with_requests(&names, &[true, true]);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3)
+            .with_requests(names.clone().into());
+        let mut mid_run = None;
+        for k in 1..=25u64 {
+            let mut f = finished(base, k * 100 - 50, 1, 200);
+            r.record_finished(&f);
+            if (11..=20).contains(&k) {
+                f = finished(base, k * 100 - 90, 50, 200);
+                f.request = 1;
+                r.record_finished(&f);
+            }
+            let data = if k == 25 {
+                r.take_last_interval(base + Duration::from_millis(2_460), tick)
+            } else {
+                r.take_interval(base + tick * k as u32, tick)
+            };
+            // Figures per name travel once a second (and at the end), not every tick.
+            assert_eq!(
+                data.by_request.iter().any(Option::is_some),
+                k % 10 == 0 || k == 25,
+                "tick {k}"
+            );
+            agg.merge(data);
+            if k == 15 {
+                mid_run = Some(agg.snapshot(Phase::Running, tick * 15, Duration::ZERO, tick));
+            }
+        }
+        let live = &mid_run.unwrap().by_request;
+        assert_eq!(&*live[0].name, "fast");
+        assert_eq!((live[0].requests, live[0].last_second), (10, Some(10)));
+        // "slow" had nothing in the only finished second.
+        assert_eq!((live[1].requests, live[1].last_second), (0, Some(0)));
+        assert!(live[1].latency.is_none());
+        let totals = agg.finish(Duration::from_millis(2_400), Duration::from_millis(60));
+        let fast: Vec<(f64, u64)> = totals.request_series[0]
+            .iter()
+            .map(|p| (p.t_s, p.requests))
+            .collect();
+        assert_eq!(fast, vec![(1.0, 10), (2.0, 10), (2.46, 5)]);
+        let slow = &totals.request_series[1];
+        assert_eq!(slow.len(), 1, "a second without requests has no point");
+        assert_eq!(
+            (slow[0].t_s, slow[0].requests, slow[0].errors),
+            (2.0, 10, 0)
+        );
+        // Two significant figures: within 1 % of 50 ms.
+        assert!((49_500..=50_500).contains(&slow[0].p99_us.unwrap()));
+        let run: Vec<u64> = totals.timeseries.iter().map(|p| p.requests).collect();
+        assert_eq!(run, vec![10, 20, 5]);
+        let by = |i: usize| totals.by_request[i].as_ref().unwrap().counters.requests();
+        assert_eq!((by(0), by(1)), (25, 10));
     }
 
     #[test]

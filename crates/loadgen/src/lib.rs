@@ -36,7 +36,8 @@ pub use engine::{EngineChoice, EngineUsed};
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, SourceAddrs, Stop};
 pub use snapshot::{
-    Percentiles, Phase, RateChange, RunTotals, SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
+    count_by_request, Percentiles, Phase, RateChange, RequestLive, RequestPoint, RunTotals,
+    SlowRequest, Snapshot, SpikeCounts, Stage, TimePoint,
 };
 
 /// Lets another thread (a signal handler, the TUI) stop a run early. Stopping is graceful:
@@ -204,7 +205,8 @@ pub fn run(
     drop(tx);
 
     let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest)
-        .with_held([plan.idle_conns as u64, plan.slow_conns as u64]);
+        .with_held([plan.idle_conns as u64, plan.slow_conns as u64])
+        .with_requests(&names, &mix::series_names(&plan.requests));
     let mut next_snapshot = Instant::now() + plan.tick;
     let mut last_snapshot = Instant::now();
     let mut stop_sent = false;

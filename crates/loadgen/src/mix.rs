@@ -12,8 +12,11 @@
 //! request. A position's name index is what an in-flight request carries to the recorder.
 
 pub mod files;
+mod order;
 mod placeholder;
 
+use order::{period_of, SHUFFLE_SEED};
+pub(crate) use order::{smooth_round_robin, SplitMix};
 pub(crate) use placeholder::{Slot, Values};
 
 use std::ops::Range;
@@ -87,6 +90,28 @@ pub fn names(requests: &[RequestSpec]) -> (Vec<String>, Vec<u32>) {
         index.push(i as u32);
     }
     (names, index)
+}
+
+/// The most names of a mix that get a time series of their own (a point a second each): a
+/// mix of more keeps one for the names of greatest weight, so that the series stay as small
+/// as the run's own (64 names × a point of ~64 bytes a second: ~4 KB a second).
+pub const MAX_SERIES_NAMES: usize = 64;
+
+/// Which names (in the order of [`names`]) get a time series: all of them up to
+/// [`MAX_SERIES_NAMES`], else the ones of greatest weight (the first on ties).
+pub fn series_names(requests: &[RequestSpec]) -> Vec<bool> {
+    let (names, index) = names(requests);
+    let mut weight = vec![0u64; names.len()];
+    for (r, &i) in requests.iter().zip(&index) {
+        weight[i as usize] += u64::from(r.weight);
+    }
+    let mut by_weight: Vec<usize> = (0..names.len()).collect();
+    by_weight.sort_by(|&a, &b| weight[b].cmp(&weight[a]).then(a.cmp(&b)));
+    let mut kept = vec![false; names.len()];
+    for &i in by_weight.iter().take(MAX_SERIES_NAMES) {
+        kept[i] = true;
+    }
+    kept
 }
 
 /// Checks a mix's requests (names, methods, targets, headers, weights); the message names
@@ -182,130 +207,6 @@ pub(crate) fn check_framing(headers: &[(String, String)], body: &[u8]) -> Result
     }
     Ok(())
 }
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-/// The number of positions of a period: the weights' sum over their gcd.
-fn period_of(requests: &[RequestSpec]) -> u64 {
-    let g = requests
-        .iter()
-        .fold(0, |g, r| gcd(g, u64::from(r.weight)))
-        .max(1);
-    requests.iter().map(|r| u64::from(r.weight) / g).sum()
-}
-
-/// One period of smooth weighted round robin: request indices, each `weight / gcd` times.
-/// Every step adds each request's weight to its credit and picks the one with the most
-/// (the first on ties), which then pays the total back.
-///
-/// That costs the period × the requests; past [`SMOOTH_MAX_REQUESTS`] requests (a replayed
-/// URL list) the period is laid out by [`spread_by_heap`] instead, in period × log(requests).
-pub(crate) fn smooth_round_robin(weights: &[u32]) -> Vec<usize> {
-    let g = weights.iter().fold(0, |g, &w| gcd(g, u64::from(w))).max(1);
-    if weights.len() > SMOOTH_MAX_REQUESTS {
-        let w: Vec<u64> = weights.iter().map(|&w| u64::from(w) / g).collect();
-        return spread_by_heap(&w);
-    }
-    let w: Vec<i64> = weights.iter().map(|&w| (u64::from(w) / g) as i64).collect();
-    let total: i64 = w.iter().sum();
-    let mut credit = vec![0i64; w.len()];
-    let mut order = Vec::with_capacity(total as usize);
-    for _ in 0..total {
-        let mut best = 0;
-        for i in 0..w.len() {
-            credit[i] += w[i];
-            if credit[i] > credit[best] {
-                best = i;
-            }
-        }
-        credit[best] -= total;
-        order.push(best);
-    }
-    order
-}
-
-/// Up to this many requests, [`smooth_round_robin`] walks all of them at every step.
-const SMOOTH_MAX_REQUESTS: usize = 64;
-
-/// One period in which request i comes `w[i]` times, spread as evenly: the k-th turn of
-/// request i falls at (k + ½) / w[i] of the period (Sainte-Laguë), the earliest next turn
-/// taken first from a heap (the lower index on ties). Every turn of a period is below 1 and
-/// every later one above, so each request comes exactly `w[i]` times.
-fn spread_by_heap(w: &[u64]) -> Vec<usize> {
-    use std::cmp::{Ordering, Reverse};
-    use std::collections::BinaryHeap;
-    /// Request `i`'s turn `(2k + 1) / (2 w)`, compared exactly by cross-multiplying.
-    #[derive(PartialEq, Eq)]
-    struct Turn {
-        num: u64,
-        den: u64,
-        i: usize,
-    }
-    impl Ord for Turn {
-        fn cmp(&self, o: &Self) -> Ordering {
-            (u128::from(self.num) * u128::from(o.den))
-                .cmp(&(u128::from(o.num) * u128::from(self.den)))
-                .then(self.i.cmp(&o.i))
-        }
-    }
-    impl PartialOrd for Turn {
-        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-            Some(self.cmp(o))
-        }
-    }
-    let total: u64 = w.iter().sum();
-    let mut heap: BinaryHeap<Reverse<Turn>> = w
-        .iter()
-        .enumerate()
-        .filter(|(_, &w)| w > 0)
-        .map(|(i, &w)| {
-            Reverse(Turn {
-                num: 1,
-                den: 2 * w,
-                i,
-            })
-        })
-        .collect();
-    let mut order = Vec::with_capacity(total as usize);
-    while order.len() < total as usize {
-        let Some(Reverse(t)) = heap.pop() else { break };
-        order.push(t.i);
-        heap.push(Reverse(Turn {
-            num: t.num + 2,
-            ..t
-        }));
-    }
-    order
-}
-
-/// SplitMix64: a fixed-seed generator for the shuffle (no dependency, same order in every
-/// run and on every machine).
-pub(crate) struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift (bias below 2^-32 for the
-    /// sizes here).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-}
-
-/// The seed of `--url-order random`.
-const SHUFFLE_SEED: u64 = 0x7a11_5c09_e000_0021;
 
 /// One request of a mix, encoded: its bytes and its placeholders' slots in them.
 #[derive(Debug, Clone, Default)]
@@ -513,33 +414,28 @@ impl Encoded {
 mod tests {
     use super::*;
 
+    /// Past 64 names, the heaviest keep a time series (their weight summed over the requests
+    /// that share a name).
     #[test]
-    fn smooth_round_robin_spreads_each_request_evenly() {
-        assert_eq!(smooth_round_robin(&[5, 1, 1]), vec![0, 0, 1, 0, 2, 0, 0]);
-        assert_eq!(smooth_round_robin(&[70, 20, 10]).len(), 10);
-        let order = smooth_round_robin(&[7, 2, 1]);
-        for (i, w) in [7, 2, 1].into_iter().enumerate() {
-            assert_eq!(order.iter().filter(|&&r| r == i).count(), w);
-        }
-        assert_eq!(smooth_round_robin(&[3]), vec![0]);
-        // A long list (a replayed log) is laid out by the heap: exact counts, spread.
-        let weights: Vec<u32> = (0..500).map(|i| 1 + i % 40).collect();
-        let order = smooth_round_robin(&weights);
-        assert_eq!(
-            order.len(),
-            weights.iter().map(|&w| w as usize).sum::<usize>()
-        );
-        for (i, &w) in weights.iter().enumerate() {
-            let at: Vec<usize> = (0..order.len()).filter(|&p| order[p] == i).collect();
-            assert_eq!(at.len(), w as usize, "request {i}");
-            // No two turns of one request closer than half its even spacing.
-            let even = order.len() / w as usize;
-            assert!(
-                at.windows(2).all(|p| p[1] - p[0] >= even / 2),
-                "request {i}: {at:?}"
-            );
-        }
-        assert_eq!(spread_by_heap(&[5, 1, 1]), vec![0, 0, 0, 1, 2, 0, 0]);
+    fn the_heaviest_names_keep_a_time_series() {
+        let spec = |name: String, weight| RequestSpec {
+            name,
+            method: "GET".into(),
+            target: "/".into(),
+            headers: vec![],
+            body: vec![],
+            weight,
+        };
+        let few: Vec<RequestSpec> = (0..3).map(|i| spec(format!("n{i}"), 1)).collect();
+        assert_eq!(series_names(&few), vec![true; 3]);
+        let mut many: Vec<RequestSpec> = (0..100).map(|i| spec(format!("n{i}"), 1)).collect();
+        // n99 twice (weight 2 in all), n98 heavy: both kept; of the rest, the first 62.
+        many.push(spec("n99".into(), 1));
+        many[98].weight = 50;
+        let kept = series_names(&many);
+        assert_eq!(kept.len(), 100);
+        assert_eq!(kept.iter().filter(|k| **k).count(), MAX_SERIES_NAMES);
+        assert!(kept[98] && kept[99] && kept[61] && !kept[62]);
     }
 
     #[test]

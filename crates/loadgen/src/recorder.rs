@@ -8,9 +8,14 @@
 //! which merges them into the published types of [`crate::snapshot`]. Memory is bounded:
 //! histograms and a fixed number of slow requests, never a record per request.
 
+mod events;
+mod figures;
+
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
+pub use events::{Finished, TcpFacts, Unfinished};
+use figures::record_us;
+pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;
@@ -22,236 +27,12 @@ pub use crate::snapshot::{
     TimePoint,
 };
 
-/// Significant figures of every latency histogram.
-const SIGFIG: u8 = 3;
 /// A send that leaves more than this after its intended time is counted as late.
 pub const LATE_SLACK: Duration = Duration::from_millis(1);
 
 /// Responses at least this slow get their connection's TCP_INFO read (a retransmit delays a
 /// response by the 200 ms minimum RTO or more).
 pub const SLOW_TCP_INFO: Duration = Duration::from_millis(100);
-
-/// A new latency histogram in microseconds that can hold values up to `highest`.
-pub fn new_histogram(highest: Duration) -> Histogram<u64> {
-    let highest_us = (highest.as_micros() as u64).max(2_000);
-    Histogram::new_with_bounds(1, highest_us, SIGFIG).expect("valid histogram bounds")
-}
-
-fn record_us(h: &mut Histogram<u64>, d: Duration) {
-    let us = (d.as_micros() as u64).clamp(1, h.high());
-    h.record(us).expect("value clamped into range");
-}
-
-/// The latency histograms a worker's interval, and the run, keep (µs): declared and merged
-/// here once, so a new one is added in one place.
-#[derive(Debug, Clone)]
-pub struct Histograms {
-    /// Latency of every measured request (corrected in open loop).
-    pub latency: Histogram<u64>,
-    /// Open loop: latency from the actual send.
-    pub latency_uncorrected: Histogram<u64>,
-    /// Connect times of the connections opened.
-    pub connect: Histogram<u64>,
-    /// TLS handshake times of the connections opened (https).
-    pub tls: Histogram<u64>,
-    /// Latency of requests that were the first on their connection (connect included).
-    pub first_request: Histogram<u64>,
-    /// Body time: first to last response byte.
-    pub body: Histogram<u64>,
-}
-
-impl Histograms {
-    /// Empty histograms that can hold values up to `highest`.
-    pub fn new(highest: Duration) -> Self {
-        Histograms {
-            latency: new_histogram(highest),
-            latency_uncorrected: new_histogram(highest),
-            connect: new_histogram(highest),
-            tls: new_histogram(highest),
-            first_request: new_histogram(highest),
-            body: new_histogram(highest),
-        }
-    }
-
-    /// Adds another set's counts to these. Both must come from [`Histograms::new`] with the
-    /// same `highest` (every recorder of a run does).
-    pub fn add(&mut self, other: &Histograms) {
-        // Destructured so that a histogram added to the struct cannot be forgotten here.
-        let Histograms {
-            latency,
-            latency_uncorrected,
-            connect,
-            tls,
-            first_request,
-            body,
-        } = other;
-        self.latency.add(latency).expect("same bounds");
-        self.latency_uncorrected
-            .add(latency_uncorrected)
-            .expect("same bounds");
-        self.connect.add(connect).expect("same bounds");
-        self.tls.add(tls).expect("same bounds");
-        self.first_request.add(first_request).expect("same bounds");
-        self.body.add(body).expect("same bounds");
-    }
-
-    /// The forensics counts of these histograms.
-    pub fn spike_counts(&self) -> SpikeCounts {
-        SpikeCounts::of(&self.latency, &self.first_request, &self.body)
-    }
-}
-
-/// What the kernel's TCP_INFO said of one of the generator's own connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TcpFacts {
-    /// Segments retransmitted over the connection's life, SYNs included.
-    pub total_retrans: u32,
-    /// Segments the kernel currently thinks lost.
-    pub lost: u32,
-    /// The retransmission timeout now (µs).
-    pub rto_us: u32,
-    /// The smoothed round-trip time (µs).
-    pub rtt_us: u32,
-}
-
-/// One request that finished with a complete response, as the engine timed it.
-#[derive(Debug, Clone, Copy)]
-pub struct Finished {
-    /// Open loop: when the schedule meant the request to leave.
-    pub intended: Option<Instant>,
-    /// When the generator began the request: its connect, if it opened one, else its write.
-    pub begun: Instant,
-    /// When its bytes were written.
-    pub sent: Instant,
-    /// When the first byte of its response arrived.
-    pub first_byte: Instant,
-    /// When the last byte of its response arrived.
-    pub end: Instant,
-    /// The TCP handshake, when this request opened the connection.
-    pub connect: Option<Duration>,
-    /// The TLS handshake, when this request opened the connection (https).
-    pub tls: Option<Duration>,
-    /// The first request on its connection.
-    pub first_on_connection: bool,
-    /// Connection number within the worker.
-    pub conn: u64,
-    /// Status code.
-    pub status: u16,
-    /// Response bytes, head and body.
-    pub bytes: u64,
-    /// Its connection's TCP_INFO when it ended, read for slow requests only.
-    pub tcp: Option<TcpFacts>,
-    /// Its name's index in the mix (0 for a single request).
-    pub request: u32,
-}
-
-impl Finished {
-    /// Latency as the report counts it: from the intended time in open loop (or from when it
-    /// actually began, if it left early within the timer's resolution), else from `begun`.
-    pub fn latency(&self) -> Duration {
-        let start = match self.intended {
-            Some(i) => i.min(self.begun),
-            None => self.begun,
-        };
-        self.end.saturating_duration_since(start)
-    }
-}
-
-/// A request still unfinished when the run ended, as the engine saw it then.
-#[derive(Debug, Clone, Copy)]
-pub struct Unfinished {
-    /// When it began (its intended time in open loop).
-    pub start: Instant,
-    /// When its bytes were written, if they were.
-    pub sent: Option<Instant>,
-    /// When the first byte of its response arrived, if one did.
-    pub first_byte: Option<Instant>,
-    /// What it was waiting for.
-    pub stage: Stage,
-    /// It opened (or was opening) its connection.
-    pub first_on_connection: bool,
-    /// Connection number within the worker.
-    pub conn: u64,
-    /// Its connection's TCP_INFO at the end, when it had a connection.
-    pub tcp: Option<TcpFacts>,
-    /// Its name's index in the mix, once it was sent (which request a claim sends is
-    /// picked when it is written).
-    pub request: Option<u32>,
-}
-
-/// Significant figures of the histograms kept per request name: 1 % precision in ~20 KB
-/// each (three figures take ~130 KB), so a mix of many names stays small.
-const SIGFIG_PER_NAME: u8 = 2;
-
-/// What one request name of a mix measured: its counters (successes, errors by kind,
-/// status codes, unfinished, bytes) and its latency histogram (µs), for the run so far.
-#[derive(Debug, Clone)]
-pub struct RequestFigures {
-    /// Its counters (the connection-level ones stay zero: connections are shared).
-    pub counters: Counters,
-    /// Latency of its responses and of its unfinished requests at their wait.
-    pub latency: Histogram<u64>,
-}
-
-impl RequestFigures {
-    /// Nothing yet, for latencies up to `highest`.
-    pub fn new(highest: Duration) -> Self {
-        let highest_us = (highest.as_micros() as u64).max(2_000);
-        RequestFigures {
-            counters: Counters::default(),
-            latency: Histogram::new_with_bounds(1, highest_us, SIGFIG_PER_NAME)
-                .expect("valid histogram bounds"),
-        }
-    }
-
-    /// Adds another's figures (same `highest`) to these.
-    pub fn add(&mut self, other: &RequestFigures) {
-        self.counters.merge(&other.counters);
-        self.latency.add(&other.latency).expect("same bounds");
-    }
-}
-
-/// Keeps the N slowest requests seen, with O(1) rejection of the common fast request.
-#[derive(Debug, Clone, Default)]
-pub struct Slowest {
-    cap: usize,
-    items: Vec<SlowRequest>,
-}
-
-impl Slowest {
-    /// An empty set that keeps `cap` requests.
-    pub fn new(cap: usize) -> Self {
-        Slowest {
-            cap,
-            items: Vec::with_capacity(cap),
-        }
-    }
-
-    /// Whether a request of this latency would be kept.
-    #[inline]
-    pub fn admits(&self, latency_us: u64) -> bool {
-        self.cap > 0
-            && (self.items.len() < self.cap
-                || self.items.last().is_some_and(|s| latency_us > s.latency_us))
-    }
-
-    /// Adds a request if it is among the slowest.
-    pub fn offer(&mut self, req: SlowRequest) {
-        if !self.admits(req.latency_us) {
-            return;
-        }
-        let at = self
-            .items
-            .partition_point(|s| s.latency_us >= req.latency_us);
-        self.items.insert(at, req);
-        self.items.truncate(self.cap);
-    }
-
-    /// Slowest first.
-    pub fn items(&self) -> &[SlowRequest] {
-        &self.items
-    }
-}
 
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -270,10 +51,14 @@ pub struct IntervalData {
     pub counters: Counters,
     /// The slowest requests of the interval.
     pub slowest: Slowest,
-    /// A mix's figures per name index (none where nothing was recorded), for the whole run:
-    /// they come with a worker's last interval only, so a mix of many names costs no
-    /// histograms per tick.
+    /// A mix's figures per name index (none where nothing was recorded) since the worker
+    /// last handed them over: they come once a second (with the first interval at or past
+    /// each second's end) and with the worker's last interval, not every tick, so a mix of
+    /// many names costs a histogram per active name a second, not one a tick.
     pub by_request: Vec<Option<RequestFigures>>,
+    /// The second `by_request` is filed under (the second that just ended; for the last
+    /// interval, its own second).
+    pub by_request_second: u64,
     /// The worker's connections open and opening at the end of the interval.
     pub conns: Gauges,
 }
@@ -287,6 +72,7 @@ impl IntervalData {
             counters: Counters::default(),
             slowest: Slowest::new(slowest),
             by_request: Vec::new(),
+            by_request_second: 0,
             conns: Gauges::default(),
         }
     }
@@ -302,8 +88,11 @@ pub struct WorkerRecorder {
     current: IntervalData,
     /// The mix's request names; empty: nothing is kept per name (a single request).
     names: std::sync::Arc<[String]>,
-    /// The figures of each name, created at its first request.
+    /// The figures of each name since they were last handed over, created at the name's
+    /// first request after that.
     by_request: Vec<Option<RequestFigures>>,
+    /// The tick of the interval that last handed `by_request` over.
+    by_request_tick: u64,
 }
 
 impl WorkerRecorder {
@@ -318,6 +107,7 @@ impl WorkerRecorder {
             current: IntervalData::new(worker, highest, slowest),
             names: Vec::new().into(),
             by_request: Vec::new(),
+            by_request_tick: 0,
         }
     }
 
@@ -341,8 +131,8 @@ impl WorkerRecorder {
         self.names.get(request? as usize).cloned()
     }
 
-    /// Hands over the figures per name of the whole run (at the worker's end).
-    pub fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
+    /// Hands over the figures per name not handed over yet.
+    fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
         let empty = vec![None; self.by_request.len()];
         std::mem::replace(&mut self.by_request, empty)
     }
@@ -654,8 +444,34 @@ impl WorkerRecorder {
         let mut data = std::mem::replace(&mut self.current, fresh);
         let since = now.saturating_duration_since(self.measure_start);
         data.tick = (since.as_nanos() / tick.as_nanos().max(1)) as u64;
+        let tps = ticks_per_second(tick);
+        let second = data.tick / tps;
+        if !self.by_request.is_empty() && second > self.by_request_tick / tps {
+            // A second ended in this interval (or, after a slow tick, in the ones since the
+            // last hand-over): the names' figures so far belong to the second that ended.
+            data.by_request = self.take_requests();
+            data.by_request_second = second - 1;
+            self.by_request_tick = data.tick;
+        } else {
+            data.by_request_second = data.tick.saturating_sub(1) / tps;
+        }
         data
     }
+
+    /// The worker's last interval, with every figure per name not handed over yet, filed
+    /// under the interval's own second.
+    pub fn take_last_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
+        let mut data = self.take_interval(now, tick);
+        if data.by_request.is_empty() {
+            data.by_request = self.take_requests();
+        }
+        data
+    }
+}
+
+/// Ticks in a second (at least one), as the aggregator files intervals under seconds.
+pub(crate) fn ticks_per_second(tick: Duration) -> u64 {
+    (Duration::from_secs(1).as_nanos() / tick.as_nanos().max(1)).max(1) as u64
 }
 
 #[cfg(test)]

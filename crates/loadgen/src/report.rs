@@ -5,15 +5,15 @@
 
 mod fmt;
 mod hdr_log;
+mod histogram;
 pub mod merge;
 mod requests;
 mod text;
+mod warnings;
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::conns::Connections;
@@ -23,10 +23,9 @@ use crate::segment::{unix_seconds, Segment};
 use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
-use fmt::{fmt_pct, url_authority};
+pub use histogram::decode_histogram;
+pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
 
-/// The fix named wherever connects ran out of local ports (EADDRNOTAVAIL).
-const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use requests::RequestReport;
@@ -370,67 +369,6 @@ pub struct Report {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-pub(crate) fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
-    (!h.is_empty()).then(|| Percentiles::of(h))
-}
-
-fn encode(h: &Histogram<u64>) -> String {
-    let mut bytes = Vec::new();
-    V2DeflateSerializer::new()
-        .serialize(h, &mut bytes)
-        .expect("serializing into a Vec cannot fail");
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-/// `h` as a report carries it.
-pub(crate) fn encoded(h: &Histogram<u64>) -> EncodedHistogram {
-    EncodedHistogram {
-        encoding: "hdrhistogram-v2-deflate-base64".into(),
-        unit: "us".into(),
-        data: encode(h),
-    }
-}
-
-/// Decodes a report's histogram back into an HDR histogram.
-pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
-    decode_base64(&h.data)
-}
-
-/// Decodes base64 of a V2 (deflate) serialized histogram.
-pub(crate) fn decode_base64(data: &str) -> Option<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .ok()?;
-    hdrhistogram::serialization::Deserializer::new()
-        .deserialize(&mut bytes.as_slice())
-        .ok()
-}
-
-/// The names of the percentiles whose value unfinished requests may set: a percentile is
-/// exact only when it lies below every unfinished request's wait.
-pub(crate) fn lower_bounds(h: &Histogram<u64>, unfinished_min_us: Option<u64>) -> Vec<String> {
-    let (Some(min), false) = (unfinished_min_us, h.is_empty()) else {
-        return Vec::new();
-    };
-    let floor = h.lowest_equivalent(min.clamp(1, h.high()));
-    let p = Percentiles::of(h);
-    [
-        ("min", p.min),
-        ("p50", p.p50),
-        ("p75", p.p75),
-        ("p90", p.p90),
-        ("p95", p.p95),
-        ("p99", p.p99),
-        ("p999", p.p999),
-        ("p9999", p.p9999),
-        ("max", p.max),
-    ]
-    .into_iter()
-    .filter(|&(_, v)| v >= floor)
-    .map(|(name, _)| name.to_string())
-    .collect()
-}
-
 pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -573,173 +511,6 @@ impl Report {
         };
         report.warnings = report.compute_warnings();
         report
-    }
-
-    /// Why no request got a response, when none did: the run measured nothing, and the
-    /// caller should fail (exit 1) with this reason. `None` when any response came back.
-    pub fn no_response_reason(&self) -> Option<String> {
-        let s = &self.summary;
-        if s.successes > 0 {
-            return None;
-        }
-        let addr = url_authority(&self.config.url);
-        let (kind, n) = self
-            .errors
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map(|(k, n)| (k.as_str(), *n))
-            .unwrap_or(("", 0));
-        if n == 0 {
-            return Some(if s.still_connecting > 0 {
-                format!(
-                    "no request got a response: {} connection(s) to {addr} were still opening when the run ended",
-                    fmt_count(s.still_connecting)
-                )
-            } else if s.unfinished > 0 {
-                format!(
-                    "no request got a response: {} were still waiting for {addr} when the run ended, up to {} (-t is {:.1} s)",
-                    fmt_count(s.unfinished),
-                    s.unfinished_max_us.map_or("n/a".into(), fmt_us),
-                    self.config.timeout_s
-                )
-            } else {
-                format!("no request got a response from {addr}: none was sent")
-            });
-        }
-        let why = match kind {
-            "connect_refused" => format!(
-                "nothing is listening at {addr} (every connect was refused: {}); is the server running, and is the port right?",
-                fmt_count(n)
-            ),
-            "connect_timeout" => format!(
-                "no connection to {addr} was accepted within --connect-timeout {:.1} s ({} tries)",
-                self.config.connect_timeout_s,
-                fmt_count(n)
-            ),
-            "timeout" => format!(
-                "{addr} accepted connections but answered nothing within -t {:.1} s ({} timeouts)",
-                self.config.timeout_s,
-                fmt_count(n)
-            ),
-            "too_many_open_files" => format!(
-                "out of file descriptors ({} too_many_open_files): raise `ulimit -n` or lower -c",
-                fmt_count(n)
-            ),
-            "no_local_port" => format!(
-                "no local port left to connect to {addr} ({} no_local_port): {}",
-                fmt_count(n),
-                NO_LOCAL_PORT_FIX
-            ),
-            other => format!(
-                "every request to {addr} failed, mostly {other} ({})",
-                fmt_count(n)
-            ),
-        };
-        Some(format!("no request got a response: {why}"))
-    }
-
-    pub(crate) fn compute_warnings(&self) -> Vec<String> {
-        let s = &self.summary;
-        let mut out = Vec::new();
-        if let Some(reason) = self.no_response_reason() {
-            out.push(reason);
-        }
-        let failed_tls: u64 = [ErrorKind::TlsHandshake, ErrorKind::Certificate]
-            .iter()
-            .filter_map(|k| self.errors.get(k.as_str()))
-            .sum();
-        if failed_tls > 0 {
-            let why = self
-                .summary
-                .transport
-                .as_ref()
-                .and_then(|t| t.tls_failure.as_deref())
-                .unwrap_or("reason not recorded");
-            out.push(format!(
-                "{} TLS handshakes failed (certificate {}, tls_handshake {}): {why}",
-                fmt_count(failed_tls),
-                fmt_count(
-                    self.errors
-                        .get(ErrorKind::Certificate.as_str())
-                        .copied()
-                        .unwrap_or(0)
-                ),
-                fmt_count(
-                    self.errors
-                        .get(ErrorKind::TlsHandshake.as_str())
-                        .copied()
-                        .unwrap_or(0)
-                ),
-            ));
-        }
-        let no_port = self
-            .errors
-            .get(ErrorKind::NoLocalPort.as_str())
-            .copied()
-            .unwrap_or(0);
-        if no_port > 0 && s.successes > 0 {
-            out.push(format!(
-                "{} connects found no local port (no_local_port): {NO_LOCAL_PORT_FIX}",
-                fmt_count(no_port)
-            ));
-        }
-        let responses = s.successes;
-        for (code, n) in &self.status_codes {
-            let is_2xx = code.starts_with('2') && code.len() == 3;
-            if is_2xx || *n == 0 || responses == 0 {
-                continue;
-            }
-            let pct = 100.0 * *n as f64 / responses as f64;
-            let hint = match code.as_str() {
-                "404" => ": is --path (or the URL's path) right?",
-                "405" => &*format!(": does the server take {} there (-m)?", self.config.method),
-                "400" | "411" | "413" | "415" | "422" | "431" => {
-                    ": the server rejected the request; check -m, -H and the body"
-                }
-                "401" | "403" => ": the server wants credentials (-H 'Authorization: ...')",
-                "429" | "503" => ": the server is shedding load",
-                c if c.starts_with('5') => ": the server failed",
-                c if c.starts_with('3') => ": a redirect, which tailscope does not follow",
-                _ => "",
-            };
-            out.push(format!(
-                "{} % of responses were {code} ({}){hint}",
-                fmt_pct(pct),
-                fmt_count(*n)
-            ));
-        }
-        if s.still_connecting > 0 {
-            let connects = match &self.connect_us {
-                Some(p) => format!(
-                    "the connects that finished took p50 {}, max {}",
-                    fmt_us(p.p50),
-                    fmt_us(p.max)
-                ),
-                None => "no connect finished".to_string(),
-            };
-            out.push(format!(
-                "{} of {} connections were still opening when the run ended ({connects}): the run measured connection set-up; give a longer -z, a --warmup, or fewer -c",
-                fmt_count(s.still_connecting),
-                fmt_count(self.config.connections as u64)
-            ));
-        } else if let Some(p) = &self.connect_us {
-            // Connects that all finished but took a good part of the run: with many
-            // connections the run measured set-up, not the steady state (-c 20000 -z 3s).
-            let window_us = s.duration_s * 1e6;
-            if window_us > 0.0 && p.p99 as f64 >= 0.1 * window_us {
-                out.push(format!(
-                    "connects took up to {} (p50 {}, p99 {}) in a {:.2} s run: much of it measured connection set-up; give a --warmup, a longer -z, or fewer -c",
-                    fmt_us(p.max),
-                    fmt_us(p.p50),
-                    fmt_us(p.p99),
-                    s.duration_s
-                ));
-            }
-        }
-        if let Some(c) = &self.connections {
-            out.extend(c.warnings());
-        }
-        out
     }
 
     /// Pretty JSON.

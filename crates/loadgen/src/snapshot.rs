@@ -13,7 +13,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::conns::{ConnPoint, Gauges, HeldCounters};
+
+mod requests;
 use crate::error::ErrorKind;
+pub use requests::{count_by_request, RequestLive, RequestPoint};
 
 /// One of the slowest requests of a run, with where its time went.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -431,6 +434,7 @@ impl RunTotals {
             slowest: snap.slowest.clone(),
             // Kept per name only for the whole run: a report of the run so far has none.
             by_request: Vec::new(),
+            request_series: Vec::new(),
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
@@ -487,6 +491,9 @@ pub struct Snapshot {
     pub conns: Gauges,
     /// The most open and opening at once so far.
     pub conns_peak: Gauges,
+    /// A mix's names as the run stands, in the order of [`crate::Plan::request_names`];
+    /// empty for a single request.
+    pub by_request: Vec<RequestLive>,
 }
 
 /// Everything a finished run measured, from which reports are made.
@@ -519,6 +526,10 @@ pub struct RunTotals {
     /// A mix's figures per name, in the order of [`crate::Plan::request_names`] (none for
     /// a name nothing was recorded for); empty for a single request.
     pub by_request: Vec<Option<crate::recorder::RequestFigures>>,
+    /// A mix's time series per name, in the same order: a point for each second in which
+    /// the name had a request, for at most [`crate::mix::MAX_SERIES_NAMES`] names (the
+    /// heaviest; the others' are empty), so bounded as the run's own series is.
+    pub request_series: Vec<Vec<RequestPoint>>,
     /// After the load window: how long in-flight requests took to finish (or until the grace
     /// period ran out). Their responses are counted in the run.
     pub grace: Duration,

@@ -289,7 +289,7 @@ impl Threshold {
                 let v = latency_stat(p, stat);
                 (v, fmt_us(v.round() as u64))
             }),
-            Metric::Rps => Some((r.rps, format!("{:.1} req/s", r.rps))),
+            Metric::Rps => r.rps.map(|rps| (rps, format!("{rps:.1} req/s"))),
             Metric::ErrorRate => Some((r.error_rate, format!("{:.3} %", r.error_rate * 100.0))),
             Metric::Non2xxRate => Some((non2xx_rate, format!("{:.3} %", non2xx_rate * 100.0))),
             Metric::Timeouts => Some((r.timeouts as f64, r.timeouts.to_string())),
@@ -408,6 +408,7 @@ mod tests {
             second_histograms: vec![],
             slowest: vec![],
             by_request: vec![],
+            request_series: vec![],
             grace: Duration::ZERO,
             rate_changes: vec![],
             stopped_early: false,

@@ -82,6 +82,25 @@ fn spans(points: &[(f64, f64)]) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// The per-second spans drawn as steps: one piece per run of adjacent seconds, so a second
+/// without a value (no response in it) is a gap in the line, not a diagonal across it.
+fn steps(spans: &[(f64, f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let mut pieces: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut end: Option<f64> = None;
+    for &(a, b, y) in spans {
+        // Adjacent seconds share their boundary (to within the millisecond `t_s` is kept in).
+        if end.is_none_or(|e| a - e > 1e-6) {
+            pieces.push(Vec::new());
+        }
+        pieces
+            .last_mut()
+            .expect("pushed above")
+            .extend([(a, y), (b, y)]);
+        end = Some(b);
+    }
+    pieces
+}
+
 /// The range covering `values`, padded, positive for a log axis.
 fn range_of(values: impl Iterator<Item = f64>, scale: Scale) -> Range<f64> {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
@@ -252,13 +271,13 @@ fn draw_lines(
                     continue;
                 }
                 let color = s.color;
-                // (where the marker and hover go, the line's points, the hover's "at …")
-                let (marks, line, at): (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<String>) =
+                // (where the marker and hover go, the line's pieces, the hover's "at …")
+                let (marks, lines, at): (Vec<(f64, f64)>, Vec<Vec<(f64, f64)>>, Vec<String>) =
                     if c.per_second {
                         let spans = spans(&pts);
                         (
                             spans.iter().map(|&(a, b, y)| ((a + b) / 2.0, y)).collect(),
-                            spans.iter().flat_map(|&(a, b, y)| [(a, y), (b, y)]).collect(),
+                            steps(&spans),
                             spans
                                 .iter()
                                 .map(|&(a, b, _)| {
@@ -269,18 +288,20 @@ fn draw_lines(
                     } else {
                         (
                             pts.clone(),
-                            pts.clone(),
+                            vec![pts.clone()],
                             pts.iter().map(|p| format!("at {}", (c.x_fmt)(p.0))).collect(),
                         )
                     };
-                if s.dashed {
-                    chart
-                        .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
-                        .map_err(|e| e.to_string())?;
-                } else {
-                    chart
-                        .draw_series(LineSeries::new(line, color.stroke_width(2)))
-                        .map_err(|e| e.to_string())?;
+                for line in lines {
+                    if s.dashed {
+                        chart
+                            .draw_series(DashedLineSeries::new(line, 8, 5, color.stroke_width(3)))
+                            .map_err(|e| e.to_string())?;
+                    } else {
+                        chart
+                            .draw_series(LineSeries::new(line, color.stroke_width(2)))
+                            .map_err(|e| e.to_string())?;
+                    }
                 }
                 if marks.len() <= MARKERS_UP_TO {
                     chart
@@ -450,126 +471,4 @@ fn draw_bars(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_line_chart_has_its_points_and_hover_titles() {
-        let html = line_chart(&LineChart {
-            id: "t",
-            title: "Latency <over> time",
-            x_desc: "s",
-            y_desc: "µs",
-            x_scale: Scale::Linear,
-            y_scale: Scale::Log,
-            x_fmt: &|v| format!("{v:.0}"),
-            y_fmt: &|v| format!("{v:.0}µs"),
-            series: vec![Series {
-                name: "p99".into(),
-                color: RED,
-                points: vec![(1.0, 100.0), (2.0, 2_000.0), (3.0, 0.0)],
-                dashed: false,
-            }],
-            per_second: false,
-        });
-        assert!(html.contains("data-chart=\"t\""));
-        assert!(
-            html.contains("data-points=\"2\""),
-            "the 0 is off a log axis"
-        );
-        assert!(html.contains("Latency &lt;over&gt; time"));
-        assert_eq!(html.matches("<circle class=\"pt\"").count(), 2);
-        assert!(html.contains("<title>p99: 2000µs at 2</title>"));
-        assert!(html.contains("<polyline"), "{html}");
-        // The legend is under the plot, not drawn over the data.
-        let legend = html.find("<div class=\"legend\">").expect("a legend");
-        assert!(legend > html.find("</svg>").unwrap());
-        assert!(html[legend..].contains("p99"));
-    }
-
-    #[test]
-    fn one_second_is_a_step_over_the_second_with_a_marker() {
-        let chart = |points: Vec<(f64, f64)>| {
-            line_chart(&LineChart {
-                id: "t",
-                title: "Throughput",
-                x_desc: "s",
-                y_desc: "requests/s",
-                x_scale: Scale::Linear,
-                y_scale: Scale::Linear,
-                x_fmt: &|v| format!("{v}s"),
-                y_fmt: &|v| format!("{v:.0}"),
-                series: vec![Series {
-                    name: "requests/s".into(),
-                    color: BLUE,
-                    points,
-                    dashed: false,
-                }],
-                per_second: true,
-            })
-        };
-        let one = chart(vec![(1.0, 500.0)]);
-        assert!(one.contains("data-points=\"1\""));
-        // The line is drawn (a segment from 0 to 1 s, not a lone point plotters skips) and
-        // the point is marked, its hover naming the second it covers.
-        let line = one
-            .split("<polyline")
-            .find(|l| l.contains("stroke=\"#0000FF\" stroke-width=\"2\""))
-            .and_then(|l| l.split("points=\"").nth(1))
-            .and_then(|l| l.split('"').next())
-            .expect("a polyline");
-        let xs: Vec<&str> = line
-            .split_whitespace()
-            .map(|p| p.split(',').next().unwrap())
-            .collect();
-        assert_eq!(xs.len(), 2, "{line}");
-        assert_ne!(xs[0], xs[1], "a segment of width, not a dot: {line}");
-        assert!(one.contains("<circle cx="), "a visible marker: {one}");
-        assert!(
-            one.contains("<title>requests/s: 500 in 0s–1s</title>"),
-            "{one}"
-        );
-        // The spike of second 2 (the point at 3 s) lies over 2–3 s, where the diagnosis says.
-        let three = chart(vec![(1.0, 1.0), (2.0, 1.0), (3.0, 9.0)]);
-        assert!(
-            three.contains("<title>requests/s: 9 in 2s–3s</title>"),
-            "{three}"
-        );
-    }
-
-    #[test]
-    fn nothing_to_draw_says_so() {
-        let html = bar_chart("h", "Histogram", "requests", &[], &|v| v.to_string());
-        assert!(html.contains("data-points=\"0\""));
-        assert!(html.contains("nothing was measured"));
-        assert!(!html.contains("<svg"));
-    }
-
-    #[test]
-    fn bars_have_titles() {
-        let html = bar_chart(
-            "h",
-            "Histogram",
-            "requests",
-            &[
-                Bar {
-                    label: "1ms".into(),
-                    value: 5.0,
-                    tooltip: "1ms–2ms: 5".into(),
-                    whisker: None,
-                    color: None,
-                },
-                Bar {
-                    label: "2ms".into(),
-                    value: 0.0,
-                    tooltip: "2ms–5ms: 0".into(),
-                    whisker: None,
-                    color: None,
-                },
-            ],
-            &|v| v.to_string(),
-        );
-        assert!(html.contains("data-points=\"1\""));
-        assert!(html.contains("<title>1ms–2ms: 5</title>"));
-    }
-}
+mod tests;

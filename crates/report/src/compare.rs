@@ -503,6 +503,7 @@ mod tests {
             max_us: Some(2000),
             duration_s: 1.0,
             server_us_per_request: None,
+            by_request: Default::default(),
         };
         let result = |runs| SuiteResult::new("nginx", "/", None, runs);
         let base = result(vec![run(1000, 0), run(1000, 10)]);

@@ -201,6 +201,9 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             fmt_count(d.requests_affected),
             d.evidence
         );
+        if let Some(requests) = d.requests_line() {
+            let _ = writeln!(out, "    requests: {requests}");
+        }
         if let Some(inside) = &d.inside {
             let _ = writeln!(out, "    inside: {inside}");
         }

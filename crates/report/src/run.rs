@@ -1,6 +1,8 @@
 //! The page of one run: header, key figures, charts, tables of the slowest requests and of the
 //! profile, and the diagnosis.
 
+mod requests;
+
 use std::fmt::Write as _;
 
 use serde_json::Value;
@@ -173,6 +175,7 @@ fn charts(report: &Report, so_far: bool) -> String {
             ),
         ],
     }));
+    out.push_str(&requests::charts(report));
     let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
     out.push_str(&spectrum_chart(
         "percentile-spectrum",
@@ -318,35 +321,7 @@ fn tables(report: &Report) -> String {
     } else {
         out.push_str(&table(&["outcome", "requests"], &rows));
     }
-    if !report.by_request.is_empty() {
-        out.push_str("<h2>By request</h2>\n");
-        let rows: Vec<Vec<String>> = report
-            .by_request
-            .iter()
-            .map(|(name, r)| {
-                let lat = |f: fn(&tailscope_loadgen::Percentiles) -> u64| {
-                    r.latency_us.as_ref().map_or("n/a".into(), |p| fmt_us(f(p)))
-                };
-                vec![
-                    name.clone(),
-                    format!("{} {}", r.method, r.target),
-                    fmt_count(r.requests),
-                    format!("{:.1} %", r.share * 100.0),
-                    fmt_count(r.errors),
-                    fmt_count(r.non2xx),
-                    lat(|p| p.p50),
-                    lat(|p| p.p99),
-                    lat(|p| p.max),
-                ]
-            })
-            .collect();
-        out.push_str(&table(
-            &[
-                "request", "sent as", "requests", "share", "errors", "non-2xx", "p50", "p99", "max",
-            ],
-            &rows,
-        ));
-    }
+    out.push_str(&requests::table(report));
     out.push_str("<h2>Slowest requests</h2>\n");
     if let Some(line) = report.slowest_by_name() {
         out.push_str(&format!("<p>{}</p>\n", escape(&line)));
@@ -423,9 +398,15 @@ fn cause(d: &Diagnosis) -> String {
     let window = d
         .window
         .map_or(String::new(), |w| format!(", {}", w.describe()));
-    let inside = d.inside.as_ref().map_or(String::new(), |i| {
-        format!("<div class=\"inside\">inside: {}</div>", escape(i))
+    let mut inside = d.requests_line().map_or(String::new(), |r| {
+        format!("<div class=\"inside\">requests: {}</div>", escape(&r))
     });
+    if let Some(i) = &d.inside {
+        inside.push_str(&format!(
+            "<div class=\"inside\">inside: {}</div>",
+            escape(i)
+        ));
+    }
     format!(
         "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}{inside}</div>\n",
         d.cause,
@@ -468,12 +449,15 @@ mod tests {
     use super::*;
     use hdrhistogram::Histogram;
 
-    #[test]
-    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+    /// The report of a run of `duration_s` with these seconds and one response of 100 µs.
+    pub(super) fn report_of(
+        duration_s: u64,
+        timeseries: Vec<tailscope_loadgen::TimePoint>,
+    ) -> Report {
         let mut latency = Histogram::<u64>::new(3).unwrap();
         latency.record(100).unwrap();
         let totals = tailscope_loadgen::RunTotals {
-            duration: std::time::Duration::from_secs(2),
+            duration: std::time::Duration::from_secs(duration_s),
             counters: Default::default(),
             latency: latency.clone(),
             latency_uncorrected: latency,
@@ -481,14 +465,11 @@ mod tests {
             tls: Histogram::new(3).unwrap(),
             first_request: Histogram::new(3).unwrap(),
             body: Histogram::new(3).unwrap(),
-            timeseries: vec![tailscope_loadgen::TimePoint {
-                t_s: 1.0,
-                requests: 1,
-                ..Default::default()
-            }],
+            timeseries,
             second_histograms: Vec::new(),
             slowest: Vec::new(),
             by_request: Vec::new(),
+            request_series: Vec::new(),
             grace: std::time::Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
@@ -496,7 +477,19 @@ mod tests {
             conns_peak: Default::default(),
         };
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
-        let report = Report::new(&plan, &totals);
+        Report::new(&plan, &totals)
+    }
+
+    #[test]
+    fn a_page_saved_during_the_run_says_what_comes_at_the_end() {
+        let report = report_of(
+            2,
+            vec![tailscope_loadgen::TimePoint {
+                t_s: 1.0,
+                requests: 1,
+                ..Default::default()
+            }],
+        );
         let so_far = run_page_so_far(&report);
         assert!(so_far.contains("no whole second of per-CPU busy measured yet"));
         assert!(so_far.contains("the diagnosis comes at the end of the run"));
@@ -515,6 +508,7 @@ mod tests {
             requests_affected: 1200,
             window: None,
             inside: Some("futex_wait in worker (<92 %> of the off-CPU time)".into()),
+            requests: Vec::new(),
         };
         let html = cause(&d);
         assert!(html.contains("1,200 requests"), "{html}");

@@ -82,7 +82,7 @@ impl RunInfo {
     }
 }
 
-/// The four views.
+/// The five views.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
     /// Everything at a glance.
@@ -93,11 +93,19 @@ pub enum View {
     Cores,
     /// What the server's threads did: top stacks and waits, live.
     Inside,
+    /// A mix's figures per request name.
+    Requests,
 }
 
 impl View {
     /// In Tab order.
-    pub const ALL: [View; 4] = [View::Overview, View::Latency, View::Cores, View::Inside];
+    pub const ALL: [View; 5] = [
+        View::Overview,
+        View::Latency,
+        View::Cores,
+        View::Inside,
+        View::Requests,
+    ];
 
     /// Its tab title.
     pub fn title(self) -> &'static str {
@@ -106,6 +114,7 @@ impl View {
             View::Latency => "2 Latency",
             View::Cores => "3 Cores & spikes",
             View::Inside => "4 Server inside",
+            View::Requests => "5 Requests",
         }
     }
 
@@ -114,6 +123,8 @@ impl View {
         match self {
             View::Cores => "3 Cores",
             View::Inside => "4 Inside",
+            View::Latency => "2 Lat",
+            View::Requests => "5 Req",
             other => other.title(),
         }
     }
@@ -387,6 +398,7 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('2') => Some(Action::Show(View::Latency)),
         KeyCode::Char('3') => Some(Action::Show(View::Cores)),
         KeyCode::Char('4') => Some(Action::Show(View::Inside)),
+        KeyCode::Char('5') => Some(Action::Show(View::Requests)),
         KeyCode::Char('p') => Some(Action::ToggleFreeze),
         KeyCode::Char('+') | KeyCode::Char('=') => Some(Action::RateUp),
         KeyCode::Char('-') => Some(Action::RateDown),

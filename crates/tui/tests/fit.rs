@@ -74,6 +74,23 @@ fn long_app() -> App {
             ],
         };
         snap.conns_peak = snap.conns;
+        // A mix of 40 names, one of them 70 characters long, every figure at its longest.
+        let long_name = format!("GET {}?expand=1", long_url());
+        let mut names: Vec<(&str, u64, u64, u64, u64, u64)> = vec![(
+            &long_name,
+            123_456_789,
+            1_234_567,
+            1_600_000,
+            12_345_678,
+            1_234_567,
+        )];
+        let short: Vec<String> = (1..40).map(|i| format!("endpoint_{i}")).collect();
+        names.extend(
+            short
+                .iter()
+                .map(|n| (n.as_str(), 1_234_567, 0, 250, 1_600_000, 12_345)),
+        );
+        snap.by_request = mix(&names);
         snap.totals.connect_failures = 1_234;
         snap.totals.held[HeldKind::Idle.index()].opened = 20_000;
         snap.totals.held[HeldKind::Slow.index()] = HeldCounters {
@@ -104,6 +121,7 @@ fn long_app() -> App {
             open_ended: false,
         }),
         inside: None,
+        requests: Vec::new(),
     }]));
     app.update(Action::Inside(Box::new(long_inside())));
     app.update(Action::RateUp);
@@ -218,6 +236,19 @@ fn long_fields() -> Vec<String> {
         "4 Server inside",
         "4 Inside",
         "3 Cores",
+        "5 Requests",
+        "5 Req",
+        "2 Lat",
+        "Requests",
+        "requests",
+        "share",
+        "errors",
+        "endpoint_12",
+        "123,456,789",
+        "1,234,567",
+        "12.35s",
+        "1.23M",
+        "more requests",
         "Server inside",
         "last second",
         "1234–1235 s",
@@ -254,6 +285,7 @@ fn long_fields() -> Vec<String> {
         "raise / lower the rate (open loop)",
         "Tab next view",
         "overview · latency · cores · inside",
+        "· requests (a mix's, per name)",
         "show / hide this help",
         "The load goes on while frozen or in help.",
     ] {
@@ -273,12 +305,13 @@ fn assert_nothing_cut(screen: &str, fields: &[String], what: &str) {
     assert!(cuts.is_empty(), "{what}: cut fields {cuts:#?}\n{screen}");
 }
 
-fn views() -> [(&'static str, View, bool); 5] {
+fn views() -> [(&'static str, View, bool); 6] {
     [
         ("overview", View::Overview, false),
         ("latency", View::Latency, false),
         ("cores", View::Cores, false),
         ("inside", View::Inside, false),
+        ("requests", View::Requests, false),
         ("help", View::Overview, true),
     ]
 }

@@ -61,6 +61,68 @@ fn overview_80x24_hides_panels_instead_of_garbling() {
     insta::assert_snapshot!(text);
 }
 
+/// The app of [`app_with_data`] running a three-request mix ("delay" slow and failing).
+fn app_with_mix() -> App {
+    let mut app = app_with_data(None);
+    let mut snap = snapshot(41);
+    snap.by_request = mix(&[
+        ("plaintext", 7_000, 0, 120, 450, 2_450),
+        ("json", 2_000, 0, 150, 600, 700),
+        ("delay", 1_040, 43, 5_100, 1_600_000, 350),
+    ]);
+    app.update(Action::Snapshot(Box::new(snap), None));
+    app
+}
+
+#[test]
+fn requests_view_has_a_row_per_name_at_120x40_and_80x24() {
+    let mut app = app_with_mix();
+    app.update(Action::Show(View::Requests));
+    let roomy = screen(&app, 120, 40);
+    for row in ["plaintext", "json", "delay", "69.7%", "1.60s", "5.10ms"] {
+        assert!(roomy.contains(row), "{row}\n{roomy}");
+    }
+    insta::assert_snapshot!("requests_view_120x40", roomy);
+    let small = screen(&app, 80, 24);
+    assert!(
+        small.contains("delay") && small.contains("1.60s"),
+        "{small}"
+    );
+    insta::assert_snapshot!("requests_view_80x24", small);
+    // A single request has no rows, and says where they come from.
+    let mut single = app_with_data(None);
+    single.update(Action::Show(View::Requests));
+    let text = screen(&single, 80, 24);
+    assert!(text.contains("--load FILE.toml"), "{text}");
+    // A cause in a mix says which requests its slow ones were, on the spikes panel.
+    let mut app = app_with_mix();
+    let share = |name: &str, slow| tailscope_forensics::RequestShare {
+        name: name.into(),
+        slow,
+        of: 4,
+        share: slow as f64 / 4.0,
+    };
+    app.update(Action::Diagnosis(vec![Diagnosis {
+        cause: Cause::ServerStall,
+        evidence: "60 requests released together".into(),
+        requests_affected: 60,
+        window: None,
+        inside: None,
+        requests: vec![share("delay", 3), share("json", 1)],
+    }]));
+    app.update(Action::Show(View::Cores));
+    let text = screen(&app, 120, 40);
+    assert!(
+        text.contains("requests: 75 % of the 4 slowest in it were delay; the others: 1 json"),
+        "{text}"
+    );
+    assert_eq!(
+        key_action(KeyEvent::new(KeyCode::Char('5'), KeyModifiers::NONE))
+            .map(|a| matches!(a, Action::Show(View::Requests))),
+        Some(true)
+    );
+}
+
 #[test]
 fn latency_view_120x40() {
     let mut app = app_with_data(None);
@@ -86,6 +148,7 @@ fn cores_view_120x40() {
             open_ended: false,
         }),
         inside: None,
+        requests: Vec::new(),
     }]));
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
@@ -151,7 +214,7 @@ fn footer_widget_marks_the_current_view() {
     (&FooterPanel(&app)).render(area, &mut buf);
     // Short of room, the long tab titles take their short forms before a key is dropped.
     let mut want = Buffer::with_lines([
-        " 1 Overview  2 Latency  3 Cores  4 Inside   q quit · p freeze · +/- rate     ",
+        " 1 Overview  2 Lat  3 Cores  4 Inside  5 Req   q quit · p freeze · +/- rate  ",
     ]);
     // Styles are checked separately: only the current view is reversed.
     want.set_style(area, buf.cell((0, 0)).unwrap().style());
@@ -245,6 +308,8 @@ fn update_is_the_only_place_state_changes() {
     app.update(Action::NextView);
     app.update(Action::NextView);
     assert_eq!(app.view, View::Inside);
+    app.update(Action::NextView);
+    assert_eq!(app.view, View::Requests);
     app.update(Action::NextView);
     assert_eq!(app.view, View::Overview, "Tab wraps around");
     assert_eq!(app.update(Action::RateUp), Some(Effect::SetRate(1250.0)));

@@ -285,8 +285,7 @@ impl Worker {
             self.abandon_unsent_slots();
         }
         let mut rec = self.rec.borrow_mut();
-        let mut last = rec.take_interval(Instant::now(), self.shared.plan.tick);
-        last.by_request = rec.take_requests();
+        let mut last = rec.take_last_interval(Instant::now(), self.shared.plan.tick);
         drop(rec);
         last.conns = gauges;
         let _ = tx.send(last);

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{decode_base64, encoded, percentiles, ratio, EncodedHistogram};
 use crate::error::{Error, ErrorKind};
 use crate::plan::Plan;
-use crate::snapshot::{Percentiles, RunTotals};
+use crate::snapshot::{Percentiles, RequestPoint, RunTotals};
 
 /// One request name of a mix.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -35,8 +35,8 @@ pub struct RequestReport {
     pub unfinished: u64,
     /// Its share of the run's requests sent under a name (0..1).
     pub share: f64,
-    /// Its requests per second over the load window.
-    pub rps: f64,
+    /// Its requests per second over the load window; null when the window has no length.
+    pub rps: Option<f64>,
     /// errors / requests.
     pub error_rate: f64,
     /// Complete responses whose status was not 2xx.
@@ -51,6 +51,15 @@ pub struct RequestReport {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// Its latency histogram (two significant figures), for merging.
     pub histogram: EncodedHistogram,
+    /// One point for each second of the run's `timeseries` in which it had a request
+    /// (a second not listed had none); empty in a merged report.
+    #[serde(default)]
+    pub timeseries: Vec<RequestPoint>,
+}
+
+/// Requests per second over a window of `duration_s`; none for a window of no length.
+fn rate(requests: u64, duration_s: f64) -> Option<f64> {
+    (duration_s > 0.0).then(|| requests as f64 / duration_s)
 }
 
 /// The figures per name of a run with a mix; empty for a single request.
@@ -96,11 +105,7 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
                 timeouts: c.timeouts(),
                 unfinished: c.unfinished,
                 share: ratio(requests, named_total),
-                rps: if duration_s > 0.0 {
-                    requests as f64 / duration_s
-                } else {
-                    0.0
-                },
+                rps: rate(requests, duration_s),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 bytes_read: c.bytes_read,
@@ -116,6 +121,7 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
                     .map(|k| (k.as_str().to_string(), c.errors[k.index()]))
                     .collect(),
                 histogram: encoded(&f.latency),
+                timeseries: totals.request_series.get(i).cloned().unwrap_or_default(),
             },
         );
     }
@@ -149,7 +155,15 @@ pub(crate) fn merge_by_request(
             }
             match out.get_mut(name) {
                 None => {
-                    out.insert(name.clone(), r.clone());
+                    // The generators' seconds are not aligned here: the merged report's
+                    // series per name is left empty rather than wrong.
+                    out.insert(
+                        name.clone(),
+                        RequestReport {
+                            timeseries: Vec::new(),
+                            ..r.clone()
+                        },
+                    );
                 }
                 Some(m) => {
                     m.requests += r.requests;
@@ -176,11 +190,7 @@ pub(crate) fn merge_by_request(
         r.histogram = encoded(h);
         r.share = ratio(r.requests, total);
         r.error_rate = ratio(r.errors, r.requests);
-        r.rps = if duration_s > 0.0 {
-            r.requests as f64 / duration_s
-        } else {
-            0.0
-        };
+        r.rps = rate(r.requests, duration_s);
     }
     Ok(out)
 }

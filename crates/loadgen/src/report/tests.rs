@@ -30,6 +30,7 @@ fn totals() -> RunTotals {
         second_histograms: vec![],
         slowest: vec![],
         by_request: vec![],
+        request_series: vec![],
         grace: Duration::from_millis(250),
         rate_changes: vec![],
         stopped_early: false,
@@ -180,6 +181,15 @@ fn units_read_well() {
 
 /// A plan with a two-request mix and totals with figures for both names.
 fn mix_report(search_latencies: &[u64], upload_latencies: &[u64]) -> Report {
+    mix_report_over(Duration::from_secs(2), search_latencies, upload_latencies)
+}
+
+/// [`mix_report`] of a run whose load window lasted `duration`.
+fn mix_report_over(
+    duration: Duration,
+    search_latencies: &[u64],
+    upload_latencies: &[u64],
+) -> Report {
     use crate::mix::RequestSpec;
     use crate::recorder::RequestFigures;
     let mut plan = Plan::new("http://127.0.0.1:9/").unwrap();
@@ -197,6 +207,7 @@ fn mix_report(search_latencies: &[u64], upload_latencies: &[u64]) -> Report {
         });
     }
     let mut t = totals();
+    t.duration = duration;
     let figures = |latencies: &[u64]| {
         let mut f = RequestFigures::new(Duration::from_secs(60));
         for &v in latencies {
@@ -257,11 +268,38 @@ fn merging_adds_the_figures_per_name() {
     let upload = &merged["upload"];
     assert_eq!(upload.requests, 3);
     assert_eq!(upload.status_codes["200"], 3);
-    assert!((upload.rps - 0.75).abs() < 1e-9);
+    assert!((upload.rps.unwrap() - 0.75).abs() < 1e-9);
     let h = decode_histogram(&upload.histogram).unwrap();
     assert_eq!(h.len(), 3, "histograms added, not averaged");
     let p = upload.latency_us.unwrap();
     assert!((59_000..=61_000).contains(&p.p50), "{p:?}");
     assert_eq!(merged["search"].requests, 3);
     assert!((merged["search"].share - 0.5).abs() < 1e-9);
+}
+
+/// Each name carries its own seconds into the JSON; a window of no length has no rate
+/// (null, not 0.0).
+#[test]
+fn a_name_has_its_time_series_and_no_rate_without_a_window() {
+    let mut r = mix_report(&[100], &[50_000]);
+    assert!(r.by_request["search"].rps.is_some());
+    assert!(r.by_request["search"].timeseries.is_empty());
+    let point = crate::snapshot::RequestPoint {
+        t_s: 1.0,
+        requests: 3,
+        errors: 1,
+        timeouts: 0,
+        p50_us: Some(200),
+        p99_us: Some(300),
+        max_us: Some(300),
+    };
+    r.by_request.get_mut("search").unwrap().timeseries = vec![point.clone()];
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(json["by_request"]["search"]["timeseries"][0]["p99_us"], 300);
+    let back: Report = serde_json::from_value(json).unwrap();
+    assert_eq!(back.by_request["search"].timeseries, vec![point]);
+    let instant = mix_report_over(Duration::ZERO, &[100], &[50_000]);
+    let json: serde_json::Value = serde_json::from_str(&instant.to_json()).unwrap();
+    assert_eq!(json["by_request"]["upload"]["rps"], serde_json::Value::Null);
+    assert_eq!(json["by_request"]["upload"]["requests"], 1);
 }

@@ -372,22 +372,11 @@ impl Report {
     /// the 10 slowest were search (GET /search); the others: 2 upload (POST /upload)". None
     /// without a mix.
     pub fn slowest_by_name(&self) -> Option<String> {
-        let named: Vec<&str> = self
-            .slowest
-            .iter()
-            .filter_map(|r| r.request.as_deref())
-            .collect();
-        if named.is_empty() {
+        let counts = crate::snapshot::count_by_request(&self.slowest);
+        if counts.is_empty() {
             return None;
         }
-        let mut counts: Vec<(&str, usize)> = Vec::new();
-        for n in &named {
-            match counts.iter_mut().find(|(m, _)| m == n) {
-                Some((_, k)) => *k += 1,
-                None => counts.push((n, 1)),
-            }
-        }
-        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let named: u64 = counts.iter().map(|(_, k)| k).sum();
         let describe = |name: &str| match self.by_request.get(name) {
             Some(r) => format!("{name} ({} {})", r.method, r.target),
             None => name.to_string(),
@@ -397,14 +386,14 @@ impl Report {
             .skip(1)
             .map(|(n, k)| format!("{k} {}", describe(n)))
             .collect();
-        let unnamed = self.slowest.len() - named.len();
+        let unnamed = self.slowest.len() as u64 - named;
         if unnamed > 0 {
             rest.push(format!("{unnamed} not sent yet (no request picked)"));
         }
         let (top, k) = counts[0];
         let mut line = format!(
             "{} % of the {} slowest were {}",
-            100 * k / self.slowest.len(),
+            100 * k / self.slowest.len() as u64,
             self.slowest.len(),
             describe(top)
         );

@@ -5,9 +5,12 @@
 
 pub mod file;
 mod page;
+pub mod requests;
 
 pub use page::page;
+pub use requests::{NameFigures, NameSummary};
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 /// The version of the suite report's schema this build writes and reads (`schema_version`).
@@ -86,6 +89,9 @@ pub struct RunFigures {
     /// The server's CPU time per request (its service demand), from the profiler.
     #[serde(default)]
     pub server_us_per_request: Option<f64>,
+    /// A mix's figures per request name (`load = "mix.toml"`); empty for a single request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_request: BTreeMap<String, NameFigures>,
 }
 
 impl RunFigures {
@@ -102,6 +108,7 @@ impl RunFigures {
             max_us: p.map(|p| p.max),
             duration_s: report.summary.duration_s,
             server_us_per_request,
+            by_request: requests::of_report(report),
         }
     }
 }
@@ -133,6 +140,9 @@ pub struct SuiteResult {
     pub server_us_per_request_median: Option<f64>,
     /// rps_median / the baseline target's rps_median on the same endpoint.
     pub vs_baseline: Option<f64>,
+    /// A mix's figures per request name over the runs; empty for a single request.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_request: BTreeMap<String, NameSummary>,
 }
 
 impl SuiteResult {
@@ -157,6 +167,7 @@ impl SuiteResult {
             p99_us_median: None,
             server_us_per_request_median: None,
             vs_baseline: None,
+            by_request: BTreeMap::new(),
         }
     }
 }
@@ -222,6 +233,7 @@ pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
             .filter_map(|x| x.server_us_per_request)
             .collect();
         r.server_us_per_request_median = median(&demand);
+        r.by_request = requests::summarize(&r.runs);
     }
     let Some(base) = baseline else { return };
     let base_rps: Vec<(String, Option<f64>)> = results
@@ -276,6 +288,7 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
                 .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
         ));
     }
+    out.push_str(&requests::markdown(results));
     out
 }
 
@@ -300,6 +313,7 @@ mod tests {
                     max_us: None,
                     duration_s: 1.0,
                     server_us_per_request: Some(rps / 100.0),
+                    by_request: BTreeMap::new(),
                 })
                 .collect(),
         )
@@ -347,5 +361,49 @@ mod tests {
             table.contains("| ref | /json | 200 | 200 – 200 | 300µs | 600µs | 2.00 µs | n/a |"),
             "{table}"
         );
+        assert!(!table.contains("per request"), "no mix, no table per name");
+    }
+
+    /// An endpoint that is a mix gets its names' medians over the runs, and a table of them.
+    #[test]
+    fn a_mix_has_medians_and_a_table_per_name() {
+        let mut r = result(
+            "ref",
+            "mix.toml",
+            &[300.0, 310.0, 320.0],
+            &[900, 1000, 1100],
+        );
+        for (i, run) in r.runs.iter_mut().enumerate() {
+            let i = i as u64;
+            let name = |requests, errors, p99| NameFigures {
+                requests,
+                errors,
+                rps: Some(requests as f64),
+                p50_us: Some(p99 / 4),
+                p99_us: Some(p99),
+            };
+            run.by_request
+                .insert("search".into(), name(200 + i, 0, 400 + i * 100));
+            run.by_request.insert("up|load".into(), name(100, i, 5_000));
+        }
+        summarize(std::slice::from_mut(&mut r), None);
+        let search = &r.by_request["search"];
+        assert_eq!((search.requests, search.errors), (603, 0));
+        assert_eq!(search.rps_median, Some(201.0));
+        assert_eq!(search.p99_us_median, Some(500.0));
+        assert_eq!(r.by_request["up|load"].errors, 3);
+        let table = markdown(std::slice::from_ref(&r), None);
+        assert!(table.contains("ref mix.toml, per request:"), "{table}");
+        assert!(
+            table.contains("| search | 201 | 125µs | 500µs | 0 of 603 |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| up\\|load | 100 | 1.25ms | 5.00ms | 3 of 300 |"),
+            "{table}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["by_request"]["search"]["requests"], 603);
+        assert_eq!(json["runs"][0]["by_request"]["search"]["p99_us"], 400);
     }
 }

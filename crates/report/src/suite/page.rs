@@ -194,6 +194,10 @@ pub fn page(suite: &SuiteReport) -> String {
             ],
             &rows,
         ));
+        if !r.by_request.is_empty() {
+            let _ = writeln!(body, "<h3>Per request (medians over the runs)</h3>");
+            body.push_str(&table(&super::requests::HEADER, &super::requests::rows(r)));
+        }
     }
     body.push_str(&footer(&format!(
         "{} {} from its JSON report (schema {})",

@@ -19,7 +19,8 @@ impl Widget for &HelpPanel {
             Line::from("+ / -           raise / lower the rate (open loop)"),
             Line::from("s               save the HTML report so far"),
             Line::from("Tab             next view"),
-            Line::from("1 2 3 4         overview · latency · cores · inside"),
+            Line::from("1 2 3 4 5       overview · latency · cores · inside"),
+            Line::from("                · requests (a mix's, per name)"),
             Line::from("?               show / hide this help"),
             Line::from(""),
             Line::from(Span::styled(

@@ -16,6 +16,7 @@ mod histogram;
 mod inside;
 mod latency_chart;
 mod percentiles;
+mod requests;
 mod slowest;
 mod spikes;
 pub mod theme;
@@ -34,6 +35,7 @@ pub use histogram::{fit_rows, HistogramPanel};
 pub use inside::InsidePanel;
 pub use latency_chart::LatencyChartPanel;
 pub use percentiles::PercentilesPanel;
+pub use requests::RequestsPanel;
 pub use slowest::SlowestPanel;
 pub use spikes::SpikesPanel;
 pub use throughput::{per_second_rates, ThroughputPanel};
@@ -78,6 +80,7 @@ pub fn render(app: &App, frame: &mut Frame) {
         View::Latency => latency_view(app, frame, body),
         View::Cores => cores_view(app, frame, body),
         View::Inside => frame.render_widget(&InsidePanel(app), body),
+        View::Requests => frame.render_widget(&RequestsPanel(app), body),
     }
 }
 

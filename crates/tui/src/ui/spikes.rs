@@ -45,6 +45,10 @@ impl Widget for &SpikesPanel<'_> {
             lines.push(head.fit(width));
             // Evidence is prose: wrapped at word boundaries below, never cut.
             lines.push(Line::from(Span::raw(d.evidence.clone())));
+            // In a mix: which requests its slow ones were (prose too).
+            if let Some(requests) = d.requests_line() {
+                lines.push(Line::from(Span::raw(format!("requests: {requests}"))));
+            }
         }
         Paragraph::new(lines)
             .wrap(Wrap { trim: true })

@@ -8,7 +8,7 @@ use tailscope_loadgen::conns::{Gauge, Gauges};
 use tailscope_loadgen::recorder::{
     new_histogram, Counters, Percentiles, Phase, SlowRequest, Snapshot, TimePoint,
 };
-use tailscope_loadgen::ErrorKind;
+use tailscope_loadgen::{ErrorKind, RequestLive};
 use tailscope_targets::listen::ListenSample;
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
@@ -96,6 +96,7 @@ pub fn snapshot(tick: u64) -> Snapshot {
         // Every one of info()'s 64 connections open: no connections line.
         conns: steady(64),
         conns_peak: steady(64),
+        by_request: Vec::new(),
     }
 }
 
@@ -172,6 +173,33 @@ pub fn app_with_data(rate: Option<f64>) -> App {
         })));
     }
     app
+}
+
+/// A mix's names as the dashboard gets them: `(name, requests, errors, p50, p99, last
+/// second's requests)`.
+pub fn mix(names: &[(&str, u64, u64, u64, u64, u64)]) -> Vec<RequestLive> {
+    names
+        .iter()
+        .map(|&(name, requests, errors, p50, p99, last)| RequestLive {
+            name: name.into(),
+            requests,
+            errors,
+            latency: Some(Percentiles {
+                min: p50 / 2,
+                mean: p50 as f64,
+                stdev: 1.0,
+                p50,
+                p75: p50,
+                p90: p99,
+                p95: p99,
+                p99,
+                p999: p99,
+                p9999: p99,
+                max: p99,
+            }),
+            last_second: Some(last),
+        })
+        .collect()
 }
 
 pub fn screen(app: &App, width: u16, height: u16) -> String {

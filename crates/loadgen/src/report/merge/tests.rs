@@ -65,6 +65,7 @@ fn report(url: &str, index: usize, offset_s: f64, first: &[u64], second: &[u64])
         second_histograms,
         slowest: vec![],
         by_request: vec![],
+        request_series: vec![],
         grace: Duration::ZERO,
         rate_changes: vec![],
         stopped_early: false,

@@ -1,0 +1,178 @@
+//! What a report warns of: why nothing got a response, TLS failures, ports run out,
+//! non-2xx answers, connection set-up that ate the run.
+
+use super::fmt::{fmt_pct, url_authority};
+use super::{fmt_count, fmt_us, Report};
+use crate::error::ErrorKind;
+
+/// The fix named wherever connects ran out of local ports (EADDRNOTAVAIL).
+const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
+
+impl Report {
+    /// Why no request got a response, when none did: the run measured nothing, and the
+    /// caller should fail (exit 1) with this reason. `None` when any response came back.
+    pub fn no_response_reason(&self) -> Option<String> {
+        let s = &self.summary;
+        if s.successes > 0 {
+            return None;
+        }
+        let addr = url_authority(&self.config.url);
+        let (kind, n) = self
+            .errors
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(k, n)| (k.as_str(), *n))
+            .unwrap_or(("", 0));
+        if n == 0 {
+            return Some(if s.still_connecting > 0 {
+                format!(
+                    "no request got a response: {} connection(s) to {addr} were still opening when the run ended",
+                    fmt_count(s.still_connecting)
+                )
+            } else if s.unfinished > 0 {
+                format!(
+                    "no request got a response: {} were still waiting for {addr} when the run ended, up to {} (-t is {:.1} s)",
+                    fmt_count(s.unfinished),
+                    s.unfinished_max_us.map_or("n/a".into(), fmt_us),
+                    self.config.timeout_s
+                )
+            } else {
+                format!("no request got a response from {addr}: none was sent")
+            });
+        }
+        let why = match kind {
+            "connect_refused" => format!(
+                "nothing is listening at {addr} (every connect was refused: {}); is the server running, and is the port right?",
+                fmt_count(n)
+            ),
+            "connect_timeout" => format!(
+                "no connection to {addr} was accepted within --connect-timeout {:.1} s ({} tries)",
+                self.config.connect_timeout_s,
+                fmt_count(n)
+            ),
+            "timeout" => format!(
+                "{addr} accepted connections but answered nothing within -t {:.1} s ({} timeouts)",
+                self.config.timeout_s,
+                fmt_count(n)
+            ),
+            "too_many_open_files" => format!(
+                "out of file descriptors ({} too_many_open_files): raise `ulimit -n` or lower -c",
+                fmt_count(n)
+            ),
+            "no_local_port" => format!(
+                "no local port left to connect to {addr} ({} no_local_port): {}",
+                fmt_count(n),
+                NO_LOCAL_PORT_FIX
+            ),
+            other => format!(
+                "every request to {addr} failed, mostly {other} ({})",
+                fmt_count(n)
+            ),
+        };
+        Some(format!("no request got a response: {why}"))
+    }
+
+    pub(crate) fn compute_warnings(&self) -> Vec<String> {
+        let s = &self.summary;
+        let mut out = Vec::new();
+        if let Some(reason) = self.no_response_reason() {
+            out.push(reason);
+        }
+        let failed_tls: u64 = [ErrorKind::TlsHandshake, ErrorKind::Certificate]
+            .iter()
+            .filter_map(|k| self.errors.get(k.as_str()))
+            .sum();
+        if failed_tls > 0 {
+            let why = self
+                .summary
+                .transport
+                .as_ref()
+                .and_then(|t| t.tls_failure.as_deref())
+                .unwrap_or("reason not recorded");
+            out.push(format!(
+                "{} TLS handshakes failed (certificate {}, tls_handshake {}): {why}",
+                fmt_count(failed_tls),
+                fmt_count(
+                    self.errors
+                        .get(ErrorKind::Certificate.as_str())
+                        .copied()
+                        .unwrap_or(0)
+                ),
+                fmt_count(
+                    self.errors
+                        .get(ErrorKind::TlsHandshake.as_str())
+                        .copied()
+                        .unwrap_or(0)
+                ),
+            ));
+        }
+        let no_port = self
+            .errors
+            .get(ErrorKind::NoLocalPort.as_str())
+            .copied()
+            .unwrap_or(0);
+        if no_port > 0 && s.successes > 0 {
+            out.push(format!(
+                "{} connects found no local port (no_local_port): {NO_LOCAL_PORT_FIX}",
+                fmt_count(no_port)
+            ));
+        }
+        let responses = s.successes;
+        for (code, n) in &self.status_codes {
+            let is_2xx = code.starts_with('2') && code.len() == 3;
+            if is_2xx || *n == 0 || responses == 0 {
+                continue;
+            }
+            let pct = 100.0 * *n as f64 / responses as f64;
+            let hint = match code.as_str() {
+                "404" => ": is --path (or the URL's path) right?",
+                "405" => &*format!(": does the server take {} there (-m)?", self.config.method),
+                "400" | "411" | "413" | "415" | "422" | "431" => {
+                    ": the server rejected the request; check -m, -H and the body"
+                }
+                "401" | "403" => ": the server wants credentials (-H 'Authorization: ...')",
+                "429" | "503" => ": the server is shedding load",
+                c if c.starts_with('5') => ": the server failed",
+                c if c.starts_with('3') => ": a redirect, which tailscope does not follow",
+                _ => "",
+            };
+            out.push(format!(
+                "{} % of responses were {code} ({}){hint}",
+                fmt_pct(pct),
+                fmt_count(*n)
+            ));
+        }
+        if s.still_connecting > 0 {
+            let connects = match &self.connect_us {
+                Some(p) => format!(
+                    "the connects that finished took p50 {}, max {}",
+                    fmt_us(p.p50),
+                    fmt_us(p.max)
+                ),
+                None => "no connect finished".to_string(),
+            };
+            out.push(format!(
+                "{} of {} connections were still opening when the run ended ({connects}): the run measured connection set-up; give a longer -z, a --warmup, or fewer -c",
+                fmt_count(s.still_connecting),
+                fmt_count(self.config.connections as u64)
+            ));
+        } else if let Some(p) = &self.connect_us {
+            // Connects that all finished but took a good part of the run: with many
+            // connections the run measured set-up, not the steady state (-c 20000 -z 3s).
+            let window_us = s.duration_s * 1e6;
+            if window_us > 0.0 && p.p99 as f64 >= 0.1 * window_us {
+                out.push(format!(
+                    "connects took up to {} (p50 {}, p99 {}) in a {:.2} s run: much of it measured connection set-up; give a --warmup, a longer -z, or fewer -c",
+                    fmt_us(p.max),
+                    fmt_us(p.p50),
+                    fmt_us(p.p99),
+                    s.duration_s
+                ));
+            }
+        }
+        if let Some(c) = &self.connections {
+            out.extend(c.warnings());
+        }
+        out
+    }
+}

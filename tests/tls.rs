@@ -1,7 +1,9 @@
 //! https:// end to end against nginx (its ssl module, a throw-away certificate tailscope
 //! makes): `--target nginx --tls` trusts its own CA; a server whose certificate is not
 //! trusted fails as `certificate` with a message that names the fix; `--cacert` with the
-//! CA and `--insecure` get through; bad TLS inputs exit 2 before anything is sent.
+//! CA and `--insecure` get through; h2 and h2c with several streams, a request mix over h2
+//! with idle connections held over TLS, a suite of TLS and HTTP/2 targets; bad TLS inputs exit
+//! 2 before anything is sent.
 
 mod common;
 
@@ -190,6 +192,43 @@ fn nginx_h2c_prior_knowledge() {
 }
 
 #[test]
+fn a_request_mix_over_nginx_h2_with_idle_connections_held_over_tls() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tls-h2-mix");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mix = dir.join("mix.toml");
+    std::fs::write(
+        &mix,
+        "[[request]]\nname = \"plain\"\npath = \"/plaintext?id={seq}\"\nweight = 3\n\
+         [[request]]\nname = \"root\"\npath = \"/\"\n",
+    )
+    .unwrap();
+    let Some(r) = launched_nginx(&[
+        "--tls",
+        "--http2",
+        "--streams",
+        "4",
+        "--load",
+        mix.to_str().unwrap(),
+        "-n",
+        "800",
+        "-c",
+        "2",
+        "--idle-conns",
+        "3",
+    ]) else {
+        return;
+    };
+    assert_eq!(n(&r["summary"]["successes"]), 800, "{}", r["summary"]);
+    assert_eq!(r["config"]["protocol"], "h2");
+    let by = &r["by_request"];
+    assert_eq!(n(&by["plain"]["successes"]), 600, "{by}");
+    assert_eq!(n(&by["root"]["successes"]), 200, "{by}");
+    let idle = &r["connections"]["idle"];
+    assert_eq!(n(&idle["opened"]), 3, "{idle}");
+    assert_eq!(n(&idle["connect_failures"]), 0, "{idle}");
+}
+
+#[test]
 fn a_suite_serves_nginx_over_tls_and_h2c() {
     if nginx_tls().is_none() {
         return;
@@ -215,6 +254,7 @@ name = "h2"
 kind = "nginx"
 tls = true
 http2 = true
+streams = 4
 [[target]]
 name = "h2c"
 kind = "nginx"

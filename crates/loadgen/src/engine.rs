@@ -6,9 +6,11 @@
 //! shared or locked between threads on the hot path, and both hand their data to the
 //! aggregator through a `WorkerRecorder`, so nothing after them knows which ran.
 //!
-//! This module is the worker both engines build on: its shared counters and the claims it
-//! hands out, and the tokio engine's thread and runtime; [`connection`] is one connection's
-//! state (shared) and its tokio task. A connection task runs the same loop
+//! This module picks the engine and runs the tokio engine's threads and runtime. The parts:
+//! [`worker`] is the worker both engines build on (its shared counters and the claims it
+//! hands out); [`connection`] is one connection's state and steps, engine-independent;
+//! [`http1`] and [`http2`] are the tokio engine's connection tasks, [`tcp`] and [`tls`] its
+//! socket and TLS setup, [`held`] the idle and slow held connections. A connection runs the same loop
 //! in every mode: claim work (a ticket in closed loop, a scheduled slot in open loop),
 //! connect if needed, write every claimed request in one write (pipelining), then wait for
 //! responses, the next slot, or the timeout. Claims come
@@ -20,14 +22,15 @@
 
 mod connection;
 mod held;
+mod http1;
 mod http2;
+mod tcp;
 pub(crate) mod tls;
 mod uring;
+mod worker;
 
 pub(crate) use uring::direct as uring_direct;
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::pending;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,11 +44,12 @@ use tokio::time::{sleep_until, timeout};
 
 use serde::{Deserialize, Serialize};
 
-use crate::conns::{Gauge, Gauges, HeldKind};
+use crate::conns::HeldKind;
 use crate::error::Error;
 use crate::mix::Encoded;
-use crate::plan::{Pace, Plan};
-use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished, WorkerRecorder};
+use crate::plan::Plan;
+use crate::recorder::IntervalData;
+use worker::{Claim, Held, InFlight, Level, Worker};
 
 /// Which generator engine runs a plan (`--engine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -245,483 +249,10 @@ pub(crate) struct WorkerOutcome {
     pub finished: Instant,
 }
 
-/// A count of connections that goes up and down, with the most it reached since it was
-/// last asked (a tick's peak, which the tick's end alone would miss in a short run).
-#[derive(Debug, Default)]
-struct Level {
-    now: Cell<u64>,
-    most: Cell<u64>,
-}
-
-impl Level {
-    fn up(&self) {
-        self.now.set(self.now.get() + 1);
-        self.most.set(self.most.get().max(self.now.get()));
-    }
-
-    fn down(&self) {
-        self.now.set(self.now.get().saturating_sub(1));
-    }
-
-    fn get(&self) -> u64 {
-        self.now.get()
-    }
-
-    /// The most since the last call (at least what is open now).
-    fn take_most(&self) -> u64 {
-        let most = self.most.get().max(self.now.get());
-        self.most.set(self.now.get());
-        most
-    }
-}
-
-/// A request claimed by a connection.
-#[derive(Debug, Clone, Copy)]
-struct Claim {
-    intended: Option<Instant>,
-}
-
-/// A request written and waiting for its response.
-#[derive(Debug, Clone, Copy)]
-struct InFlight {
-    /// Its position in `Shared::requests` (what was sent, and under which name).
-    pos: u32,
-    intended: Option<Instant>,
-    begun: Instant,
-    sent: Instant,
-    first_byte: Option<Instant>,
-    connect: Option<Duration>,
-    /// The TLS handshake, when this request opened the connection.
-    tls: Option<Duration>,
-    first_on_connection: bool,
-}
-
-impl InFlight {
-    fn start(&self) -> Instant {
-        self.intended.unwrap_or(self.begun)
-    }
-}
-
-/// A value that differs between runs and between processes: the wall clock's nanoseconds
-/// and the pid, mixed.
-fn run_nonce() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    (nanos ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-struct Worker {
-    shared: Arc<Shared>,
-    rec: RefCell<WorkerRecorder>,
-    stopping: Cell<bool>,
-    /// Remaining measured requests (`-n`).
-    tickets: Cell<Option<u64>>,
-    /// Open loop: the schedule is `slot_base + k × slot_interval_s` for k = `next_slot`…;
-    /// a rate change starts a new schedule at the next slot's time.
-    next_slot: Cell<u64>,
-    slot_base: Cell<Instant>,
-    slot_interval_s: Cell<f64>,
-    rate_bits: Cell<u64>,
-    share: f64,
-    in_flight: Cell<u64>,
-    /// Connections in the middle of a TCP handshake.
-    connecting: Cell<u64>,
-    /// The load's connections open now.
-    open: Level,
-    /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
-    /// [`HeldKind::index`].
-    held_open: [Level; 2],
-    held_opening: [Cell<u64>; 2],
-    /// `-n`: when the last measured request was claimed (the end of the load window).
-    last_ticket_at: Cell<Option<Instant>>,
-    next_conn: Cell<u64>,
-    /// The position in `shared.requests` the next batch begins at (workers start apart).
-    next_request: Cell<usize>,
-    /// The state of this worker's generator for `{rand}` and `{uuid}` placeholders.
-    placeholder_rng: Cell<u64>,
-    /// The next of `shared.sources` a connect is bound to (workers start apart).
-    next_source: Cell<usize>,
-    /// The tokio engine's one read buffer for all its connections (empty in the io_uring
-    /// engine, whose connections receive into provided buffers).
-    read_buf: RefCell<Vec<u8>>,
-    /// `--connect-rate`: this worker's share of it, as the time between connects.
-    connect_interval: Option<Duration>,
-    /// When the next connect may begin.
-    next_connect: Cell<Instant>,
-    /// Wakes connections idling until a future slot when the run stops.
-    stop_idle: Notify,
-    /// When sending stopped early (a stop request): open-loop slots from then on never fell
-    /// due. `-z`'s end is in `shared.end`.
-    stopped_at: Cell<Option<Instant>>,
-    /// Held connections are to close (see [`Worker::held_released`]).
-    held_released: Cell<bool>,
-    held_release: Notify,
-    /// The grace period is over: every connection records what it still waits for as
-    /// unfinished and returns.
-    grace_over: Cell<bool>,
-    grace_notify: Notify,
-}
-
 impl WorkerSpec {
     /// Whether this worker has anything to send (a share of `-n` or `-q` may be zero).
     fn has_work(&self) -> bool {
         self.requests != Some(0) && self.rate.is_none_or(|r| r > 0.0)
-    }
-}
-
-impl Worker {
-    fn new(shared: Arc<Shared>, spec: &WorkerSpec) -> Worker {
-        let rec = WorkerRecorder::new(
-            spec.index,
-            shared.measure_start,
-            shared.highest,
-            shared.plan.slowest,
-        )
-        .with_requests(shared.names.clone());
-        let period = shared.requests.period();
-        Worker {
-            rec: RefCell::new(rec),
-            stopping: Cell::new(false),
-            tickets: Cell::new(spec.requests),
-            next_slot: Cell::new(0),
-            slot_base: Cell::new(
-                shared.start
-                    + shared.plan.first_slot_offset
-                    + spec
-                        .rate
-                        .filter(|r| *r > 0.0)
-                        .and_then(|r| Duration::try_from_secs_f64(spec.phase / r).ok())
-                        .unwrap_or_default(),
-            ),
-            slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
-            rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
-            share: spec.share,
-            in_flight: Cell::new(0),
-            connecting: Cell::new(0),
-            open: Level::default(),
-            held_open: Default::default(),
-            held_opening: Default::default(),
-            last_ticket_at: Cell::new(None),
-            next_conn: Cell::new(0),
-            next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
-            // Seeded from the run's start and the process (never the same in two runs or two
-            // generators, so {rand} and {uuid} defeat caches across them too) and the worker.
-            placeholder_rng: Cell::new(
-                (spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ run_nonce(),
-            ),
-            next_source: Cell::new(spec.index),
-            read_buf: RefCell::new(Vec::new()),
-            connect_interval: shared
-                .plan
-                .connect_rate
-                .map(|r| Duration::from_secs_f64(1.0 / (r * spec.share).max(f64::MIN_POSITIVE))),
-            next_connect: Cell::new(shared.start),
-            stop_idle: Notify::new(),
-            stopped_at: Cell::new(None),
-            held_released: Cell::new(false),
-            held_release: Notify::new(),
-            grace_over: Cell::new(false),
-            grace_notify: Notify::new(),
-            shared,
-        }
-    }
-
-    /// Sending stops: at the end of `-z`, when every connection ran out of work, or, when
-    /// `stopped`, on a stop request. Returns when the load window ended: when sending
-    /// stopped, not when the last response comes back. The timer wakes a little after `end`,
-    /// and `-n` ends at its last claim. Under `-z` the window is the whole duration unless a
-    /// stop cut it short: an open-loop schedule whose last slot fell before the end (-q 10
-    /// -z 1s: the last at 0.9 s) still measured a 1 s window.
-    fn stop_sending(&self, stopped: bool) -> Instant {
-        let mut sending_ended = Instant::now();
-        if stopped {
-            self.stopped_at.set(Some(sending_ended));
-        }
-        if let Some(e) = self.shared.end {
-            sending_ended = if stopped { sending_ended.min(e) } else { e };
-        }
-        if let Some(t) = self.last_ticket_at.get() {
-            sending_ended = sending_ended.min(t);
-        }
-        self.stopping.set(true);
-        sending_ended
-    }
-
-    /// Its connections open and opening now, every population, and the most open since
-    /// the last call.
-    fn take_gauges(&self) -> Gauges {
-        let held = |k: HeldKind| Gauge {
-            open: self.held_open[k.index()].get(),
-            peak_open: self.held_open[k.index()].take_most(),
-            opening: self.held_opening[k.index()].get(),
-        };
-        Gauges {
-            load: Gauge {
-                open: self.open.get(),
-                peak_open: self.open.take_most(),
-                opening: self.connecting.get(),
-            },
-            held: [held(HeldKind::Idle), held(HeldKind::Slow)],
-        }
-    }
-
-    /// Hands this interval's data (with the connection gauges now) to the aggregator.
-    fn send_interval(&self, tx: &Sender<IntervalData>, now: Instant) -> bool {
-        let mut data = self
-            .rec
-            .borrow_mut()
-            .take_interval(now, self.shared.plan.tick);
-        data.conns = self.take_gauges();
-        tx.send(data).is_ok()
-    }
-
-    /// Resolves once sending has stopped (at once if it has): held connections make no new
-    /// connects from then on.
-    async fn sending_stopped(&self) {
-        loop {
-            // Made before the check: a stop between the two still wakes it.
-            let woken = self.stop_idle.notified();
-            if self.stopping.get() {
-                return;
-            }
-            woken.await;
-        }
-    }
-
-    /// Resolves once the load's last response is in (or the grace period is over): held
-    /// connections close then, after the run's figures, so that closing thousands of
-    /// sockets (seconds of system time) neither delays the responses still in flight nor
-    /// counts as grace.
-    async fn held_released(&self) {
-        loop {
-            let woken = self.held_release.notified();
-            if self.held_released.get() {
-                return;
-            }
-            woken.await;
-        }
-    }
-
-    /// The end of a worker, once its connections are done: open-loop slots nobody took are
-    /// recorded as unfinished, and the last interval is handed over.
-    /// `finished` is when its last request finished (or the grace period ran out); `gauges`
-    /// its connections then, before the held ones were let go (the last second's figures).
-    fn wrap_up(
-        &self,
-        tx: &Sender<IntervalData>,
-        sending_ended: Instant,
-        finished: Instant,
-        gauges: Gauges,
-    ) -> WorkerOutcome {
-        if matches!(self.shared.plan.pace, Pace::Rate(_)) {
-            self.grace_over.set(true);
-            self.abandon_unsent_slots();
-        }
-        let mut rec = self.rec.borrow_mut();
-        let mut last = rec.take_last_interval(Instant::now(), self.shared.plan.tick);
-        drop(rec);
-        last.conns = gauges;
-        let _ = tx.send(last);
-        WorkerOutcome {
-            sending_ended,
-            finished,
-        }
-    }
-
-    /// `--connect-rate`: takes the next connect's turn and returns when it is, if not now.
-    /// A token bucket of depth one per worker (the workers split the rate): connects leave
-    /// evenly spaced rather than in bursts, which is what a ramp-up is for.
-    fn connect_permit(&self, now: Instant) -> Option<Instant> {
-        let interval = self.connect_interval?;
-        let at = self.next_connect.get().max(now);
-        self.next_connect.set(at + interval);
-        (at > now).then_some(at)
-    }
-
-    /// The limit on one TCP handshake.
-    fn connect_limit(&self) -> Duration {
-        let plan = &self.shared.plan;
-        plan.connect_timeout.min(plan.timeout)
-    }
-
-    /// The source address the next connect is bound to, round robin; none: the kernel picks.
-    fn take_source(&self) -> Option<std::net::SocketAddr> {
-        let sources = &self.shared.sources;
-        if sources.is_empty() {
-            return None;
-        }
-        let k = self.next_source.get();
-        self.next_source.set(k.wrapping_add(1));
-        Some(sources[k % sources.len()])
-    }
-
-    fn take_ticket(&self, measured: bool) -> bool {
-        if !measured {
-            return true;
-        }
-        match self.tickets.get() {
-            None => true,
-            Some(0) => false,
-            Some(n) => {
-                self.tickets.set(Some(n - 1));
-                if n == 1 {
-                    self.last_ticket_at.set(Some(Instant::now()));
-                }
-                true
-            }
-        }
-    }
-
-    fn claim_closed(&self, now: Instant) -> Option<Claim> {
-        if self.stopping.get() || self.shared.end.is_some_and(|e| now >= e) {
-            return None;
-        }
-        self.take_ticket(now >= self.shared.measure_start)
-            .then_some(Claim { intended: None })
-    }
-
-    /// Where the measured window ends for the schedule: `-z`'s end, or when a stop came.
-    fn window_end(&self) -> Option<Instant> {
-        match (self.shared.end, self.stopped_at.get()) {
-            (Some(e), Some(s)) => Some(e.min(s)),
-            (e, s) => e.or(s),
-        }
-    }
-
-    /// Open loop: the next slot of the schedule, if it falls due inside the window. Slots
-    /// that fell due before the window ended are still sent while the grace period lasts
-    /// (a connection that was busy at the end takes them), so none goes unmeasured.
-    fn claim_slot(&self) -> Option<Claim> {
-        if self.grace_over.get() {
-            return None;
-        }
-        let asked = self.shared.rate_override.load(Ordering::Relaxed);
-        if asked != self.rate_bits.get() {
-            self.rate_bits.set(asked);
-            let rate = f64::from_bits(asked) * self.share;
-            if rate > 0.0 {
-                let k = self.next_slot.get();
-                let next = self.slot_base.get()
-                    + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-                self.slot_base.set(next);
-                self.next_slot.set(0);
-                self.slot_interval_s.set(1.0 / rate);
-            }
-        }
-        let k = self.next_slot.get();
-        let at =
-            self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-        if self.window_end().is_some_and(|e| at >= e) {
-            return None;
-        }
-        if !self.take_ticket(at >= self.shared.measure_start) {
-            return None;
-        }
-        self.next_slot.set(k + 1);
-        Some(Claim { intended: Some(at) })
-    }
-
-    /// Resolves once the grace period is over (at once if it already is).
-    async fn grace_ended(&self) {
-        if !self.grace_over.get() {
-            self.grace_notify.notified().await;
-        }
-    }
-
-    /// Records every request a connection still holds when the grace period ends, and
-    /// every claim it had not sent, as unfinished.
-    fn abandon(&self, held: &Held<'_>) {
-        let now = Instant::now();
-        let mut rec = self.rec.borrow_mut();
-        for f in held.in_flight {
-            rec.record_unfinished(
-                &Unfinished {
-                    start: f.start(),
-                    sent: Some(f.sent),
-                    first_byte: f.first_byte,
-                    stage: Stage::Response,
-                    first_on_connection: f.first_on_connection,
-                    conn: held.conn,
-                    tcp: held.tcp,
-                    request: Some(self.name_of(f.pos)),
-                },
-                now,
-            );
-        }
-        for (i, c) in held.queued.iter().enumerate() {
-            rec.record_unfinished(
-                &Unfinished {
-                    start: c.intended.unwrap_or(held.since),
-                    sent: None,
-                    first_byte: None,
-                    stage: held.stage,
-                    first_on_connection: i == 0 && held.stage == Stage::Connecting,
-                    conn: held.conn,
-                    tcp: held.tcp,
-                    // Not sent: which request it would have been is not picked yet.
-                    request: None,
-                },
-                now,
-            );
-        }
-        drop(rec);
-        self.sub_in_flight(held.in_flight.len());
-    }
-
-    /// Open loop, after the grace period: every slot that fell due inside the window and
-    /// no connection took is unfinished, waiting since its intended time.
-    fn abandon_unsent_slots(&self) {
-        let Some(end) = self.window_end() else { return };
-        let now = Instant::now();
-        let until = end.min(now);
-        let mut rec = self.rec.borrow_mut();
-        loop {
-            let k = self.next_slot.get();
-            let at = self.slot_base.get()
-                + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-            if at >= until || !self.take_ticket(at >= self.shared.measure_start) {
-                break;
-            }
-            self.next_slot.set(k + 1);
-            rec.record_unfinished(
-                &Unfinished {
-                    start: at,
-                    sent: None,
-                    first_byte: None,
-                    stage: Stage::NotSent,
-                    first_on_connection: false,
-                    conn: 0,
-                    tcp: None,
-                    request: None,
-                },
-                now,
-            );
-        }
-    }
-
-    /// The name index of the request at position `pos` of `shared.requests`.
-    #[inline]
-    fn name_of(&self, pos: u32) -> u32 {
-        self.shared.requests.name_at(pos as usize)
-    }
-
-    /// Takes the next `k` positions of the mix for one batch; returns the first.
-    #[inline]
-    fn take_requests(&self, k: usize) -> usize {
-        let start = self.next_request.get();
-        self.next_request
-            .set(self.shared.requests.advance(start, k));
-        start
-    }
-
-    fn add_in_flight(&self, n: usize) {
-        self.in_flight.set(self.in_flight.get() + n as u64);
-    }
-
-    fn sub_in_flight(&self, n: usize) {
-        self.in_flight
-            .set(self.in_flight.get().saturating_sub(n as u64));
     }
 }
 
@@ -763,14 +294,14 @@ async fn worker_main(
     let plan = &shared.plan;
     let tick = plan.tick;
     let w = Rc::new(Worker::new(shared.clone(), &spec));
-    *w.read_buf.borrow_mut() = vec![0; connection::READ_BUF];
+    *w.read_buf.borrow_mut() = vec![0; http1::READ_BUF];
     let mut conns = JoinSet::new();
     if spec.has_work() {
         for _ in 0..spec.connections {
             if plan.http2 {
                 conns.spawn_local(http2::task(w.clone()));
             } else {
-                conns.spawn_local(connection::task(w.clone()));
+                conns.spawn_local(http1::task(w.clone()));
             }
         }
     }
@@ -842,17 +373,4 @@ async fn worker_main(
     while held.join_next().await.is_some() {}
     ticker.abort();
     w.wrap_up(&tx, sending_ended, finished, gauges)
-}
-
-/// What a connection holds when the grace period ends.
-struct Held<'a> {
-    in_flight: &'a VecDeque<InFlight>,
-    queued: &'a VecDeque<Claim>,
-    /// Closed loop: when the queued claims began (the connect or the write they wait for).
-    since: Instant,
-    /// What the queued claims wait for.
-    stage: Stage,
-    conn: u64,
-    /// The connection's TCP_INFO now.
-    tcp: Option<TcpFacts>,
 }

@@ -393,6 +393,12 @@ impl Encoded {
         self.names_at[pos]
     }
 
+    /// The request (its index in the mix) at `pos`.
+    #[inline]
+    pub(crate) fn request_at(&self, pos: usize) -> usize {
+        self.request_at[pos] as usize
+    }
+
     /// The position after `k` requests from `start`.
     #[inline]
     pub(crate) fn advance(&self, start: usize, k: usize) -> usize {

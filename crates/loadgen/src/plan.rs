@@ -326,15 +326,9 @@ impl Plan {
         if self.http2 && !self.keepalive {
             return invalid("--no-keepalive is HTTP/1.1's; drop it with --http2".into());
         }
-        if self.http2 && self.has_mix() {
+        if self.slow_conns > 0 && self.http2 {
             return invalid(
-                "a request mix is sent over HTTP/1.1 only so far: drop --http2, or load one URL"
-                    .into(),
-            );
-        }
-        if self.slow_conns > 0 && (self.http2 || self.tls.is_some()) {
-            return invalid(
-                "--slow-conns send an HTTP/1.1 head in the clear, byte by byte: not over TLS or HTTP/2 (--idle-conns hold plain connections and work)"
+                "--slow-conns send an HTTP/1.1 request head byte by byte: not over HTTP/2 yet (--idle-conns hold HTTP/2 connections; drop --http2 to hold slow ones over HTTP/1.1)"
                     .into(),
             );
         }

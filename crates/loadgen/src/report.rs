@@ -344,6 +344,10 @@ pub struct Report {
     /// connect percentiles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect_histogram: Option<EncodedHistogram>,
+    /// https: the TLS handshake histogram, encoded like `histogram` (so merged reports keep
+    /// `tls_us`); absent for http.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_histogram: Option<EncodedHistogram>,
     /// Open loop: the uncorrected latency histogram, encoded like `histogram`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_uncorrected_histogram: Option<EncodedHistogram>,
@@ -490,6 +494,7 @@ impl Report {
             slowest: totals.slowest.clone(),
             histogram: encoded(&totals.latency),
             connect_histogram: Some(encoded(&totals.connect)),
+            tls_histogram: plan.tls.as_ref().map(|_| encoded(&totals.tls)),
             latency_uncorrected_histogram: match plan.pace {
                 Pace::Rate(_) => Some(encoded(&totals.latency_uncorrected)),
                 Pace::Max => None,

@@ -1,7 +1,8 @@
 //! HTTP/2 (`--http2`) against an h2 server of the test's own (the `h2` crate's server side):
 //! -n is exact over several streams per connection, the server's stream limit is held and
-//! reported, reset streams are counted as rst_stream, a stream that never answers times out
-//! alone, and open loop keeps its schedule. tests/tls.rs (the binary's) runs nginx's h2.
+//! reported, reset streams are counted as rst_stream, GOAWAY is counted once per connection
+//! however its streams end, a stream that never answers times out alone, and open loop keeps
+//! its schedule. tests/tls.rs (the binary's) runs nginx's h2.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +21,10 @@ struct Mode {
     reset_every: u64,
     /// Never answer.
     silent: bool,
+    /// Send GOAWAY (graceful: NO_ERROR) on a connection once it accepted this many streams.
+    goaway_after: u64,
+    /// That GOAWAY carries an error (ENHANCE_YOUR_CALM) and the connection closes at once.
+    goaway_error: bool,
 }
 
 #[derive(Default)]
@@ -28,6 +33,12 @@ struct Seen {
     resets: AtomicU64,
     active: AtomicU64,
     most_active: AtomicU64,
+    /// Connections whose HTTP/2 handshake was done.
+    connections: AtomicU64,
+    /// Connections the server sent GOAWAY on.
+    goaways: AtomicU64,
+    /// Every request's path and query, with its body's length.
+    targets: std::sync::Mutex<Vec<(String, usize)>>,
 }
 
 /// An h2c (prior knowledge) server on 127.0.0.1; returns its port and what it saw.
@@ -63,10 +74,32 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
     let Ok(mut conn) = builder.handshake::<_, Bytes>(tcp).await else {
         return;
     };
-    while let Some(Ok((_request, mut respond))) = conn.accept().await {
+    seen.connections.fetch_add(1, Ordering::SeqCst);
+    let mut accepted = 0;
+    while let Some(Ok((request, mut respond))) = conn.accept().await {
+        accepted += 1;
+        if accepted == mode.goaway_after {
+            seen.goaways.fetch_add(1, Ordering::SeqCst);
+            if mode.goaway_error {
+                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+            } else {
+                conn.graceful_shutdown();
+            }
+        }
         let n = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let seen = seen.clone();
         tokio::spawn(async move {
+            let target = request.uri().path_and_query().map(|p| p.to_string());
+            let mut body = request.into_body();
+            let mut length = 0;
+            while let Some(Ok(data)) = body.data().await {
+                length += data.len();
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            seen.targets
+                .lock()
+                .unwrap()
+                .push((target.unwrap_or_default(), length));
             let active = seen.active.fetch_add(1, Ordering::SeqCst) + 1;
             seen.most_active.fetch_max(active, Ordering::SeqCst);
             if mode.silent {
@@ -126,6 +159,48 @@ fn n_is_exact_over_many_streams_and_the_report_says_h2c() {
 }
 
 #[test]
+fn a_request_mix_is_sent_over_h2_with_its_weights_bodies_and_placeholders() {
+    use tailscope_loadgen::mix::RequestSpec;
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 8);
+    plan.stop = Stop::Requests(400);
+    let spec = |name: &str, method: &str, target: &str, body: &[u8], weight| RequestSpec {
+        name: name.into(),
+        method: method.into(),
+        target: target.into(),
+        headers: vec![("X-Test".into(), "1".into())],
+        body: body.to_vec(),
+        weight,
+    };
+    plan.requests = vec![
+        spec("get", "GET", "/a?id={seq}", b"", 3),
+        spec("post", "POST", "/b", b"0123456789", 1),
+    ];
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 400, "{:?}", totals.counters);
+    let targets = seen.targets.lock().unwrap().clone();
+    let a: Vec<&(String, usize)> = targets
+        .iter()
+        .filter(|(t, _)| t.starts_with("/a?id="))
+        .collect();
+    let b = targets
+        .iter()
+        .filter(|(t, n)| t == "/b" && *n == 10)
+        .count();
+    assert_eq!((a.len(), b), (300, 100), "{targets:?}");
+    // {seq}: every GET a value of its own.
+    let ids: std::collections::HashSet<&String> = a.iter().map(|(t, _)| t).collect();
+    assert_eq!(ids.len(), 300);
+    // Each name's figures apart, in the mix's order.
+    let by_name: Vec<u64> = totals
+        .by_request
+        .iter()
+        .map(|r| r.as_ref().map_or(0, |r| r.counters.successes))
+        .collect();
+    assert_eq!(by_name, [300, 100]);
+}
+
+#[test]
 fn the_servers_stream_limit_is_held_and_reported() {
     let (port, seen) = server(Mode {
         max_streams: Some(3),
@@ -154,6 +229,76 @@ fn reset_streams_are_counted_as_rst_stream() {
     assert_eq!(totals.counters.errors[ErrorKind::RstStream.index()], resets);
     assert_eq!(totals.counters.successes, 200);
     assert_eq!(totals.counters.transport.h2_resets, resets);
+}
+
+#[test]
+fn every_connection_that_got_goaway_is_counted_and_its_requests_retried() {
+    let (port, seen) = server(Mode {
+        goaway_after: 10,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(400);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    // A graceful GOAWAY loses nothing: streams past its last one are sent again.
+    assert_eq!(c.successes, 400, "{c:?}");
+    assert_eq!(c.error_total(), 0, "{c:?}");
+    let sent = seen.goaways.load(Ordering::SeqCst);
+    assert!(sent >= 30, "the server sent GOAWAY on {sent} connections");
+    // Each connection's GOAWAY once; only those that came as the run ended (at most one
+    // per connection) may go unseen.
+    let counted = c.transport.h2_goaways;
+    assert!(
+        counted <= sent && counted + plan.connections as u64 >= sent,
+        "counted {counted} GOAWAYs, the server sent {sent}"
+    );
+}
+
+#[test]
+fn a_goaway_with_an_error_is_counted_once_and_fails_the_streams_it_ends_as_goaway() {
+    let (port, seen) = server(Mode {
+        goaway_after: 10,
+        goaway_error: true,
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(400);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    // Its streams end with the connection's close (reset by the server), not a GOAWAY
+    // frame of their own: they are the GOAWAY's all the same.
+    let goaway = c.errors[ErrorKind::Goaway.index()];
+    assert!(goaway > 0, "{c:?}");
+    assert_eq!(c.successes + goaway, 400, "{c:?}");
+    let sent = seen.goaways.load(Ordering::SeqCst);
+    let counted = c.transport.h2_goaways;
+    assert!(
+        counted <= sent && counted + plan.connections as u64 >= sent && sent >= 20,
+        "counted {counted} GOAWAYs, the server sent {sent}"
+    );
+}
+
+#[test]
+fn idle_connections_are_held_over_h2_and_slow_ones_are_refused() {
+    use tailscope_loadgen::conns::HeldKind;
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 2);
+    plan.stop = Stop::Duration(Duration::from_millis(500));
+    plan.connections = 1;
+    plan.idle_conns = 3;
+    let totals = run(&plan);
+    let idle = &totals.counters.held[HeldKind::Idle.index()];
+    assert_eq!(
+        (idle.opened, idle.connect_failures, idle.open_at_end),
+        (3, 0, 3),
+        "{idle:?}"
+    );
+    // Each held connection did HTTP/2's handshake, beside the load's one.
+    assert_eq!(seen.connections.load(Ordering::SeqCst), 4);
+    plan.slow_conns = 1;
+    let e = plan.validate().unwrap_err().to_string();
+    assert!(e.contains("--slow-conns") && e.contains("HTTP/2"), "{e}");
 }
 
 #[test]

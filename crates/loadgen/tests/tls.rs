@@ -1,15 +1,19 @@
 //! https:// against a TLS server of the test's own (rustls, certificates made by rcgen): the
 //! handshake is its own phase, sessions are resumed on reconnect unless told not to, a
 //! certificate nobody trusts fails as `certificate` with its reason, --cacert and --insecure
-//! let it through, a client certificate is offered, and bad files are refused before the run.
+//! let it through, a client certificate is offered (and one refused after a TLS 1.3 handshake
+//! is a certificate error), idle and slow connections are held over TLS, and bad files are
+//! refused before the run.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use tailscope_loadgen::conns::HeldKind;
 use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{EngineChoice, ErrorKind, Plan, RunControl, RunTotals, Stop};
 
@@ -61,7 +65,7 @@ impl Pki {
 }
 
 /// How the test server treats its connections.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct ServerMode {
     /// Close every connection after one response (every request is a reconnect).
     close_each: bool,
@@ -71,6 +75,14 @@ struct ServerMode {
 
 /// A TLS server on 127.0.0.1 answering every request with `200 ok`; returns its port.
 fn server(pki: &Pki, mode: ServerMode) -> u16 {
+    server_seen(pki, mode).0
+}
+
+/// [`server`], with the most bytes of an unfinished request head it decrypted on any one
+/// connection.
+fn server_seen(pki: &Pki, mode: ServerMode) -> (u16, Arc<AtomicUsize>) {
+    let most_pending = Arc::new(AtomicUsize::new(0));
+    let seen = most_pending.clone();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -98,6 +110,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
         for tcp in listener.incoming() {
             let Ok(tcp) = tcp else { continue };
             let config = config.clone();
+            let most_pending = most_pending.clone();
             std::thread::spawn(move || {
                 let conn = rustls::ServerConnection::new(config).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, tcp);
@@ -108,6 +121,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
                         Ok(0) | Err(_) => return,
                         Ok(n) => pending.extend_from_slice(&buf[..n]),
                     }
+                    most_pending.fetch_max(pending.len(), Ordering::SeqCst);
                     while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
                         pending.drain(..end + 4);
                         let response: &[u8] = if mode.close_each {
@@ -129,7 +143,7 @@ fn server(pki: &Pki, mode: ServerMode) -> u16 {
             });
         }
     });
-    port
+    (port, seen)
 }
 
 fn plan(host: &str, port: u16, requests: u64) -> Plan {
@@ -142,6 +156,17 @@ fn plan(host: &str, port: u16, requests: u64) -> Plan {
     plan
 }
 
+/// A server of `mode` with certificates of its own (`name`), a plan of `requests` to it by
+/// the name its certificate gives that trusts its CA, and the most bytes of an unfinished head
+/// the server saw (see [`server_seen`]).
+fn trusted(name: &str, mode: ServerMode, requests: u64) -> (Pki, Plan, Arc<AtomicUsize>) {
+    let pki = Pki::new(name);
+    let (port, seen) = server_seen(&pki, mode);
+    let mut plan = plan("localhost", port, requests);
+    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    (pki, plan, seen)
+}
+
 fn run(plan: &Plan) -> RunTotals {
     tailscope_loadgen::run(plan, &RunControl::new(), |_| {}).unwrap()
 }
@@ -152,16 +177,7 @@ fn errors(totals: &RunTotals, kind: ErrorKind) -> u64 {
 
 #[test]
 fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
-    let pki = Pki::new("trusted");
-    let port = server(
-        &pki,
-        ServerMode {
-            close_each: false,
-            client_auth: false,
-        },
-    );
-    let mut plan = plan("localhost", port, 200);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
+    let (_pki, plan, _) = trusted("trusted", ServerMode::default(), 200);
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 200, "{:?}", totals.counters);
     assert_eq!(totals.counters.error_total(), 0);
@@ -253,16 +269,14 @@ fn a_wrong_name_is_a_certificate_error() {
 
 #[test]
 fn reconnects_resume_their_session_unless_told_not_to() {
-    let pki = Pki::new("resume");
-    let port = server(
-        &pki,
+    let (_pki, mut plan, _) = trusted(
+        "resume",
         ServerMode {
             close_each: true,
-            client_auth: false,
+            ..ServerMode::default()
         },
+        40,
     );
-    let mut plan = plan("localhost", port, 40);
-    plan.tls.as_mut().unwrap().cacert = Some(pki.path("ca.pem"));
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 40, "{:?}", totals.counters);
     let t = &totals.counters.transport;
@@ -280,21 +294,72 @@ fn reconnects_resume_their_session_unless_told_not_to() {
 
 #[test]
 fn a_client_certificate_is_offered() {
-    let pki = Pki::new("client-auth");
-    let port = server(
-        &pki,
+    let (pki, mut plan, _) = trusted(
+        "client-auth",
         ServerMode {
-            close_each: false,
             client_auth: true,
+            ..ServerMode::default()
         },
+        10,
     );
-    let mut plan = plan("localhost", port, 10);
     let tls = plan.tls.as_mut().unwrap();
-    tls.cacert = Some(pki.path("ca.pem"));
     tls.cert = Some(pki.path("client.pem"));
     tls.key = Some(pki.path("client.key"));
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 10, "{:?}", totals.counters);
+}
+
+#[test]
+fn a_client_certificate_refused_after_the_handshake_is_a_certificate_error() {
+    // No --cert: on TLS 1.3 our side of the handshake is done before the server judges
+    // (and refuses) the missing certificate, so the refusal comes with the first read.
+    let client_auth = ServerMode {
+        client_auth: true,
+        ..ServerMode::default()
+    };
+    let (_pki, plan, _) = trusted("client-auth-refused", client_auth, 10);
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 0, "{:?}", totals.counters);
+    assert_eq!(
+        errors(&totals, ErrorKind::IoOther),
+        0,
+        "{:?}",
+        totals.counters
+    );
+    assert!(
+        errors(&totals, ErrorKind::Certificate) > 0,
+        "{:?}",
+        totals.counters
+    );
+    let why = totals.counters.transport.tls_failure.clone().unwrap();
+    assert!(why.contains("--cert"), "{why}");
+}
+
+#[test]
+fn idle_and_slow_connections_are_held_over_tls() {
+    let (_pki, mut plan, most_pending) = trusted("held", ServerMode::default(), 0);
+    plan.connections = 1;
+    plan.stop = Stop::Duration(Duration::from_millis(800));
+    plan.idle_conns = 2;
+    plan.slow_conns = 2;
+    plan.slow_interval = Duration::from_millis(20);
+    plan.validate().unwrap();
+    let totals = run(&plan);
+    for kind in [HeldKind::Idle, HeldKind::Slow] {
+        let held = &totals.counters.held[kind.index()];
+        // Opened counts a finished TLS handshake: a failed one is a connect failure.
+        assert_eq!(
+            (held.opened, held.connect_failures, held.open_at_end),
+            (2, 0, 2),
+            "{kind:?}: {held:?}"
+        );
+    }
+    // The slow head arrived through TLS, a byte at a time, and never ended.
+    let most = most_pending.load(Ordering::SeqCst);
+    assert!(
+        most >= 10,
+        "the server decrypted {most} bytes of a slow head"
+    );
 }
 
 #[test]

@@ -67,6 +67,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
     let mut results = Vec::new();
     let mut failed = false;
     'targets: for (name, spec) in &suite.targets {
+        let streams = suite.streams.get(name).copied().unwrap_or(1);
         if control.is_stopped() {
             break;
         }
@@ -96,6 +97,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                         suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
                         &target,
                         spec,
+                        streams,
                     ),
                     &control,
                     |_| {},
@@ -110,6 +112,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                     suite.plan(endpoint, &base, &client_cpus, load.duration)?,
                     &target,
                     spec,
+                    streams,
                 );
                 let mut profiler = RunProfiler::new(
                     Some(target.pid()),
@@ -203,13 +206,15 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
 }
 
 /// The plan as the target is served: trusting the CA of a target served over TLS, and in
-/// HTTP/2 when it is served so (one stream per connection: a suite's load has no --streams).
+/// HTTP/2 with the target's `streams` when it is served so.
 fn served(
     mut plan: tailscope_loadgen::Plan,
     target: &Target,
     spec: &tailscope_targets::TargetSpec,
+    streams: usize,
 ) -> tailscope_loadgen::Plan {
     trust_target(&mut plan, target);
     plan.http2 = spec.http2();
+    plan.streams = streams;
     plan
 }

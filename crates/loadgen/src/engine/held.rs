@@ -17,10 +17,12 @@ use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
-use tokio::time::{sleep, sleep_until, timeout};
+use tokio::time::{sleep, sleep_until};
 
-use super::connection::{connect_from, read_now, MAX_BACKOFF, MIN_BACKOFF};
+use super::connection::{MAX_BACKOFF, MIN_BACKOFF};
+use super::http2::{self, H2Conn};
+use super::tcp::dial_tcp;
+use super::tls::{self, Stream};
 use super::Worker;
 use crate::conns::HeldKind;
 
@@ -141,21 +143,22 @@ impl<S> HeldConn<S> {
     }
 }
 
-impl<S: AsFd> HeldConn<S> {
-    /// A slow connection's next header byte, written now without waiting (one byte every few
-    /// seconds: a plain non-blocking send costs less than an op or a task wake-up would). A
-    /// full socket buffer skips this turn.
-    pub(super) fn send_byte(&mut self) -> Result<(), HeldEnd> {
-        let Some(s) = self.stream.as_ref() else {
-            return Ok(());
-        };
+impl<S> HeldConn<S> {
+    /// A slow connection's next header byte, written now by `send` without waiting (one
+    /// byte every few seconds: a plain non-blocking send costs less than an op or a task
+    /// wake-up would). A full socket buffer skips this turn.
+    fn send_byte_with(
+        &mut self,
+        send: impl FnOnce(&mut S, u8) -> std::io::Result<usize>,
+    ) -> Result<(), HeldEnd> {
         // The run's first request (a mix's first position; with placeholders, its template).
         let requests = &self.w.shared.requests;
         let request = &requests.bytes()[requests.range(0, 1)];
         let byte = slow_byte(request, self.sent);
-        match socket2::SockRef::from(s)
-            .send_with_flags(&[byte], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-        {
+        let Some(s) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        match send(s, byte) {
             Ok(n) => {
                 self.sent += n;
                 Ok(())
@@ -163,6 +166,16 @@ impl<S: AsFd> HeldConn<S> {
             Err(e) if e.kind() == IoKind::WouldBlock => Ok(()),
             Err(e) => Err(HeldEnd::of(&e)),
         }
+    }
+}
+
+impl<S: AsFd> HeldConn<S> {
+    /// A slow connection's next header byte, sent on the socket (see [`Self::send_byte_with`]).
+    pub(super) fn send_byte(&mut self) -> Result<(), HeldEnd> {
+        self.send_byte_with(|s, byte| {
+            socket2::SockRef::from(&*s)
+                .send_with_flags(&[byte], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        })
     }
 }
 
@@ -179,11 +192,41 @@ fn slow_byte(request: &[u8], k: usize) -> u8 {
     }
 }
 
+/// A held connection's socket in the tokio engine.
+enum HeldSocket {
+    /// HTTP/1.1, in the clear or after a TLS handshake: a slow connection's head goes
+    /// through it (over TLS, a record per byte).
+    Http1(Stream),
+    /// HTTP/2 (idle connections only): the h2 connection, its preface and SETTINGS
+    /// exchanged, driven by its own task (which answers the server's PINGs) until the server
+    /// closes it.
+    H2(H2Conn),
+}
+
+/// Opens a held connection as the load's are: TCP, then TLS for https, then HTTP/2's
+/// handshake with `--http2`. A TLS or HTTP/2 failure is a failed connect.
+async fn dial(w: &Worker) -> Option<HeldSocket> {
+    let shared = &*w.shared;
+    let limit = w.connect_limit();
+    let source = w.take_source();
+    if shared.plan.http2 {
+        return http2::dial(shared, source, limit)
+            .await
+            .ok()
+            .map(|(conn, _, _)| HeldSocket::H2(conn));
+    }
+    let (tcp, _) = dial_tcp(shared, source, limit).await.ok()?;
+    let Some(client) = &shared.tls else {
+        return Some(HeldSocket::Http1(Stream::Plain(tcp)));
+    };
+    let done = tls::handshake(client, tcp, limit).await.ok()?;
+    Some(HeldSocket::Http1(done.stream))
+}
+
 /// A held connection's tokio task: connect (in turn), hold, and when the server closes it,
 /// connect again, until sending stops.
 pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
-    let mut c = HeldConn::<TcpStream>::new(w.clone(), kind);
-    let plan = &w.shared.plan;
+    let mut c = HeldConn::<HeldSocket>::new(w.clone(), kind);
     loop {
         if let Some(at) = w.connect_permit(Instant::now()) {
             tokio::select! {
@@ -192,9 +235,8 @@ pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
             }
         }
         c.begin_connect();
-        let connecting = timeout(w.connect_limit(), connect_from(w.take_source(), plan.addr));
         let connected = tokio::select! {
-            r = connecting => r.ok().and_then(Result::ok),
+            r = dial(&w) => r,
             _ = w.sending_stopped() => {
                 c.abandon_connect();
                 return;
@@ -208,7 +250,6 @@ pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
             }
             continue;
         };
-        let _ = s.set_nodelay(true);
         c.opened(s);
         let end = tokio::select! {
             end = hold(&mut c) => end,
@@ -228,18 +269,26 @@ pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
 /// Holds the open connection until the server closes it (or a write fails), sending a
 /// header byte every interval if it is a slow one. What the server sends meanwhile (a 408)
 /// is read and dropped.
-async fn hold(c: &mut HeldConn<TcpStream>) -> HeldEnd {
+async fn hold(c: &mut HeldConn<HeldSocket>) -> HeldEnd {
+    if let Some(HeldSocket::H2(conn)) = c.stream.as_ref() {
+        conn.closed().await;
+        return HeldEnd::ClosedByServer;
+    }
     let interval = c.byte_interval();
     let mut next_byte = Instant::now();
     loop {
         if interval.is_some() && Instant::now() >= next_byte {
-            if let Err(end) = c.send_byte() {
+            let sent = c.send_byte_with(|s, byte| match s {
+                HeldSocket::Http1(s) => s.send_now(&[byte]),
+                HeldSocket::H2(_) => Ok(0),
+            });
+            if let Err(end) = sent {
                 return end;
             }
             // From now, not from when it was due: a late wake-up sends one byte, not a burst.
             next_byte = Instant::now() + interval.unwrap_or_default();
         }
-        let Some(s) = c.stream.as_ref() else {
+        let Some(HeldSocket::Http1(s)) = c.stream.as_mut() else {
             return HeldEnd::Failed;
         };
         let readable = tokio::select! {
@@ -250,7 +299,7 @@ async fn hold(c: &mut HeldConn<TcpStream>) -> HeldEnd {
             return HeldEnd::of(&e);
         }
         let mut scratch = [0u8; 512];
-        match read_now(s, &mut scratch) {
+        match s.read_now(&mut scratch) {
             Ok(0) => return HeldEnd::ClosedByServer,
             Ok(_) => {}
             Err(e) if e.kind() == IoKind::WouldBlock => {}

@@ -1,14 +1,17 @@
 //! HTTP/2 for the tokio engine (`--http2`): h2 over TLS (ALPN), or h2c with prior knowledge.
 //!
 //! A connection task runs the same [`Connection`] as HTTP/1.1 (claims, connects, back-off,
-//! the grace period and what is recorded are shared), with the `h2` crate as its framing:
+//! the grace period, which request of a mix each claim sends, and what is recorded are
+//! shared), with the `h2` crate as its framing:
 //! up to `--streams` requests in flight at once (fewer if the server's
-//! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream a local task whose response may
-//! come back in any order. The h2 connection's own task drives the socket. A stream the
+//! SETTINGS_MAX_CONCURRENT_STREAMS says so), each stream's exchange polled by the connection
+//! task as it is woken, its response coming back in any order. The h2 connection's own task
+//! drives the socket. A stream the
 //! server did not process (REFUSED_STREAM, or beyond a graceful GOAWAY's last stream) is
 //! sent again on a new connection, as HTTP/1.1 resends after a graceful close; any other
 //! reset or GOAWAY fails its request under `rst_stream` or `goaway`. Each request costs h2's
-//! allocations (its stream state, a header map): h2load's C does without, which is why
+//! allocations (its stream state, a header map, the exchange's slot in the set of streams):
+//! h2load's C does without, which is why
 //! BENCHMARKS.md measures the two side by side.
 
 use std::cell::Cell;
@@ -17,16 +20,20 @@ use std::future::{pending, poll_fn, Future};
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::client::SendRequest;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use h2::client::{ResponseFuture, SendRequest};
+use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
-use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::sleep_until;
 
-use super::connection::{dial_tcp, Closed, Connect, Connection, Dialed, EARLY_WAKE};
+use super::connection::{Closed, Connect, Connection, Dialed};
+use super::http1::EARLY_WAKE;
+use super::tcp::dial_tcp;
 use super::{tls, Claim, Shared, Worker};
 use crate::error::ErrorKind;
 use crate::recorder::Stage;
@@ -46,6 +53,46 @@ pub(super) struct H2Conn {
     /// A GOAWAY or a connection error was seen: no new stream is opened on it; it is
     /// dropped once its streams are done.
     draining: bool,
+    /// The reason of the server's GOAWAY, once one was seen (and counted).
+    goaway: Option<h2::Reason>,
+}
+
+impl H2Conn {
+    /// Whether the server sent GOAWAY on this connection, counting it (once per connection)
+    /// the first time it is seen. h2 reports a GOAWAY only to the streams it ends and to
+    /// the next stream opened; a GOAWAY that came while the connection was idle, or whose
+    /// streams all ended with the connection's close (an I/O error), is seen here, by
+    /// asking for a new stream: a clone of the sender asks without waiting or waking.
+    fn goaway_seen(&mut self, w: &Worker) -> Option<h2::Reason> {
+        if self.goaway.is_none() {
+            let mut probe = self.send.clone();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            if let std::task::Poll::Ready(Err(e)) = probe.poll_ready(&mut cx) {
+                if e.is_go_away() && e.is_remote() {
+                    self.goaway = e.reason();
+                    w.rec.borrow_mut().transport().h2_goaways += 1;
+                }
+            }
+        }
+        self.goaway
+    }
+
+    /// Resolves when the connection has ended (the server closed it, or it failed).
+    pub(super) async fn closed(&self) {
+        while !self.facts.ended.get() {
+            let woken = self.facts.ended_notify.notified();
+            if self.facts.ended.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// No new stream on this connection: let go once its streams are done.
+    fn drain(&mut self, w: &Worker) {
+        self.goaway_seen(w);
+        self.draining = true;
+    }
 }
 
 impl Drop for H2Conn {
@@ -78,7 +125,16 @@ enum StreamEnd {
     Failed(h2::Error),
 }
 
-/// The request every stream sends, built once per connection task.
+/// Headers that are HTTP/1.1's connection and not HTTP/2's (RFC 9113 8.2.2); Host becomes
+/// :authority.
+fn http1_only(lower: &str) -> bool {
+    matches!(
+        lower,
+        "host" | "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+    )
+}
+
+/// One request of the run as streams send it, built once per connection task.
 struct Template {
     method: http::Method,
     uri: http::Uri,
@@ -87,35 +143,35 @@ struct Template {
 }
 
 impl Template {
-    fn of(shared: &Shared) -> Template {
-        let plan = &shared.plan;
-        let (authority, path) = plan.authority_and_path();
-        let scheme = if plan.tls.is_some() { "https" } else { "http" };
-        // Validated with the plan: method, authority and path are what HTTP/1.1 sends too.
-        let uri = format!("{scheme}://{authority}{path}")
+    /// `method target` with `headers` and `body` at the plan's authority. Validated with the
+    /// plan: method, authority and target are what HTTP/1.1 sends too.
+    fn new(
+        shared: &Shared,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> Template {
+        let (authority, _) = shared.plan.authority_and_path();
+        let scheme = if shared.plan.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let uri = format!("{scheme}://{authority}{target}")
             .parse()
             .unwrap_or_else(|_| http::Uri::from_static("/"));
-        let mut headers = http::HeaderMap::new();
-        for (k, v) in &plan.headers {
-            // Connection-specific headers are not HTTP/2's (RFC 9113 8.2.2); Host becomes
-            // :authority.
+        let mut map = http::HeaderMap::new();
+        for (k, v) in headers {
             let lower = k.to_ascii_lowercase();
-            if matches!(
-                lower.as_str(),
-                "host"
-                    | "connection"
-                    | "keep-alive"
-                    | "proxy-connection"
-                    | "transfer-encoding"
-                    | "upgrade"
-            ) {
+            if http1_only(&lower) {
                 continue;
             }
             if let (Ok(name), Ok(value)) = (
                 http::header::HeaderName::from_bytes(lower.as_bytes()),
                 http::HeaderValue::from_str(v),
             ) {
-                headers.append(name, value);
+                map.append(name, value);
             }
         }
         let defaults = [
@@ -126,16 +182,65 @@ impl Template {
             ("accept", "*/*"),
         ];
         for (k, v) in defaults {
-            if !headers.contains_key(k) {
-                headers.insert(k, http::HeaderValue::from_static(v));
+            if !map.contains_key(k) {
+                map.insert(k, http::HeaderValue::from_static(v));
             }
         }
         Template {
-            method: http::Method::from_bytes(plan.method.as_bytes()).unwrap_or(http::Method::GET),
+            method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::GET),
             uri,
-            headers,
-            body: Bytes::from(plan.body.clone()),
+            headers: map,
+            body: Bytes::copy_from_slice(body),
         }
+    }
+
+    /// One template per request of the run: the mix's, in its order, or the single one.
+    fn all(shared: &Shared) -> Vec<Template> {
+        let plan = &shared.plan;
+        if plan.requests.is_empty() {
+            let (_, path) = plan.authority_and_path();
+            return vec![Template::new(
+                shared,
+                &plan.method,
+                path,
+                &plan.headers,
+                &plan.body,
+            )];
+        }
+        plan.requests
+            .iter()
+            .map(|r| Template::new(shared, &r.method, &r.target, &r.headers, &r.body))
+            .collect()
+    }
+
+    /// A request of a mix with placeholders, read back from its patched HTTP/1.1 bytes (the
+    /// placeholders are filled there, where both engines fill them); none if they do not
+    /// parse, which the plan's validation rules out.
+    fn patched(&self, bytes: &[u8]) -> Option<(http::Request<()>, Bytes)> {
+        let mut headers = [httparse::EMPTY_HEADER; 128];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let httparse::Status::Complete(head) = parsed.parse(bytes).ok()? else {
+            return None;
+        };
+        let mut r = http::Request::new(());
+        *r.method_mut() = http::Method::from_bytes(parsed.method?.as_bytes()).ok()?;
+        let mut uri = self.uri.clone().into_parts();
+        uri.path_and_query = Some(parsed.path?.parse().ok()?);
+        *r.uri_mut() = http::Uri::from_parts(uri).ok()?;
+        let map = r.headers_mut();
+        for h in parsed.headers.iter() {
+            let lower = h.name.to_ascii_lowercase();
+            if http1_only(&lower) {
+                continue;
+            }
+            if let (Ok(name), Ok(value)) = (
+                http::header::HeaderName::from_bytes(lower.as_bytes()),
+                http::HeaderValue::from_bytes(h.value),
+            ) {
+                map.append(name, value);
+            }
+        }
+        Some((r, Bytes::copy_from_slice(&bytes[head..])))
     }
 
     fn request(&self) -> http::Request<()> {
@@ -154,10 +259,11 @@ pub(super) async fn task(w: Rc<Worker>) {
     let mut c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
     c.depth = streams;
     Driver {
-        template: Template::of(&w.shared),
+        templates: Template::all(&w.shared),
         keys: VecDeque::new(),
+        opened: Vec::new(),
         next_key: 0,
-        running: JoinSet::new(),
+        running: FuturesUnordered::new(),
     }
     .run(c)
     .await;
@@ -167,12 +273,17 @@ pub(super) async fn task(w: Rc<Worker>) {
 }
 
 struct Driver {
-    template: Template,
+    /// Each request of the run (see [`Template::all`]).
+    templates: Vec<Template>,
     /// The stream key of each of the connection's requests in flight, in the same order,
     /// with its task's handle (aborting it resets the stream).
-    keys: VecDeque<(u64, AbortHandle)>,
+    keys: VecDeque<(u64, SendStream<Bytes>)>,
+    /// The streams opened by the batch being sent (kept: allocated once).
+    opened: Vec<(ResponseFuture, SendStream<Bytes>)>,
     next_key: u64,
-    running: JoinSet<(u64, StreamEnd)>,
+    /// The streams' exchanges, polled in this task as they are woken (a task per stream
+    /// would cost a spawn, a scheduler round trip and a join per request).
+    running: FuturesUnordered<Exchange>,
 }
 
 impl Driver {
@@ -189,6 +300,9 @@ impl Driver {
             }
             // A drained connection is let go once its last stream is done.
             if c.stream.as_ref().is_some_and(|s| s.draining) && c.in_flight.is_empty() {
+                if let Some(s) = c.stream.as_mut() {
+                    s.goaway_seen(&c.w);
+                }
                 c.close(Closed::Graceful);
             }
             c.depth = match &c.stream {
@@ -246,7 +360,7 @@ impl Driver {
             let mut grace_over = false;
             let finished = tokio::select! {
                 biased;
-                Some(joined) = self.running.join_next() => joined.ok(),
+                Some(done) = self.running.next() => Some(done),
                 _ = &mut timer => {
                     let next = self.on_timer(&mut c, Instant::now());
                     timer.as_mut().reset(next.into());
@@ -254,7 +368,7 @@ impl Driver {
                 }
                 _ = async { match slot_due { Some(t) => sleep_until((t - EARLY_WAKE).into()).await, None => pending().await } } => None,
                 _ = async { match &ended { Some(f) if c.in_flight.is_empty() => if !f.ended.get() { f.ended_notify.notified().await }, _ => pending().await } } => {
-                    if let Some(s) = c.stream.as_mut() { s.draining = true; }
+                    if let Some(s) = c.stream.as_mut() { s.drain(&c.w); }
                     None
                 }
                 _ = w.grace_ended() => {
@@ -279,27 +393,52 @@ impl Driver {
         now: Instant,
         connect_time: Option<Duration>,
     ) {
+        if c.stream.is_none() {
+            return;
+        }
+        let k = c.queued.len();
+        c.take_batch();
+        let start = c.batch_start();
+        let shared = c.shared.clone();
+        let requests = &shared.requests;
+        // A mix with placeholders: the batch patched, as HTTP/1.1 sends it, and each request
+        // read back from it.
+        let mut scratch = std::mem::take(&mut c.scratch);
+        if requests.templated() {
+            if scratch.is_empty() {
+                scratch = vec![0; requests.batch_room(c.depth.max(k))];
+            }
+            c.patch_batch(&mut scratch, 0);
+        }
         let Some(conn) = c.stream.as_mut() else {
+            c.scratch = scratch;
             return;
         };
-        let mut opened = Vec::with_capacity(c.queued.len());
+        let mut opened = std::mem::take(&mut self.opened);
         let mut failed = None;
-        for _ in 0..c.queued.len() {
-            let ready = match conn.send.clone().ready().await {
-                Ok(s) => s,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
+        for pos in start..start + k {
+            // Polled in place: `ready()` would take (so clone) the sender for every stream.
+            if let Err(e) = poll_fn(|cx| conn.send.poll_ready(cx)).await {
+                failed = Some(e);
+                break;
+            }
+            let send = &mut conn.send;
+            let template = &self.templates[requests.request_at(pos)];
+            let patched = requests.templated().then(|| {
+                let base = requests.offset(start);
+                template.patched(&scratch[requests.offset(pos) - base..requests.end_of(pos) - base])
+            });
+            let (request, body) = match patched.flatten() {
+                Some(patched) => patched,
+                None => (template.request(), template.body.clone()),
             };
-            let mut send = ready;
-            let end_of_stream = self.template.body.is_empty();
-            match send.send_request(self.template.request(), end_of_stream) {
-                Ok((response, mut body)) => {
+            let end_of_stream = body.is_empty();
+            match send.send_request(request, end_of_stream) {
+                Ok((response, mut stream)) => {
                     if !end_of_stream {
-                        let _ = body.send_data(self.template.body.clone(), true);
+                        let _ = stream.send_data(body, true);
                     }
-                    opened.push(response);
+                    opened.push((response, stream));
                 }
                 Err(e) => {
                     failed = Some(e);
@@ -307,11 +446,9 @@ impl Driver {
                 }
             }
         }
-        if let Some(e) = failed {
-            if e.is_go_away() && !conn.draining {
-                c.w.rec.borrow_mut().transport().h2_goaways += 1;
-            }
-            conn.draining = true;
+        c.scratch = scratch;
+        if failed.is_some() {
+            conn.drain(&c.w);
         }
         let sent = Instant::now();
         let began = if connect_time.is_some() { now } else { sent };
@@ -319,14 +456,16 @@ impl Driver {
         let rest: Vec<Claim> = c.queued.drain(opened.len()..).collect();
         c.mark_sent(began, sent, connect_time);
         c.queued.extend(rest);
-        for response in opened {
+        for (response, stream) in opened.drain(..) {
             let key = self.next_key;
             self.next_key += 1;
-            let handle = self
-                .running
-                .spawn_local(async move { (key, exchange(response).await) });
-            self.keys.push_back((key, handle));
+            self.running.push(Exchange {
+                key,
+                state: Exchanging::Head(response),
+            });
+            self.keys.push_back((key, stream));
         }
+        self.opened = opened;
     }
 
     /// A stream's task ended: its request is recorded, retried, or failed by kind.
@@ -360,21 +499,21 @@ impl Driver {
             }
             StreamEnd::Failed(e) => {
                 let now = Instant::now();
+                // Counted once per connection, whichever of its streams learns of it first.
+                let goaway = match c.stream.as_mut() {
+                    Some(conn) if e.is_go_away() || e.is_io() => {
+                        conn.drain(&c.w);
+                        conn.goaway
+                    }
+                    Some(conn) => conn.goaway,
+                    None => None,
+                };
                 let mut rec = c.w.rec.borrow_mut();
                 let t = rec.transport();
                 let retry = e.reason() == Some(h2::Reason::REFUSED_STREAM)
                     || (e.is_go_away() && e.reason() == Some(h2::Reason::NO_ERROR));
                 if e.is_reset() && e.is_remote() {
                     t.h2_resets += 1;
-                }
-                let conn = c.stream.as_mut();
-                if e.is_go_away() || e.is_io() {
-                    if let Some(conn) = conn {
-                        if !conn.draining && e.is_go_away() {
-                            t.h2_goaways += 1;
-                        }
-                        conn.draining = true;
-                    }
                 }
                 if retry {
                     t.h2_retried += 1;
@@ -384,16 +523,33 @@ impl Driver {
                     });
                     return;
                 }
-                let kind = if e.is_go_away() {
+                // A GOAWAY with an error ends the streams past its last one with it, and
+                // those before with the connection's close: both are the GOAWAY's.
+                let goaway_error = goaway.is_some_and(|r| r != h2::Reason::NO_ERROR);
+                let kind = if e.is_go_away() || (e.is_io() && goaway_error) {
                     ErrorKind::Goaway
                 } else if e.is_reset() {
                     ErrorKind::RstStream
                 } else if let Some(io) = e.get_io() {
-                    ErrorKind::from_io(io)
+                    match tls::classify_open(io) {
+                        Some((kind, why)) => {
+                            rec.record_tls_failure(why);
+                            kind
+                        }
+                        None => ErrorKind::from_io(io),
+                    }
                 } else {
                     ErrorKind::BadResponse
                 };
-                rec.record_failed(kind, f.start(), now, c.conn_id, f.first_on_connection, None);
+                let request = Some(c.w.name_of(f.pos));
+                rec.record_failed(
+                    kind,
+                    f.start(),
+                    now,
+                    c.conn_id,
+                    f.first_on_connection,
+                    request,
+                );
             }
         }
     }
@@ -407,8 +563,9 @@ impl Driver {
                 return oldest.begun + limit;
             }
             let f = c.in_flight.pop_front().expect("checked non-empty");
-            if let Some((_, handle)) = self.keys.pop_front() {
-                handle.abort();
+            if let Some((_, mut stream)) = self.keys.pop_front() {
+                // Its exchange then ends with this reset, which nobody waits for any more.
+                stream.send_reset(h2::Reason::CANCEL);
             }
             c.w.sub_in_flight(1);
             c.w.rec.borrow_mut().record_failed(
@@ -417,8 +574,7 @@ impl Driver {
                 now,
                 c.conn_id,
                 f.first_on_connection,
-                // HTTP/2 sends the single request (a mix over HTTP/2 is refused).
-                None,
+                Some(c.w.name_of(f.pos)),
             );
         }
         now + limit
@@ -427,36 +583,82 @@ impl Driver {
     /// The grace period is over: what is in flight or queued is unfinished.
     fn abandon(&mut self, c: &mut Connection<H2Conn>, now: Instant) {
         c.abandon(now, Stage::NotSent);
-        self.running.abort_all();
+        self.running.clear();
         self.keys.clear();
     }
 }
 
-/// Sends nothing more; awaits one stream's response head and reads its body to the end,
-/// giving flow-control credit back as it goes.
-async fn exchange(response: h2::client::ResponseFuture) -> StreamEnd {
-    let head = match response.await {
-        Ok(r) => r,
-        Err(e) => return StreamEnd::Failed(e),
-    };
-    let first_byte = Instant::now();
-    let status = head.status().as_u16();
-    let mut body = head.into_body();
-    let mut bytes = 0u64;
-    while let Some(chunk) = body.data().await {
-        match chunk {
-            Ok(data) => {
-                bytes += data.len() as u64;
-                let _ = body.flow_control().release_capacity(data.len());
+/// One stream's exchange, its request sent: awaits the response head, then reads the body
+/// to the end, giving flow-control credit back as it goes. Written out as a state machine
+/// (not an `async fn`) so that it is `Unpin` and needs no box of its own.
+struct Exchange {
+    key: u64,
+    state: Exchanging,
+}
+
+enum Exchanging {
+    Head(ResponseFuture),
+    Body {
+        body: RecvStream,
+        status: u16,
+        bytes: u64,
+        first_byte: Instant,
+    },
+    Ended,
+}
+
+impl Future for Exchange {
+    type Output = (u64, StreamEnd);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                Exchanging::Head(response) => match Pin::new(response).poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Err(e)) => {
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
+                    }
+                    Poll::Ready(Ok(head)) => {
+                        let status = head.status().as_u16();
+                        this.state = Exchanging::Body {
+                            body: head.into_body(),
+                            status,
+                            bytes: 0,
+                            first_byte: Instant::now(),
+                        };
+                    }
+                },
+                Exchanging::Body {
+                    body,
+                    status,
+                    bytes,
+                    first_byte,
+                } => match body.poll_data(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Some(Ok(data))) => {
+                        *bytes += data.len() as u64;
+                        let _ = body.flow_control().release_capacity(data.len());
+                    }
+                    Poll::Ready(Some(Err(e))) => {
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
+                    }
+                    Poll::Ready(None) => {
+                        let end = StreamEnd::Done {
+                            status: *status,
+                            bytes: *bytes,
+                            first_byte: *first_byte,
+                            end: Instant::now(),
+                        };
+                        this.state = Exchanging::Ended;
+                        return Poll::Ready((this.key, end));
+                    }
+                },
+                Exchanging::Ended => return Poll::Pending,
             }
-            Err(e) => return StreamEnd::Failed(e),
         }
-    }
-    StreamEnd::Done {
-        status,
-        bytes,
-        first_byte,
-        end: Instant::now(),
     }
 }
 
@@ -469,7 +671,8 @@ async fn connect(c: &mut Connection<H2Conn>, now: Instant) -> Connect {
         .await
 }
 
-async fn dial(
+/// Opens an HTTP/2 connection (the load's, and held idle ones).
+pub(super) async fn dial(
     shared: &Shared,
     source: Option<std::net::SocketAddr>,
     limit: Duration,
@@ -542,6 +745,7 @@ async fn dial(
             facts,
             driver,
             draining: false,
+            goaway: None,
         },
         tcp_done,
         handshake,

@@ -198,7 +198,6 @@ impl ServerCertVerifier for AcceptAny {
 /// A failed handshake's kind and reason: `certificate` when a certificate was refused (the
 /// server's by us, or ours by the server), `tls_handshake` for everything else.
 pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
-    use rustls::AlertDescription as A;
     let Some(tls) = err
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())
@@ -211,15 +210,35 @@ pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
         };
         return (ErrorKind::TlsHandshake, why);
     };
+    classify_tls(tls)
+}
+
+/// An error on an open TLS connection, when TLS itself failed: on TLS 1.3 the server judges
+/// our certificate after our side of the handshake is done, so its refusal (an alert)
+/// arrives with the first read. Counted as `certificate` or `tls_handshake` with the reason,
+/// like a handshake that failed outright; none for any other I/O error.
+pub(crate) fn classify_open(err: &io::Error) -> Option<(ErrorKind, String)> {
+    err.get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+        .map(classify_tls)
+}
+
+fn classify_tls(tls: &rustls::Error) -> (ErrorKind, String) {
+    use rustls::AlertDescription as A;
     match tls {
         rustls::Error::InvalidCertificate(e) => (
             ErrorKind::Certificate,
             format!("the server's certificate was refused ({e}): trust its CA with --cacert FILE, or accept any with --insecure"),
         ),
         rustls::Error::AlertReceived(
+            A::CertificateRequired,
+        ) => (
+            ErrorKind::Certificate,
+            "the server requires a client certificate (alert CertificateRequired): give --cert and --key".into(),
+        ),
+        rustls::Error::AlertReceived(
             a @ (A::BadCertificate
             | A::UnknownCA
-            | A::CertificateRequired
             | A::CertificateExpired
             | A::CertificateUnknown
             | A::CertificateRevoked
@@ -326,8 +345,25 @@ impl Stream {
     /// when nothing (no plaintext: a TLS session ticket, say) came.
     pub(crate) fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stream::Plain(s) => super::connection::read_now(s, buf),
+            Stream::Plain(s) => super::tcp::read_now(s, buf),
             Stream::Tls(t) => t.read_now(buf),
+        }
+    }
+
+    /// Writes `bytes` now, without waiting: what the socket takes in the clear; over TLS,
+    /// one record, written as far as the socket takes it (rustls keeps the rest for the next
+    /// write). `WouldBlock` when the socket is full.
+    pub(crate) fn send_now(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => socket2::SockRef::from(&*s)
+                .send_with_flags(bytes, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL),
+            Stream::Tls(t) => {
+                let n = t.tls.writer().write(bytes)?;
+                match t.write_some() {
+                    Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+                    _ => Ok(n),
+                }
+            }
         }
     }
 
@@ -339,7 +375,7 @@ impl Stream {
         limit: Duration,
     ) -> Result<(), ErrorKind> {
         match self {
-            Stream::Plain(s) => super::connection::write_requests(s, bytes, limit).await,
+            Stream::Plain(s) => super::tcp::write_requests(s, bytes, limit).await,
             Stream::Tls(t) => {
                 t.tls
                     .writer()

@@ -40,14 +40,15 @@ impl Plan {
             })
             .collect::<Result<Vec<_>, _>>()?;
         let weights: Vec<u32> = self.requests.iter().map(|r| r.weight).collect();
-        let encoded = Encoded::new(&encoded, &name_of, &weights, self.order, self.pipeline)?;
+        let depth = self.pipeline.max(self.streams);
+        let encoded = Encoded::new(&encoded, &name_of, &weights, self.order, depth)?;
         // Placeholders are patched into each connection's own copy of its batch.
-        let copies = encoded.batch_room(self.pipeline) as u64 * self.connections as u64;
+        let copies = encoded.batch_room(depth) as u64 * self.connections as u64;
         if encoded.templated() && copies > mix::MAX_ENCODED_BYTES as u64 * 4 {
             return Err(Error::InvalidPlan(format!(
-                "a mix with placeholders keeps a copy of a batch per connection: {copies} bytes at -c {} and --pipeline {}; at most {} (fewer connections, a shallower pipeline or shorter requests)",
+                "a mix with placeholders keeps a copy of a batch per connection: {copies} bytes at -c {} and {} requests a batch (--pipeline, --streams); at most {} (fewer connections, a shallower pipeline or shorter requests)",
                 self.connections,
-                self.pipeline,
+                depth,
                 mix::MAX_ENCODED_BYTES * 4
             )));
         }

@@ -159,6 +159,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         }
     }
     let latency = latency.expect("at least one report");
+    let tls = merged_tls(reports)?;
 
     let Series {
         misaligned,
@@ -287,8 +288,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             .as_ref()
             .filter(|_| connect_known)
             .and_then(percentiles),
-        // Reports carry no TLS handshake histogram to add up: n/a rather than a guess.
-        tls_us: None,
+        tls_us: tls.as_ref().and_then(percentiles),
         status_codes,
         errors: error_kinds,
         by_request: super::requests::merge_by_request(
@@ -310,6 +310,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         slowest,
         histogram: encoded(&latency),
         connect_histogram: connect.filter(|_| connect_known).map(|h| encoded(&h)),
+        tls_histogram: tls.as_ref().map(encoded),
         latency_uncorrected_histogram: uncorrected
             .filter(|_| uncorrected_known)
             .map(|h| encoded(&h)),
@@ -383,6 +384,20 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     }
     merged.warnings = warnings;
     Ok(merged)
+}
+
+/// The TLS handshake histograms added up, when every report has one (https runs); none
+/// when any lacks it (an http run, or a report written before they carried it): n/a rather
+/// than the handshakes of some of the generators.
+fn merged_tls(reports: &[(String, Report)]) -> Result<Option<Histogram<u64>>, Error> {
+    let mut tls = None;
+    for (name, r) in reports {
+        let Some(h) = &r.tls_histogram else {
+            return Ok(None);
+        };
+        add(&mut tls, decode(name, "TLS handshake", &h.data)?);
+    }
+    Ok(tls)
 }
 
 #[cfg(test)]

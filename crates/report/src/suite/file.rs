@@ -11,8 +11,8 @@ use toml::Spanned;
 
 use tailscope_loadgen::mix::{files, Order, RequestSpec};
 use tailscope_loadgen::plan::{
-    parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_THREADS, MAX_TIMEOUT,
-    MIN_RATE,
+    parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_STREAMS, MAX_THREADS,
+    MAX_TIMEOUT, MIN_RATE,
 };
 use tailscope_loadgen::{Pace, Plan, Stop};
 
@@ -66,6 +66,8 @@ struct TargetSection {
     tls: Option<Spanned<bool>>,
     /// nginx only: served over HTTP/2 (h2 with tls, else h2c).
     http2: Option<Spanned<bool>>,
+    /// With http2: concurrent streams per connection (`--streams`).
+    streams: Option<Spanned<usize>>,
     command: Option<Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -156,6 +158,8 @@ pub struct Suite {
     pub load: Load,
     /// Targets in file order, by name.
     pub targets: Vec<(String, TargetSpec)>,
+    /// HTTP/2 targets' streams per connection, by name (`streams = N`; 1 when not given).
+    pub streams: BTreeMap<String, usize>,
     /// Endpoint paths in file order (`mix:FILE` for a mix).
     pub endpoints: Vec<String>,
     /// The endpoints that are request mixes, by their name in `endpoints`: the requests and
@@ -308,6 +312,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         ));
     }
     let mut targets: Vec<(String, TargetSpec)> = Vec::new();
+    let mut streams = BTreeMap::new();
     for t in &raw.target {
         let name = t.name.get_ref().clone();
         if targets.iter().any(|(n, _)| *n == name) {
@@ -400,6 +405,18 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 ));
             }
         };
+        if let Some(n) = &t.streams {
+            if !spec.http2() {
+                return Err(at(
+                    file,
+                    text,
+                    n,
+                    "streams is HTTP/2's (concurrent streams per connection): add http2 = true",
+                ));
+            }
+        }
+        let n = number(file, text, &t.streams, "streams", 1..=MAX_STREAMS)?;
+        streams.insert(name.clone(), n.unwrap_or(1));
         targets.push((name, spec));
     }
     let mut endpoints = Vec::new();
@@ -470,6 +487,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         baseline,
         load,
         targets,
+        streams,
         endpoints,
         mixes,
     })

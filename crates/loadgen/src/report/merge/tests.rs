@@ -118,6 +118,29 @@ fn three() -> Vec<(String, Report)> {
 }
 
 #[test]
+fn tls_handshakes_are_added_and_na_unless_every_report_has_them() {
+    let mut inputs = three();
+    let mut union = new_histogram(Duration::from_secs(60));
+    for (i, (_, r)) in inputs.iter_mut().enumerate() {
+        let mut h = new_histogram(Duration::from_secs(60));
+        h.record(1_000 * (i as u64 + 1)).unwrap();
+        union.record(1_000 * (i as u64 + 1)).unwrap();
+        r.tls_histogram = Some(encoded(&h));
+    }
+    let m = merge(&inputs, false).unwrap();
+    let tls = m.tls_us.expect("every report has its handshakes");
+    assert_eq!(
+        (tls.min, tls.p50, tls.max),
+        (union.min(), union.value_at_quantile(0.5), union.max())
+    );
+    assert!(m.tls_histogram.is_some());
+    // One report without them (an http run): n/a, not the others' handshakes.
+    inputs[1].1.tls_histogram = None;
+    let m = merge(&inputs, false).unwrap();
+    assert!(m.tls_us.is_none() && m.tls_histogram.is_none());
+}
+
+#[test]
 fn histograms_are_added_not_averaged() {
     let inputs = three();
     let m = merge(&inputs, false).unwrap();

@@ -42,6 +42,25 @@ fn the_documented_example_parses() {
     )
     .unwrap();
     assert!(tls.targets[1].1.tls(), "{:?}", tls.targets[1]);
+    assert_eq!(s.streams["nginx"], 1);
+    let h2 = parse(
+        Path::new("s.toml"),
+        &GOOD.replace("workers = 1", "workers = 1\nhttp2 = true\nstreams = 16"),
+    )
+    .unwrap();
+    assert!(h2.targets[1].1.http2());
+    assert_eq!(h2.streams["nginx"], 16);
+    for (bad, why) in [
+        ("streams = 16", "add http2 = true"),
+        ("http2 = true\nstreams = 0", "out of range"),
+    ] {
+        let e = parse(
+            Path::new("s.toml"),
+            &GOOD.replace("workers = 1", &format!("workers = 1\n{bad}")),
+        )
+        .unwrap_err();
+        assert!(e.contains(why), "{e}");
+    }
 }
 
 #[test]

@@ -1,0 +1,505 @@
+//! A generator thread's worker, whichever engine drives it: the counters its connections
+//! claim work from (tickets in closed loop, the slot schedule in open loop), the gauges of
+//! its connections, and how it records what a connection still holds when the run ends.
+//! Everything is a `Cell`: a worker and its connections live on one thread.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::{Shared, WorkerOutcome, WorkerSpec};
+use crate::conns::{Gauge, Gauges, HeldKind};
+use crate::plan::Pace;
+use crate::recorder::WorkerRecorder;
+use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished};
+
+/// A count of connections that goes up and down, with the most it reached since it was
+/// last asked (a tick's peak, which the tick's end alone would miss in a short run).
+#[derive(Debug, Default)]
+pub(super) struct Level {
+    pub(super) now: Cell<u64>,
+    pub(super) most: Cell<u64>,
+}
+
+impl Level {
+    pub(super) fn up(&self) {
+        self.now.set(self.now.get() + 1);
+        self.most.set(self.most.get().max(self.now.get()));
+    }
+
+    pub(super) fn down(&self) {
+        self.now.set(self.now.get().saturating_sub(1));
+    }
+
+    pub(super) fn get(&self) -> u64 {
+        self.now.get()
+    }
+
+    /// The most since the last call (at least what is open now).
+    pub(super) fn take_most(&self) -> u64 {
+        let most = self.most.get().max(self.now.get());
+        self.most.set(self.now.get());
+        most
+    }
+}
+
+/// A request claimed by a connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Claim {
+    pub(super) intended: Option<Instant>,
+}
+
+/// A request written and waiting for its response.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InFlight {
+    /// Its position in `Shared::requests` (what was sent, and under which name).
+    pub(super) pos: u32,
+    pub(super) intended: Option<Instant>,
+    pub(super) begun: Instant,
+    pub(super) sent: Instant,
+    pub(super) first_byte: Option<Instant>,
+    pub(super) connect: Option<Duration>,
+    /// The TLS handshake, when this request opened the connection.
+    pub(super) tls: Option<Duration>,
+    pub(super) first_on_connection: bool,
+}
+
+impl InFlight {
+    pub(super) fn start(&self) -> Instant {
+        self.intended.unwrap_or(self.begun)
+    }
+}
+
+/// A value that differs between runs and between processes: the wall clock's nanoseconds
+/// and the pid, mixed.
+pub(super) fn run_nonce() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (nanos ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+pub(super) struct Worker {
+    pub(super) shared: Arc<Shared>,
+    pub(super) rec: RefCell<WorkerRecorder>,
+    pub(super) stopping: Cell<bool>,
+    /// Remaining measured requests (`-n`).
+    pub(super) tickets: Cell<Option<u64>>,
+    /// Open loop: the schedule is `slot_base + k × slot_interval_s` for k = `next_slot`…;
+    /// a rate change starts a new schedule at the next slot's time.
+    pub(super) next_slot: Cell<u64>,
+    pub(super) slot_base: Cell<Instant>,
+    pub(super) slot_interval_s: Cell<f64>,
+    pub(super) rate_bits: Cell<u64>,
+    pub(super) share: f64,
+    pub(super) in_flight: Cell<u64>,
+    /// Connections in the middle of a TCP handshake.
+    pub(super) connecting: Cell<u64>,
+    /// The load's connections open now.
+    pub(super) open: Level,
+    /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
+    /// [`HeldKind::index`].
+    pub(super) held_open: [Level; 2],
+    pub(super) held_opening: [Cell<u64>; 2],
+    /// `-n`: when the last measured request was claimed (the end of the load window).
+    pub(super) last_ticket_at: Cell<Option<Instant>>,
+    pub(super) next_conn: Cell<u64>,
+    /// The position in `shared.requests` the next batch begins at (workers start apart).
+    pub(super) next_request: Cell<usize>,
+    /// The state of this worker's generator for `{rand}` and `{uuid}` placeholders.
+    pub(super) placeholder_rng: Cell<u64>,
+    /// The next of `shared.sources` a connect is bound to (workers start apart).
+    pub(super) next_source: Cell<usize>,
+    /// The tokio engine's one read buffer for all its connections (empty in the io_uring
+    /// engine, whose connections receive into provided buffers).
+    pub(super) read_buf: RefCell<Vec<u8>>,
+    /// `--connect-rate`: this worker's share of it, as the time between connects.
+    pub(super) connect_interval: Option<Duration>,
+    /// When the next connect may begin.
+    pub(super) next_connect: Cell<Instant>,
+    /// Wakes connections idling until a future slot when the run stops.
+    pub(super) stop_idle: Notify,
+    /// When sending stopped early (a stop request): open-loop slots from then on never fell
+    /// due. `-z`'s end is in `shared.end`.
+    pub(super) stopped_at: Cell<Option<Instant>>,
+    /// Held connections are to close (see [`Worker::held_released`]).
+    pub(super) held_released: Cell<bool>,
+    pub(super) held_release: Notify,
+    /// The grace period is over: every connection records what it still waits for as
+    /// unfinished and returns.
+    pub(super) grace_over: Cell<bool>,
+    pub(super) grace_notify: Notify,
+}
+
+impl Worker {
+    pub(super) fn new(shared: Arc<Shared>, spec: &WorkerSpec) -> Worker {
+        let rec = WorkerRecorder::new(
+            spec.index,
+            shared.measure_start,
+            shared.highest,
+            shared.plan.slowest,
+        )
+        .with_requests(shared.names.clone());
+        let period = shared.requests.period();
+        Worker {
+            rec: RefCell::new(rec),
+            stopping: Cell::new(false),
+            tickets: Cell::new(spec.requests),
+            next_slot: Cell::new(0),
+            slot_base: Cell::new(
+                shared.start
+                    + shared.plan.first_slot_offset
+                    + spec
+                        .rate
+                        .filter(|r| *r > 0.0)
+                        .and_then(|r| Duration::try_from_secs_f64(spec.phase / r).ok())
+                        .unwrap_or_default(),
+            ),
+            slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
+            rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
+            share: spec.share,
+            in_flight: Cell::new(0),
+            connecting: Cell::new(0),
+            open: Level::default(),
+            held_open: Default::default(),
+            held_opening: Default::default(),
+            last_ticket_at: Cell::new(None),
+            next_conn: Cell::new(0),
+            next_request: Cell::new(spec.index.wrapping_mul(7919) % period.max(1)),
+            // Seeded from the run's start and the process (never the same in two runs or two
+            // generators, so {rand} and {uuid} defeat caches across them too) and the worker.
+            placeholder_rng: Cell::new(
+                (spec.index as u64 + 1).wrapping_mul(0x2545_f491_4f6c_dd1d) ^ run_nonce(),
+            ),
+            next_source: Cell::new(spec.index),
+            read_buf: RefCell::new(Vec::new()),
+            connect_interval: shared
+                .plan
+                .connect_rate
+                .map(|r| Duration::from_secs_f64(1.0 / (r * spec.share).max(f64::MIN_POSITIVE))),
+            next_connect: Cell::new(shared.start),
+            stop_idle: Notify::new(),
+            stopped_at: Cell::new(None),
+            held_released: Cell::new(false),
+            held_release: Notify::new(),
+            grace_over: Cell::new(false),
+            grace_notify: Notify::new(),
+            shared,
+        }
+    }
+
+    /// Sending stops: at the end of `-z`, when every connection ran out of work, or, when
+    /// `stopped`, on a stop request. Returns when the load window ended: when sending
+    /// stopped, not when the last response comes back. The timer wakes a little after `end`,
+    /// and `-n` ends at its last claim. Under `-z` the window is the whole duration unless a
+    /// stop cut it short: an open-loop schedule whose last slot fell before the end (-q 10
+    /// -z 1s: the last at 0.9 s) still measured a 1 s window.
+    pub(super) fn stop_sending(&self, stopped: bool) -> Instant {
+        let mut sending_ended = Instant::now();
+        if stopped {
+            self.stopped_at.set(Some(sending_ended));
+        }
+        if let Some(e) = self.shared.end {
+            sending_ended = if stopped { sending_ended.min(e) } else { e };
+        }
+        if let Some(t) = self.last_ticket_at.get() {
+            sending_ended = sending_ended.min(t);
+        }
+        self.stopping.set(true);
+        sending_ended
+    }
+
+    /// Its connections open and opening now, every population, and the most open since
+    /// the last call.
+    pub(super) fn take_gauges(&self) -> Gauges {
+        let held = |k: HeldKind| Gauge {
+            open: self.held_open[k.index()].get(),
+            peak_open: self.held_open[k.index()].take_most(),
+            opening: self.held_opening[k.index()].get(),
+        };
+        Gauges {
+            load: Gauge {
+                open: self.open.get(),
+                peak_open: self.open.take_most(),
+                opening: self.connecting.get(),
+            },
+            held: [held(HeldKind::Idle), held(HeldKind::Slow)],
+        }
+    }
+
+    /// Hands this interval's data (with the connection gauges now) to the aggregator.
+    pub(super) fn send_interval(&self, tx: &Sender<IntervalData>, now: Instant) -> bool {
+        let mut data = self
+            .rec
+            .borrow_mut()
+            .take_interval(now, self.shared.plan.tick);
+        data.conns = self.take_gauges();
+        tx.send(data).is_ok()
+    }
+
+    /// Resolves once sending has stopped (at once if it has): held connections make no new
+    /// connects from then on.
+    pub(super) async fn sending_stopped(&self) {
+        loop {
+            // Made before the check: a stop between the two still wakes it.
+            let woken = self.stop_idle.notified();
+            if self.stopping.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Resolves once the load's last response is in (or the grace period is over): held
+    /// connections close then, after the run's figures, so that closing thousands of
+    /// sockets (seconds of system time) neither delays the responses still in flight nor
+    /// counts as grace.
+    pub(super) async fn held_released(&self) {
+        loop {
+            let woken = self.held_release.notified();
+            if self.held_released.get() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// The end of a worker, once its connections are done: open-loop slots nobody took are
+    /// recorded as unfinished, and the last interval is handed over.
+    /// `finished` is when its last request finished (or the grace period ran out); `gauges`
+    /// its connections then, before the held ones were let go (the last second's figures).
+    pub(super) fn wrap_up(
+        &self,
+        tx: &Sender<IntervalData>,
+        sending_ended: Instant,
+        finished: Instant,
+        gauges: Gauges,
+    ) -> WorkerOutcome {
+        if matches!(self.shared.plan.pace, Pace::Rate(_)) {
+            self.grace_over.set(true);
+            self.abandon_unsent_slots();
+        }
+        let mut rec = self.rec.borrow_mut();
+        let mut last = rec.take_last_interval(Instant::now(), self.shared.plan.tick);
+        drop(rec);
+        last.conns = gauges;
+        let _ = tx.send(last);
+        WorkerOutcome {
+            sending_ended,
+            finished,
+        }
+    }
+
+    /// `--connect-rate`: takes the next connect's turn and returns when it is, if not now.
+    /// A token bucket of depth one per worker (the workers split the rate): connects leave
+    /// evenly spaced rather than in bursts, which is what a ramp-up is for.
+    pub(super) fn connect_permit(&self, now: Instant) -> Option<Instant> {
+        let interval = self.connect_interval?;
+        let at = self.next_connect.get().max(now);
+        self.next_connect.set(at + interval);
+        (at > now).then_some(at)
+    }
+
+    /// The limit on one TCP handshake.
+    pub(super) fn connect_limit(&self) -> Duration {
+        let plan = &self.shared.plan;
+        plan.connect_timeout.min(plan.timeout)
+    }
+
+    /// The source address the next connect is bound to, round robin; none: the kernel picks.
+    pub(super) fn take_source(&self) -> Option<std::net::SocketAddr> {
+        let sources = &self.shared.sources;
+        if sources.is_empty() {
+            return None;
+        }
+        let k = self.next_source.get();
+        self.next_source.set(k.wrapping_add(1));
+        Some(sources[k % sources.len()])
+    }
+
+    pub(super) fn take_ticket(&self, measured: bool) -> bool {
+        if !measured {
+            return true;
+        }
+        match self.tickets.get() {
+            None => true,
+            Some(0) => false,
+            Some(n) => {
+                self.tickets.set(Some(n - 1));
+                if n == 1 {
+                    self.last_ticket_at.set(Some(Instant::now()));
+                }
+                true
+            }
+        }
+    }
+
+    pub(super) fn claim_closed(&self, now: Instant) -> Option<Claim> {
+        if self.stopping.get() || self.shared.end.is_some_and(|e| now >= e) {
+            return None;
+        }
+        self.take_ticket(now >= self.shared.measure_start)
+            .then_some(Claim { intended: None })
+    }
+
+    /// Where the measured window ends for the schedule: `-z`'s end, or when a stop came.
+    pub(super) fn window_end(&self) -> Option<Instant> {
+        match (self.shared.end, self.stopped_at.get()) {
+            (Some(e), Some(s)) => Some(e.min(s)),
+            (e, s) => e.or(s),
+        }
+    }
+
+    /// Open loop: the next slot of the schedule, if it falls due inside the window. Slots
+    /// that fell due before the window ended are still sent while the grace period lasts
+    /// (a connection that was busy at the end takes them), so none goes unmeasured.
+    pub(super) fn claim_slot(&self) -> Option<Claim> {
+        if self.grace_over.get() {
+            return None;
+        }
+        let asked = self.shared.rate_override.load(Ordering::Relaxed);
+        if asked != self.rate_bits.get() {
+            self.rate_bits.set(asked);
+            let rate = f64::from_bits(asked) * self.share;
+            if rate > 0.0 {
+                let k = self.next_slot.get();
+                let next = self.slot_base.get()
+                    + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+                self.slot_base.set(next);
+                self.next_slot.set(0);
+                self.slot_interval_s.set(1.0 / rate);
+            }
+        }
+        let k = self.next_slot.get();
+        let at =
+            self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+        if self.window_end().is_some_and(|e| at >= e) {
+            return None;
+        }
+        if !self.take_ticket(at >= self.shared.measure_start) {
+            return None;
+        }
+        self.next_slot.set(k + 1);
+        Some(Claim { intended: Some(at) })
+    }
+
+    /// Resolves once the grace period is over (at once if it already is).
+    pub(super) async fn grace_ended(&self) {
+        if !self.grace_over.get() {
+            self.grace_notify.notified().await;
+        }
+    }
+
+    /// Records every request a connection still holds when the grace period ends, and
+    /// every claim it had not sent, as unfinished.
+    pub(super) fn abandon(&self, held: &Held<'_>) {
+        let now = Instant::now();
+        let mut rec = self.rec.borrow_mut();
+        for f in held.in_flight {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: f.start(),
+                    sent: Some(f.sent),
+                    first_byte: f.first_byte,
+                    stage: Stage::Response,
+                    first_on_connection: f.first_on_connection,
+                    conn: held.conn,
+                    tcp: held.tcp,
+                    request: Some(self.name_of(f.pos)),
+                },
+                now,
+            );
+        }
+        for (i, c) in held.queued.iter().enumerate() {
+            rec.record_unfinished(
+                &Unfinished {
+                    start: c.intended.unwrap_or(held.since),
+                    sent: None,
+                    first_byte: None,
+                    stage: held.stage,
+                    first_on_connection: i == 0 && held.stage == Stage::Connecting,
+                    conn: held.conn,
+                    tcp: held.tcp,
+                    // Not sent: which request it would have been is not picked yet.
+                    request: None,
+                },
+                now,
+            );
+        }
+        drop(rec);
+        self.sub_in_flight(held.in_flight.len());
+    }
+
+    /// Open loop, after the grace period: every slot that fell due inside the window and
+    /// no connection took is unfinished, waiting since its intended time.
+    pub(super) fn abandon_unsent_slots(&self) {
+        let Some(end) = self.window_end() else { return };
+        let now = Instant::now();
+        let until = end.min(now);
+        let mut rec = self.rec.borrow_mut();
+        loop {
+            let k = self.next_slot.get();
+            let at = self.slot_base.get()
+                + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+            if at >= until || !self.take_ticket(at >= self.shared.measure_start) {
+                break;
+            }
+            self.next_slot.set(k + 1);
+            rec.record_unfinished(
+                &Unfinished {
+                    start: at,
+                    sent: None,
+                    first_byte: None,
+                    stage: Stage::NotSent,
+                    first_on_connection: false,
+                    conn: 0,
+                    tcp: None,
+                    request: None,
+                },
+                now,
+            );
+        }
+    }
+
+    /// The name index of the request at position `pos` of `shared.requests`.
+    #[inline]
+    pub(super) fn name_of(&self, pos: u32) -> u32 {
+        self.shared.requests.name_at(pos as usize)
+    }
+
+    /// Takes the next `k` positions of the mix for one batch; returns the first.
+    #[inline]
+    pub(super) fn take_requests(&self, k: usize) -> usize {
+        let start = self.next_request.get();
+        self.next_request
+            .set(self.shared.requests.advance(start, k));
+        start
+    }
+
+    pub(super) fn add_in_flight(&self, n: usize) {
+        self.in_flight.set(self.in_flight.get() + n as u64);
+    }
+
+    pub(super) fn sub_in_flight(&self, n: usize) {
+        self.in_flight
+            .set(self.in_flight.get().saturating_sub(n as u64));
+    }
+}
+
+/// What a connection holds when the grace period ends.
+pub(super) struct Held<'a> {
+    pub(super) in_flight: &'a VecDeque<InFlight>,
+    pub(super) queued: &'a VecDeque<Claim>,
+    /// Closed loop: when the queued claims began (the connect or the write they wait for).
+    pub(super) since: Instant,
+    /// What the queued claims wait for.
+    pub(super) stage: Stage,
+    pub(super) conn: u64,
+    /// The connection's TCP_INFO now.
+    pub(super) tcp: Option<TcpFacts>,
+}

@@ -216,6 +216,52 @@ fn the_servers_stream_limit_is_held_and_reported() {
 }
 
 #[test]
+fn streams_past_a_limit_of_100_or_more_wait_for_the_server_s_settings() {
+    // Before the server's SETTINGS are read the limit is taken as 100 (as nghttp2 does):
+    // a first burst of 1,024 streams into a server that allows 120 was refused by the
+    // hundreds and retried in a storm.
+    let (port, seen) = server(Mode {
+        max_streams: Some(120),
+        ..Mode::default()
+    });
+    let mut plan = plan(port, 1024);
+    plan.connections = 1;
+    plan.stop = Stop::Requests(3_000);
+    let totals = run(&plan);
+    let t = &totals.counters.transport;
+    assert_eq!(totals.counters.successes, 3_000, "{:?}", totals.counters);
+    assert_eq!((t.h2_retried, t.h2_resets), (0, 0), "{t:?}");
+    assert_eq!(t.h2_max_streams, Some(120));
+    assert!(seen.most_active.load(Ordering::SeqCst) <= 120);
+}
+
+#[test]
+fn an_http1_server_s_answer_to_h2c_is_a_bad_response_not_a_goaway() {
+    // What python's http.server says to the h2c preface ("PRI * HTTP/2.0").
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut tcp in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 256];
+            let _ = tcp.read(&mut buf);
+            let _ = tcp
+                .write_all(b"HTTP/1.0 505 HTTP Version Not Supported\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(20);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.successes, 0);
+    assert!(c.errors[ErrorKind::BadResponse.index()] > 0, "{c:?}");
+    assert_eq!(c.errors[ErrorKind::Goaway.index()], 0, "{c:?}");
+    assert_eq!(c.transport.h2_goaways, 0);
+    let text = Report::new(&plan, &totals).to_text();
+    assert!(text.contains("does the server speak h2c?"), "{text}");
+}
+
+#[test]
 fn reset_streams_are_counted_as_rst_stream() {
     let (port, seen) = server(Mode {
         reset_every: 3,

@@ -107,9 +107,16 @@ impl AsRawFd for H2Conn {
     }
 }
 
+/// Streams opened before the server's SETTINGS are known to have arrived: the least RFC 9113
+/// (6.5.2) recommends a server allow. Until then h2 takes the limit for unbounded, and a
+/// `--streams 1024` burst into nginx's 128 came back as a storm of refused streams.
+const STREAMS_BEFORE_SETTINGS: usize = 100;
+
 /// What the connection's driver task learns: the server's stream limit, and its end.
 struct ConnFacts {
     max_streams: Cell<usize>,
+    /// A response came: the server's SETTINGS (its first frame) were read before it.
+    settled: Cell<bool>,
     ended: Cell<bool>,
     ended_notify: Notify,
 }
@@ -306,7 +313,13 @@ impl Driver {
                 c.close(Closed::Graceful);
             }
             c.depth = match &c.stream {
-                Some(s) => plan_streams.min(s.facts.max_streams.get()).max(1),
+                Some(s) if s.facts.settled.get() => {
+                    plan_streams.min(s.facts.max_streams.get()).max(1)
+                }
+                Some(s) => plan_streams
+                    .min(s.facts.max_streams.get())
+                    .min(STREAMS_BEFORE_SETTINGS)
+                    .max(1),
                 None => plan_streams,
             };
             if !c.stream.as_ref().is_some_and(|s| s.draining) {
@@ -485,6 +498,9 @@ impl Driver {
                 first_byte,
                 end,
             } => {
+                if let Some(s) = c.stream.as_ref() {
+                    s.facts.settled.set(true);
+                }
                 if let Some(max) = c.stream.as_ref().map(|s| s.facts.max_streams.get()) {
                     if max != usize::MAX {
                         let t = &mut c.w.rec.borrow_mut();
@@ -526,8 +542,13 @@ impl Driver {
                 // A GOAWAY with an error ends the streams past its last one with it, and
                 // those before with the connection's close: both are the GOAWAY's.
                 let goaway_error = goaway.is_some_and(|r| r != h2::Reason::NO_ERROR);
-                let kind = if e.is_go_away() || (e.is_io() && goaway_error) {
+                // A GOAWAY that h2 itself sent (the server's bytes were not HTTP/2: an
+                // HTTP/1.1 server's "505" to the h2c preface) is the response's fault, not a
+                // GOAWAY of the server's.
+                let kind = if (e.is_go_away() && e.is_remote()) || (e.is_io() && goaway_error) {
                     ErrorKind::Goaway
+                } else if e.is_go_away() {
+                    ErrorKind::BadResponse
                 } else if e.is_reset() {
                     ErrorKind::RstStream
                 } else if let Some(io) = e.get_io() {
@@ -719,6 +740,7 @@ pub(super) async fn dial(
         .map_err(h2_failed)?;
     let facts = Rc::new(ConnFacts {
         max_streams: Cell::new(usize::MAX),
+        settled: Cell::new(false),
         ended: Cell::new(false),
         ended_notify: Notify::new(),
     });

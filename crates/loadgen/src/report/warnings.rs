@@ -64,6 +64,10 @@ impl Report {
                 fmt_count(n),
                 NO_LOCAL_PORT_FIX
             ),
+            "bad_response" if self.config.protocol == "h2c" => format!(
+                "every request to {addr} failed, mostly bad_response ({}): its answers to HTTP/2 with prior knowledge were not HTTP/2 (does the server speak h2c? without --http2 the run speaks HTTP/1.1)",
+                fmt_count(n)
+            ),
             other => format!(
                 "every request to {addr} failed, mostly {other} ({})",
                 fmt_count(n)
@@ -105,6 +109,18 @@ impl Report {
                         .unwrap_or(0)
                 ),
             ));
+        }
+        let server_max = self
+            .summary
+            .transport
+            .as_ref()
+            .and_then(|t| t.h2_max_streams);
+        if let (Some(asked), Some(max)) = (self.config.streams, server_max) {
+            if (max as usize) < asked {
+                out.push(format!(
+                    "--streams {asked} was held at {max} per connection: the server allows no more (its SETTINGS_MAX_CONCURRENT_STREAMS)"
+                ));
+            }
         }
         let no_port = self
             .errors

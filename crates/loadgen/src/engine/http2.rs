@@ -313,13 +313,13 @@ impl Driver {
                 c.close(Closed::Graceful);
             }
             c.depth = match &c.stream {
-                Some(s) if s.facts.settled.get() => {
-                    plan_streams.min(s.facts.max_streams.get()).max(1)
+                Some(s) => {
+                    let mut limit = s.facts.max_streams.get();
+                    if !s.facts.settled.get() {
+                        limit = limit.min(STREAMS_BEFORE_SETTINGS);
+                    }
+                    plan_streams.min(limit).max(1)
                 }
-                Some(s) => plan_streams
-                    .min(s.facts.max_streams.get())
-                    .min(STREAMS_BEFORE_SETTINGS)
-                    .max(1),
                 None => plan_streams,
             };
             if !c.stream.as_ref().is_some_and(|s| s.draining) {

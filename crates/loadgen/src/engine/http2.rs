@@ -115,8 +115,10 @@ const STREAMS_BEFORE_SETTINGS: usize = 100;
 /// What the connection's driver task learns: the server's stream limit, and its end.
 struct ConnFacts {
     max_streams: Cell<usize>,
-    /// A response came: the server's SETTINGS (its first frame) were read before it.
-    settled: Cell<bool>,
+    /// Responses so far: once a whole first burst has come back, the server's SETTINGS
+    /// (its first frame; h2 applies them a poll after reading them) are surely in force, and
+    /// a limit still unbounded is the server's own.
+    responses: Cell<usize>,
     ended: Cell<bool>,
     ended_notify: Notify,
 }
@@ -264,7 +266,7 @@ pub(super) async fn task(w: Rc<Worker>) {
     let started = Instant::now();
     let streams = w.shared.plan.streams;
     let mut c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
-    c.depth = streams;
+    c.depth = streams.min(STREAMS_BEFORE_SETTINGS);
     Driver {
         templates: Template::all(&w.shared),
         keys: VecDeque::new(),
@@ -315,12 +317,13 @@ impl Driver {
             c.depth = match &c.stream {
                 Some(s) => {
                     let mut limit = s.facts.max_streams.get();
-                    if !s.facts.settled.get() {
-                        limit = limit.min(STREAMS_BEFORE_SETTINGS);
+                    if limit == usize::MAX && s.facts.responses.get() < STREAMS_BEFORE_SETTINGS {
+                        limit = STREAMS_BEFORE_SETTINGS;
                     }
                     plan_streams.min(limit).max(1)
                 }
-                None => plan_streams,
+                // What is claimed while connecting is sent at once.
+                None => plan_streams.min(STREAMS_BEFORE_SETTINGS),
             };
             if !c.stream.as_ref().is_some_and(|s| s.draining) {
                 c.claim(now);
@@ -499,7 +502,7 @@ impl Driver {
                 end,
             } => {
                 if let Some(s) = c.stream.as_ref() {
-                    s.facts.settled.set(true);
+                    s.facts.responses.set(s.facts.responses.get() + 1);
                 }
                 if let Some(max) = c.stream.as_ref().map(|s| s.facts.max_streams.get()) {
                     if max != usize::MAX {
@@ -740,7 +743,7 @@ pub(super) async fn dial(
         .map_err(h2_failed)?;
     let facts = Rc::new(ConnFacts {
         max_streams: Cell::new(usize::MAX),
-        settled: Cell::new(false),
+        responses: Cell::new(0),
         ended: Cell::new(false),
         ended_notify: Notify::new(),
     });

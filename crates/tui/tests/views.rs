@@ -113,7 +113,7 @@ fn requests_view_has_a_row_per_name_at_120x40_and_80x24() {
     app.update(Action::Show(View::Cores));
     let text = screen(&app, 120, 40);
     assert!(
-        text.contains("requests: 75 % of the 4 slowest in it were delay; the others: 1 json"),
+        text.contains("requests: 75 % of the 4 slowest of the run were delay; the others: 1 json"),
         "{text}"
     );
     assert_eq!(

@@ -223,7 +223,7 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
     );
     let why = totals.counters.transport.tls_failure.clone().unwrap();
     assert!(
-        why.contains("UnknownIssuer") || why.contains("unknown issuer"),
+        why.contains("it is signed by a CA this run does not trust"),
         "{why}"
     );
     let report = Report::new(&plan, &totals);
@@ -239,6 +239,28 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
     plan.tls.as_mut().unwrap().insecure = true;
     let totals = run(&plan);
     assert_eq!(totals.counters.successes, 20, "{:?}", totals.counters);
+}
+
+#[test]
+fn https_to_a_plain_http_port_says_the_answer_is_not_tls() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut tcp in listener.incoming().flatten() {
+            let mut buf = [0u8; 512];
+            let _ = tcp.read(&mut buf);
+            let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let totals = run(&plan("127.0.0.1", port, 10));
+    assert_eq!(totals.counters.successes, 0);
+    assert!(
+        errors(&totals, ErrorKind::TlsHandshake) > 0,
+        "{:?}",
+        totals.counters
+    );
+    let why = totals.counters.transport.tls_failure.clone().unwrap();
+    assert!(why.contains("then write http://"), "{why}");
 }
 
 #[test]

@@ -223,12 +223,32 @@ pub(crate) fn classify_open(err: &io::Error) -> Option<(ErrorKind, String)> {
         .map(classify_tls)
 }
 
+/// What is wrong with the server's certificate, in words (rustls's own text for the rare
+/// ones; its `Other` errors print in Rust's debug form).
+fn certificate_problem(e: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    match e {
+        C::UnknownIssuer => "it is signed by a CA this run does not trust".into(),
+        C::Expired | C::ExpiredContext { .. } => "it has expired".into(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "it is not valid yet".into(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "it is not for this host name".into()
+        }
+        C::BadSignature => "its signature does not verify".into(),
+        C::Revoked => "it was revoked".into(),
+        C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
+            "the server presents a CA certificate as its own".into()
+        }
+        other => other.to_string(),
+    }
+}
+
 fn classify_tls(tls: &rustls::Error) -> (ErrorKind, String) {
     use rustls::AlertDescription as A;
     match tls {
         rustls::Error::InvalidCertificate(e) => (
             ErrorKind::Certificate,
-            format!("the server's certificate was refused ({e}): trust its CA with --cacert FILE, or accept any with --insecure"),
+            format!("the server's certificate was refused: {}; trust the CA that signed it (--cacert FILE), or accept any certificate (--insecure)", certificate_problem(e)),
         ),
         rustls::Error::AlertReceived(
             A::CertificateRequired,
@@ -246,6 +266,10 @@ fn classify_tls(tls: &rustls::Error) -> (ErrorKind, String) {
         ) => (
             ErrorKind::Certificate,
             format!("the server refused our certificate (alert {a:?}); check --cert and --key"),
+        ),
+        rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType) => (
+            ErrorKind::TlsHandshake,
+            format!("the server's answer is not TLS ({tls}): does this port speak plain HTTP? then write http://"),
         ),
         other => (ErrorKind::TlsHandshake, format!("{other}")),
     }

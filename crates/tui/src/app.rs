@@ -47,18 +47,24 @@ pub struct RunInfo {
 impl RunInfo {
     /// What the header shows of `plan`, and of `target` when tailscope launched it.
     pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
+        // A mix is named as one (its method and path are the requests', view 5), not as the
+        // run's default GET.
+        let what = match plan.request_names().len() {
+            0 => plan.method.clone(),
+            1 => "a mix of 1 request on".to_string(),
+            n => format!("a mix of {n} requests on"),
+        };
         RunInfo {
             // HTTP/2 is named beside the URL (an https URL says TLS already).
             target: match plan.http2 {
                 true => format!(
-                    "{} {} ({}, {} stream{} per connection)",
-                    plan.method,
+                    "{what} {} ({}, {} stream{} per connection)",
                     plan.url,
                     plan.protocol(),
                     plan.streams,
                     if plan.streams == 1 { "" } else { "s" }
                 ),
-                false => format!("{} {}", plan.method, plan.url),
+                false => format!("{what} {}", plan.url),
             },
             server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
             rate: match plan.pace {
@@ -405,5 +411,35 @@ pub fn key_action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('?') | KeyCode::Char('h') => Some(Action::ToggleHelp),
         KeyCode::Char('s') => Some(Action::SaveReport),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tailscope_loadgen::mix::RequestSpec;
+    use tailscope_loadgen::Plan;
+
+    use super::RunInfo;
+
+    #[test]
+    fn the_header_names_a_mix_as_one() {
+        let mut plan = Plan::new("http://127.0.0.1:8080/").unwrap();
+        assert_eq!(
+            RunInfo::new(&plan, None).target,
+            "GET http://127.0.0.1:8080/"
+        );
+        let spec = |name: &str| RequestSpec {
+            name: name.into(),
+            method: "POST".into(),
+            target: format!("/{name}"),
+            headers: Vec::new(),
+            body: Vec::new(),
+            weight: 1,
+        };
+        plan.requests = vec![spec("a"), spec("b")];
+        assert_eq!(
+            RunInfo::new(&plan, None).target,
+            "a mix of 2 requests on http://127.0.0.1:8080/"
+        );
     }
 }

@@ -265,8 +265,8 @@ impl Template {
 pub(super) async fn task(w: Rc<Worker>) {
     let started = Instant::now();
     let streams = w.shared.plan.streams;
-    let mut c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
-    c.depth = streams.min(STREAMS_BEFORE_SETTINGS);
+    // Its depth is set at the top of the driver's loop, before anything is claimed.
+    let c: Connection<H2Conn> = Connection::new(w.clone(), EARLY_WAKE);
     Driver {
         templates: Template::all(&w.shared),
         keys: VecDeque::new(),

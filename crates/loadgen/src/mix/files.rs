@@ -254,9 +254,10 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
     Ok(file)
 }
 
-/// Checks a request's placeholders (`{rand:5..1}` is refused) where the file says it.
+/// Checks a request's placeholders (`{rand:5..1}` is refused, and more than a request may
+/// hold) where the file says it; its target's words in braces are checked apart
+/// ([`super::placeholder::check_target`]).
 fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
-    super::placeholder::check_target(&spec.target)?;
     super::encode_with_placeholders(spec, |target, headers, body| {
         let mut all = target.as_bytes().to_vec();
         for (_, v) in headers {
@@ -347,6 +348,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                 body: Vec::new(),
                 weight: 1,
             };
+            super::placeholder::check_target(&spec.target).map_err(|m| bad(n, m))?;
             check_placeholders(&spec).map_err(|m| bad(n, m))?;
             requests.push(spec);
             open = true;

@@ -365,6 +365,16 @@ impl Plan {
         !self.requests.is_empty()
     }
 
+    /// What the run sends, as its progress line and the dashboard's header put it before
+    /// the URL: the method, or "a mix of N requests on".
+    pub fn what_is_sent(&self) -> String {
+        match self.requests.len() {
+            0 => self.method.clone(),
+            1 => "a mix of 1 request on".to_string(),
+            n => format!("a mix of {n} requests on"),
+        }
+    }
+
     /// The mix's request names, first seen first; none for a single-request plan.
     pub fn request_names(&self) -> Vec<String> {
         mix::names(&self.requests).0

@@ -148,14 +148,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let live = std::io::stderr().is_terminal();
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
-        if plan.has_mix() {
-            match plan.requests.len() {
-                1 => "a mix of 1 request on".to_string(),
-                n => format!("a mix of {n} requests on"),
-            }
-        } else {
-            plan.method.clone()
-        },
+        plan.what_is_sent(),
         plan.url,
         plan.connections,
         plan.effective_threads(),

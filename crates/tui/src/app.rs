@@ -49,11 +49,7 @@ impl RunInfo {
     pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
         // A mix is named as one (its method and path are the requests', view 5), not as the
         // run's default GET.
-        let what = match plan.request_names().len() {
-            0 => plan.method.clone(),
-            1 => "a mix of 1 request on".to_string(),
-            n => format!("a mix of {n} requests on"),
-        };
+        let what = plan.what_is_sent();
         RunInfo {
             // HTTP/2 is named beside the URL (an https URL says TLS already).
             target: match plan.http2 {

@@ -437,8 +437,17 @@ const STEAL_PCT: f64 = 5.0;
 const RUN_QUEUE_SHARE: f64 = 0.05;
 
 fn contended(e: &Evidence) -> bool {
+    // Where the server's CPUs cannot be told apart from the generator's (they overlap, or
+    // were never pinned), others' share of them is unknown; then a thread that waited a
+    // measured share of the run on a run queue is the evidence itself (a newcomer's stalled
+    // server on a machine four builds kept busy waited 57 % of the run, and nothing was named).
+    let waited_measured = match (e.server_run_queue_total_s, e.duration_s) {
+        (Some(w), d) if d > 0.0 => w / d >= RUN_QUEUE_SHARE,
+        _ => false,
+    };
     let others = e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
-        || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT);
+        || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT)
+        || (e.server_foreign_pct.is_none() && waited_measured);
     // Others busy on the server's CPUs took only what the server did not need when its
     // threads hardly ever waited for one.
     let waited = match (e.server_run_queue_total_s, e.duration_s) {

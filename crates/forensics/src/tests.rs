@@ -337,6 +337,32 @@ fn the_run_queue_wait_tells_contention_from_a_stall_on_a_busy_machine() {
     assert_eq!(causes(&starved), vec!["server_stall", "cpu_contention"]);
 }
 
+/// The server's CPUs overlap the generator's, so others' share of them is unknown: a thread
+/// that waited a measured share of the run on a run queue is contention by itself, and a
+/// thread that hardly waited is not.
+#[test]
+fn a_measured_run_queue_wait_names_contention_where_others_share_is_unknown() {
+    let mut e = healthy();
+    e.server_foreign_pct = None;
+    e.steal_pct = Some(0.0);
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 300_000;
+    e.slowest = stalled_slowest();
+    let waiting = |w: f64| -> std::collections::BTreeMap<u64, std::collections::HashMap<u32, f64>> {
+        (0..10)
+            .map(|s| (s, std::collections::HashMap::from([(7, w)])))
+            .collect()
+    };
+    // 570 ms of every second on a run queue (measured on a machine four builds kept busy).
+    let starved = e.clone().with_run_queue(&waiting(0.57));
+    assert_eq!(causes(&starved), vec!["cpu_contention"]);
+    let text = &diagnose(&starved)[0].evidence;
+    assert!(text.contains("waited 570 ms a second for a CPU"), "{text}");
+    // 0.5 ms a second: the server stopped by itself.
+    let stopped = e.clone().with_run_queue(&waiting(0.0005));
+    assert_eq!(causes(&stopped), vec!["server_stall"]);
+}
+
 #[test]
 fn cpu_contention_and_generator_saturation() {
     let mut e = healthy();

@@ -497,6 +497,7 @@ mod tests {
             rps: 1000.0,
             requests,
             errors,
+            non2xx: 0,
             p50_us: Some(100),
             p99_us: Some(900),
             p999_us: Some(1000),

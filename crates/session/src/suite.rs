@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use tailscope_forensics::RunProfiler;
-use tailscope_loadgen::report::{fmt_rate, fmt_us, Report, Tool};
+use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, Tool};
 use tailscope_loadgen::RunControl;
 use tailscope_report::suite::file::Suite;
 use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
@@ -136,11 +136,12 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                 }
                 let figures = RunFigures::of(&report, server_us_per_request);
                 say!(
-                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, server {}/req",
+                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
                     load.runs,
                     fmt_rate(figures.rps),
                     figures.p99_us.map_or("n/a".into(), fmt_us),
-                    figures.errors,
+                    fmt_count(figures.errors),
+                    fmt_count(figures.non2xx),
                     figures.server_us_per_request.map_or("n/a".into(), |u| format!("{u:.2} µs"))
                 );
                 runs.push(figures);

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 pub const SCHEMA_VERSION: u32 = 1;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_us, Report, Tool};
+use tailscope_loadgen::report::{fmt_count, fmt_us, Report, Tool};
 
 /// The machine a suite ran on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -76,6 +76,10 @@ pub struct RunFigures {
     pub requests: u64,
     /// Of which failed.
     pub errors: u64,
+    /// Responses whose status was not 2xx (a 404 is a response, not an error, but its
+    /// figures are of an error page, not of the endpoint).
+    #[serde(default)]
+    pub non2xx: u64,
     /// Median latency (null when nothing was measured).
     pub p50_us: Option<u64>,
     /// 99th percentile.
@@ -102,6 +106,7 @@ impl RunFigures {
             rps: report.summary.rps,
             requests: report.summary.requests,
             errors: report.summary.errors,
+            non2xx: report.summary.non2xx,
             p50_us: p.map(|p| p.p50),
             p99_us: p.map(|p| p.p99),
             p999_us: p.map(|p| p.p999),
@@ -288,8 +293,43 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
                 .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
         ));
     }
+    for w in warnings(results) {
+        out.push_str(&format!("\n**Warning:** {w}\n"));
+    }
     out.push_str(&requests::markdown(results));
     out
+}
+
+/// One line per endpoint whose runs had responses that were not 2xx, or errors: a suite
+/// that compares 404 pages as if they were the endpoint must say so where its table is read.
+pub fn warnings(results: &[SuiteResult]) -> Vec<String> {
+    results
+        .iter()
+        .filter_map(|r| {
+            let requests: u64 = r.runs.iter().map(|f| f.requests).sum();
+            let non2xx: u64 = r.runs.iter().map(|f| f.non2xx).sum();
+            let errors: u64 = r.runs.iter().map(|f| f.errors).sum();
+            let pct = |n: u64| 100.0 * n as f64 / requests.max(1) as f64;
+            let mut what = Vec::new();
+            if non2xx > 0 {
+                what.push(format!(
+                    "{} of {} responses ({:.1} %) were not 2xx (check the endpoint's path and method)",
+                    fmt_count(non2xx),
+                    fmt_count(requests),
+                    pct(non2xx)
+                ));
+            }
+            if errors > 0 {
+                what.push(format!(
+                    "{} of {} requests ({:.1} %) failed",
+                    fmt_count(errors),
+                    fmt_count(requests),
+                    pct(errors)
+                ));
+            }
+            (!what.is_empty()).then(|| format!("{} {}: {}.", r.target, r.endpoint, what.join("; ")))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -307,6 +347,7 @@ mod tests {
                     rps,
                     requests: 1,
                     errors: 0,
+                    non2xx: 0,
                     p50_us: Some(p99 / 2),
                     p99_us: Some(p99),
                     p999_us: None,
@@ -317,6 +358,38 @@ mod tests {
                 })
                 .collect(),
         )
+    }
+
+    /// A suite that loaded a path the server answers with 404 says so under its table (a
+    /// newcomer's suite compared two servers' 404 pages as if they served the endpoint).
+    #[test]
+    fn endpoints_answered_with_errors_or_non_2xx_are_warned_under_the_table() {
+        let mut not_found = result("python", "/json", &[900.0, 950.0], &[500, 600]);
+        not_found.runs.iter_mut().for_each(|r| {
+            r.requests = 1_000;
+            r.non2xx = 1_000;
+        });
+        let mut flaky = result("nginx", "/", &[900.0], &[500]);
+        flaky.runs[0].requests = 2_000;
+        flaky.runs[0].errors = 20;
+        let fine = result("nginx", "/ok", &[900.0], &[500]);
+        let results = vec![not_found, flaky, fine];
+        assert_eq!(
+            warnings(&results),
+            vec![
+                "python /json: 2,000 of 2,000 responses (100.0 %) were not 2xx (check the endpoint's path and method).".to_string(),
+                "nginx /: 20 of 2,000 requests (1.0 %) failed.".to_string(),
+            ]
+        );
+        let table = markdown(&results, None);
+        assert!(
+            table.contains("**Warning:** python /json: 2,000 of 2,000"),
+            "{table}"
+        );
+        assert!(!table.contains("/ok:"), "{table}");
+        // Suite files written before the field existed still read.
+        let old = r#"{"rps":1.0,"requests":1,"errors":0,"p50_us":1,"p99_us":1,"p999_us":1,"max_us":1,"duration_s":1.0}"#;
+        assert_eq!(serde_json::from_str::<RunFigures>(old).unwrap().non2xx, 0);
     }
 
     #[test]

@@ -149,6 +149,9 @@ pub fn page(suite: &SuiteReport) -> String {
         ],
         &rows,
     ));
+    for w in super::warnings(&suite.results) {
+        let _ = writeln!(body, "<p class=\"warn\">{}</p>", escape(&w));
+    }
     for r in &measured {
         let _ = writeln!(body, "<h2>{}</h2>", escape(&label(r)));
         if r.runs.is_empty() {
@@ -170,6 +173,7 @@ pub fn page(suite: &SuiteReport) -> String {
                     fmt_rate(f.rps),
                     fmt_count(f.requests),
                     fmt_count(f.errors),
+                    fmt_count(f.non2xx),
                     ms(f.p50_us),
                     ms(f.p99_us),
                     ms(f.p999_us),
@@ -185,6 +189,7 @@ pub fn page(suite: &SuiteReport) -> String {
                 "req/s",
                 "requests",
                 "errors",
+                "non-2xx",
                 "p50",
                 "p99",
                 "p99.9",

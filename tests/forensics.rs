@@ -427,6 +427,8 @@ fn run_beside_a_busy_loop(cpu: usize, extra: &[&str]) -> Option<serde_json::Valu
         return None;
     }
     assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // `--json -` ends its line, as the file does.
+    assert!(out.stdout.ends_with(b"}\n"), "{stderr}");
     Some(serde_json::from_slice(&out.stdout).unwrap())
 }
 

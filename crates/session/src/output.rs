@@ -46,13 +46,16 @@ pub fn write_page(page: &str, path: &Path) -> Result<()> {
 /// Writes a finished report where it was asked for: the text on stdout (on stderr when the
 /// JSON goes to stdout, `--json -`), the JSON to its file, the HTML page to its file.
 pub fn emit(report: &Report, text: &str, json: Option<&Path>, html: Option<&Path>) -> Result<()> {
+    // The same bytes on stdout as in a file, ending in a newline (a shell prompt after
+    // `--json -` otherwise starts on the closing brace's line).
+    let json_text = || report.to_json() + "\n";
     if json.is_some_and(|p| p.as_os_str() == "-") {
         say_part!("{text}");
-        print_stdout(&report.to_json())?;
+        print_stdout(&json_text())?;
     } else {
         print_stdout(text)?;
         if let Some(path) = json {
-            std::fs::write(path, report.to_json() + "\n")
+            std::fs::write(path, json_text())
                 .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
         }
     }

@@ -375,6 +375,12 @@ impl Plan {
         }
     }
 
+    /// The URL as the run names it beside [`Plan::what_is_sent`]: a mix's requests carry
+    /// their own paths, so only its origin (the default path is not what a mix sends).
+    pub fn url_shown(&self) -> &str {
+        url_shown(&self.url, self.has_mix())
+    }
+
     /// The mix's request names, first seen first; none for a single-request plan.
     pub fn request_names(&self) -> Vec<String> {
         mix::names(&self.requests).0
@@ -402,5 +408,17 @@ impl Plan {
             (true, false) => "h2c",
             (false, _) => "http/1.1",
         }
+    }
+}
+
+/// `url` as a run names it: for a mix (`mix`), only its origin (`scheme://host:port`).
+pub fn url_shown(url: &str, mix: bool) -> &str {
+    if !mix {
+        return url;
+    }
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    match url[after_scheme..].find('/') {
+        Some(i) => &url[..after_scheme + i],
+        None => url,
     }
 }

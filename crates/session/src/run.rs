@@ -149,7 +149,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         plan.what_is_sent(),
-        plan.url,
+        plan.url_shown(),
         plan.connections,
         plan.effective_threads(),
         match plan.pace {

@@ -55,12 +55,12 @@ impl RunInfo {
             target: match plan.http2 {
                 true => format!(
                     "{what} {} ({}, {} stream{} per connection)",
-                    plan.url,
+                    plan.url_shown(),
                     plan.protocol(),
                     plan.streams,
                     if plan.streams == 1 { "" } else { "s" }
                 ),
-                false => format!("{what} {}", plan.url),
+                false => format!("{what} {}", plan.url_shown()),
             },
             server: target.map(|t| format!("{} (pid {})", t.name(), t.pid())),
             rate: match plan.pace {
@@ -435,7 +435,7 @@ mod tests {
         plan.requests = vec![spec("a"), spec("b")];
         assert_eq!(
             RunInfo::new(&plan, None).target,
-            "a mix of 2 requests on http://127.0.0.1:8080/"
+            "a mix of 2 requests on http://127.0.0.1:8080"
         );
     }
 }

@@ -117,3 +117,22 @@ fn framing_headers_must_agree_with_the_body() {
     let e = plan.validate().unwrap_err().to_string();
     assert!(e.contains("never chunked"), "{e}");
 }
+
+/// A mix is named by its origin: the default path is not what it sends.
+#[test]
+fn a_mix_is_shown_by_its_origin() {
+    use super::url_shown;
+    assert_eq!(
+        url_shown("http://127.0.0.1:8080/plaintext", true),
+        "http://127.0.0.1:8080"
+    );
+    assert_eq!(
+        url_shown("https://[::1]:8443/a/b?c=d", true),
+        "https://[::1]:8443"
+    );
+    assert_eq!(url_shown("http://h:1", true), "http://h:1");
+    assert_eq!(
+        url_shown("http://h:1/plaintext", false),
+        "http://h:1/plaintext"
+    );
+}

@@ -29,7 +29,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "  Target:        {} (a mix of {} {}, by request below)",
-                c.url,
+                crate::plan::url_shown(&c.url, true),
                 self.by_request.len(),
                 if self.by_request.len() == 1 {
                     "request"

@@ -345,7 +345,7 @@ fn nginx_with_two_workers_is_profiled_as_its_tree() {
     };
     let _turn = serial();
     let run = healthy_run("nginx:2 launched", || {
-        launched("nginx:2", &["-n", "60000", "-c", "8"])
+        launched("nginx:2", &["-n", "60000", "-c", "32"])
     });
     run.check_facts(3, "nginx:2 launched");
     let workers: Vec<&serde_json::Value> = run.target()["processes"]
@@ -355,6 +355,19 @@ fn nginx_with_two_workers_is_profiled_as_its_tree() {
         .filter(|p| p["command"].as_str().unwrap().contains("worker process"))
         .collect();
     assert_eq!(workers.len(), 2, "{}", run.describe());
+    // Each worker on its own reuseport listener: 32 connections hashed over two sockets give
+    // the lesser fewer than a tenth of the work with a chance near 1e-5. On one shared socket,
+    // a newcomer's release build saw one worker take them all (0.46 s of CPU against 0.00 s,
+    // three runs of three; the debug build here opens its connections slowly enough to spread).
+    let cpu: Vec<f64> = workers
+        .iter()
+        .map(|w| w["cpu_time_s"].as_f64().unwrap())
+        .collect();
+    assert!(
+        cpu[0].min(cpu[1]) >= cpu[0].max(cpu[1]) / 10.0,
+        "both nginx workers served ({cpu:?} s of CPU): {}",
+        run.describe()
+    );
 
     // The same nginx started by the test, named by --pid MASTER.
     let scratch = common::scratch_dir("tree-nginx");

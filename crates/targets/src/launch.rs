@@ -185,11 +185,7 @@ impl Target {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let program = template
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("command")
-                    .to_string();
+                let program = program_of(template);
                 (program, cmd, Some(port), None)
             }
         };
@@ -567,5 +563,47 @@ mod tests {
             Vec::<i32>::new(),
             "no live process left in the group"
         );
+    }
+}
+
+/// The program a command target is named after: the first word of the shell command that
+/// has `{port}` (the server must listen there), past `exec` and `VAR=value` words. A newcomer's
+/// `echo cpus={cpus} >&2; python3 -m http.server {port}` was named `echo`.
+fn program_of(template: &str) -> String {
+    let commands: Vec<&str> = template
+        .split([';', '&', '|', '\n'])
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let server = commands
+        .iter()
+        .find(|c| c.contains("{port}"))
+        .or(commands.first());
+    server
+        .and_then(|c| {
+            c.split_whitespace()
+                .find(|w| *w != "exec" && !w.contains('=') && *w != "(" && *w != "{")
+        })
+        .map_or("command".to_string(), |w| {
+            w.rsplit('/').next().unwrap_or(w).to_string()
+        })
+}
+
+#[cfg(test)]
+mod program_tests {
+    use super::program_of;
+
+    #[test]
+    fn a_command_target_is_named_after_the_command_that_listens() {
+        assert_eq!(program_of("python3 -m http.server {port}"), "python3");
+        assert_eq!(
+            program_of("echo cpus={cpus} >&2; python3 -m http.server {port} --bind 127.0.0.1"),
+            "python3"
+        );
+        assert_eq!(
+            program_of("cd /srv && PORT={port} exec /usr/bin/gunicorn -w 3 app:app"),
+            "gunicorn"
+        );
+        assert_eq!(program_of("./server"), "server");
+        assert_eq!(program_of("  "), "command");
     }
 }

@@ -5,8 +5,8 @@ use tailscope_report::compare;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{load_report, print_stdout, write_page};
 
-use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
+use tailscope_cli::args::CompareArgs;
 
 /// Compares two reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {

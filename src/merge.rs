@@ -7,8 +7,8 @@ use tailscope_loadgen::threshold::Threshold;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{emit, judge, load_report};
 
-use crate::args::MergeArgs;
 use crate::exit::{Outcome, UsageError};
+use tailscope_cli::args::MergeArgs;
 
 /// Runs `tailscope merge`.
 pub fn merge(args: MergeArgs) -> Result<Outcome> {

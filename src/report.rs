@@ -6,8 +6,8 @@ use tailscope_report::AnyReport;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{load_report, write_page};
 
-use crate::args::ReportArgs;
 use crate::exit::Outcome;
+use tailscope_cli::args::ReportArgs;
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {

@@ -5,8 +5,8 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use tailscope_server::{Config, Error, Stall};
 
-use crate::args::ServeArgs;
 use crate::exit::{Outcome, UsageError};
+use tailscope_cli::args::ServeArgs;
 
 /// Starts the server, prints `listening on http://ADDR`, and serves until a signal asks it
 /// to stop; then in-flight responses are finished and it exits 0.

@@ -411,7 +411,8 @@ impl SpikeCounts {
 impl RunTotals {
     /// The forensics counts of the whole run.
     pub fn spike_counts(&self) -> SpikeCounts {
-        SpikeCounts::of(&self.latency, &self.first_request, &self.body)
+        let h = &self.histograms;
+        SpikeCounts::of(&h.latency, &h.first_request, &h.body)
     }
 
     /// What a snapshot holds of the run so far, for a report while the run goes on. A
@@ -423,12 +424,14 @@ impl RunTotals {
         RunTotals {
             duration: snap.elapsed,
             counters: snap.totals.clone(),
-            latency: snap.histogram.clone(),
-            latency_uncorrected: empty(),
-            connect: empty(),
-            tls: empty(),
-            first_request: empty(),
-            body: empty(),
+            histograms: crate::recorder::Histograms {
+                latency: snap.histogram.clone(),
+                latency_uncorrected: empty(),
+                connect: empty(),
+                tls: empty(),
+                first_request: empty(),
+                body: empty(),
+            },
             timeseries: snap.recent_seconds.clone(),
             second_histograms: Vec::new(),
             slowest: snap.slowest.clone(),
@@ -503,18 +506,9 @@ pub struct RunTotals {
     pub duration: Duration,
     /// Counters.
     pub counters: Counters,
-    /// Latency of every response (corrected in open loop).
-    pub latency: Histogram<u64>,
-    /// Open loop: from the actual send.
-    pub latency_uncorrected: Histogram<u64>,
-    /// Connect times.
-    pub connect: Histogram<u64>,
-    /// TLS handshake times (https).
-    pub tls: Histogram<u64>,
-    /// Latency of first-on-connection requests (connect included).
-    pub first_request: Histogram<u64>,
-    /// Body times (first to last byte).
-    pub body: Histogram<u64>,
+    /// The run's histograms (latency, uncorrected latency, connect, TLS, first request,
+    /// body): the recorders' own type, summed.
+    pub histograms: crate::recorder::Histograms,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
     /// The latency histogram of each point of `timeseries`, in the same order, V2-deflate

@@ -398,12 +398,10 @@ mod tests {
         let totals = RunTotals {
             duration: Duration::from_secs(1),
             counters,
-            latency,
-            latency_uncorrected: new_histogram(Duration::from_secs(60)),
-            connect: new_histogram(Duration::from_secs(60)),
-            tls: new_histogram(Duration::from_secs(60)),
-            first_request: new_histogram(Duration::from_secs(60)),
-            body: new_histogram(Duration::from_secs(60)),
+            histograms: crate::recorder::Histograms {
+                latency,
+                ..crate::recorder::Histograms::new(Duration::from_secs(60))
+            },
             timeseries: vec![],
             second_histograms: vec![],
             slowest: vec![],

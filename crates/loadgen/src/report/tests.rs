@@ -20,12 +20,10 @@ fn totals() -> RunTotals {
     RunTotals {
         duration: Duration::from_secs(2),
         counters,
-        latency,
-        latency_uncorrected: new_histogram(Duration::from_secs(60)),
-        connect: new_histogram(Duration::from_secs(60)),
-        tls: new_histogram(Duration::from_secs(60)),
-        first_request: new_histogram(Duration::from_secs(60)),
-        body: new_histogram(Duration::from_secs(60)),
+        histograms: crate::recorder::Histograms {
+            latency,
+            ..crate::recorder::Histograms::new(Duration::from_secs(60))
+        },
         timeseries: vec![],
         second_histograms: vec![],
         slowest: vec![],
@@ -130,7 +128,7 @@ fn slow_connects_in_a_short_run_are_warned_about() {
     let mut t = totals();
     // 2 s run; the connects took 300 ms to 1.8 s: set-up, not the steady state.
     for ms in [300u64, 900, 1_800] {
-        t.connect.record(ms * 1_000).unwrap();
+        t.histograms.connect.record(ms * 1_000).unwrap();
     }
     let w = Report::new(&plan, &t).warnings;
     assert!(
@@ -139,7 +137,7 @@ fn slow_connects_in_a_short_run_are_warned_about() {
     );
     // Fast connects say nothing.
     let mut t = totals();
-    t.connect.record(150).unwrap();
+    t.histograms.connect.record(150).unwrap();
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("connects took")), "{w:?}");
 }

@@ -55,12 +55,10 @@ fn report(url: &str, index: usize, offset_s: f64, first: &[u64], second: &[u64])
     let totals = RunTotals {
         duration: Duration::from_secs(2),
         counters,
-        latency,
-        latency_uncorrected: new_histogram(highest),
-        connect: new_histogram(highest),
-        tls: new_histogram(highest),
-        first_request: new_histogram(highest),
-        body: new_histogram(highest),
+        histograms: crate::recorder::Histograms {
+            latency,
+            ..crate::recorder::Histograms::new(highest)
+        },
         timeseries,
         second_histograms,
         slowest: vec![],

@@ -537,6 +537,38 @@ pub struct RunTotals {
     pub conns_peak: Gauges,
 }
 
+#[cfg(test)]
+impl RunTotals {
+    /// A run's totals for a test: these counters and latencies (µs, in a histogram of
+    /// [`crate::recorder::new_histogram`]'s 60 s bounds) over `duration`; every other histogram
+    /// is empty and nothing else was recorded.
+    pub(crate) fn of_latency(
+        duration: Duration,
+        counters: Counters,
+        latency: Histogram<u64>,
+    ) -> RunTotals {
+        let histograms = crate::recorder::Histograms {
+            latency,
+            ..crate::recorder::Histograms::new(Duration::from_secs(60))
+        };
+        RunTotals {
+            duration,
+            counters,
+            histograms,
+            timeseries: Vec::new(),
+            second_histograms: Vec::new(),
+            slowest: Vec::new(),
+            by_request: Vec::new(),
+            request_series: Vec::new(),
+            grace: Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+            engine: Default::default(),
+            conns_peak: Default::default(),
+        }
+    }
+}
+
 /// A change of the open-loop rate during a run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RateChange {

@@ -18,22 +18,8 @@ fn totals() -> RunTotals {
     counters.errors[ErrorKind::Timeout.index()] = 1;
     counters.status_codes = vec![(200, 4), (503, 1)];
     RunTotals {
-        duration: Duration::from_secs(2),
-        counters,
-        histograms: crate::recorder::Histograms {
-            latency,
-            ..crate::recorder::Histograms::new(Duration::from_secs(60))
-        },
-        timeseries: vec![],
-        second_histograms: vec![],
-        slowest: vec![],
-        by_request: vec![],
-        request_series: vec![],
         grace: Duration::from_millis(250),
-        rate_changes: vec![],
-        stopped_early: false,
-        engine: Default::default(),
-        conns_peak: Default::default(),
+        ..RunTotals::of_latency(Duration::from_secs(2), counters, latency)
     }
 }
 

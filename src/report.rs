@@ -2,12 +2,12 @@
 //! self-contained page.
 
 use anyhow::Result;
+use tailscope_cli::args::ReportArgs;
 use tailscope_report::AnyReport;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{load_report, write_page};
 
 use crate::exit::Outcome;
-use tailscope_cli::args::ReportArgs;
 
 /// Runs `tailscope report`.
 pub fn report(args: ReportArgs) -> Result<Outcome> {

@@ -3,10 +3,10 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
+use tailscope_cli::args::ServeArgs;
 use tailscope_server::{Config, Error, Stall};
 
 use crate::exit::{Outcome, UsageError};
-use tailscope_cli::args::ServeArgs;
 
 /// Starts the server, prints `listening on http://ADDR`, and serves until a signal asks it
 /// to stop; then in-flight responses are finished and it exits 0.

@@ -2,12 +2,12 @@
 //! `tailscope_session::suite`.
 
 use anyhow::Result;
+use tailscope_cli::args::SuiteArgs;
 use tailscope_report::suite::file::{self, Suite};
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::suite::SuiteConfig;
 
 use crate::exit::{Outcome, UsageError};
-use tailscope_cli::args::SuiteArgs;
 
 /// Runs a suite file.
 pub fn suite(args: SuiteArgs) -> Result<Outcome> {

@@ -415,35 +415,52 @@ impl RunTotals {
         SpikeCounts::of(&h.latency, &h.first_request, &h.body)
     }
 
-    /// What a snapshot holds of the run so far, for a report while the run goes on. A
-    /// snapshot carries the latency histogram but not the connect, body, first-request or
-    /// uncorrected ones (they are empty here, so their figures read n/a), its seconds are the
-    /// last two minutes, and nothing is in flight at its end yet (no grace period).
-    pub fn so_far(snap: &Snapshot) -> RunTotals {
-        let empty = || Histogram::new_from(&snap.histogram);
+    /// The totals of a run that measured these counters and histograms over `duration` and
+    /// nothing else: no seconds, no slowest requests, no names, no grace period, no rate
+    /// change, no engine named, no connections.
+    fn measured(
+        duration: Duration,
+        counters: Counters,
+        histograms: crate::recorder::Histograms,
+    ) -> RunTotals {
         RunTotals {
-            duration: snap.elapsed,
-            counters: snap.totals.clone(),
-            histograms: crate::recorder::Histograms {
-                latency: snap.histogram.clone(),
-                latency_uncorrected: empty(),
-                connect: empty(),
-                tls: empty(),
-                first_request: empty(),
-                body: empty(),
-            },
-            timeseries: snap.recent_seconds.clone(),
+            duration,
+            counters,
+            histograms,
+            timeseries: Vec::new(),
             second_histograms: Vec::new(),
-            slowest: snap.slowest.clone(),
-            // Kept per name only for the whole run: a report of the run so far has none.
+            slowest: Vec::new(),
             by_request: Vec::new(),
             request_series: Vec::new(),
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
-            // Not in a snapshot: the page of the run so far leaves the engine line out.
             engine: Default::default(),
+            conns_peak: Default::default(),
+        }
+    }
+
+    /// What a snapshot holds of the run so far, for a report while the run goes on. A
+    /// snapshot carries the latency histogram but not the connect, body, first-request or
+    /// uncorrected ones (they are empty here, so their figures read n/a), its seconds are the
+    /// last two minutes, and nothing is in flight at its end yet (no grace period). Figures
+    /// per name are kept for the whole run only (a report of the run so far has none), and
+    /// the engine is not in a snapshot (the page of the run so far leaves its line out).
+    pub fn so_far(snap: &Snapshot) -> RunTotals {
+        let empty = || Histogram::new_from(&snap.histogram);
+        let histograms = crate::recorder::Histograms {
+            latency: snap.histogram.clone(),
+            latency_uncorrected: empty(),
+            connect: empty(),
+            tls: empty(),
+            first_request: empty(),
+            body: empty(),
+        };
+        RunTotals {
+            timeseries: snap.recent_seconds.clone(),
+            slowest: snap.slowest.clone(),
             conns_peak: snap.conns_peak,
+            ..RunTotals::measured(snap.elapsed, snap.totals.clone(), histograms)
         }
     }
 }
@@ -551,21 +568,7 @@ impl RunTotals {
             latency,
             ..crate::recorder::Histograms::new(Duration::from_secs(60))
         };
-        RunTotals {
-            duration,
-            counters,
-            histograms,
-            timeseries: Vec::new(),
-            second_histograms: Vec::new(),
-            slowest: Vec::new(),
-            by_request: Vec::new(),
-            request_series: Vec::new(),
-            grace: Duration::ZERO,
-            rate_changes: Vec::new(),
-            stopped_early: false,
-            engine: Default::default(),
-            conns_peak: Default::default(),
-        }
+        RunTotals::measured(duration, counters, histograms)
     }
 }
 

@@ -1,11 +1,11 @@
 //! `tailscope compare BASE.json NEW.json`: what changed between two reports, and a CI gate.
 
 use anyhow::Result;
+use tailscope_cli::args::CompareArgs;
 use tailscope_report::compare;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{load_report, print_stdout, write_page};
 
-use crate::args::CompareArgs;
 use crate::exit::{Outcome, UsageError};
 
 /// Compares two reports.

@@ -1,30 +1,42 @@
 //! The `tailscope` binary: parse → validate → run → map the outcome to an exit code.
-//! The work is done by the crates under `crates/`; this is CLI and wiring only.
+//! The flags and their validation are `tailscope_cli`'s; the work is done by the other
+//! crates under `crates/`; this is wiring only.
 
 #[macro_use]
 extern crate tailscope_session;
 
-mod args;
 mod compare;
 mod exit;
 mod merge;
-mod process;
 mod report;
-mod run;
 mod serve;
 mod suite;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use anyhow::Result;
+use clap::{CommandFactory, FromArgMatches, Parser};
+use tailscope_cli::args::{Cli, Command, RunArgs};
 
-use crate::args::{Cli, Command};
 use crate::exit::{Outcome, UsageError};
 
+/// The command line as clap reads it, with this binary's description and version in its
+/// help (the derive in `tailscope_cli` would take its own crate's).
+fn command_line() -> clap::Command {
+    Cli::command()
+        .about(env!("CARGO_PKG_DESCRIPTION"))
+        .version(env!("CARGO_PKG_VERSION"))
+}
+
+/// `tailscope run`: the flags validated, then the session.
+fn run(args: RunArgs) -> Result<Outcome> {
+    tailscope_session::run::run(tailscope_cli::run::run_config(args)?)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command_line().get_matches()).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
-        Some(Command::Run(args)) => run::run(args),
+        Some(Command::Run(args)) => run(args),
         Some(Command::Serve(args)) => serve::serve(args),
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
@@ -35,7 +47,7 @@ fn main() -> ExitCode {
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])
             .command
         {
-            Some(Command::Run(args)) => run::run(args),
+            Some(Command::Run(args)) => run(args),
             _ => unreachable!("the default command line parses as run"),
         },
     };

@@ -2,12 +2,12 @@
 //! `tailscope_loadgen::report::merge`) → JSON, text, thresholds and the exit code.
 
 use anyhow::Result;
+use tailscope_cli::args::MergeArgs;
 use tailscope_loadgen::report::{self, Report};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{emit, judge, load_report};
 
-use crate::args::MergeArgs;
 use crate::exit::{Outcome, UsageError};
 
 /// Runs `tailscope merge`.

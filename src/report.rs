@@ -2,11 +2,11 @@
 //! self-contained page.
 
 use anyhow::Result;
+use tailscope_cli::args::ReportArgs;
 use tailscope_report::AnyReport;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{load_report, write_page};
 
-use crate::args::ReportArgs;
 use crate::exit::Outcome;
 
 /// Runs `tailscope report`.

@@ -3,9 +3,9 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
+use tailscope_cli::args::ServeArgs;
 use tailscope_server::{Config, Error, Stall};
 
-use crate::args::ServeArgs;
 use crate::exit::{Outcome, UsageError};
 
 /// Starts the server, prints `listening on http://ADDR`, and serves until a signal asks it

@@ -2,11 +2,11 @@
 //! `tailscope_session::suite`.
 
 use anyhow::Result;
+use tailscope_cli::args::SuiteArgs;
 use tailscope_report::suite::file::{self, Suite};
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::suite::SuiteConfig;
 
-use crate::args::SuiteArgs;
 use crate::exit::{Outcome, UsageError};
 
 /// Runs a suite file.

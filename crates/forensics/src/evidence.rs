@@ -43,7 +43,8 @@ impl<'a> Load<'a> {
         Load {
             requests: totals.counters.requests(),
             in_flight: (plan.connections * plan.pipeline) as u64,
-            p50_us: (!totals.latency.is_empty()).then(|| totals.latency.value_at_quantile(0.5)),
+            p50_us: (!totals.histograms.latency.is_empty())
+                .then(|| totals.histograms.latency.value_at_quantile(0.5)),
             seconds: &totals.timeseries,
             slowest: &totals.slowest,
             counts: totals.spike_counts(),

@@ -337,24 +337,10 @@ impl Aggregator {
                 }
             }
         }
-        // RunTotals keeps its histograms as flat fields: the binary reads `totals.latency`.
-        let Histograms {
-            latency,
-            latency_uncorrected,
-            connect,
-            tls,
-            first_request,
-            body,
-        } = self.histograms;
         RunTotals {
             duration,
             counters: self.counters,
-            latency,
-            latency_uncorrected,
-            connect,
-            tls,
-            first_request,
-            body,
+            histograms: self.histograms,
             timeseries: self.timeseries,
             second_histograms: self.second_histograms,
             slowest: self.slowest.items().to_vec(),
@@ -438,7 +424,7 @@ mod tests {
         assert_eq!(totals.timeseries[1].requests, 2);
         // HDR reports the top of the value's bucket: within 0.1 % of 7 ms.
         assert!((7_000..=7_007).contains(&totals.timeseries[1].max_us));
-        assert_eq!(totals.latency.len(), 22);
+        assert_eq!(totals.histograms.latency.len(), 22);
         assert_eq!(totals.timeseries[1].t_s, 1.2);
         assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
     }

@@ -458,8 +458,8 @@ impl Report {
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
             },
-            latency_us: percentiles(&totals.latency),
-            latency_lower_bound: lower_bounds(&totals.latency, c.unfinished_min_us),
+            latency_us: percentiles(&totals.histograms.latency),
+            latency_lower_bound: lower_bounds(&totals.histograms.latency, c.unfinished_min_us),
             littles_law: match plan.pace {
                 Pace::Max if c.connection_us > 0 => Some(LittlesLaw {
                     connection_s: c.connection_us as f64 / 1e6,
@@ -470,11 +470,11 @@ impl Report {
                 _ => None,
             },
             latency_uncorrected_us: match plan.pace {
-                Pace::Rate(_) => percentiles(&totals.latency_uncorrected),
+                Pace::Rate(_) => percentiles(&totals.histograms.latency_uncorrected),
                 Pace::Max => None,
             },
-            connect_us: percentiles(&totals.connect),
-            tls_us: percentiles(&totals.tls),
+            connect_us: percentiles(&totals.histograms.connect),
+            tls_us: percentiles(&totals.histograms.tls),
             status_codes: c
                 .status_codes
                 .iter()
@@ -492,11 +492,11 @@ impl Report {
             signal: None,
             warnings: Vec::new(),
             slowest: totals.slowest.clone(),
-            histogram: encoded(&totals.latency),
-            connect_histogram: Some(encoded(&totals.connect)),
-            tls_histogram: plan.tls.as_ref().map(|_| encoded(&totals.tls)),
+            histogram: encoded(&totals.histograms.latency),
+            connect_histogram: Some(encoded(&totals.histograms.connect)),
+            tls_histogram: plan.tls.as_ref().map(|_| encoded(&totals.histograms.tls)),
             latency_uncorrected_histogram: match plan.pace {
-                Pace::Rate(_) => Some(encoded(&totals.latency_uncorrected)),
+                Pace::Rate(_) => Some(encoded(&totals.histograms.latency_uncorrected)),
                 Pace::Max => None,
             },
             // Already V2-deflate serialized by the aggregator: only base64 is added here.

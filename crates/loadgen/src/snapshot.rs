@@ -411,36 +411,56 @@ impl SpikeCounts {
 impl RunTotals {
     /// The forensics counts of the whole run.
     pub fn spike_counts(&self) -> SpikeCounts {
-        SpikeCounts::of(&self.latency, &self.first_request, &self.body)
+        let h = &self.histograms;
+        SpikeCounts::of(&h.latency, &h.first_request, &h.body)
+    }
+
+    /// The totals of a run that measured these counters and histograms over `duration` and
+    /// nothing else: no seconds, no slowest requests, no names, no grace period, no rate
+    /// change, no engine named, no connections.
+    fn measured(
+        duration: Duration,
+        counters: Counters,
+        histograms: crate::recorder::Histograms,
+    ) -> RunTotals {
+        RunTotals {
+            duration,
+            counters,
+            histograms,
+            timeseries: Vec::new(),
+            second_histograms: Vec::new(),
+            slowest: Vec::new(),
+            by_request: Vec::new(),
+            request_series: Vec::new(),
+            grace: Duration::ZERO,
+            rate_changes: Vec::new(),
+            stopped_early: false,
+            engine: Default::default(),
+            conns_peak: Default::default(),
+        }
     }
 
     /// What a snapshot holds of the run so far, for a report while the run goes on. A
     /// snapshot carries the latency histogram but not the connect, body, first-request or
     /// uncorrected ones (they are empty here, so their figures read n/a), its seconds are the
-    /// last two minutes, and nothing is in flight at its end yet (no grace period).
+    /// last two minutes, and nothing is in flight at its end yet (no grace period). Figures
+    /// per name are kept for the whole run only (a report of the run so far has none), and
+    /// the engine is not in a snapshot (the page of the run so far leaves its line out).
     pub fn so_far(snap: &Snapshot) -> RunTotals {
         let empty = || Histogram::new_from(&snap.histogram);
-        RunTotals {
-            duration: snap.elapsed,
-            counters: snap.totals.clone(),
+        let histograms = crate::recorder::Histograms {
             latency: snap.histogram.clone(),
             latency_uncorrected: empty(),
             connect: empty(),
             tls: empty(),
             first_request: empty(),
             body: empty(),
+        };
+        RunTotals {
             timeseries: snap.recent_seconds.clone(),
-            second_histograms: Vec::new(),
             slowest: snap.slowest.clone(),
-            // Kept per name only for the whole run: a report of the run so far has none.
-            by_request: Vec::new(),
-            request_series: Vec::new(),
-            grace: Duration::ZERO,
-            rate_changes: Vec::new(),
-            stopped_early: false,
-            // Not in a snapshot: the page of the run so far leaves the engine line out.
-            engine: Default::default(),
             conns_peak: snap.conns_peak,
+            ..RunTotals::measured(snap.elapsed, snap.totals.clone(), histograms)
         }
     }
 }
@@ -503,18 +523,9 @@ pub struct RunTotals {
     pub duration: Duration,
     /// Counters.
     pub counters: Counters,
-    /// Latency of every response (corrected in open loop).
-    pub latency: Histogram<u64>,
-    /// Open loop: from the actual send.
-    pub latency_uncorrected: Histogram<u64>,
-    /// Connect times.
-    pub connect: Histogram<u64>,
-    /// TLS handshake times (https).
-    pub tls: Histogram<u64>,
-    /// Latency of first-on-connection requests (connect included).
-    pub first_request: Histogram<u64>,
-    /// Body times (first to last byte).
-    pub body: Histogram<u64>,
+    /// The run's histograms (latency, uncorrected latency, connect, TLS, first request,
+    /// body): the recorders' own type, summed.
+    pub histograms: crate::recorder::Histograms,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
     /// The latency histogram of each point of `timeseries`, in the same order, V2-deflate
@@ -541,6 +552,24 @@ pub struct RunTotals {
     pub engine: crate::EngineUsed,
     /// The most connections open and opening at once, every population.
     pub conns_peak: Gauges,
+}
+
+#[cfg(test)]
+impl RunTotals {
+    /// A run's totals for a test: these counters and latencies (µs, in a histogram of
+    /// [`crate::recorder::new_histogram`]'s 60 s bounds) over `duration`; every other histogram
+    /// is empty and nothing else was recorded.
+    pub(crate) fn of_latency(
+        duration: Duration,
+        counters: Counters,
+        latency: Histogram<u64>,
+    ) -> RunTotals {
+        let histograms = crate::recorder::Histograms {
+            latency,
+            ..crate::recorder::Histograms::new(Duration::from_secs(60))
+        };
+        RunTotals::measured(duration, counters, histograms)
+    }
 }
 
 /// A change of the open-loop rate during a run.

@@ -395,26 +395,7 @@ mod tests {
         };
         counters.status_codes = vec![(200, latencies.len() as u64)];
         counters.errors[0] = errors;
-        let totals = RunTotals {
-            duration: Duration::from_secs(1),
-            counters,
-            latency,
-            latency_uncorrected: new_histogram(Duration::from_secs(60)),
-            connect: new_histogram(Duration::from_secs(60)),
-            tls: new_histogram(Duration::from_secs(60)),
-            first_request: new_histogram(Duration::from_secs(60)),
-            body: new_histogram(Duration::from_secs(60)),
-            timeseries: vec![],
-            second_histograms: vec![],
-            slowest: vec![],
-            by_request: vec![],
-            request_series: vec![],
-            grace: Duration::ZERO,
-            rate_changes: vec![],
-            stopped_early: false,
-            engine: Default::default(),
-            conns_peak: Default::default(),
-        };
+        let totals = RunTotals::of_latency(Duration::from_secs(1), counters, latency);
         Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
     }
 

@@ -185,8 +185,12 @@ fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
     assert!(totals.engine.reason.contains("TLS"), "{:?}", totals.engine);
     let t = &totals.counters.transport;
     assert_eq!(t.tls_handshakes, 2, "one per connection: {t:?}");
-    assert_eq!(totals.tls.len(), 2, "a TLS time per connection opened");
-    assert_eq!(totals.connect.len(), 2);
+    assert_eq!(
+        totals.histograms.tls.len(),
+        2,
+        "a TLS time per connection opened"
+    );
+    assert_eq!(totals.histograms.connect.len(), 2);
     let report = Report::new(&plan, &totals);
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert!(

@@ -6,9 +6,10 @@
 //! [`Outcome`]. [`suite::run`] does the same for each target × endpoint of a suite file.
 //! Around them: [`signals`] (a first Ctrl-C stops gracefully, a second kills), [`files`] (the
 //! outputs checked before anything runs) and [`output`] (stdout that tolerates a closed pipe,
-//! the report files). Nothing here parses the command line: the binary validates the flags
-//! into a [`RunConfig`] (or a [`suite::SuiteConfig`]), names the outputs' flags (in
-//! [`files::Output`]) and maps the [`Outcome`] to an exit code. A few progress lines still
+//! the report files). Nothing here parses the command line: `tailscope-cli` validates the flags
+//! into a [`RunConfig`] (the binary reads a suite file into a [`suite::SuiteConfig`]), they
+//! name the outputs' flags (in [`files::Output`]), and the binary maps the [`Outcome`] to an
+//! exit code. A few progress lines still
 //! name the flag a user would change (`--start-at`, `--server-cpus`): they moved here verbatim,
 //! since the binary's output is kept byte for byte.
 //!

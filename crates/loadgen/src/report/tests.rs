@@ -18,24 +18,8 @@ fn totals() -> RunTotals {
     counters.errors[ErrorKind::Timeout.index()] = 1;
     counters.status_codes = vec![(200, 4), (503, 1)];
     RunTotals {
-        duration: Duration::from_secs(2),
-        counters,
-        latency,
-        latency_uncorrected: new_histogram(Duration::from_secs(60)),
-        connect: new_histogram(Duration::from_secs(60)),
-        tls: new_histogram(Duration::from_secs(60)),
-        first_request: new_histogram(Duration::from_secs(60)),
-        body: new_histogram(Duration::from_secs(60)),
-        timeseries: vec![],
-        second_histograms: vec![],
-        slowest: vec![],
-        by_request: vec![],
-        request_series: vec![],
         grace: Duration::from_millis(250),
-        rate_changes: vec![],
-        stopped_early: false,
-        engine: Default::default(),
-        conns_peak: Default::default(),
+        ..RunTotals::of_latency(Duration::from_secs(2), counters, latency)
     }
 }
 
@@ -130,7 +114,7 @@ fn slow_connects_in_a_short_run_are_warned_about() {
     let mut t = totals();
     // 2 s run; the connects took 300 ms to 1.8 s: set-up, not the steady state.
     for ms in [300u64, 900, 1_800] {
-        t.connect.record(ms * 1_000).unwrap();
+        t.histograms.connect.record(ms * 1_000).unwrap();
     }
     let w = Report::new(&plan, &t).warnings;
     assert!(
@@ -139,7 +123,7 @@ fn slow_connects_in_a_short_run_are_warned_about() {
     );
     // Fast connects say nothing.
     let mut t = totals();
-    t.connect.record(150).unwrap();
+    t.histograms.connect.record(150).unwrap();
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("connects took")), "{w:?}");
 }

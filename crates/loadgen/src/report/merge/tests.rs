@@ -53,24 +53,9 @@ fn report(url: &str, index: usize, offset_s: f64, first: &[u64], second: &[u64])
         ..Counters::default()
     };
     let totals = RunTotals {
-        duration: Duration::from_secs(2),
-        counters,
-        latency,
-        latency_uncorrected: new_histogram(highest),
-        connect: new_histogram(highest),
-        tls: new_histogram(highest),
-        first_request: new_histogram(highest),
-        body: new_histogram(highest),
         timeseries,
         second_histograms,
-        slowest: vec![],
-        by_request: vec![],
-        request_series: vec![],
-        grace: Duration::ZERO,
-        rate_changes: vec![],
-        stopped_early: false,
-        engine: Default::default(),
-        conns_peak: Default::default(),
+        ..RunTotals::of_latency(Duration::from_secs(2), counters, latency)
     };
     let mut plan = Plan::new(url).unwrap();
     plan.connections = 4;

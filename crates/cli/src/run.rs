@@ -1,5 +1,5 @@
 //! `tailscope run`: flags → a validated `RunConfig` (here) → `tailscope_session::run` (the
-//! target, the profiler, the generator, the report) → the exit code.
+//! target, the profiler, the generator, the report, called by the binary) → the exit code.
 
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime};
@@ -11,12 +11,11 @@ use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Plan, Stop};
 use tailscope_session::files::{check_files, Output};
-use tailscope_session::{Launch, RunConfig};
+use tailscope_session::{Launch, RunConfig, UsageError};
 use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::TargetSpec;
 
 use crate::args::RunArgs;
-use crate::exit::{Outcome, UsageError};
 use crate::process::fit_open_files;
 
 /// Validates the flags; every problem is a [`UsageError`] (exit code 2).
@@ -301,12 +300,13 @@ fn segment_of(args: &crate::args::SegmentArgs) -> Result<Option<Segment>, String
     }
 }
 
-/// Runs the load and reports. Returns how the process should exit.
-pub fn run(args: RunArgs) -> Result<Outcome> {
+/// The run's flags validated into a [`RunConfig`], the open-file limit raised and checked
+/// against its connections: what `tailscope_session::run::run` takes.
+pub fn run_config(args: RunArgs) -> Result<RunConfig> {
     let threads_given = args.load.threads.is_some();
     let mut config = config(args)?;
     fit_open_files(&mut config.plan, threads_given)?;
-    tailscope_session::run::run(config)
+    Ok(config)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The command line, as clap reads it. Doc comments are the help text. Every number is
 //! checked against its range here, at parse time (clap exits 2 with a message naming the
-//! range); `run::config` validates the flags against each other into a `RunConfig`.
+//! range); `run::run_config` validates the flags against each other into a `RunConfig`.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 use tailscope_loadgen::report::fmt_count;
 use tailscope_loadgen::Plan;
 
-use crate::exit::UsageError;
+use tailscope_session::UsageError;
 
 /// File descriptors a run needs besides one per connection: stdio, each generator thread's
 /// runtime (epoll, eventfd, timers), the profiler's perf counters (several per CPU) and

@@ -1,0 +1,91 @@
+//! The command line's interface, pinned: every subcommand's `--help` and the refusal (exit
+//! code and message) of a list of bad inputs. The flags and their validation moved between
+//! files and crates (issue 10): what a user reads must not change with them. Nothing here
+//! sends a request: every refusal comes before anything starts.
+
+mod common;
+
+use common::tailscope;
+
+/// `tailscope ARGS…` as exit code, stdout and stderr, for a snapshot.
+fn outcome(args: &[&str]) -> String {
+    let out = tailscope(args);
+    format!(
+        "$ tailscope {}\nexit {:?}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn every_help_text_is_kept() {
+    let helps: Vec<String> = [
+        &["--help"][..],
+        &["--version"],
+        &["run", "--help"],
+        &["serve", "--help"],
+        &["suite", "--help"],
+        &["compare", "--help"],
+        &["report", "--help"],
+        &["merge", "--help"],
+        &["help", "run"],
+    ]
+    .iter()
+    .map(|args| outcome(args))
+    .collect();
+    insta::assert_snapshot!(helps.join("\n"));
+}
+
+#[test]
+fn every_refusal_is_kept() {
+    const URL: &str = "http://127.0.0.1:9/";
+    let refusals: Vec<String> = [
+        &["run"][..],
+        &["run", URL, "-c", "0"],
+        &["run", URL, "-n", "5", "-z", "1s"],
+        &["run", URL, "-q", "1e-20"],
+        &["run", URL, "-z", "-1s"],
+        &["run", URL, "-z", "--json", "x.json"],
+        &["run", URL, "--path", "/x"],
+        &["run", URL, "--tls"],
+        &["run", URL, "--server-cpus", "0"],
+        &["run", URL, "--insecure"],
+        &["run", URL, "-H", "no colon"],
+        &["run", URL, "--url-order", "random"],
+        &["run", URL, "-D", "does/not/exist"],
+        &["run", URL, "--pid", "0"],
+        &["run", URL, "--pid", "4194303"],
+        &["run", URL, "--fail-if", "p99 <"],
+        &["run", URL, "--load", "does/not/exist.toml"],
+        &["run", URL, "--segment", "3/2"],
+        &[
+            "run",
+            URL,
+            "--segment-from-env=NOT_SET_ANYWHERE",
+            "--segments",
+            "2",
+        ],
+        &["run", URL, "--streams", "2"],
+        &["run", "ftp://127.0.0.1/"],
+        &["run", "--target", "nonsense"],
+        &["run", "--target", "embedded", "--path", "x"],
+        &["run", "--target", "embedded", "--server-cpus", "100000"],
+        &["serve", "--stall-every", "0s", "--stall-for", "1s"],
+        &["serve", "--burn-every", "1s", "--burn-for", "0s"],
+        &["serve", "--backlog", "0"],
+        &["compare", "a.json", "b.json", "--fail-if-regression", "-5"],
+        &["compare", "does/not/a.json", "does/not/b.json"],
+        &["report", "does/not/a.json", "--html", "out.html"],
+        &["merge"],
+        &["merge", "does/not/a.json"],
+        &["merge", "does/not/a.json", "--fail-if", "nonsense"],
+        &["suite", "does/not/suite.toml"],
+        &["nonsense"],
+    ]
+    .iter()
+    .map(|args| outcome(args))
+    .collect();
+    insta::assert_snapshot!(refusals.join("\n"));
+}

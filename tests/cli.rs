@@ -44,6 +44,8 @@ fn every_refusal_is_kept() {
     let refusals: Vec<String> = [
         &["run"][..],
         &["run", URL, "-c", "0"],
+        &["run", URL, "-c", "-5"],
+        &["run", URL, "--idle-conns", "-1"],
         &["run", URL, "-n", "5", "-z", "1s"],
         &["run", URL, "-q", "1e-20"],
         &["run", URL, "-z", "-1s"],

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::RangedU64ValueParser;
+use clap::builder::RangedI64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use tailscope_loadgen::plan::{MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
 
@@ -32,7 +32,7 @@ pub struct Cli {
 // Built once at startup; boxing the larger variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
-    /// Load an HTTP/1.1 server and report throughput, latency and errors.
+    /// Load an HTTP server (HTTP/1.1, or HTTP/2 with --http2) and report throughput, latency and errors.
     Run(RunArgs),
     /// Run the io_uring reference HTTP server (the calibration target and spike laboratory).
     Serve(ServeArgs),
@@ -55,7 +55,7 @@ pub struct ServeArgs {
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub addr: std::net::SocketAddr,
     /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU).
-    #[arg(long = "threads", value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_THREADS as u64))]
+    #[arg(long = "threads", value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_THREADS as i64))]
     pub threads: Option<usize>,
     /// Pin worker threads to these CPUs (e.g. 0 or 0,2-3).
     #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
@@ -80,7 +80,7 @@ pub struct ServeArgs {
     #[arg(long = "burn-for", value_parser = any_duration, value_name = "DUR", requires = "burn_every", allow_hyphen_values = true)]
     pub burn_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
-    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as u64 * 10))]
+    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as i64 * 10))]
     pub max_conns: usize,
     /// Close keep-alive connections idle for this long.
     #[arg(long = "idle-timeout", value_parser = duration_in(MS, DAY), default_value = "60s", value_name = "DUR", allow_hyphen_values = true)]

@@ -9,6 +9,18 @@ pub fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<
     if path.as_os_str() == "-" {
         return Ok(());
     }
+    // procfs and sysfs open their files for writing and then refuse what is written (a
+    // newcomer's `--json /proc/version` sent the whole load, then failed with EIO).
+    let resolved = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| std::env::current_dir().ok(), |p| p.canonicalize().ok());
+    if resolved.is_some_and(|d| d.starts_with("/proc") || d.starts_with("/sys")) {
+        return Err(format!(
+            "cannot write the {what} to {}: /proc and /sys hold the kernel's files, not reports; pick a writable path ({flag})",
+            path.display()
+        ));
+    }
     let existed = path.exists();
     match std::fs::OpenOptions::new()
         .write(true)
@@ -166,6 +178,12 @@ mod tests {
         assert!(err.0.contains("--html is the same file as --json"), "{err}");
         assert!(!fresh.exists(), "a refused check leaves no file behind");
         check_files(&[&input], &[out("--json", Path::new("-"))]).expect("stdout is not a file");
+        let kernel =
+            check_writable(Path::new("/proc/version"), "JSON report", "--json").unwrap_err();
+        assert!(
+            kernel.contains("/proc and /sys hold the kernel's files"),
+            "{kernel}"
+        );
         for flag in ["--markdown", "--html", "--hdr-log", "--flamegraph"] {
             let err = check_files(&[], &[out(flag, Path::new("-"))]).unwrap_err();
             assert!(

@@ -283,9 +283,14 @@ impl Driver {
                 first_byte,
                 end,
             } => {
-                if let Some(s) = c.stream.as_ref() {
-                    s.facts.responses.set(s.facts.responses.get() + 1);
-                }
+                // What the connection read for it (frames, not just the body's DATA).
+                let bytes = match c.stream.as_ref() {
+                    Some(s) => {
+                        s.facts.responses.set(s.facts.responses.get() + 1);
+                        s.facts.take_read()
+                    }
+                    None => bytes,
+                };
                 if let Some(max) = c.stream.as_ref().map(|s| s.facts.max_streams.get()) {
                     if max != usize::MAX {
                         let t = &mut c.w.rec.borrow_mut();

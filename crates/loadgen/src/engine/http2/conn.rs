@@ -23,6 +23,65 @@ use crate::error::ErrorKind;
 trait Io: AsyncRead + AsyncWrite + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 
+/// The socket as h2 reads it, counting the bytes read (the HTTP/2 frames, after TLS): what
+/// the report's `bytes_read` counts over HTTP/2, as it counts a response's head and body
+/// over HTTP/1.1.
+struct Counted {
+    io: Box<dyn Io>,
+    facts: Rc<ConnFacts>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        let got = (buf.filled().len() - before) as u64;
+        this.facts.read.set(this.facts.read.get() + got);
+        r
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
 /// One open HTTP/2 connection.
 pub(in crate::engine) struct H2Conn {
     pub(super) send: SendRequest<Bytes>,
@@ -102,6 +161,20 @@ pub(super) struct ConnFacts {
     pub(super) responses: Cell<usize>,
     pub(super) ended: Cell<bool>,
     pub(super) ended_notify: Notify,
+    /// HTTP/2 bytes read on the connection since the last response ended on it (see
+    /// [`ConnFacts::take_read`]).
+    read: Cell<u64>,
+}
+
+impl ConnFacts {
+    /// The bytes the connection read since the last response ended on it, which the
+    /// response ending now takes: its own HEADERS and DATA frames, and whatever else came
+    /// meanwhile (the server's SETTINGS before a first response, WINDOW_UPDATEs, PINGs, the
+    /// frames of streams still open). The run's total is what its connections read; with
+    /// several streams open, a response may take some of another's bytes.
+    pub(super) fn take_read(&self) -> u64 {
+        self.read.replace(0)
+    }
 }
 
 /// Dials TCP, TLS (ALPN h2) for https, and the HTTP/2 handshake.
@@ -155,16 +228,21 @@ pub(in crate::engine) async fn dial(
             )),
         )
     };
-    let (send, connection) = tokio::time::timeout(limit, h2::client::handshake(io))
-        .await
-        .map_err(|_| (ErrorKind::ConnectTimeout, None))?
-        .map_err(h2_failed)?;
     let facts = Rc::new(ConnFacts {
         max_streams: Cell::new(usize::MAX),
         responses: Cell::new(0),
         ended: Cell::new(false),
         ended_notify: Notify::new(),
+        read: Cell::new(0),
     });
+    let io = Counted {
+        io,
+        facts: facts.clone(),
+    };
+    let (send, connection) = tokio::time::timeout(limit, h2::client::handshake(io))
+        .await
+        .map_err(|_| (ErrorKind::ConnectTimeout, None))?
+        .map_err(h2_failed)?;
     let driver = {
         let facts = facts.clone();
         let mut connection = connection;

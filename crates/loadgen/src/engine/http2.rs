@@ -16,10 +16,12 @@
 //!
 //! This file is the connection task's loop (claim, connect, open streams, take their ends);
 //! [`conn`] dials and drives one HTTP/2 connection, [`template`] builds the requests as
-//! streams send them, [`exchange`] awaits one stream's response.
+//! streams send them, [`exchange`] awaits one stream's response; [`slow`] is a slow held
+//! connection's header block that never ends (`--slow-conns`).
 
 mod conn;
 mod exchange;
+mod slow;
 mod template;
 
 use std::collections::VecDeque;
@@ -40,6 +42,7 @@ use crate::error::ErrorKind;
 use crate::recorder::Stage;
 use conn::{connect, STREAMS_BEFORE_SETTINGS};
 pub(super) use conn::{dial, H2Conn};
+pub(super) use slow::{server_preface, SlowBlock, PREFACE, SETTINGS_ACK};
 use exchange::{Exchange, Exchanging, StreamEnd};
 use template::Template;
 

@@ -356,6 +356,14 @@ impl AsRawFd for Stream {
 }
 
 impl Stream {
+    /// The protocol the server chose in the TLS handshake (ALPN); none in the clear.
+    pub(crate) fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => t.tls.alpn_protocol(),
+        }
+    }
+
     /// Resolves when a read may find something.
     pub(crate) async fn readable(&self) -> io::Result<()> {
         match self {

@@ -16,9 +16,9 @@ fn http1_only(lower: &str) -> bool {
 
 /// One request of the run as streams send it, built once per connection task.
 pub(super) struct Template {
-    method: http::Method,
-    uri: http::Uri,
-    headers: http::HeaderMap,
+    pub(super) method: http::Method,
+    pub(super) uri: http::Uri,
+    pub(super) headers: http::HeaderMap,
     pub(super) body: Bytes,
 }
 

@@ -42,8 +42,8 @@ use crate::error::ErrorKind;
 use crate::recorder::Stage;
 use conn::{connect, STREAMS_BEFORE_SETTINGS};
 pub(super) use conn::{dial, H2Conn};
-pub(super) use slow::{server_preface, SlowBlock, PREFACE, SETTINGS_ACK};
 use exchange::{Exchange, Exchanging, StreamEnd};
+pub(super) use slow::{server_preface, SlowBlock, PREFACE, SETTINGS_ACK};
 use template::Template;
 
 /// An HTTP/2 connection task.

@@ -12,8 +12,8 @@
 //! The header fields are HPACK literals without indexing and without Huffman coding (RFC
 //! 7541 6.2.2), so the block needs no encoder state.
 
-use super::template::Template;
 use super::super::Shared;
+use super::template::Template;
 
 /// The client connection preface (RFC 9113 3.4), then an empty SETTINGS frame.
 pub(in crate::engine) const PREFACE: &[u8] =
@@ -48,7 +48,11 @@ impl SlowBlock {
         let uri = &template.uri;
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
         literal(&mut fields, b":method", template.method.as_str().as_bytes());
-        literal(&mut fields, b":scheme", uri.scheme_str().unwrap_or("http").as_bytes());
+        literal(
+            &mut fields,
+            b":scheme",
+            uri.scheme_str().unwrap_or("http").as_bytes(),
+        );
         literal(
             &mut fields,
             b":authority",
@@ -185,7 +189,10 @@ mod tests {
         assert!(bytes[12..12 + SLOW_VALUE].iter().all(|&b| b == b'a'));
         // Then CONTINUATION frames, over and over.
         let second = 12 + SLOW_VALUE;
-        assert_eq!(&bytes[second..second + 9], &[0, 0x03, 0xea, CONTINUATION, 0, 0, 0, 0, 1]);
+        assert_eq!(
+            &bytes[second..second + 9],
+            &[0, 0x03, 0xea, CONTINUATION, 0, 0, 0, 0, 1]
+        );
         assert_eq!(&bytes[second + 9..second + 11], b"xy");
         let third = second + 11 + SLOW_VALUE;
         assert_eq!(bytes[third - 1], b'a');

@@ -2,7 +2,7 @@
 //! makes): `--target nginx --tls` trusts its own CA; a server whose certificate is not
 //! trusted fails as `certificate` with a message that names the fix; `--cacert` with the
 //! CA and `--insecure` get through; h2 and h2c with several streams, a request mix over h2
-//! with idle connections held over TLS, a suite of TLS and HTTP/2 targets; bad TLS inputs exit
+//! with idle connections held over TLS, slow ones over h2, a suite of TLS and HTTP/2 targets; bad TLS inputs exit
 //! 2 before anything is sent.
 
 mod common;
@@ -177,6 +177,43 @@ fn nginx_h2_over_tls_with_several_streams() {
     // nginx's http2_max_concurrent_streams default.
     assert_eq!(n(&t["h2_max_streams"]), 128, "{t}");
     assert!(n(&t["tls_handshakes"]) >= 4, "{t}");
+    // Transfer counts the frames read, not the bodies alone: each response is at least a
+    // HEADERS frame (9 bytes and a status) and a DATA frame (9 bytes and "Hello, World!").
+    let per_response = 9 + 1 + 9 + "Hello, World!".len() as u64;
+    assert!(
+        n(&r["summary"]["bytes_read"]) >= 3000 * per_response,
+        "{}",
+        r["summary"]
+    );
+}
+
+#[test]
+fn slow_connections_over_h2_hold_a_header_block_that_never_ends() {
+    // 5 ms a byte for 2 s: the preface, the server's SETTINGS acknowledged, the request's
+    // fields and a few hundred bytes of the x-slow header. nginx closes a connection whose
+    // frames do not parse (a GOAWAY, then the close): none may be closed by it.
+    let Some(r) = launched_nginx(&[
+        "--tls",
+        "--http2",
+        "-z",
+        "2s",
+        "-c",
+        "1",
+        "--slow-conns",
+        "3",
+        "--slow-interval",
+        "5ms",
+    ]) else {
+        return;
+    };
+    assert!(n(&r["summary"]["successes"]) > 0, "{}", r["summary"]);
+    assert_eq!(n(&r["summary"]["errors"]), 0, "{}", r["summary"]);
+    let slow = &r["connections"]["slow"];
+    assert_eq!(n(&slow["opened"]), 3, "{slow}");
+    for key in ["connect_failures", "closed_by_server", "failed"] {
+        assert_eq!(n(&slow[key]), 0, "{key}: {slow}");
+    }
+    assert_eq!(n(&slow["open_at_end"]), 3, "{slow}");
 }
 
 #[test]

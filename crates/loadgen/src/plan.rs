@@ -326,12 +326,6 @@ impl Plan {
         if self.http2 && !self.keepalive {
             return invalid("--no-keepalive is HTTP/1.1's; drop it with --http2".into());
         }
-        if self.slow_conns > 0 && self.http2 {
-            return invalid(
-                "--slow-conns send an HTTP/1.1 request head byte by byte: not over HTTP/2 yet (--idle-conns hold HTTP/2 connections; drop --http2 to hold slow ones over HTTP/1.1)"
-                    .into(),
-            );
-        }
         if !self.http2 && self.streams > 1 {
             return invalid(
                 "--streams is HTTP/2's; add --http2, or use --pipeline for HTTP/1.1".into(),

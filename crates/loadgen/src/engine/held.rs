@@ -3,7 +3,8 @@
 //! (source addresses, `--connect-rate` turns, the connect timeout), counted apart.
 //!
 //! An idle connection connects and says nothing; a slow one sends a request head that
-//! never ends, one byte every `--slow-interval` (a slowloris client). Either waits for the
+//! never ends, one byte every `--slow-interval` (a slowloris client; over HTTP/2 a header
+//! block that never ends, see `http2/slow.rs`). Either waits for the
 //! server to close it (an idle or header timeout, a connection limit): that is counted as
 //! `closed_by_server` and the connection is opened again, in turn, so the population stays
 //! what was asked for while the run lasts. No connect begins once sending stops; when the
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::time::{sleep, sleep_until};
 
 use super::connection::{MAX_BACKOFF, MIN_BACKOFF};
-use super::http2::{self, H2Conn};
+use super::http2::{self, H2Conn, SlowBlock};
 use super::tcp::dial_tcp;
 use super::tls::{self, Stream};
 use super::Worker;
@@ -59,6 +60,8 @@ pub(super) struct HeldConn<S> {
     pub(super) stream: Option<S>,
     /// Header bytes sent on the open socket (slow connections).
     sent: usize,
+    /// Over HTTP/2, the header block a slow connection sends (its bytes after the preface).
+    slow_h2: Option<SlowBlock>,
     /// The pause after the next failed connect (doubling up to [`MAX_BACKOFF`]).
     backoff: Duration,
 }
@@ -70,6 +73,7 @@ impl<S> HeldConn<S> {
             kind,
             stream: None,
             sent: 0,
+            slow_h2: None,
             backoff: MIN_BACKOFF,
         }
     }
@@ -152,9 +156,13 @@ impl<S> HeldConn<S> {
         send: impl FnOnce(&mut S, u8) -> std::io::Result<usize>,
     ) -> Result<(), HeldEnd> {
         // The run's first request (a mix's first position; with placeholders, its template).
-        let requests = &self.w.shared.requests;
-        let request = &requests.bytes()[requests.range(0, 1)];
-        let byte = slow_byte(request, self.sent);
+        let byte = match &self.slow_h2 {
+            Some(block) => block.byte(self.sent),
+            None => {
+                let requests = &self.w.shared.requests;
+                slow_byte(&requests.bytes()[requests.range(0, 1)], self.sent)
+            }
+        };
         let Some(s) = self.stream.as_mut() else {
             return Ok(());
         };
@@ -194,39 +202,76 @@ fn slow_byte(request: &[u8], k: usize) -> u8 {
 
 /// A held connection's socket in the tokio engine.
 enum HeldSocket {
-    /// HTTP/1.1, in the clear or after a TLS handshake: a slow connection's head goes
-    /// through it (over TLS, a record per byte).
+    /// Bytes written by hand, in the clear or after a TLS handshake: HTTP/1.1, or a slow
+    /// connection's HTTP/2 frames after the preface; a slow connection's head goes through it
+    /// (over TLS, a record per byte).
     Http1(Stream),
-    /// HTTP/2 (idle connections only): the h2 connection, its preface and SETTINGS
+    /// HTTP/2 idle connections: the h2 connection, its preface and SETTINGS
     /// exchanged, driven by its own task (which answers the server's PINGs) until the server
     /// closes it.
     H2(H2Conn),
 }
 
 /// Opens a held connection as the load's are: TCP, then TLS for https, then HTTP/2's
-/// handshake with `--http2`. A TLS or HTTP/2 failure is a failed connect.
-async fn dial(w: &Worker) -> Option<HeldSocket> {
+/// handshake with `--http2` (a slow one's by hand, see [`h2_preface`]). A TLS or HTTP/2
+/// failure is a failed connect.
+async fn dial(w: &Worker, kind: HeldKind) -> Option<HeldSocket> {
     let shared = &*w.shared;
     let limit = w.connect_limit();
     let source = w.take_source();
-    if shared.plan.http2 {
+    if shared.plan.http2 && kind == HeldKind::Idle {
         return http2::dial(shared, source, limit)
             .await
             .ok()
             .map(|(conn, _, _)| HeldSocket::H2(conn));
     }
     let (tcp, _) = dial_tcp(shared, source, limit).await.ok()?;
-    let Some(client) = &shared.tls else {
-        return Some(HeldSocket::Http1(Stream::Plain(tcp)));
+    let mut stream = match &shared.tls {
+        None => Stream::Plain(tcp),
+        Some(client) => tls::handshake(client, tcp, limit).await.ok()?.stream,
     };
-    let done = tls::handshake(client, tcp, limit).await.ok()?;
-    Some(HeldSocket::Http1(done.stream))
+    if shared.plan.http2 {
+        if shared.tls.is_some() && stream.alpn() != Some(tls::ALPN_H2) {
+            return None;
+        }
+        tokio::time::timeout(limit, h2_preface(&mut stream, limit))
+            .await
+            .ok()??;
+    }
+    Some(HeldSocket::Http1(stream))
+}
+
+/// A slow HTTP/2 connection's start, by hand: the client preface and SETTINGS, then the
+/// server's SETTINGS (its first frame), acknowledged. What else the server sent with it is
+/// read and dropped later, with the rest.
+async fn h2_preface(s: &mut Stream, limit: Duration) -> Option<()> {
+    s.write_requests(http2::PREFACE, limit).await.ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        s.readable().await.ok()?;
+        match s.read_now(&mut buf) {
+            Ok(0) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == IoKind::WouldBlock => continue,
+            Err(_) => return None,
+        }
+        match http2::server_preface(&got) {
+            None => continue,
+            Some(false) => return None,
+            Some(true) => break,
+        }
+    }
+    s.write_requests(http2::SETTINGS_ACK, limit).await.ok()
 }
 
 /// A held connection's tokio task: connect (in turn), hold, and when the server closes it,
 /// connect again, until sending stops.
 pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
     let mut c = HeldConn::<HeldSocket>::new(w.clone(), kind);
+    if w.shared.plan.http2 && kind == HeldKind::Slow {
+        c.slow_h2 = Some(SlowBlock::new(&w.shared));
+    }
     loop {
         if let Some(at) = w.connect_permit(Instant::now()) {
             tokio::select! {
@@ -236,7 +281,7 @@ pub(super) async fn task(w: Rc<Worker>, kind: HeldKind) {
         }
         c.begin_connect();
         let connected = tokio::select! {
-            r = dial(&w) => r,
+            r = dial(&w, kind) => r,
             _ = w.sending_stopped() => {
                 c.abandon_connect();
                 return;

@@ -13,253 +13,38 @@
 //! allocations (its stream state, a header map, the exchange's slot in the set of streams):
 //! h2load's C does without, which is why
 //! BENCHMARKS.md measures the two side by side.
+//!
+//! This file is the connection task's loop (claim, connect, open streams, take their ends);
+//! [`conn`] dials and drives one HTTP/2 connection, [`template`] builds the requests as
+//! streams send them, [`exchange`] awaits one stream's response; [`slow`] is a slow held
+//! connection's header block that never ends (`--slow-conns`).
 
-use std::cell::Cell;
+mod conn;
+mod exchange;
+mod slow;
+mod template;
+
 use std::collections::VecDeque;
-use std::future::{pending, poll_fn, Future};
-use std::os::fd::{AsRawFd, RawFd};
-use std::pin::Pin;
+use std::future::{pending, poll_fn};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use h2::client::{ResponseFuture, SendRequest};
-use h2::{RecvStream, SendStream};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::Notify;
+use h2::client::ResponseFuture;
+use h2::SendStream;
 use tokio::time::sleep_until;
 
-use super::connection::{Closed, Connect, Connection, Dialed};
+use super::connection::{Closed, Connect, Connection};
 use super::http1::EARLY_WAKE;
-use super::tcp::dial_tcp;
-use super::{tls, Claim, Shared, Worker};
+use super::{tls, Claim, Worker};
 use crate::error::ErrorKind;
 use crate::recorder::Stage;
-
-/// The socket under an h2 connection: a TCP stream, or TLS over one.
-trait Io: AsyncRead + AsyncWrite + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
-
-/// One open HTTP/2 connection.
-pub(super) struct H2Conn {
-    send: SendRequest<Bytes>,
-    /// A duplicate of the socket's descriptor, for TCP_INFO: h2 owns the socket, which may
-    /// be closed (and its number reused) before this connection notices.
-    fd: socket2::Socket,
-    facts: Rc<ConnFacts>,
-    driver: tokio::task::JoinHandle<()>,
-    /// A GOAWAY or a connection error was seen: no new stream is opened on it; it is
-    /// dropped once its streams are done.
-    draining: bool,
-    /// The reason of the server's GOAWAY, once one was seen (and counted).
-    goaway: Option<h2::Reason>,
-}
-
-impl H2Conn {
-    /// Whether the server sent GOAWAY on this connection, counting it (once per connection)
-    /// the first time it is seen. h2 reports a GOAWAY only to the streams it ends and to
-    /// the next stream opened; a GOAWAY that came while the connection was idle, or whose
-    /// streams all ended with the connection's close (an I/O error), is seen here, by
-    /// asking for a new stream: a clone of the sender asks without waiting or waking.
-    fn goaway_seen(&mut self, w: &Worker) -> Option<h2::Reason> {
-        if self.goaway.is_none() {
-            let mut probe = self.send.clone();
-            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-            if let std::task::Poll::Ready(Err(e)) = probe.poll_ready(&mut cx) {
-                if e.is_go_away() && e.is_remote() {
-                    self.goaway = e.reason();
-                    w.rec.borrow_mut().transport().h2_goaways += 1;
-                }
-            }
-        }
-        self.goaway
-    }
-
-    /// Resolves when the connection has ended (the server closed it, or it failed).
-    pub(super) async fn closed(&self) {
-        while !self.facts.ended.get() {
-            let woken = self.facts.ended_notify.notified();
-            if self.facts.ended.get() {
-                return;
-            }
-            woken.await;
-        }
-    }
-
-    /// No new stream on this connection: let go once its streams are done.
-    fn drain(&mut self, w: &Worker) {
-        self.goaway_seen(w);
-        self.draining = true;
-    }
-}
-
-impl Drop for H2Conn {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
-
-impl AsRawFd for H2Conn {
-    fn as_raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
-    }
-}
-
-/// Streams opened before the server's SETTINGS are known to have arrived: the least RFC 9113
-/// (6.5.2) recommends a server allow. Until then h2 takes the limit for unbounded, and a
-/// `--streams 1024` burst into nginx's 128 came back as a storm of refused streams.
-const STREAMS_BEFORE_SETTINGS: usize = 100;
-
-/// What the connection's driver task learns: the server's stream limit, and its end.
-struct ConnFacts {
-    max_streams: Cell<usize>,
-    /// Responses so far: once a whole first burst has come back, the server's SETTINGS
-    /// (its first frame; h2 applies them a poll after reading them) are surely in force, and
-    /// a limit still unbounded is the server's own.
-    responses: Cell<usize>,
-    ended: Cell<bool>,
-    ended_notify: Notify,
-}
-
-/// How a stream ended.
-enum StreamEnd {
-    Done {
-        status: u16,
-        bytes: u64,
-        first_byte: Instant,
-        end: Instant,
-    },
-    Failed(h2::Error),
-}
-
-/// Headers that are HTTP/1.1's connection and not HTTP/2's (RFC 9113 8.2.2); Host becomes
-/// :authority.
-fn http1_only(lower: &str) -> bool {
-    matches!(
-        lower,
-        "host" | "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-    )
-}
-
-/// One request of the run as streams send it, built once per connection task.
-struct Template {
-    method: http::Method,
-    uri: http::Uri,
-    headers: http::HeaderMap,
-    body: Bytes,
-}
-
-impl Template {
-    /// `method target` with `headers` and `body` at the plan's authority. Validated with the
-    /// plan: method, authority and target are what HTTP/1.1 sends too.
-    fn new(
-        shared: &Shared,
-        method: &str,
-        target: &str,
-        headers: &[(String, String)],
-        body: &[u8],
-    ) -> Template {
-        let (authority, _) = shared.plan.authority_and_path();
-        let scheme = if shared.plan.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let uri = format!("{scheme}://{authority}{target}")
-            .parse()
-            .unwrap_or_else(|_| http::Uri::from_static("/"));
-        let mut map = http::HeaderMap::new();
-        for (k, v) in headers {
-            let lower = k.to_ascii_lowercase();
-            if http1_only(&lower) {
-                continue;
-            }
-            if let (Ok(name), Ok(value)) = (
-                http::header::HeaderName::from_bytes(lower.as_bytes()),
-                http::HeaderValue::from_str(v),
-            ) {
-                map.append(name, value);
-            }
-        }
-        let defaults = [
-            (
-                "user-agent",
-                concat!("tailscope/", env!("CARGO_PKG_VERSION")),
-            ),
-            ("accept", "*/*"),
-        ];
-        for (k, v) in defaults {
-            if !map.contains_key(k) {
-                map.insert(k, http::HeaderValue::from_static(v));
-            }
-        }
-        Template {
-            method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::GET),
-            uri,
-            headers: map,
-            body: Bytes::copy_from_slice(body),
-        }
-    }
-
-    /// One template per request of the run: the mix's, in its order, or the single one.
-    fn all(shared: &Shared) -> Vec<Template> {
-        let plan = &shared.plan;
-        if plan.requests.is_empty() {
-            let (_, path) = plan.authority_and_path();
-            return vec![Template::new(
-                shared,
-                &plan.method,
-                path,
-                &plan.headers,
-                &plan.body,
-            )];
-        }
-        plan.requests
-            .iter()
-            .map(|r| Template::new(shared, &r.method, &r.target, &r.headers, &r.body))
-            .collect()
-    }
-
-    /// A request of a mix with placeholders, read back from its patched HTTP/1.1 bytes (the
-    /// placeholders are filled there, where both engines fill them); none if they do not
-    /// parse, which the plan's validation rules out.
-    fn patched(&self, bytes: &[u8]) -> Option<(http::Request<()>, Bytes)> {
-        let mut headers = [httparse::EMPTY_HEADER; 128];
-        let mut parsed = httparse::Request::new(&mut headers);
-        let httparse::Status::Complete(head) = parsed.parse(bytes).ok()? else {
-            return None;
-        };
-        let mut r = http::Request::new(());
-        *r.method_mut() = http::Method::from_bytes(parsed.method?.as_bytes()).ok()?;
-        let mut uri = self.uri.clone().into_parts();
-        uri.path_and_query = Some(parsed.path?.parse().ok()?);
-        *r.uri_mut() = http::Uri::from_parts(uri).ok()?;
-        let map = r.headers_mut();
-        for h in parsed.headers.iter() {
-            let lower = h.name.to_ascii_lowercase();
-            if http1_only(&lower) {
-                continue;
-            }
-            if let (Ok(name), Ok(value)) = (
-                http::header::HeaderName::from_bytes(lower.as_bytes()),
-                http::HeaderValue::from_bytes(h.value),
-            ) {
-                map.append(name, value);
-            }
-        }
-        Some((r, Bytes::copy_from_slice(&bytes[head..])))
-    }
-
-    fn request(&self) -> http::Request<()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        r
-    }
-}
+use conn::{connect, STREAMS_BEFORE_SETTINGS};
+pub(super) use conn::{dial, H2Conn};
+use exchange::{Exchange, Exchanging, StreamEnd};
+pub(super) use slow::{server_preface, SlowBlock, PREFACE, SETTINGS_ACK};
+use template::Template;
 
 /// An HTTP/2 connection task.
 pub(super) async fn task(w: Rc<Worker>) {
@@ -501,9 +286,14 @@ impl Driver {
                 first_byte,
                 end,
             } => {
-                if let Some(s) = c.stream.as_ref() {
-                    s.facts.responses.set(s.facts.responses.get() + 1);
-                }
+                // What the connection read for it (frames, not just the body's DATA).
+                let bytes = match c.stream.as_ref() {
+                    Some(s) => {
+                        s.facts.responses.set(s.facts.responses.get() + 1);
+                        s.facts.take_read()
+                    }
+                    None => bytes,
+                };
                 if let Some(max) = c.stream.as_ref().map(|s| s.facts.max_streams.get()) {
                     if max != usize::MAX {
                         let t = &mut c.w.rec.borrow_mut();
@@ -610,169 +400,4 @@ impl Driver {
         self.running.clear();
         self.keys.clear();
     }
-}
-
-/// One stream's exchange, its request sent: awaits the response head, then reads the body
-/// to the end, giving flow-control credit back as it goes. Written out as a state machine
-/// (not an `async fn`) so that it is `Unpin` and needs no box of its own.
-struct Exchange {
-    key: u64,
-    state: Exchanging,
-}
-
-enum Exchanging {
-    Head(ResponseFuture),
-    Body {
-        body: RecvStream,
-        status: u16,
-        bytes: u64,
-        first_byte: Instant,
-    },
-    Ended,
-}
-
-impl Future for Exchange {
-    type Output = (u64, StreamEnd);
-
-    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        loop {
-            match &mut this.state {
-                Exchanging::Head(response) => match Pin::new(response).poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Err(e)) => {
-                        this.state = Exchanging::Ended;
-                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
-                    }
-                    Poll::Ready(Ok(head)) => {
-                        let status = head.status().as_u16();
-                        this.state = Exchanging::Body {
-                            body: head.into_body(),
-                            status,
-                            bytes: 0,
-                            first_byte: Instant::now(),
-                        };
-                    }
-                },
-                Exchanging::Body {
-                    body,
-                    status,
-                    bytes,
-                    first_byte,
-                } => match body.poll_data(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    Poll::Ready(Some(Ok(data))) => {
-                        *bytes += data.len() as u64;
-                        let _ = body.flow_control().release_capacity(data.len());
-                    }
-                    Poll::Ready(Some(Err(e))) => {
-                        this.state = Exchanging::Ended;
-                        return Poll::Ready((this.key, StreamEnd::Failed(e)));
-                    }
-                    Poll::Ready(None) => {
-                        let end = StreamEnd::Done {
-                            status: *status,
-                            bytes: *bytes,
-                            first_byte: *first_byte,
-                            end: Instant::now(),
-                        };
-                        this.state = Exchanging::Ended;
-                        return Poll::Ready((this.key, end));
-                    }
-                },
-                Exchanging::Ended => return Poll::Pending,
-            }
-        }
-    }
-}
-
-/// Dials TCP, TLS (ALPN h2) for https, and the HTTP/2 handshake.
-async fn connect(c: &mut Connection<H2Conn>, now: Instant) -> Connect {
-    let limit = c.connect_limit();
-    let source = c.w.take_source();
-    let shared = c.shared.clone();
-    c.connect_via(now, async move { dial(&shared, source, limit).await })
-        .await
-}
-
-/// Opens an HTTP/2 connection (the load's, and held idle ones).
-pub(super) async fn dial(
-    shared: &Shared,
-    source: Option<std::net::SocketAddr>,
-    limit: Duration,
-) -> Dialed<H2Conn> {
-    let (tcp, tcp_done) = dial_tcp(shared, source, limit).await?;
-    let fd = socket2::SockRef::from(&tcp)
-        .try_clone()
-        .map_err(|e| (ErrorKind::from_io(&e), None))?;
-    let (io, handshake): (Box<dyn Io>, _) = match &shared.tls {
-        None => (Box::new(tcp), None),
-        Some(client) => {
-            let stream = tls::connect(client, tcp, limit)
-                .await
-                .map_err(|(kind, why)| (kind, Some(why)))?;
-            let (_, session) = stream.get_ref();
-            if session.alpn_protocol() != Some(tls::ALPN_H2) {
-                return Err((
-                    ErrorKind::TlsHandshake,
-                    Some("the server did not agree to HTTP/2 in the TLS handshake (ALPN h2): it speaks HTTP/1.1 only; drop --http2".into()),
-                ));
-            }
-            let took = tcp_done.elapsed();
-            let resumed = tls::resumed(session);
-            (Box::new(stream), Some((took, resumed)))
-        }
-    };
-    let h2_failed = |e: h2::Error| {
-        (
-            e.get_io()
-                .map_or(ErrorKind::BadResponse, ErrorKind::from_io),
-            Some(format!(
-                "the HTTP/2 handshake failed: {e} (does the server speak h2{}?)",
-                if shared.tls.is_none() {
-                    "c, prior knowledge"
-                } else {
-                    ""
-                }
-            )),
-        )
-    };
-    let (send, connection) = tokio::time::timeout(limit, h2::client::handshake(io))
-        .await
-        .map_err(|_| (ErrorKind::ConnectTimeout, None))?
-        .map_err(h2_failed)?;
-    let facts = Rc::new(ConnFacts {
-        max_streams: Cell::new(usize::MAX),
-        responses: Cell::new(0),
-        ended: Cell::new(false),
-        ended_notify: Notify::new(),
-    });
-    let driver = {
-        let facts = facts.clone();
-        let mut connection = connection;
-        tokio::task::spawn_local(async move {
-            let _ = poll_fn(|cx| {
-                let r = Pin::new(&mut connection).poll(cx);
-                facts
-                    .max_streams
-                    .set(connection.max_concurrent_send_streams());
-                r
-            })
-            .await;
-            facts.ended.set(true);
-            facts.ended_notify.notify_waiters();
-        })
-    };
-    Ok((
-        H2Conn {
-            send,
-            fd,
-            facts,
-            driver,
-            draining: false,
-            goaway: None,
-        },
-        tcp_done,
-        handshake,
-    ))
 }

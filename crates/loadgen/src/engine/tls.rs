@@ -356,6 +356,14 @@ impl AsRawFd for Stream {
 }
 
 impl Stream {
+    /// The protocol the server chose in the TLS handshake (ALPN); none in the clear.
+    pub(crate) fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(t) => t.tls.alpn_protocol(),
+        }
+    }
+
     /// Resolves when a read may find something.
     pub(crate) async fn readable(&self) -> io::Result<()> {
         match self {
@@ -411,6 +419,21 @@ impl Stream {
     }
 }
 
+/// The socket as rustls reads it, noting whether a read returned less than it asked for.
+struct ShortRead<'a> {
+    sock: &'a socket2::Socket,
+    short: bool,
+}
+
+impl Read for ShortRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut sock = self.sock;
+        let n = sock.read(buf)?;
+        self.short = n < buf.len();
+        Ok(n)
+    }
+}
+
 impl TlsStream {
     fn read_now(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
@@ -427,11 +450,29 @@ impl TlsStream {
             }
             self.plaintext = 0;
             let TlsStream { tcp, tls, .. } = self;
-            let got = tcp.try_io(Interest::READABLE, || {
+            // A read shorter than rustls asked for emptied the socket: its readiness is
+            // cleared at once, as `tcp::read_now` does in the clear (and tokio's own `read`),
+            // so the next wait costs no read that finds nothing (one recv per response, not
+            // two). The byte count is carried out of `try_io` beside that `WouldBlock`.
+            let mut got = None;
+            let r = tcp.try_io(Interest::READABLE, || {
                 let sock = socket2::SockRef::from(&*tcp);
-                let mut reader: &socket2::Socket = &sock;
-                tls.read_tls(&mut reader)
-            })?;
+                let mut reader = ShortRead {
+                    sock: &sock,
+                    short: false,
+                };
+                let n = tls.read_tls(&mut reader)?;
+                got = Some(n);
+                if n > 0 && reader.short {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(n)
+                }
+            });
+            let got = match (r, got) {
+                (_, Some(n)) => n,
+                (r, None) => r?,
+            };
             let state = self
                 .tls
                 .process_new_packets()

@@ -154,13 +154,15 @@ impl WorkerRecorder {
                 f.end.saturating_duration_since(f.begun),
             );
         }
-        if let Some(c) = f.connect {
-            record_us(&mut h.connect, c);
-        }
-        if let Some(t) = f.tls {
-            record_us(&mut h.tls, t);
-        }
+        // One connect and one TLS handshake per connection: the requests that only waited
+        // for it (the rest of its first batch) show them in their breakdown, not here.
         if f.first_on_connection {
+            if let Some(c) = f.connect {
+                record_us(&mut h.connect, c);
+            }
+            if let Some(t) = f.tls {
+                record_us(&mut h.tls, t);
+            }
             record_us(&mut h.first_request, latency);
         }
         record_us(&mut h.body, f.end.saturating_duration_since(f.first_byte));

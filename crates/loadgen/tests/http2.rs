@@ -423,3 +423,35 @@ fn http2_settings_that_cannot_go_together_are_refused() {
     plan.keepalive = false;
     assert!(plan.validate().is_err());
 }
+
+/// Streams sent with a fresh connection's first batch waited for its set-up: each shows the
+/// handshake in its breakdown, and the connect histogram still counts one per connection (a
+/// newcomer's slowest h2 requests showed 97 ms with 18 ms of it accounted for).
+#[test]
+fn the_first_batch_on_a_connection_carries_its_connect_time() {
+    let (port, _seen) = server(Mode::default());
+    let mut plan = plan(port, 8);
+    plan.stop = Stop::Requests(16);
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 16, "{:?}", totals.counters);
+    assert_eq!(
+        totals.histograms.connect.len(),
+        2,
+        "one connect per connection"
+    );
+    assert!(!totals.slowest.is_empty());
+    for s in &totals.slowest {
+        assert!(s.connect_us.is_some(), "{s:?}");
+    }
+    let openers = totals
+        .slowest
+        .iter()
+        .filter(|s| s.first_on_connection)
+        .count();
+    assert!(openers <= 2, "{:?}", totals.slowest);
+    assert!(
+        totals.slowest.len() > openers,
+        "streams that only waited are shown too: {:?}",
+        totals.slowest
+    );
+}

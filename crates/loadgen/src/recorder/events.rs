@@ -31,9 +31,10 @@ pub struct Finished {
     pub first_byte: Instant,
     /// When the last byte of its response arrived.
     pub end: Instant,
-    /// The TCP handshake, when this request opened the connection.
+    /// The TCP handshake, when this request waited for its connection to open (it opened
+    /// it, or was sent with the one that did).
     pub connect: Option<Duration>,
-    /// The TLS handshake, when this request opened the connection (https).
+    /// The TLS handshake, likewise (https).
     pub tls: Option<Duration>,
     /// The first request on its connection.
     pub first_on_connection: bool,

@@ -78,8 +78,12 @@ impl<S> Connection<S> {
                 begun: now,
                 sent,
                 first_byte: None,
-                connect: if i == 0 { connect_time } else { None },
-                tls: if i == 0 { tls } else { None },
+                // Every request of a fresh connection's first batch waited for its set-up
+                // (pipelined, or streams claimed while it connected), so each carries the
+                // handshakes in its breakdown; the first one opened it, and only its
+                // handshakes go into the connect and TLS histograms (one per connection).
+                connect: connect_time,
+                tls,
                 first_on_connection: i == 0 && connect_time.is_some(),
             });
         }

@@ -106,9 +106,11 @@ impl IntervalData {
     }
 }
 
-/// Spare intervals a worker keeps: the one being recorded, one being merged and one
-/// handed back make a double buffer with room for the aggregator to fall a tick behind.
-const SPARE_INTERVALS: usize = 2;
+/// Spare intervals a worker keeps. While the aggregator keeps up, one is enough (the one
+/// being recorded, the one being merged and one handed back make a double buffer); a
+/// worker whose aggregator fell behind and caught up again (a busy calling thread, a slow
+/// snapshot) takes the ones it had to make meanwhile back into use, up to this many.
+const SPARE_INTERVALS: usize = 4;
 
 /// A generator thread's own recorder. Not shared: the engine owns one per thread.
 #[derive(Debug)]

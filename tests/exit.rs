@@ -206,23 +206,33 @@ fn more_connections_than_the_open_file_limit_exit_2_naming_it() {
     let server = serve(|_| Reply::Send(ok("x")));
     // `ulimit -n` in sh sets the hard limit too: tailscope cannot raise it. (The io_uring
     // engine's sockets are not in the process's table: see tests/c100k.rs.)
-    let out = Command::new("sh")
-        .args([
-            "-c",
-            &format!(
-                "ulimit -n 1000 && exec {} run {} -c 30000 -z 1s --engine tokio",
-                env!("CARGO_BIN_EXE_tailscope"),
-                server.url("/")
-            ),
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("RLIMIT_NOFILE"), "{stderr}");
-    assert!(stderr.contains("ulimit -n"), "{stderr}");
+    let refused = |args: &str| {
+        let out = Command::new("sh")
+            .args([
+                "-c",
+                &format!(
+                    "ulimit -n 1000 && exec {} run {} {args} -z 1s --engine tokio",
+                    env!("CARGO_BIN_EXE_tailscope"),
+                    server.url("/")
+                ),
+            ])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("RLIMIT_NOFILE"), "{stderr}");
+        assert!(stderr.contains("ulimit -n"), "{stderr}");
+        stderr
+    };
+    let stderr = refused("-c 30000");
     assert!(stderr.contains("-c 30000"), "{stderr}");
+    // The held connections are counted as every count is, with thousands separators.
+    let stderr = refused("-c 10 --idle-conns 19888");
+    assert!(
+        stderr.contains("-c 10 with 19,888 held connections"),
+        "{stderr}"
+    );
     assert_eq!(
         server.stats.connections.load(Ordering::SeqCst),
         0,

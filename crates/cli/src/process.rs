@@ -44,7 +44,7 @@ pub(crate) fn fit_open_files(plan: &mut Plan, threads_given: bool) -> Result<(),
         fmt_count(need),
         fmt_count(limit),
         fmt_count(hard),
-        fits
+        fmt_count(fits)
     )))
 }
 
@@ -54,7 +54,7 @@ fn asked(plan: &Plan) -> String {
         format!(
             "-c {} with {} held connections (--idle-conns, --slow-conns)",
             plan.connections,
-            plan.all_connections() - plan.connections
+            fmt_count((plan.all_connections() - plan.connections) as u64)
         )
     } else {
         format!("-c {}", plan.connections)

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use tailscope_loadgen::report::fmt_count;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
@@ -164,10 +165,20 @@ fn tcp(e: &Evidence, name: &str) -> i64 {
         .unwrap_or(0)
 }
 
+/// A counter's change with thousands separators (`+19,888` reads at a glance).
+fn fmt_delta(d: i64) -> String {
+    let n = fmt_count(d.unsigned_abs());
+    if d < 0 {
+        format!("-{n}")
+    } else {
+        n
+    }
+}
+
 fn tcp_list(e: &Evidence, names: &[&str]) -> String {
     names
         .iter()
-        .map(|n| format!("{n} +{}", tcp(e, n)))
+        .map(|n| format!("{n} +{}", fmt_delta(tcp(e, n))))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -226,10 +237,10 @@ fn listener_text(e: &Evidence) -> String {
             l.sockets,
             if l.sockets == 1 { "" } else { "s" },
             l.port,
-            l.backlog.map_or("n/a".into(), |b| b.to_string()),
-            l.full_samples,
-            l.samples,
-            l.max_queue
+            l.backlog.map_or("n/a".into(), |b| fmt_count(b.into())),
+            fmt_count(l.full_samples),
+            fmt_count(l.samples),
+            fmt_count(l.max_queue.into())
         ),
         (None, Some(l)) => format!(
             "the target's listener could not be watched ({})",
@@ -279,11 +290,15 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
     Some(Diagnosis {
         cause: Cause::AcceptQueueOverflow,
         evidence: format!(
-            "{slow_new} requests on new connections took ~1 s ({s1}), ~3 s ({s3}) or ~7 s ({s7}): SYN or handshake retransmits \
+            "{} requests on new connections took ~1 s ({}), ~3 s ({}) or ~7 s ({}): SYN or handshake retransmits \
              after the listen queue overflowed: {}{full_seconds}; our connections retransmitted {} SYNs ({}); \
              raise the backlog (listen(2), net.core.somaxconn) or accept faster",
+            fmt_count(slow_new),
+            fmt_count(s1),
+            fmt_count(s3),
+            fmt_count(s7),
             listener_text(e),
-            e.own_syn_retransmits.map_or("n/a".into(), |n| n.to_string()),
+            e.own_syn_retransmits.map_or("n/a".into(), fmt_count),
             machine_wide(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans"])
         ),
         requests_affected: slow_new,
@@ -301,8 +316,9 @@ fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
     Some(Diagnosis {
         cause: Cause::DelayedAck,
         evidence: format!(
-            "{n} responses ({:.1} %) arrived in two parts, the body 38–60 ms after the head: the server writes head and body \
+            "{} responses ({:.1} %) arrived in two parts, the body 38–60 ms after the head: the server writes head and body \
              separately with Nagle on, and the second write waits for the client's delayed ACK (40 ms); fix: TCP_NODELAY or one write",
+            fmt_count(n),
             100.0 * n as f64 / e.requests.max(1) as f64
         ),
         requests_affected: n,
@@ -331,8 +347,13 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
     Some(Diagnosis {
         cause: Cause::Retransmission,
         evidence: format!(
-            "{n} responses took ~200 ms ({r2}), ~400 ms ({r4}) or ~800 ms ({r8}): the minimum RTO and its back-off, while \
-             our own connections retransmitted {resent} segments (TCP_INFO; {}): segments were lost and resent",
+            "{} responses took ~200 ms ({}), ~400 ms ({}) or ~800 ms ({}): the minimum RTO and its back-off, while \
+             our own connections retransmitted {} segments (TCP_INFO; {}): segments were lost and resent",
+            fmt_count(n),
+            fmt_count(r2),
+            fmt_count(r4),
+            fmt_count(r8),
+            fmt_count(resent),
             machine_wide(e, &["RetransSegs", "TCPTimeouts", "TCPLossProbes"])
         ),
         requests_affected: n,
@@ -411,15 +432,17 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     Some(Diagnosis {
         cause: Cause::ServerStall,
         evidence: format!(
-            "in second(s) {1}, at least {threshold} requests at once (about half of the {2} that can be in flight) were held \
-             together, up to {0} ms, on reused connections too, and {affected} responses in those seconds took 10× the median \
+            "in second(s) {1}, at least {5} requests at once (about half of the {2} that can be in flight) were held \
+             together, up to {0} ms, on reused connections too, and {6} responses in those seconds took 10× the median \
              or more (the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
              running for a while (a GC pause, a blocking call, a stalled event loop)",
             worst / 1000,
             seconds.join(", "),
-            e.in_flight,
+            fmt_count(e.in_flight),
             listener_text(e),
-            machine_wide(e, &["ListenOverflows", "ListenDrops", "RetransSegs"])
+            machine_wide(e, &["ListenOverflows", "ListenDrops", "RetransSegs"]),
+            fmt_count(threshold),
+            fmt_count(affected)
         ),
         requests_affected: affected,
         window,

@@ -393,3 +393,28 @@ fn cpu_contention_and_generator_saturation() {
     g.client_cpus_busy_pct = Some(85.0);
     assert!(causes(&g).is_empty());
 }
+
+#[test]
+fn counts_in_the_evidence_have_thousands_separators() {
+    // A c100k-sized overflow: every count of the evidence reads as the summary's do.
+    let mut e = healthy();
+    e.counts.new_connection_syn_steps = [19_888, 1_200, 0];
+    e.slowest.push(slow(1.5, 1_020_000, true));
+    e.own_syn_retransmits = Some(21_088);
+    let l = e.listen.as_mut().unwrap();
+    l.backlog = Some(65_535);
+    l.full_samples = 1_000;
+    l.samples = 1_200;
+    l.max_queue = 65_535;
+    let e = with_machine_counter(&e, "ListenOverflows", 19_888);
+    let d = diagnose(&e);
+    let text = &d.first().expect("an overflow is named").evidence;
+    for said in [
+        "21,088 requests on new connections took ~1 s (19,888), ~3 s (1,200)",
+        "backlog 65,535) was at its limit in 1,000 of 1,200 samples, longest queue 65,535",
+        "retransmitted 21,088 SYNs",
+        "ListenOverflows +19,888",
+    ] {
+        assert!(text.contains(said), "{said:?} not in {text}");
+    }
+}

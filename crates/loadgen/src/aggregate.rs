@@ -148,7 +148,7 @@ impl Aggregator {
         // tick: the interval straddles the boundary), which it is then filed under whole,
         // so that the names' counts of a second add up to the run's.
         let second = data.by_request_second.max(self.open_from);
-        if data.by_request.iter().any(Option::is_some) {
+        if data.by_request.iter().flatten().any(|f| !f.is_empty()) {
             let bucket = self.bucket(second);
             add_figures(&mut bucket.by_request, &data.by_request);
         }
@@ -169,6 +169,7 @@ impl Aggregator {
         }
         let done_before = self.worker_ticks.iter().min().copied().unwrap_or(0) / ticks_per_second;
         self.finalize_seconds(done_before);
+        data.recycle();
     }
 
     /// The bucket of `second`, made on first use with the connections as they are now.
@@ -362,6 +363,8 @@ fn add_figures(sum: &mut Vec<Option<RequestFigures>>, more: &[Option<RequestFigu
     }
     for (mine, theirs) in sum.iter_mut().zip(more) {
         match (mine, theirs) {
+            // A worker's emptied figures of a name (reused, not dropped) count as none.
+            (_, Some(t)) if t.is_empty() => {}
             (Some(m), Some(t)) => m.add(t),
             (m @ None, Some(t)) => *m = Some(t.clone()),
             (_, None) => {}

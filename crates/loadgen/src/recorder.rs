@@ -6,15 +6,19 @@
 //! Once per tick the worker hands its [`IntervalData`] (the [`Histograms`] and [`Counters`]
 //! of that interval, and its [`Slowest`] requests) to the [`crate::aggregate::Aggregator`],
 //! which merges them into the published types of [`crate::snapshot`]. Memory is bounded:
-//! histograms and a fixed number of slow requests, never a record per request.
+//! histograms and a fixed number of slow requests, never a record per request. Nor does a
+//! warm worker allocate: the aggregator resets the interval data it has merged and hands it
+//! back ([`IntervalData::recycle`]), and the worker's next interval reuses its histograms.
 
 mod events;
 mod figures;
 
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use events::{Finished, TcpFacts, Unfinished};
-use figures::record_us;
+use figures::{clear_counters, record_us};
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
@@ -61,6 +65,8 @@ pub struct IntervalData {
     pub by_request_second: u64,
     /// The worker's connections open and opening at the end of the interval.
     pub conns: Gauges,
+    /// Where [`IntervalData::recycle`] sends this back to its worker, once merged.
+    give_back: Option<SyncSender<IntervalData>>,
 }
 
 impl IntervalData {
@@ -74,9 +80,37 @@ impl IntervalData {
             by_request: Vec::new(),
             by_request_second: 0,
             conns: Gauges::default(),
+            give_back: None,
         }
     }
+
+    /// Empties this interval's figures and hands it back to the worker that recorded it,
+    /// which reuses its histograms (and its figures per name) for a later interval instead
+    /// of allocating new ones: the aggregator calls this once it has merged the interval,
+    /// so the resetting, too, is done off the worker's thread. Dropped instead when the
+    /// worker has enough spares or is gone.
+    pub fn recycle(mut self) {
+        let Some(back) = self.give_back.take() else {
+            return;
+        };
+        self.histograms.reset();
+        clear_counters(&mut self.counters);
+        self.slowest.clear();
+        for figures in self.by_request.iter_mut().flatten() {
+            figures.reset();
+        }
+        self.by_request_second = 0;
+        self.tick = 0;
+        self.conns = Gauges::default();
+        let _ = back.try_send(self);
+    }
 }
+
+/// Spare intervals a worker keeps. While the aggregator keeps up, one is enough (the one
+/// being recorded, the one being merged and one handed back make a double buffer); a
+/// worker whose aggregator fell behind and caught up again (a busy calling thread, a slow
+/// snapshot) takes the ones it had to make meanwhile back into use, up to this many.
+const SPARE_INTERVALS: usize = 4;
 
 /// A generator thread's own recorder. Not shared: the engine owns one per thread.
 #[derive(Debug)]
@@ -86,11 +120,18 @@ pub struct WorkerRecorder {
     highest: Duration,
     slowest_cap: usize,
     current: IntervalData,
+    /// Intervals the aggregator has merged and emptied, for the next ones to reuse.
+    spares: Receiver<IntervalData>,
+    /// The sending end of `spares`, which every interval handed over carries.
+    give_back: SyncSender<IntervalData>,
     /// The mix's request names; empty: nothing is kept per name (a single request).
-    names: std::sync::Arc<[String]>,
+    names: Vec<Arc<str>>,
     /// The figures of each name since they were last handed over, created at the name's
-    /// first request after that.
+    /// first request after that (or reused, emptied, from a set handed back).
     by_request: Vec<Option<RequestFigures>>,
+    /// An emptied set of figures per name that came back, for the next hand-over (empty:
+    /// none came back yet).
+    spare_by_request: Vec<Option<RequestFigures>>,
     /// The tick of the interval that last handed `by_request` over.
     by_request_tick: u64,
 }
@@ -99,22 +140,29 @@ impl WorkerRecorder {
     /// A recorder for generator thread `worker`; requests that began before `measure_start`
     /// belong to the warm-up and are not recorded.
     pub fn new(worker: usize, measure_start: Instant, highest: Duration, slowest: usize) -> Self {
+        let (give_back, spares) = sync_channel(SPARE_INTERVALS);
+        let mut current = IntervalData::new(worker, highest, slowest);
+        current.give_back = Some(give_back.clone());
         WorkerRecorder {
             worker,
             measure_start,
             highest,
             slowest_cap: slowest,
-            current: IntervalData::new(worker, highest, slowest),
-            names: Vec::new().into(),
+            current,
+            spares,
+            give_back,
+            names: Vec::new(),
             by_request: Vec::new(),
+            spare_by_request: Vec::new(),
             by_request_tick: 0,
         }
     }
 
     /// Keeps figures per request name too, for a mix with these names (none: not at all).
-    pub fn with_requests(mut self, names: std::sync::Arc<[String]>) -> Self {
+    pub fn with_requests(mut self, names: Arc<[String]>) -> Self {
         self.by_request = vec![None; names.len()];
-        self.names = names;
+        // Shared, so that naming a slow request costs no allocation.
+        self.names = names.iter().map(|n| Arc::from(n.as_str())).collect();
         self
     }
 
@@ -127,14 +175,35 @@ impl WorkerRecorder {
     }
 
     /// The name of `request` for a slow request, when the run has a mix.
-    fn name(&self, request: Option<u32>) -> Option<String> {
+    fn name(&self, request: Option<u32>) -> Option<Arc<str>> {
         self.names.get(request? as usize).cloned()
     }
 
-    /// Hands over the figures per name not handed over yet.
+    /// Hands over the figures per name not handed over yet; the names go on with the set
+    /// that came back emptied, if one did.
     fn take_requests(&mut self) -> Vec<Option<RequestFigures>> {
-        let empty = vec![None; self.by_request.len()];
-        std::mem::replace(&mut self.by_request, empty)
+        let next = if self.spare_by_request.len() == self.by_request.len() {
+            std::mem::take(&mut self.spare_by_request)
+        } else {
+            vec![None; self.by_request.len()]
+        };
+        std::mem::replace(&mut self.by_request, next)
+    }
+
+    /// An empty interval to record the next one into: one handed back if there is one, a
+    /// new one while the worker warms up.
+    fn next_interval(&mut self) -> IntervalData {
+        let mut next = match self.spares.try_recv() {
+            Ok(mut spare) => {
+                if !spare.by_request.is_empty() {
+                    self.spare_by_request = std::mem::take(&mut spare.by_request);
+                }
+                spare
+            }
+            Err(_) => IntervalData::new(self.worker, self.highest, self.slowest_cap),
+        };
+        next.give_back = Some(self.give_back.clone());
+        next
     }
 
     /// Records a request that got a complete response.
@@ -442,7 +511,7 @@ impl WorkerRecorder {
 
     /// Hands over this interval's data and starts a new interval.
     pub fn take_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
-        let fresh = IntervalData::new(self.worker, self.highest, self.slowest_cap);
+        let fresh = self.next_interval();
         let mut data = std::mem::replace(&mut self.current, fresh);
         let since = now.saturating_duration_since(self.measure_start);
         data.tick = (since.as_nanos() / tick.as_nanos().max(1)) as u64;

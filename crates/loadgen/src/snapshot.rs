@@ -64,9 +64,10 @@ pub struct SlowRequest {
     /// timeout fired.
     #[serde(default)]
     pub rto_us: Option<u32>,
-    /// The name of its request in a mix (absent for a single request).
+    /// The name of its request in a mix (absent for a single request); shared with the
+    /// mix's own, so that a worker naming a slow request allocates nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
+    pub request: Option<std::sync::Arc<str>>,
 }
 
 /// What an unfinished request was waiting for when the run ended.

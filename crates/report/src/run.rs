@@ -332,7 +332,7 @@ fn tables(report: &Report) -> String {
         .map(|r| {
             let mut split: Vec<String> = r.phases().into_iter().map(|(_, p)| p).collect();
             if let Some(name) = &r.request {
-                split.insert(0, name.clone());
+                split.insert(0, name.to_string());
             }
             vec![
                 if r.unfinished {

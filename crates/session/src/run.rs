@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use tailscope_forensics::{CpuBusy, Roles, RunProfiler, RunStacks, StacksError, StacksOptions};
-use tailscope_loadgen::report::{progress_line, Generator, Report, TargetInfo};
+use tailscope_loadgen::report::{fmt_count, progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
@@ -150,7 +150,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         plan.what_is_sent(),
         plan.url_shown(),
-        plan.connections,
+        fmt_count(plan.connections as u64),
         plan.effective_threads(),
         match plan.pace {
             Pace::Max => "closed loop".to_string(),
@@ -158,7 +158,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         },
         match plan.stop {
             Stop::Duration(d) => format!(", {}", humantime::format_duration(d)),
-            Stop::Requests(n) => format!(", {n} requests"),
+            Stop::Requests(n) => format!(", {} requests", fmt_count(n)),
         }
     );
     // `s` on the dashboard asks for the HTML report of the run so far.

@@ -74,10 +74,50 @@ impl Histograms {
         self.body.add(body).expect("same bounds");
     }
 
+    /// Empties them, keeping their memory.
+    pub fn reset(&mut self) {
+        let Histograms {
+            latency,
+            latency_uncorrected,
+            connect,
+            tls,
+            first_request,
+            body,
+        } = self;
+        for h in [
+            latency,
+            latency_uncorrected,
+            connect,
+            tls,
+            first_request,
+            body,
+        ] {
+            reset(h);
+        }
+    }
+
     /// The forensics counts of these histograms.
     pub fn spike_counts(&self) -> SpikeCounts {
         SpikeCounts::of(&self.latency, &self.first_request, &self.body)
     }
+}
+
+/// Empties a histogram, keeping its memory; one never recorded into is left as it is (the
+/// reset writes every one of its counts).
+fn reset(h: &mut Histogram<u64>) {
+    if !h.is_empty() {
+        h.reset();
+    }
+}
+
+/// Sets every counter to zero, keeping the status codes' memory.
+pub(super) fn clear_counters(c: &mut Counters) {
+    let mut status_codes = std::mem::take(&mut c.status_codes);
+    status_codes.clear();
+    *c = Counters {
+        status_codes,
+        ..Counters::default()
+    };
 }
 
 /// Significant figures of the histograms kept per request name: 1 % precision in ~20 KB
@@ -103,6 +143,17 @@ impl RequestFigures {
             latency: Histogram::new_with_bounds(1, highest_us, SIGFIG_PER_NAME)
                 .expect("valid histogram bounds"),
         }
+    }
+
+    /// Nothing was recorded into these (or they were emptied since).
+    pub fn is_empty(&self) -> bool {
+        self.counters.requests() == 0
+    }
+
+    /// Empties them, keeping their memory.
+    pub fn reset(&mut self) {
+        clear_counters(&mut self.counters);
+        reset(&mut self.latency);
     }
 
     /// Adds another's figures (same `highest`) to these.
@@ -141,11 +192,20 @@ impl Slowest {
         if !self.admits(req.latency_us) {
             return;
         }
+        if self.items.len() == self.cap {
+            // Made room first, so that the set never grows past its capacity (it is admitted:
+            // slower than the one dropped).
+            self.items.pop();
+        }
         let at = self
             .items
             .partition_point(|s| s.latency_us >= req.latency_us);
         self.items.insert(at, req);
-        self.items.truncate(self.cap);
+    }
+
+    /// Forgets every request, keeping the memory.
+    pub fn clear(&mut self) {
+        self.items.clear();
     }
 
     /// Slowest first.

@@ -3,7 +3,7 @@
 //!
 //! Lossless where it can be: the HDR histograms are added (the merged percentiles are those
 //! of the union of all samples, never an average of percentiles), counters and status codes
-//! are summed, `rps` is over the union of the load windows, and the time series is aligned on
+//! are summed, `rps` is over the union of the load windows (gaps between them left out), and the time series is aligned on
 //! wall-clock time and summed second by second, with each second's percentiles from the sum
 //! of that second's histograms. What belongs to one host (its profile, its diagnosis, its CPU
 //! figures) is kept per host in [`MergeInfo::runs`], not summed.
@@ -174,7 +174,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     let successes = sum(|s| s.successes);
     let errors = sum(|s| s.errors);
     let non2xx = sum(|s| s.non2xx);
-    let duration_s = (window_end - start).max(0.0);
+    // The time some run was loading: with a gap between windows (forced), the gap is no load.
+    let duration_s = admitted.loaded_s.max(0.0);
     let unfinished_min_us = all().filter_map(|r| r.summary.unfinished_min_us).min();
     let summary = Summary {
         requests,

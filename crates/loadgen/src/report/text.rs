@@ -306,7 +306,7 @@ impl Report {
                     parts.push("first on its connection".to_string());
                 }
                 if let Some(name) = &r.request {
-                    parts.insert(0, name.clone());
+                    parts.insert(0, name.to_string());
                 }
                 let _ = writeln!(
                     out,

@@ -30,6 +30,10 @@ pub(super) struct Admitted<'a> {
     pub window_end: f64,
     /// The latest load window's start (Unix s).
     pub latest_start: f64,
+    /// How long some run was loading the server (s): the length of the union of the load
+    /// windows, which is `window_end - start` when they overlap, and leaves out the gaps
+    /// between windows that do not (merged with `--force`).
+    pub loaded_s: f64,
     /// The latest end of any run's data, grace included (Unix s).
     pub data_end: f64,
 }
@@ -202,8 +206,27 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
         start,
         window_end,
         latest_start,
+        loaded_s: union_length(&windows),
         data_end,
     })
+}
+
+/// The length of the union of the intervals `[start, end]`: time covered by any of them.
+fn union_length(windows: &[(f64, f64)]) -> f64 {
+    let mut sorted = windows.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut total = 0.0;
+    let mut covering: Option<(f64, f64)> = None;
+    for (start, end) in sorted {
+        covering = match covering {
+            Some((from, to)) if start <= to => Some((from, to.max(end))),
+            done => {
+                total += done.map_or(0.0, |(from, to)| to - from);
+                Some((start, end))
+            }
+        };
+    }
+    total + covering.map_or(0.0, |(from, to)| to - from)
 }
 
 /// The settings that must be equal for reports to be parts of one load: everything but the

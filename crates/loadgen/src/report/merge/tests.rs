@@ -270,6 +270,20 @@ fn runs_that_never_loaded_the_server_together_are_refused_unless_forced() {
         "c.json began its load window 3598.0 s after a.json ended its own",
     );
     assert_warning(&m, "merged with --force although c.json began");
+    // Forced, the hour between them is no load: the duration and rps are over the union of
+    // the windows, a and b's [1000, 1002.2] and c's [4600, 4602], not from first start to
+    // last end.
+    assert!(
+        (m.summary.duration_s - 4.2).abs() < 1e-6,
+        "{}",
+        m.summary.duration_s
+    );
+    assert_eq!(m.summary.requests, 3 + 51 + 2);
+    assert!(
+        (m.summary.rps - 56.0 / 4.2).abs() < 1e-6,
+        "{}",
+        m.summary.rps
+    );
     // Windows that share only a moment still overlap: a ends at 2.0 s, c starts at 1.9 s.
     let mut inputs = three();
     inputs[2].1 = report("http://127.0.0.1:9/", 3, 1.9, &[1], &[1]);

@@ -1,0 +1,142 @@
+//! A worker's recorder allocates nothing per tick once warm (DESIGN.md: workers neither lock
+//! nor allocate in the hot path beyond bounded memory), a request mix's figures per name
+//! included: the aggregator hands the interval data it has merged back to the worker,
+//! which reuses its histograms.
+//!
+//! Measured with a global allocator that counts the allocations of the thread that asks:
+//! the worker's calls are counted, the aggregator's (the calling thread's work in a run)
+//! are not.
+
+// A global allocator cannot be written without `unsafe`; this test binary's only unsafe is
+// the counting allocator below, which passes every call on to the system's.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tailscope_loadgen::aggregate::Aggregator;
+use tailscope_loadgen::recorder::{Finished, WorkerRecorder};
+
+struct Counting;
+
+thread_local! {
+    /// Whether this thread's allocations are being counted, and how many there were.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    static BYTES: Cell<u64> = const { Cell::new(0) };
+}
+
+fn note(size: usize) {
+    // `try_with`: a thread being torn down has no thread-locals left to count into.
+    let _ = COUNTING.try_with(|on| {
+        if on.get() {
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+            let _ = BYTES.try_with(|b| b.set(b.get() + size as u64));
+        }
+    });
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; counting touches only
+// const-initialised thread-locals, which allocate nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed on as is.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f` and returns what it returned, with the allocations (count, bytes) it made.
+fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
+    ALLOCATIONS.with(|n| n.set(0));
+    BYTES.with(|b| b.set(0));
+    COUNTING.with(|on| on.set(true));
+    let out = f();
+    COUNTING.with(|on| on.set(false));
+    (out, ALLOCATIONS.with(Cell::get), BYTES.with(Cell::get))
+}
+
+#[test]
+fn a_warm_worker_recorder_allocates_nothing_per_tick_with_a_mix() {
+    let names: Arc<[String]> = ["GET /a", "GET /b", "POST /c"].map(String::from).into();
+    let tick = Duration::from_millis(100);
+    let highest = Duration::from_secs(60);
+    let base = Instant::now();
+    let mut worker = WorkerRecorder::new(0, base, highest, 10).with_requests(names.clone());
+    let mut agg = Aggregator::new(1, highest, tick, 10).with_requests(&names, &[true; 3]);
+
+    // Six seconds of ticks, 300 requests a tick over the three names with varied latencies
+    // and two statuses, so that slow requests are admitted and the seconds' per-name
+    // figures are handed over; the first three seconds warm the recorder up.
+    let ticks = 60u32;
+    let warm = 30u32;
+    let (mut allocations, mut bytes) = (0, 0);
+    for k in 0..ticks {
+        let tick_start = base + tick * k;
+        let (data, n, b) = counted(|| {
+            for i in 0..300u32 {
+                let begun = tick_start + Duration::from_micros(u64::from(i) * 300);
+                let latency = Duration::from_micros(200 + u64::from((i * 7919 + k * 13) % 5_000));
+                worker.record_finished(&Finished {
+                    intended: None,
+                    begun,
+                    sent: begun,
+                    first_byte: begun + latency / 2,
+                    end: begun + latency,
+                    connect: None,
+                    tls: None,
+                    first_on_connection: false,
+                    conn: u64::from(i % 8),
+                    status: if i % 50 == 0 { 503 } else { 200 },
+                    bytes: 100,
+                    tcp: None,
+                    request: i % 3,
+                });
+            }
+            worker.take_interval(tick_start + tick, tick)
+        });
+        if k >= warm {
+            allocations += n;
+            bytes += b;
+        }
+        agg.merge(data);
+    }
+    let totals = agg.finish(Duration::from_secs(6), Duration::ZERO);
+    // The figures still add up: nothing was lost or counted twice by reusing the buffers.
+    assert_eq!(totals.counters.requests(), 18_000);
+    let per_name: u64 = totals
+        .request_series
+        .iter()
+        .flatten()
+        .map(|p| p.requests)
+        .sum();
+    assert_eq!(per_name, 18_000, "every request is in its name's series");
+    eprintln!(
+        "worker allocations in {} warm ticks: {allocations} ({bytes} bytes)",
+        ticks - warm
+    );
+    assert_eq!(
+        (allocations, bytes),
+        (0, 0),
+        "a warm worker's ticks allocate nothing"
+    );
+}

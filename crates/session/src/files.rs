@@ -11,11 +11,18 @@ pub fn check_writable(path: &std::path::Path, what: &str, flag: &str) -> Result<
     }
     // procfs and sysfs open their files for writing and then refuse what is written (a
     // newcomer's `--json /proc/version` sent the whole load, then failed with EIO).
-    let resolved = path
+    // A pipe, socket or terminal named through /dev/fd or /proc/self/fd (`--json >(jq .)`)
+    // is written like any stream.
+    let stream = std::fs::metadata(path).is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        let t = m.file_type();
+        t.is_fifo() || t.is_socket() || t.is_char_device()
+    });
+    let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| std::env::current_dir().ok(), |p| p.canonicalize().ok());
-    if resolved.is_some_and(|d| d.starts_with("/proc") || d.starts_with("/sys")) {
+    if !stream && dir.is_some_and(|d| d.starts_with("/proc") || d.starts_with("/sys")) {
         return Err(format!(
             "cannot write the {what} to {}: /proc and /sys hold the kernel's files, not reports; pick a writable path ({flag})",
             path.display()
@@ -178,6 +185,11 @@ mod tests {
         assert!(err.0.contains("--html is the same file as --json"), "{err}");
         assert!(!fresh.exists(), "a refused check leaves no file behind");
         check_files(&[&input], &[out("--json", Path::new("-"))]).expect("stdout is not a file");
+        // A pipe named through /dev/fd (`--json >(jq .)`) is no kernel file.
+        let (read_end, write_end) = std::io::pipe().unwrap();
+        let named = format!("/dev/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&write_end));
+        check_writable(Path::new(&named), "JSON report", "--json").expect("a pipe can be written");
+        drop((read_end, write_end));
         let kernel =
             check_writable(Path::new("/proc/version"), "JSON report", "--json").unwrap_err();
         assert!(

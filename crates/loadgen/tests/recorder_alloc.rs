@@ -96,15 +96,18 @@ fn a_warm_worker_recorder_allocates_nothing_per_tick_with_a_mix() {
             for i in 0..300u32 {
                 let begun = tick_start + Duration::from_micros(u64::from(i) * 300);
                 let latency = Duration::from_micros(200 + u64::from((i * 7919 + k * 13) % 5_000));
+                // Every tenth as an open-loop slot, every hundredth opening its
+                // connection: every histogram goes through a reuse.
+                let opener = i % 100 == 0;
                 worker.record_finished(&Finished {
-                    intended: None,
+                    intended: (i % 10 == 0).then_some(begun),
                     begun,
                     sent: begun,
                     first_byte: begun + latency / 2,
                     end: begun + latency,
-                    connect: None,
-                    tls: None,
-                    first_on_connection: false,
+                    connect: opener.then_some(Duration::from_micros(50)),
+                    tls: opener.then_some(Duration::from_micros(80)),
+                    first_on_connection: opener,
                     conn: u64::from(i % 8),
                     status: if i % 50 == 0 { 503 } else { 200 },
                     bytes: 100,
@@ -130,6 +133,22 @@ fn a_warm_worker_recorder_allocates_nothing_per_tick_with_a_mix() {
         .map(|p| p.requests)
         .sum();
     assert_eq!(per_name, 18_000, "every request is in its name's series");
+    // A reused interval starts empty: no histogram or slowest list carries an earlier tick's.
+    let h = &totals.histograms;
+    assert_eq!(h.latency.len(), 18_000);
+    assert_eq!(h.body.len(), 18_000);
+    assert_eq!(h.latency_uncorrected.len(), 1_800);
+    assert_eq!(
+        (h.connect.len(), h.tls.len(), h.first_request.len()),
+        (180, 180, 180)
+    );
+    let mut seen = std::collections::HashSet::new();
+    for s in &totals.slowest {
+        assert!(
+            seen.insert((s.at_s.to_bits(), s.conn, s.latency_us)),
+            "{s:?} is in the slowest twice"
+        );
+    }
     eprintln!(
         "worker allocations in {} warm ticks: {allocations} ({bytes} bytes)",
         ticks - warm

@@ -18,7 +18,7 @@ const MAX_PID: u64 = 4_194_304;
 /// The deepest pipelining the generator allows.
 const MAX_PIPELINE: u64 = 1024;
 
-/// tailscope: an HTTP/1.1 load tester that explains its tail latency.
+/// tailscope: an HTTP load tester that explains its tail latency.
 #[derive(Debug, Parser)]
 #[command(name = "tailscope", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {

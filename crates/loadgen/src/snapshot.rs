@@ -29,9 +29,10 @@ pub struct SlowRequest {
     pub ttfb_us: u64,
     /// From the first to the last response byte.
     pub body_us: u64,
-    /// The TCP handshake, when this request opened its connection.
+    /// The TCP handshake, when this request waited for its connection to open (it opened
+    /// it, or was sent in that connection's first batch).
     pub connect_us: Option<u64>,
-    /// The TLS handshake, when this request opened its connection (https).
+    /// The TLS handshake, likewise (https).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_us: Option<u64>,
     /// Open loop: how long after its intended time the request actually left.

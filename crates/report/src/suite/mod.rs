@@ -313,7 +313,7 @@ pub fn warnings(results: &[SuiteResult]) -> Vec<String> {
             let mut what = Vec::new();
             if non2xx > 0 {
                 what.push(format!(
-                    "{} of {} responses ({:.1} %) were not 2xx (check the endpoint's path and method)",
+                    "{} of {} requests ({:.1} %) were answered with a status other than 2xx (check the endpoint's path and method)",
                     fmt_count(non2xx),
                     fmt_count(requests),
                     pct(non2xx)
@@ -377,7 +377,7 @@ mod tests {
         assert_eq!(
             warnings(&results),
             vec![
-                "python /json: 2,000 of 2,000 responses (100.0 %) were not 2xx (check the endpoint's path and method).".to_string(),
+                "python /json: 2,000 of 2,000 requests (100.0 %) were answered with a status other than 2xx (check the endpoint's path and method).".to_string(),
                 "nginx /: 20 of 2,000 requests (1.0 %) failed.".to_string(),
             ]
         );

@@ -468,18 +468,19 @@ fn contended(e: &Evidence) -> bool {
         (Some(w), d) if d > 0.0 => w / d >= RUN_QUEUE_SHARE,
         _ => false,
     };
+    // The wait must also fall in a spiky second, as long as half its worst delay: a busy
+    // server waits a little in any run.
+    let waited_in_a_spike = e
+        .seconds
+        .iter()
+        .any(|s| s.outliers > 0 && waited_for_cpu(e, s));
     let others = e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
         || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT)
-        || (e.server_foreign_pct.is_none() && waited_measured);
+        || (e.server_foreign_pct.is_none() && waited_measured && waited_in_a_spike);
     // Others busy on the server's CPUs took only what the server did not need when its
     // threads hardly ever waited for one.
     let waited = match (e.server_run_queue_total_s, e.duration_s) {
-        (Some(w), d) if d > 0.0 => {
-            w / d >= RUN_QUEUE_SHARE
-                || e.seconds
-                    .iter()
-                    .any(|s| s.outliers > 0 && waited_for_cpu(e, s))
-        }
+        (Some(w), d) if d > 0.0 => w / d >= RUN_QUEUE_SHARE || waited_in_a_spike,
         _ => true,
     };
     others && waited
@@ -517,10 +518,18 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
             w / e.duration_s * 1e3
         ));
     }
+    // Others' share of the server's CPUs is unknown where they overlap the generator's: the
+    // generator itself may be what the server waited for.
+    let shared = if e.server_foreign_pct.is_none() && e.steal_pct.is_none_or(|s| s < STEAL_PCT) {
+        " (the server's CPUs overlap the generator's or are unknown, so the generator may be \
+         what it waited for: pin them apart with --server-cpus and --cpus, or taskset)"
+    } else {
+        ""
+    };
     Some(Diagnosis {
         cause: Cause::CpuContention,
         evidence: format!(
-            "tail outliers while {}: the server waited for a CPU",
+            "tail outliers while {}: the server waited for a CPU{shared}",
             why.join(" and ")
         ),
         requests_affected: e.seconds.iter().map(|s| s.outliers).sum(),

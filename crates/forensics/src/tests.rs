@@ -358,6 +358,17 @@ fn a_measured_run_queue_wait_names_contention_where_others_share_is_unknown() {
     assert_eq!(causes(&starved), vec!["cpu_contention"]);
     let text = &diagnose(&starved)[0].evidence;
     assert!(text.contains("waited 570 ms a second for a CPU"), "{text}");
+    assert!(text.contains("pin them apart"), "{text}");
+    // The same share of the run waited, but not in the spiky second: not named.
+    let mut elsewhere = waiting(0.0);
+    elsewhere.insert(0, std::collections::HashMap::from([(7, 5.7)]));
+    let mut calm_spike = e.clone().with_run_queue(&elsewhere);
+    calm_spike.seconds[0].outliers = 0;
+    assert!(
+        !causes(&calm_spike).contains(&"cpu_contention".to_string()),
+        "{:?}",
+        causes(&calm_spike)
+    );
     // 0.5 ms a second: the server stopped by itself.
     let stopped = e.clone().with_run_queue(&waiting(0.0005));
     assert_eq!(causes(&stopped), vec!["server_stall"]);

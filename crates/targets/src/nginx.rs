@@ -138,6 +138,25 @@ mod tests {
         );
     }
 
+    /// Several workers each listen on their own socket; one worker needs none of it.
+    #[test]
+    fn several_workers_listen_with_reuseport() {
+        let dir = std::env::temp_dir().join(format!("ts-nginx-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let listen = |workers| {
+            let path = write_config(&dir, 8080, workers, &[0], None, None, false).unwrap();
+            let conf = std::fs::read_to_string(path).unwrap();
+            conf.lines()
+                .find(|l| l.trim_start().starts_with("listen "))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(listen(2), "listen 127.0.0.1:8080 backlog=4096 reuseport;");
+        assert_eq!(listen(1), "listen 127.0.0.1:8080 backlog=4096;");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn sweeps_only_the_dirs_of_dead_owners() {
         let tmp = std::env::temp_dir().join(format!("ts-sweep-{}", std::process::id()));

@@ -34,7 +34,8 @@ const SETTINGS: u8 = 0x4;
 /// position: a head (the HEADERS frame up to its `x-slow` value), the value's `a`s, then
 /// CONTINUATION frames, each a fixed prefix and `a`s. Built once per held connection task.
 pub(in crate::engine) struct SlowBlock {
-    /// The HEADERS frame's header and fields, up to the first `x-slow` value.
+    /// The HEADERS frame (and the CONTINUATIONs a long request needs) up to the first
+    /// `x-slow` value.
     head: Vec<u8>,
     /// A CONTINUATION frame's header and its field up to the value.
     more: Vec<u8>,
@@ -63,8 +64,7 @@ impl SlowBlock {
             literal(&mut fields, name.as_str().as_bytes(), value.as_bytes());
         }
         slow_field(&mut fields);
-        let mut head = frame_header(fields.len() + SLOW_VALUE, HEADERS);
-        head.extend_from_slice(&fields);
+        let head = frames_of(&fields);
         let mut field = Vec::new();
         slow_field(&mut field);
         let mut more = frame_header(field.len() + SLOW_VALUE, CONTINUATION);
@@ -110,6 +110,30 @@ fn frame_header(len: usize, kind: u8) -> Vec<u8> {
         0,
         1,
     ]
+}
+
+/// SETTINGS_MAX_FRAME_SIZE's initial value (RFC 9113 6.5.2): a client may send no larger
+/// frame before the server raises it.
+const MAX_FRAME: usize = 16_384;
+
+/// The header block's `fields` (ending with the `x-slow` field up to its value) in a HEADERS
+/// frame, and as many CONTINUATION frames as a long request needs: a block may be cut
+/// anywhere between its frames, and none may pass [`MAX_FRAME`] with the value's bytes that
+/// follow in the last one (a request with large headers otherwise ended in FRAME_SIZE_ERROR).
+fn frames_of(fields: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut rest = fields;
+    let mut kind = HEADERS;
+    while rest.len() + SLOW_VALUE > MAX_FRAME {
+        let (whole, after) = rest.split_at(MAX_FRAME);
+        out.extend(frame_header(MAX_FRAME, kind));
+        out.extend_from_slice(whole);
+        rest = after;
+        kind = CONTINUATION;
+    }
+    out.extend(frame_header(rest.len() + SLOW_VALUE, kind));
+    out.extend_from_slice(rest);
+    out
 }
 
 /// A literal header field without indexing, with a new name (RFC 7541 6.2.2).
@@ -197,6 +221,28 @@ mod tests {
         let third = second + 11 + SLOW_VALUE;
         assert_eq!(bytes[third - 1], b'a');
         assert_eq!(&bytes[third..third + 9], &bytes[second..second + 9]);
+    }
+
+    /// A request with 20 KB of headers is cut into frames of at most 16,384 bytes, the
+    /// last one's declared length counting the value's bytes that follow it.
+    #[test]
+    fn a_long_request_s_block_is_cut_into_frames_within_the_initial_size() {
+        let fields = vec![b'h'; 20_000];
+        let out = frames_of(&fields);
+        let len = |at: usize| len_of(&out[at..]);
+        assert_eq!((len(0), out[3]), (MAX_FRAME, HEADERS));
+        let second = 9 + MAX_FRAME;
+        assert_eq!(out[second + 3], CONTINUATION);
+        assert_eq!(len(second), 20_000 - MAX_FRAME + SLOW_VALUE);
+        assert_eq!(out.len(), second + 9 + 20_000 - MAX_FRAME);
+        // A short one is one HEADERS frame.
+        let short = frames_of(b"abc");
+        assert_eq!((len_of(&short), short[3]), (3 + SLOW_VALUE, HEADERS));
+        assert_eq!(short.len(), 12);
+    }
+
+    fn len_of(frame: &[u8]) -> usize {
+        (usize::from(frame[0]) << 16) | (usize::from(frame[1]) << 8) | usize::from(frame[2])
     }
 
     #[test]

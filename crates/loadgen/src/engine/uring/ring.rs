@@ -401,7 +401,6 @@ impl Ring {
         }
     }
 
-    /// Moves every available completion into `out`.
     /// Moves every available completion into `out`, but for the ring's own (a retired
     /// slot's cancel and close), which it handles itself.
     pub fn reap(&mut self, out: &mut Vec<Completion>) {

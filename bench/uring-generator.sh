@@ -8,7 +8,9 @@
 # run: requests/s as the tool reports it, the generator's CPU per request = (user + sys) /
 # requests from /usr/bin/time, and its peak RSS. Then, for both engines: open-loop precision
 # (corrected vs uncorrected p50 at -q 1000; late sends at -q 100000) and memory over time
-# (the RSS of one run at 20 s against its RSS at 2 s).
+# (the RSS of one run at 20 s against its RSS at 2 s). At -q 100000 it also reads how long the
+# generator's threads and the server's waited on the run queue (ready, not running) during the
+# load, so that late sends can be set against the machine not running the generator.
 #
 #   bash bench/uring-generator.sh [SECONDS per run, default 5] [ROUNDS, default 3]
 #
@@ -19,7 +21,9 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 rounds=${2:-3}
 server=${SERVER:-embedded}
-ts=./target/release/tailscope
+# TS=path runs another build (a "before" binary kept for a side-by-side comparison);
+# THROUGHPUT=0 skips the req/s table (open loop and memory only).
+ts=${TS:-./target/release/tailscope}
 [ -x "$ts" ] || cargo build --release
 case $server in
   embedded)
@@ -63,6 +67,7 @@ measure() {
 echo "server: $server on CPU 0; generators on CPU 1, 1 thread, 64 connections, ${secs} s a run"
 echo "$(nproc) CPUs, $(uname -r), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
+if [ "${THROUGHPUT:-1}" != 0 ]; then
 echo "| round | depth | tool | req/s | gen CPU µs/req | peak RSS MiB |"
 echo "|---|---|---|---|---|---|"
 tools="wrk tokio uring"
@@ -95,19 +100,51 @@ print(f"| p{depth} | {tool} | {m:,.0f} ({min(rps):,.0f}–{max(rps):,.0f}) | {m/
 PY
   done
 done
-
+fi
 echo
-echo "Open-loop precision (16 connections at -q 1000, 64 at -q 100000; pipelining off):"
+echo "Open-loop precision (16 connections at -q 1000, 64 at -q 100000; pipelining off), per round."
+echo "Run-queue wait: how long the generator's threads (all of them, summed) and the server's"
+echo "were ready to run but not running, from /proc/PID/task/*/schedstat, over the load's"
+echo "window from 0.5 s to 0.3 s before its end, in ms per second: a late send while the"
+echo "generator was not running is the machine's lateness, not its timer's."
 echo
-echo "| engine | -q 1000: p50 corrected − uncorrected | -q 100000: late sends | req/s |"
-echo "|---|---|---|---|"
+echo "| round | engine | -q 1000: p50 corrected − uncorrected | -q 100000: late sends | req/s | run-queue wait ms/s: generator, server |"
+echo "|---|---|---|---|---|---|"
+# The run-queue wait (ns) of every thread of process $1 and of its children (nginx's
+# workers), summed.
+run_delay() {
+  local p
+  for p in "$1" $(pgrep -P "$1" || true); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
+    | awk '{s += $2} END {print s + 0}'
+}
+declare -A late_pct
+for r in $(seq "$rounds"); do
+  for engine in tokio uring; do
+    low=$(taskset -c 1 "$ts" run "$url" --engine $engine --threads 1 -c 16 -q 1000 -z "${secs}s" \
+            --json - 2>/dev/null | json 'r["latency_us"]["p50"] - r["latency_uncorrected_us"]["p50"]')
+    jf=$(mktemp)
+    taskset -c 1 "$ts" run "$url" --engine $engine --threads 1 -c 64 -q 100000 -z "${secs}s" \
+      --json "$jf" >/dev/null 2>&1 &
+    gen=$!
+    sleep 0.5
+    g0=$(run_delay $gen); s0=$(run_delay $server_pid); t0=$(date +%s.%N)
+    sleep "$(python3 -c "print(max(0.1, $secs - 0.8))")"
+    g1=$(run_delay $gen); s1=$(run_delay $server_pid); t1=$(date +%s.%N)
+    wait $gen || true  # a run that exits non-zero still wrote its JSON
+    high=$(json 'f"""{r["summary"]["late_sends"]:,} of {r["summary"]["requests"]:,} ({100*r["summary"]["late_sends"]/max(1,r["summary"]["requests"]):.3f} %) | {r["summary"]["rps"]:,.0f}"""' < "$jf")
+    late_pct[$engine]="${late_pct[$engine]:-} $(json '100*r["summary"]["late_sends"]/max(1,r["summary"]["requests"])' < "$jf")"
+    rm -f "$jf"
+    waits=$(python3 -c "d=$t1-$t0; print(f'{($g1-$g0)/1e6/d:.1f}, {($s1-$s0)/1e6/d:.1f}')")
+    echo "| $r | $engine | $low µs | $high | $waits |"
+  done
+done
+echo
 for engine in tokio uring; do
-  low=$(taskset -c 1 "$ts" run "$url" --engine $engine --threads 1 -c 16 -q 1000 -z "${secs}s" \
-          --json - 2>/dev/null | json 'r["latency_us"]["p50"] - r["latency_uncorrected_us"]["p50"]')
-  high=$(taskset -c 1 "$ts" run "$url" --engine $engine --threads 1 -c 64 -q 100000 -z "${secs}s" \
-          --json - 2>/dev/null \
-          | json 'f"""{r["summary"]["late_sends"]:,} of {r["summary"]["requests"]:,} ({100*r["summary"]["late_sends"]/max(1,r["summary"]["requests"]):.3f} %) | {r["summary"]["rps"]:,.0f}"""')
-  echo "| $engine | $low µs | $high |"
+  python3 - "$engine" "${late_pct[$engine]}" <<'PY'
+import statistics as st, sys
+v = [float(x) for x in sys.argv[2].split()]
+print(f"{sys.argv[1]}: late sends at -q 100000, median {st.median(v):.3f} % ({min(v):.3f}–{max(v):.3f} %)")
+PY
 done
 
 echo
@@ -121,7 +158,7 @@ for engine in tokio uring; do
   pid=$!
   sleep 2; early=$(awk '/^VmRSS/ {print $2}' /proc/$pid/status)
   sleep 18; late=$(awk '/^VmRSS/ {print $2}' /proc/$pid/status)
-  wait $pid
+  wait $pid || true
   python3 -c "a,b=$early,$late; print(f'| $engine | {a/1024:.1f} MiB | {b/1024:.1f} MiB | {b/a:.2f}× |')"
 done
 echo

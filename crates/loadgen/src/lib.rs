@@ -183,6 +183,8 @@ pub fn run(
     mut on_snapshot: impl FnMut(&Snapshot),
 ) -> Result<RunTotals, Error> {
     plan.validate()?;
+    // Memory in steady state from the first tick (see the function).
+    sys::steady_allocator();
     let sources = plan
         .source_ips()?
         .into_iter()

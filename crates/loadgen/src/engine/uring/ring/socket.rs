@@ -1,0 +1,229 @@
+//! The generator's sockets: made plain or in a ring's registered file table, and retired
+//! (shut down, closed once nothing queued names them) when dropped.
+
+use std::cell::RefCell;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+use super::Ring;
+
+/// Sockets dropped while submissions may still name them. A plain descriptor is closed only
+/// when the ring's submission queue is empty: a queued submission names its socket by
+/// number, and the descriptor table is the process's, so were the socket closed first, any
+/// thread (another worker, the profiler) could get the same number and the submission would
+/// act on that thread's file. A direct descriptor's slot is shut down and closed by ops the
+/// ring queues behind whatever names it, and is given out again only once that close has
+/// completed.
+#[derive(Debug, Default)]
+pub(super) struct Retired {
+    pub(super) fds: Vec<OwnedFd>,
+    pub(super) slots: Vec<u32>,
+}
+
+pub(super) type Parked = Rc<RefCell<Retired>>;
+
+/// Plain sockets' descriptors kept beside a direct descriptor, over all rings, so that
+/// TCP_INFO stays readable (io_uring's getsockopt reads SOL_SOCKET options only); at most
+/// [`info_fd_budget`], so that the descriptor table never runs out because of them.
+static INFO_FDS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many plain descriptors direct sockets may keep for TCP_INFO: half of what the
+/// process may open beyond a reserve for everything else (threads, the profiler, files).
+fn info_fd_budget() -> usize {
+    static BUDGET: OnceLock<usize> = OnceLock::new();
+    *BUDGET.get_or_init(|| open_file_limit().saturating_sub(1024) as usize / 2)
+}
+
+/// RLIMIT_NOFILE's soft limit now (the binary raised it to the hard limit before the run).
+pub(crate) fn open_file_limit() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the live local it is given.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    if rc == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    }
+}
+
+/// A socket's file as an op names it.
+pub(super) enum Target {
+    Fixed(u32),
+    Plain(RawFd),
+}
+
+/// Where a socket's file is for the ring's ops.
+#[derive(Debug)]
+enum Place {
+    /// A descriptor of the process's table.
+    Plain(OwnedFd),
+    /// A slot of the ring's registered file table, and, while the budget allows, the plain
+    /// descriptor it was made from (for TCP_INFO and plain sends; never named by an op).
+    Direct { slot: u32, fd: Option<OwnedFd> },
+}
+
+/// A non-blocking TCP socket of the generator. Dropping it retires it with its [`Ring`]:
+/// shut down (so that a recv armed on it completes) and closed once nothing queued names it.
+#[derive(Debug)]
+pub(crate) struct Socket {
+    /// Always `Some` until dropped.
+    place: Option<Place>,
+    parked: Parked,
+}
+
+impl Socket {
+    /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
+    /// written whole, and a pipelined batch must not wait for an ACK), bound to `source`
+    /// when one is given, for `ring`'s ops: in a slot of its registered file table when it
+    /// has one (the plain descriptor is closed then, unless it is kept for TCP_INFO or
+    /// `keep_fd` asks for it), else a plain descriptor. A full table is EMFILE, as a full
+    /// descriptor table would be.
+    pub fn tcp(
+        addr: &SocketAddr,
+        source: Option<SocketAddr>,
+        keep_fd: bool,
+        ring: &mut Ring,
+    ) -> io::Result<Socket> {
+        let family = match addr {
+            SocketAddr::V4(_) => libc::AF_INET,
+            SocketAddr::V6(_) => libc::AF_INET6,
+        };
+        // SAFETY: socket(2) takes no pointers; its result is checked before use.
+        let fd = unsafe {
+            libc::socket(
+                family,
+                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
+        // owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let one: libc::c_int = 1;
+        // SAFETY: the option value points to a live c_int of the length given.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                std::ptr::addr_of!(one).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(src) = source {
+            crate::sys::bind_source(&fd, src)?;
+        }
+        let place = match ring.table.as_mut() {
+            None => Place::Plain(fd),
+            Some(table) => {
+                let Some(slot) = table.free.pop() else {
+                    return Err(io::Error::from_raw_os_error(libc::EMFILE));
+                };
+                if let Err(e) = ring
+                    .ring
+                    .submitter()
+                    .register_files_update(slot, &[fd.as_raw_fd()])
+                {
+                    table.free.push(slot);
+                    return Err(e);
+                }
+                let keep = if keep_fd {
+                    INFO_FDS.fetch_add(1, Ordering::Relaxed);
+                    true
+                } else {
+                    INFO_FDS
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                            (n < info_fd_budget()).then_some(n + 1)
+                        })
+                        .is_ok()
+                };
+                Place::Direct {
+                    slot,
+                    fd: keep.then_some(fd),
+                }
+            }
+        };
+        Ok(Socket {
+            place: Some(place),
+            parked: ring.parked.clone(),
+        })
+    }
+
+    pub(super) fn target(&self) -> Target {
+        match self.place.as_ref().expect("open until dropped") {
+            Place::Plain(fd) => Target::Plain(fd.as_raw_fd()),
+            Place::Direct { slot, .. } => Target::Fixed(*slot),
+        }
+    }
+
+    /// The plain descriptor, when the socket has one.
+    pub(super) fn plain_fd(&self) -> Option<&OwnedFd> {
+        match self.place.as_ref().expect("open until dropped") {
+            Place::Plain(fd) | Place::Direct { fd: Some(fd), .. } => Some(fd),
+            Place::Direct { fd: None, .. } => None,
+        }
+    }
+}
+
+impl std::os::fd::AsFd for Socket {
+    /// The plain descriptor. Only a socket made with `keep_fd` (a slow held connection's,
+    /// which sends its bytes with plain sends) or a plain one may be asked for it.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.plain_fd()
+            .expect("a socket asked for its descriptor keeps one")
+            .as_fd()
+    }
+}
+
+impl AsRawFd for Socket {
+    /// The plain descriptor for TCP_INFO reads, or -1 for a direct socket that keeps none
+    /// (the read then fails, EBADF, and the connection's TCP facts are not known).
+    fn as_raw_fd(&self) -> RawFd {
+        self.plain_fd().map_or(-1, AsRawFd::as_raw_fd)
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        match self.place.take() {
+            None => {}
+            Some(Place::Plain(fd)) => {
+                // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers.
+                // An error (a socket that never connected) is of no consequence. The
+                // descriptor stays open (parked), so its number is not reused while a
+                // queued submission names it.
+                unsafe {
+                    libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
+                }
+                self.parked.borrow_mut().fds.push(fd);
+            }
+            Some(Place::Direct { slot, fd }) => {
+                // The plain descriptor is named by no op: it closes now (the socket lives on
+                // in the table until the ring's close op).
+                if fd.is_some() {
+                    INFO_FDS.fetch_sub(1, Ordering::Relaxed);
+                }
+                drop(fd);
+                self.parked.borrow_mut().slots.push(slot);
+            }
+        }
+    }
+}
+
+/// A ring's registered file table: its free slots (a slot is free once its close completed).
+pub(super) struct Table {
+    pub(super) free: Vec<u32>,
+}

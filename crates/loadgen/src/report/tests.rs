@@ -287,3 +287,26 @@ fn a_name_has_its_time_series_and_no_rate_without_a_window() {
     assert_eq!(json["by_request"]["upload"]["rps"], serde_json::Value::Null);
     assert_eq!(json["by_request"]["upload"]["requests"], 1);
 }
+
+/// A closed-loop run whose connections never all opened says how many did; a run where they
+/// all were open, or one stopped by -n, says nothing of it.
+#[test]
+fn connections_that_never_opened_are_warned_about() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.connections = 20_000;
+    let mut t = totals();
+    t.conns_peak.load.open = 14_608;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("at most 14,608 of the 20,000 connections were open at once")),
+        "{w:?}"
+    );
+    t.conns_peak.load.open = 20_000;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("were open at once")), "{w:?}");
+    t.conns_peak.load.open = 14_608;
+    plan.stop = Stop::Requests(100);
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("were open at once")), "{w:?}");
+}

@@ -186,9 +186,35 @@ impl Report {
                 ));
             }
         }
+        if let Some(w) = self.never_opened() {
+            out.push(w);
+        }
         if let Some(c) = &self.connections {
             out.extend(c.warnings());
         }
         out
+    }
+
+    /// A closed-loop run of a duration whose connections were never all open at once, with
+    /// nothing closing them: the rest had not opened when it ended (a newcomer's `-c 20000
+    /// -z 2s` opened 14,608 and said nothing of the others).
+    fn never_opened(&self) -> Option<String> {
+        let c = &self.config;
+        let s = &self.summary;
+        let open = self.connections.as_ref()?.peak_open;
+        let plain = c.requests.is_none()
+            && c.rate.is_none()
+            && c.connect_rate.is_none()
+            && c.keepalive
+            && s.reconnects == 0
+            && s.connect_failures == 0
+            && s.successes > 0;
+        (plain && open < c.connections as u64).then(|| {
+            format!(
+                "at most {} of the {} connections were open at once: the others had not opened when the run ended (the server accepted them at its pace, or the generator could not open them sooner); give a --warmup, a longer -z, or fewer -c",
+                fmt_count(open),
+                fmt_count(c.connections as u64)
+            )
+        })
     }
 }

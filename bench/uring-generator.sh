@@ -105,7 +105,7 @@ echo
 echo "Open-loop precision (16 connections at -q 1000, 64 at -q 100000; pipelining off), per round."
 echo "Run-queue wait: how long the generator's threads (all of them, summed) and the server's"
 echo "were ready to run but not running, from /proc/PID/task/*/schedstat, over the load's"
-echo "window from 0.5 s to 0.3 s before its end, in ms per second: a late send while the"
+echo "window from 0.5 s to 1 s before its end, in ms per second: a late send while the"
 echo "generator was not running is the machine's lateness, not its timer's."
 echo
 echo "| round | engine | -q 1000: p50 corrected − uncorrected | -q 100000: late sends | req/s | run-queue wait ms/s: generator, server |"
@@ -114,7 +114,7 @@ echo "|---|---|---|---|---|---|"
 # workers), summed.
 run_delay() {
   local p
-  for p in "$1" $(pgrep -P "$1" || true); do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done \
+  for p in "$1" $(pgrep -P "$1" || true); do cat /proc/"$p"/task/*/schedstat 2>/dev/null || true; done \
     | awk '{s += $2} END {print s + 0}'
 }
 declare -A late_pct
@@ -128,7 +128,8 @@ for r in $(seq "$rounds"); do
     gen=$!
     sleep 0.5
     g0=$(run_delay $gen); s0=$(run_delay $server_pid); t0=$(date +%s.%N)
-    sleep "$(python3 -c "print(max(0.1, $secs - 0.8))")"
+    # The window ends a second before the run's: read after it exits, the process is gone.
+    sleep "$(python3 -c "print(max(0.1, $secs - 1.5))")"
     g1=$(run_delay $gen); s1=$(run_delay $server_pid); t1=$(date +%s.%N)
     wait $gen || true  # a run that exits non-zero still wrote its JSON
     high=$(json 'f"""{r["summary"]["late_sends"]:,} of {r["summary"]["requests"]:,} ({100*r["summary"]["late_sends"]/max(1,r["summary"]["requests"]):.3f} %) | {r["summary"]["rps"]:,.0f}"""' < "$jf")

@@ -20,11 +20,14 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         header_timeout: args.header_timeout,
         ..Config::default()
     };
+    if let Some(cpus) = args.cpus {
+        // One worker per CPU it may use: two workers pinned to one CPU take turns on it, and a
+        // stall example on `--cpus 0` read as the server waiting for a CPU.
+        config.threads = cpus.0.len().max(1);
+        config.cpus = cpus.0;
+    }
     if let Some(t) = args.threads {
         config.threads = t;
-    }
-    if let Some(cpus) = args.cpus {
-        config.cpus = cpus.0;
     }
     if let (Some(every), Some(duration)) = (args.stall_every, args.stall_for) {
         if every.is_zero() || duration.is_zero() {

@@ -434,3 +434,38 @@ fn serve_rejects_bad_flags() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/dir"));
 }
+
+/// `--cpus LIST` without `--threads` starts one worker per listed CPU: two workers pinned to
+/// one CPU took turns on it, and the README's stall example read as CPU contention.
+#[test]
+fn cpus_without_threads_start_one_worker_per_listed_cpu() {
+    let first = tailscope_targets::cpus::available()[0].to_string();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--cpus", &first])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the tailscope binary runs");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    if !line.starts_with("listening on") {
+        let _ = child.kill();
+        let _ = child.wait();
+        common::skip("io_uring unavailable: the reference server did not start");
+        return;
+    }
+    let workers = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.starts_with("tailscope-srv"))
+        })
+        .count();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(workers, 1, "one worker for one CPU");
+}

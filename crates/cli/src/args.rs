@@ -54,7 +54,7 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free one (printed when ready).
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub addr: std::net::SocketAddr,
-    /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU).
+    /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU, of --cpus when given).
     #[arg(long = "threads", value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_THREADS as i64))]
     pub threads: Option<usize>,
     /// Pin worker threads to these CPUs (e.g. 0 or 0,2-3).

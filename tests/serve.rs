@@ -440,23 +440,9 @@ fn serve_rejects_bad_flags() {
 #[test]
 fn cpus_without_threads_start_one_worker_per_listed_cpu() {
     let first = tailscope_targets::cpus::available()[0].to_string();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--cpus", &first])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("the tailscope binary runs");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    if !line.starts_with("listening on") {
-        let _ = child.kill();
-        let _ = child.wait();
-        common::skip("io_uring unavailable: the reference server did not start");
+    let Some((mut child, _addr)) = common::spawn_serve_as(&["--cpus", &first]) else {
         return;
-    }
+    };
     let workers = std::fs::read_dir(format!("/proc/{}/task", child.id()))
         .unwrap()
         .flatten()

@@ -237,9 +237,14 @@ pub fn has_tool(program: &str, arg: &str) -> bool {
 /// prints. `None`, after saying so, where the reference server cannot start because io_uring
 /// is unavailable; any other failure to start fails the test.
 pub fn spawn_serve(flags: &[&str]) -> Option<(std::process::Child, String)> {
+    spawn_serve_as(&[&["--threads", "1"], flags].concat())
+}
+
+/// [`spawn_serve`] with only the flags given (its own number of worker threads).
+pub fn spawn_serve_as(flags: &[&str]) -> Option<(std::process::Child, String)> {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--threads", "1"])
+        .args(["serve", "--addr", "127.0.0.1:0"])
         .args(flags)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -9,10 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use crate::conns::{ConnPoint, Gauges, HeldKind};
+use interval_log::SecondSerializer;
+
+mod interval_log;
 use crate::recorder::{
     new_histogram, ticks_per_second, Histograms, IntervalData, RequestFigures, Slowest,
 };
@@ -74,8 +76,8 @@ pub struct Aggregator {
     /// Buckets of seconds made points, emptied for the next seconds: a bucket's histograms
     /// (some 100 KiB with a mix's per name) are not allocated anew every second.
     spare_buckets: Vec<SecondBucket>,
-    /// Serializes each second's histogram; kept for its buffers.
-    serializer: V2DeflateSerializer,
+    /// Serializes each second's histogram; kept for its buffers and compressor.
+    serializer: SecondSerializer,
 }
 
 /// How many emptied buckets are kept: a second and the one after it are open at once.
@@ -117,7 +119,7 @@ impl Aggregator {
             conns_peak: Gauges::default(),
             held_asked: [false; 2],
             spare_buckets: Vec::new(),
-            serializer: V2DeflateSerializer::new(),
+            serializer: SecondSerializer::new(),
         }
     }
 
@@ -271,10 +273,7 @@ impl Aggregator {
             } else {
                 b.latency.count_between(threshold, b.latency.max())
             };
-            let mut bytes = Vec::new();
-            // Serializing into a Vec cannot fail; an empty Vec would only drop this second
-            // from the interval log.
-            let _ = self.serializer.serialize(&b.latency, &mut bytes);
+            let bytes = self.serializer.serialize(&b.latency);
             self.second_histograms.push(bytes);
             self.timeseries.push(TimePoint {
                 t_s: (second + 1) as f64,

@@ -34,6 +34,26 @@ fn guardian_of(tailscope: u32, root: u64) -> u64 {
     others[0]
 }
 
+/// A 60 s run of one connection against [`SH_TEMPLATE`] (a server forked by `sh -c`), with
+/// the target's root pid; none (said) without python3.
+fn launch_sh_target() -> Option<(std::process::Child, u64)> {
+    if !has_python() {
+        common::skip("python3 not installed (apt-get install python3)");
+        return None;
+    }
+    Some(launch_and_read_pid(&[
+        "run",
+        "--target",
+        SH_TEMPLATE,
+        "--path",
+        "/",
+        "-z",
+        "60s",
+        "-c",
+        "1",
+    ]))
+}
+
 /// `/proc/PID/cmdline` with its NULs as spaces and trailing ones dropped.
 fn cmdline(pid: u64) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -58,21 +78,9 @@ fn sigkill(pid: u64) {
 
 #[test]
 fn the_guardian_is_titled_apart_from_tailscope_run() {
-    if !has_python() {
-        common::skip("python3 not installed (apt-get install python3)");
+    let Some((mut child, root)) = launch_sh_target() else {
         return;
-    }
-    let (mut child, root) = launch_and_read_pid(&[
-        "run",
-        "--target",
-        SH_TEMPLATE,
-        "--path",
-        "/",
-        "-z",
-        "60s",
-        "-c",
-        "1",
-    ]);
+    };
     let guardian = guardian_of(child.id(), root);
     // It retitles itself first thing after the fork; give it a moment on a loaded machine.
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -164,22 +172,10 @@ fn pid_namespace(pid: u64) -> Option<PathBuf> {
 
 #[test]
 fn killing_tailscope_and_its_guardian_ends_a_server_forked_by_a_shell() {
-    if !has_python() {
-        common::skip("python3 not installed (apt-get install python3)");
-        return;
-    }
     // `sh -c 'python3 -m http.server …; true'`: the shell forks the server and waits.
-    let (mut child, root) = launch_and_read_pid(&[
-        "run",
-        "--target",
-        SH_TEMPLATE,
-        "--path",
-        "/",
-        "-z",
-        "60s",
-        "-c",
-        "1",
-    ]);
+    let Some((mut child, root)) = launch_sh_target() else {
+        return;
+    };
     let tailscope = child.id();
     let guardian = guardian_of(tailscope, root);
     let tree = tree_of(root);

@@ -77,6 +77,26 @@ fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
     (out, ALLOCATIONS.with(Cell::get), BYTES.with(Cell::get))
 }
 
+/// A closed-loop request on a connection already open: begun at `begun`, its head after
+/// half of `latency`, its end after all of it, 100 bytes.
+fn finished(begun: Instant, latency: Duration, conn: u64, status: u16, request: u32) -> Finished {
+    Finished {
+        intended: None,
+        begun,
+        sent: begun,
+        first_byte: begun + latency / 2,
+        end: begun + latency,
+        connect: None,
+        tls: None,
+        first_on_connection: false,
+        conn,
+        status,
+        bytes: 100,
+        tcp: None,
+        request,
+    }
+}
+
 #[test]
 fn a_warm_worker_recorder_allocates_nothing_per_tick_with_a_mix() {
     let names: Arc<[String]> = ["GET /a", "GET /b", "POST /c"].map(String::from).into();
@@ -101,20 +121,13 @@ fn a_warm_worker_recorder_allocates_nothing_per_tick_with_a_mix() {
                 // Every tenth as an open-loop slot, every hundredth opening its
                 // connection: every histogram goes through a reuse.
                 let opener = i % 100 == 0;
+                let status = if i % 50 == 0 { 503 } else { 200 };
                 worker.record_finished(&Finished {
                     intended: (i % 10 == 0).then_some(begun),
-                    begun,
-                    sent: begun,
-                    first_byte: begun + latency / 2,
-                    end: begun + latency,
                     connect: opener.then_some(Duration::from_micros(50)),
                     tls: opener.then_some(Duration::from_micros(80)),
                     first_on_connection: opener,
-                    conn: u64::from(i % 8),
-                    status: if i % 50 == 0 { 503 } else { 200 },
-                    bytes: 100,
-                    tcp: None,
-                    request: i % 3,
+                    ..finished(begun, latency, u64::from(i % 8), status, i % 3)
                 });
             }
             worker.take_interval(tick_start + tick, tick)
@@ -193,21 +206,14 @@ fn a_warm_calling_thread_reuses_its_snapshots_per_tick() {
                     let begun = tick_start + Duration::from_micros(u64::from(i) * 400);
                     let latency =
                         Duration::from_micros(300 + u64::from((i * 7919 + k * 31) % 8_000));
-                    worker.record_finished(&Finished {
-                        intended: None,
+                    let status = if i % 40 == 0 { 500 } else { 200 };
+                    worker.record_finished(&finished(
                         begun,
-                        sent: begun,
-                        first_byte: begun + latency / 2,
-                        end: begun + latency,
-                        connect: None,
-                        tls: None,
-                        first_on_connection: false,
-                        conn: u64::from(i % 4),
-                        status: if i % 40 == 0 { 500 } else { 200 },
-                        bytes: 100,
-                        tcp: None,
-                        request: i % 2,
-                    });
+                        latency,
+                        u64::from(i % 4),
+                        status,
+                        i % 2,
+                    ));
                 }
                 worker.take_interval(tick_start + tick, tick)
             })

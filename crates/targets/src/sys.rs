@@ -173,8 +173,14 @@ fn outer_half(init: Pid, status_read: OwnedFd, area: Option<(usize, usize)>) -> 
     become_half(init, status_read, area);
     let own = wait_for(init.as_raw());
     let mut raw = [0u8; 4];
-    // SAFETY: reads into a local buffer from fd 3, which this process holds.
-    let got = unsafe { nix::libc::read(3, raw.as_mut_ptr().cast(), raw.len()) };
+    let got = loop {
+        // SAFETY: reads into a local buffer from fd 3, which this process holds.
+        let got = unsafe { nix::libc::read(3, raw.as_mut_ptr().cast(), raw.len()) };
+        // A signal passed on to the command may interrupt the read.
+        if got >= 0 || Errno::last() != Errno::EINTR {
+            break got;
+        }
+    };
     // pid 1 writes the command's status before it exits; without it (pid 1 was killed), its
     // own.
     end_as(if got == 4 {
@@ -189,10 +195,12 @@ fn outer_half(init: Pid, status_read: OwnedFd, area: Option<(usize, usize)>) -> 
 fn init(command: Pid, status_write: OwnedFd, area: Option<(usize, usize)>) -> ! {
     become_half(command, status_write, area);
     let status = wait_for(command.as_raw());
-    // SAFETY: writes a local buffer to fd 3, which this process holds; _exit ends it at
-    // once.
+    // SAFETY: writes a local buffer to fd 3, which this process holds (the pipe has room
+    // for 4 bytes: nothing else is written to it); _exit ends it at once.
     unsafe {
-        nix::libc::write(3, status.to_ne_bytes().as_ptr().cast(), 4);
+        while nix::libc::write(3, status.to_ne_bytes().as_ptr().cast(), 4) < 0
+            && Errno::last() == Errno::EINTR
+        {}
         nix::libc::_exit(0)
     }
 }
@@ -220,6 +228,12 @@ fn end_as(status: i32) -> ! {
     unsafe {
         if nix::libc::WIFSIGNALED(status) {
             let sig = nix::libc::WTERMSIG(status);
+            // This process is a copy of tailscope's memory: no core file of it.
+            let no_core = nix::libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            nix::libc::setrlimit(nix::libc::RLIMIT_CORE, &no_core);
             nix::libc::signal(sig, nix::libc::SIG_DFL);
             nix::libc::kill(nix::libc::getpid(), sig);
             nix::libc::_exit(128 + sig)

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{CommandFactory, FromArgMatches, Parser};
-use tailscope_cli::args::{Cli, Command, RunArgs};
+use tailscope_cli::args::{real_refusal, Cli, Command, RunArgs};
 
 use crate::exit::{Outcome, UsageError};
 
@@ -34,7 +34,11 @@ fn run(args: RunArgs) -> Result<Outcome> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::from_arg_matches(&command_line().get_matches()).unwrap_or_else(|e| e.exit());
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let matches = command_line()
+        .try_get_matches_from(&argv)
+        .unwrap_or_else(|e| real_refusal(command_line(), &argv, e).exit());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Some(Command::Run(args)) => run(args),
         Some(Command::Serve(args)) => serve::serve(args),

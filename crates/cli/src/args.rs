@@ -113,6 +113,37 @@ fn not_a_flag(s: &str) -> Result<(), String> {
     )
 }
 
+/// The refusal to print for `argv`, which `cmd` refused with `err`. clap stops at an extra
+/// word before it checks the value it took for a flag: `run URL -z --json x.json` (the
+/// duration was forgotten, so `-z` took `--json`, which [`not_a_flag`] refuses) says
+/// "unexpected argument 'x.json'", naming the symptom. Without the extra word clap reaches
+/// the value and names the cause; that refusal is returned when it is one of a value.
+pub fn real_refusal(
+    cmd: clap::Command,
+    argv: &[std::ffi::OsString],
+    err: clap::Error,
+) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if err.kind() != ErrorKind::UnknownArgument {
+        return err;
+    }
+    let Some(ContextValue::String(extra)) = err.get(ContextKind::InvalidArg) else {
+        return err;
+    };
+    let Some(at) = argv
+        .iter()
+        .rposition(|a| a.to_str() == Some(extra.as_str()))
+    else {
+        return err;
+    };
+    let mut without = argv.to_vec();
+    without.remove(at);
+    match cmd.try_get_matches_from(without) {
+        Err(cause) if cause.kind() == ErrorKind::ValueValidation => cause,
+        _ => err,
+    }
+}
+
 /// A duration parser that refuses values outside `lo..=hi`, naming the range.
 pub fn duration_in(
     lo: Duration,
@@ -256,6 +287,7 @@ pub struct ReportArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     #[test]
     fn cpu_lists_and_durations() {
@@ -296,6 +328,34 @@ mod tests {
         // A forgotten value does not take the next flag as one.
         let msg = refusal(&["run", "--target", "embedded", "-z", "--json", "x.json"]);
         assert!(msg.contains("--json is a flag, not a duration"), "{msg}");
+        // Nor when the flag's value is followed by a word clap finds no place for (the URL
+        // is given): clap names that word first, the real refusal names the flag.
+        let argv: Vec<std::ffi::OsString> = [
+            "tailscope",
+            "run",
+            "http://127.0.0.1:9/",
+            "-z",
+            "--json",
+            "x.json",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        assert!(
+            err.to_string().contains("unexpected argument 'x.json'"),
+            "{err}"
+        );
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(msg.contains("--json is a flag, not a duration"), "{msg}");
+        // A word that is extra for another reason is still named.
+        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", "http://b/"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(msg.contains("unexpected argument 'http://b/'"), "{msg}");
     }
 
     #[test]

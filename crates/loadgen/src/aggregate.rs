@@ -9,15 +9,18 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use crate::conns::{ConnPoint, Gauges, HeldKind};
+use interval_log::SecondSerializer;
+
+mod interval_log;
 use crate::recorder::{
     new_histogram, ticks_per_second, Histograms, IntervalData, RequestFigures, Slowest,
 };
 use crate::snapshot::{
-    Counters, Percentiles, Phase, RequestLive, RequestPoint, RunTotals, Snapshot, TimePoint,
+    copy_histogram, Counters, Percentiles, Phase, RequestLive, RequestPoint, RunTotals, Snapshot,
+    TimePoint,
 };
 
 /// How many finished seconds a snapshot carries.
@@ -70,6 +73,26 @@ pub struct Aggregator {
     conns_peak: Gauges,
     /// Which held populations the run has (`--idle-conns`, `--slow-conns`).
     held_asked: [bool; 2],
+    /// Buckets of seconds made points, emptied for the next seconds: a bucket's histograms
+    /// (some 100 KiB with a mix's per name) are not allocated anew every second.
+    spare_buckets: Vec<SecondBucket>,
+    /// Serializes each second's histogram; kept for its buffers and compressor.
+    serializer: SecondSerializer,
+}
+
+/// How many emptied buckets are kept: a second and the one after it are open at once.
+const SPARE_BUCKETS: usize = 2;
+
+impl SecondBucket {
+    /// Empties it for another second, keeping its memory (a name's emptied figures count
+    /// as none, see [`add_figures`]).
+    fn reset(&mut self) {
+        self.counters.reset();
+        self.latency.reset();
+        for f in self.by_request.iter_mut().flatten() {
+            f.reset();
+        }
+    }
 }
 
 impl Aggregator {
@@ -95,6 +118,8 @@ impl Aggregator {
             worker_conns: vec![Gauges::default(); workers],
             conns_peak: Gauges::default(),
             held_asked: [false; 2],
+            spare_buckets: Vec::new(),
+            serializer: SecondSerializer::new(),
         }
     }
 
@@ -176,12 +201,21 @@ impl Aggregator {
     fn bucket(&mut self, second: u64) -> &mut SecondBucket {
         let highest = self.highest;
         let conns = self.conns_now();
-        self.seconds.entry(second).or_insert_with(|| SecondBucket {
-            counters: Counters::default(),
-            latency: new_histogram(highest),
-            conns,
-            by_request: Vec::new(),
-        })
+        let spare = &mut self.spare_buckets;
+        self.seconds
+            .entry(second)
+            .or_insert_with(|| match spare.pop() {
+                Some(mut b) => {
+                    b.conns = conns;
+                    b
+                }
+                None => SecondBucket {
+                    counters: Counters::default(),
+                    latency: new_histogram(highest),
+                    conns,
+                    by_request: Vec::new(),
+                },
+            })
     }
 
     /// A finished second's figures per name: a point for each name that had requests in
@@ -239,10 +273,7 @@ impl Aggregator {
             } else {
                 b.latency.count_between(threshold, b.latency.max())
             };
-            let mut bytes = Vec::new();
-            // Serializing into a Vec cannot fail; an empty Vec would only drop this second
-            // from the interval log.
-            let _ = V2DeflateSerializer::new().serialize(&b.latency, &mut bytes);
+            let bytes = self.serializer.serialize(&b.latency);
             self.second_histograms.push(bytes);
             self.timeseries.push(TimePoint {
                 t_s: (second + 1) as f64,
@@ -262,6 +293,11 @@ impl Aggregator {
             });
             if !self.request_live.is_empty() {
                 self.finalize_requests((second + 1) as f64, &b.by_request);
+            }
+            if self.spare_buckets.len() < SPARE_BUCKETS {
+                let mut b = b;
+                b.reset();
+                self.spare_buckets.push(b);
             }
         }
     }
@@ -295,26 +331,66 @@ impl Aggregator {
         warmup_left: Duration,
         tick: Duration,
     ) -> Snapshot {
-        let snap = Snapshot {
-            phase,
-            elapsed,
-            warmup_left,
-            totals: self.counters.clone(),
-            last_tick: std::mem::take(&mut self.last_tick),
-            tick,
-            latency: Percentiles::of(&self.histograms.latency),
-            last_tick_latency: Percentiles::of(&self.last_tick_latency),
-            histogram: self.histograms.latency.clone(),
-            slowest: self.slowest.items().to_vec(),
-            recent_seconds: self.timeseries[self.timeseries.len().saturating_sub(RECENT_SECONDS)..]
-                .to_vec(),
-            spike_counts: self.histograms.spike_counts(),
-            conns: self.conns_now(),
-            conns_peak: self.conns_peak,
-            by_request: self.request_live.clone(),
-        };
-        self.last_tick_latency.reset();
+        let mut snap = self.new_snapshot();
+        self.snapshot_into(&mut snap, phase, elapsed, warmup_left, tick);
         snap
+    }
+
+    /// An empty snapshot with this run's histogram bounds, for [`Self::snapshot_into`].
+    pub fn new_snapshot(&self) -> Snapshot {
+        Snapshot {
+            phase: Phase::WarmingUp,
+            elapsed: Duration::ZERO,
+            warmup_left: Duration::ZERO,
+            totals: Counters::default(),
+            last_tick: Counters::default(),
+            tick: Duration::ZERO,
+            latency: Percentiles::default(),
+            last_tick_latency: Percentiles::default(),
+            histogram: new_histogram(self.highest),
+            slowest: Vec::new(),
+            // Its full size at once (some 25 KiB): grown a point at a time, it and the
+            // copies made of it would reallocate every few seconds for two minutes.
+            recent_seconds: Vec::with_capacity(RECENT_SECONDS),
+            spike_counts: Default::default(),
+            conns: Gauges::default(),
+            conns_peak: Gauges::default(),
+            by_request: Vec::new(),
+        }
+    }
+
+    /// [`Self::snapshot`] into `snap`, whose buffers are reused: once they have grown to
+    /// the run's size (two minutes of seconds, the slowest list), a tick allocates nothing.
+    pub fn snapshot_into(
+        &mut self,
+        snap: &mut Snapshot,
+        phase: Phase,
+        elapsed: Duration,
+        warmup_left: Duration,
+        tick: Duration,
+    ) {
+        snap.phase = phase;
+        snap.elapsed = elapsed;
+        snap.warmup_left = warmup_left;
+        snap.totals.copy_from(&self.counters);
+        // The last tick's counters go to the snapshot, and its old ones, emptied, start
+        // the next tick.
+        std::mem::swap(&mut snap.last_tick, &mut self.last_tick);
+        self.last_tick.reset();
+        snap.tick = tick;
+        snap.latency = Percentiles::of(&self.histograms.latency);
+        snap.last_tick_latency = Percentiles::of(&self.last_tick_latency);
+        copy_histogram(&mut snap.histogram, &self.histograms.latency);
+        snap.slowest.clear();
+        snap.slowest.extend_from_slice(self.slowest.items());
+        let recent = &self.timeseries[self.timeseries.len().saturating_sub(RECENT_SECONDS)..];
+        snap.recent_seconds.clear();
+        snap.recent_seconds.extend_from_slice(recent);
+        snap.spike_counts = self.histograms.spike_counts();
+        snap.conns = self.conns_now();
+        snap.conns_peak = self.conns_peak;
+        snap.by_request.clone_from(&self.request_live);
+        self.last_tick_latency.reset();
     }
 
     /// The run's totals, with every remaining second made a point. `duration` is the load

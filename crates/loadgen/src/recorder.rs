@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use events::{Finished, TcpFacts, Unfinished};
-use figures::{clear_counters, record_us};
+use figures::record_us;
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
@@ -94,7 +94,7 @@ impl IntervalData {
             return;
         };
         self.histograms.reset();
-        clear_counters(&mut self.counters);
+        self.counters.reset();
         self.slowest.clear();
         for figures in self.by_request.iter_mut().flatten() {
             figures.reset();

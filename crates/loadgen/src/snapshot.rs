@@ -212,6 +212,23 @@ impl Counters {
         }
     }
 
+    /// Makes these counters equal to `other`, keeping the status codes' buffer: what a
+    /// snapshot reused every tick copies (a clone would allocate it anew).
+    pub fn copy_from(&mut self, other: &Counters) {
+        self.reset();
+        self.merge(other);
+    }
+
+    /// Zero, keeping the status codes' buffer.
+    pub(crate) fn reset(&mut self) {
+        let mut codes = std::mem::take(&mut self.status_codes);
+        codes.clear();
+        *self = Counters {
+            status_codes: codes,
+            ..Counters::default()
+        };
+    }
+
     /// Adds another interval's (or worker's) counters to these.
     pub(crate) fn merge(&mut self, other: &Counters) {
         self.successes += other.successes;
@@ -481,9 +498,12 @@ pub enum Phase {
     Done,
 }
 
-/// What the run looks like now: plain data, cheap enough to clone every tick, for the TUI,
-/// headless progress and the profiler.
-#[derive(Debug, Clone)]
+/// What the run looks like now: plain data, for the TUI, headless progress and the
+/// profiler. Made every tick: [`Clone::clone_from`] (and
+/// [`crate::aggregate::Aggregator::snapshot_into`]) reuse the buffers of the snapshot they
+/// overwrite, a histogram of some 100 KiB among them, so that a caller that keeps its
+/// snapshots allocates nothing per tick once they are warm.
+#[derive(Debug)]
 pub struct Snapshot {
     /// Where the run is.
     pub phase: Phase,
@@ -516,6 +536,74 @@ pub struct Snapshot {
     /// A mix's names as the run stands, in the order of [`crate::Plan::request_names`];
     /// empty for a single request.
     pub by_request: Vec<RequestLive>,
+}
+
+impl Clone for Snapshot {
+    fn clone(&self) -> Snapshot {
+        Snapshot {
+            phase: self.phase,
+            elapsed: self.elapsed,
+            warmup_left: self.warmup_left,
+            totals: self.totals.clone(),
+            last_tick: self.last_tick.clone(),
+            tick: self.tick,
+            latency: self.latency,
+            last_tick_latency: self.last_tick_latency,
+            histogram: self.histogram.clone(),
+            slowest: self.slowest.clone(),
+            recent_seconds: self.recent_seconds.clone(),
+            spike_counts: self.spike_counts,
+            conns: self.conns,
+            conns_peak: self.conns_peak,
+            by_request: self.by_request.clone(),
+        }
+    }
+
+    /// Copies `source` into this snapshot's buffers (Vec's `clone_from` keeps the
+    /// allocation it has room in; the histogram is emptied and added to).
+    fn clone_from(&mut self, source: &Snapshot) {
+        let Snapshot {
+            phase,
+            elapsed,
+            warmup_left,
+            totals,
+            last_tick,
+            tick,
+            latency,
+            last_tick_latency,
+            histogram,
+            slowest,
+            recent_seconds,
+            spike_counts,
+            conns,
+            conns_peak,
+            by_request,
+        } = self;
+        *phase = source.phase;
+        *elapsed = source.elapsed;
+        *warmup_left = source.warmup_left;
+        totals.copy_from(&source.totals);
+        last_tick.copy_from(&source.last_tick);
+        *tick = source.tick;
+        *latency = source.latency;
+        *last_tick_latency = source.last_tick_latency;
+        copy_histogram(histogram, &source.histogram);
+        slowest.clone_from(&source.slowest);
+        recent_seconds.clone_from(&source.recent_seconds);
+        *spike_counts = source.spike_counts;
+        *conns = source.conns;
+        *conns_peak = source.conns_peak;
+        by_request.clone_from(&source.by_request);
+    }
+}
+
+/// Makes `to` hold the counts of `from` without allocating when their bounds are the same
+/// (the run's histograms all share theirs); otherwise it becomes a clone.
+pub(crate) fn copy_histogram(to: &mut Histogram<u64>, from: &Histogram<u64>) {
+    to.reset();
+    if to.add(from).is_err() {
+        *to = from.clone();
+    }
 }
 
 /// Everything a finished run measured, from which reports are made.
@@ -586,6 +674,36 @@ pub struct RateChange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a reused snapshot copies equals a clone, whatever the buffer held before.
+    #[test]
+    fn counters_copied_into_a_used_buffer_equal_a_clone() {
+        let mut run = Counters {
+            successes: 7,
+            unfinished: 2,
+            unfinished_min_us: Some(40),
+            unfinished_max_us: Some(900),
+            max_loop_lag_us: 300,
+            ..Counters::default()
+        };
+        run.errors[ErrorKind::Timeout.index()] = 3;
+        run.count_status(503, 2);
+        run.count_status(200, 5);
+        run.held[1].failed = 1;
+        run.transport.tls_failure = Some("bad certificate".into());
+        run.transport.h2_max_streams = Some(100);
+        let mut used = Counters {
+            successes: 99,
+            unfinished_min_us: Some(1),
+            ..Counters::default()
+        };
+        used.count_status(404, 1);
+        used.count_status(201, 1);
+        used.count_status(202, 1);
+        used.transport.tls_failure = Some("older".into());
+        used.copy_from(&run);
+        assert_eq!(used, run);
+    }
 
     #[test]
     fn a_second_without_responses_has_null_latencies() {

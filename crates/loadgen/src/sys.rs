@@ -60,8 +60,9 @@ pub fn bind_source(socket: &impl AsFd, src: SocketAddr) -> std::io::Result<()> {
 
 /// Fixes glibc's mmap threshold at its default (128 KiB), which turns off its dynamic
 /// raising. The run allocates latency histograms of ~130 KiB (three significant figures)
-/// every tick: the aggregator's per-second copies and the snapshots', and a worker's
-/// intervals until its spares come back warm. Without this, the first one freed raised the
+/// for a worker's intervals until its spares come back warm (the snapshots, the
+/// aggregator's seconds and the interval log's compressor are reused; until session 7 they
+/// were made anew every tick or second). Without this, the first one freed raised the
 /// threshold above their size, and from then on they came from the heaps, which kept the
 /// chunks freed and grew for seconds before they settled (RSS of a 22 s run, measured before
 /// workers reused their intervals: 13.2 MiB at 2 s, 14.0 from 6 s on). Blocks that size are

@@ -4,6 +4,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
@@ -209,11 +210,12 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // Wall-clock time for the report (merging aligns on it); the generator keeps its own
     // monotonic clock from here.
     let measure_started = SystemTime::now() + plan.warmup;
+    let mut shared = SharedSnapshots::default();
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
         if let Some((feed, _)) = &dashboard {
-            let _ = feed.send(Action::Snapshot(Box::new(snap.clone()), cpus));
+            let _ = feed.send(Action::Snapshot(shared.share(snap), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
             if let Some(inside) = stacks.live(snap) {
@@ -344,6 +346,32 @@ fn start_dashboard(
     }
 }
 
+/// The snapshots the dashboard is handed, each reused once the dashboard has let go of it
+/// (it keeps the one it shows; others may wait in its channel): a copy into a used buffer
+/// allocates nothing, a fresh one a histogram of some 100 KiB ten times a second.
+#[derive(Default)]
+struct SharedSnapshots(Vec<Arc<Snapshot>>);
+
+/// How many shared snapshots are kept for reuse.
+const SHARED_SNAPSHOTS: usize = 4;
+
+impl SharedSnapshots {
+    /// `snap`, in a buffer nobody else holds.
+    fn share(&mut self, snap: &Snapshot) -> Arc<Snapshot> {
+        for kept in &mut self.0 {
+            if let Some(free) = Arc::get_mut(kept) {
+                free.clone_from(snap);
+                return kept.clone();
+            }
+        }
+        let fresh = Arc::new(snap.clone());
+        if self.0.len() < SHARED_SNAPSHOTS {
+            self.0.push(fresh.clone());
+        }
+        fresh
+    }
+}
+
 /// One line on stderr, rewritten in place, while a headless run goes on.
 #[derive(Default)]
 struct Progress {
@@ -413,5 +441,51 @@ fn save_so_far(
         });
     if let Err(e) = saving {
         let _ = feed.send(Action::Note(format!("cannot save the report: {e}")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tailscope_loadgen::aggregate::Aggregator;
+
+    #[test]
+    fn the_dashboard_s_snapshots_are_reused_once_it_lets_go() {
+        let agg = Aggregator::new(1, Duration::from_secs(60), Duration::from_millis(100), 3);
+        let mut snap = agg.new_snapshot();
+        let mut shared = SharedSnapshots::default();
+        let at = |s| {
+            move |snap: &mut Snapshot| {
+                snap.elapsed = Duration::from_secs(s);
+                snap.histogram.record(s * 1_000).unwrap();
+            }
+        };
+        at(1)(&mut snap);
+        let first = shared.share(&snap);
+        at(2)(&mut snap);
+        // The dashboard still holds the first: the second goes elsewhere.
+        let second = shared.share(&snap);
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!((first.histogram.len(), second.histogram.len()), (1, 2));
+        let first_buffer = Arc::as_ptr(&first);
+        drop(first);
+        at(3)(&mut snap);
+        let third = shared.share(&snap);
+        assert_eq!(
+            Arc::as_ptr(&third),
+            first_buffer,
+            "the buffer let go of is reused"
+        );
+        assert_eq!(third.elapsed, Duration::from_secs(3));
+        assert_eq!(
+            third.histogram.len(),
+            3,
+            "with the run so far, not the old copy"
+        );
+        assert_eq!(
+            second.elapsed,
+            Duration::from_secs(2),
+            "one still held is untouched"
+        );
     }
 }

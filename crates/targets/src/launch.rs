@@ -81,7 +81,8 @@ pub struct Target {
     stderr: Arc<Mutex<VecDeque<u8>>>,
     temp_dir: Option<PathBuf>,
     /// Kills the tree if tailscope dies without stopping it (`None`: it could not be forked;
-    /// the root's PR_SET_PDEATHSIG is then the only safety net).
+    /// the target's PID namespace, or where there is none the root's PR_SET_PDEATHSIG, is
+    /// then the only safety net; see [`sys::contain_and_pin`]).
     guardian: Option<sys::Guardian>,
     /// Served over TLS: its throw-away certificate's files (in `temp_dir`).
     tls: Option<crate::cert::TlsFiles>,
@@ -204,7 +205,7 @@ impl Target {
                 Stdio::null()
             })
             .stderr(Stdio::piped());
-        sys::die_with_parent_and_pin(&mut cmd, server_cpus);
+        sys::contain_and_pin(&mut cmd, server_cpus);
         let mut child = cmd.spawn().map_err(|error| Error::Spawn {
             name: name.clone(),
             error,
@@ -213,7 +214,7 @@ impl Target {
         if let Ok(mut groups) = LAUNCHED.lock() {
             groups.push(pgid);
         }
-        // A failed fork leaves the PDEATHSIG safety net: the run goes on.
+        // A failed fork leaves the PID namespace (or PDEATHSIG) safety net: the run goes on.
         let guardian = sys::Guardian::spawn(child.id(), temp_dir.clone()).ok();
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(err) = child.stderr.take() {
@@ -352,7 +353,9 @@ impl Target {
         self.tls.as_ref().map(|f| f.ca.as_path())
     }
 
-    /// The process id of the launched process (the group leader).
+    /// The process id of the launched process (the group leader: the outer `ts-init` of the
+    /// target's PID namespace, or the command itself where there is none), in tailscope's
+    /// namespace.
     pub fn pid(&self) -> u32 {
         self.pgid as u32
     }
@@ -516,8 +519,10 @@ mod tests {
     #[test]
     fn not_ready_times_out_with_stderr_and_leaves_nothing() {
         let pid_file = std::env::temp_dir().join(format!("ts-not-ready-{}", std::process::id()));
+        // The shell's process group as tailscope's /proc names it (`$$` is a pid of the
+        // target's own PID namespace).
         let template = format!(
-            "echo $$ > {}; echo waiting on {{port}} >&2; exec sleep 30",
+            "read -r pid comm state ppid pgrp rest < /proc/self/stat; echo $pgrp > {}; echo waiting on {{port}} >&2; exec sleep 30",
             pid_file.display()
         );
         let err = Target::launch(&command(&template, Duration::from_millis(400)), &[])
@@ -526,14 +531,14 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::NotReady { .. }), "{text}");
         assert!(text.contains("waiting on"), "{text}");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
+        let pgid: i32 = std::fs::read_to_string(&pid_file)
             .unwrap()
             .trim()
             .parse()
             .unwrap();
         let _ = std::fs::remove_file(&pid_file);
         assert_eq!(
-            live_in_group(pid),
+            live_in_group(pgid),
             Vec::<i32>::new(),
             "the server that never got ready was stopped"
         );

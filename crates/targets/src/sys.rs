@@ -1,47 +1,251 @@
-//! The crate's only `unsafe`: what a child does between fork and exec, and the guardian that
-//! tailscope forks to outlive it by a moment.
+//! The crate's only `unsafe`: what a child does between fork and exec (the PID namespace a
+//! target runs in, and its init), and the guardian that tailscope forks to outlive it by a
+//! moment.
 #![allow(unsafe_code)]
 
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags};
-use nix::sched::{sched_setaffinity, CpuSet};
+use nix::sched::{sched_setaffinity, unshare, CloneFlags, CpuSet};
+use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{signal, SigHandler, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::{dup2, fork, pipe2, setpgid, ForkResult, Pid};
 
-/// Makes the child die with its parent and run only on `cpus` (empty: anywhere).
+/// Makes the launched command run only on `cpus` (empty: anywhere) and die with tailscope,
+/// its whole tree included, however tailscope dies (SIGKILL of tailscope and its guardian
+/// together included).
+///
+/// The command runs in a PID namespace of its own whose pid 1 is a tiny init of ours: when
+/// the pid 1 of a PID namespace dies, the kernel SIGKILLs every process in it, and nothing
+/// can leave a PID namespace (a shell's children, a daemon that calls setsid, workers whose
+/// master died). PR_SET_PDEATHSIG alone reaches only the direct child: `sh -c 'server;
+/// true'` lost the shell and left the server. The launched process is the pair's outer half:
+///
+/// ```text
+/// tailscope ── ts-init (the launched process: outside, in tailscope's namespace)
+///                └─ ts-init (pid 1 of the new namespace)
+///                     └─ the command (sh -c …, nginx, tailscope serve) and its tree
+/// ```
+///
+/// Both halves are forked between fork and exec (they never exec), pass SIGTERM, SIGINT,
+/// SIGQUIT, SIGHUP, SIGUSR1 and SIGUSR2 on to the command (an init that has no handler for a
+/// signal never receives it), and end as the command ended (its exit code, or the signal
+/// that killed it), so tailscope reads the command's status from the launched process as
+/// before. pid 1 reaps every orphan. The outer half dies with the thread that launched it
+/// (PR_SET_PDEATHSIG, SIGKILL) and takes pid 1 with it (the same), which takes the
+/// namespace. Every pid tailscope handles is still one of its own namespace (the kernel
+/// reports the host's pids in tailscope's /proc), so the tree is profiled as before.
+///
+/// Creating a PID namespace needs CAP_SYS_ADMIN. Where unshare(2) refuses, the command is
+/// exec'd directly as before, with PR_SET_PDEATHSIG set to SIGTERM: the last net for when the
+/// guardian is killed too; a server's master that is killed outright leaves its workers
+/// running (nginx's keep listening), while one told to terminate takes them down with it.
 ///
 /// PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process, so
 /// targets must be launched from a thread that lives as long as they do (the main thread).
-/// The signal is SIGTERM, not SIGKILL: it is the last net, for when the guardian is killed
-/// too, and a server's master that is killed outright leaves its workers running (nginx's
-/// keep listening), while one told to terminate takes them down with it.
-pub fn die_with_parent_and_pin(cmd: &mut Command, cpus: &[usize]) {
+pub fn contain_and_pin(cmd: &mut Command, cpus: &[usize]) {
     let mut set = CpuSet::new();
     let mut pin = false;
     for &cpu in cpus {
         pin |= set.set(cpu).is_ok();
     }
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
-    // calls (prctl, sched_setaffinity), both async-signal-safe; it allocates nothing and
-    // touches no lock (`set` was built before the fork and is copied in).
+    // Read here, in tailscope: the forked halves write their title over the same addresses
+    // (fork copies the address space) without reading /proc.
+    let area = arg_area();
+    // SAFETY: the closure runs in the forked child before exec, where tailscope's other
+    // threads do not exist: it makes only async-signal-safe system calls (prctl,
+    // sched_setaffinity, unshare, pipe2, fork, and in the two halves that never exec: dup2,
+    // open, close_range, sigaction, waitpid, read, write, kill, _exit), allocates nothing
+    // and touches no lock (`set` and `area` were computed before the fork and are copied
+    // in). The halves never return into std's code: they end with _exit.
     unsafe {
         cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
             if pin {
                 sched_setaffinity(Pid::from_raw(0), &set).map_err(std::io::Error::from)?;
             }
-            Ok(())
+            if unshare(CloneFlags::CLONE_NEWPID).is_err() {
+                set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+                return Ok(());
+            }
+            set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            // The command's exit status, from pid 1 to the outer half (raw, as waitpid
+            // gives it).
+            let (status_read, status_write) = pipe2(OFlag::O_CLOEXEC)?;
+            if let ForkResult::Parent { child: init } = fork()? {
+                drop(status_write);
+                outer_half(init, status_read, area)
+            }
+            // pid 1 of the new namespace.
+            drop(status_read);
+            let _ = set_pdeathsig(Signal::SIGKILL);
+            // The outer half may have died before the line above: the pipe then has no
+            // reader, and nobody would end this namespace.
+            let mut fds = [PollFd::new(status_write.as_fd(), PollFlags::POLLOUT)];
+            if poll(&mut fds, 0u16).is_ok()
+                && fds[0]
+                    .revents()
+                    .is_some_and(|r| r.contains(PollFlags::POLLERR))
+            {
+                nix::libc::_exit(1);
+            }
+            match fork()? {
+                ForkResult::Parent { child: command } => init(command, status_write, area),
+                // The command: std goes on to exec it (the pipe closes at exec).
+                ForkResult::Child => Ok(()),
+            }
         });
     }
 }
+
+/// Signals the two halves of a PID-namespace launch pass on to the command.
+const FORWARDED: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGHUP,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
+/// Where this half passes signals on to: the outer half to pid 1 (by its pid in
+/// tailscope's namespace), pid 1 to the command. Each half has its own copy (they are
+/// forked processes).
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: nix::libc::c_int) {
+    let pid = FORWARD_TO.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe; a stale pid gets a signal it would have had.
+        unsafe {
+            nix::libc::kill(pid, sig);
+        }
+    }
+}
+
+/// Becomes one half of a PID-namespace launch: renamed, holding no file of tailscope's but
+/// `keep` (as fd 3) and /dev/null (as 0–2), with tailscope's signal handlers replaced by
+/// [`forward`] to `to` (and the default for the rest). Async-signal-safe.
+fn become_half(to: Pid, keep: OwnedFd, area: Option<(usize, usize)>) {
+    FORWARD_TO.store(to.as_raw(), Ordering::Relaxed);
+    rename(area, INIT_NAME, INIT_TITLE);
+    let keep = keep.into_raw_fd();
+    // SAFETY: plain system calls on descriptor numbers. Of this process's descriptors only
+    // `keep` is in use (now as fd 3); the others are copies of tailscope's (std's exec-error
+    // pipe among them, which must close so that spawn() returns) and the command's stdio,
+    // which must reach EOF when the command's tree ends; no Rust object of this process
+    // will use or drop them (it ends with _exit).
+    unsafe {
+        if keep != 3 {
+            nix::libc::dup2(keep, 3);
+        }
+        nix::libc::syscall(nix::libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        let null = nix::libc::open(c"/dev/null".as_ptr(), nix::libc::O_RDWR);
+        if null >= 0 {
+            for fd in 0..3 {
+                nix::libc::dup2(null, fd);
+            }
+            if null > 3 {
+                nix::libc::close(null);
+            }
+        }
+        // tailscope's handlers (signal-hook's) would write to a pipe this process closed.
+        for sig in Signal::iterator() {
+            if sig != Signal::SIGKILL && sig != Signal::SIGSTOP {
+                let _ = signal(sig, SigHandler::SigDfl);
+            }
+        }
+        for sig in FORWARDED {
+            let _ = signal(sig, SigHandler::Handler(forward));
+        }
+    }
+}
+
+/// The outer half: waits for pid 1, then ends as the command did.
+fn outer_half(init: Pid, status_read: OwnedFd, area: Option<(usize, usize)>) -> ! {
+    become_half(init, status_read, area);
+    let own = wait_for(init.as_raw());
+    let mut raw = [0u8; 4];
+    let got = loop {
+        // SAFETY: reads into a local buffer from fd 3, which this process holds.
+        let got = unsafe { nix::libc::read(3, raw.as_mut_ptr().cast(), raw.len()) };
+        // A signal passed on to the command may interrupt the read.
+        if got >= 0 || Errno::last() != Errno::EINTR {
+            break got;
+        }
+    };
+    // pid 1 writes the command's status before it exits; without it (pid 1 was killed), its
+    // own.
+    end_as(if got == 4 {
+        i32::from_ne_bytes(raw)
+    } else {
+        own
+    })
+}
+
+/// pid 1 of the namespace: reaps every process that ends in it, and once the command has
+/// ended, hands its status to the outer half and exits (the kernel kills the rest).
+fn init(command: Pid, status_write: OwnedFd, area: Option<(usize, usize)>) -> ! {
+    become_half(command, status_write, area);
+    let status = wait_for(command.as_raw());
+    // SAFETY: writes a local buffer to fd 3, which this process holds (the pipe has room
+    // for 4 bytes: nothing else is written to it); _exit ends it at once.
+    unsafe {
+        while nix::libc::write(3, status.to_ne_bytes().as_ptr().cast(), 4) < 0
+            && Errno::last() == Errno::EINTR
+        {}
+        nix::libc::_exit(0)
+    }
+}
+
+/// Reaps children (all of them: pid 1 inherits the namespace's orphans) until `pid` ends;
+/// returns its raw wait status.
+fn wait_for(pid: i32) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into the local it is given.
+        let reaped = unsafe { nix::libc::waitpid(-1, &mut status, 0) };
+        if reaped == pid {
+            return status;
+        }
+        if reaped < 0 && Errno::last() != Errno::EINTR {
+            // No child left without the one waited for: cannot happen; end as failed.
+            return 1 << 8;
+        }
+    }
+}
+
+/// Ends this process as the raw wait status `status` says its command ended.
+fn end_as(status: i32) -> ! {
+    // SAFETY: async-signal-safe calls; the process ends here.
+    unsafe {
+        if nix::libc::WIFSIGNALED(status) {
+            let sig = nix::libc::WTERMSIG(status);
+            // This process is a copy of tailscope's memory: no core file of it.
+            let no_core = nix::libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            nix::libc::setrlimit(nix::libc::RLIMIT_CORE, &no_core);
+            nix::libc::signal(sig, nix::libc::SIG_DFL);
+            nix::libc::kill(nix::libc::getpid(), sig);
+            nix::libc::_exit(128 + sig)
+        }
+        nix::libc::_exit(nix::libc::WEXITSTATUS(status))
+    }
+}
+
+/// The name and command line of the two halves of a PID-namespace launch, set apart from
+/// `tailscope run` as the guardian's are (see [`GUARDIAN_TITLE`]).
+const INIT_NAME: &std::ffi::CStr = c"ts-init";
+const INIT_TITLE: &[u8] = b"tailscope-init";
 
 /// A process forked from tailscope that kills a launched target's whole tree when tailscope
 /// is gone, however it went (SIGKILL included), and removes the target's temporary directory.
@@ -171,30 +375,39 @@ fn guard(wake: OwnedFd, devnull: File, root: u32, temp_dir: Option<PathBuf>) -> 
 /// tailscope` (what a person types to stop a run) do not take the guardian with it.
 const GUARDIAN_TITLE: &[u8] = b"tailscope-guardian";
 
-/// Renames this process: its `comm` (15 bytes) and its command line, by overwriting the
-/// argument area the kernel wrote at exec, as setproctitle(3) and nginx do (changing where
-/// the kernel reads it from needs CAP_SYS_RESOURCE).
+/// Renames this process: its `comm` (15 bytes) and its command line.
 fn retitle(title: &[u8]) {
-    let _ = nix::sys::prctl::set_name(c"ts-guardian");
-    let Ok(stat) = procfs::process::Process::myself().and_then(|p| p.stat()) else {
+    rename(arg_area(), c"ts-guardian", title);
+}
+
+/// This process's argument area, `[arg_start, arg_end)` as (start, length): where the kernel
+/// wrote its command line at exec.
+fn arg_area() -> Option<(usize, usize)> {
+    let stat = procfs::process::Process::myself()
+        .and_then(|p| p.stat())
+        .ok()?;
+    let (start, end) = (stat.arg_start?, stat.arg_end?);
+    let len = usize::try_from(end.checked_sub(start)?).ok()?;
+    (len > 0 && start > 0).then_some((start as usize, len))
+}
+
+/// Sets this process's `comm` to `name` and its command line to `title`, by overwriting the
+/// argument area `area` (see [`arg_area`]) as setproctitle(3) and nginx do (changing where
+/// the kernel reads it from needs CAP_SYS_RESOURCE). Async-signal-safe.
+fn rename(area: Option<(usize, usize)>, name: &std::ffi::CStr, title: &[u8]) {
+    let _ = nix::sys::prctl::set_name(name);
+    let Some((start, len)) = area else {
         return;
     };
-    let (Some(start), Some(end)) = (stat.arg_start, stat.arg_end) else {
-        return;
-    };
-    let Some(len) = end.checked_sub(start).and_then(|l| usize::try_from(l).ok()) else {
-        return;
-    };
-    if len == 0 || start == 0 {
-        return;
-    }
-    // SAFETY: [arg_start, arg_end) is this process's argument area: the kernel wrote it at
-    // exec at the top of the main stack, and it stays mapped and writable for the process's
-    // life. The write stays inside it (`len` bytes, the title cut to leave a NUL at the
-    // end). This child is single-threaded and never reads its arguments again (std keeps
-    // pointers into the area for `env::args`, which nothing here calls).
+    // SAFETY: [start, start + len) is this process's argument area (read from its /proc
+    // stat, by this process or by tailscope before forking it: fork keeps the addresses):
+    // the kernel wrote it at exec at the top of the main stack, and it stays mapped and
+    // writable for the process's life. The write stays inside it (`len` bytes, the title cut
+    // to leave a NUL at the end). This process is single-threaded and never reads its
+    // arguments again (std keeps pointers into the area for `env::args`, which nothing here
+    // calls).
     unsafe {
-        let area = start as usize as *mut u8;
+        let area = start as *mut u8;
         std::ptr::write_bytes(area, 0, len);
         std::ptr::copy_nonoverlapping(title.as_ptr(), area, title.len().min(len - 1));
     }

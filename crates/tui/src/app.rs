@@ -1,6 +1,7 @@
 //! The dashboard's state and the one place it changes: [`App::update`].
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -136,7 +137,7 @@ impl View {
 #[derive(Debug, Clone)]
 pub enum Action {
     /// A new snapshot from the generator and, when readable, per-CPU usage.
-    Snapshot(Box<Snapshot>, Option<Vec<CpuUsage>>),
+    Snapshot(Arc<Snapshot>, Option<Vec<CpuUsage>>),
     /// The profiler's per-CPU counters of the same tick.
     Counters(TickCounters),
     /// The accept queues of the target's listeners at the same tick (`None`: not found).
@@ -201,7 +202,7 @@ pub struct App {
     /// What runs.
     pub info: RunInfo,
     /// The latest snapshot shown (held while frozen).
-    pub snapshot: Option<Box<Snapshot>>,
+    pub snapshot: Option<Arc<Snapshot>>,
     /// Per-tick history shown in the charts.
     pub history: VecDeque<TickPoint>,
     /// Per-CPU usage over the last second (the mean of [`CPU_WINDOW`] ticks); none when
@@ -345,7 +346,7 @@ impl App {
         }
     }
 
-    fn absorb(&mut self, snap: Box<Snapshot>, cpus: Option<Vec<CpuUsage>>) {
+    fn absorb(&mut self, snap: Arc<Snapshot>, cpus: Option<Vec<CpuUsage>>) {
         let elapsed = snap.elapsed.as_secs_f64();
         if let Some(prev) = &self.snapshot {
             for kind in ErrorKind::ALL {

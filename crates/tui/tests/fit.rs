@@ -98,7 +98,7 @@ fn long_app() -> App {
             closed_by_server: 3_766,
             ..HeldCounters::default()
         };
-        app.update(Action::Snapshot(Box::new(snap), Some(cpus())));
+        app.update(Action::Snapshot(std::sync::Arc::new(snap), Some(cpus())));
         app.update(Action::Counters(TickCounters {
             context_switches_per_s: vec![Some(1_234_567.0), Some(153.0)],
             migrations_per_s: vec![Some(2.0), Some(1.0)],

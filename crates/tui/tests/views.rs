@@ -22,7 +22,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     let mut app = App::new(info(None));
     let mut snap = snapshot(25);
     snap.last_tick.successes = 700;
-    app.update(Action::Snapshot(Box::new(snap), None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snap), None));
     let rates = tailscope_tui::ui::per_second_rates(&app);
     assert_eq!(rates.len(), 2);
     assert_eq!(rates[1], (2.0, 3_498.0, 2.0));
@@ -36,7 +36,7 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     assert!(!text.contains("7.0k"), "{text}");
     // Before any second has finished there is no rate to show.
     let mut app = App::new(info(None));
-    app.update(Action::Snapshot(Box::new(snapshot(5)), None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snapshot(5)), None));
     let mut buf = Buffer::empty(area);
     (&ui::ThroughputPanel(&app)).render(area, &mut buf);
     let text: String = (0..area.width)
@@ -70,7 +70,7 @@ fn app_with_mix() -> App {
         ("json", 2_000, 0, 150, 600, 700),
         ("delay", 1_040, 43, 5_100, 1_600_000, 350),
     ]);
-    app.update(Action::Snapshot(Box::new(snap), None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snap), None));
     app
 }
 
@@ -292,7 +292,7 @@ fn s_asks_the_run_for_a_report_once_there_is_something_to_save() {
     let mut app = App::new(info(None));
     assert_eq!(app.update(Action::SaveReport), None, "nothing measured yet");
     assert_eq!(app.note.as_deref(), Some("Nothing to save yet."));
-    app.update(Action::Snapshot(Box::new(snapshot(1)), None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snapshot(1)), None));
     assert_eq!(app.update(Action::SaveReport), Some(Effect::SaveReport));
     app.update(Action::Note("saved /tmp/r-at-3s.html".into()));
     assert_eq!(app.note.as_deref(), Some("saved /tmp/r-at-3s.html"));
@@ -315,9 +315,12 @@ fn update_is_the_only_place_state_changes() {
     assert_eq!(app.update(Action::RateUp), Some(Effect::SetRate(1250.0)));
     assert_eq!(app.update(Action::RateDown), Some(Effect::SetRate(1000.0)));
 
-    app.update(Action::Snapshot(Box::new(snapshot(1)), None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snapshot(1)), None));
     app.update(Action::ToggleFreeze);
-    app.update(Action::Snapshot(Box::new(snapshot(2)), Some(cpus())));
+    app.update(Action::Snapshot(
+        std::sync::Arc::new(snapshot(2)),
+        Some(cpus()),
+    ));
     assert_eq!(
         app.snapshot.as_ref().unwrap().elapsed,
         Duration::from_millis(100),
@@ -325,7 +328,10 @@ fn update_is_the_only_place_state_changes() {
     );
     assert_eq!(app.history.len(), 1);
     app.update(Action::ToggleFreeze);
-    app.update(Action::Snapshot(Box::new(snapshot(3)), Some(cpus())));
+    app.update(Action::Snapshot(
+        std::sync::Arc::new(snapshot(3)),
+        Some(cpus()),
+    ));
     assert_eq!(
         app.snapshot.as_ref().unwrap().elapsed,
         Duration::from_millis(300)

@@ -157,7 +157,10 @@ pub fn cpus() -> Vec<CpuUsage> {
 pub fn app_with_data(rate: Option<f64>) -> App {
     let mut app = App::new(info(rate));
     for tick in 1..=40 {
-        app.update(Action::Snapshot(Box::new(snapshot(tick)), Some(cpus())));
+        app.update(Action::Snapshot(
+            std::sync::Arc::new(snapshot(tick)),
+            Some(cpus()),
+        ));
         // Software counters counted, hardware ones not (a VM without a PMU): IPC is n/a.
         app.update(Action::Counters(TickCounters {
             context_switches_per_s: vec![Some(1961.0), Some(153.0)],

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Closed, Connection, InFlight, KEEP_PARTIAL};
+use super::{Closed, Connection, InFlight, KEEP_PARTIAL, MIN_BACKOFF};
 use crate::error::ErrorKind;
 use crate::recorder::{Finished, TcpFacts};
 
@@ -136,15 +136,17 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
         }
     }
 
-    /// Records a complete response.
+    /// Records a complete response: the connection answered (see [`MIN_BACKOFF`]).
     pub(in crate::engine) fn finish(
-        &self,
+        &mut self,
         f: &InFlight,
         end: Instant,
         status: u16,
         bytes: u64,
         tcp: Option<TcpFacts>,
     ) {
+        self.unanswered = false;
+        self.backoff = MIN_BACKOFF;
         self.w.rec.borrow_mut().record_finished(&Finished {
             intended: f.intended,
             begun: f.begun,

@@ -121,6 +121,13 @@ fn http_to_nginx_s_tls_port_is_told_to_use_https() {
     );
     assert!(!warnings.contains("check -m"), "{warnings}");
     assert!(stderr.contains("use https://"), "{stderr}");
+    // h2c's preface gets a bare 400 (nginx fails "PRI *" as a request line before it
+    // looks for TLS): not told from an HTTP/1.1-only server, which the reason names;
+    // without --http2 the run then gets the hint above.
+    let (code, r, stderr) = run_json(&http, &["-n", "20", "-c", "2", "--http2"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(n(&r["errors"]["bad_response"]), 20, "{}", r["errors"]);
+    assert!(stderr.contains("does the server speak h2c?"), "{stderr}");
     target.stop();
 }
 

@@ -106,6 +106,32 @@ fn an_untrusted_certificate_fails_as_certificate_until_trusted_or_insecure() {
 }
 
 #[test]
+fn http_to_nginx_s_tls_port_is_told_to_use_https() {
+    let Some(target) = nginx_tls() else { return };
+    let https = format!("{}/plaintext", target.base_url());
+    let http = https.replacen("https://", "http://", 1);
+    let (_, r, stderr) = run_json(&http, &["-n", "20", "-c", "2"]);
+    // nginx: "400 The plain HTTP request was sent to HTTPS port", and a close.
+    assert_eq!(n(&r["status_codes"]["400"]), 20, "{stderr}");
+    assert_eq!(n(&r["summary"]["transport"]["tls_answers"]), 20);
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("the port speaks TLS") && warnings.contains(&https),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("check -m"), "{warnings}");
+    assert!(stderr.contains("use https://"), "{stderr}");
+    // h2c's preface gets a bare 400 (nginx fails "PRI *" as a request line before it
+    // looks for TLS): not told from an HTTP/1.1-only server, which the reason names;
+    // without --http2 the run then gets the hint above.
+    let (code, r, stderr) = run_json(&http, &["-n", "20", "-c", "2", "--http2"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(n(&r["errors"]["bad_response"]), 20, "{}", r["errors"]);
+    assert!(stderr.contains("does the server speak h2c?"), "{stderr}");
+    target.stop();
+}
+
+#[test]
 fn reconnects_to_nginx_resume_their_tls_session() {
     let Some(target) = nginx_tls() else { return };
     let url = format!("{}/plaintext", target.base_url());

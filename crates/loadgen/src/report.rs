@@ -183,7 +183,7 @@ pub struct Summary {
     #[serde(default)]
     pub syn_retransmits: Option<u64>,
     /// TLS handshakes, resumptions and the first failure's reason (https); absent over
-    /// plain TCP.
+    /// plain TCP unless a server answered `http://` in TLS (`tls_answers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<crate::transport::TransportCounters>,
     /// errors / requests.
@@ -453,7 +453,8 @@ impl Report {
                 unfinished_max_us: c.unfinished_max_us,
                 retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),
                 syn_retransmits: (c.tcp_info_reads > 0).then_some(c.syn_retransmits),
-                transport: (plan.tls.is_some() || plan.http2).then(|| c.transport.clone()),
+                transport: (plan.tls.is_some() || plan.http2 || c.transport.tls_answers > 0)
+                    .then(|| c.transport.clone()),
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),

@@ -103,6 +103,23 @@ pub struct TransportCounters {
     /// (`--streams` is held below it); null when no SETTINGS limit was seen.
     #[serde(default)]
     pub h2_max_streams: Option<u64>,
+    /// `http://`: answers that were TLS, not HTTP (a TLS record, or nginx's "400 The plain
+    /// HTTP request was sent to HTTPS port"): the port speaks TLS. Absent when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tls_answers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Whether `answer`, which came where an HTTP/1.1 response was due, is a TLS server's: a TLS
+/// record (an alert, 0x15, or a handshake, 0x16, of TLS 1.0-1.3 framing) or nginx's 400 to
+/// plain HTTP on its TLS port. Only failed or 400 answers are looked at (not the hot path).
+pub(crate) fn is_tls_answer(answer: &[u8]) -> bool {
+    const NGINX: &[u8] = b"The plain HTTP request was sent to HTTPS port";
+    matches!(answer, [0x15 | 0x16, 0x03, 0x00..=0x04, ..])
+        || answer.windows(NGINX.len()).any(|w| w == NGINX)
 }
 
 impl TransportCounters {
@@ -117,9 +134,30 @@ impl TransportCounters {
         self.h2_goaways += other.h2_goaways;
         self.h2_resets += other.h2_resets;
         self.h2_retried += other.h2_retried;
+        self.tls_answers += other.tls_answers;
         self.h2_max_streams = match (self.h2_max_streams, other.h2_max_streams) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_tls_answer;
+
+    #[test]
+    fn tls_records_and_nginx_s_plain_http_answer_are_told_from_http() {
+        // OpenSSL's alert to "GET / HTTP/1.1" (protocol_version), a ServerHello's start.
+        assert!(is_tls_answer(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]));
+        assert!(is_tls_answer(&[0x16, 0x03, 0x03, 0x00, 0x5a]));
+        let nginx = b"HTTP/1.1 400 Bad Request\r\nServer: nginx/1.22.1\r\nContent-Length: 255\r\n\r\n<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>";
+        assert!(is_tls_answer(nginx));
+        assert!(!is_tls_answer(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+        ));
+        assert!(!is_tls_answer(b"\x15\x04 not TLS"));
+        assert!(!is_tls_answer(&[0x15]));
+        assert!(!is_tls_answer(b""));
     }
 }

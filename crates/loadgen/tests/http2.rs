@@ -235,20 +235,31 @@ fn streams_past_a_limit_of_100_or_more_wait_for_the_server_s_settings() {
     assert!(seen.most_active.load(Ordering::SeqCst) <= 120);
 }
 
-#[test]
-fn an_http1_server_s_answer_to_h2c_is_a_bad_response_not_a_goaway() {
-    // What python's http.server says to the h2c preface ("PRI * HTTP/2.0").
+/// What python's http.server answers to the h2c preface ("PRI * HTTP/2.0").
+const HTTP1_ONLY: &[u8] = b"HTTP/1.0 505 HTTP Version Not Supported\r\nContent-Length: 0\r\n\r\n";
+
+/// A server that reads, writes `answer` and closes; returns its port and how many
+/// connections it accepted.
+fn answering(answer: &'static [u8]) -> (u16, Arc<AtomicU64>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let count = accepted.clone();
     std::thread::spawn(move || {
         for mut tcp in listener.incoming().flatten() {
             use std::io::{Read, Write};
+            count.fetch_add(1, Ordering::SeqCst);
             let mut buf = [0u8; 256];
             let _ = tcp.read(&mut buf);
-            let _ = tcp
-                .write_all(b"HTTP/1.0 505 HTTP Version Not Supported\r\nContent-Length: 0\r\n\r\n");
+            let _ = tcp.write_all(answer);
         }
     });
+    (port, accepted)
+}
+
+#[test]
+fn an_http1_server_s_answer_to_h2c_is_a_bad_response_not_a_goaway() {
+    let (port, _) = answering(HTTP1_ONLY);
     let mut plan = plan(port, 4);
     plan.stop = Stop::Requests(20);
     let totals = run(&plan);
@@ -259,6 +270,53 @@ fn an_http1_server_s_answer_to_h2c_is_a_bad_response_not_a_goaway() {
     assert_eq!(c.transport.h2_goaways, 0);
     let text = Report::new(&plan, &totals).to_text();
     assert!(text.contains("does the server speak h2c?"), "{text}");
+}
+
+#[test]
+fn a_connection_that_answered_nothing_is_backed_off_like_a_refused_connect() {
+    // Its handshake "succeeds" (h2's client handshake only writes the preface), and it
+    // reconnected at once: 19,408 bad_response in a second from one run.
+    let (port, accepted) = answering(HTTP1_ONLY);
+    let mut plan = plan(port, 4);
+    plan.connections = 1;
+    plan.stop = Stop::Duration(Duration::from_secs(1));
+    let totals = run(&plan);
+    let c = &totals.counters;
+    let connections = accepted.load(Ordering::SeqCst);
+    // Back-offs of 1, 2, 4 ... 64 ms, then 100 ms: ~16 connects in a second, fewer on a
+    // loaded machine; without them, thousands.
+    assert!(
+        (2..=40).contains(&connections),
+        "{connections} connections in 1 s: {c:?}"
+    );
+    assert_eq!(c.successes, 0);
+    assert!(
+        c.errors[ErrorKind::BadResponse.index()] <= 4 * connections,
+        "{c:?}"
+    );
+    let text = Report::new(&plan, &totals).to_text();
+    assert!(text.contains("does the server speak h2c?"), "{text}");
+}
+
+#[test]
+fn h2c_to_a_tls_port_says_the_port_speaks_tls() {
+    // An OpenSSL server's alert (protocol_version) to the preface.
+    let (port, _) = answering(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]);
+    let mut plan = plan(port, 4);
+    plan.stop = Stop::Requests(20);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.successes, 0);
+    let bad = c.errors[ErrorKind::BadResponse.index()];
+    assert!(bad > 0, "{c:?}");
+    assert_eq!(c.transport.tls_answers, bad);
+    let why = Report::new(&plan, &totals).no_response_reason().unwrap();
+    assert!(
+        why.contains(&format!(
+            "the port speaks TLS; use https://127.0.0.1:{port}/"
+        )),
+        "{why}"
+    );
 }
 
 #[test]

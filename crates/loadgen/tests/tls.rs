@@ -245,17 +245,23 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
     assert_eq!(totals.counters.successes, 20, "{:?}", totals.counters);
 }
 
-#[test]
-fn https_to_a_plain_http_port_says_the_answer_is_not_tls() {
+/// A server that reads, writes `answer` and closes; returns its port.
+fn answering(answer: &'static [u8]) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut tcp in listener.incoming().flatten() {
             let mut buf = [0u8; 512];
             let _ = tcp.read(&mut buf);
-            let _ = tcp.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            let _ = tcp.write_all(answer);
         }
     });
+    port
+}
+
+#[test]
+fn https_to_a_plain_http_port_says_the_answer_is_not_tls() {
+    let port = answering(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
     let totals = run(&plan("127.0.0.1", port, 10));
     assert_eq!(totals.counters.successes, 0);
     assert!(
@@ -265,6 +271,38 @@ fn https_to_a_plain_http_port_says_the_answer_is_not_tls() {
     );
     let why = totals.counters.transport.tls_failure.clone().unwrap();
     assert!(why.contains("then write http://"), "{why}");
+}
+
+#[test]
+fn http_to_a_tls_port_says_the_port_speaks_tls() {
+    // What an OpenSSL server answers to plain HTTP: an alert record (protocol_version), then
+    // it closes.
+    let port = answering(&[0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]);
+    let mut plan = Plan::new(&format!("http://127.0.0.1:{port}/plaintext")).unwrap();
+    plan.connections = 2;
+    plan.threads = 1;
+    plan.stop = Stop::Requests(10);
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.successes, 0);
+    assert!(errors(&totals, ErrorKind::BadResponse) > 0, "{c:?}");
+    assert_eq!(
+        c.transport.tls_answers,
+        errors(&totals, ErrorKind::BadResponse)
+    );
+    let report = Report::new(&plan, &totals);
+    let why = report.no_response_reason().unwrap();
+    assert!(
+        why.contains(&format!(
+            "the port speaks TLS; use https://127.0.0.1:{port}/plaintext"
+        )),
+        "{why}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(
+        json["summary"]["transport"]["tls_answers"],
+        c.transport.tls_answers
+    );
 }
 
 #[test]

@@ -33,9 +33,12 @@ use crate::sys::tcp_facts;
 /// pieces) is freed once it empties, so an idle connection holds no more than this.
 const KEEP_PARTIAL: usize = 4096;
 /// A connection whose connect failed waits this long before the next try, doubling up to
-/// [`MAX_BACKOFF`] and back to this after a success: a refused connect returns in
+/// [`MAX_BACKOFF`] and back to this after a response: a refused connect returns in
 /// microseconds, and without a pause a run against nothing spins at ~100 k connects a
-/// second, burning the CPU it is meant to measure with. Only failed connects wait.
+/// second, burning the CPU it is meant to measure with. A connection that opened and closed
+/// without a single response failed as surely (h2c's preface to an HTTP/1.1-only server
+/// came back as ~19 k bad_response a second) and waits the same before the next one. Only
+/// failed connects wait.
 pub(super) const MIN_BACKOFF: Duration = Duration::from_millis(1);
 /// The longest pause between failed connects of one connection.
 pub(super) const MAX_BACKOFF: Duration = Duration::from_millis(100);
@@ -120,6 +123,9 @@ pub(super) struct Connection<S> {
     had_connection: bool,
     /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
     pub(super) backoff: Duration,
+    /// The open connection has not answered a request yet: if it closes so, the next
+    /// connect backs off as after a failed one.
+    unanswered: bool,
     /// The TLS handshake of the connection just opened, for its first request.
     handshake_tls: Option<Duration>,
 }
@@ -147,16 +153,23 @@ impl<S: AsRawFd> Connection<S> {
             retrans_seen: 0,
             had_connection: false,
             backoff: MIN_BACKOFF,
+            unanswered: false,
             handshake_tls: None,
             w,
             shared,
         }
     }
 
-    /// `--connect-rate`: waits for this connect's turn (tokio engines). Returns when the
-    /// connect begins, or none when the grace period ended first (what the connection held
-    /// is then recorded as unfinished).
+    /// Waits for this connect's turn (tokio engines): the back-off after a connection that
+    /// answered nothing, then `--connect-rate`'s. Returns when the connect begins, or none
+    /// when the grace period ended first (what the connection held is then recorded as
+    /// unfinished).
     pub(super) async fn connect_turn(&mut self, now: Instant) -> Option<Instant> {
+        let now = if self.back_off_if_unanswered().await {
+            Instant::now()
+        } else {
+            now
+        };
         let Some(at) = self.w.connect_permit(now) else {
             return Some(now);
         };
@@ -204,17 +217,34 @@ impl<S: AsRawFd> Connection<S> {
                     self.w.rec.borrow_mut().record_tls_failure(why);
                 }
                 let failed_at = self.connect_failed(kind, now);
-                // Back off before the next try (see MIN_BACKOFF); a stop cuts it short.
-                if !self.w.stopping.get() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(self.backoff) => {}
-                        _ = self.w.stop_idle.notified() => {}
-                    }
-                }
-                self.backed_off(failed_at);
+                self.back_off(failed_at).await;
                 Connect::Retry
             }
         }
+    }
+
+    /// Waits out the back-off (see [`MIN_BACKOFF`]) after a failure at `failed_at`; a stop
+    /// cuts it short.
+    async fn back_off(&mut self, failed_at: Instant) {
+        if !self.w.stopping.get() {
+            tokio::select! {
+                _ = tokio::time::sleep(self.backoff) => {}
+                _ = self.w.stop_idle.notified() => {}
+            }
+        }
+        self.backed_off(failed_at);
+    }
+
+    /// Before a connect: the last connection closed without answering anything (a server
+    /// that does not speak what is sent, one that accepts and closes), which is a failed
+    /// connect too, and is backed off like one. Its requests were counted as they failed.
+    /// Returns whether it waited. (The io_uring engine does not wait here.)
+    async fn back_off_if_unanswered(&mut self) -> bool {
+        let owed = self.stream.is_none() && std::mem::take(&mut self.unanswered);
+        if owed {
+            self.back_off(Instant::now()).await;
+        }
+        owed
     }
 
     /// The limit on one TCP handshake.
@@ -237,7 +267,8 @@ impl<S: AsRawFd> Connection<S> {
         self.drop_stream();
         let w = &*self.w;
         w.connecting.set(w.connecting.get().saturating_sub(1));
-        self.backoff = MIN_BACKOFF;
+        // The back-off is reset by the first response on it, not by the connect.
+        self.unanswered = true;
         let took = began.elapsed();
         self.retrans_seen = 0;
         self.stream = Some(s);

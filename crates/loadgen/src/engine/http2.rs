@@ -355,6 +355,11 @@ impl Driver {
                 } else {
                     ErrorKind::BadResponse
                 };
+                if kind == ErrorKind::BadResponse
+                    && c.stream.as_ref().is_some_and(|s| s.facts.tls_answer.get())
+                {
+                    rec.transport().tls_answers += 1;
+                }
                 let request = Some(c.w.name_of(f.pos));
                 rec.record_failed(
                     kind,

@@ -64,6 +64,11 @@ impl Report {
                 fmt_count(n),
                 NO_LOCAL_PORT_FIX
             ),
+            "bad_response" if self.tls_answers() > 0 => format!(
+                "{addr} answered in TLS, not HTTP ({} bad_response): the port speaks TLS; use {}",
+                fmt_count(n),
+                self.https_url()
+            ),
             "bad_response" if self.config.protocol == "h2c" => format!(
                 "every request to {addr} failed, mostly bad_response ({}): its answers to HTTP/2 with prior knowledge were not HTTP/2 (does the server speak h2c? without --http2 the run speaks HTTP/1.1)",
                 fmt_count(n)
@@ -74,6 +79,20 @@ impl Report {
             ),
         };
         Some(format!("no request got a response: {why}"))
+    }
+
+    /// Answers to `http://` that were a TLS server's (see `TransportCounters::tls_answers`).
+    fn tls_answers(&self) -> u64 {
+        self.summary.transport.as_ref().map_or(0, |t| t.tls_answers)
+    }
+
+    /// The run's URL with https:// for http://.
+    fn https_url(&self) -> String {
+        let url = &self.config.url;
+        match url.strip_prefix("http://") {
+            Some(rest) => format!("https://{rest}"),
+            None => format!("https:// ({url})"),
+        }
     }
 
     pub(crate) fn compute_warnings(&self) -> Vec<String> {
@@ -140,7 +159,15 @@ impl Report {
                 continue;
             }
             let pct = 100.0 * *n as f64 / responses as f64;
+            let tls_port;
             let hint = match code.as_str() {
+                "400" if self.tls_answers() > 0 => {
+                    tls_port = format!(
+                        ": the port speaks TLS (\"The plain HTTP request was sent to HTTPS port\"); use {}",
+                        self.https_url()
+                    );
+                    &tls_port
+                }
                 "404" => ": is --path (or the URL's path) right?",
                 "405" => &*format!(": does the server take {} there (-m)?", self.config.method),
                 "400" | "411" | "413" | "415" | "422" | "431" => {

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Closed, Connection, InFlight, KEEP_PARTIAL};
+use super::{Closed, Connection, InFlight, KEEP_PARTIAL, MIN_BACKOFF};
 use crate::error::ErrorKind;
 use crate::recorder::{Finished, TcpFacts};
 
@@ -73,6 +73,7 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
     fn parse_responses(&mut self, data: &[u8], now: Instant) -> (usize, Option<Closed>) {
         let mut pos = 0;
         while pos < data.len() {
+            let start = pos;
             let Some(front) = self.in_flight.front_mut() else {
                 // Bytes nobody asked for: the stream cannot be trusted any more.
                 return (pos, Some(Closed::Graceful));
@@ -89,15 +90,29 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
                     let f = self.in_flight.pop_front().expect("checked non-empty");
                     self.w.sub_in_flight(1);
                     let tcp = self.slow_tcp(&f, now);
+                    if done.status == 400 {
+                        self.tls_answered(&data[start..pos]);
+                    }
                     self.finish(&f, now, done.status, done.bytes, tcp);
                     if done.close || !self.shared.plan.keepalive {
                         return (pos, Some(Closed::Graceful));
                     }
                 }
-                Err(kind) => return (pos, Some(Closed::failed(kind))),
+                Err(kind) => {
+                    self.tls_answered(&data[pos..]);
+                    return (pos, Some(Closed::failed(kind)));
+                }
             }
         }
         (pos, None)
+    }
+
+    /// Counts `answer` (a 400, or bytes that are no HTTP response) if a TLS server gave it
+    /// to an `http://` request: the report then says to use https://.
+    fn tls_answered(&self, answer: &[u8]) {
+        if self.shared.tls.is_none() && crate::transport::is_tls_answer(answer) {
+            self.w.rec.borrow_mut().transport().tls_answers += 1;
+        }
     }
 
     /// Closes after parsing stopped. A bad response poisons only its own request; the rest
@@ -136,15 +151,17 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
         }
     }
 
-    /// Records a complete response.
+    /// Records a complete response: the connection answered (see [`MIN_BACKOFF`]).
     pub(in crate::engine) fn finish(
-        &self,
+        &mut self,
         f: &InFlight,
         end: Instant,
         status: u16,
         bytes: u64,
         tcp: Option<TcpFacts>,
     ) {
+        self.unanswered = false;
+        self.backoff = MIN_BACKOFF;
         self.w.rec.borrow_mut().record_finished(&Finished {
             intended: f.intended,
             begun: f.begun,

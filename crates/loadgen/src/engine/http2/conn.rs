@@ -29,6 +29,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
 struct Counted {
     io: Box<dyn Io>,
     facts: Rc<ConnFacts>,
+    /// h2c: the server's first bytes are still to come (they are looked at once, for a TLS
+    /// server's answer: see [`ConnFacts::tls_answer`]).
+    first_read: bool,
 }
 
 impl AsyncRead for Counted {
@@ -42,6 +45,13 @@ impl AsyncRead for Counted {
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         let got = (buf.filled().len() - before) as u64;
         this.facts.read.set(this.facts.read.get() + got);
+        if this.first_read && got > 0 {
+            this.first_read = false;
+            let answer = &buf.filled()[before..];
+            this.facts
+                .tls_answer
+                .set(crate::transport::is_tls_answer(answer));
+        }
         r
     }
 }
@@ -164,6 +174,10 @@ pub(super) struct ConnFacts {
     /// HTTP/2 bytes read on the connection since the last response ended on it (see
     /// [`ConnFacts::take_read`]).
     read: Cell<u64>,
+    /// h2c: the server's first bytes were a TLS server's answer to plain text (a TLS
+    /// record, nginx's 400 "The plain HTTP request was sent to HTTPS port"): the port speaks
+    /// TLS, and its requests' bad_response is counted in `tls_answers` too.
+    pub(super) tls_answer: Cell<bool>,
 }
 
 impl ConnFacts {
@@ -234,10 +248,12 @@ pub(in crate::engine) async fn dial(
         ended: Cell::new(false),
         ended_notify: Notify::new(),
         read: Cell::new(0),
+        tls_answer: Cell::new(false),
     });
     let io = Counted {
         io,
         facts: facts.clone(),
+        first_read: shared.tls.is_none(),
     };
     let (send, connection) = tokio::time::timeout(limit, h2::client::handshake(io))
         .await

@@ -111,8 +111,19 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 launch.spec.kind(),
                 format_list(&launch.server_cpus)
             );
-            let t = Target::launch(&launch.spec, &launch.server_cpus)
-                .with_context(|| format!("the {} target could not start", launch.spec.kind()))?;
+            let t = match Target::launch_unless_stopped(
+                &launch.spec,
+                &launch.server_cpus,
+                &control.flag(),
+            ) {
+                Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
+                    say!("tailscope: {e}: nothing was sent");
+                    return Ok(Outcome::Interrupted);
+                }
+                started => started.with_context(|| {
+                    format!("the {} target could not start", launch.spec.kind())
+                })?,
+            };
             config
                 .plan
                 .set_url(&format!("{}{}", t.base_url(), launch.path))

@@ -310,3 +310,44 @@ fn connections_that_never_opened_are_warned_about() {
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("were open at once")), "{w:?}");
 }
+
+/// A generator that fell behind (its loop held up, or many sends late) is warned of, with
+/// the figures; one that kept up is not.
+#[test]
+fn a_generator_that_fell_behind_is_warned_about() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    t.timeseries = vec![
+        TimePoint {
+            t_s: 1.0,
+            generator_lag_us: 3_000,
+            ..TimePoint::default()
+        },
+        TimePoint {
+            t_s: 2.0,
+            generator_lag_us: 867_759,
+            ..TimePoint::default()
+        },
+    ];
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the generator fell behind: a generator thread's event loop was held up to 867.76ms"
+        ) && w.contains("--threads")),
+        "{w:?}"
+    );
+    // Open loop, the loop kept up but 60 % of the sends left late.
+    plan.pace = Pace::Rate(5_000.0);
+    t.timeseries[1].generator_lag_us = 3_000;
+    t.counters.late_sends = 4;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w
+            .starts_with("the generator fell behind: 4 of 6 sends (66.7 %) left more than 1 ms")),
+        "{w:?}"
+    );
+    // Few late sends and a short lag: nothing.
+    t.counters.late_sends = 0;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+}

@@ -351,3 +351,27 @@ fn a_generator_that_fell_behind_is_warned_about() {
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
 }
+
+/// The generator's lost time (Little's law) is a `warning:` line like the others, and only
+/// when the connections lived long enough to judge (`-n 1 -c 50` warned of 16 % of 0.00 s).
+#[test]
+fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    // 50 connections of 60 µs each, 16 % of it in no request.
+    t.counters.connection_us = 3_000;
+    t.counters.accounted_us = 2_520;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(!text.contains("is in no request"), "{text}");
+    // 10 s of connections' time, 16 % lost: said, in the warnings' own form.
+    t.counters.connection_us = 10_000_000;
+    t.counters.accounted_us = 8_400_000;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(
+        text.contains(
+            "  warning: 16.0 % of the connections' time (1.60 of 10.00 s) is in no request"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Warning:"), "{text}");
+}

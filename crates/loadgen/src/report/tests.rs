@@ -85,6 +85,17 @@ fn non_2xx_responses_get_a_line_and_a_warning() {
     );
     assert_eq!(report.summary.grace_s, 0.25);
     assert_eq!(report.no_response_reason(), None);
+    // 501 is a method the server does not support (python's http.server and POST), not
+    // a failure.
+    let mut plan = plan;
+    plan.method = "POST".into();
+    let mut t = totals();
+    t.counters.status_codes = vec![(200, 4), (501, 1)];
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.contains(&"20.0 % of responses were 501 (1): Not Implemented, the server does not support POST (-m) there".to_string()),
+        "{w:?}"
+    );
 }
 
 #[test]

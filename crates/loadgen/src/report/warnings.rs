@@ -154,6 +154,11 @@ impl Report {
                 }
                 "401" | "403" => ": the server wants credentials (-H 'Authorization: ...')",
                 "429" | "503" => ": the server is shedding load",
+                // Not a failure of the server: python's http.server answers POST so.
+                "501" => &*format!(
+                    ": Not Implemented, the server does not support {} (-m) there",
+                    self.config.method
+                ),
                 c if c.starts_with('5') => ": the server failed",
                 c if c.starts_with('3') => ": a redirect, which tailscope does not follow",
                 _ => "",

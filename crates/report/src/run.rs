@@ -39,7 +39,7 @@ fn header(report: &Report) -> String {
     };
     let mut facts = vec![format!(
         "{mode}, {} connection{}, {} thread{}, pipeline {}",
-        c.connections,
+        fmt_count(c.connections as u64),
         if c.connections == 1 { "" } else { "s" },
         c.threads,
         if c.threads == 1 { "" } else { "s" },

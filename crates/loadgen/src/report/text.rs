@@ -55,7 +55,7 @@ impl Report {
         let _ = writeln!(
             out,
             "  Load:          {mode}, {} connection{}, {} thread{}, {}{}",
-            c.connections,
+            fmt_count(c.connections as u64),
             plural(c.connections),
             c.threads,
             plural(c.threads),

@@ -293,14 +293,18 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
         cause: Cause::AcceptQueueOverflow,
         evidence: format!(
             "{} requests on new connections took ~1 s ({}), ~3 s ({}) or ~7 s ({}): SYN or handshake retransmits \
-             after the listen queue overflowed: {}{full_seconds}; our connections retransmitted {} SYNs ({}); \
+             after the listen queue overflowed: {}{full_seconds}; {} ({}); \
              raise the backlog (listen(2), net.core.somaxconn) or accept faster",
             fmt_count(slow_new),
             fmt_count(s1),
             fmt_count(s3),
             fmt_count(s7),
             listener_text(e),
-            e.own_syn_retransmits.map_or("n/a".into(), fmt_count),
+            // Unread is said as such, not put where a count goes ("retransmitted n/a SYNs").
+            e.own_syn_retransmits.map_or(
+                "our connections' SYN retransmits are unknown (no TCP_INFO read)".into(),
+                |n| format!("our connections retransmitted {} SYNs", fmt_count(n))
+            ),
             machine_wide(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans"])
         ),
         requests_affected: slow_new,

@@ -137,9 +137,21 @@ fn accept_queue_overflow_needs_slow_new_connections_and_our_own_listener_or_syns
     assert!(
         d[0].evidence.contains("at its limit in 25 of 100 samples")
             && d[0].evidence.contains("second(s) 1, 2")
-            && d[0].evidence.contains("machine-wide"),
+            && d[0].evidence.contains("machine-wide")
+            && d[0]
+                .evidence
+                .contains("our connections retransmitted 0 SYNs"),
         "{}",
         d[0].evidence
+    );
+    // Without a TCP_INFO read, no "n/a" where a count goes: it says what is unknown.
+    let mut unread = e.clone();
+    unread.own_syn_retransmits = None;
+    let text = &diagnose(&unread)[0].evidence;
+    assert!(
+        text.contains("SYN retransmits are unknown (no TCP_INFO read)")
+            && !text.contains("n/a SYN"),
+        "{text}"
     );
     assert_eq!(
         d[0].window,

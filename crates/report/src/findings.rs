@@ -155,7 +155,10 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             );
         }
         _ => {
-            let _ = writeln!(out, "  our connections (TCP_INFO): n/a");
+            let _ = writeln!(
+                out,
+                "  our connections (TCP_INFO): n/a (no connection's TCP_INFO was read into the report: it is read when a request or a handshake is slow and when a connection closes)"
+            );
         }
     }
     match listen {

@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_count, fmt_us};
+use tailscope_loadgen::report::fmt_count;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
@@ -421,7 +421,10 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
             .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= sec.t_s - 1.0)
     };
     let slow: Vec<&SlowRequest> = e.slowest.iter().filter(in_window).collect();
-    if !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+    // Requests that timed out waited on open connections (a connect that does not finish is
+    // a connect_timeout): after a timeout closed its connection, the next request is first
+    // on a new one and times out too, so the slowest list can be all new connections.
+    if timed_out == 0 && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
         return None;
     }
     // Many slow requests in a second is not enough (scattered retransmit delays add up too):
@@ -432,11 +435,9 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let affected = affected_total;
     let worst = stalled.iter().map(|s| held_us(e, s)).max().unwrap_or(0);
     let timeouts = match (timed_out, e.timeout_us) {
-        (n, Some(t)) if n > 0 => format!(
-            " ({} of them timed out, held past -t {})",
-            fmt_count(n),
-            fmt_us(t)
-        ),
+        (n, Some(t)) if n > 0 => {
+            format!("{} timed out at -t {:.1} s; ", fmt_count(n), t as f64 / 1e6)
+        }
         _ => String::new(),
     };
     let window = window_of(slow.iter().copied()).or(Some(Window {
@@ -453,7 +454,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         evidence: format!(
             "in second(s) {1}, at least {5} requests at once (about half of the {2} that can be in flight) were held \
              together, up to {0} ms, on reused connections too, and {6} requests in those seconds took 10× the median \
-             or more or timed out{7} (the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
+             or more or timed out ({7}the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
              running for a while (a GC pause, a blocking call, a stalled event loop)",
             worst / 1000,
             seconds.join(", "),

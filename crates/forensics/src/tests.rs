@@ -458,10 +458,18 @@ fn a_stall_longer_than_the_time_out_is_named_from_its_timeouts() {
     assert_eq!(causes(&e), vec!["server_stall"], "{d:?}");
     assert!(
         d[0].evidence
-            .contains("80 of them timed out, held past -t 1.00s"),
+            .contains("or timed out (80 timed out at -t 1.0 s; the stall"),
         "{}",
         d[0].evidence
     );
+    // A timeout closes its connection, so the next request is first on a new one and times
+    // out too: a slowest list of new connections only does not veto timeouts.
+    let mut reconnected = e.clone();
+    reconnected
+        .slowest
+        .iter_mut()
+        .for_each(|s| s.first_on_connection = true);
+    assert_eq!(causes(&reconnected), vec!["server_stall"]);
     // Near-miss: the time-out not known (a live snapshot): timeouts alone name nothing.
     let mut unknown = e.clone();
     unknown.timeout_us = None;

@@ -527,6 +527,18 @@ mod tests {
         pids
     }
 
+    /// Nothing is left of the process group of the shell whose pid is in `pid_file` (which
+    /// is then removed).
+    fn assert_group_gone(pid_file: &Path, what: &str) {
+        let pid: i32 = std::fs::read_to_string(pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(pid_file);
+        assert_eq!(live_in_group(pid), Vec::<i32>::new(), "{what}");
+    }
+
     #[test]
     fn crash_at_start_reports_status_and_stderr() {
         let err = Target::launch(
@@ -556,17 +568,7 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::NotReady { .. }), "{text}");
         assert!(text.contains("waiting on"), "{text}");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let _ = std::fs::remove_file(&pid_file);
-        assert_eq!(
-            live_in_group(pid),
-            Vec::<i32>::new(),
-            "the server that never got ready was stopped"
-        );
+        assert_group_gone(&pid_file, "the server that never got ready was stopped");
     }
 
     #[test]
@@ -601,17 +603,7 @@ mod tests {
         setter.join().unwrap();
         let text = err.to_string();
         assert!(matches!(err, Error::Interrupted { .. }), "{text}");
-        let pid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        let _ = std::fs::remove_file(&pid_file);
-        assert_eq!(
-            live_in_group(pid),
-            Vec::<i32>::new(),
-            "the interrupted server was stopped"
-        );
+        assert_group_gone(&pid_file, "the interrupted server was stopped");
     }
 
     #[test]

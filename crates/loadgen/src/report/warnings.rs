@@ -7,7 +7,7 @@ use crate::error::ErrorKind;
 
 /// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
 /// warned of: the delay is in every latency measured then, the server's or not.
-pub const GENERATOR_LAG_WARN_US: u64 = 50_000;
+pub const GENERATOR_LAG_WARN_US: u64 = 100_000;
 /// Open loop: this share of the sends leaving more than 1 ms late (`late_sends`) is warned of.
 pub const LATE_SHARE_WARN: f64 = 0.10;
 

@@ -161,6 +161,36 @@ fn an_injected_stall_is_named_server_stall_with_its_window() {
     assert!(!causes(&r).contains(&"accept_queue_overflow".to_string()));
 }
 
+/// A stall longer than -t shows as timeouts, not slow responses: still named server_stall
+/// (a newcomer's 2 s SIGSTOP of nginx under -t 1s gave 16 timeouts and "no spike cause").
+#[test]
+fn a_stall_longer_than_the_time_out_is_named_server_stall() {
+    let _turn = serial();
+    let Some(server) = Server::start(&["--stall-every", "2s", "--stall-for", "1500ms"]) else {
+        return;
+    };
+    let busy_before = common::machine_busy_before();
+    let (code, r, stderr) = run_json(
+        &server.url,
+        &["-c", "16", "--threads", "1", "-z", "4s", "-t", "500ms"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(n(&r["summary"]["timeouts"]) > 0, "{}", r["summary"]);
+    if contended_by_others(busy_before, &r) {
+        return;
+    }
+    let d = r["diagnosis"].as_array().unwrap();
+    let stall = d
+        .iter()
+        .find(|d| d["cause"] == "server_stall")
+        .unwrap_or_else(|| panic!("{} slowest {}", r["diagnosis"], r["slowest"]));
+    let evidence = stall["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("timed out at -t 0.5 s; the stall"),
+        "{evidence}"
+    );
+}
+
 /// Loads a `serve --backlog 1` with new connections only; the report, or `None` after saying
 /// why (io_uring unavailable, or this machine's listen queue never overflowed).
 fn overflow_run() -> Option<serde_json::Value> {

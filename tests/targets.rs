@@ -190,3 +190,39 @@ fn run_needs_a_url_or_a_target() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no process"));
 }
+
+/// A launched server that dies mid-run is a warning with its exit status (in the JSON and the
+/// text), and the summary's server line says it exited instead of "0 threads".
+#[test]
+fn a_target_that_exits_mid_run_is_warned_about() {
+    if !common::has_tool("python3", "--version") {
+        common::skip("python3 not installed (apt-get install python3)");
+        return;
+    }
+    // The server serves for 2 s of a 4 s run, then `timeout` stops it (exit status 124).
+    let out = tailscope(&[
+        "run",
+        "--target",
+        "command:timeout 2 python3 -m http.server {port} --bind 127.0.0.1",
+        "-z",
+        "4s",
+        "-c",
+        "2",
+        "--no-tui",
+        "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = r["warnings"].to_string();
+    assert!(
+        warnings.contains("server exited during the run (exit status: 124)"),
+        "{warnings}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: the ") && stderr.contains("exit status: 124"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("it exited during the run"), "{stderr}");
+    assert!(!stderr.contains("0 threads"), "{stderr}");
+}

@@ -69,10 +69,17 @@ fn idle_connections_are_held_open_beside_the_load(e: Engine) {
     assert_eq!(n(&i["closed_by_server"]), 0, "{i}");
     assert_eq!(n(&i["connect_failures"]) + n(&i["failed"]), 0, "{i}");
     assert!(c["slow"].is_null(), "{c}");
-    assert_eq!(
-        r["warnings"],
-        serde_json::json!([]),
-        "all held: nothing to warn of"
+    // A busy machine may hold the generator's loop up (warned as "the generator fell
+    // behind"): that is the machine's, not the held connections'.
+    let warnings: Vec<&serde_json::Value> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| !w.as_str().unwrap().starts_with("the generator fell behind"))
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "all held: nothing to warn of: {warnings:?}"
     );
     // Over time: the load's 8 and the idle ones open in the per-second points.
     assert_eq!(most(&r, "open"), 8);

@@ -99,14 +99,14 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 /// Duration flags take values that start with '-' (`allow_hyphen_values`), so that `-z -1s`
 /// reaches the parser and its message, not clap's "to pass '-1' as a value, use '-- -1'" tip.
 /// A value that is the next flag (`--warmup --json out.json`: the value was forgotten) is
-/// refused here, saying so, and so is a negative one.
-fn not_a_flag(s: &str) -> Result<(), String> {
+/// refused here, saying so, and so is a negative one, naming the `range` it must be in.
+fn not_a_flag(s: &str, range: &str) -> Result<(), String> {
     let Some(rest) = s.strip_prefix('-') else {
         return Ok(());
     };
     Err(
         if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-            format!("{s} is negative: a duration is 0 or more, e.g. 10s")
+            format!("{s} is negative: give {range}, e.g. 10s")
         } else {
             format!("{s} is a flag, not a duration: give a duration (e.g. 10s) before it")
         },
@@ -149,15 +149,18 @@ pub fn duration_in(
     lo: Duration,
     hi: Duration,
 ) -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync + 'static {
+    use tailscope_loadgen::plan::fmt_limit;
+    // `-z -1s` named "0 or more" where 0s is refused too: the flag's real range.
+    let range = format!("{}..={}", fmt_limit(lo), fmt_limit(hi));
     move |s: &str| {
-        not_a_flag(s)?;
+        not_a_flag(s, &range)?;
         tailscope_loadgen::plan::parse_duration_within(s, lo, hi)
     }
 }
 
 /// Any duration [`parse_duration`] takes, refusing a flag as [`duration_in`] does.
 fn any_duration(s: &str) -> Result<Duration, String> {
-    not_a_flag(s)?;
+    not_a_flag(s, "a duration of 0s or more")?;
     parse_duration(s)
 }
 
@@ -320,6 +323,11 @@ mod tests {
             assert!(msg.contains("invalid value '-"), "{args:?}: {msg}");
             assert!(msg.contains("is negative"), "{args:?}: {msg}");
         }
+        // A negative duration is told the flag's real range: -z refuses 0s too.
+        let msg = refusal(&["run", "--target", "embedded", "-z", "-1s"]);
+        assert!(msg.contains("-1s is negative: give 1ms..=30days"), "{msg}");
+        let msg = refusal(&["run", "--target", "embedded", "--warmup", "-1s"]);
+        assert!(msg.contains("-1s is negative: give 0s..="), "{msg}");
         assert!(refusal(&["compare", "a", "b", "--fail-if-regression", "-5"]).contains("negative"));
         assert!(
             refusal(&["compare", "a", "b", "--fail-if-regression", "1e999"])

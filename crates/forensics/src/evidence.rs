@@ -22,6 +22,8 @@ pub struct Load<'a> {
     counts: SpikeCounts,
     /// Our own connections' (data, SYN) retransmits, when TCP_INFO could be read.
     own: Option<(u64, u64)>,
+    /// The request time-out (-t), when known.
+    timeout_us: Option<u64>,
 }
 
 impl<'a> Load<'a> {
@@ -35,6 +37,7 @@ impl<'a> Load<'a> {
             slowest: &snap.slowest,
             counts: snap.spike_counts,
             own: own_tcp(&snap.totals),
+            timeout_us: None,
         }
     }
 
@@ -49,6 +52,7 @@ impl<'a> Load<'a> {
             slowest: &totals.slowest,
             counts: totals.spike_counts(),
             own: own_tcp(&totals.counters),
+            timeout_us: Some(plan.timeout.as_micros() as u64),
         }
     }
 }
@@ -89,6 +93,7 @@ impl Evidence {
             tcp,
             own_retransmits: load.own.map(|o| o.0),
             own_syn_retransmits: load.own.map(|o| o.1),
+            timeout_us: load.timeout_us,
             listen,
             server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.server)),
             client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.client)),

@@ -135,6 +135,8 @@ pub struct Evidence {
     pub own_retransmits: Option<u64>,
     /// SYNs the generator's own connections retransmitted.
     pub own_syn_retransmits: Option<u64>,
+    /// The request time-out (-t), when known: a request that timed out was held that long.
+    pub timeout_us: Option<u64>,
     /// The accept queues of the target's listeners; `None` when not watched.
     pub listen: Option<ListenReport>,
     /// Mean busy % of the server's CPUs, when known.
@@ -291,14 +293,18 @@ fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
         cause: Cause::AcceptQueueOverflow,
         evidence: format!(
             "{} requests on new connections took ~1 s ({}), ~3 s ({}) or ~7 s ({}): SYN or handshake retransmits \
-             after the listen queue overflowed: {}{full_seconds}; our connections retransmitted {} SYNs ({}); \
+             after the listen queue overflowed: {}{full_seconds}; {} ({}); \
              raise the backlog (listen(2), net.core.somaxconn) or accept faster",
             fmt_count(slow_new),
             fmt_count(s1),
             fmt_count(s3),
             fmt_count(s7),
             listener_text(e),
-            e.own_syn_retransmits.map_or("n/a".into(), fmt_count),
+            // Unread is said as such, not put where a count goes ("retransmitted n/a SYNs").
+            e.own_syn_retransmits.map_or(
+                "our connections' SYN retransmits are unknown (no TCP_INFO read)".into(),
+                |n| format!("our connections retransmitted {} SYNs", fmt_count(n))
+            ),
             machine_wide(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans"])
         ),
         requests_affected: slow_new,
@@ -371,11 +377,15 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
     // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
     // generator took itself would delay every response just the same.
+    // A stall longer than -t shows as timeouts, not slow responses (a newcomer's 2 s SIGSTOP
+    // of nginx under -t 1s: 16 timeouts and nothing named): they count as held too.
     let stalled: Vec<&TimePoint> = e
         .seconds
         .iter()
         .filter(|s| {
-            s.outliers >= threshold && s.max_us >= floor && s.generator_lag_us * 2 < s.max_us
+            let slow = s.outliers >= threshold && s.max_us >= floor;
+            let timed_out = s.timeouts >= threshold && e.timeout_us.is_some_and(|t| t >= floor);
+            (slow || timed_out) && s.generator_lag_us * 2 < held_us(e, s)
         })
         .collect();
     if stalled.is_empty() {
@@ -399,7 +409,8 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     // The target's own listener full, or our own SYNs dropped, point at connection setup
     // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
     // another busy server's leftovers must not veto this one's stall.)
-    let affected_total: u64 = stalled.iter().map(|s| s.outliers).sum();
+    let affected_total: u64 = stalled.iter().map(|s| s.outliers + s.timeouts).sum();
+    let timed_out: u64 = stalled.iter().map(|s| s.timeouts).sum();
     if listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e) {
         return None;
     }
@@ -410,7 +421,10 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
             .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= sec.t_s - 1.0)
     };
     let slow: Vec<&SlowRequest> = e.slowest.iter().filter(in_window).collect();
-    if !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+    // Requests that timed out waited on open connections (a connect that does not finish is
+    // a connect_timeout): after a timeout closed its connection, the next request is first
+    // on a new one and times out too, so the slowest list can be all new connections.
+    if timed_out == 0 && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
         return None;
     }
     // Many slow requests in a second is not enough (scattered retransmit delays add up too):
@@ -419,7 +433,13 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         return None;
     }
     let affected = affected_total;
-    let worst = stalled.iter().map(|s| s.max_us).max().unwrap_or(0);
+    let worst = stalled.iter().map(|s| held_us(e, s)).max().unwrap_or(0);
+    let timeouts = match (timed_out, e.timeout_us) {
+        (n, Some(t)) if n > 0 => {
+            format!("{} timed out at -t {:.1} s; ", fmt_count(n), t as f64 / 1e6)
+        }
+        _ => String::new(),
+    };
     let window = window_of(slow.iter().copied()).or(Some(Window {
         start_s: stalled[0].t_s - 1.0,
         end_s: stalled[stalled.len() - 1].t_s,
@@ -433,8 +453,8 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         cause: Cause::ServerStall,
         evidence: format!(
             "in second(s) {1}, at least {5} requests at once (about half of the {2} that can be in flight) were held \
-             together, up to {0} ms, on reused connections too, and {6} responses in those seconds took 10× the median \
-             or more (the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
+             together, up to {0} ms, on reused connections too, and {6} requests in those seconds took 10× the median \
+             or more or timed out ({7}the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
              running for a while (a GC pause, a blocking call, a stalled event loop)",
             worst / 1000,
             seconds.join(", "),
@@ -442,7 +462,8 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
             listener_text(e),
             machine_wide(e, &["ListenOverflows", "ListenDrops", "RetransSegs"]),
             fmt_count(threshold),
-            fmt_count(affected)
+            fmt_count(affected),
+            timeouts
         ),
         requests_affected: affected,
         window,
@@ -486,13 +507,22 @@ fn contended(e: &Evidence) -> bool {
     others && waited
 }
 
+/// How long the second's requests were held: its slowest response, or the time-out when
+/// some timed out in it (each waited that long, and no response of theirs says more).
+fn held_us(e: &Evidence, s: &TimePoint) -> u64 {
+    match (s.timeouts, e.timeout_us) {
+        (1.., Some(t)) => s.max_us.max(t),
+        _ => s.max_us,
+    }
+}
+
 /// Whether a server thread waited for a CPU, in the second ending at `s.t_s`, for at least
-/// half its slowest response's time: then the CPU's other users explain the delay.
+/// half of how long its requests were held: then the CPU's other users explain the delay.
 fn waited_for_cpu(e: &Evidence, s: &TimePoint) -> bool {
     let second = (s.t_s.ceil() as u64).saturating_sub(1);
     e.server_run_queue_s
         .get(&second)
-        .is_some_and(|w| *w * 1e6 >= s.max_us as f64 * 0.5)
+        .is_some_and(|w| *w * 1e6 >= held_us(e, s) as f64 * 0.5)
 }
 
 fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {

@@ -137,9 +137,21 @@ fn accept_queue_overflow_needs_slow_new_connections_and_our_own_listener_or_syns
     assert!(
         d[0].evidence.contains("at its limit in 25 of 100 samples")
             && d[0].evidence.contains("second(s) 1, 2")
-            && d[0].evidence.contains("machine-wide"),
+            && d[0].evidence.contains("machine-wide")
+            && d[0]
+                .evidence
+                .contains("our connections retransmitted 0 SYNs"),
         "{}",
         d[0].evidence
+    );
+    // Without a TCP_INFO read, no "n/a" where a count goes: it says what is unknown.
+    let mut unread = e.clone();
+    unread.own_syn_retransmits = None;
+    let text = &diagnose(&unread)[0].evidence;
+    assert!(
+        text.contains("SYN retransmits are unknown (no TCP_INFO read)")
+            && !text.contains("n/a SYN"),
+        "{text}"
     );
     assert_eq!(
         d[0].window,
@@ -428,4 +440,57 @@ fn counts_in_the_evidence_have_thousands_separators() {
     ] {
         assert!(text.contains(said), "{said:?} not in {text}");
     }
+}
+
+/// A stall longer than -t shows as timeouts, not slow responses: held together all the same,
+/// it is named (a newcomer's 2 s SIGSTOP of nginx under -t 1s gave 16 timeouts and nothing).
+#[test]
+fn a_stall_longer_than_the_time_out_is_named_from_its_timeouts() {
+    let mut e = healthy();
+    e.timeout_us = Some(1_000_000);
+    // Second 4: no response at all, 40 timeouts; second 5: the rest of the backlog timed out.
+    e.seconds[3] = second(4.0, 40, 0, 0, 300);
+    e.seconds[3].timeouts = 40;
+    e.seconds[4].timeouts = 40;
+    // The timed-out requests, all sent at ~2.01 s, given up together 1 s later.
+    e.slowest = (0..8).map(|i| slow(2.01, 1_000_600 + i, false)).collect();
+    let d = diagnose(&e);
+    assert_eq!(causes(&e), vec!["server_stall"], "{d:?}");
+    assert!(
+        d[0].evidence
+            .contains("or timed out (80 timed out at -t 1.0 s; the stall"),
+        "{}",
+        d[0].evidence
+    );
+    // A timeout closes its connection, so the next request is first on a new one and times
+    // out too: a slowest list of new connections only does not veto timeouts.
+    let mut reconnected = e.clone();
+    reconnected
+        .slowest
+        .iter_mut()
+        .for_each(|s| s.first_on_connection = true);
+    assert_eq!(causes(&reconnected), vec!["server_stall"]);
+    // Near-miss: the time-out not known (a live snapshot): timeouts alone name nothing.
+    let mut unknown = e.clone();
+    unknown.timeout_us = None;
+    assert!(causes(&unknown).is_empty(), "{:?}", diagnose(&unknown));
+    // Near-miss: a few timeouts are not "most in-flight requests".
+    let mut few = e.clone();
+    few.seconds[3].timeouts = 3;
+    few.seconds[4].timeouts = 3;
+    assert!(causes(&few).is_empty(), "{:?}", diagnose(&few));
+    // Near-miss: the server's thread waited the whole second for a CPU: contention.
+    let one = |w: f64| std::collections::HashMap::from([(7, w)]);
+    let mut held_off = e
+        .clone()
+        .with_run_queue(&(0..10).map(|s| (s, one(0.0005))).collect());
+    held_off.server_foreign_pct = Some(60.0);
+    assert_eq!(causes(&held_off), vec!["server_stall"]);
+    held_off.server_run_queue_s.insert(3, 0.9);
+    held_off.server_run_queue_total_s = Some(0.905);
+    assert!(
+        !causes(&held_off).contains(&"server_stall".to_string()),
+        "{:?}",
+        diagnose(&held_off)
+    );
 }

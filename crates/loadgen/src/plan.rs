@@ -17,7 +17,7 @@ mod url;
 
 use limits::fmt_duration;
 pub use limits::{
-    parse_connect_rate, parse_duration, parse_duration_within, CONNS_PER_SOURCE,
+    fmt_limit, parse_connect_rate, parse_duration, parse_duration_within, CONNS_PER_SOURCE,
     DEFAULT_SLOW_INTERVAL, MAX_CONNECTIONS, MAX_CONNECT_RATE, MAX_DURATION, MAX_RATE, MAX_REQUESTS,
     MAX_SOURCE_ADDRS, MAX_STREAMS, MAX_THREADS, MAX_TIMEOUT, MIN_CONNECT_RATE, MIN_DURATION,
     MIN_RATE,

@@ -26,18 +26,29 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
         let _ = writeln!(
             out,
-            "  {name} (pid {}): {} process{} ({} alive at the end): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {} thread{}; RSS {} KiB in all, largest peak {} KiB",
+            "  {name} (pid {}): {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",
             t.pid,
             t.processes_seen,
             if t.processes_seen == 1 { "" } else { "es" },
-            t.processes_alive_at_end,
+            match t.processes_alive_at_end {
+                0 => "it exited during the run".to_string(),
+                alive => format!("{alive} alive at the end"),
+            },
             t.cpu_time_s,
             t.user_s,
             t.system_s,
             t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
-            t.threads,
-            if t.threads == 1 { "" } else { "s" },
-            opt(t.rss_sum_kb.map(fmt_count)),
+            // Threads and RSS are read from the processes alive at the end: none is left
+            // to read once the server exited ("0 threads" would read as a count).
+            match t.processes_alive_at_end {
+                0 => "no threads or RSS left to read".to_string(),
+                _ => format!(
+                    "{} thread{}; RSS {} KiB in all",
+                    t.threads,
+                    if t.threads == 1 { "" } else { "s" },
+                    opt(t.rss_sum_kb.map(fmt_count))
+                ),
+            },
             opt(t.max_rss_kb.map(fmt_count)),
         );
         // The busiest processes by name; a prefork server's many exited workers go on one line.
@@ -144,7 +155,10 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             );
         }
         _ => {
-            let _ = writeln!(out, "  our connections (TCP_INFO): n/a");
+            let _ = writeln!(
+                out,
+                "  our connections (TCP_INFO): n/a (no connection's TCP_INFO was read into the report: it is read when a request or a handshake is slow and when a connection closes)"
+            );
         }
     }
     match listen {

@@ -39,7 +39,7 @@ fn header(report: &Report) -> String {
     };
     let mut facts = vec![format!(
         "{mode}, {} connection{}, {} thread{}, pipeline {}",
-        c.connections,
+        fmt_count(c.connections as u64),
         if c.connections == 1 { "" } else { "s" },
         c.threads,
         if c.threads == 1 { "" } else { "s" },
@@ -110,7 +110,7 @@ fn summary(report: &Report) -> String {
     if let Some(l) = report
         .littles_law
         .as_ref()
-        .filter(|l| l.unaccounted_pct > tailscope_loadgen::report::LITTLES_LAW_SLACK_PCT)
+        .filter(|l| l.generator_lost_time())
     {
         notes.push(format!(
             "{:.1} % of the connections' time is in no request: the generator lost time between requests (saturated, or a bug).",

@@ -112,8 +112,19 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 launch.spec.kind(),
                 format_list(&launch.server_cpus)
             );
-            let t = Target::launch(&launch.spec, &launch.server_cpus)
-                .with_context(|| format!("the {} target could not start", launch.spec.kind()))?;
+            let t = match Target::launch_unless_stopped(
+                &launch.spec,
+                &launch.server_cpus,
+                &control.flag(),
+            ) {
+                Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
+                    say!("tailscope: {e}: nothing was sent");
+                    return Ok(Outcome::Interrupted);
+                }
+                started => started.with_context(|| {
+                    format!("the {} target could not start", launch.spec.kind())
+                })?,
+            };
             config
                 .plan
                 .set_url(&format!("{}{}", t.base_url(), launch.path))
@@ -271,7 +282,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         report.signal = signal_name();
     }
     report.target = target_info;
-    let server_exited = target.as_mut().and_then(|t| t.exited());
+    if let Some(t) = target.as_mut() {
+        if let Some(status) = t.exited() {
+            report.warnings.push(format!(
+                "the {} server exited during the run ({status}): what was measured after that was no server",
+                t.name()
+            ));
+        }
+    }
     let mut findings = profiler.finish(plan, &totals, &mut report);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let (inside, inside_text) = stacks.finish(&mut report);
@@ -285,12 +303,6 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     };
     let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
     if let Some(t) = target.take() {
-        if let Some(status) = server_exited {
-            say!(
-                "tailscope: the {} server exited during the run ({status})",
-                t.name()
-            );
-        }
         t.stop();
     }
     let text = report.to_text() + &sections + &inside_text;

@@ -72,8 +72,12 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
             break;
         }
         say!("suite: starting {name} ({})", spec.kind());
-        let target = match Target::launch(spec, &server_cpus) {
+        let target = match Target::launch_unless_stopped(spec, &server_cpus, &control.flag()) {
             Ok(t) => t,
+            Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
+                say!("suite: {e}");
+                break;
+            }
             Err(e) => {
                 say!("suite: {name} could not start: {e}");
                 failed = true;

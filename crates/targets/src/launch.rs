@@ -6,6 +6,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -116,6 +117,17 @@ fn keep_tail(mut from: impl Read + Send + 'static, into: Arc<Mutex<VecDeque<u8>>
 impl Target {
     /// Launches `spec` on `server_cpus` (empty: anywhere) and waits until it answers HTTP.
     pub fn launch(spec: &TargetSpec, server_cpus: &[usize]) -> Result<Target, Error> {
+        Self::launch_unless_stopped(spec, server_cpus, &AtomicBool::new(false))
+    }
+
+    /// As [`launch`](Self::launch), but the wait for readiness gives up as soon as `stop` is
+    /// set (a Ctrl-C while a slow server starts): the target is stopped and the error is
+    /// [`Error::Interrupted`], instead of the whole ready timeout running out first.
+    pub fn launch_unless_stopped(
+        spec: &TargetSpec,
+        server_cpus: &[usize],
+        stop: &AtomicBool,
+    ) -> Result<Target, Error> {
         let cpu_list = format_list(server_cpus);
         let mut tls_files = None;
         let (name, mut cmd, port, temp_dir) = match spec {
@@ -248,9 +260,9 @@ impl Target {
         };
         let deadline = Instant::now() + spec.ready_timeout();
         if let Some(rx) = announced {
-            target.port = target.wait_announced(&rx, deadline)?;
+            target.port = target.wait_announced(&rx, deadline, stop)?;
         }
-        target.wait_ready(spec.ready_path(), deadline)?;
+        target.wait_ready(spec.ready_path(), deadline, stop)?;
         Ok(target)
     }
 
@@ -285,10 +297,21 @@ impl Target {
         }
     }
 
+    /// [`Error::Interrupted`] once `stop` is set: the caller drops (and so stops) the target.
+    fn interrupted(&self, stop: &AtomicBool) -> Result<(), Error> {
+        match stop.load(Ordering::SeqCst) {
+            true => Err(Error::Interrupted {
+                name: self.name.clone(),
+            }),
+            false => Ok(()),
+        }
+    }
+
     fn wait_announced(
         &mut self,
         rx: &std::sync::mpsc::Receiver<String>,
         deadline: Instant,
+        stop: &AtomicBool,
     ) -> Result<u16, Error> {
         let started = Instant::now();
         loop {
@@ -318,6 +341,7 @@ impl Target {
             if let Some(e) = self.exit_error() {
                 return Err(e);
             }
+            self.interrupted(stop)?;
             if Instant::now() >= deadline {
                 return Err(self.not_ready("(no 'listening on' line)".into(), started.elapsed()));
             }
@@ -325,13 +349,19 @@ impl Target {
     }
 
     /// Waits until a TCP connect succeeds and an HTTP GET of `path` gets any HTTP answer.
-    fn wait_ready(&mut self, path: &str, deadline: Instant) -> Result<(), Error> {
+    fn wait_ready(
+        &mut self,
+        path: &str,
+        deadline: Instant,
+        stop: &AtomicBool,
+    ) -> Result<(), Error> {
         let started = Instant::now();
         let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
         loop {
             if let Some(e) = self.exit_error() {
                 return Err(e);
             }
+            self.interrupted(stop)?;
             if http_answers(addr, path) {
                 return Ok(());
             }
@@ -500,6 +530,17 @@ mod tests {
         pids
     }
 
+    /// Nothing is left of the process group in `pid_file` (which is then removed).
+    fn assert_group_gone(pid_file: &Path, what: &str) {
+        let pgid: i32 = std::fs::read_to_string(pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_file(pid_file);
+        assert_eq!(live_in_group(pgid), Vec::<i32>::new(), "{what}");
+    }
+
     #[test]
     fn crash_at_start_reports_status_and_stderr() {
         let err = Target::launch(
@@ -531,17 +572,44 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, Error::NotReady { .. }), "{text}");
         assert!(text.contains("waiting on"), "{text}");
-        let pgid: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        assert_group_gone(&pid_file, "the server that never got ready was stopped");
+    }
+
+    #[test]
+    fn a_stop_during_the_ready_wait_ends_it_and_stops_the_target() {
+        let pid_file = std::env::temp_dir().join(format!("ts-stop-ready-{}", std::process::id()));
         let _ = std::fs::remove_file(&pid_file);
-        assert_eq!(
-            live_in_group(pgid),
-            Vec::<i32>::new(),
-            "the server that never got ready was stopped"
+        // Written whole (renamed into place), so the file exists only with the pid in it: the
+        // shell's process group as tailscope's /proc names it (`$$` is a pid of the target's
+        // own PID namespace).
+        let template = format!(
+            "read -r pid comm state ppid pgrp rest < /proc/self/stat; echo $pgrp > {0}.tmp; mv {0}.tmp {0}; exec sleep 60 # {{port}}",
+            pid_file.display()
         );
+        let stop = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let stop = stop.clone();
+            let pid_file = pid_file.clone();
+            std::thread::spawn(move || {
+                // Set the stop once the server runs (its pid is written), well inside the
+                // hour it is given to get ready.
+                while !pid_file.exists() {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                stop.store(true, Ordering::SeqCst);
+            })
+        };
+        let err = Target::launch_unless_stopped(
+            &command(&template, Duration::from_secs(3600)),
+            &[],
+            &stop,
+        )
+        .err()
+        .unwrap();
+        setter.join().unwrap();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Interrupted { .. }), "{text}");
+        assert_group_gone(&pid_file, "the interrupted server was stopped");
     }
 
     #[test]

@@ -80,6 +80,12 @@ pub enum Error {
         /// The last lines it wrote on stderr.
         stderr: String,
     },
+    /// A stop (Ctrl-C, SIGTERM) came while it was starting; it was stopped.
+    #[error("interrupted while {name} was starting (it was stopped)")]
+    Interrupted {
+        /// The target's name.
+        name: String,
+    },
     /// A file the target needs could not be written.
     #[error("cannot write {path}: {error}")]
     Write {

@@ -77,7 +77,7 @@ pub fn parse_duration_within(s: &str, lo: Duration, hi: Duration) -> Result<Dura
 }
 
 /// `0s`, `1ms`, `1h`, `30days`: a limit as people would write it.
-fn fmt_limit(d: Duration) -> String {
+pub fn fmt_limit(d: Duration) -> String {
     humantime::format_duration(d).to_string().replace(' ', "")
 }
 

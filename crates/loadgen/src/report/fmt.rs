@@ -24,10 +24,22 @@ pub(super) fn plural(n: usize) -> &'static str {
     }
 }
 
-/// CPU numbers as a comma-separated list.
+/// CPU numbers as `--cpus` and the kernel write them (`0-3,6`): the form the rest of the
+/// output uses (targets' `format_list`; loadgen depends on no crate of ours), so one run
+/// does not say "CPU 0-1" and "CPU 0,1".
 pub(super) fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter()
-        .map(usize::to_string)
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &cpu in cpus {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == cpu => *last = cpu,
+            _ => runs.push((cpu, cpu)),
+        }
+    }
+    runs.iter()
+        .map(|&(first, last)| match first == last {
+            true => first.to_string(),
+            false => format!("{first}-{last}"),
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -89,5 +101,16 @@ pub fn fmt_asked_rate(r: f64) -> String {
     } else {
         let s = format!("{r:.2}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_lists_are_written_as_ranges() {
+        assert_eq!(super::cpu_list(&[0, 1]), "0-1");
+        assert_eq!(super::cpu_list(&[0, 1, 2, 3, 6, 8, 9]), "0-3,6,8-9");
+        assert_eq!(super::cpu_list(&[5]), "5");
+        assert_eq!(super::cpu_list(&[]), "");
     }
 }

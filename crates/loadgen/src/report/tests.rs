@@ -85,6 +85,17 @@ fn non_2xx_responses_get_a_line_and_a_warning() {
     );
     assert_eq!(report.summary.grace_s, 0.25);
     assert_eq!(report.no_response_reason(), None);
+    // 501 is a method the server does not support (python's http.server and POST), not
+    // a failure.
+    let mut plan = plan;
+    plan.method = "POST".into();
+    let mut t = totals();
+    t.counters.status_codes = vec![(200, 4), (501, 1)];
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.contains(&"20.0 % of responses were 501 (1): Not Implemented, the server does not support POST (-m) there".to_string()),
+        "{w:?}"
+    );
 }
 
 #[test]
@@ -309,4 +320,69 @@ fn connections_that_never_opened_are_warned_about() {
     plan.stop = Stop::Requests(100);
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("were open at once")), "{w:?}");
+}
+
+/// A generator that fell behind (its loop held up, or many sends late) is warned of, with
+/// the figures; one that kept up is not.
+#[test]
+fn a_generator_that_fell_behind_is_warned_about() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    t.timeseries = vec![
+        TimePoint {
+            t_s: 1.0,
+            generator_lag_us: 3_000,
+            ..TimePoint::default()
+        },
+        TimePoint {
+            t_s: 2.0,
+            generator_lag_us: 867_759,
+            ..TimePoint::default()
+        },
+    ];
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the generator fell behind: a generator thread's event loop was held up to 867.76ms"
+        ) && w.contains("--threads")),
+        "{w:?}"
+    );
+    // Open loop, the loop kept up but 60 % of the sends left late.
+    plan.pace = Pace::Rate(5_000.0);
+    t.timeseries[1].generator_lag_us = 3_000;
+    t.counters.late_sends = 4;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w
+            .starts_with("the generator fell behind: 4 of 6 sends (66.7 %) left more than 1 ms")),
+        "{w:?}"
+    );
+    // Few late sends and a short lag: nothing.
+    t.counters.late_sends = 0;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+}
+
+/// The generator's lost time (Little's law) is a `warning:` line like the others, and only
+/// when the connections lived long enough to judge (`-n 1 -c 50` warned of 16 % of 0.00 s).
+#[test]
+fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    // 50 connections of 60 µs each, 16 % of it in no request.
+    t.counters.connection_us = 3_000;
+    t.counters.accounted_us = 2_520;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(!text.contains("is in no request"), "{text}");
+    // 10 s of connections' time, 16 % lost: said, in the warnings' own form.
+    t.counters.connection_us = 10_000_000;
+    t.counters.accounted_us = 8_400_000;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(
+        text.contains(
+            "  warning: 16.0 % of the connections' time (1.60 of 10.00 s) is in no request"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("Warning:"), "{text}");
 }

@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use super::fmt::{
     cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
 };
-use super::{decode_histogram, ratio, Report, LITTLES_LAW_SLACK_PCT};
+use super::{decode_histogram, ratio, Report};
 use crate::snapshot::{Percentiles, Snapshot};
 use crate::Phase;
 
@@ -55,7 +55,7 @@ impl Report {
         let _ = writeln!(
             out,
             "  Load:          {mode}, {} connection{}, {} thread{}, {}{}",
-            c.connections,
+            fmt_count(c.connections as u64),
             plural(c.connections),
             c.threads,
             plural(c.threads),
@@ -209,11 +209,11 @@ impl Report {
         if let Some(l) = self
             .littles_law
             .as_ref()
-            .filter(|l| l.unaccounted_pct > LITTLES_LAW_SLACK_PCT)
+            .filter(|l| l.generator_lost_time())
         {
             let _ = writeln!(
                 out,
-                "  Warning:       {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+                "  warning: {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
                 l.unaccounted_pct,
                 l.connection_s - l.accounted_s,
                 l.connection_s

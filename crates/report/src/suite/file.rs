@@ -38,13 +38,15 @@ struct SuiteSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoadSection {
-    connections: Option<Spanned<usize>>,
+    // Counts are read signed, so that `connections = -1` gets the range message below, not
+    // serde's "invalid value: integer `-1`, expected usize".
+    connections: Option<Spanned<i64>>,
     duration: Option<Spanned<String>>,
     warmup: Option<Spanned<String>>,
-    runs: Option<Spanned<usize>>,
-    pipeline: Option<Spanned<usize>>,
+    runs: Option<Spanned<i64>>,
+    pipeline: Option<Spanned<i64>>,
     rate: Option<Spanned<f64>>,
-    threads: Option<Spanned<usize>>,
+    threads: Option<Spanned<i64>>,
     timeout: Option<Spanned<String>>,
     server_cpus: Option<Spanned<String>>,
     client_cpus: Option<Spanned<String>>,
@@ -55,11 +57,11 @@ struct LoadSection {
 struct TargetSection {
     name: Spanned<String>,
     kind: Spanned<String>,
-    threads: Option<Spanned<usize>>,
+    threads: Option<Spanned<i64>>,
     backlog: Option<Spanned<i32>>,
     stall_every: Option<Spanned<String>>,
     stall_for: Option<Spanned<String>>,
-    workers: Option<Spanned<usize>>,
+    workers: Option<Spanned<i64>>,
     #[serde(rename = "static")]
     static_dir: Option<PathBuf>,
     /// nginx only: served over TLS with a throw-away certificate.
@@ -67,7 +69,7 @@ struct TargetSection {
     /// nginx only: served over HTTP/2 (h2 with tls, else h2c).
     http2: Option<Spanned<bool>>,
     /// With http2: concurrent streams per connection (`--streams`).
-    streams: Option<Spanned<usize>>,
+    streams: Option<Spanned<i64>>,
     command: Option<Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
@@ -214,6 +216,21 @@ fn duration(
     }
 }
 
+/// A count field within `range`, or `None` when absent; read signed, so that a negative
+/// count gets the same range message as any other out of range.
+fn count(
+    file: &Path,
+    text: &str,
+    v: &Option<Spanned<i64>>,
+    name: &str,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<Option<usize>, String> {
+    let wide = i64::try_from(*range.start()).unwrap_or(i64::MAX)
+        ..=i64::try_from(*range.end()).unwrap_or(i64::MAX);
+    // Within a range of usizes, the value is a usize.
+    Ok(number(file, text, v, name, wide)?.map(|n| n as usize))
+}
+
 /// A numeric field within `range`, or `None` when absent.
 fn number<T>(
     file: &Path,
@@ -261,9 +278,9 @@ fn cpu_list(
 pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
     let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
     let l = &raw.load;
-    let runs = number(file, text, &l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
+    let runs = count(file, text, &l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
     let load = Load {
-        connections: number(
+        connections: count(
             file,
             text,
             &l.connections,
@@ -286,9 +303,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
             Duration::ZERO..=MAX_DURATION,
         )?,
         runs,
-        pipeline: number(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
+        pipeline: count(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
         rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
-        threads: number(file, text, &l.threads, "threads", 1..=MAX_THREADS)?,
+        threads: count(file, text, &l.threads, "threads", 1..=MAX_THREADS)?,
         timeout: duration(
             file,
             text,
@@ -350,15 +367,22 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                     }
                 };
                 TargetSpec::Embedded {
-                    threads: number(file, text, &t.threads, "threads", 1..=MAX_THREADS)?,
+                    threads: count(file, text, &t.threads, "threads", 1..=MAX_THREADS)?,
                     backlog: number(file, text, &t.backlog, "backlog", 1..=65535)?,
                     stall,
                 }
             }
             "nginx" => TargetSpec::Nginx {
                 workers: match &t.workers {
-                    Some(w) => tailscope_targets::check_nginx_workers(*w.get_ref())
-                        .map_err(|e| at(file, text, w, format!("workers = {e}")))?,
+                    Some(w) => match usize::try_from(*w.get_ref()) {
+                        Ok(n) => tailscope_targets::check_nginx_workers(n),
+                        Err(_) => Err(format!(
+                            "{} is out of range: give 1..={}",
+                            w.get_ref(),
+                            tailscope_targets::MAX_NGINX_WORKERS
+                        )),
+                    }
+                    .map_err(|e| at(file, text, w, format!("workers = {e}")))?,
                     None => 1,
                 },
                 static_dir: t.static_dir.clone(),
@@ -415,7 +439,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 ));
             }
         }
-        let n = number(file, text, &t.streams, "streams", 1..=MAX_STREAMS)?;
+        let n = count(file, text, &t.streams, "streams", 1..=MAX_STREAMS)?;
         streams.insert(name.clone(), n.unwrap_or(1));
         targets.push((name, spec));
     }

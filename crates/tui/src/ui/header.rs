@@ -61,14 +61,16 @@ impl Widget for &HeaderPanel<'_> {
             ),
             None => line2.add(1, "closed loop"),
         };
-        line2 = line2.add(2, format!("{} conn", info.connections)).add(
-            3,
-            format!(
-                "{} thread{}",
-                info.threads,
-                if info.threads == 1 { "" } else { "s" }
-            ),
-        );
+        line2 = line2
+            .add(2, format!("{} conn", fmt_count(info.connections as u64)))
+            .add(
+                3,
+                format!(
+                    "{} thread{}",
+                    info.threads,
+                    if info.threads == 1 { "" } else { "s" }
+                ),
+            );
         if info.pipeline > 1 {
             line2 = line2.add(4, format!("pipeline {}", info.pipeline));
         }

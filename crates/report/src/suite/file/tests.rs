@@ -146,6 +146,16 @@ fn errors_name_the_line_and_the_problem() {
             "1..=1000000",
         ),
         (
+            GOOD.replace("connections = 64", "connections = -1"),
+            "s.toml:5:",
+            "connections = -1 is out of range: give 1..=1000000",
+        ),
+        (
+            GOOD.replace("workers = 1", "workers = -2"),
+            "s.toml:16:",
+            "workers = -2 is out of range: give 1..=",
+        ),
+        (
             GOOD.replace("connections = 64", "connections = 64\nrate = 1e-20"),
             "s.toml:6:",
             "rate = 0.00000000000000000001 is out of range",

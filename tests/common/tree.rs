@@ -95,8 +95,10 @@ pub fn tree_of(root: u64) -> Vec<u64> {
     tree
 }
 
-/// Starts `tailscope ARGS` with a launched target and returns it with the target's pid, read
-/// from its `… ready at URL (pid N)` line (which may come in pieces).
+/// Starts `tailscope ARGS` with a launched target and returns it with the pid of the target's
+/// root: the process tailscope launched, found by walking up from the serving process whose
+/// pid its `… ready at URL (pid N)` line (which may come in pieces) names (nginx's master,
+/// the python under a `sh -c`, below tailscope's `ts-init` pair).
 pub fn launch_and_read_pid(args: &[&str]) -> (std::process::Child, u64) {
     use std::io::Read;
     let (mut child, mut seen) = super::spawn_until(args, "ready at");
@@ -113,12 +115,23 @@ pub fn launch_and_read_pid(args: &[&str]) -> (std::process::Child, u64) {
         }
     }
     child.stderr = Some(stderr);
-    let root = seen
+    let server: u64 = seen
         .split("(pid ")
         .nth(1)
         .and_then(|s| s.split(')').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no 'ready at … (pid N)' line: {seen}"));
+    let tailscope = u64::from(child.id());
+    let parents = all_parents();
+    let parent_of = |pid: u64| parents.iter().find(|p| p.0 == pid).map(|p| p.1);
+    let mut root = server;
+    while let Some(parent) = parent_of(root).filter(|&p| p != tailscope) {
+        assert!(
+            parent > 1,
+            "the server {server} is not below tailscope {tailscope}"
+        );
+        root = parent;
+    }
     (child, root)
 }
 

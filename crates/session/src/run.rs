@@ -186,7 +186,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .as_ref()
         .map(|t| t.server_cpus().to_vec())
         .unwrap_or_default();
-    let target_pid = target.as_ref().map(|t| t.pid()).or(config.pid);
+    let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
     let mut profiler = RunProfiler::new(
         target_pid,
         server_cpus.clone(),

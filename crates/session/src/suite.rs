@@ -119,7 +119,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                     streams,
                 );
                 let mut profiler = RunProfiler::new(
-                    Some(target.pid()),
+                    Some(target.root_pid()),
                     server_cpus.clone(),
                     client_cpus.clone(),
                     false,

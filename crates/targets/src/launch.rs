@@ -77,6 +77,8 @@ pub struct Target {
     command_line: String,
     child: Option<Child>,
     pgid: i32,
+    /// The process that serves (see [`serving_pid`]), once the target is ready.
+    server_pid: Option<i32>,
     port: u16,
     server_cpus: Vec<usize>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
@@ -87,6 +89,31 @@ pub struct Target {
     guardian: Option<sys::Guardian>,
     /// Served over TLS: its throw-away certificate's files (in `temp_dir`).
     tls: Option<crate::cert::TlsFiles>,
+}
+
+/// The process that serves a launched target: of its process group, the oldest process that
+/// holds a socket listening on `port` (nginx's master rather than a worker, python rather
+/// than the `sh -c` around it; tailscope's `ts-init` pair holds none). `None` when no member
+/// holds one (a server reached through a proxy outside the group) or it cannot be read.
+fn serving_pid(pgid: i32, port: u16) -> Option<i32> {
+    let sockets: Vec<String> = crate::listen::listeners(port)
+        .ok()?
+        .iter()
+        .map(|l| format!("socket:[{}]", l.inode))
+        .collect();
+    let holds = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
+    };
+    ProcessTree::for_killing(pgid as u32, Some(pgid as u32))
+        .members()
+        .filter(|m| m.alive && !m.stat.zombie && holds(m.stat.pid))
+        .min_by_key(|m| (m.stat.starttime, m.stat.pid))
+        .map(|m| m.stat.pid)
 }
 
 fn free_port() -> Result<u16, Error> {
@@ -251,6 +278,7 @@ impl Target {
             command_line,
             child: Some(child),
             pgid,
+            server_pid: None,
             port: port.unwrap_or(0),
             server_cpus: server_cpus.to_vec(),
             stderr,
@@ -263,6 +291,13 @@ impl Target {
             target.port = target.wait_announced(&rx, deadline, stop)?;
         }
         target.wait_ready(spec.ready_path(), deadline, stop)?;
+        target.server_pid = serving_pid(target.pgid, target.port);
+        if let (Some(pid), "command") = (target.server_pid, target.kind) {
+            // `sh -c 'python3 -m http.server {port}'` is named after what serves, as its pid is.
+            if let Ok(stat) = procfs::process::Process::new(pid).and_then(|p| p.stat()) {
+                target.name = stat.comm;
+            }
+        }
         Ok(target)
     }
 
@@ -383,11 +418,36 @@ impl Target {
         self.tls.as_ref().map(|f| f.ca.as_path())
     }
 
-    /// The process id of the launched process (the group leader: the outer `ts-init` of the
-    /// target's PID namespace, or the command itself where there is none), in tailscope's
-    /// namespace.
+    /// The process id of the process that serves (see [`serving_pid`]: nginx's master, the
+    /// python under a `sh -c`), or where none was found the launched process (the group
+    /// leader: the outer `ts-init` of the target's PID namespace, or the command itself where
+    /// there is none), in tailscope's namespace: the pid a person looks for.
     pub fn pid(&self) -> u32 {
-        self.pgid as u32
+        self.server_pid.unwrap_or(self.pgid) as u32
+    }
+
+    /// The root of what is profiled: the command tailscope ran (the `sh -c` around a python
+    /// server included, tailscope's `ts-init` pair above it not), or the launched process
+    /// where the serving one was not found.
+    pub fn root_pid(&self) -> u32 {
+        let Some(mut pid) = self.server_pid else {
+            return self.pgid as u32;
+        };
+        let stat = |pid: i32| {
+            procfs::process::Process::new(pid)
+                .and_then(|p| p.stat())
+                .ok()
+        };
+        // Up from the server while its parent is of the command's: not one of the init pair,
+        // nor tailscope (the parent of a command launched without a namespace).
+        while let Some(parent) = stat(pid).map(|s| s.ppid) {
+            let own = parent as u32 == std::process::id();
+            if own || parent <= 1 || stat(parent).is_none_or(|s| s.comm == sys::INIT_COMM) {
+                break;
+            }
+            pid = parent;
+        }
+        pid as u32
     }
 
     /// `embedded`, `nginx`, or the command's program.

@@ -245,6 +245,8 @@ fn end_as(status: i32) -> ! {
 /// The name and command line of the two halves of a PID-namespace launch, set apart from
 /// `tailscope run` as the guardian's are (see [`GUARDIAN_TITLE`]).
 const INIT_NAME: &std::ffi::CStr = c"ts-init";
+/// [`INIT_NAME`] as /proc/PID/stat shows it.
+pub(crate) const INIT_COMM: &str = "ts-init";
 const INIT_TITLE: &[u8] = b"tailscope-init";
 
 /// A process forked from tailscope that kills a launched target's whole tree when tailscope

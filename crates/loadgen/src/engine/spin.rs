@@ -153,7 +153,10 @@ fn build(spin: SpinBeforeSleep) -> std::io::Result<(tokio::runtime::Runtime, Opt
     let runtime = builder.build()?;
     let after = epoll_fds();
     drop(guard);
-    let new: Vec<RawFd> = after.into_iter().filter(|fd| !before.contains(fd)).collect();
+    let new: Vec<RawFd> = after
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect();
     // mio keeps a dup of its epoll fd (the registry's): the fds that watch the same fds (its
     // waker's eventfd, so far) are one epoll; another runtime's would watch its own waker.
     let watched: Vec<Option<String>> = new.iter().map(|&fd| watched_fds(fd)).collect();
@@ -211,7 +214,10 @@ mod tests {
 
     #[test]
     fn the_flag_takes_auto_a_duration_or_zero() {
-        assert_eq!(SpinBeforeSleep::parse("auto"), Ok(SpinBeforeSleep::Adaptive));
+        assert_eq!(
+            SpinBeforeSleep::parse("auto"),
+            Ok(SpinBeforeSleep::Adaptive)
+        );
         let fixed = SpinBeforeSleep::parse("20us").unwrap();
         assert_eq!(fixed, SpinBeforeSleep::Fixed(Duration::from_micros(20)));
         assert_eq!(fixed.to_string(), "20µs");
@@ -244,6 +250,9 @@ mod tests {
             let mut buf = [0; 1];
             assert_eq!(socket.recv(&mut buf).await.unwrap(), 1);
         });
-        assert!(build(SpinBeforeSleep::Fixed(Duration::ZERO)).unwrap().1.is_none());
+        assert!(build(SpinBeforeSleep::Fixed(Duration::ZERO))
+            .unwrap()
+            .1
+            .is_none());
     }
 }

@@ -7,9 +7,12 @@
 # (bench/nginx-tls.conf), every generator on CPU 1, 1 thread, 64 connections, https/1.1;
 # wrk sends tailscope's request bytes. Rounds alternate the tools.
 #
-#   TOOLS="wrk ts ts-off ts-spin" TS=PATH bash bench/tls-wakeups.sh [SECONDS, default 4] [ROUNDS, default 5]
+#   TOOLS="wrk ts ts-before ts-nospin" TS=PATH TS_BEFORE=PATH bash bench/tls-wakeups.sh [SECONDS, default 4] [ROUNDS, default 5]
 #
-# ts-VARIANT runs TS with TS_EXP=VARIANT, which only a build with
+# ts-before runs TS_BEFORE (another build, e.g. one from before --spin-before-sleep), ts-nospin
+# runs TS with --spin-before-sleep 0. EXTRA is added to every tailscope run's flags (EXTRA="-q
+# 1000": open loop, to see what polling before sleeping costs when there is little to do).
+# Other ts-VARIANTs run TS with TS_EXP=VARIANT, which only a build with
 # bench/tls-wakeups-experiment.patch applied reads: `off` (no profiler: RunProfiler samples
 # nothing), `noperf` (no perf counters), `nolisten` (no sock_diag), `spin` (the worker
 # thread never sleeps: a task that yields in a loop). Session 7 (BENCHMARKS.md).
@@ -46,8 +49,14 @@ for r in $(seq "$rounds"); do
         n=$(printf '%s' "$out" | awk '/requests in/ {print $1}') ;;
       ts*)
         variant=${tool#ts}; variant=${variant#-}
-        out=$(TS_EXP=$variant /usr/bin/time -o "$tf" -f "%U %S %w" taskset -c 1 "$ts" run "$url" -k \
-          --threads 1 -c 64 -z "${secs}s" --json - 2>/dev/null)
+        bin=$ts; flags=()
+        case $variant in
+          before) bin=${TS_BEFORE:?TS_BEFORE=PATH for ts-before}; variant= ;;
+          nospin) flags=(--spin-before-sleep 0); variant= ;;
+        esac
+        # shellcheck disable=SC2086 # EXTRA is a list of flags
+        out=$(TS_EXP=$variant /usr/bin/time -o "$tf" -f "%U %S %w" taskset -c 1 "$bin" run "$url" -k \
+          --threads 1 -c 64 -z "${secs}s" "${flags[@]}" ${EXTRA:-} --json - 2>/dev/null)
         n=$(printf '%s' "$out" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["requests"])') ;;
     esac
     t1=$(nginx_s); i1=$(irqs)

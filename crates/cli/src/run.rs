@@ -153,6 +153,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     plan.connect_timeout = load.connect_timeout;
     plan.grace = plan.timeout.min(Duration::from_secs(1));
     plan.engine = load.engine.into();
+    plan.spin_before_sleep = load.spin_before_sleep;
     if let Some(s) = load.source_addrs.clone() {
         plan.source_addrs = s;
     }

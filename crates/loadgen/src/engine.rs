@@ -24,11 +24,13 @@ mod connection;
 mod held;
 mod http1;
 mod http2;
+mod spin;
 mod tcp;
 pub(crate) mod tls;
 mod uring;
 mod worker;
 
+pub use spin::{SpinBeforeSleep, MAX_WINDOW as MAX_SPIN_WINDOW};
 pub(crate) use uring::direct as uring_direct;
 
 use std::future::pending;
@@ -276,9 +278,7 @@ pub(crate) fn spawn_worker(
                 return uring::worker_main(shared, spec, tx, stop.flag);
             }
             let stop = stop.notify;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
+            let runtime = spin::runtime(shared.plan.spin_before_sleep)
                 .expect("a current-thread runtime can be built");
             let local = tokio::task::LocalSet::new();
             local.block_on(&runtime, worker_main(shared, spec, tx, stop))

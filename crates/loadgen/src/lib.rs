@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use segment::share;
 
-pub use engine::{EngineChoice, EngineUsed};
+pub use engine::{EngineChoice, EngineUsed, SpinBeforeSleep, MAX_SPIN_WINDOW};
 pub use error::{Error, ErrorKind};
 pub use plan::{Pace, Plan, SourceAddrs, Stop};
 pub use snapshot::{

@@ -96,6 +96,9 @@ pub struct Plan {
     pub grace: Duration,
     /// Which generator engine runs the plan.
     pub engine: EngineChoice,
+    /// How long the tokio engine's threads poll for work before they sleep
+    /// (`--spin-before-sleep`).
+    pub spin_before_sleep: crate::SpinBeforeSleep,
     /// Which local addresses connections come from.
     pub source_addrs: SourceAddrs,
     /// New connections per second at most, in total (`--connect-rate`); none: unbounded.
@@ -152,6 +155,7 @@ impl Plan {
             tick: Duration::from_millis(100),
             grace: Duration::from_secs(1),
             engine: EngineChoice::Auto,
+            spin_before_sleep: crate::SpinBeforeSleep::Adaptive,
             source_addrs: SourceAddrs::Kernel,
             connect_rate: None,
             requests: Vec::new(),

@@ -77,6 +77,10 @@ pub struct Config {
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
     pub engine: crate::EngineUsed,
+    /// `--spin-before-sleep` of the tokio engine: "auto", "off" or the fixed window ("20µs");
+    /// null when the io_uring engine ran (it does not poll before sleeping).
+    #[serde(default)]
+    pub spin_before_sleep: Option<String>,
     /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
     #[serde(default)]
     pub connect_rate: Option<f64>,
@@ -425,6 +429,8 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
+                spin_before_sleep: (totals.engine.name == "tokio")
+                    .then(|| plan.spin_before_sleep.to_string()),
                 connect_rate: plan.connect_rate,
                 source_addrs: plan
                     .source_ips()

@@ -58,6 +58,22 @@ pub fn bind_source(socket: &impl AsFd, src: SocketAddr) -> std::io::Result<()> {
     socket2::SockRef::from(socket).bind(&src.into())
 }
 
+/// Whether the epoll fd `epoll_fd` has events ready (a poll with no timeout: an epoll fd is
+/// readable while its ready list is not empty). Used by the tokio engine's poll before
+/// sleeping (engine/spin.rs).
+pub fn has_events(epoll_fd: std::os::fd::RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: epoll_fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd in a live local, count 1; a closed or reused fd number costs a
+    // wrong answer (POLLNVAL, or another fd's readiness), never memory: poll only reads and
+    // writes the array it is given.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc > 0 && pfd.revents & libc::POLLIN != 0
+}
+
 /// Fixes glibc's mmap threshold at its default (128 KiB), which turns off its dynamic
 /// raising. The run allocates latency histograms of ~130 KiB (three significant figures)
 /// for a worker's intervals until its spares come back warm (the snapshots, the

@@ -190,6 +190,11 @@ pub struct LoadArgs {
     /// config.engine says which ran and why).
     #[arg(long = "engine", value_enum, default_value_t = Engine::Auto, value_name = "ENGINE")]
     pub engine: Engine,
+    /// Before a tokio generator thread sleeps, poll for a response this long, so that a
+    /// server on this machine does not pay for waking it: auto (a window that adapts, 0 to
+    /// 50µs), a duration up to 1ms, or 0 (off).
+    #[arg(long = "spin-before-sleep", value_parser = tailscope_loadgen::SpinBeforeSleep::parse, default_value = "auto", value_name = "auto|DUR")]
+    pub spin_before_sleep: tailscope_loadgen::SpinBeforeSleep,
     /// Spread connections over these local addresses (10.0.0.2,10.0.0.3), each with its own
     /// ephemeral ports; auto, for a loopback target: 127.0.0.1, 127.0.0.2, ... as -c needs.
     #[arg(long = "source-addrs", value_parser = tailscope_loadgen::SourceAddrs::parse, value_name = "LIST|auto")]

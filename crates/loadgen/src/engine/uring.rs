@@ -37,7 +37,7 @@ pub(super) const STOP_POLL: Duration = Duration::from_millis(10);
 const EARLY_WAKE: Duration = Duration::from_micros(200);
 /// Open loop: slot wake-ups due within this of the first one are handled with it, so that at
 /// high rates one `io_uring_enter` serves several slots rather than one wait per slot (see
-/// [`take_due`]). On this project's VM each sleep and wake-up of the generator costs it tens
+/// [`next_due`]). On this project's VM each sleep and wake-up of the generator costs it tens
 /// of microseconds of CPU: a wake-up per slot left it saturated at -q 100000 (9.5 µs of CPU
 /// per request against ~5 closed loop) and used 0.9 of a core at -q 20000. The price: at
 /// 100 k req/s the slots of a window (30) leave together, and the server queues them.
@@ -63,44 +63,26 @@ fn user_data(op: u64, gen: u32, index: usize) -> u64 {
     op << 56 | u64::from(gen & 0x00ff_ffff) << 32 | index as u64
 }
 
-/// Takes the deadlines to handle now: the due ones, and, once a wake-up is due, every
-/// wake-up due within [`COALESCE`] after now (their sends leave in one submission). A
-/// wake-up not yet due waits for its time even when a completion runs a pass before it:
-/// taken early a few at a time, each pass sent a slot or two, and the timed wait between
-/// them lasted only until the next slot.
-fn take_due(
+/// The next deadline to handle now, if any: a due one, or, once a wake-up was due in this
+/// pass (`window_end`, None at the start of a pass), a wake-up within [`COALESCE`] after it
+/// (their sends leave in one submission). A wake-up not yet due waits for its time even when
+/// a completion runs a pass before it: taken early a few at a time, each pass sent a slot or
+/// two, and the timed wait between them lasted only until the next slot. A request timer
+/// not yet due ends the window (rare: the wake-ups behind it wait for their own time).
+fn next_due(
     deadlines: &mut BinaryHeap<Reverse<(Instant, Due, usize)>>,
     now: Instant,
-    out: &mut Vec<(Instant, Due, usize)>,
-) {
-    out.clear();
-    let mut window_end: Option<Instant> = None;
-    // Request timers in the window that are not due yet: put back after it.
-    let mut not_due = 0;
-    while let Some(&Reverse((at, due, i))) = deadlines.peek() {
-        if at > now && window_end.is_none_or(|end| at > end) {
-            break;
-        }
-        deadlines.pop();
-        if at > now && due == Due::Timer {
-            out.push((at, due, i));
-            not_due += 1;
-            continue;
-        }
-        if due != Due::Timer && window_end.is_none() {
-            window_end = Some(now + COALESCE);
-        }
-        out.push((at, due, i));
+    window_end: &mut Option<Instant>,
+) -> Option<(Instant, Due, usize)> {
+    let &Reverse((at, due, i)) = deadlines.peek()?;
+    if at > now && (due == Due::Timer || window_end.is_none_or(|end| at > end)) {
+        return None;
     }
-    if not_due > 0 {
-        out.retain(|&(at, due, i)| {
-            let keep = !(at > now && due == Due::Timer);
-            if !keep {
-                deadlines.push(Reverse((at, due, i)));
-            }
-            keep
-        });
+    if due != Due::Timer && window_end.is_none() {
+        *window_end = Some(now + COALESCE);
     }
+    deadlines.pop();
+    Some((at, due, i))
 }
 
 /// When to wake for a slot due `at`: [`EARLY_WAKE`] before it, and not in the past.
@@ -299,7 +281,6 @@ impl UringWorker {
         let mut sending_ended = None;
         let mut grace_end = None;
         let mut completions = Vec::with_capacity(1024);
-        let mut due = Vec::new();
         loop {
             let now = Instant::now();
             if sending_ended.is_none() {
@@ -337,9 +318,9 @@ impl UringWorker {
                     next_tick += tick;
                 }
             }
-            take_due(&mut self.deadlines, now, &mut due);
-            for &(at, kind, i) in &due {
-                self.on_deadline(i, at, kind, now);
+            let mut window_end = None;
+            while let Some((at, due, i)) = next_due(&mut self.deadlines, now, &mut window_end) {
+                self.on_deadline(i, at, due, now);
             }
             // At most a batch of connections per pass, oldest first, then the completions:
             // 18 000 connects submitted before one completion is reaped measured every
@@ -358,7 +339,7 @@ impl UringWorker {
                 self.advance(i, now);
             }
 
-            // Until the first deadline itself, whatever it is for (see `take_due`: a wake-up
+            // Until the first deadline itself, whatever it is for (see `next_due`: a wake-up
             // takes those within COALESCE after it, so the next is at least that far). Waiting
             // until COALESCE before it made a timed wait of a few µs per slot at -q 100000.
             let mut until = next_tick;
@@ -471,33 +452,37 @@ mod tests {
         addr
     }
 
+    /// What one pass of the loop takes at `now`.
+    fn pass(heap: &mut BinaryHeap<Reverse<(Instant, Due, usize)>>, now: Instant) -> Vec<usize> {
+        let mut window_end = None;
+        std::iter::from_fn(|| next_due(heap, now, &mut window_end))
+            .map(|(_, due, i)| if due == Due::Timer { 1000 + i } else { i })
+            .collect()
+    }
+
     #[test]
     fn slot_wake_ups_are_taken_in_windows_once_the_first_is_due() {
         let t = Instant::now();
         let us = |n: u64| t + Duration::from_micros(n);
-        // Slots every 10 µs (100 k req/s), and a request timer 100 µs in.
+        // Slots every 10 µs (100 k req/s) from 100 µs, and a request timer at 450 µs.
         let mut heap = BinaryHeap::new();
         for k in 0..100 {
             heap.push(Reverse((us(100 + 10 * k), Due::Wake, k as usize)));
         }
-        heap.push(Reverse((us(150), Due::Timer, 7)));
-        let mut due = Vec::new();
+        heap.push(Reverse((us(450), Due::Timer, 7)));
         // A completion's pass before the first wake-up takes none: it does not send the
         // next slot or two early on its own.
-        take_due(&mut heap, us(95), &mut due);
-        assert!(due.is_empty(), "{due:?}");
-        // The first is due: it and every wake-up within COALESCE after now go together,
-        // not the timer, which is not due.
-        take_due(&mut heap, us(100), &mut due);
-        let wakes: Vec<usize> = due.iter().map(|d| d.2).collect();
-        assert_eq!(wakes, (0..=30).collect::<Vec<_>>());
-        assert!(due.iter().all(|d| d.1 == Due::Wake));
-        assert_eq!(heap.peek().map(|r| r.0 .0), Some(us(150)));
-        // The timer falls due: taken alone, the wake-ups behind it wait for their time.
-        take_due(&mut heap, us(405), &mut due);
-        assert_eq!(due, vec![(us(150), Due::Timer, 7)]);
-        take_due(&mut heap, us(410), &mut due);
-        assert_eq!(due.len(), 31);
+        assert_eq!(pass(&mut heap, us(95)), Vec::<usize>::new());
+        // The first is due: it and every wake-up within COALESCE after now go together.
+        assert_eq!(pass(&mut heap, us(100)), (0..=30).collect::<Vec<_>>());
+        assert_eq!(pass(&mut heap, us(105)), Vec::<usize>::new());
+        // The next window: the timer, not due, ends it (the wake-ups behind it wait).
+        assert_eq!(pass(&mut heap, us(410)), (31..=34).collect::<Vec<_>>());
+        // Due, the timer is taken with the wake-up due with it and its window.
+        assert_eq!(
+            pass(&mut heap, us(450)),
+            std::iter::once(1007).chain(35..=65).collect::<Vec<_>>()
+        );
     }
 
     #[test]

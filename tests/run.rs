@@ -389,6 +389,22 @@ fn connections_still_opening_at_the_end_are_named(e: Engine) {
     drop(fillers);
 }
 
+fn the_peak_in_handshake_counts_connects_between_ticks(e: Engine) {
+    // On loopback a handshake begins and ends between two 100 ms ticks: the gauge at a tick's
+    // end reads 0, but all 16 connections were opening at once before the first response
+    // (the io_uring engine submits a pass's connects before it reaps a completion; tokio
+    // polls every task's connect before its I/O driver).
+    let server = serve(|_| Reply::Send(ok("x")));
+    let (code, r, stderr) = e.run_json(
+        &server.url("/"),
+        &["-z", "300ms", "-c", "16", "--threads", "1"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let c = &r["connections"];
+    assert_eq!(n(&c["peak_open"]), 16, "{c}");
+    assert_eq!(n(&c["peak_opening"]), 16, "{c}");
+}
+
 // ---- Measurement semantics (item 6) ----
 
 fn duration_is_the_load_window_and_the_grace_is_reported(e: Engine) {
@@ -472,6 +488,7 @@ engine_tests!(
     a_command_target_loads_slash_and_gets_200s,
     a_method_the_server_refuses_is_warned_about,
     connections_still_opening_at_the_end_are_named,
+    the_peak_in_handshake_counts_connects_between_ticks,
     duration_is_the_load_window_and_the_grace_is_reported,
     a_counted_run_s_window_ends_when_its_last_request_is_sent,
     an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early,

@@ -43,6 +43,11 @@ pub struct Gauge {
     pub peak_open: u64,
     /// In their TCP handshake.
     pub opening: u64,
+    /// The most in their handshake at once since the worker's previous interval (at least
+    /// `opening`): handshakes on loopback begin and end between two ticks, so `opening` at
+    /// a tick's end is mostly 0 while a whole `-c` was opening a moment before.
+    #[serde(default)]
+    pub peak_opening: u64,
 }
 
 /// Every population's [`Gauge`]: one worker's at the end of an interval, or a run's sum.
@@ -63,17 +68,18 @@ impl Gauges {
             a.open += b.open;
             a.peak_open += b.peak_open;
             a.opening += b.opening;
+            a.peak_opening += b.peak_opening;
         }
     }
 
     /// Raises each figure to at least `other`'s (the peaks of a run): `open` to the most
-    /// `other` had open at once.
+    /// `other` had open at once, `opening` to the most it had in their handshake.
     pub(crate) fn raise_to(&mut self, other: &Gauges) {
         for (a, b) in std::iter::once((&mut self.load, &other.load))
             .chain(self.held.iter_mut().zip(&other.held))
         {
             a.open = a.open.max(b.peak_open.max(b.open));
-            a.opening = a.opening.max(b.opening);
+            a.opening = a.opening.max(b.peak_opening.max(b.opening));
         }
     }
 }
@@ -171,7 +177,8 @@ pub struct Connections {
     /// The load's connections: the most open at once (each generator thread's most within
     /// a tick, added up over the threads: exact with one thread, else an upper bound).
     pub peak_open: u64,
-    /// The most in their handshake at once (at a tick's end).
+    /// The most in their handshake at once (each generator thread's most within a tick,
+    /// added up over the threads, as `peak_open`).
     pub peak_opening: u64,
     /// `--idle-conns`; null without.
     #[serde(default)]

@@ -59,17 +59,20 @@ fn long_app() -> App {
                 open: 9_876,
                 peak_open: 9_876,
                 opening: 124,
+                peak_opening: 124,
             },
             held: [
                 Gauge {
                     open: 20_000,
                     peak_open: 20_000,
                     opening: 0,
+                    peak_opening: 0,
                 },
                 Gauge {
                     open: 1_234,
                     peak_open: 1_300,
                     opening: 5,
+                    peak_opening: 5,
                 },
             ],
         };

@@ -36,6 +36,12 @@ impl Level {
         self.now.set(self.now.get().saturating_sub(1));
     }
 
+    /// Sets the count (as a `Cell`'s `set`), raising the most to it.
+    pub(super) fn set(&self, now: u64) {
+        self.now.set(now);
+        self.most.set(self.most.get().max(now));
+    }
+
     pub(super) fn get(&self) -> u64 {
         self.now.get()
     }
@@ -98,8 +104,10 @@ pub(super) struct Worker {
     pub(super) rate_bits: Cell<u64>,
     pub(super) share: f64,
     pub(super) in_flight: Cell<u64>,
-    /// Connections in the middle of a TCP handshake.
-    pub(super) connecting: Cell<u64>,
+    /// Connections in the middle of a TCP handshake, and the most at once since the last
+    /// tick: the io_uring engine begins a pass's connects and reaps their completions
+    /// within one loop pass, so a tick's end never saw one in progress.
+    pub(super) connecting: Level,
     /// The load's connections open now.
     pub(super) open: Level,
     /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
@@ -164,7 +172,7 @@ impl Worker {
             rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
             share: spec.share,
             in_flight: Cell::new(0),
-            connecting: Cell::new(0),
+            connecting: Level::default(),
             open: Level::default(),
             held_open: Default::default(),
             held_opening: Default::default(),
@@ -221,12 +229,14 @@ impl Worker {
             open: self.held_open[k.index()].get(),
             peak_open: self.held_open[k.index()].take_most(),
             opening: self.held_opening[k.index()].get(),
+            peak_opening: self.held_opening[k.index()].get(),
         };
         Gauges {
             load: Gauge {
                 open: self.open.get(),
                 peak_open: self.open.take_most(),
                 opening: self.connecting.get(),
+                peak_opening: self.connecting.take_most(),
             },
             held: [held(HeldKind::Idle), held(HeldKind::Slow)],
         }

@@ -107,6 +107,7 @@ pub fn steady(open: u64) -> Gauges {
             open,
             peak_open: open,
             opening: 0,
+            peak_opening: 0,
         },
         ..Gauges::default()
     }

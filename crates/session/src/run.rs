@@ -285,7 +285,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     if let Some(t) = target.as_mut() {
         if let Some(status) = t.exited() {
             report.warnings.push(format!(
-                "the {} server exited during the run ({status}): what was measured after that was no server",
+                "the {} server exited during the run (the launched command's {status}): what was measured after that was no server",
                 t.name()
             ));
         }

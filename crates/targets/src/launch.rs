@@ -652,8 +652,10 @@ mod tests {
             let pid_file = pid_file.clone();
             std::thread::spawn(move || {
                 // Set the stop once the server runs (its pid is written), well inside the
-                // hour it is given to get ready.
-                while !pid_file.exists() {
+                // hour it is given to get ready; after a minute without it, set it anyway
+                // (the launch failed, and its error is what the test then shows).
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while !pid_file.exists() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 stop.store(true, Ordering::SeqCst);

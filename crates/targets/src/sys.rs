@@ -8,7 +8,6 @@ use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -35,11 +34,11 @@ use nix::unistd::{dup2, fork, pipe2, setpgid, ForkResult, Pid};
 ///                     └─ the command (sh -c …, nginx, tailscope serve) and its tree
 /// ```
 ///
-/// Both halves are forked between fork and exec (they never exec), pass SIGTERM, SIGINT,
-/// SIGQUIT, SIGHUP, SIGUSR1 and SIGUSR2 on to the command (an init that has no handler for a
-/// signal never receives it), and end as the command ended (its exit code, or the signal
-/// that killed it), so tailscope reads the command's status from the launched process as
-/// before. pid 1 reaps every orphan. The outer half dies with the thread that launched it
+/// Both halves are forked between fork and exec (they never exec), outlive SIGTERM, SIGINT,
+/// SIGQUIT, SIGHUP, SIGUSR1 and SIGUSR2 (tailscope signals the command itself, through its
+/// process group and its tree; see [`OUTLIVED`]), and end as the command ended (its exit
+/// code, or the signal that killed it), so tailscope reads the command's status from the
+/// launched process as before. pid 1 reaps every orphan. The outer half dies with the thread that launched it
 /// (PR_SET_PDEATHSIG, SIGKILL) and takes pid 1 with it (the same), which takes the
 /// namespace. Every pid tailscope handles is still one of its own namespace (the kernel
 /// reports the host's pids in tailscope's /proc), so the tree is profiled as before.
@@ -61,11 +60,14 @@ pub fn contain_and_pin(cmd: &mut Command, cpus: &[usize]) {
     // (fork copies the address space) without reading /proc.
     let area = arg_area();
     // SAFETY: the closure runs in the forked child before exec, where tailscope's other
-    // threads do not exist: it makes only async-signal-safe system calls (prctl,
-    // sched_setaffinity, unshare, pipe2, fork, and in the two halves that never exec: dup2,
-    // open, close_range, sigaction, waitpid, read, write, kill, _exit), allocates nothing
-    // and touches no lock (`set` and `area` were computed before the fork and are copied
-    // in). The halves never return into std's code: they end with _exit.
+    // threads do not exist: it makes only plain system calls (prctl, sched_setaffinity,
+    // unshare, pipe2, and in the two halves that never exec: dup2, open, close_range or
+    // close, getrlimit, sigaction, waitpid, read, write, kill, _exit), allocates nothing and
+    // touches no lock (`set` and `area` were computed before the fork and are copied in).
+    // The halves never return into std's code: they end with _exit. The two forks are
+    // glibc's fork(), which is not async-signal-safe (it runs atfork handlers and takes the
+    // malloc and stdio locks): it is sound here only because this child is single-threaded,
+    // so no other thread can hold those locks, and the first fork's child had them reset.
     unsafe {
         cmd.pre_exec(move || {
             if pin {
@@ -105,8 +107,13 @@ pub fn contain_and_pin(cmd: &mut Command, cpus: &[usize]) {
     }
 }
 
-/// Signals the two halves of a PID-namespace launch pass on to the command.
-const FORWARDED: [Signal; 6] = [
+/// Signals the two halves of a PID-namespace launch outlive (a handler that does nothing):
+/// tailscope stops a target by signalling its process group and every member of its tree
+/// (`ProcessTree::signal`), so the command has them already. Were the halves to pass them
+/// on as well, a stopped command got SIGTERM up to six times (a server that takes a second
+/// SIGTERM for "exit now" loses its graceful stop); were they to die of them, pid 1's death
+/// would SIGKILL the namespace before the command had stopped.
+const OUTLIVED: [Signal; 6] = [
     Signal::SIGTERM,
     Signal::SIGINT,
     Signal::SIGQUIT,
@@ -115,26 +122,12 @@ const FORWARDED: [Signal; 6] = [
     Signal::SIGUSR2,
 ];
 
-/// Where this half passes signals on to: the outer half to pid 1 (by its pid in
-/// tailscope's namespace), pid 1 to the command. Each half has its own copy (they are
-/// forked processes).
-static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: nix::libc::c_int) {
-    let pid = FORWARD_TO.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe; a stale pid gets a signal it would have had.
-        unsafe {
-            nix::libc::kill(pid, sig);
-        }
-    }
-}
+extern "C" fn outlive(_sig: nix::libc::c_int) {}
 
 /// Becomes one half of a PID-namespace launch: renamed, holding no file of tailscope's but
 /// `keep` (as fd 3) and /dev/null (as 0–2), with tailscope's signal handlers replaced by
-/// [`forward`] to `to` (and the default for the rest). Async-signal-safe.
-fn become_half(to: Pid, keep: OwnedFd, area: Option<(usize, usize)>) {
-    FORWARD_TO.store(to.as_raw(), Ordering::Relaxed);
+/// [`outlive`] for [`OUTLIVED`] (and the default for the rest). Async-signal-safe.
+fn become_half(keep: OwnedFd, area: Option<(usize, usize)>) {
     rename(area, INIT_NAME, INIT_TITLE);
     let keep = keep.into_raw_fd();
     // SAFETY: plain system calls on descriptor numbers. Of this process's descriptors only
@@ -146,7 +139,23 @@ fn become_half(to: Pid, keep: OwnedFd, area: Option<(usize, usize)>) {
         if keep != 3 {
             nix::libc::dup2(keep, 3);
         }
-        nix::libc::syscall(nix::libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        if nix::libc::syscall(nix::libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+            // No close_range (Linux before 5.9, or a seccomp filter refuses it): one close
+            // per descriptor up to the limit, or spawn() would wait on its exec-error pipe
+            // for as long as the command runs.
+            let mut limit = nix::libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let top = if nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as i32
+            } else {
+                1 << 16
+            };
+            for fd in 4..top {
+                nix::libc::close(fd);
+            }
+        }
         let null = nix::libc::open(c"/dev/null".as_ptr(), nix::libc::O_RDWR);
         if null >= 0 {
             for fd in 0..3 {
@@ -162,15 +171,15 @@ fn become_half(to: Pid, keep: OwnedFd, area: Option<(usize, usize)>) {
                 let _ = signal(sig, SigHandler::SigDfl);
             }
         }
-        for sig in FORWARDED {
-            let _ = signal(sig, SigHandler::Handler(forward));
+        for sig in OUTLIVED {
+            let _ = signal(sig, SigHandler::Handler(outlive));
         }
     }
 }
 
 /// The outer half: waits for pid 1, then ends as the command did.
 fn outer_half(init: Pid, status_read: OwnedFd, area: Option<(usize, usize)>) -> ! {
-    become_half(init, status_read, area);
+    become_half(status_read, area);
     let own = wait_for(init.as_raw());
     let mut raw = [0u8; 4];
     let got = loop {
@@ -193,7 +202,7 @@ fn outer_half(init: Pid, status_read: OwnedFd, area: Option<(usize, usize)>) -> 
 /// pid 1 of the namespace: reaps every process that ends in it, and once the command has
 /// ended, hands its status to the outer half and exits (the kernel kills the rest).
 fn init(command: Pid, status_write: OwnedFd, area: Option<(usize, usize)>) -> ! {
-    become_half(command, status_write, area);
+    become_half(status_write, area);
     let status = wait_for(command.as_raw());
     // SAFETY: writes a local buffer to fd 3, which this process holds (the pipe has room
     // for 4 bytes: nothing else is written to it); _exit ends it at once.

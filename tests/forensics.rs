@@ -186,7 +186,7 @@ fn a_stall_longer_than_the_time_out_is_named_server_stall() {
         .unwrap_or_else(|| panic!("{} slowest {}", r["diagnosis"], r["slowest"]));
     let evidence = stall["evidence"].as_str().unwrap();
     assert!(
-        evidence.contains("timed out at -t 0.5 s; the stall"),
+        evidence.contains("timed out at -t 500.00ms; the stall"),
         "{evidence}"
     );
 }

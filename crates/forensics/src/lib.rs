@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::fmt_count;
+use tailscope_loadgen::report::{fmt_count, fmt_us};
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
@@ -372,6 +372,12 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
 /// A stall shorter than this is not named (VMs show few-ms blips all the time).
 const MIN_STALL_US: u64 = 20_000;
 
+/// A second that counts as stalled by its timeouts: many at once, at a `-t` long enough to be
+/// a stall (a stall longer than -t shows as timeouts, not slow responses).
+fn timed_out_second(e: &Evidence, s: &TimePoint, threshold: u64, floor: u64) -> bool {
+    s.timeouts >= threshold && e.timeout_us.is_some_and(|t| t >= floor)
+}
+
 fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let threshold = (e.in_flight / 2).max(5);
     let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
@@ -384,8 +390,8 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         .iter()
         .filter(|s| {
             let slow = s.outliers >= threshold && s.max_us >= floor;
-            let timed_out = s.timeouts >= threshold && e.timeout_us.is_some_and(|t| t >= floor);
-            (slow || timed_out) && s.generator_lag_us * 2 < held_us(e, s)
+            (slow || timed_out_second(e, s, threshold, floor))
+                && s.generator_lag_us * 2 < held_us(e, s)
         })
         .collect();
     if stalled.is_empty() {
@@ -411,6 +417,11 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     // another busy server's leftovers must not veto this one's stall.)
     let affected_total: u64 = stalled.iter().map(|s| s.outliers + s.timeouts).sum();
     let timed_out: u64 = stalled.iter().map(|s| s.timeouts).sum();
+    // Seconds that qualified by their timeouts, not one stray timeout in a second of slow
+    // responses (a review finding: that one let all-new-connection seconds past the veto).
+    let stalled_by_timeouts = stalled
+        .iter()
+        .any(|s| timed_out_second(e, s, threshold, floor));
     if listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e) {
         return None;
     }
@@ -424,7 +435,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     // Requests that timed out waited on open connections (a connect that does not finish is
     // a connect_timeout): after a timeout closed its connection, the next request is first
     // on a new one and times out too, so the slowest list can be all new connections.
-    if timed_out == 0 && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+    if !stalled_by_timeouts && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
         return None;
     }
     // Many slow requests in a second is not enough (scattered retransmit delays add up too):
@@ -436,7 +447,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let worst = stalled.iter().map(|s| held_us(e, s)).max().unwrap_or(0);
     let timeouts = match (timed_out, e.timeout_us) {
         (n, Some(t)) if n > 0 => {
-            format!("{} timed out at -t {:.1} s; ", fmt_count(n), t as f64 / 1e6)
+            format!("{} timed out at -t {}; ", fmt_count(n), fmt_us(t))
         }
         _ => String::new(),
     };

@@ -458,7 +458,7 @@ fn a_stall_longer_than_the_time_out_is_named_from_its_timeouts() {
     assert_eq!(causes(&e), vec!["server_stall"], "{d:?}");
     assert!(
         d[0].evidence
-            .contains("or timed out (80 timed out at -t 1.0 s; the stall"),
+            .contains("or timed out (80 timed out at -t 1.00s; the stall"),
         "{}",
         d[0].evidence
     );

@@ -274,7 +274,7 @@ fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error>
     Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
 }
 
-fn is_zero(n: &u64) -> bool {
+pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::{is_zero, min_some};
+
 /// How a plan's connections secure themselves (`https://`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsOptions {
@@ -109,10 +111,6 @@ pub struct TransportCounters {
     pub tls_answers: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 /// Whether `answer`, which came where an HTTP/1.1 response was due, is a TLS server's: a TLS
 /// record (an alert, 0x15, or a handshake, 0x16, of TLS 1.0-1.3 framing) or nginx's 400 to
 /// plain HTTP on its TLS port. Only failed or 400 answers are looked at (not the hot path).
@@ -135,10 +133,7 @@ impl TransportCounters {
         self.h2_resets += other.h2_resets;
         self.h2_retried += other.h2_retried;
         self.tls_answers += other.tls_answers;
-        self.h2_max_streams = match (self.h2_max_streams, other.h2_max_streams) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        self.h2_max_streams = min_some(self.h2_max_streams, other.h2_max_streams);
     }
 }
 

@@ -401,3 +401,44 @@ fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
     );
     assert!(!text.contains("Warning:"), "{text}");
 }
+
+/// A server that answered and then stopped is warned of, though its errors are few (the
+/// connect back-off); one that answered to the end, or had one bad second and recovered, is
+/// not.
+#[test]
+fn a_server_that_stopped_answering_is_warned_about() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    let point = |t_s: f64, requests: u64, errors: u64| TimePoint {
+        t_s,
+        requests,
+        errors,
+        ..TimePoint::default()
+    };
+    t.timeseries = vec![
+        point(1.0, 59_488, 16),
+        point(2.0, 52, 52),
+        point(3.0, 40, 40),
+    ];
+    t.counters.errors[ErrorKind::Timeout.index()] = 0;
+    t.counters.errors[ErrorKind::ConnectRefused.index()] = 104;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the server stopped answering by 1.0 s: 2 of the run's 3 whole seconds after its last response got none (92 requests failed then; the run's errors: connect_refused 104)"
+        )),
+        "{w:?}"
+    );
+    // It came back in the last second: no warning.
+    t.timeseries[2] = point(3.0, 4_000, 40);
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("stopped answering")), "{w:?}");
+    // A last partial second with no answer alone is not a stop.
+    t.timeseries[1] = point(2.0, 59_000, 0);
+    t.timeseries[2] = TimePoint {
+        partial: true,
+        ..point(2.01, 3, 3)
+    };
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("stopped answering")), "{w:?}");
+}

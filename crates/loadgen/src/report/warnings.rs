@@ -233,6 +233,9 @@ impl Report {
         if let Some(w) = self.generator_behind() {
             out.push(w);
         }
+        if let Some(w) = self.stopped_answering() {
+            out.push(w);
+        }
         out
     }
 
@@ -311,5 +314,36 @@ impl Report {
                 fmt_count(c.connections as u64)
             )
         })
+    }
+
+    /// A server that answered and then stopped: whole seconds after its last response in
+    /// which every request failed. The connect back-off keeps the failures few (a newcomer's
+    /// python server killed 1 s into a 3 s run: 108 errors against 59,472 successes, an
+    /// error rate of 0.18 %, exit 0 and no word, though 2 of the 3 seconds had no answer).
+    fn stopped_answering(&self) -> Option<String> {
+        let answered = |p: &crate::snapshot::TimePoint| p.requests > p.errors;
+        let whole = |p: &&crate::snapshot::TimePoint| !p.partial;
+        let last = self.timeseries.iter().rposition(answered)?;
+        let dead: Vec<_> = self.timeseries[last + 1..].iter().filter(whole).collect();
+        let failed: u64 = dead.iter().map(|p| p.errors).sum();
+        if dead.is_empty() || failed == 0 || dead.iter().any(|p| p.errors == 0) {
+            return None;
+        }
+        let seconds = self.timeseries.iter().filter(whole).count();
+        let kinds: Vec<String> = {
+            let mut k: Vec<_> = self.errors.iter().filter(|(_, n)| **n > 0).collect();
+            k.sort_by(|a, b| b.1.cmp(a.1));
+            k.iter()
+                .take(3)
+                .map(|(k, n)| format!("{k} {}", fmt_count(**n)))
+                .collect()
+        };
+        let since = self.timeseries[last].t_s;
+        Some(format!(
+            "the server stopped answering by {since:.1} s: {} of the run's {seconds} whole seconds after its last response got none ({} requests failed then; the run's errors: {}); the run's totals and error rate understate that, since refused connects back off",
+            dead.len(),
+            fmt_count(failed),
+            kinds.join(", ")
+        ))
     }
 }

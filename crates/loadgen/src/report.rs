@@ -77,8 +77,8 @@ pub struct Config {
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
     pub engine: crate::EngineUsed,
-    /// `--spin-before-sleep` of the tokio engine: "auto", "off" or the fixed window ("20µs");
-    /// null when the io_uring engine ran (it does not poll before sleeping).
+    /// `--spin-before-sleep`: "auto", "off" or the fixed window ("20µs"); null when no
+    /// engine ran.
     #[serde(default)]
     pub spin_before_sleep: Option<String>,
     /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
@@ -429,7 +429,7 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
-                spin_before_sleep: (totals.engine.name == "tokio")
+                spin_before_sleep: (!totals.engine.name.is_empty())
                     .then(|| plan.spin_before_sleep.to_string()),
                 connect_rate: plan.connect_rate,
                 source_addrs: plan

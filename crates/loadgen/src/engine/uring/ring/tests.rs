@@ -173,3 +173,45 @@ fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
     );
     assert!(Socket::tcp(&addr, None, false, &mut ring).is_ok());
 }
+
+#[test]
+fn data_that_arrives_is_seen_in_the_rings_memory_before_any_enter() {
+    if !usable() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut ring = Ring::new(8, 4, 64, Vec::new(), addr, None, 1).unwrap();
+    let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
+    ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+    ring.submit_now().unwrap();
+    let (mut peer, _) = listener.accept().unwrap();
+    let mut done = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while done.iter().all(|c: &Completion| c.user_data != 1) && Instant::now() < deadline {
+        ring.submit_and_wait(Duration::from_millis(100)).unwrap();
+        ring.reap(&mut done);
+    }
+    ring.recv_multi(&socket, 3).unwrap();
+    // The recv armed, and the connect's cancelled timeout reaped.
+    ring.submit_and_wait(Duration::from_millis(20)).unwrap();
+    ring.reap(&mut done);
+    assert!(!ring.work_waiting(), "nothing has arrived");
+    std::io::Write::write_all(&mut peer, b"hello").unwrap();
+    // The write's delivery (on loopback, in this thread) queues the recv's completion:
+    // under DEFER_TASKRUN as task work flagged in the submission ring, else in the
+    // completion ring; either is seen without an enter.
+    let seen = (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(1));
+        ring.work_waiting()
+    });
+    assert!(seen, "the arrival is seen in the rings' memory");
+    done.clear();
+    ring.submit_and_wait(Duration::from_secs(1)).unwrap();
+    ring.reap(&mut done);
+    assert!(
+        done.iter().any(|c| c.user_data == 3 && c.result == 5),
+        "{done:?}"
+    );
+    assert!(!ring.work_waiting(), "reaped");
+}

@@ -180,6 +180,15 @@ fn errors(totals: &RunTotals, kind: ErrorKind) -> u64 {
     totals.counters.errors[kind.index()]
 }
 
+/// The report's warning of failed TLS handshakes.
+fn tls_warning(report: &Report) -> &str {
+    report
+        .warnings
+        .iter()
+        .find(|w| w.contains("TLS handshakes failed"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings))
+}
+
 #[test]
 fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
     let (_pki, plan, _) = trusted("trusted", ServerMode::default(), 200);
@@ -237,11 +246,7 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
         "{why}"
     );
     let report = Report::new(&plan, &totals);
-    let warning = report
-        .warnings
-        .iter()
-        .find(|w| w.contains("TLS handshakes failed"))
-        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    let warning = tls_warning(&report);
     assert!(warning.contains("--cacert"), "{warning}");
 
     // The same server with --insecure: every request answered.
@@ -333,11 +338,7 @@ fn http2_to_a_server_offering_http1_only_says_so_and_what_to_do() {
         assert!(why.contains(part), "{part:?} in {why}");
     }
     let report = Report::new(&plan, &totals);
-    let warning = report
-        .warnings
-        .iter()
-        .find(|w| w.contains("TLS handshakes failed"))
-        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    let warning = tls_warning(&report);
     assert!(warning.contains("drop --http2"), "{warning}");
     // The line a failed run ends with says it too, and the warnings say it once.
     let why = report.no_response_reason().unwrap();

@@ -190,6 +190,28 @@ fn connect_refused_is_counted_and_the_run_ends(e: Engine) {
     );
 }
 
+fn a_server_that_accepts_and_closes_is_reconnected_to_after_a_back_off(e: Engine) {
+    // Each connect succeeds and each connection closes unanswered: a failed connect as surely
+    // as a refused one, backed off the same (1, 2, 4 ... 64 ms, then 100 ms: ~16 connects in
+    // a second, fewer on a loaded machine). Without the back-off, thousands a second.
+    let server = serve(|_| Reply::Close);
+    let (code, r, stderr) =
+        e.run_json(&server.url("/"), &["-z", "1s", "-c", "1", "--threads", "1"]);
+    assert_eq!(code, 1, "{stderr}");
+    let connections = server.stats.connections.load(Ordering::SeqCst);
+    assert!(
+        (2..=40).contains(&connections),
+        "{connections} connections in 1 s: {}",
+        r["summary"]
+    );
+    assert_eq!(n(&r["summary"]["successes"]), 0, "{}", r["summary"]);
+    assert!(
+        n(&r["errors"]["eof_before_response"]) <= connections,
+        "{}",
+        r["errors"]
+    );
+}
+
 fn connect_timeout_when_the_accept_queue_is_full(e: Engine) {
     // A listener that never accepts, with a backlog of 1, filled by two connections: further
     // SYNs are dropped by the kernel, so the handshake cannot finish.
@@ -480,6 +502,7 @@ engine_tests!(
     no_keepalive_opens_a_connection_per_request,
     each_error_kind_from_a_misbehaving_server,
     connect_refused_is_counted_and_the_run_ends,
+    a_server_that_accepts_and_closes_is_reconnected_to_after_a_back_off,
     connect_timeout_when_the_accept_queue_is_full,
     open_loop_holds_the_rate,
     open_loop_corrects_for_a_stalled_server,

@@ -30,13 +30,15 @@ struct TreeRun {
     /// Whether CPU 0 was quiet before the run, so that its figures can be judged.
     quiet: bool,
     report: serde_json::Value,
+    /// The text summary (on stderr, the JSON being on stdout).
+    text: String,
     cpu_s: f64,
     busy_s: f64,
     causes: Vec<String>,
 }
 
 impl TreeRun {
-    fn of(report: serde_json::Value) -> TreeRun {
+    fn of(report: serde_json::Value, text: String) -> TreeRun {
         let profile = &report["profile"];
         let target = &profile["target"];
         let duration = profile["duration_s"].as_f64().unwrap();
@@ -63,6 +65,7 @@ impl TreeRun {
             .collect();
         TreeRun {
             quiet: false,
+            text,
             cpu_s: target["cpu_time_s"].as_f64().unwrap(),
             busy_s,
             causes,
@@ -220,7 +223,7 @@ fn launched(target: &str, args: &[&str]) -> TreeRun {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
     let root = n(&report["target"]["pid"]);
     assert!(common::gone(root), "the target's root {root} was stopped");
-    TreeRun::of(report)
+    TreeRun::of(report, stderr.into_owned())
 }
 
 /// A server the test starts itself on CPU 0 (for `run URL --pid`); killed with its tree.
@@ -290,7 +293,7 @@ fn by_pid(server: &OwnServer, requests: &str) -> TreeRun {
         ],
     );
     assert_eq!(code, 0, "{stderr}");
-    TreeRun::of(report)
+    TreeRun::of(report, stderr)
 }
 
 /// Totals of the same server launched and named by --pid are comparable: the same work, so
@@ -472,6 +475,11 @@ fn a_server_forked_by_sh_is_profiled_as_its_tree() {
         "the server, not the shell, did the work: {}",
         run.describe()
     );
+    // The summary names python with python's pid, and the shell above it as the tree's root.
+    let (serving, root) = (n(&run.report["target"]["pid"]), n(&run.target()["pid"]));
+    assert_ne!(serving, root, "{}", run.describe());
+    let heading = format!("python3 (pid {serving}), tree from sh (pid {root}): 2 processes");
+    assert!(run.text.contains(&heading), "{heading:?} in {}", run.text);
 
     let port = free_port();
     let mut cmd = taskset_cpu0("sh");

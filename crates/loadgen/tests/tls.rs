@@ -71,6 +71,9 @@ struct ServerMode {
     close_each: bool,
     /// Require a client certificate signed by the CA.
     client_auth: bool,
+    /// Offer HTTP/1.1 alone in ALPN, as nginx does without `http2 on;` (a client that asks
+    /// for h2 alone gets the alert NoApplicationProtocol). Without it, no ALPN at all.
+    alpn_http1_only: bool,
 }
 
 /// A TLS server on 127.0.0.1 answering every request with `200 ok`; returns its port.
@@ -99,11 +102,13 @@ fn server_seen(pki: &Pki, mode: ServerMode) -> (u16, Arc<AtomicUsize>) {
         builder.with_no_client_auth()
     };
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.server_key.clone()));
-    let config = Arc::new(
-        builder
-            .with_single_cert(pki.server_chain.clone(), key)
-            .unwrap(),
-    );
+    let mut config = builder
+        .with_single_cert(pki.server_chain.clone(), key)
+        .unwrap();
+    if mode.alpn_http1_only {
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    }
+    let config = Arc::new(config);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -175,6 +180,15 @@ fn errors(totals: &RunTotals, kind: ErrorKind) -> u64 {
     totals.counters.errors[kind.index()]
 }
 
+/// The report's warning of failed TLS handshakes.
+fn tls_warning(report: &Report) -> &str {
+    report
+        .warnings
+        .iter()
+        .find(|w| w.contains("TLS handshakes failed"))
+        .unwrap_or_else(|| panic!("{:?}", report.warnings))
+}
+
 #[test]
 fn https_with_the_ca_trusted_times_the_handshake_as_its_own_phase() {
     let (_pki, plan, _) = trusted("trusted", ServerMode::default(), 200);
@@ -214,6 +228,7 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
         ServerMode {
             close_each: false,
             client_auth: false,
+            alpn_http1_only: false,
         },
     );
     let plan = plan("localhost", port, 20);
@@ -231,11 +246,7 @@ fn a_certificate_nobody_trusts_fails_as_certificate_with_the_reason() {
         "{why}"
     );
     let report = Report::new(&plan, &totals);
-    let warning = report
-        .warnings
-        .iter()
-        .find(|w| w.contains("TLS handshakes failed"))
-        .unwrap_or_else(|| panic!("{:?}", report.warnings));
+    let warning = tls_warning(&report);
     assert!(warning.contains("--cacert"), "{warning}");
 
     // The same server with --insecure: every request answered.
@@ -306,6 +317,54 @@ fn http_to_a_tls_port_says_the_port_speaks_tls() {
 }
 
 #[test]
+fn http2_to_a_server_offering_http1_only_says_so_and_what_to_do() {
+    let mode = ServerMode {
+        alpn_http1_only: true,
+        ..ServerMode::default()
+    };
+    let (_pki, mut plan, _) = trusted("h1-only", mode, 10);
+    plan.http2 = true;
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.successes, 0, "{c:?}");
+    assert_eq!(errors(&totals, ErrorKind::TlsHandshake), 10, "{c:?}");
+    let why = c.transport.tls_failure.clone().unwrap();
+    for part in [
+        "does not offer HTTP/2 over TLS (ALPN h2",
+        "NoApplicationProtocol",
+        "drop --http2",
+        "http2 on;",
+    ] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+    let report = Report::new(&plan, &totals);
+    let warning = tls_warning(&report);
+    assert!(warning.contains("drop --http2"), "{warning}");
+    // The line a failed run ends with says it too, and the warnings say it once.
+    let why = report.no_response_reason().unwrap();
+    assert!(why.contains("drop --http2"), "{why}");
+    let said = report
+        .warnings
+        .iter()
+        .filter(|w| w.contains("drop --http2"));
+    assert_eq!(said.count(), 1, "{:?}", report.warnings);
+    assert!(report.to_text().contains("drop --http2"));
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert!(
+        json["summary"]["transport"]["tls_failure"]
+            .as_str()
+            .is_some_and(|w| w.contains("drop --http2")),
+        "{}",
+        json["summary"]["transport"]
+    );
+
+    // The same server, HTTP/1.1: every request answered.
+    plan.http2 = false;
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 10, "{:?}", totals.counters);
+}
+
+#[test]
 fn a_wrong_name_is_a_certificate_error() {
     let pki = Pki::new("wrong-name");
     let port = server(
@@ -313,6 +372,7 @@ fn a_wrong_name_is_a_certificate_error() {
         ServerMode {
             close_each: false,
             client_auth: false,
+            alpn_http1_only: false,
         },
     );
     // The certificate names localhost and 127.0.0.1; the name checked is another.

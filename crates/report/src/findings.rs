@@ -9,6 +9,19 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("n/a".into(), |v| v.to_string())
 }
 
+/// Whose figures the "Server" section's first line gives: the serving process `name` with its
+/// own pid, and the root of the profiled tree when that is another process (the `sh -c`
+/// around a python server; the name of one process beside the pid of another read as one).
+fn tree_heading(name: &str, serving: Option<u32>, root: u32, root_comm: Option<&str>) -> String {
+    match serving {
+        Some(pid) if pid != root => {
+            let root = root_comm.map_or(format!("pid {root}"), |c| format!("{c} (pid {root})"));
+            format!("{name} (pid {pid}), tree from {root}")
+        }
+        _ => format!("{name} (pid {root})"),
+    }
+}
+
 /// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
 /// marks the server's and the generator's CPUs in the per-CPU table.
 pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
@@ -24,10 +37,12 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
     );
     if let Some(t) = &profile.target {
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
+        let serving = report.target.as_ref().and_then(|t| t.pid);
+        let root_comm = t.processes.iter().find(|p| p.pid == t.pid);
+        let heading = tree_heading(name, serving, t.pid, root_comm.map(|p| p.comm.as_str()));
         let _ = writeln!(
             out,
-            "  {name} (pid {}): {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",
-            t.pid,
+            "  {heading}: {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",
             t.processes_seen,
             if t.processes_seen == 1 { "" } else { "es" },
             match t.processes_alive_at_end {
@@ -230,4 +245,31 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tree_heading;
+
+    #[test]
+    fn the_tree_is_named_by_the_serving_process_with_its_own_pid() {
+        // python3 forked by `sh -c`: the name and the pid are python's, the root is the shell.
+        assert_eq!(
+            tree_heading("python3", Some(4216), 4215, Some("sh")),
+            "python3 (pid 4216), tree from sh (pid 4215)"
+        );
+        assert_eq!(
+            tree_heading("python3", Some(4216), 4215, None),
+            "python3 (pid 4216), tree from pid 4215"
+        );
+        // nginx's master is both; --pid names no serving process.
+        assert_eq!(
+            tree_heading("nginx", Some(10), 10, Some("nginx")),
+            "nginx (pid 10)"
+        );
+        assert_eq!(
+            tree_heading("external", None, 77, Some("python3")),
+            "external (pid 77)"
+        );
+    }
 }

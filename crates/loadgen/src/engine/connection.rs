@@ -235,16 +235,23 @@ impl<S: AsRawFd> Connection<S> {
         self.backed_off(failed_at);
     }
 
-    /// Before a connect: the last connection closed without answering anything (a server
-    /// that does not speak what is sent, one that accepts and closes), which is a failed
-    /// connect too, and is backed off like one. Its requests were counted as they failed.
-    /// Returns whether it waited. (The io_uring engine does not wait here.)
+    /// Before a connect (tokio engines): waits out the back-off [`Self::owes_back_off`] says
+    /// is owed. Returns whether it waited.
     async fn back_off_if_unanswered(&mut self) -> bool {
-        let owed = self.stream.is_none() && std::mem::take(&mut self.unanswered);
+        let owed = self.owes_back_off();
         if owed {
             self.back_off(Instant::now()).await;
         }
         owed
+    }
+
+    /// Before a connect, whatever the engine: whether the last connection closed without
+    /// answering anything (a server that does not speak what is sent, one that accepts and
+    /// closes), which is a failed connect too, and is backed off like one (its requests were
+    /// counted as they failed). True once per such connection: the engine then waits
+    /// `self.backoff` and calls [`Self::backed_off`].
+    pub(super) fn owes_back_off(&mut self) -> bool {
+        self.stream.is_none() && std::mem::take(&mut self.unanswered)
     }
 
     /// The limit on one TCP handshake.

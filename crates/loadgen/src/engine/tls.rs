@@ -198,10 +198,7 @@ impl ServerCertVerifier for AcceptAny {
 /// A failed handshake's kind and reason: `certificate` when a certificate was refused (the
 /// server's by us, or ours by the server), `tls_handshake` for everything else.
 pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
-    let Some(tls) = err
-        .get_ref()
-        .and_then(|e| e.downcast_ref::<rustls::Error>())
-    else {
+    let Some(tls) = rustls_error(err) else {
         let why = match err.kind() {
             io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset => {
                 format!("the server closed the connection during the TLS handshake ({err}): does it speak TLS on this port?")
@@ -218,9 +215,25 @@ pub(crate) fn classify(err: &io::Error) -> (ErrorKind, String) {
 /// arrives with the first read. Counted as `certificate` or `tls_handshake` with the reason,
 /// like a handshake that failed outright; none for any other I/O error.
 pub(crate) fn classify_open(err: &io::Error) -> Option<(ErrorKind, String)> {
+    rustls_error(err).map(classify_tls)
+}
+
+/// The TLS error an I/O error of rustls carries, if it is one.
+fn rustls_error(err: &io::Error) -> Option<&rustls::Error> {
     err.get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())
-        .map(classify_tls)
+}
+
+/// Why a handshake whose server chose none of the protocols `offered` (ALPN) failed, and
+/// what to do: rustls says only "received fatal alert: NoApplicationProtocol", which is what
+/// nginx without `http2 on;` answers `--http2`.
+fn no_common_protocol(offered: &[Vec<u8>]) -> String {
+    const ALERT: &str = "it sent the alert NoApplicationProtocol";
+    if offered.iter().any(|p| p == ALPN_H2) {
+        format!("the server does not offer HTTP/2 over TLS (ALPN h2; {ALERT}): drop --http2 to speak HTTP/1.1, or enable HTTP/2 on the server (nginx: `http2 on;`)")
+    } else {
+        format!("the server does not offer HTTP/1.1 over TLS (ALPN http/1.1; {ALERT}): if it speaks HTTP/2 only, add --http2")
+    }
 }
 
 /// What is wrong with the server's certificate, in words (rustls's own text for the rare
@@ -292,7 +305,15 @@ pub(crate) async fn connect(
     let connector = tokio_rustls::TlsConnector::from(client.config.clone());
     match timeout(limit, connector.connect(client.name.clone(), tcp)).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(classify(&e)),
+        Ok(Err(e)) => Err(match rustls_error(&e) {
+            Some(rustls::Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+                (
+                    ErrorKind::TlsHandshake,
+                    no_common_protocol(&client.config.alpn_protocols),
+                )
+            }
+            _ => classify(&e),
+        }),
         Err(_) => Err((
             ErrorKind::TlsHandshake,
             format!(

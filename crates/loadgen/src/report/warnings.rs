@@ -75,6 +75,8 @@ impl Report {
                 fmt_count(n),
                 self.https_url()
             ),
+            // What failed them is the reason (the server's certificate, HTTP/2 not offered).
+            "tls_handshake" | "certificate" => self.tls_failures().unwrap_or_default(),
             "bad_response" if self.config.protocol == "h2c" => format!(
                 "every request to {addr} failed, mostly bad_response ({}): its answers to HTTP/2 with prior knowledge were not HTTP/2 (does the server speak h2c? without --http2 the run speaks HTTP/1.1)",
                 fmt_count(n)
@@ -101,39 +103,42 @@ impl Report {
         }
     }
 
+    /// How many TLS handshakes failed, of which kind, and why (the first reason recorded);
+    /// none when none failed.
+    fn tls_failures(&self) -> Option<String> {
+        let count = |k: ErrorKind| self.errors.get(k.as_str()).copied().unwrap_or(0);
+        let (certificate, handshake) = (
+            count(ErrorKind::Certificate),
+            count(ErrorKind::TlsHandshake),
+        );
+        if certificate + handshake == 0 {
+            return None;
+        }
+        let why = self
+            .summary
+            .transport
+            .as_ref()
+            .and_then(|t| t.tls_failure.as_deref())
+            .unwrap_or("reason not recorded");
+        Some(format!(
+            "{} TLS handshakes failed (certificate {}, tls_handshake {}): {why}",
+            fmt_count(certificate + handshake),
+            fmt_count(certificate),
+            fmt_count(handshake),
+        ))
+    }
+
     pub(crate) fn compute_warnings(&self) -> Vec<String> {
         let s = &self.summary;
         let mut out = Vec::new();
         if let Some(reason) = self.no_response_reason() {
             out.push(reason);
         }
-        let failed_tls: u64 = [ErrorKind::TlsHandshake, ErrorKind::Certificate]
-            .iter()
-            .filter_map(|k| self.errors.get(k.as_str()))
-            .sum();
-        if failed_tls > 0 {
-            let why = self
-                .summary
-                .transport
-                .as_ref()
-                .and_then(|t| t.tls_failure.as_deref())
-                .unwrap_or("reason not recorded");
-            out.push(format!(
-                "{} TLS handshakes failed (certificate {}, tls_handshake {}): {why}",
-                fmt_count(failed_tls),
-                fmt_count(
-                    self.errors
-                        .get(ErrorKind::Certificate.as_str())
-                        .copied()
-                        .unwrap_or(0)
-                ),
-                fmt_count(
-                    self.errors
-                        .get(ErrorKind::TlsHandshake.as_str())
-                        .copied()
-                        .unwrap_or(0)
-                ),
-            ));
+        // Said once: when no request got a response for it, the reason above says it.
+        if let Some(tls) = self.tls_failures() {
+            if !out.iter().any(|w| w.contains(&tls)) {
+                out.push(tls);
+            }
         }
         let server_max = self
             .summary

@@ -33,6 +33,10 @@ impl UringWorker {
             return;
         }
         if s.c.stream.is_none() {
+            if s.c.owes_back_off() {
+                // Woken at its end (or at a stop), it comes back here to connect.
+                return self.back_off(i, now);
+            }
             // --connect-rate: a connection that took a later turn waits for its wake-up.
             if s.connect_at.is_some() && s.wake_at.is_some() {
                 return;
@@ -87,10 +91,16 @@ impl UringWorker {
     }
 
     /// A failed connect: the front claim fails, and the connection backs off before the
-    /// next try (a stop cuts the pause short).
+    /// next try.
     pub(super) fn connect_failed(&mut self, i: usize, kind: ErrorKind, began: Instant) {
+        let failed_at = self.slots[i].c.connect_failed(kind, began);
+        self.back_off(i, failed_at);
+    }
+
+    /// The connection waits `c.backoff` after a failure at `failed_at` before its next
+    /// connect (see `connection::MIN_BACKOFF`); a stop cuts the pause short.
+    fn back_off(&mut self, i: usize, failed_at: Instant) {
         let s = &mut self.slots[i];
-        let failed_at = s.c.connect_failed(kind, began);
         if self.w.stopping.get() {
             s.c.backed_off(failed_at);
             self.mark(i);

@@ -12,6 +12,7 @@
 
 mod events;
 mod figures;
+mod late;
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 pub use events::{Finished, TcpFacts, Unfinished};
 use figures::record_us;
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
+pub use late::{classify, LateCause};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;
@@ -444,10 +446,20 @@ impl WorkerRecorder {
             micros(ended.saturating_duration_since(from)) * depth as u64;
     }
 
-    /// Counts a send that left late (open loop).
-    pub fn record_late_send(&mut self, intended: Instant) {
-        if intended >= self.measure_start {
-            self.current.counters.late_sends += 1;
+    /// Counts a send intended at `intended` that left at `sent`, if it left late (open
+    /// loop), under its [`LateCause`]; `claimed_late`: its slot was claimed after its time
+    /// + [`LATE_SLACK`].
+    #[inline]
+    pub fn record_send(&mut self, intended: Instant, sent: Instant, claimed_late: bool) {
+        if sent <= intended + LATE_SLACK || intended < self.measure_start {
+            return;
+        }
+        let c = &mut self.current.counters;
+        c.late_sends += 1;
+        match classify(intended, sent, None, claimed_late) {
+            LateCause::WaitedForCpu => *c.late_waited_for_cpu.get_or_insert(0) += 1,
+            LateCause::NoFreeConnection => c.late_no_free_connection += 1,
+            LateCause::Generator => c.late_generator += 1,
         }
     }
 

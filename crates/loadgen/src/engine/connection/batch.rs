@@ -65,6 +65,9 @@ impl<S> Connection<S> {
         let k = self.queued.len();
         let tls = self.handshake_tls.take().filter(|_| connect_time.is_some());
         let mut rec = w.rec.borrow_mut();
+        if self.open_loop {
+            rec.sample_run_queue(sent);
+        }
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
                 rec.record_send(t, sent, c.claimed_late);

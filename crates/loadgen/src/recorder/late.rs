@@ -211,11 +211,6 @@ mod tests {
         );
         assert_eq!(classify(t, t + ms(5), None, false), LateCause::Generator);
     }
-}
-
-#[cfg(test)]
-mod run_queue_tests {
-    use super::*;
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)

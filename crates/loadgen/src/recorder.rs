@@ -12,6 +12,7 @@
 
 mod events;
 mod figures;
+mod late;
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 pub use events::{Finished, TcpFacts, Unfinished};
 use figures::record_us;
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
+pub use late::{classify, LateCause, RunQueueWait};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;
@@ -134,6 +136,8 @@ pub struct WorkerRecorder {
     spare_by_request: Vec<Option<RequestFigures>>,
     /// The tick of the interval that last handed `by_request` over.
     by_request_tick: u64,
+    /// Open loop: the thread's run-queue wait, for the late sends' causes.
+    run_queue: RunQueueWait,
 }
 
 impl WorkerRecorder {
@@ -155,6 +159,7 @@ impl WorkerRecorder {
             by_request: Vec::new(),
             spare_by_request: Vec::new(),
             by_request_tick: 0,
+            run_queue: RunQueueWait::new(),
         }
     }
 
@@ -444,10 +449,28 @@ impl WorkerRecorder {
             micros(ended.saturating_duration_since(from)) * depth as u64;
     }
 
-    /// Counts a send that left late (open loop).
-    pub fn record_late_send(&mut self, intended: Instant) {
-        if intended >= self.measure_start {
-            self.current.counters.late_sends += 1;
+    /// Open loop: samples the thread's run-queue wait (at most every 250 µs) as a batch
+    /// leaves at `sent`, before its sends are counted.
+    #[inline]
+    pub fn sample_run_queue(&mut self, sent: Instant) {
+        self.run_queue.sample(sent);
+    }
+
+    /// Counts a send intended at `intended` that left at `sent`, if it left late (open
+    /// loop), under its [`LateCause`]; `claimed_late`: its slot was claimed after its time
+    /// + [`LATE_SLACK`].
+    #[inline]
+    pub fn record_send(&mut self, intended: Instant, sent: Instant, claimed_late: bool) {
+        if sent <= intended + LATE_SLACK || intended < self.measure_start {
+            return;
+        }
+        let cpu_wait = self.run_queue.since(intended);
+        let c = &mut self.current.counters;
+        c.late_sends += 1;
+        match classify(intended, sent, cpu_wait, claimed_late) {
+            LateCause::WaitedForCpu => *c.late_waited_for_cpu.get_or_insert(0) += 1,
+            LateCause::NoFreeConnection => c.late_no_free_connection += 1,
+            LateCause::Generator => c.late_generator += 1,
         }
     }
 
@@ -513,6 +536,10 @@ impl WorkerRecorder {
     pub fn take_interval(&mut self, now: Instant, tick: Duration) -> IntervalData {
         let fresh = self.next_interval();
         let mut data = std::mem::replace(&mut self.current, fresh);
+        if self.run_queue.readable() == Some(true) {
+            // Measured: no late send waited for a CPU is 0, not n/a.
+            data.counters.late_waited_for_cpu.get_or_insert(0);
+        }
         let since = now.saturating_duration_since(self.measure_start);
         data.tick = (since.as_nanos() / tick.as_nanos().max(1)) as u64;
         let tps = ticks_per_second(tick);

@@ -153,6 +153,10 @@ pub struct Summary {
     pub bytes_read: u64,
     /// Open loop: sends that left more than 1 ms after their intended time.
     pub late_sends: u64,
+    /// Open loop: `late_sends` by why each left late (they add up to it); absent in closed
+    /// loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_sends_by_cause: Option<LateSendsByCause>,
     /// Connections opened again after the server closed them.
     pub reconnects: u64,
     /// Requests the generator lost track of at the end (a connection task that had to be
@@ -196,6 +200,32 @@ pub struct Summary {
     pub non2xx: u64,
     /// non2xx / requests.
     pub non2xx_rate: f64,
+}
+
+/// Open loop: why the late sends left late. Each is counted under the first cause that
+/// explains it, in this order.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LateSendsByCause {
+    /// The generator's thread waited for a CPU (its run-queue wait from the intended time to
+    /// the send, from `/proc/thread-self/schedstat`, covers the lateness); null where that
+    /// wait cannot be read.
+    pub waited_for_cpu: Option<u64>,
+    /// No connection was free: the slot was claimed only after its time (every connection
+    /// still waited for a response).
+    pub no_free_connection: u64,
+    /// The generator's own: its loop or timer was too slow while it had a CPU and a free
+    /// connection.
+    pub generator: u64,
+}
+
+impl LateSendsByCause {
+    fn of(c: &crate::snapshot::Counters) -> LateSendsByCause {
+        LateSendsByCause {
+            waited_for_cpu: c.late_waited_for_cpu,
+            no_free_connection: c.late_no_free_connection,
+            generator: c.late_generator,
+        }
+    }
 }
 
 /// Little's law as a self-check of a closed-loop run: the connections' time in the measured
@@ -460,6 +490,8 @@ impl Report {
                 },
                 bytes_read: c.bytes_read,
                 late_sends: c.late_sends,
+                late_sends_by_cause: matches!(plan.pace, Pace::Rate(_))
+                    .then(|| LateSendsByCause::of(c)),
                 reconnects: c.reconnects,
                 aborted: c.aborted,
                 still_connecting: c.still_connecting,

@@ -136,6 +136,14 @@ pub struct Counters {
     /// Open loop: sends that left more than [`crate::recorder::LATE_SLACK`] after their
     /// intended time.
     pub late_sends: u64,
+    /// Late sends while the generator's thread waited for a CPU (its run-queue wait covers
+    /// the lateness); `None` where the wait cannot be read (no schedstat).
+    pub late_waited_for_cpu: Option<u64>,
+    /// Late sends whose slot no connection was free to claim in time (the server had not
+    /// answered on any of them).
+    pub late_no_free_connection: u64,
+    /// Late sends of the generator's own (its loop or timer, with a CPU and a connection).
+    pub late_generator: u64,
     /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
     pub reconnects: u64,
     /// TCP connections opened (the warm-up's included).
@@ -237,6 +245,9 @@ impl Counters {
         }
         self.bytes_read += other.bytes_read;
         self.late_sends += other.late_sends;
+        self.late_waited_for_cpu = sum_some(self.late_waited_for_cpu, other.late_waited_for_cpu);
+        self.late_no_free_connection += other.late_no_free_connection;
+        self.late_generator += other.late_generator;
         self.reconnects += other.reconnects;
         self.connects += other.connects;
         self.connect_failures += other.connect_failures;
@@ -276,6 +287,14 @@ fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error>
 
 pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// The sum of two counts, either of which may be unknown: unknown only if both are.
+pub(crate) fn sum_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
 }
 
 pub(crate) fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {

@@ -365,7 +365,7 @@ impl<S: AsRawFd> Connection<S> {
         }
         while self.in_flight.len() + self.queued.len() < self.depth {
             if self.open_loop {
-                let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot()) else {
+                let Some(slot) = self.next_slot.take().or_else(|| w.claim_slot(now)) else {
                     break;
                 };
                 if slot.intended.is_some_and(|t| t > now + self.early_wake) {
@@ -433,9 +433,7 @@ impl<S: AsRawFd> Connection<S> {
         match outcome {
             Closed::Graceful => {
                 for f in self.in_flight.drain(..).rev() {
-                    self.queued.push_front(Claim {
-                        intended: f.intended,
-                    });
+                    self.queued.push_front(f.requeue());
                 }
             }
             Closed::Failed { front, rest } => {

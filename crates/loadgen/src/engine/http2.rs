@@ -327,9 +327,7 @@ impl Driver {
                 if retry {
                     t.h2_retried += 1;
                     drop(rec);
-                    c.queued.push_front(Claim {
-                        intended: f.intended,
-                    });
+                    c.queued.push_front(f.requeue());
                     return;
                 }
                 // A GOAWAY with an error ends the streams past its last one with it, and

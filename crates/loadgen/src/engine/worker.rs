@@ -15,8 +15,8 @@ use tokio::sync::Notify;
 use super::{Shared, WorkerOutcome, WorkerSpec};
 use crate::conns::{Gauge, Gauges, HeldKind};
 use crate::plan::Pace;
-use crate::recorder::WorkerRecorder;
 use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished};
+use crate::recorder::{WorkerRecorder, LATE_SLACK};
 
 /// A count of connections that goes up and down, with the most it reached since it was
 /// last asked (a tick's peak, which the tick's end alone would miss in a short run).
@@ -58,6 +58,19 @@ impl Level {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Claim {
     pub(super) intended: Option<Instant>,
+    /// Open loop: the slot was claimed only after its intended time + [`LATE_SLACK`]: no
+    /// connection had room for it until then (see [`crate::recorder::LateCause`]).
+    pub(super) claimed_late: bool,
+}
+
+impl Claim {
+    /// A closed-loop claim (a ticket), or a claim taken at once.
+    pub(super) fn now(intended: Option<Instant>) -> Claim {
+        Claim {
+            intended,
+            claimed_late: false,
+        }
+    }
 }
 
 /// A request written and waiting for its response.
@@ -73,11 +86,22 @@ pub(super) struct InFlight {
     /// The TLS handshake, when this request opened the connection.
     pub(super) tls: Option<Duration>,
     pub(super) first_on_connection: bool,
+    /// Carried from its [`Claim`], for when it is sent again.
+    pub(super) claimed_late: bool,
 }
 
 impl InFlight {
     pub(super) fn start(&self) -> Instant {
         self.intended.unwrap_or(self.begun)
+    }
+
+    /// The claim it was, to be sent again (a graceful close, a partial write, a refused
+    /// stream).
+    pub(super) fn requeue(&self) -> Claim {
+        Claim {
+            intended: self.intended,
+            claimed_late: self.claimed_late,
+        }
     }
 }
 
@@ -354,7 +378,7 @@ impl Worker {
             return None;
         }
         self.take_ticket(now >= self.shared.measure_start)
-            .then_some(Claim { intended: None })
+            .then_some(Claim::now(None))
     }
 
     /// Where the measured window ends for the schedule: `-z`'s end, or when a stop came.
@@ -367,8 +391,10 @@ impl Worker {
 
     /// Open loop: the next slot of the schedule, if it falls due inside the window. Slots
     /// that fell due before the window ended are still sent while the grace period lasts
-    /// (a connection that was busy at the end takes them), so none goes unmeasured.
-    pub(super) fn claim_slot(&self) -> Option<Claim> {
+    /// (a connection that was busy at the end takes them), so none goes unmeasured. `now`
+    /// is when a connection with room asks: a slot claimed more than [`LATE_SLACK`] after
+    /// its time waited for a free connection.
+    pub(super) fn claim_slot(&self, now: Instant) -> Option<Claim> {
         if self.grace_over.get() {
             return None;
         }
@@ -395,7 +421,10 @@ impl Worker {
             return None;
         }
         self.next_slot.set(k + 1);
-        Some(Claim { intended: Some(at) })
+        Some(Claim {
+            intended: Some(at),
+            claimed_late: now > at + LATE_SLACK,
+        })
     }
 
     /// Resolves once the grace period is over (at once if it already is).

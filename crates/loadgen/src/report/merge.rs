@@ -14,8 +14,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LittlesLaw, Report, Summary,
-    TargetInfo,
+    decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LateSendsByCause,
+    LittlesLaw, Report, Summary, TargetInfo,
 };
 use crate::error::Error;
 use crate::segment::Segment;
@@ -113,6 +113,20 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.sum()
 }
 
+/// The late sends' causes added up: known only when every report has them (a closed-loop
+/// or older report's late sends have none, and a partial sum would not add up to
+/// `late_sends`); the CPU wait only when every report could read it.
+fn late_sends_by_cause(
+    each: impl Iterator<Item = Option<LateSendsByCause>>,
+) -> Option<LateSendsByCause> {
+    let all: Vec<LateSendsByCause> = each.collect::<Option<_>>()?;
+    Some(LateSendsByCause {
+        waited_for_cpu: sum_known(all.iter().map(|c| c.waited_for_cpu)),
+        no_free_connection: all.iter().map(|c| c.no_free_connection).sum(),
+        generator: all.iter().map(|c| c.generator).sum(),
+    })
+}
+
 /// The segments' shares of `-q` added back up, to 12 significant digits: r/N added N times
 /// is not always r in floating point (100/7 × 7 = 100.00000000000001), and a rate anyone
 /// asked for has fewer digits than that. Known only when every report has one.
@@ -191,6 +205,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         },
         bytes_read: sum(|s| s.bytes_read),
         late_sends: sum(|s| s.late_sends),
+        late_sends_by_cause: late_sends_by_cause(all().map(|r| r.summary.late_sends_by_cause)),
         reconnects: sum(|s| s.reconnects),
         aborted: sum(|s| s.aborted),
         still_connecting: sum(|s| s.still_connecting),

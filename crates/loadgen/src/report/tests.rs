@@ -353,14 +353,44 @@ fn a_generator_that_fell_behind_is_warned_about() {
     plan.pace = Pace::Rate(5_000.0);
     t.timeseries[1].generator_lag_us = 3_000;
     t.counters.late_sends = 4;
+    t.counters.late_no_free_connection = 3;
+    t.counters.late_generator = 1;
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
     assert!(
         w.iter().any(|w| w
-            .starts_with("4 of 6 sends (66.7 %) left more than 1 ms after their intended time (late_sends) while the generator kept up: every connection was waiting")
+            .starts_with("4 of 6 sends (66.7 %) left more than 1 ms after their intended time (late_sends: the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own) while the generator kept up: every connection was waiting")
             && w.contains("more connections (-c)")),
         "{w:?}"
     );
+    let text = Report::new(&plan, &t).to_text();
+    assert!(
+        text.contains("  Late sends:    4 (66.7 %; the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own): left more than 1 ms"),
+        "{text}"
+    );
+    // Most of them while the thread waited for a CPU: pin it away from other work.
+    t.counters.late_waited_for_cpu = Some(3);
+    t.counters.late_no_free_connection = 1;
+    t.counters.late_generator = 0;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.contains("(late_sends: 3 while the generator's thread waited for a CPU, 1 for a free connection, 0 the generator's own); most while the generator's thread waited for a CPU")
+            && w.contains("pin the generator away from other work")
+            && !w.contains("more connections (-c)")),
+        "{w:?}"
+    );
+    // Most of them the generator's own: more threads or a lower rate.
+    t.counters.late_waited_for_cpu = Some(0);
+    t.counters.late_generator = 3;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.contains("; most the generator's own")
+            && w.contains("more threads (--threads) or a lower rate (-q)")),
+        "{w:?}"
+    );
+    t.counters.late_waited_for_cpu = None;
+    t.counters.late_no_free_connection = 3;
+    t.counters.late_generator = 1;
     // Both: the loop held up is what is named, the late sends with it.
     t.timeseries[1].generator_lag_us = 867_759;
     let w = Report::new(&plan, &t).warnings;

@@ -8,9 +8,28 @@ use hdrhistogram::Histogram;
 use super::fmt::{
     cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
 };
-use super::{decode_histogram, ratio, Report};
+use super::{decode_histogram, ratio, LateSendsByCause, Report};
 use crate::snapshot::{Percentiles, Snapshot};
 use crate::Phase;
+
+impl LateSendsByCause {
+    /// The late sends by cause in words: "18,100 while the generator's thread waited for a
+    /// CPU, 3,000 for a free connection, 553 the generator's own".
+    pub(super) fn describe(&self) -> String {
+        let cpu = match self.waited_for_cpu {
+            Some(n) => format!(
+                "{} while the generator's thread waited for a CPU",
+                fmt_count(n)
+            ),
+            None => "the generator's wait for a CPU n/a (no schedstat)".to_string(),
+        };
+        format!(
+            "{cpu}, {} for a free connection, {} the generator's own",
+            fmt_count(self.no_free_connection),
+            fmt_count(self.generator)
+        )
+    }
+}
 
 impl Report {
     /// The text summary, in the spirit of oha and wrk.
@@ -140,11 +159,20 @@ impl Report {
             })
         );
         if c.rate.is_some() {
-            let _ = writeln!(
-                out,
-                "  Late sends:    {} (left more than 1 ms after their intended time)",
-                fmt_count(s.late_sends)
-            );
+            let _ = match s.late_sends_by_cause.filter(|_| s.late_sends > 0) {
+                Some(by) => writeln!(
+                    out,
+                    "  Late sends:    {} ({} %; {}): left more than 1 ms after their intended time",
+                    fmt_count(s.late_sends),
+                    fmt_pct(100.0 * ratio(s.late_sends, s.requests)),
+                    by.describe()
+                ),
+                None => writeln!(
+                    out,
+                    "  Late sends:    {} (left more than 1 ms after their intended time)",
+                    fmt_count(s.late_sends)
+                ),
+            };
         }
         if s.reconnects > 0 {
             let _ = writeln!(

@@ -2,8 +2,9 @@
 //! non-2xx answers, connection set-up that ate the run.
 
 use super::fmt::{fmt_pct, url_authority};
-use super::{fmt_count, fmt_us, Report};
+use super::{fmt_count, fmt_us, LateSendsByCause, Report};
 use crate::error::ErrorKind;
+use crate::recorder::LateCause;
 
 /// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
 /// warned of: the delay is in every latency measured then, the server's or not.
@@ -13,6 +14,20 @@ pub const LATE_SHARE_WARN: f64 = 0.10;
 
 /// The fix named wherever connects ran out of local ports (EADDRNOTAVAIL).
 const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
+
+impl LateSendsByCause {
+    /// The cause most late sends had (ties: in the order the causes are tried).
+    pub(super) fn dominant(&self) -> LateCause {
+        let cpu = self.waited_for_cpu.unwrap_or(0);
+        if cpu >= self.no_free_connection && cpu >= self.generator && cpu > 0 {
+            LateCause::WaitedForCpu
+        } else if self.no_free_connection >= self.generator {
+            LateCause::NoFreeConnection
+        } else {
+            LateCause::Generator
+        }
+    }
+}
 
 impl Report {
     /// Why no request got a response, when none did: the run measured nothing, and the
@@ -247,12 +262,12 @@ impl Report {
     /// The generator itself fell behind (a busy or shared CPU, too many connections for its
     /// threads): its own delay is then in the latency, charged to the server (a newcomer's
     /// `-q 5000` beside busy loops on its CPU: loop lag 868 ms, 60 % of sends late, corrected
-    /// p50 236 ms against 7.5 ms uncorrected, and no warning). Told by the loop's own lag.
-    /// Late sends while the loop kept up are back-pressure instead: a send is late when no
-    /// connection is free (none left late while another was free, in the sends counted in
-    /// BENCHMARKS.md), i.e. the server had not answered; the corrected latency charges that
-    /// wait to the server, as it should, and more connections (-c) offer the rate (a review
-    /// finding: a 20 ms server at `-q 500 -c 4` was told to use fewer connections).
+    /// p50 236 ms against 7.5 ms uncorrected, and no warning). Told by the loop's own lag, and
+    /// by the late sends' dominant cause ([`LateSendsByCause`]): a send is late because the
+    /// generator's thread waited for a CPU, because no connection was free (the server had
+    /// not answered: the corrected latency charges that wait to the server, as it should, and
+    /// more connections (-c) offer the rate; a review finding: a 20 ms server at `-q 500 -c 4`
+    /// was told to use fewer connections), or by the generator's own loop.
     fn generator_behind(&self) -> Option<String> {
         let s = &self.summary;
         let lag_us = self.timeseries.iter().map(|p| p.generator_lag_us).max();
@@ -261,12 +276,15 @@ impl Report {
             Some(_) if s.requests > 0 => s.late_sends as f64 / s.requests as f64,
             _ => 0.0,
         };
+        let dominant = s.late_sends_by_cause.map(|by| by.dominant());
         let late = (late_share >= LATE_SHARE_WARN).then(|| {
             format!(
-                "{} of {} sends ({} %) left more than 1 ms after their intended time (late_sends)",
+                "{} of {} sends ({} %) left more than 1 ms after their intended time (late_sends{})",
                 fmt_count(s.late_sends),
                 fmt_count(s.requests),
-                fmt_pct(100.0 * late_share)
+                fmt_pct(100.0 * late_share),
+                s.late_sends_by_cause
+                    .map_or_else(String::new, |by| format!(": {}", by.describe()))
             )
         });
         let p50s = match (&self.latency_us, &self.latency_uncorrected_us) {
@@ -277,6 +295,9 @@ impl Report {
             ),
             _ => String::new(),
         };
+        let own_delay = format!(
+            "the latency then includes the generator's own delay{p50s}, not only the server's"
+        );
         match (lagged, late) {
             (None, None) => None,
             (Some(us), late) => {
@@ -286,15 +307,23 @@ impl Report {
                 )];
                 what.extend(late);
                 Some(format!(
-                    "the generator fell behind: {}; the latency then includes the generator's own delay{p50s}, not only the server's: check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it fewer connections (-c) or more threads (--threads)",
+                    "the generator fell behind: {}; {own_delay}: check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it fewer connections (-c) or more threads (--threads)",
                     what.join(", and ")
                 ))
             }
-            (None, Some(late)) => Some(format!(
-                "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with -q {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
-                self.config.rate.map_or_else(String::new, |r| fmt_count(r.round() as u64)),
-                fmt_count(self.config.connections as u64)
-            )),
+            (None, Some(late)) => Some(match dominant {
+                Some(LateCause::WaitedForCpu) => format!(
+                    "{late}; most while the generator's thread waited for a CPU (its run-queue wait covered their lateness): other threads took its CPU, other work or the machine's own kernel threads; {own_delay}: pin the generator away from other work (--cpus apart from the server's, taskset), and see the run-queue wait of its CPU (perf sched latency)"
+                ),
+                Some(LateCause::Generator) => format!(
+                    "{late}; most the generator's own, while it had a CPU and a free connection: its loop or timer could not keep the schedule; {own_delay}: give it more threads (--threads) or a lower rate (-q)"
+                ),
+                Some(LateCause::NoFreeConnection) | None => format!(
+                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with -q {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
+                    self.config.rate.map_or_else(String::new, |r| fmt_count(r.round() as u64)),
+                    fmt_count(self.config.connections as u64)
+                ),
+            }),
         }
     }
 

@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Claim, Connection, InFlight};
-use crate::recorder::LATE_SLACK;
+use super::{Connection, InFlight};
 
 impl<S> Connection<S> {
     /// Picks the requests of the mix the queued claims send (the worker's next positions)
@@ -66,11 +65,12 @@ impl<S> Connection<S> {
         let k = self.queued.len();
         let tls = self.handshake_tls.take().filter(|_| connect_time.is_some());
         let mut rec = w.rec.borrow_mut();
+        if self.open_loop {
+            rec.sample_run_queue(sent);
+        }
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
-                if sent > t + LATE_SLACK {
-                    rec.record_late_send(t);
-                }
+                rec.record_send(t, sent, c.claimed_late);
             }
             self.in_flight.push_back(InFlight {
                 pos: (self.batch_start + i) as u32,
@@ -85,6 +85,7 @@ impl<S> Connection<S> {
                 connect: connect_time,
                 tls,
                 first_on_connection: i == 0 && connect_time.is_some(),
+                claimed_late: c.claimed_late,
             });
         }
         drop(rec);
@@ -98,9 +99,7 @@ impl<S> Connection<S> {
         let mut begun = None;
         for f in self.in_flight.drain(self.in_flight.len() - n..).rev() {
             begun = Some(f.begun);
-            self.queued.push_front(Claim {
-                intended: f.intended,
-            });
+            self.queued.push_front(f.requeue());
         }
         self.w.sub_in_flight(n);
         begun
@@ -109,7 +108,7 @@ impl<S> Connection<S> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::worker_of;
+    use super::super::{worker_of, Claim};
     use super::*;
     use crate::engine::http1::EARLY_WAKE;
     use crate::plan::Plan;
@@ -133,11 +132,11 @@ mod tests {
         let mut c: Connection<std::net::TcpStream> = Connection::new(w.clone(), EARLY_WAKE);
         let now = Instant::now();
         // One request, then a batch of three that wraps around the period of two.
-        c.queued.push_back(Claim { intended: None });
+        c.queued.push_back(Claim::now(None));
         c.take_batch();
         c.mark_sent(now, now, None);
         for _ in 0..3 {
-            c.queued.push_back(Claim { intended: None });
+            c.queued.push_back(Claim::now(None));
         }
         let batch = c.take_batch();
         c.mark_sent(now, now, None);

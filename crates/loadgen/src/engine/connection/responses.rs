@@ -214,7 +214,7 @@ mod tests {
             c.depth = 4;
             let now = Instant::now();
             for _ in 0..4 {
-                c.queued.push_back(Claim { intended: None });
+                c.queued.push_back(Claim::now(None));
             }
             c.take_batch();
             c.mark_sent(now, now, None);

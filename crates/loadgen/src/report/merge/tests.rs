@@ -399,3 +399,49 @@ fn thresholds_judge_the_merged_result() {
     assert!(!t.check(&m).passed);
     assert!(t.check(&three()[1].1).passed, "b alone passes");
 }
+
+#[test]
+fn late_sends_by_cause_are_added_and_na_unless_every_report_has_them() {
+    use crate::report::LateSendsByCause;
+    let mut inputs = three();
+    for (i, (_, r)) in inputs.iter_mut().enumerate() {
+        let i = i as u64;
+        r.summary.late_sends = 6 * (i + 1);
+        r.summary.late_sends_by_cause = Some(LateSendsByCause {
+            waited_for_cpu: Some(i + 1),
+            no_free_connection: 2 * (i + 1),
+            generator: 3 * (i + 1),
+        });
+    }
+    let m = merge(&inputs, false).unwrap();
+    assert_eq!(m.summary.late_sends, 36);
+    assert_eq!(
+        m.summary.late_sends_by_cause,
+        Some(LateSendsByCause {
+            waited_for_cpu: Some(6),
+            no_free_connection: 12,
+            generator: 18,
+        })
+    );
+    // One host could not read its run-queue wait: that cause is n/a, the others add up.
+    inputs[2]
+        .1
+        .summary
+        .late_sends_by_cause
+        .as_mut()
+        .unwrap()
+        .waited_for_cpu = None;
+    let by = merge(&inputs, false)
+        .unwrap()
+        .summary
+        .late_sends_by_cause
+        .unwrap();
+    assert_eq!((by.waited_for_cpu, by.no_free_connection), (None, 12));
+    // One report without causes (closed loop, or an older tailscope): none, since the
+    // others' would not add up to late_sends.
+    inputs[1].1.summary.late_sends_by_cause = None;
+    assert_eq!(
+        merge(&inputs, false).unwrap().summary.late_sends_by_cause,
+        None
+    );
+}

@@ -77,8 +77,8 @@ pub struct Config {
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
     pub engine: crate::EngineUsed,
-    /// `--spin-before-sleep`: "auto", "off" or the fixed window ("20µs"); null when no
-    /// engine ran.
+    /// `--spin-before-sleep` of the tokio engine: "auto", "off" or the fixed window ("20µs");
+    /// null when the io_uring engine ran (it does not poll before sleeping).
     #[serde(default)]
     pub spin_before_sleep: Option<String>,
     /// `--connect-rate`: new connections per second at most, in total; null: unbounded.
@@ -459,7 +459,7 @@ impl Report {
                 keepalive: plan.keepalive,
                 cpus: plan.cpus.clone(),
                 engine: totals.engine.clone(),
-                spin_before_sleep: (!totals.engine.name.is_empty())
+                spin_before_sleep: (totals.engine.name == "tokio")
                     .then(|| plan.spin_before_sleep.to_string()),
                 connect_rate: plan.connect_rate,
                 source_addrs: plan

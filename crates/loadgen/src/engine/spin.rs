@@ -53,63 +53,34 @@ pub const MAX_WINDOW: Duration = Duration::from_micros(50);
 /// Where a window grows from when it was zero (haltpoll's `guest_halt_poll_grow_start`).
 const GROW_START_NS: u64 = 4_000;
 
-/// How long to poll before sleeping, adapted as haltpoll's governor adapts it (see the
-/// module's doc). Used from one thread only (a tokio runtime's, or an io_uring worker's);
-/// the atomics make it `Sync` for tokio's park hooks, uncontended.
-pub(crate) struct Window {
+/// One runtime's poller: called on its own thread only (a current-thread runtime parks on
+/// the thread that runs it), so the atomics are uncontended cells that are `Sync`.
+struct Governor {
+    /// The runtime's epoll fd, once found; -1: not found, never poll.
+    epoll_fd: AtomicI32,
     adaptive: bool,
     window_ns: AtomicU64,
-    /// When the last poll ran out with nothing ready (ns since `base`); 0: it did not
-    /// (something was ready, its limit came first, or there was no window to adapt).
+    /// When the last park's poll ran out with nothing ready (ns since `base`); 0: it did not
+    /// (something was ready, or there was no window to adapt).
     ran_out_at: AtomicU64,
     base: Instant,
 }
 
-/// How a [`Window::poll`] ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Polled {
-    /// Work became ready: do not sleep.
-    Ready,
-    /// The caller's limit (its next deadline) came first: do not sleep either.
-    Limit,
-    /// The window ran out: sleep, then call [`Window::woke`].
-    RanOut,
-}
-
-impl Window {
-    /// A window for `spin`; none when polling is off.
-    pub(crate) fn new(spin: SpinBeforeSleep) -> Option<Window> {
-        let window_ns = match spin {
-            SpinBeforeSleep::Fixed(d) if d.is_zero() => return None,
-            SpinBeforeSleep::Fixed(d) => d.as_nanos() as u64,
-            SpinBeforeSleep::Adaptive => 0,
-        };
-        Some(Window {
-            adaptive: spin == SpinBeforeSleep::Adaptive,
-            window_ns: AtomicU64::new(window_ns),
-            ran_out_at: AtomicU64::new(0),
-            base: Instant::now(),
-        })
-    }
-
-    /// Calls `ready` until it says yes, for up to the window or `limit`, whichever is
-    /// shorter.
-    pub(crate) fn poll(&self, limit: Duration, mut ready: impl FnMut() -> bool) -> Polled {
+impl Governor {
+    fn before_park(&self) {
+        let epoll_fd = self.epoll_fd.load(Ordering::Relaxed);
+        if epoll_fd < 0 {
+            return;
+        }
         let window = self.window_ns.load(Ordering::Relaxed);
-        let limit_ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
         let start = Instant::now();
         let mut now = start;
         loop {
-            if ready() {
+            if crate::sys::has_events(epoll_fd) {
                 self.ran_out_at.store(0, Ordering::Relaxed);
-                return Polled::Ready;
+                return;
             }
-            let spun = now.duration_since(start).as_nanos() as u64;
-            if spun >= limit_ns && limit_ns < window {
-                self.ran_out_at.store(0, Ordering::Relaxed);
-                return Polled::Limit;
-            }
-            if spun >= window {
+            if now.duration_since(start).as_nanos() as u64 >= window {
                 break;
             }
             std::hint::spin_loop();
@@ -117,11 +88,9 @@ impl Window {
         }
         let at = now.duration_since(self.base).as_nanos() as u64;
         self.ran_out_at.store(at.max(1), Ordering::Relaxed);
-        Polled::RanOut
     }
 
-    /// After the sleep that followed a poll: adapts the window to how long it lasted.
-    pub(crate) fn woke(&self) {
+    fn after_unpark(&self) {
         let ran_out_at = self.ran_out_at.swap(0, Ordering::Relaxed);
         if !self.adaptive || ran_out_at == 0 {
             return;
@@ -131,27 +100,6 @@ impl Window {
         let idle = window + now.saturating_sub(ran_out_at);
         self.window_ns
             .store(next_window(window, idle), Ordering::Relaxed);
-    }
-}
-
-/// One runtime's poller: its epoll fd, once found (-1: not found, never poll).
-struct Governor {
-    epoll_fd: AtomicI32,
-    window: Window,
-}
-
-impl Governor {
-    fn before_park(&self) {
-        let epoll_fd = self.epoll_fd.load(Ordering::Relaxed);
-        if epoll_fd >= 0 {
-            // tokio does not say when its next timer is due: the window alone bounds it.
-            self.window
-                .poll(Duration::MAX, || crate::sys::has_events(epoll_fd));
-        }
-    }
-
-    fn after_unpark(&self) {
-        self.window.woke();
     }
 }
 
@@ -180,12 +128,17 @@ pub(crate) fn runtime(spin: SpinBeforeSleep) -> std::io::Result<tokio::runtime::
 fn build(spin: SpinBeforeSleep) -> std::io::Result<(tokio::runtime::Runtime, Option<RawFd>)> {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
-    let Some(window) = Window::new(spin) else {
-        return Ok((builder.build()?, None));
+    let window = match spin {
+        SpinBeforeSleep::Fixed(d) if d.is_zero() => return Ok((builder.build()?, None)),
+        SpinBeforeSleep::Fixed(d) => d.as_nanos() as u64,
+        SpinBeforeSleep::Adaptive => 0,
     };
     let governor = Arc::new(Governor {
         epoll_fd: AtomicI32::new(-1),
-        window,
+        adaptive: spin == SpinBeforeSleep::Adaptive,
+        window_ns: AtomicU64::new(window),
+        ran_out_at: AtomicU64::new(0),
+        base: Instant::now(),
     });
     let (park, unpark) = (governor.clone(), governor.clone());
     builder
@@ -257,29 +210,6 @@ mod tests {
         assert_eq!(next_window(40_000, 1_000_000), 20_000);
         assert_eq!(next_window(6_000, 1_000_000), 0, "below the start: off");
         assert_eq!(next_window(0, 1_000_000), 0);
-    }
-
-    #[test]
-    fn a_poll_ends_on_work_on_its_limit_or_when_its_window_runs_out() {
-        let w = Window::new(SpinBeforeSleep::Fixed(Duration::from_micros(200))).unwrap();
-        let mut calls = 0;
-        let ready_third = || {
-            calls += 1;
-            calls == 3
-        };
-        assert_eq!(w.poll(Duration::from_secs(1), ready_third), Polled::Ready);
-        assert_eq!(calls, 3);
-        let start = Instant::now();
-        assert_eq!(w.poll(Duration::from_micros(20), || false), Polled::Limit);
-        assert_eq!(w.poll(Duration::from_secs(1), || false), Polled::RanOut);
-        assert!(start.elapsed() >= Duration::from_micros(220));
-        assert!(Window::new(SpinBeforeSleep::Fixed(Duration::ZERO)).is_none());
-        // Adaptive: starts at no window, so it runs out at once; a sleep cut short grows
-        // it to the start.
-        let a = Window::new(SpinBeforeSleep::Adaptive).unwrap();
-        assert_eq!(a.poll(Duration::from_secs(1), || false), Polled::RanOut);
-        a.woke();
-        assert_eq!(a.window_ns.load(Ordering::Relaxed), GROW_START_NS);
     }
 
     #[test]

@@ -25,7 +25,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::connection::Connection;
-use super::spin::{Polled, Window};
 use super::{Shared, Worker, WorkerOutcome, WorkerSpec};
 use crate::recorder::IntervalData;
 use ring::{Ring, Socket};
@@ -205,8 +204,6 @@ struct UringWorker {
     scratch: Option<(usize, usize)>,
     /// `--idle-conns` and `--slow-conns` connections.
     held: Vec<held::HeldSlot>,
-    /// `--spin-before-sleep`: the window the ring's memory is watched for before a wait.
-    spin: Option<Window>,
 }
 
 /// A worker thread's body (called on the thread, already pinned).
@@ -259,7 +256,6 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         connections + held.len(),
     )
     .unwrap_or_else(|e| panic!("cannot set up the generator's io_uring: {e}"));
-    let spin = Window::new(shared.plan.spin_before_sleep);
     let started = Instant::now();
     let slots = (0..connections)
         .map(|_| Slot {
@@ -291,7 +287,6 @@ fn new_worker(shared: Arc<Shared>, spec: WorkerSpec) -> UringWorker {
         live: connections,
         scratch,
         held,
-        spin,
     }
 }
 
@@ -382,30 +377,13 @@ impl UringWorker {
                 (Some(_), Some(g)) => until = until.min(g),
                 (Some(_), None) => {}
             }
-            let mut wait = if self.dirty.is_empty() {
+            let wait = if self.dirty.is_empty() {
                 until.saturating_duration_since(Instant::now())
             } else {
                 Duration::ZERO
             };
-            // Poll before sleeping (see `spin`): a completion that arrives within the window
-            // (or before a deadline nearer than it) is taken without a sleep, and whoever
-            // completed it (on loopback, the server's send) pays no wake-up of this thread.
-            let mut polled = false;
-            if let (false, Some(spin)) = (wait.is_zero(), &self.spin) {
-                let ring = &mut self.ring;
-                if let Err(e) = ring.submit_now() {
-                    panic!("the generator's io_uring failed: {e}");
-                }
-                match spin.poll(wait, || ring.work_waiting()) {
-                    Polled::Ready | Polled::Limit => wait = Duration::ZERO,
-                    Polled::RanOut => polled = true,
-                }
-            }
             if let Err(e) = self.ring.submit_and_wait(wait) {
                 panic!("the generator's io_uring failed: {e}");
-            }
-            if let (true, Some(spin)) = (polled, &self.spin) {
-                spin.woke();
             }
             completions.clear();
             self.ring.reap(&mut completions);

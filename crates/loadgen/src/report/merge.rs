@@ -115,13 +115,18 @@ fn sum_known(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
 
 /// The late sends' causes added up: known only when every report has them (a closed-loop
 /// or older report's late sends have none, and a partial sum would not add up to
-/// `late_sends`); the CPU wait only when every report could read it.
+/// `late_sends`). A host that could not read its run-queue wait put its late sends under
+/// the other causes, so the CPU wait is the sum of the hosts that could (n/a when none
+/// could), and the three still add up to `late_sends`.
 fn late_sends_by_cause(
     each: impl Iterator<Item = Option<LateSendsByCause>>,
 ) -> Option<LateSendsByCause> {
     let all: Vec<LateSendsByCause> = each.collect::<Option<_>>()?;
     Some(LateSendsByCause {
-        waited_for_cpu: sum_known(all.iter().map(|c| c.waited_for_cpu)),
+        waited_for_cpu: all
+            .iter()
+            .map(|c| c.waited_for_cpu)
+            .fold(None, crate::snapshot::sum_some),
         no_free_connection: all.iter().map(|c| c.no_free_connection).sum(),
         generator: all.iter().map(|c| c.generator).sum(),
     })

@@ -70,7 +70,9 @@ impl<S> Connection<S> {
         }
         for (i, c) in self.queued.drain(..).enumerate() {
             if let Some(t) = c.intended {
-                rec.record_send(t, sent, c.claimed_late);
+                // A send that waited for its connection to open (a back-off, a
+                // connect's turn, the handshake) had no connection free either.
+                rec.record_send(t, sent, c.claimed_late || connect_time.is_some());
             }
             self.in_flight.push_back(InFlight {
                 pos: (self.batch_start + i) as u32,

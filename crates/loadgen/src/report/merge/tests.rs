@@ -423,20 +423,21 @@ fn late_sends_by_cause_are_added_and_na_unless_every_report_has_them() {
             generator: 18,
         })
     );
-    // One host could not read its run-queue wait: that cause is n/a, the others add up.
-    inputs[2]
-        .1
-        .summary
-        .late_sends_by_cause
-        .as_mut()
-        .unwrap()
-        .waited_for_cpu = None;
+    // One host could not read its run-queue wait: its late sends went to the other causes
+    // (its 3 to the generator's own); the CPU wait is the others', and all still add up.
+    let third = inputs[2].1.summary.late_sends_by_cause.as_mut().unwrap();
+    third.waited_for_cpu = None;
+    third.generator += 3;
     let by = merge(&inputs, false)
         .unwrap()
         .summary
         .late_sends_by_cause
         .unwrap();
-    assert_eq!((by.waited_for_cpu, by.no_free_connection), (None, 12));
+    assert_eq!(
+        (by.waited_for_cpu, by.no_free_connection, by.generator),
+        (Some(3), 12, 21)
+    );
+    assert_eq!(3 + by.no_free_connection + by.generator, 36);
     // One report without causes (closed loop, or an older tailscope): none, since the
     // others' would not add up to late_sends.
     inputs[1].1.summary.late_sends_by_cause = None;

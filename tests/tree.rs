@@ -221,8 +221,11 @@ fn launched(target: &str, args: &[&str]) -> TreeRun {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stderr}"));
-    let root = n(&report["target"]["pid"]);
-    assert!(common::gone(root), "the target's root {root} was stopped");
+    let serving = n(&report["target"]["pid"]);
+    assert!(
+        common::gone(serving),
+        "the serving process {serving} was stopped"
+    );
     TreeRun::of(report, stderr.into_owned())
 }
 

@@ -262,7 +262,7 @@ mod tests {
             tree_heading("python3", Some(4216), 4215, None),
             "python3 (pid 4216), tree from pid 4215"
         );
-        // nginx's master is both; --pid names no serving process.
+        // nginx's master is both the serving process and the root.
         assert_eq!(
             tree_heading("nginx", Some(10), 10, Some("nginx")),
             "nginx (pid 10)"

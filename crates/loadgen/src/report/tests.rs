@@ -472,6 +472,18 @@ fn a_server_that_stopped_answering_is_warned_about() {
     };
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("stopped answering")), "{w:?}");
+    // A hung server: whole seconds with nothing finished, requests left waiting.
+    t.timeseries[1] = point(2.0, 0, 0);
+    t.timeseries[2] = point(3.0, 0, 0);
+    t.counters.errors[ErrorKind::ConnectRefused.index()] = 0;
+    t.counters.unfinished = 4;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the server stopped answering by 1.0 s: 2 of the run's 3 whole seconds after its last response got none (0 requests failed then, 4 still waiting at the end"
+        )),
+        "{w:?}"
+    );
 }
 
 /// When many requests got no response, the rate the server answered at has a line of its
@@ -494,4 +506,19 @@ fn the_rate_answered_is_shown_when_many_requests_got_no_response() {
         fmt_count(r.summary.errors)
     );
     assert!(text.contains(&want), "{want}\n{text}");
+}
+
+/// Connections still opening at the end are set-up the run did not get past, unless the
+/// server closed and the generator reopened connections all along (then it is the steady
+/// state, and "fewer -c" would contradict the advice of the late-sends warning).
+#[test]
+fn connections_still_opening_are_not_blamed_on_set_up_when_the_server_closes_them() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = totals();
+    t.counters.still_connecting = 2;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(w.iter().any(|w| w.contains("were still opening")), "{w:?}");
+    t.counters.reconnects = 29_000;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("were still opening")), "{w:?}");
 }

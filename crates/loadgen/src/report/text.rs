@@ -132,7 +132,7 @@ impl Report {
         // got no response, the rate the server answered at is not the one above (a
         // newcomer's gunicorn read "Requests/sec: 20,000.0" at -q 20000 while it answered
         // 9.2 k/s, 32,381 requests unfinished).
-        if s.duration_s > 0.0 && s.successes < s.requests - s.requests / 100 {
+        if s.duration_s > 0.0 && s.successes * 100 < s.requests * 99 {
             let _ = writeln!(
                 out,
                 "  Answered/sec:  {} (responses; {} failed, {} unfinished)",

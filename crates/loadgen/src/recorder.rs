@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 pub use events::{Finished, TcpFacts, Unfinished};
 use figures::record_us;
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
-pub use late::{classify, LateCause, RunQueueWait};
+pub use late::LateCause;
+use late::{classify, RunQueueWait};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::error::ErrorKind;

@@ -210,8 +210,10 @@ pub struct LateSendsByCause {
     /// the send, from `/proc/thread-self/schedstat`, covers the lateness); null where that
     /// wait cannot be read.
     pub waited_for_cpu: Option<u64>,
-    /// No connection was free: the slot was claimed only after its time (every connection
-    /// still waited for a response).
+    /// No connection was free and open: the slot was claimed only after its time, or waited
+    /// for its connection to open (see [`crate::recorder::LateCause::NoFreeConnection`]:
+    /// mostly the server's answers, but a loop too busy to get to its connections reads
+    /// the same).
     pub no_free_connection: u64,
     /// The generator's own: its loop or timer was too slow while it had a CPU and a free
     /// connection.

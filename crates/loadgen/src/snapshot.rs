@@ -139,8 +139,8 @@ pub struct Counters {
     /// Late sends while the generator's thread waited for a CPU (its run-queue wait covers
     /// the lateness); `None` where the wait cannot be read (no schedstat).
     pub late_waited_for_cpu: Option<u64>,
-    /// Late sends whose slot no connection was free to claim in time (the server had not
-    /// answered on any of them).
+    /// Late sends whose slot no connection was free and open to take in time (see
+    /// [`crate::recorder::LateCause::NoFreeConnection`]).
     pub late_no_free_connection: u64,
     /// Late sends of the generator's own (its loop or timer, with a CPU and a connection).
     pub late_generator: u64,

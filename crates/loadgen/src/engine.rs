@@ -225,6 +225,27 @@ pub(crate) struct WorkerSpec {
 }
 
 #[cfg(test)]
+impl Shared {
+    /// What the workers of `plan` read for a load from `start` (measured at once) to `end`
+    /// (for unit tests).
+    pub(crate) fn for_tests(plan: Plan, start: Instant, end: Option<Instant>) -> Shared {
+        Shared {
+            requests: plan.encode().unwrap(),
+            names: Vec::new().into(),
+            placeholder_seq: AtomicU64::new(0),
+            start,
+            measure_start: start,
+            end,
+            highest: plan.timeout * 3,
+            rate_override: Arc::new(AtomicU64::new(0)),
+            sources: Vec::new(),
+            tls: None,
+            plan,
+        }
+    }
+}
+
+#[cfg(test)]
 impl WorkerSpec {
     /// The whole load on one unpinned worker with one connection (for unit tests).
     pub(crate) fn one_connection() -> WorkerSpec {

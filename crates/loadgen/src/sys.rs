@@ -1,12 +1,23 @@
 //! The crate's `unsafe` outside the io_uring ring: reading the kernel's TCP_INFO of the
-//! generator's own sockets, IP_BIND_ADDRESS_NO_PORT (which no socket crate wraps), and the C
-//! allocator's mmap threshold (see [`steady_allocator`]).
+//! generator's own sockets, IP_BIND_ADDRESS_NO_PORT (which no socket crate wraps), the C
+//! allocator's mmap threshold (see [`steady_allocator`]), and the calling thread's voluntary
+//! context switches (see [`voluntary_switches`]).
 #![allow(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
 use crate::recorder::TcpFacts;
+
+/// The calling thread's voluntary context switches so far (`getrusage(RUSAGE_THREAD)`): one
+/// more after a wait means the thread slept in it. `None` where the kernel refuses.
+pub fn voluntary_switches() -> Option<i64> {
+    // SAFETY: getrusage writes one rusage into the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call's duration.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    (rc == 0).then_some(usage.ru_nvcsw)
+}
 
 /// TCP_INFO of a connected (or connecting) TCP socket; `None` where the kernel refuses it.
 pub fn tcp_facts(socket: &impl AsRawFd) -> Option<TcpFacts> {

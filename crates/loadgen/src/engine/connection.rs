@@ -45,6 +45,16 @@ pub(super) const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// A handshake at least this slow had a SYN retransmitted (the first SYN RTO is 1 s): the
 /// connection's TCP_INFO is read right after it to count them.
 const SLOW_HANDSHAKE: Duration = Duration::from_millis(200);
+/// A response among the slowest that was on the wire (from its send) less than this is slow
+/// from waiting to be sent (an open-loop backlog): no retransmission or delayed ACK, which
+/// take milliseconds at the least, slowed it, so the connection's last TCP_INFO read serves
+/// for it if it is at most [`FACTS_REUSE`] old. In a backlog every response is slower than
+/// the last and so among the slowest: a read for each (a `getsockopt`) took 13 % of the
+/// generator's time at -q 100000 and kept the backlog from draining.
+const WIRE_FLOOR: Duration = Duration::from_millis(1);
+/// How old a connection's last TCP_INFO read may be to serve a response on the wire for less
+/// than [`WIRE_FLOOR`]: at most a read a second per connection for such responses.
+const FACTS_REUSE: Duration = Duration::from_secs(1);
 
 /// How a connection ended: the kind to count its in-flight requests under, if any.
 pub(super) enum Closed {
@@ -119,6 +129,8 @@ pub(super) struct Connection<S> {
     pub(super) conn_id: u64,
     /// The connection's retransmitted segments as of its last TCP_INFO read.
     retrans_seen: u32,
+    /// The open connection's last TCP_INFO read and when it was made (see [`WIRE_FLOOR`]).
+    last_facts: Option<(TcpFacts, Instant)>,
     /// A connection was open before: opening another is a reconnect.
     had_connection: bool,
     /// The pause before the next connect after a failed one (see [`MIN_BACKOFF`]).
@@ -128,6 +140,12 @@ pub(super) struct Connection<S> {
     unanswered: bool,
     /// The TLS handshake of the connection just opened, for its first request.
     handshake_tls: Option<Duration>,
+    /// Closed loop: when a graceful close put requests back in `queued`, and how many. Until
+    /// they are sent again (or fail, or are abandoned) that time is theirs for Little's law,
+    /// though the latency of each counts from its new send: with `--pipeline 4` against a
+    /// server that answers one request and closes (gunicorn's sync workers), three of every
+    /// four requests' first trip and the reconnect were in no request (75 % "lost").
+    requeued: Option<(Instant, usize)>,
 }
 
 impl<S: AsRawFd> Connection<S> {
@@ -151,10 +169,12 @@ impl<S: AsRawFd> Connection<S> {
             scratch: Vec::new(),
             conn_id: 0,
             retrans_seen: 0,
+            last_facts: None,
             had_connection: false,
             backoff: MIN_BACKOFF,
             unanswered: false,
             handshake_tls: None,
+            requeued: None,
             w,
             shared,
         }
@@ -278,6 +298,7 @@ impl<S: AsRawFd> Connection<S> {
         self.unanswered = true;
         let took = began.elapsed();
         self.retrans_seen = 0;
+        self.last_facts = None;
         self.stream = Some(s);
         w.open.up();
         if took >= SLOW_HANDSHAKE {
@@ -296,6 +317,7 @@ impl<S: AsRawFd> Connection<S> {
     /// claims behind it wait for the next try. Returns when it failed; the engine then
     /// backs off for `self.backoff` (see [`MIN_BACKOFF`]) and calls [`Self::backed_off`].
     pub(super) fn connect_failed(&mut self, kind: ErrorKind, began: Instant) -> Instant {
+        self.requeued_sent(began);
         let w = &*self.w;
         w.connecting.set(w.connecting.get().saturating_sub(1));
         let c = self.queued.pop_front().expect("a claim to connect for");
@@ -320,14 +342,20 @@ impl<S: AsRawFd> Connection<S> {
     }
 
     /// The back-off after a failed connect is over (or was cut short by a stop). The pause
-    /// is the generator's own, on purpose: Little's law counts it.
+    /// is the generator's own, on purpose: Little's law counts it, the part before a stop
+    /// cut it short too (the connection lived through it: against a closed port, the last
+    /// back-offs of up to 100 ms each read as 6.8 % "lost" in a 1 s run).
     pub(super) fn backed_off(&mut self, failed_at: Instant) {
-        if !self.w.stopping.get() {
-            self.w
-                .rec
-                .borrow_mut()
-                .record_waiting(failed_at, Instant::now(), self.depth);
-        }
+        let now = Instant::now();
+        // The back-off counts the connection's whole room: requests a graceful close put
+        // back wait through it too, so their own wait pauses for it (else counted twice).
+        let requeued = self.requeued.map(|(_, n)| n);
+        self.requeued_sent(failed_at);
+        self.w
+            .rec
+            .borrow_mut()
+            .record_waiting(failed_at, now, self.depth);
+        self.requeued = requeued.map(|n| (now, n));
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
@@ -405,12 +433,29 @@ impl<S: AsRawFd> Connection<S> {
             .rec
             .borrow_mut()
             .record_tcp(facts, &mut self.retrans_seen, handshake);
+        self.last_facts = facts.map(|f| (f, Instant::now()));
         facts
+    }
+
+    /// The TCP facts of a response among the slowest that was sent at `sent` and ended at
+    /// `end`: a fresh read, or, for one on the wire less than [`WIRE_FLOOR`], the last read if
+    /// at most [`FACTS_REUSE`] old.
+    pub(super) fn facts_for_slow(&mut self, sent: Instant, end: Instant) -> Option<TcpFacts> {
+        match self.last_facts {
+            Some((facts, at))
+                if end.saturating_duration_since(sent) < WIRE_FLOOR
+                    && end.saturating_duration_since(at) <= FACTS_REUSE =>
+            {
+                Some(facts)
+            }
+            _ => self.observe(false),
+        }
     }
 
     /// The grace period is over: records what the connection still holds as unfinished.
     /// `since` is when the queued claims began, `stage` what they wait for.
     pub(super) fn abandon(&mut self, since: Instant, stage: Stage) {
+        self.requeued_sent(since);
         let tcp = self.observe(false);
         self.w.abandon(&Held {
             in_flight: &self.in_flight,
@@ -432,9 +477,22 @@ impl<S: AsRawFd> Connection<S> {
         self.w.sub_in_flight(self.in_flight.len());
         match outcome {
             Closed::Graceful => {
+                // Their trip on this connection is theirs (Little's law), though their
+                // latency will count from the next send; open-loop requests keep their
+                // intended time, so their latency holds it already.
+                let now = Instant::now();
+                self.requeued_sent(now);
+                let mut requeued = 0;
+                let mut rec = self.w.rec.borrow_mut();
                 for f in self.in_flight.drain(..).rev() {
+                    if f.intended.is_none() {
+                        rec.record_waiting(f.begun, now, 1);
+                        requeued += 1;
+                    }
                     self.queued.push_front(f.requeue());
                 }
+                drop(rec);
+                self.requeued = (requeued > 0).then_some((now, requeued));
             }
             Closed::Failed { front, rest } => {
                 let now = Instant::now();
@@ -457,8 +515,18 @@ impl<S: AsRawFd> Connection<S> {
 }
 
 impl<S> Connection<S> {
+    /// The requests a graceful close put back in the queue leave it at `at` (sent again,
+    /// their connect failed, or the run ended): their wait since the close is recorded for
+    /// Little's law.
+    pub(super) fn requeued_sent(&mut self, at: Instant) {
+        if let Some((since, n)) = self.requeued.take() {
+            self.w.rec.borrow_mut().record_waiting(since, at, n);
+        }
+    }
+
     /// Closes the socket, if one is open (the worker's open-connection gauge follows).
     pub(super) fn drop_stream(&mut self) {
+        self.last_facts = None;
         if self.stream.take().is_some() {
             let w = &*self.w;
             w.open.down();

@@ -184,6 +184,8 @@ impl Connection<Stream> {
             _ = async { match stream.as_mut() { Some(s) => closed_while_idle(s).await, None => pending().await } } => true,
         };
         if closed_while_idle {
+            // Its retransmissions since the last read are counted as at any other close.
+            self.observe(false);
             self.drop_stream();
         }
     }

@@ -128,8 +128,21 @@ pub(crate) fn runtime(spin: SpinBeforeSleep) -> std::io::Result<tokio::runtime::
 fn build(spin: SpinBeforeSleep) -> std::io::Result<(tokio::runtime::Runtime, Option<RawFd>)> {
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all();
+    // tokio parks only with no task ready: if the thread then slept, the loop had been out
+    // of work until it woke (what an open-loop send claimed late is judged by). A park that
+    // returns at once (events already in) is a busy loop's.
+    let parked = super::worker::parking;
+    let unparked = super::worker::unparking;
     let window = match spin {
-        SpinBeforeSleep::Fixed(d) if d.is_zero() => return Ok((builder.build()?, None)),
+        SpinBeforeSleep::Fixed(d) if d.is_zero() => {
+            return Ok((
+                builder
+                    .on_thread_park(parked)
+                    .on_thread_unpark(unparked)
+                    .build()?,
+                None,
+            ));
+        }
         SpinBeforeSleep::Fixed(d) => d.as_nanos() as u64,
         SpinBeforeSleep::Adaptive => 0,
     };
@@ -142,8 +155,14 @@ fn build(spin: SpinBeforeSleep) -> std::io::Result<(tokio::runtime::Runtime, Opt
     });
     let (park, unpark) = (governor.clone(), governor.clone());
     builder
-        .on_thread_park(move || park.before_park())
-        .on_thread_unpark(move || unpark.after_unpark());
+        .on_thread_park(move || {
+            parked();
+            park.before_park();
+        })
+        .on_thread_unpark(move || {
+            unparked();
+            unpark.after_unpark();
+        });
     // tokio does not hand out its epoll fd: the eventpoll fd that building the runtime adds
     // is it. Builds are serialised so that two workers' cannot be confused; another thread's
     // epoll fd appearing meanwhile watches other fds, and then none is used.

@@ -382,12 +382,18 @@ impl UringWorker {
             } else {
                 Duration::ZERO
             };
+            // Out of work: nothing to advance, no deadline due, every completion reaped
+            // handled (see `worker::idle_wait_ended`).
+            let idle = (!wait.is_zero())
+                .then(super::worker::idle_wait_begins)
+                .flatten();
             if let Err(e) = self.ring.submit_and_wait(wait) {
                 panic!("the generator's io_uring failed: {e}");
             }
             completions.clear();
-            self.ring.reap(&mut completions);
             let now = Instant::now();
+            super::worker::idle_wait_ended(idle, now);
+            self.ring.reap(&mut completions);
             for &c in &completions {
                 self.on_completion(c, now);
             }
@@ -445,7 +451,6 @@ impl UringWorker {
 mod tests {
     use std::io::{Read, Write};
     use std::net::TcpListener;
-    use std::sync::atomic::AtomicU64;
 
     use super::*;
     use crate::plan::{Plan, Stop};
@@ -543,19 +548,11 @@ mod tests {
         plan.threads = 1;
         plan.stop = Stop::Duration(Duration::from_millis(300));
         let now = Instant::now();
-        let shared = Arc::new(Shared {
-            requests: plan.encode().unwrap(),
-            names: Vec::new().into(),
-            placeholder_seq: AtomicU64::new(0),
-            start: now,
-            measure_start: now,
-            end: Some(now + Duration::from_millis(300)),
-            highest: plan.timeout * 3,
-            rate_override: Arc::new(AtomicU64::new(0)),
-            sources: Vec::new(),
-            tls: None,
+        let shared = Arc::new(Shared::for_tests(
             plan,
-        });
+            now,
+            Some(now + Duration::from_millis(300)),
+        ));
         let spec = WorkerSpec::one_connection();
         let mut worker = new_worker(shared, spec);
         let (tx, _rx) = std::sync::mpsc::channel();

@@ -54,12 +54,60 @@ impl Level {
     }
 }
 
+thread_local! {
+    /// When this generator thread's loop was last out of work: it had handled every response
+    /// it had been handed, every connection with room had claimed, and it waited idle until
+    /// then (the io_uring engine's wake from a timed wait entered so, in which it slept; the
+    /// tokio runtime's unpark after a park, with no task ready, in which it slept). See
+    /// [`Worker::claim_slot`].
+    static CAUGHT_UP_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The tokio engine: the thread's voluntary context switches when it last parked.
+    static PARKED_SWITCHES: Cell<Option<i64>> = const { Cell::new(None) };
+}
+
+/// The tokio engine's thread parks (no task ready).
+pub(super) fn parking() {
+    PARKED_SWITCHES.with(|p| p.set(idle_wait_begins()));
+}
+
+/// The tokio engine's thread unparked (see [`idle_wait_ended`]).
+pub(super) fn unparking() {
+    idle_wait_ended(PARKED_SWITCHES.with(Cell::take), Instant::now());
+}
+
+/// The calling generator thread's loop begins a wait out of work: what
+/// [`idle_wait_ended`] is to be given.
+pub(super) fn idle_wait_begins() -> Option<i64> {
+    crate::sys::voluntary_switches()
+}
+
+/// That wait ended at `now`: if the thread slept in it (a voluntary context switch since
+/// `begun`), the loop was idle, out of work, until now (see [`CAUGHT_UP_AT`]). A wait that
+/// returned at once (work already in) is a busy loop's.
+pub(super) fn idle_wait_ended(begun: Option<i64>, now: Instant) {
+    if begun.is_some_and(|b| crate::sys::voluntary_switches().is_some_and(|a| a > b)) {
+        caught_up(now);
+    }
+}
+
+/// The calling generator thread's loop was idle, out of work, until `now`.
+fn caught_up(now: Instant) {
+    CAUGHT_UP_AT.with(|c| c.set(Some(now)));
+}
+
+/// Whether the calling thread's loop ran out of work after `at`.
+fn caught_up_after(at: Instant) -> bool {
+    CAUGHT_UP_AT.with(|c| c.get().is_some_and(|t| t > at))
+}
+
 /// A request claimed by a connection.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Claim {
     pub(super) intended: Option<Instant>,
-    /// Open loop: the slot was claimed only after its intended time + [`LATE_SLACK`]: no
-    /// connection had room for it until then (see [`crate::recorder::LateCause`]).
+    /// Open loop: the slot was claimed only after its intended time + [`LATE_SLACK`], and
+    /// the loop ran out of work in between: every connection was waiting on a response (see
+    /// [`crate::recorder::LateCause`]). Claimed late by a loop that was busy throughout is
+    /// not this: the loop did not get to a connection in time.
     pub(super) claimed_late: bool,
 }
 
@@ -393,7 +441,8 @@ impl Worker {
     /// that fell due before the window ended are still sent while the grace period lasts
     /// (a connection that was busy at the end takes them), so none goes unmeasured. `now`
     /// is when a connection with room asks: a slot claimed more than [`LATE_SLACK`] after
-    /// its time waited for a free connection.
+    /// its time waited for a free connection if the loop ran out of work meanwhile (then no
+    /// connection had room), else for the busy loop to get to one.
     pub(super) fn claim_slot(&self, now: Instant) -> Option<Claim> {
         if self.grace_over.get() {
             return None;
@@ -423,7 +472,7 @@ impl Worker {
         self.next_slot.set(k + 1);
         Some(Claim {
             intended: Some(at),
-            claimed_late: now > at + LATE_SLACK,
+            claimed_late: now > at + LATE_SLACK && caught_up_after(at),
         })
     }
 
@@ -541,4 +590,49 @@ pub(super) struct Held<'a> {
     pub(super) conn: u64,
     /// The connection's TCP_INFO now.
     pub(super) tcp: Option<TcpFacts>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Plan, Stop};
+
+    /// A worker of an open-loop schedule of a slot a millisecond from `start`.
+    fn open_loop_worker(start: Instant) -> Worker {
+        let mut plan = Plan::new("http://127.0.0.1:9/").unwrap();
+        plan.pace = Pace::Rate(1000.0);
+        plan.stop = Stop::Duration(Duration::from_secs(1));
+        let shared = Arc::new(Shared::for_tests(
+            plan,
+            start,
+            Some(start + Duration::from_secs(1)),
+        ));
+        let spec = WorkerSpec {
+            rate: Some(1000.0),
+            ..WorkerSpec::one_connection()
+        };
+        Worker::new(shared, &spec)
+    }
+
+    #[test]
+    fn a_slot_claimed_late_waited_for_a_connection_only_if_the_loop_ran_out_of_work() {
+        let start = Instant::now();
+        let ms = |n: u64| start + Duration::from_millis(n);
+        let w = open_loop_worker(start);
+        // Slot 0 (due at 0 ms), claimed at 5 ms by a loop busy since before it: not a wait
+        // for a free connection (the loop did not get to one in time).
+        caught_up(start - Duration::from_millis(1));
+        let claim = w.claim_slot(ms(5)).unwrap();
+        assert_eq!(claim.intended, Some(ms(0)));
+        assert!(!claim.claimed_late);
+        // Slot 1 (due at 1 ms), claimed at 5 ms by a loop that ran out of work at 2 ms:
+        // every connection was waiting on a response.
+        caught_up(ms(2));
+        let claim = w.claim_slot(ms(5)).unwrap();
+        assert_eq!(claim.intended, Some(ms(1)));
+        assert!(claim.claimed_late);
+        // Slot 2 (due at 2 ms), claimed within the slack: on time, whatever the loop did.
+        caught_up(ms(3));
+        assert!(!w.claim_slot(ms(2) + LATE_SLACK).unwrap().claimed_late);
+    }
 }

@@ -16,14 +16,13 @@ pub enum LateCause {
     /// The generator's thread waited in the run queue (another thread had its CPU) at least
     /// as long as the send was late beyond the slack: had it run, it would have been on time.
     WaitedForCpu,
-    /// The slot was claimed only after its intended time + the slack, or waited for its
-    /// connection to be opened: no connection was free and open. Mostly every connection
-    /// still waiting for a response (the server did not keep up over `-c` connections),
-    /// but a loop too busy to get to a connection whose response had come looks the same
-    /// (a claim's time is when the loop got to it).
+    /// The slot was claimed only after its intended time + the slack while the generator's
+    /// loop ran out of work in between (every connection was waiting on a response: the
+    /// server did not keep up over `-c` connections), or it waited for its connection to be
+    /// opened.
     NoFreeConnection,
-    /// The rest: the generator's loop or timer was too slow while it had a CPU and a free
-    /// connection.
+    /// The rest: the generator's loop or timer was too slow while it had a CPU; among them a
+    /// loop busy throughout, which did not get to a connection whose response had come.
     Generator,
 }
 

@@ -61,6 +61,7 @@ impl<S> Connection<S> {
         sent: Instant,
         connect_time: Option<Duration>,
     ) {
+        self.requeued_sent(now);
         let w = &*self.w;
         let k = self.queued.len();
         let tls = self.handshake_tls.take().filter(|_| connect_time.is_some());

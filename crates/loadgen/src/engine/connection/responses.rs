@@ -145,7 +145,7 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
     pub(in crate::engine) fn slow_tcp(&mut self, f: &InFlight, end: Instant) -> Option<TcpFacts> {
         let latency = end.saturating_duration_since(f.start().min(f.begun));
         if self.w.rec.borrow().is_slow(latency) {
-            self.observe(false)
+            self.facts_for_slow(f.sent, end)
         } else {
             None
         }

@@ -220,7 +220,7 @@ pub(in crate::engine) async fn dial(
             if session.alpn_protocol() != Some(tls::ALPN_H2) {
                 return Err((
                     ErrorKind::TlsHandshake,
-                    Some("the server did not agree to HTTP/2 in the TLS handshake (ALPN h2): it speaks HTTP/1.1 only; drop --http2".into()),
+                    Some(tls::h2_not_chosen(session.alpn_protocol())),
                 ));
             }
             let took = tcp_done.elapsed();

@@ -80,6 +80,7 @@ impl Evidence {
         profile: Option<&Profile>,
         roles: Roles<'_>,
     ) -> Evidence {
+        let shares = profile.map(|p| cpu_shares(p, roles));
         let steal: Vec<f64> = profile
             .map(|p| p.cpus.iter().map(|c| c.steal_pct).collect())
             .unwrap_or_default();
@@ -98,7 +99,8 @@ impl Evidence {
             server_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.server)),
             client_cpus_busy_pct: profile.and_then(|p| mean_busy(p, roles.client)),
             steal_pct: (!steal.is_empty()).then(|| steal.iter().sum::<f64>() / steal.len() as f64),
-            server_foreign_pct: profile.and_then(|p| foreign_pct(p, roles)),
+            server_foreign_pct: shares.and_then(|s| s.0),
+            generator_on_server_cpus_pct: shares.and_then(|s| s.1),
             target_involuntary_per_s: profile.and_then(|p| {
                 Some(p.target.as_ref()?.involuntary_ctx_switches? as f64 / p.duration_s.max(1e-3))
             }),
@@ -131,28 +133,42 @@ impl Evidence {
     }
 }
 
-/// How much of the server's CPUs' capacity went to something other than the server: their
-/// busy time less the server's own CPU time. Only where the server's CPUs are known (pinned at
-/// launch, or its `Cpus_allowed_list`) and apart from the generator's.
-fn foreign_pct(profile: &Profile, roles: Roles<'_>) -> Option<f64> {
-    let target = profile.target.as_ref()?;
+/// Of the server's CPUs' capacity (%): what went to work that was neither the server's nor
+/// the generator's, and, where the generator may run on those CPUs, the generator's own
+/// share. Only where the server's CPUs are known (pinned at launch, or its
+/// `Cpus_allowed_list`). A generator not pinned (no `--cpus`) may run on any CPU, the
+/// server's too: its whole CPU time over the run is taken as on them (at most that much was),
+/// so what is left is others' for certain; without its CPU time, others' share is unknown.
+pub(crate) fn cpu_shares(profile: &Profile, roles: Roles<'_>) -> (Option<f64>, Option<f64>) {
+    let Some(target) = profile.target.as_ref() else {
+        return (None, None);
+    };
     let cpus: Vec<usize> = if roles.server.is_empty() {
         target.cpus_allowed.clone()
     } else {
         roles.server.to_vec()
     };
-    if cpus.is_empty() || cpus.iter().any(|c| roles.client.contains(c)) || profile.duration_s <= 0.0
-    {
-        return None;
+    if cpus.is_empty() || profile.duration_s <= 0.0 {
+        return (None, None);
     }
+    let capacity_s = cpus.len() as f64 * profile.duration_s;
+    let shared = roles.client.is_empty() || cpus.iter().any(|c| roles.client.contains(c));
+    let generator_s = match (shared, &profile.generator) {
+        (false, _) => None,
+        (true, Some(g)) => Some(g.cpu_time_s.min(capacity_s)),
+        (true, None) => return (None, None),
+    };
     let busy_s: f64 = profile
         .cpus
         .iter()
         .filter(|c| cpus.contains(&c.cpu))
         .map(|c| (100.0 - c.idle_pct) / 100.0 * profile.duration_s)
         .sum();
-    let capacity_s = cpus.len() as f64 * profile.duration_s;
-    Some(((busy_s - target.cpu_time_s) / capacity_s * 100.0).max(0.0))
+    let others_s = busy_s - target.cpu_time_s - generator_s.unwrap_or(0.0);
+    (
+        Some((others_s / capacity_s * 100.0).max(0.0)),
+        generator_s.map(|g| g / capacity_s * 100.0),
+    )
 }
 
 fn mean_busy(profile: &Profile, cpus: &[usize]) -> Option<f64> {

@@ -145,10 +145,14 @@ pub struct Evidence {
     pub client_cpus_busy_pct: Option<f64>,
     /// Mean steal % over the CPUs used.
     pub steal_pct: Option<f64>,
-    /// Of the server's CPUs' capacity, the percentage busy with work that was not the
-    /// server's own (another process competing for them), when its CPUs are known and apart
-    /// from the generator's.
+    /// Of the server's CPUs' capacity, the percentage busy with work that was neither the
+    /// server's own nor the generator's (another process competing for them), when the
+    /// server's CPUs are known (and, where the generator may run on them, its CPU time is).
     pub server_foreign_pct: Option<f64>,
+    /// Where the generator may run on the server's CPUs (not pinned apart from them): its own
+    /// CPU time over the run as a share of those CPUs' capacity (%), at most what it took
+    /// from the server. `None` where they are apart, or the generator's time is unknown.
+    pub generator_on_server_cpus_pct: Option<f64>,
     /// The target's involuntary context switches per second.
     pub target_involuntary_per_s: Option<f64>,
     /// The run's length.
@@ -506,9 +510,12 @@ fn contended(e: &Evidence) -> bool {
         .seconds
         .iter()
         .any(|s| s.outliers > 0 && waited_for_cpu(e, s));
+    // Where the generator shares the server's CPUs, it may be what the server waited for:
+    // the wait alone is the evidence then, as where others' share is unknown.
+    let shared = e.server_foreign_pct.is_none() || e.generator_on_server_cpus_pct.is_some();
     let others = e.steal_pct.is_some_and(|s| s >= STEAL_PCT)
         || e.server_foreign_pct.is_some_and(|f| f >= FOREIGN_PCT)
-        || (e.server_foreign_pct.is_none() && waited_measured && waited_in_a_spike);
+        || (shared && waited_measured && waited_in_a_spike);
     // Others busy on the server's CPUs took only what the server did not need when its
     // threads hardly ever waited for one.
     let waited = match (e.server_run_queue_total_s, e.duration_s) {
@@ -546,9 +553,12 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
         why.push(format!("the hypervisor took {s:.1} % of the CPUs (steal)"));
     }
     if let Some(f) = e.server_foreign_pct.filter(|f| *f >= FOREIGN_PCT) {
-        why.push(format!(
-            "{f:.0} % of the server's CPUs went to work that was not the server's"
-        ));
+        why.push(match e.generator_on_server_cpus_pct {
+            Some(_) => format!(
+                "{f:.0} % of the server's CPUs went to work that was neither the server's nor the generator's"
+            ),
+            None => format!("{f:.0} % of the server's CPUs went to work that was not the server's"),
+        });
     }
     if let Some(p) = e.target_involuntary_per_s {
         why.push(format!("the server was preempted {p:.0} times a second"));
@@ -559,13 +569,24 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
             w / e.duration_s * 1e3
         ));
     }
-    // Others' share of the server's CPUs is unknown where they overlap the generator's: the
-    // generator itself may be what the server waited for.
-    let shared = if e.server_foreign_pct.is_none() && e.steal_pct.is_none_or(|s| s < STEAL_PCT) {
+    // Where the generator runs on the server's CPUs, its own share of them is known (its CPU
+    // time over the run): the generator itself may be what the server waited for (a
+    // newcomer's unpinned run named 45 % of "work that was not the server's" on a quiet
+    // machine: it was the generator's).
+    let shared = if let Some(g) = e.generator_on_server_cpus_pct {
+        format!(
+            " (the generator is not pinned apart from the server and its own CPU time over the \
+             run was up to {g:.0} % of the server's CPUs (where it ran is not known), so it may \
+             be what the server waited for: pin them apart, the \
+             generator with --cpus and the server on other CPUs with taskset -c, or \
+             --server-cpus for a server tailscope launches)"
+        )
+    } else if e.server_foreign_pct.is_none() && e.steal_pct.is_none_or(|s| s < STEAL_PCT) {
         " (the server's CPUs overlap the generator's or are unknown, so the generator may be \
          what it waited for: pin them apart with --server-cpus and --cpus, or taskset)"
+            .to_string()
     } else {
-        ""
+        String::new()
     };
     Some(Diagnosis {
         cause: Cause::CpuContention,

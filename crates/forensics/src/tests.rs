@@ -494,3 +494,135 @@ fn a_stall_longer_than_the_time_out_is_named_from_its_timeouts() {
         diagnose(&held_off)
     );
 }
+
+/// A run of 3 s on 2 CPUs, each `busy_pct` busy, with a server (`--pid`, allowed on both
+/// CPUs) that used `server_s` of CPU and a generator that used `generator_s`.
+fn two_cpu_profile(
+    busy_pct: f64,
+    server_s: f64,
+    generator_s: f64,
+) -> tailscope_targets::profile::Profile {
+    use tailscope_targets::profile::{CpuProfile, GeneratorProfile, Profile, TargetProfile};
+    let cpu = |cpu| CpuProfile {
+        cpu,
+        user_pct: busy_pct,
+        system_pct: 0.0,
+        irq_pct: 0.0,
+        softirq_pct: 0.0,
+        idle_pct: 100.0 - busy_pct,
+        steal_pct: 0.0,
+        net_rx_softirqs: None,
+        net_tx_softirqs: None,
+        context_switches: None,
+        cpu_migrations: None,
+        page_faults: None,
+        cycles: None,
+        instructions: None,
+        ipc: None,
+        cache_misses: None,
+        branch_misses: None,
+    };
+    Profile {
+        interval_ms: 100,
+        duration_s: 3.0,
+        cpus: vec![cpu(0), cpu(1)],
+        target: Some(TargetProfile {
+            pid: 100,
+            cpu_time_s: server_s,
+            user_s: server_s,
+            system_s: 0.0,
+            service_demand_us: None,
+            voluntary_ctx_switches: None,
+            involuntary_ctx_switches: None,
+            max_rss_kb: None,
+            rss_sum_kb: None,
+            threads: 5,
+            cpus_allowed: vec![0, 1],
+            processes_seen: 5,
+            processes_alive_at_end: 5,
+            exited_cpu_s: 0.0,
+            run_queue_wait_s: None,
+            processes: Vec::new(),
+        }),
+        generator: Some(GeneratorProfile {
+            cpu_time_s: generator_s,
+            cpu_us_per_request: None,
+        }),
+        tcp: None,
+        notes: Vec::new(),
+    }
+}
+
+/// A newcomer's unpinned run against nginx (`--pid`, nothing pinned) on a quiet machine of 2
+/// CPUs: "45 % of the server's CPUs went to work that was not the server's" was the
+/// generator's own CPU time. Where the generator may run on the server's CPUs, its share is
+/// taken out of "others'" and said as the evidence, with how to pin them apart.
+#[test]
+fn cpu_contention_names_the_generator_where_it_shares_the_servers_cpus() {
+    // 70 % busy × 2 CPUs × 3 s = 4.2 s: the server 1.5 s, the generator 2.7 s (45 %).
+    let profile = two_cpu_profile(70.0, 1.5, 2.7);
+    let unpinned = Roles {
+        server: &[],
+        client: &[],
+    };
+    let (others, generator) = crate::evidence::cpu_shares(&profile, unpinned);
+    assert_eq!(generator.map(|g| g.round()), Some(45.0));
+    assert_eq!(
+        others.map(|o| o.round()),
+        Some(0.0),
+        "nothing but the two was busy"
+    );
+
+    let mut e = healthy();
+    e.steal_pct = Some(0.0);
+    (e.server_foreign_pct, e.generator_on_server_cpus_pct) = (others, generator);
+    e.seconds[4].outliers = 105;
+    e.seconds[4].max_us = 20_000;
+    // The server's busiest thread waited 200 ms of every second for a CPU.
+    let waited: BTreeMap<u64, std::collections::HashMap<u32, f64>> = (0..10)
+        .map(|s| (s, std::collections::HashMap::from([(7, 0.2)])))
+        .collect();
+    let e = e.with_run_queue(&waited);
+    let found = diagnose(&e);
+    let d = found
+        .iter()
+        .find(|d| d.cause == Cause::CpuContention)
+        .expect("the wait is contention");
+    let text = &d.evidence;
+    assert!(!text.contains("not the server's"), "{text}");
+    assert!(
+        text.contains("the generator is not pinned apart from the server and its own CPU time over the run was up to 45 % of the server's CPUs"),
+        "{text}"
+    );
+    assert!(
+        text.contains("--cpus") && text.contains("taskset -c"),
+        "{text}"
+    );
+
+    // A third process busy on them besides: named as neither's, the generator's share too.
+    let (others, generator) =
+        crate::evidence::cpu_shares(&two_cpu_profile(100.0, 1.5, 2.7), unpinned);
+    assert_eq!(others.map(|o| o.round()), Some(30.0));
+    let mut hog = e.clone();
+    (hog.server_foreign_pct, hog.generator_on_server_cpus_pct) = (others, generator);
+    let found = diagnose(&hog);
+    let text = &found
+        .iter()
+        .find(|d| d.cause == Cause::CpuContention)
+        .expect("contention")
+        .evidence;
+    assert!(
+        text.contains("30 % of the server's CPUs went to work that was neither the server's nor the generator's"),
+        "{text}"
+    );
+
+    // Pinned apart (the server on CPU 0, the generator on CPU 1): others' share of CPU 0 is
+    // its busy time less the server's, and the generator is not in it.
+    let apart = Roles {
+        server: &[0],
+        client: &[1],
+    };
+    let (others, generator) = crate::evidence::cpu_shares(&two_cpu_profile(70.0, 1.5, 2.7), apart);
+    assert_eq!(generator, None);
+    assert_eq!(others.map(|o| o.round()), Some(20.0));
+}

@@ -371,6 +371,7 @@ impl WorkerRecorder {
         }
         let c = &mut cur.counters;
         c.unfinished += 1;
+        c.unfinished_unsent += u64::from(u.sent.is_none());
         c.unfinished_min_us = min_some(c.unfinished_min_us, Some(waited_us));
         c.unfinished_max_us = c.unfinished_max_us.max(Some(waited_us));
         c.accounted_us += waited_us;
@@ -434,11 +435,11 @@ impl WorkerRecorder {
     /// Little's law check: time the generator deliberately spent waiting for `claims`
     /// requests (a connect that failed, a back-off) that no request's latency holds.
     pub fn record_waiting(&mut self, since: Instant, now: Instant, claims: usize) {
-        if since < self.measure_start {
-            return;
-        }
+        // Its measured part, as a connection's span counts from the measured window's
+        // start (a back-off across the end of a warm-up was dropped whole).
+        let from = since.max(self.measure_start);
         self.current.counters.accounted_us +=
-            micros(now.saturating_duration_since(since)) * claims as u64;
+            micros(now.saturating_duration_since(from)) * claims as u64;
     }
 
     /// Little's law check: a connection task lived from `started` to `ended` with

@@ -177,6 +177,10 @@ pub struct Summary {
     /// figure at their wait so far (a lower bound of their latency).
     #[serde(default)]
     pub unfinished: u64,
+    /// Of `unfinished`, those never sent: claimed, still queued for a connection when the run
+    /// ended (open loop: slots the schedule had queued behind the server).
+    #[serde(default)]
+    pub unfinished_unsent: u64,
     /// The shortest wait of an unfinished request; null when there were none.
     #[serde(default)]
     pub unfinished_min_us: Option<u64>,
@@ -210,13 +214,13 @@ pub struct LateSendsByCause {
     /// the send, from `/proc/thread-self/schedstat`, covers the lateness); null where that
     /// wait cannot be read.
     pub waited_for_cpu: Option<u64>,
-    /// No connection was free and open: the slot was claimed only after its time, or waited
-    /// for its connection to open (see [`crate::recorder::LateCause::NoFreeConnection`]:
-    /// mostly the server's answers, but a loop too busy to get to its connections reads
-    /// the same).
+    /// No connection was free and open: the slot was claimed only after its time while the
+    /// generator's loop ran out of work meanwhile (every connection waited on the server),
+    /// or it waited for its connection to open (see
+    /// [`crate::recorder::LateCause::NoFreeConnection`]).
     pub no_free_connection: u64,
-    /// The generator's own: its loop or timer was too slow while it had a CPU and a free
-    /// connection.
+    /// The generator's own: its loop or timer was too slow while it had a CPU (a loop busy
+    /// throughout, that did not get to a free connection in time, is here).
     pub generator: u64,
 }
 
@@ -500,6 +504,7 @@ impl Report {
                 connections_opened: c.connects,
                 connect_failures: c.connect_failures,
                 unfinished: c.unfinished,
+                unfinished_unsent: c.unfinished_unsent,
                 unfinished_min_us: c.unfinished_min_us,
                 unfinished_max_us: c.unfinished_max_us,
                 retransmits: (c.tcp_info_reads > 0).then_some(c.retransmits),

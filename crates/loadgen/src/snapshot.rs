@@ -55,10 +55,12 @@ pub struct SlowRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
     /// Segments its connection had retransmitted when it ended (from TCP_INFO; SYNs
-    /// included); null when not read.
+    /// included); null when not read. For one on the wire under 1 ms (slow from waiting to be
+    /// sent), the connection's last read, up to 1 s before, serves: nothing on the wire
+    /// slowed it.
     #[serde(default)]
     pub retransmits: Option<u32>,
-    /// Its connection's smoothed RTT then (µs).
+    /// Its connection's smoothed RTT then (µs; the same read as `retransmits`).
     #[serde(default)]
     pub rtt_us: Option<u32>,
     /// Its connection's retransmission timeout then (µs): above the 200 ms minimum after a
@@ -142,7 +144,8 @@ pub struct Counters {
     /// Late sends whose slot no connection was free and open to take in time (see
     /// [`crate::recorder::LateCause::NoFreeConnection`]).
     pub late_no_free_connection: u64,
-    /// Late sends of the generator's own (its loop or timer, with a CPU and a connection).
+    /// Late sends of the generator's own (its loop or timer, with a CPU; a loop busy
+    /// throughout that did not get to a free connection in time).
     pub late_generator: u64,
     /// Connections the server closed (or `--no-keepalive` closed) that were opened again.
     pub reconnects: u64,
@@ -159,6 +162,8 @@ pub struct Counters {
     /// and were still unfinished when the grace period ended; their waits so far are in the
     /// latency histogram as lower bounds.
     pub unfinished: u64,
+    /// Of `unfinished`, those never sent (queued for a connection when the run ended).
+    pub unfinished_unsent: u64,
     /// The shortest wait of an unfinished request (µs).
     pub unfinished_min_us: Option<u64>,
     /// The longest wait of an unfinished request (µs).
@@ -254,6 +259,7 @@ impl Counters {
         self.aborted += other.aborted;
         self.still_connecting += other.still_connecting;
         self.unfinished += other.unfinished;
+        self.unfinished_unsent += other.unfinished_unsent;
         self.unfinished_min_us = min_some(self.unfinished_min_us, other.unfinished_min_us);
         self.unfinished_max_us = self.unfinished_max_us.max(other.unfinished_max_us);
         self.accounted_us += other.accounted_us;

@@ -217,6 +217,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         connections_opened: sum(|s| s.connections_opened),
         connect_failures: sum(|s| s.connect_failures),
         unfinished: sum(|s| s.unfinished),
+        unfinished_unsent: sum(|s| s.unfinished_unsent),
         unfinished_min_us,
         unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),
         retransmits: sum_known(all().map(|r| r.summary.retransmits)),

@@ -366,7 +366,7 @@ fn a_generator_that_fell_behind_is_warned_about() {
     );
     let text = Report::new(&plan, &t).to_text();
     assert!(
-        text.contains("  Late sends:    4 (66.7 %; the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own): left more than 1 ms"),
+        text.contains("  Late sends:    4 (66.7 % of requests; the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own): left more than 1 ms"),
         "{text}"
     );
     // Most of them while the thread waited for a CPU: pin it away from other work.
@@ -409,8 +409,8 @@ fn a_generator_that_fell_behind_is_warned_about() {
     assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
 }
 
-/// The generator's lost time (Little's law) is a `warning:` line like the others, and only
-/// when the connections lived long enough to judge (`-n 1 -c 50` warned of 16 % of 0.00 s).
+/// The generator's lost time (Little's law) is a `warning:` line like the others, and in the
+/// JSON's `warnings` (CI reads those; it was in the text only), and only when the connections lived long enough to judge (`-n 1 -c 50` warned of 16 % of 0.00 s).
 #[test]
 fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
     let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
@@ -423,7 +423,8 @@ fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
     // 10 s of connections' time, 16 % lost: said, in the warnings' own form.
     t.counters.connection_us = 10_000_000;
     t.counters.accounted_us = 8_400_000;
-    let text = Report::new(&plan, &t).to_text();
+    let report = Report::new(&plan, &t);
+    let text = report.to_text();
     assert!(
         text.contains(
             "  warning: 16.0 % of the connections' time (1.60 of 10.00 s) is in no request"
@@ -431,6 +432,16 @@ fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
         "{text}"
     );
     assert!(!text.contains("Warning:"), "{text}");
+    assert_eq!(text.matches("is in no request").count(), 1, "{text}");
+    // In the JSON's warnings too, where CI reads them.
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("16.0 % of the connections' time (1.60 of 10.00 s)")),
+        "{:?}",
+        report.warnings
+    );
 }
 
 /// A server that answered and then stopped is warned of, though its errors are few (the
@@ -439,7 +450,11 @@ fn lost_time_is_warned_of_only_in_a_run_long_enough_to_judge() {
 #[test]
 fn a_server_that_stopped_answering_is_warned_about() {
     let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
-    let mut t = totals();
+    // A 3 s run (its three whole seconds are its own).
+    let mut t = RunTotals {
+        duration: Duration::from_secs(3),
+        ..totals()
+    };
     let point = |t_s: f64, requests: u64, errors: u64| TimePoint {
         t_s,
         requests,
@@ -486,6 +501,54 @@ fn a_server_that_stopped_answering_is_warned_about() {
     );
 }
 
+/// "Of the run's N whole seconds" counts the load window's seconds (-z 3s: 3), not the grace
+/// period's whole second after it, where requests left waiting are counted.
+#[test]
+fn stopped_answering_counts_only_the_runs_own_seconds() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut t = RunTotals {
+        duration: Duration::from_secs(3),
+        grace: Duration::from_millis(1_001),
+        ..totals()
+    };
+    let point = |t_s: f64, requests: u64, errors: u64, unfinished: u64| TimePoint {
+        t_s,
+        requests,
+        errors,
+        unfinished,
+        ..TimePoint::default()
+    };
+    // Answered in the first second, hung after it; the grace period's second (and its
+    // partial end) hold the requests left waiting.
+    t.timeseries = vec![
+        point(1.0, 30_000, 0, 0),
+        point(2.0, 0, 0, 0),
+        point(3.0, 0, 0, 0),
+        point(4.0, 4, 0, 4),
+        TimePoint {
+            partial: true,
+            ..point(4.002, 4, 0, 4)
+        },
+    ];
+    t.counters.errors.iter_mut().for_each(|n| *n = 0);
+    t.counters.unfinished = 4;
+    let report = Report::new(&plan, &t);
+    assert_eq!(report.summary.duration_s, 3.0);
+    let w = &report.warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the server stopped answering by 1.0 s: 2 of the run's 3 whole seconds after its last response got none (0 requests failed then, 4 still waiting at the end"
+        )),
+        "{w:?}"
+    );
+    assert!(!w.iter().any(|w| w.contains("of the run's 4")), "{w:?}");
+    // Answered through the window, nothing in the grace second: no stop within the run.
+    t.timeseries[1] = point(2.0, 30_000, 0, 0);
+    t.timeseries[2] = point(3.0, 30_000, 0, 0);
+    let w = Report::new(&plan, &t).warnings;
+    assert!(!w.iter().any(|w| w.contains("stopped answering")), "{w:?}");
+}
+
 /// When many requests got no response, the rate the server answered at has a line of its
 /// own; when (nearly) all did, it would repeat Requests/sec and is left out.
 #[test]
@@ -501,11 +564,49 @@ fn the_rate_answered_is_shown_when_many_requests_got_no_response() {
     let r = Report::new(&plan, &t);
     let text = r.to_text();
     let want = format!(
-        "  Answered/sec:  {} (responses; {} failed, 32,381 unfinished)",
+        "  Answered/sec:  {} ({} of the {} requests got a response; {} failed, 32,381 unfinished)",
         fmt_rate(r.summary.successes as f64 / r.summary.duration_s),
+        fmt_count(r.summary.successes),
+        fmt_count(r.summary.requests),
         fmt_count(r.summary.errors)
     );
     assert!(text.contains(&want), "{want}\n{text}");
+}
+
+/// Late sends count only requests that left: with requests unfinished (some perhaps never
+/// sent) the line says where those are, so its share is not read as the rest on time.
+#[test]
+fn late_sends_say_that_requests_never_sent_are_among_the_unfinished() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.pace = Pace::Rate(50_000.0);
+    let mut t = totals();
+    t.counters.late_sends = 3;
+    t.counters.late_waited_for_cpu = Some(0);
+    t.counters.late_no_free_connection = 3;
+    t.counters.late_generator = 0;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(
+        text.contains("intended time\n"),
+        "nothing unfinished, nothing to add: {text}"
+    );
+    t.counters.unfinished = 147_120;
+    let text = Report::new(&plan, &t).to_text();
+    assert!(
+        text.contains(
+            ": left more than 1 ms after their intended time; any requests that never left are among the 147,120 unfinished, not here\n"
+        ),
+        "{text}"
+    );
+    // Without the causes (a report of an older version), the same.
+    let mut r = Report::new(&plan, &t);
+    r.summary.late_sends_by_cause = None;
+    assert!(
+        r.to_text().contains(
+            "  Late sends:    3 (left more than 1 ms after their intended time; any requests that never left are among the 147,120 unfinished, not here)"
+        ),
+        "{}",
+        r.to_text()
+    );
 }
 
 /// Connections still opening at the end are set-up the run did not get past, unless the
@@ -521,4 +622,57 @@ fn connections_still_opening_are_not_blamed_on_set_up_when_the_server_closes_the
     t.counters.reconnects = 29_000;
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("were still opening")), "{w:?}");
+}
+
+/// Open loop far behind: most requests never sent (so not late sends) is warned of, where a
+/// run a little behind warned of its late sends and this one said nothing.
+#[test]
+fn an_open_loop_schedule_mostly_unanswered_is_warned_of() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.pace = Pace::Rate(20_000.0);
+    let mut t = totals();
+    t.counters.errors.iter_mut().for_each(|n| *n = 0);
+    let some = |r: &Report| {
+        r.warnings
+            .iter()
+            .find(|w| w.contains("were never sent by the end"))
+            .cloned()
+    };
+    assert_eq!(some(&Report::new(&plan, &t)), None);
+    t.counters.unfinished = 95;
+    t.counters.unfinished_unsent = 90;
+    t.counters.unfinished_max_us = Some(2_500_000);
+    let r = Report::new(&plan, &t);
+    assert_eq!(r.summary.requests, 100);
+    assert_eq!(r.summary.unfinished_unsent, 90);
+    let w = some(&r).expect("a warning");
+    assert!(
+        w.starts_with("90 of 100 requests (90.0 %) were never sent by the end (unfinished, queued for a connection, up to 2.50s): the server answered 3/s of -q 20,000"),
+        "{w}"
+    );
+    assert!(
+        w.ends_with("or give it more connections (-c) if it can take them"),
+        "{w}"
+    );
+    // Connections still opening at the end: no 'more -c' beside the set-up warnings.
+    t.counters.still_connecting = 4;
+    let w = some(&Report::new(&plan, &t)).expect("a warning");
+    assert!(w.ends_with("lower -q to what the server takes"), "{w}");
+    t.counters.still_connecting = 0;
+    // A slow endpoint that kept up: its last requests sent and still waiting, none queued
+    // (a longer --grace, not a lower -q).
+    t.counters.unfinished_unsent = 0;
+    assert_eq!(some(&Report::new(&plan, &t)), None);
+    // Under a tenth never sent: none.
+    t.counters.successes = 100;
+    t.counters.unfinished_unsent = 10;
+    assert_eq!(some(&Report::new(&plan, &t)), None);
+    // Nothing answered: the no-response reason says it, once.
+    t.counters.successes = 0;
+    t.counters.unfinished_unsent = 90;
+    assert_eq!(some(&Report::new(&plan, &t)), None);
+    // Closed loop: no schedule queued behind.
+    t.counters.successes = 5;
+    plan.pace = Pace::Max;
+    assert_eq!(some(&Report::new(&plan, &t)), None);
 }

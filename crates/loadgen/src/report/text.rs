@@ -135,8 +135,10 @@ impl Report {
         if s.duration_s > 0.0 && s.successes * 100 < s.requests * 99 {
             let _ = writeln!(
                 out,
-                "  Answered/sec:  {} (responses; {} failed, {} unfinished)",
+                "  Answered/sec:  {} ({} of the {} requests got a response; {} failed, {} unfinished)",
                 fmt_rate(s.successes as f64 / s.duration_s),
+                fmt_count(s.successes),
+                fmt_count(s.requests),
                 fmt_count(s.errors),
                 fmt_count(s.unfinished)
             );
@@ -172,17 +174,29 @@ impl Report {
             })
         );
         if c.rate.is_some() {
+            // Only requests that left can leave late: at -q 50000 against a server that
+            // answered 960/s, "2,886 (1.9 %)" read as 98 % sent on time, while nearly every
+            // request sent was late and 147,120 of 150,000 were still unfinished, most of
+            // them never sent.
+            let unsent = if s.unfinished > 0 {
+                format!(
+                    "; any requests that never left are among the {} unfinished, not here",
+                    fmt_count(s.unfinished)
+                )
+            } else {
+                String::new()
+            };
             let _ = match s.late_sends_by_cause.filter(|_| s.late_sends > 0) {
                 Some(by) => writeln!(
                     out,
-                    "  Late sends:    {} ({} %; {}): left more than 1 ms after their intended time",
+                    "  Late sends:    {} ({} % of requests; {}): left more than 1 ms after their intended time{unsent}",
                     fmt_count(s.late_sends),
                     fmt_pct(100.0 * ratio(s.late_sends, s.requests)),
                     by.describe()
                 ),
                 None => writeln!(
                     out,
-                    "  Late sends:    {} (left more than 1 ms after their intended time)",
+                    "  Late sends:    {} (left more than 1 ms after their intended time{unsent})",
                     fmt_count(s.late_sends)
                 ),
             };
@@ -246,19 +260,6 @@ impl Report {
         }
         for w in &self.warnings {
             let _ = writeln!(out, "  warning: {w}");
-        }
-        if let Some(l) = self
-            .littles_law
-            .as_ref()
-            .filter(|l| l.generator_lost_time())
-        {
-            let _ = writeln!(
-                out,
-                "  warning: {:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
-                l.unaccounted_pct,
-                l.connection_s - l.accounted_s,
-                l.connection_s
-            );
         }
         let _ = writeln!(out);
         let title = if c.rate.is_some() {

@@ -11,6 +11,9 @@ use crate::recorder::LateCause;
 pub const GENERATOR_LAG_WARN_US: u64 = 100_000;
 /// Open loop: this share of the sends leaving more than 1 ms late (`late_sends`) is warned of.
 pub const LATE_SHARE_WARN: f64 = 0.10;
+/// Open loop: the share of requests never sent by the end that is warned of (see
+/// `unanswered_schedule`).
+const UNANSWERED_SHARE_WARN: f64 = 0.10;
 
 /// The fix named wherever connects ran out of local ports (EADDRNOTAVAIL).
 const NO_LOCAL_PORT_FIX: &str = "one source address has ~28 k ephemeral ports per destination; spread the connections with --source-addrs auto (a loopback target) or more --source-addrs, or widen net.ipv4.ip_local_port_range";
@@ -254,13 +257,56 @@ impl Report {
         if let Some(c) = &self.connections {
             out.extend(c.warnings());
         }
-        if let Some(w) = self.generator_behind() {
-            out.push(w);
+        let behind = self.generator_behind();
+        if let Some(w) = &behind {
+            out.push(w.clone());
         }
-        if let Some(w) = self.stopped_answering() {
-            out.push(w);
+        match self.stopped_answering() {
+            Some(w) => out.push(w),
+            // Said already when the generator fell behind or no request got a response.
+            None if behind.is_none() && self.no_response_reason().is_none() => {
+                out.extend(self.unanswered_schedule());
+            }
+            None => {}
         }
+        out.extend(self.littles_law_lost_time());
         out
+    }
+
+    /// Open loop: a share of the schedule's requests never answered by the end, from a
+    /// server that still answered (else [`Self::stopped_answering`] says it). Late sends count
+    /// only requests that left, so a server far behind the rate, whose slots mostly never
+    /// left, read fewer late sends than one a little behind (a newcomer's python at -q 20000:
+    /// 96,731 of 100,000 unfinished, 3.3 % late sends, and no warning, where -q 1000 warned).
+    /// Counted by the requests never sent (still queued for a connection at the end): a
+    /// slow endpoint that kept up with the rate, its last requests sent and still waiting,
+    /// needs more --grace, not a lower -q. With connections still opening at the end it does
+    /// not offer more -c (the set-up warnings may say fewer).
+    fn unanswered_schedule(&self) -> Option<String> {
+        let s = &self.summary;
+        let rate = self.config.rate?;
+        if s.requests == 0
+            || s.successes == 0
+            || s.duration_s <= 0.0
+            || (s.unfinished_unsent as f64) < UNANSWERED_SHARE_WARN * s.requests as f64
+        {
+            return None;
+        }
+        let answered_rate = s.successes as f64 / s.duration_s;
+        Some(format!(
+            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of -q {}, so the schedule queued behind it; the corrected latency counts that queue: lower -q to what the server takes{}",
+            fmt_count(s.unfinished_unsent),
+            fmt_count(s.requests),
+            fmt_pct(100.0 * s.unfinished_unsent as f64 / s.requests as f64),
+            s.unfinished_max_us.map_or("n/a".into(), fmt_us),
+            fmt_count(answered_rate.round() as u64),
+            fmt_count(rate.round() as u64),
+            if s.still_connecting == 0 {
+                ", or give it more connections (-c) if it can take them"
+            } else {
+                ""
+            }
+        ))
     }
 
     /// The generator itself fell behind (a busy or shared CPU, too many connections for its
@@ -320,10 +366,10 @@ impl Report {
                     "{late}; most while the generator's thread waited for a CPU (its run-queue wait covered their lateness): other threads took its CPU, other work or the machine's own kernel threads; {own_delay}: pin the generator away from other work (--cpus apart from the server's, taskset), and see the run-queue wait of its CPU (perf sched latency)"
                 ),
                 Some(LateCause::Generator) => format!(
-                    "{late}; most the generator's own, while it had a CPU and a free connection: its loop or timer could not keep the schedule; {own_delay}: give it more threads (--threads) or a lower rate (-q)"
+                    "{late}; most the generator's own, while it had a CPU: its loop or timer could not keep the schedule (a loop busy throughout does not get to a connection whose response has come); {own_delay}: give it more threads (--threads) or a lower rate (-q)"
                 ),
                 Some(LateCause::NoFreeConnection) | None => format!(
-                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with -q {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them (a generator loop too busy to get to its connections in time reads the same: see the generator's CPU)",
+                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with -q {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
                     self.config.rate.map_or_else(String::new, |r| fmt_count(r.round() as u64)),
                     fmt_count(self.config.connections as u64)
                 ),
@@ -363,7 +409,11 @@ impl Report {
         // A second's requests count its failures and, in the last, the unfinished.
         let answered =
             |p: &crate::snapshot::TimePoint| p.requests > p.errors.saturating_add(p.unfinished);
-        let whole = |p: &&crate::snapshot::TimePoint| !p.partial;
+        // The run's own whole seconds: those that began in its load window (-z), not the
+        // grace period's after it (a 3 s run read "of the run's 4 whole seconds"). A
+        // measured window may end a hair before its last second's end.
+        let window_s = self.summary.duration_s;
+        let whole = |p: &&crate::snapshot::TimePoint| !p.partial && p.t_s - 1.0 < window_s - 0.01;
         let last = self.timeseries.iter().rposition(answered)?;
         let dead: Vec<_> = self.timeseries[last + 1..].iter().filter(whole).collect();
         let failed: u64 = dead.iter().map(|p| p.errors).sum();
@@ -395,6 +445,22 @@ impl Report {
             "the server stopped answering by {since:.1} s: {} of the run's {seconds} whole seconds after its last response got none ({} requests failed then{waiting}; the run's errors: {kinds}); the run's totals and error rate understate that, since failed connects back off and a request left waiting counts once",
             dead.len(),
             fmt_count(failed),
+        ))
+    }
+
+    /// Little's law says the generator lost time between requests (see
+    /// [`super::LittlesLaw::generator_lost_time`]): a warning in the JSON too, where CI reads it,
+    /// not only in the text.
+    fn littles_law_lost_time(&self) -> Option<String> {
+        let l = self
+            .littles_law
+            .as_ref()
+            .filter(|l| l.generator_lost_time())?;
+        Some(format!(
+            "{:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+            l.unaccounted_pct,
+            l.connection_s - l.accounted_s,
+            l.connection_s
         ))
     }
 }

@@ -94,3 +94,40 @@ fn every_refusal_is_kept() {
     .collect();
     insta::assert_snapshot!(refusals.join("\n"));
 }
+
+#[test]
+fn two_urls_are_refused_with_the_ways_to_load_several_and_nothing_is_sent() {
+    // Two servers that would accept: the refusal must come before any connection.
+    let listeners: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let urls: Vec<String> = listeners
+        .iter()
+        .map(|l| format!("http://{}/", l.local_addr().unwrap()))
+        .collect();
+    let out = tailscope(&["run", &urls[0], &urls[1], "-z", "1s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "one URL per run: '{}' is a second URL (after '{}')",
+            urls[1], urls[0]
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--urls-from-file FILE") && stderr.contains("--load FILE.toml"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("then 'tailscope compare A.json B.json'"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unexpected argument"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    for l in &listeners {
+        l.set_nonblocking(true).unwrap();
+        let err = l.accept().expect_err("no connection was made");
+        assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
+    }
+}

@@ -138,10 +138,42 @@ pub fn real_refusal(
     };
     let mut without = argv.to_vec();
     without.remove(at);
+    let mut run = cmd.clone();
     match cmd.try_get_matches_from(without) {
         Err(cause) if cause.kind() == ErrorKind::ValueValidation => cause,
+        // `run URL URL`: clap's "unexpected argument" does not say that a run loads one
+        // URL, nor what to use for several.
+        Ok(matches) if looks_like_url(extra) => {
+            let Some(first) = matches
+                .subcommand_matches("run")
+                .and_then(|m| m.get_one::<String>("url"))
+            else {
+                return err;
+            };
+            run.build();
+            let Some(run) = run.find_subcommand_mut("run") else {
+                return err;
+            };
+            run.error(ErrorKind::TooManyValues, several_urls(first, extra))
+        }
         _ => err,
     }
+}
+
+/// A word given where a URL goes that is one: a scheme, or a path.
+fn looks_like_url(word: &str) -> bool {
+    word.contains("://") || word.starts_with('/')
+}
+
+/// The refusal of a second URL on `run`'s command line, with the ways to load several.
+fn several_urls(first: &str, second: &str) -> String {
+    format!(
+        "one URL per run: '{second}' is a second URL (after '{first}')\n\
+         \x20 several paths of one server: list them in a file, --urls-from-file FILE (one URL \
+         a line) or --load FILE.toml (a weighted mix; README \"Request mixes\")\n\
+         \x20 several servers: one run each (--json A.json, --json B.json), then \
+         'tailscope compare A.json B.json'"
+    )
 }
 
 /// A duration parser that refuses values outside `lo..=hi`, naming the range.
@@ -357,13 +389,31 @@ mod tests {
         let msg = real_refusal(Cli::command(), &argv, err).to_string();
         assert!(msg.contains("--json is a flag, not a duration"), "{msg}");
         // A word that is extra for another reason is still named.
-        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", "http://b/"]
+        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", "extra"]
             .iter()
             .map(Into::into)
             .collect();
         let err = Cli::try_parse_from(&argv).expect_err("refused");
         let msg = real_refusal(Cli::command(), &argv, err).to_string();
-        assert!(msg.contains("unexpected argument 'http://b/'"), "{msg}");
+        assert!(msg.contains("unexpected argument 'extra'"), "{msg}");
+        // A second URL is told that a run loads one, and what loads several.
+        for second in ["http://b/", "/other"] {
+            let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", second]
+                .iter()
+                .map(Into::into)
+                .collect();
+            let err = Cli::try_parse_from(&argv).expect_err("refused");
+            let msg = real_refusal(Cli::command(), &argv, err).to_string();
+            assert!(
+                msg.contains(&format!(
+                    "one URL per run: '{second}' is a second URL (after 'http://a/')"
+                )),
+                "{msg}"
+            );
+            assert!(msg.contains("--urls-from-file FILE"), "{msg}");
+            assert!(msg.contains("tailscope compare"), "{msg}");
+            assert!(msg.contains("Usage: tailscope run"), "{msg}");
+        }
     }
 
     #[test]

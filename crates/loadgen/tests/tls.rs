@@ -365,6 +365,40 @@ fn http2_to_a_server_offering_http1_only_says_so_and_what_to_do() {
 }
 
 #[test]
+fn http2_to_a_server_without_alpn_says_it_chose_no_protocol_and_both_ways_out() {
+    // No ALPN at all: the handshake succeeds with no protocol chosen (no alert to quote).
+    let (_pki, mut plan, _) = trusted("no-alpn", ServerMode::default(), 10);
+    plan.http2 = true;
+    let totals = run(&plan);
+    let c = &totals.counters;
+    assert_eq!(c.successes, 0, "{c:?}");
+    assert_eq!(errors(&totals, ErrorKind::TlsHandshake), 10, "{c:?}");
+    let why = c.transport.tls_failure.clone().unwrap();
+    for part in [
+        "chose no application protocol in the TLS handshake (ALPN; it was offered h2 alone)",
+        "speaks only HTTP/1.1 over TLS, or it lacks ALPN",
+        "drop --http2 to speak HTTP/1.1",
+        "enable HTTP/2 on the server (nginx: `http2 on;`)",
+    ] {
+        assert!(why.contains(part), "{part:?} in {why}");
+    }
+    let report = Report::new(&plan, &totals);
+    assert!(
+        tls_warning(&report).contains("chose no application protocol"),
+        "{:?}",
+        report.warnings
+    );
+    let why = report.no_response_reason().unwrap();
+    assert!(why.contains("`http2 on;`"), "{why}");
+    assert!(report.to_text().contains("or it lacks ALPN"));
+
+    // The same server, HTTP/1.1: every request answered.
+    plan.http2 = false;
+    let totals = run(&plan);
+    assert_eq!(totals.counters.successes, 10, "{:?}", totals.counters);
+}
+
+#[test]
 fn a_wrong_name_is_a_certificate_error() {
     let pki = Pki::new("wrong-name");
     let port = server(

@@ -107,10 +107,16 @@ fn summary(report: &Report) -> String {
         ));
     }
     notes.extend(report.warnings.iter().cloned());
+    // Reports since the Little's-law warning went into `warnings` have it there already;
+    // older ones have only the figures.
+    let said = report
+        .warnings
+        .iter()
+        .any(|w| w.contains("is in no request"));
     if let Some(l) = report
         .littles_law
         .as_ref()
-        .filter(|l| l.generator_lost_time())
+        .filter(|l| l.generator_lost_time() && !said)
     {
         notes.push(format!(
             "{:.1} % of the connections' time is in no request: the generator lost time between requests (saturated, or a bug).",

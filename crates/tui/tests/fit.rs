@@ -461,3 +461,33 @@ fn server_inside_says_why_it_has_nothing_to_show() {
         assert!(quiet.contains(said), "{said:?} missing\n{quiet}");
     }
 }
+
+#[test]
+fn late_send_causes_are_never_cut_and_the_largest_stays() {
+    // Seven-digit counts, the CPU wait unreadable: the longest the causes line gets.
+    let mut app = app_with_data(Some(1_234_567.0));
+    let mut snap = snapshot(41);
+    snap.totals.late_sends = 1_234_567;
+    snap.totals.late_waited_for_cpu = None;
+    snap.totals.late_no_free_connection = 1_230_000;
+    snap.totals.late_generator = 4_567;
+    app.update(Action::Snapshot(std::sync::Arc::new(snap), Some(cpus())));
+    let fields: Vec<String> = [
+        "late sends: 1,234,567",
+        "CPU wait n/a",
+        "CPU n/a",
+        "no free conn 1,230,000",
+        "no conn 1,230,000",
+        "generator 4,567",
+        "gen 4,567",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (width, height) in SIZES {
+        let text = screen(&app, width, height);
+        let what = format!("overview at {width}×{height}");
+        assert_nothing_cut(&text, &fields, &what);
+        assert!(text.contains("late sends: 1,234,567"), "{what}\n{text}");
+        assert!(text.contains("conn 1,230,000"), "{what}\n{text}");
+    }
+}

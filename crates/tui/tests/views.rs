@@ -351,3 +351,77 @@ fn update_is_the_only_place_state_changes() {
     );
     assert!(closed.note.as_deref().unwrap().contains("open loop"));
 }
+
+/// The app of [`app_with_data`] in open loop at 5,000 req/s, 1,234 of its sends late:
+/// `cpu` of them while the generator waited for a CPU (`None`: not readable).
+fn app_with_late_sends(cpu: Option<u64>) -> App {
+    let mut app = app_with_data(Some(5_000.0));
+    let mut snap = snapshot(41);
+    snap.totals.late_sends = 1_234;
+    snap.totals.late_waited_for_cpu = cpu;
+    snap.totals.late_generator = 4;
+    snap.totals.late_no_free_connection = 1_234 - 4 - cpu.unwrap_or(0);
+    app.update(Action::Snapshot(std::sync::Arc::new(snap), Some(cpus())));
+    app
+}
+
+/// The errors panel drawn `width` cells wide, its rows as text.
+fn errors_rows(app: &App, width: u16) -> Vec<String> {
+    let area = Rect::new(0, 0, width, 12);
+    let mut buf = Buffer::empty(area);
+    (&ui::ErrorsPanel(app)).render(area, &mut buf);
+    (0..area.height)
+        .map(|y| {
+            (0..area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .collect()
+}
+
+#[test]
+fn the_errors_panel_says_why_sends_were_late() {
+    // Roomy: every cause in full, in the report's order, under the total.
+    let rows = errors_rows(&app_with_late_sends(Some(30)), 60);
+    let at = rows
+        .iter()
+        .position(|r| r.contains("late sends: 1,234"))
+        .unwrap_or_else(|| panic!("{rows:#?}"));
+    assert_eq!(
+        rows[at + 1].trim_matches(|c| c == '│' || c == ' '),
+        "CPU wait 30 · no free conn 1,200 · generator 4",
+        "{rows:#?}"
+    );
+    // The generator's CPU wait unreadable: n/a, never 0.
+    let rows = errors_rows(&app_with_late_sends(None), 60);
+    let at = rows.iter().position(|r| r.contains("late sends")).unwrap();
+    assert_eq!(
+        rows[at + 1].trim_matches(|c| c == '│' || c == ' '),
+        "CPU wait n/a · no free conn 1,230 · generator 4",
+        "{rows:#?}"
+    );
+    // The overview's narrowest panel (32 cells inside): short forms, nothing dropped.
+    let rows = errors_rows(&app_with_late_sends(None), 34);
+    let at = rows.iter().position(|r| r.contains("late sends")).unwrap();
+    assert_eq!(
+        rows[at + 1].trim_matches(|c| c == '│' || c == ' '),
+        "CPU n/a · no conn 1,230 · gen 4",
+        "{rows:#?}"
+    );
+    // Narrower still: the smallest causes go, the largest stays whole.
+    let rows = errors_rows(&app_with_late_sends(Some(30)), 25);
+    let at = rows.iter().position(|r| r.contains("late sends")).unwrap();
+    assert_eq!(
+        rows[at + 1].trim_matches(|c| c == '│' || c == ' '),
+        "CPU 30 · no conn 1,200",
+        "{rows:#?}"
+    );
+    // Closed loop (no late sends): no late lines at all.
+    let rows = errors_rows(&app_with_data(None), 60);
+    assert!(!rows.iter().any(|r| r.contains("late")), "{rows:#?}");
+}
+
+#[test]
+fn overview_open_loop_with_late_sends_120x40() {
+    insta::assert_snapshot!(screen(&app_with_late_sends(Some(30)), 120, 40));
+}

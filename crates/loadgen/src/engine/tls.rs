@@ -236,6 +236,22 @@ fn no_common_protocol(offered: &[Vec<u8>]) -> String {
     }
 }
 
+/// Why a finished handshake of `--http2` cannot carry HTTP/2: the server chose `chosen`
+/// (ALPN) instead of h2, almost always nothing at all, which is what a server answers that
+/// has no ALPN, or has it for HTTP/1.1 only and does not refuse a client asking for h2 alone
+/// (rustls's server without protocols; nginx sends NoApplicationProtocol instead, see
+/// [`no_common_protocol`]).
+pub(crate) fn h2_not_chosen(chosen: Option<&[u8]>) -> String {
+    let what = match chosen {
+        None => "chose no application protocol in the TLS handshake (ALPN; it was offered h2 alone), so it speaks only HTTP/1.1 over TLS, or it lacks ALPN".to_string(),
+        Some(p) => format!(
+            "chose {:?} instead of h2 in the TLS handshake (ALPN)",
+            String::from_utf8_lossy(p)
+        ),
+    };
+    format!("the server {what}: drop --http2 to speak HTTP/1.1, or enable HTTP/2 on the server (nginx: `http2 on;`)")
+}
+
 /// What is wrong with the server's certificate, in words (rustls's own text for the rare
 /// ones; its `Other` errors print in Rust's debug form).
 fn certificate_problem(e: &rustls::CertificateError) -> String {

@@ -58,8 +58,16 @@ pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
 
 /// Parses a duration as people write one: `500ms`, `10s`, `2m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e}: write a number and a unit, e.g. 500ms, 10s, 2m"))
+    humantime::parse_duration(s.trim()).map_err(|e| {
+        let e = e.to_string();
+        // humantime's words may already give examples ("time unit needed, for example
+        // 10sec or 10ms"): the advice once, not twice.
+        if e.contains("for example") {
+            format!("{s:?}: {e}")
+        } else {
+            format!("{s:?}: {e}: write a number and a unit, e.g. 500ms, 10s, 2m")
+        }
+    })
 }
 
 /// Parses a duration and refuses one outside `lo..=hi`, naming the range.

@@ -9,6 +9,7 @@ use super::fit::Fields;
 use super::format::{fmt_count, fmt_secs};
 use super::theme::{fg, panel, BAD, DIM, OK, P99};
 use crate::app::App;
+use tailscope_loadgen::recorder::Counters;
 
 /// Status codes, error kinds and timeouts, with how recently each went up.
 pub struct ErrorsPanel<'a>(pub &'a App);
@@ -99,7 +100,48 @@ impl Widget for &ErrorsPanel<'_> {
                     )
                     .fit(width),
             );
+            lines.push(late_causes(&s.totals, width));
         }
         Paragraph::new(lines).block(block).render(area, buf);
     }
+}
+
+/// Why the late sends left late, under their total: the generator's thread waiting for a
+/// CPU (`n/a` where its run-queue wait cannot be read, never 0), no free connection, and the
+/// generator's own. The causes keep the report's order; when the panel is narrow they take
+/// their short forms, then the smallest counts go first (the largest is the answer).
+fn late_causes(totals: &Counters, width: usize) -> Line<'static> {
+    let cpu = totals
+        .late_waited_for_cpu
+        .map_or_else(|| "n/a".to_string(), fmt_count);
+    let causes = [
+        (
+            totals.late_waited_for_cpu,
+            format!("CPU wait {cpu}"),
+            format!("CPU {cpu}"),
+        ),
+        (
+            Some(totals.late_no_free_connection),
+            format!("no free conn {}", fmt_count(totals.late_no_free_connection)),
+            format!("no conn {}", fmt_count(totals.late_no_free_connection)),
+        ),
+        (
+            Some(totals.late_generator),
+            format!("generator {}", fmt_count(totals.late_generator)),
+            format!("gen {}", fmt_count(totals.late_generator)),
+        ),
+    ];
+    // Priority by rank of count, largest first; an unreadable count ranks last.
+    let mut order: Vec<usize> = (0..causes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(causes[i].0.map(|n| n + 1).unwrap_or(0)));
+    let mut line = Fields::new(" · ");
+    for (i, (_, full, short)) in causes.into_iter().enumerate() {
+        let rank = order.iter().position(|&j| j == i).unwrap_or(i) as u8;
+        line = line.add(rank, full).or_short(short);
+    }
+    // Indented under the total; the first field kept has no lead.
+    let mut out = line.fit(width.saturating_sub(1));
+    out.spans.insert(0, Span::raw(" "));
+    out.style = fg(DIM);
+    out
 }

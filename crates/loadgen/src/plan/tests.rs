@@ -76,6 +76,13 @@ fn bad_urls_and_settings_are_refused() {
         Plan::new("127.0.0.1:80"),
         Err(Error::BadUrl { .. })
     ));
+    let port_zero = Plan::new("http://127.0.0.1:0/").unwrap_err();
+    assert!(
+        port_zero
+            .to_string()
+            .contains("port 0 cannot be connected to"),
+        "{port_zero}"
+    );
     let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
     plan.validate().unwrap();
     plan.pipeline = 4;

@@ -32,6 +32,13 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
     };
     let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
+    // Port 0 asks the kernel for any port when binding; nothing listens on it, so a run at
+    // it would only count refused connections for its whole duration.
+    if port == 0 {
+        return Err(bad(
+            "port 0 cannot be connected to: give the port the server listens on",
+        ));
+    }
     let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
     let resolve_error = |error| Error::Resolve {
         host: format!("{host}:{port}"),

@@ -247,6 +247,19 @@ fn a_mix_has_figures_per_name_and_the_slowest_are_named() {
     );
     let text = r.to_text();
     assert!(text.contains("By request:"), "{text}");
+    // A name that is its request line (a URL list's default) is said once.
+    let mut by_line = r.clone();
+    let upload = by_line.by_request.remove("upload").unwrap();
+    by_line.by_request.insert("POST /upload".into(), upload);
+    for s in &mut by_line.slowest {
+        if s.request.as_deref() == Some("upload") {
+            s.request = Some("POST /upload".into());
+        }
+    }
+    assert_eq!(
+        by_line.slowest_by_name().unwrap(),
+        "75 % of the 4 slowest were search (GET /search); the others: 1 POST /upload"
+    );
     assert!(text.contains("a mix of 2 requests"), "{text}");
     // A single request's report has no by_request at all.
     let single = Report::new(&Plan::new("http://127.0.0.1:9/").unwrap(), &totals());

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::builder::RangedI64ValueParser;
 use clap::{Args, Parser, Subcommand};
-use tailscope_loadgen::plan::{MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
+use tailscope_loadgen::plan::{redact_password, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
 
 mod run;
 
@@ -154,7 +154,11 @@ pub fn real_refusal(
             let Some(run) = run.find_subcommand_mut("run") else {
                 return err;
             };
-            run.error(ErrorKind::TooManyValues, several_urls(first, extra))
+            // Either may carry a password (user:pass@): shown as the reports show it.
+            run.error(
+                ErrorKind::TooManyValues,
+                several_urls(&redact_password(first), &redact_password(extra)),
+            )
         }
         _ => err,
     }
@@ -441,6 +445,22 @@ mod tests {
         );
         assert!(!msg.contains("second URL"), "{msg}");
         assert!(msg.contains("--urls-from-file FILE"), "{msg}");
+        // A URL's password is not repeated back.
+        let argv: Vec<std::ffi::OsString> = [
+            "tailscope",
+            "run",
+            "http://u:secret@a/",
+            "http://u:other@b/",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains("'http://u:***@b/' is a second URL (after 'http://u:***@a/')"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub use limits::{
 };
 pub use source::SourceAddrs;
 use url::parse_url;
+pub use url::redact_password;
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -106,7 +106,7 @@ fn basic_authorization(url: &url::Url) -> Option<String> {
 
 /// `url` as written, with the password of its `user:password@` replaced by `***`; every
 /// other byte is kept (the URL crate's serialisation would add slashes and change case).
-pub(super) fn redact_password(url: &str) -> String {
+pub fn redact_password(url: &str) -> String {
     let authority_start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[authority_start..];
     let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());

@@ -74,6 +74,8 @@ fn every_refusal_is_kept() {
         ],
         &["run", URL, "--streams", "2"],
         &["run", "ftp://127.0.0.1/"],
+        &["run", "http://127.0.0.1:0/"],
+        &["run", URL, "/other"],
         &["run", "--target", "nonsense"],
         &["run", "--target", "embedded", "--path", "x"],
         &["run", "--target", "embedded", "--server-cpus", "100000"],

@@ -545,6 +545,59 @@ fn an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early(
     assert_eq!(s["rps"].as_f64(), Some(10.0), "{s}");
 }
 
+fn url_credentials_are_sent_as_basic_auth_and_never_shown(e: Engine) {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let url = format!("http://alice:s3cret@{}/", server.addr);
+    let dir = common::scratch_dir("credentials");
+    let json = dir.path().join("run.json");
+    let out = e.tailscope(&[
+        "run",
+        &url,
+        "-n",
+        "5",
+        "-c",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let head = server.stats.first_head.get().expect("a request came");
+    // base64("alice:s3cret")
+    assert!(
+        head.contains("\r\nAuthorization: Basic YWxpY2U6czNjcmV0\r\n"),
+        "{head}"
+    );
+    let shown = format!("http://alice:***@{}/", server.addr);
+    let report = std::fs::read_to_string(&json).unwrap();
+    assert_eq!(common::read_json(&json)["config"]["url"], shown.as_str());
+    assert!(text.contains(&shown), "{text}");
+    for what in [&*text, &*stderr, &report] {
+        assert!(!what.contains("s3cret"), "the password is shown: {what}");
+    }
+    // The user's own Authorization wins over the URL's.
+    let own = serve(|_| Reply::Send(ok("x")));
+    let url = format!("http://alice:s3cret@{}/", own.addr);
+    let out = e.tailscope(&[
+        "run",
+        &url,
+        "-n",
+        "1",
+        "-c",
+        "1",
+        "-H",
+        "Authorization: Bearer mine",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let head = own.stats.first_head.get().expect("a request came");
+    assert!(
+        head.contains("\r\nAuthorization: Bearer mine\r\n"),
+        "{head}"
+    );
+    assert!(!head.contains("Basic"), "{head}");
+}
+
 engine_tests!(
     exact_request_count_over_several_threads,
     pipelining_sends_many_requests_per_write_and_stays_exact,
@@ -568,4 +621,5 @@ engine_tests!(
     duration_is_the_load_window_and_the_grace_is_reported,
     a_counted_run_s_window_ends_when_its_last_request_is_sent,
     an_open_loop_window_is_the_whole_duration_even_when_its_last_slot_came_early,
+    url_credentials_are_sent_as_basic_auth_and_never_shown,
 );

@@ -54,6 +54,8 @@ pub struct Stats {
     pub connections: AtomicU64,
     /// The most requests found complete in one read (pipelining depth seen).
     pub max_batch: AtomicU64,
+    /// The head of the first request received, as sent.
+    pub first_head: std::sync::OnceLock<String>,
 }
 
 /// A running test server.
@@ -104,6 +106,9 @@ fn handle(mut conn: TcpStream, stats: &Stats, behaviour: &dyn Fn(u64) -> Reply) 
         let mut out = Vec::new();
         let mut batch = 0;
         while let Some(len) = request_len(&buf) {
+            stats
+                .first_head
+                .get_or_init(|| String::from_utf8_lossy(&buf[..len]).into_owned());
             buf.drain(..len);
             batch += 1;
             let index = stats.received.fetch_add(1, Ordering::SeqCst);

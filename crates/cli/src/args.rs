@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::builder::RangedI64ValueParser;
 use clap::{Args, Parser, Subcommand};
-use tailscope_loadgen::plan::{MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
+use tailscope_loadgen::plan::{redact_password, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
 
 mod run;
 
@@ -154,7 +154,11 @@ pub fn real_refusal(
             let Some(run) = run.find_subcommand_mut("run") else {
                 return err;
             };
-            run.error(ErrorKind::TooManyValues, several_urls(first, extra))
+            // Either may carry a password (user:pass@): shown as the reports show it.
+            run.error(
+                ErrorKind::TooManyValues,
+                several_urls(&redact_password(first), &redact_password(extra)),
+            )
         }
         _ => err,
     }
@@ -165,8 +169,23 @@ fn looks_like_url(word: &str) -> bool {
     word.contains("://") || word.starts_with('/')
 }
 
-/// The refusal of a second URL on `run`'s command line, with the ways to load several.
+/// The refusal of a second URL on `run`'s command line, with the ways to load several. A
+/// path (`run http://a/ /other`) is not a second URL: most likely the path was meant to go
+/// in the URL, which the refusal writes out.
 fn several_urls(first: &str, second: &str) -> String {
+    if second.starts_with('/') {
+        let after_scheme = first.find("://").map_or(0, |i| i + 3);
+        let origin = match first[after_scheme..].find(['/', '?', '#']) {
+            Some(i) => &first[..after_scheme + i],
+            None => first,
+        };
+        return format!(
+            "'{second}' looks like a path, not a URL: put it in the URL ({origin}{second}), \
+             or give it with --path when --target launches the server\n\
+             \x20 several paths of one server: list them in a file, --urls-from-file FILE (one \
+             URL a line) or --load FILE.toml (a weighted mix; README \"Request mixes\")"
+        );
+    }
     format!(
         "one URL per run: '{second}' is a second URL (after '{first}')\n\
          \x20 several paths of one server: list them in a file, --urls-from-file FILE (one URL \
@@ -397,23 +416,51 @@ mod tests {
         let msg = real_refusal(Cli::command(), &argv, err).to_string();
         assert!(msg.contains("unexpected argument 'extra'"), "{msg}");
         // A second URL is told that a run loads one, and what loads several.
-        for second in ["http://b/", "/other"] {
-            let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", second]
-                .iter()
-                .map(Into::into)
-                .collect();
-            let err = Cli::try_parse_from(&argv).expect_err("refused");
-            let msg = real_refusal(Cli::command(), &argv, err).to_string();
-            assert!(
-                msg.contains(&format!(
-                    "one URL per run: '{second}' is a second URL (after 'http://a/')"
-                )),
-                "{msg}"
-            );
-            assert!(msg.contains("--urls-from-file FILE"), "{msg}");
-            assert!(msg.contains("tailscope compare"), "{msg}");
-            assert!(msg.contains("Usage: tailscope run"), "{msg}");
-        }
+        let second = "http://b/";
+        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", second]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains(&format!(
+                "one URL per run: '{second}' is a second URL (after 'http://a/')"
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains("--urls-from-file FILE"), "{msg}");
+        assert!(msg.contains("tailscope compare"), "{msg}");
+        assert!(msg.contains("Usage: tailscope run"), "{msg}");
+        // A path is told to go in the URL (or --path), not called a second URL.
+        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a:8080/x?q", "/other"]
+            .iter()
+            .map(Into::into)
+            .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains("'/other' looks like a path, not a URL: put it in the URL (http://a:8080/other), or give it with --path"),
+            "{msg}"
+        );
+        assert!(!msg.contains("second URL"), "{msg}");
+        assert!(msg.contains("--urls-from-file FILE"), "{msg}");
+        // A URL's password is not repeated back.
+        let argv: Vec<std::ffi::OsString> = [
+            "tailscope",
+            "run",
+            "http://u:secret@a/",
+            "http://u:other@b/",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains("'http://u:***@b/' is a second URL (after 'http://u:***@a/')"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub use limits::{
 };
 pub use source::SourceAddrs;
 use url::parse_url;
+pub use url::redact_password;
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,7 +49,8 @@ pub enum Pace {
 /// setting has the default a user of oha would expect.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    /// The URL as given, for reports.
+    /// The URL as given, for reports, with the password of a `user:password@` written
+    /// `***` (it is sent as `Authorization`, never shown).
     pub url: String,
     /// The resolved address connections go to.
     pub addr: SocketAddr,
@@ -125,16 +127,19 @@ pub struct Plan {
     pub streams: usize,
     host_header: String,
     path: String,
+    /// `Basic …` of the URL's `user:password@`: sent as Authorization unless a request has
+    /// its own (`-H`, a mix's headers), as curl does.
+    authorization: Option<String>,
 }
 
 impl Plan {
     /// A plan for `url` (http only) with oha's defaults: 50 connections, 10 s, closed loop.
     pub fn new(url: &str) -> Result<Plan, Error> {
-        let (addr, host_header, path, tls) = parse_url(url)?;
+        let parsed = parse_url(url)?;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(Plan {
-            url: url.to_string(),
-            addr,
+            url: parsed.shown,
+            addr: parsed.addr,
             method: "GET".to_string(),
             headers: Vec::new(),
             body: Vec::new(),
@@ -163,29 +168,31 @@ impl Plan {
             idle_conns: 0,
             slow_conns: 0,
             slow_interval: DEFAULT_SLOW_INTERVAL,
-            tls,
+            tls: parsed.tls,
             http2: false,
             streams: 1,
-            host_header,
-            path,
+            host_header: parsed.host_header,
+            path: parsed.path,
+            authorization: parsed.authorization,
         })
     }
 
     /// Points the plan at another URL, keeping every other setting (used once a launched
     /// target's port is known); TLS options set before are kept while the URL stays https.
     pub fn set_url(&mut self, url: &str) -> Result<(), Error> {
-        let (addr, host_header, path, tls) = parse_url(url)?;
-        self.tls = match (self.tls.take(), tls) {
+        let parsed = parse_url(url)?;
+        self.tls = match (self.tls.take(), parsed.tls) {
             (Some(mut kept), Some(new)) => {
                 kept.server_name = new.server_name;
                 Some(kept)
             }
             (_, new) => new,
         };
-        self.url = url.to_string();
-        self.addr = addr;
-        self.host_header = host_header;
-        self.path = path;
+        self.url = parsed.shown;
+        self.addr = parsed.addr;
+        self.host_header = parsed.host_header;
+        self.path = parsed.path;
+        self.authorization = parsed.authorization;
         Ok(())
     }
 

@@ -39,6 +39,8 @@ struct Seen {
     goaways: AtomicU64,
     /// Every request's path and query, with its body's length.
     targets: std::sync::Mutex<Vec<(String, usize)>>,
+    /// The Authorization header of the last request that had one.
+    authorization: std::sync::Mutex<Option<String>>,
 }
 
 /// An h2c (prior knowledge) server on 127.0.0.1; returns its port and what it saw.
@@ -87,6 +89,9 @@ async fn serve(tcp: tokio::net::TcpStream, mode: Mode, seen: Arc<Seen>) {
             }
         }
         let n = seen.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(a) = request.headers().get(http::header::AUTHORIZATION) {
+            *seen.authorization.lock().unwrap() = Some(a.to_str().unwrap_or("").to_string());
+        }
         let seen = seen.clone();
         tokio::spawn(async move {
             let target = request.uri().path_and_query().map(|p| p.to_string());
@@ -198,6 +203,29 @@ fn a_request_mix_is_sent_over_h2_with_its_weights_bodies_and_placeholders() {
         .map(|r| r.as_ref().map_or(0, |r| r.counters.successes))
         .collect();
     assert_eq!(by_name, [300, 100]);
+}
+
+#[test]
+fn url_credentials_are_sent_as_basic_auth_over_h2() {
+    let (port, seen) = server(Mode::default());
+    let mut plan = plan(port, 2);
+    plan.set_url(&format!("http://u:p@127.0.0.1:{port}/"))
+        .unwrap();
+    plan.stop = Stop::Requests(10);
+    assert_eq!(run(&plan).counters.successes, 10);
+    // base64("u:p")
+    assert_eq!(
+        seen.authorization.lock().unwrap().as_deref(),
+        Some("Basic dTpw")
+    );
+    plan.headers
+        .push(("Authorization".into(), "Bearer mine".into()));
+    run(&plan);
+    assert_eq!(
+        seen.authorization.lock().unwrap().as_deref(),
+        Some("Bearer mine"),
+        "the user's own header wins"
+    );
 }
 
 #[test]

@@ -17,8 +17,13 @@ use super::{duration_in, parse_cpu_list, parse_pid, parse_rate, CpuList, MAX_PIP
 #[derive(Debug, Args)]
 // `-c -1` reaches the value parser (and its range message), not clap's "use '-- -1'" tip.
 #[command(allow_negative_numbers = true)]
+// One usage line everywhere, as the help lists URL: optional (clap's own line for a refusal
+// wrote `<URL>` when one was given, as if it were always required).
+#[command(override_usage = "tailscope run [OPTIONS] [URL]")]
 pub struct RunArgs {
-    /// Target URL (http://HOST[:PORT]/PATH); or give --target to launch the server.
+    /// Target URL: http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH (user:password@HOST
+    /// is sent as Basic auth). Not needed with --target, which launches the server, nor with
+    /// a --urls-from-file or --load file that names one.
     pub url: Option<String>,
     /// What is under test and where it runs.
     #[command(flatten)]
@@ -124,8 +129,9 @@ pub struct SegmentArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Target")]
 pub struct TargetArgs {
-    /// Launch the server, load it, stop it: embedded (the reference server), nginx, or
-    /// 'command:CMD ... {port}' (a shell command; {port} and {cpus} are filled in).
+    /// Launch the server, load it, stop it: embedded (the reference server), nginx (one
+    /// worker process) or nginx:N (N worker processes), or 'command:CMD ... {port}' (a shell
+    /// command; {port} and {cpus} are filled in).
     #[arg(long = "target", value_name = "KIND", conflicts_with = "url")]
     pub target: Option<String>,
     /// Path to load on a launched target [default: /plaintext for embedded and nginx, / for

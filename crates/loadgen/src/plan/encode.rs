@@ -11,6 +11,12 @@ impl Plan {
         (&self.host_header, &self.path)
     }
 
+    /// The Authorization header of the URL's credentials (`user:password@`), sent unless a
+    /// request has its own.
+    pub fn url_authorization(&self) -> Option<&str> {
+        self.authorization.as_deref()
+    }
+
     /// The request bytes, encoded once for the whole run.
     pub fn encode_request(&self) -> Vec<u8> {
         self.encode_one(&self.method, &self.path, &self.headers, &self.body)
@@ -75,6 +81,13 @@ impl Plan {
         }
         if !has("accept") {
             out.extend_from_slice(b"Accept: */*\r\n");
+        }
+        if let Some(credentials) = self
+            .authorization
+            .as_ref()
+            .filter(|_| !has("authorization"))
+        {
+            out.extend_from_slice(format!("Authorization: {credentials}\r\n").as_bytes());
         }
         if !self.keepalive && !has("connection") {
             out.extend_from_slice(b"Connection: close\r\n");

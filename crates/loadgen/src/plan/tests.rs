@@ -26,6 +26,47 @@ fn request_is_encoded_with_host_and_user_headers() {
 }
 
 #[test]
+fn url_credentials_are_sent_as_basic_auth_and_never_shown() {
+    // Percent-decoded before encoding, as curl does: "us@er" and "p:ss w".
+    let mut plan = Plan::new("http://us%40er:p%3Ass%20w@127.0.0.1:8080/a").unwrap();
+    assert_eq!(plan.url, "http://us%40er:***@127.0.0.1:8080/a");
+    let req = String::from_utf8(plan.encode_request()).unwrap();
+    // base64("us@er:p:ss w")
+    assert!(
+        req.contains("\r\nAuthorization: Basic dXNAZXI6cDpzcyB3\r\n"),
+        "{req}"
+    );
+    assert!(req.contains("\r\nHost: 127.0.0.1:8080\r\n"), "{req}");
+    // The user's own Authorization wins, whatever its case.
+    plan.headers
+        .push(("authorization".into(), "Bearer mine".into()));
+    let req = String::from_utf8(plan.encode_request()).unwrap();
+    assert!(!req.contains("Basic"), "{req}");
+    assert!(req.contains("authorization: Bearer mine\r\n"), "{req}");
+    // A user without a password sends an empty one.
+    let user_only = Plan::new("http://me@127.0.0.1:8080/").unwrap();
+    assert_eq!(user_only.url, "http://me@127.0.0.1:8080/");
+    assert_eq!(user_only.url_authorization(), Some("Basic bWU6"));
+    // set_url takes the new URL's credentials, or none.
+    plan.set_url("https://a:b@localhost:8443/x").unwrap();
+    assert_eq!(plan.url, "https://a:***@localhost:8443/x");
+    assert_eq!(plan.url_authorization(), Some("Basic YTpi"));
+    plan.set_url("http://127.0.0.1:8080/").unwrap();
+    assert_eq!(plan.url_authorization(), None);
+    // A refused URL does not show the password either.
+    let refused = Plan::new("http://u:secret@127.0.0.1:0/").unwrap_err();
+    assert!(!refused.to_string().contains("secret"), "{refused}");
+    // Only the authority's '@' marks credentials; no password, nothing to hide.
+    for kept in [
+        "http://127.0.0.1:8080/a@b:c",
+        "http://127.0.0.1:8080/?u=a:b@c",
+        "http://127.0.0.1:8080",
+    ] {
+        assert_eq!(url::redact_password(kept), kept);
+    }
+}
+
+#[test]
 fn source_addrs_auto_picks_loopback_addresses_as_the_connections_need() {
     let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
     plan.source_addrs = SourceAddrs::parse("auto").unwrap();
@@ -76,6 +117,13 @@ fn bad_urls_and_settings_are_refused() {
         Plan::new("127.0.0.1:80"),
         Err(Error::BadUrl { .. })
     ));
+    let port_zero = Plan::new("http://127.0.0.1:0/").unwrap_err();
+    assert!(
+        port_zero
+            .to_string()
+            .contains("port 0 cannot be connected to"),
+        "{port_zero}"
+    );
     let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
     plan.validate().unwrap();
     plan.pipeline = 4;

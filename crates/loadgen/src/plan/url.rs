@@ -1,22 +1,34 @@
-//! What a URL says: the address to connect to, the Host header, the request target, TLS.
+//! What a URL says: the address to connect to, the Host header, the request target, TLS,
+//! and the credentials of its `user:password@`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
+use base64::Engine as _;
+
 use crate::error::Error;
 
-/// What a URL says: the address to connect to, the Host header, the request target (path
-/// and query), and for https the TLS defaults for its host.
-pub(super) type ParsedUrl = (
-    SocketAddr,
-    String,
-    String,
-    Option<crate::transport::TlsOptions>,
-);
+/// What a URL says.
+pub(super) struct ParsedUrl {
+    /// The address connections go to.
+    pub(super) addr: SocketAddr,
+    /// The Host header (HTTP/2's :authority).
+    pub(super) host_header: String,
+    /// The request target: path and query.
+    pub(super) path: String,
+    /// For https, the TLS defaults for its host.
+    pub(super) tls: Option<crate::transport::TlsOptions>,
+    /// `Basic …` of the URL's `user:password@`, percent-decoded first, as curl sends it.
+    pub(super) authorization: Option<String>,
+    /// The URL as given with its password written `***`: what reports and the dashboard
+    /// show, so that a report passed around does not hand out the password.
+    pub(super) shown: String,
+}
 
 /// Resolves an http or https URL (see [`ParsedUrl`]).
 pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
+    let shown = redact_password(url);
     let bad = |reason: &str| Error::BadUrl {
-        url: url.to_string(),
+        url: shown.clone(),
         reason: reason.to_string(),
     };
     let parsed = url::Url::parse(url)
@@ -32,6 +44,13 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
     };
     let host = parsed.host_str().ok_or_else(|| bad("no host"))?;
     let port = parsed.port_or_known_default().unwrap_or(80);
+    // Port 0 asks the kernel for any port when binding; nothing listens on it, so a run at
+    // it would only count refused connections for its whole duration.
+    if port == 0 {
+        return Err(bad(
+            "port 0 cannot be connected to: give the port the server listens on",
+        ));
+    }
     let host_for_resolve = host.trim_start_matches('[').trim_end_matches(']');
     let resolve_error = |error| Error::Resolve {
         host: format!("{host}:{port}"),
@@ -57,5 +76,50 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
         path.push_str(q);
     }
     let tls = https.then(|| crate::transport::TlsOptions::new(host_for_resolve));
-    Ok((addr, host_header, path, tls))
+    let authorization = basic_authorization(&parsed);
+    Ok(ParsedUrl {
+        addr,
+        host_header,
+        path,
+        tls,
+        authorization,
+        shown,
+    })
+}
+
+/// The `Authorization` value of the URL's credentials, if it has any: `Basic
+/// base64(user:password)` of the percent-decoded parts (a user without a password sends an
+/// empty one, as curl does).
+fn basic_authorization(url: &url::Url) -> Option<String> {
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+    let mut credentials = decode(url.username());
+    credentials.push(b':');
+    credentials.extend(decode(url.password().unwrap_or("")));
+    Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(credentials)
+    ))
+}
+
+/// `url` as written, with the password of its `user:password@` replaced by `***`; every
+/// other byte is kept (the URL crate's serialisation would add slashes and change case).
+pub fn redact_password(url: &str) -> String {
+    let authority_start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_len].rfind('@') else {
+        return url.to_string();
+    };
+    let Some(colon) = rest[..at].find(':') else {
+        return url.to_string();
+    };
+    let password_start = authority_start + colon + 1;
+    format!(
+        "{}***{}",
+        &url[..password_start],
+        &url[authority_start + at..]
+    )
 }

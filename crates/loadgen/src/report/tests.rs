@@ -247,6 +247,19 @@ fn a_mix_has_figures_per_name_and_the_slowest_are_named() {
     );
     let text = r.to_text();
     assert!(text.contains("By request:"), "{text}");
+    // A name that is its request line (a URL list's default) is said once.
+    let mut by_line = r.clone();
+    let upload = by_line.by_request.remove("upload").unwrap();
+    by_line.by_request.insert("POST /upload".into(), upload);
+    for s in &mut by_line.slowest {
+        if s.request.as_deref() == Some("upload") {
+            s.request = Some("POST /upload".into());
+        }
+    }
+    assert_eq!(
+        by_line.slowest_by_name().unwrap(),
+        "75 % of the 4 slowest were search (GET /search); the others: 1 POST /upload"
+    );
     assert!(text.contains("a mix of 2 requests"), "{text}");
     // A single request's report has no by_request at all.
     let single = Report::new(&Plan::new("http://127.0.0.1:9/").unwrap(), &totals());
@@ -361,9 +374,23 @@ fn a_generator_that_fell_behind_is_warned_about() {
     assert!(
         w.iter().any(|w| w
             .starts_with("4 of 6 sends (66.7 %) left more than 1 ms after their intended time (late_sends: the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own) while the generator kept up: every connection was waiting")
+            && w.contains("the server did not keep up with -q 5,000 over")
             && w.contains("more connections (-c)")),
         "{w:?}"
     );
+    // After a live change (the dashboard's +), the rate it fell behind is the last one.
+    t.rate_changes = vec![RateChange {
+        t_s: 1.0,
+        rate: 6_250.0,
+    }];
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.contains(
+            "the server did not keep up with the last rate, 6,250/s (-q 5,000 at the start) over"
+        )),
+        "{w:?}"
+    );
+    t.rate_changes.clear();
     let text = Report::new(&plan, &t).to_text();
     assert!(
         text.contains("  Late sends:    4 (66.7 % of requests; the generator's wait for a CPU n/a (no schedstat), 3 for a free connection, 1 the generator's own): left more than 1 ms"),
@@ -654,6 +681,25 @@ fn an_open_loop_schedule_mostly_unanswered_is_warned_of() {
         w.ends_with("or give it more connections (-c) if it can take them"),
         "{w}"
     );
+    // The rate changed live (the dashboard's +/-): the queue is the last rate's.
+    t.rate_changes = vec![
+        RateChange {
+            t_s: 1.0,
+            rate: 25_000.0,
+        },
+        RateChange {
+            t_s: 1.5,
+            rate: 31_250.0,
+        },
+    ];
+    let w = some(&Report::new(&plan, &t)).expect("a warning");
+    assert!(
+        w.contains(
+            "the server answered 3/s of the last rate, 31,250/s (-q 20,000 at the start), so"
+        ),
+        "{w}"
+    );
+    t.rate_changes.clear();
     // Connections still opening at the end: no 'more -c' beside the set-up warnings.
     t.counters.still_connecting = 4;
     let w = some(&Report::new(&plan, &t)).expect("a warning");

@@ -419,9 +419,13 @@ impl Report {
             return None;
         }
         let named: u64 = counts.iter().map(|(_, k)| k).sum();
+        // A request named by default is named by its request line (a URL list's): said
+        // once, not "GET /a (GET /a)".
         let describe = |name: &str| match self.by_request.get(name) {
-            Some(r) => format!("{name} ({} {})", r.method, r.target),
-            None => name.to_string(),
+            Some(r) if name != format!("{} {}", r.method, r.target) => {
+                format!("{name} ({} {})", r.method, r.target)
+            }
+            _ => name.to_string(),
         };
         let mut rest: Vec<String> = counts
             .iter()

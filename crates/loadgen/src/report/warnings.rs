@@ -5,6 +5,7 @@ use super::fmt::{fmt_pct, url_authority};
 use super::{fmt_count, fmt_us, LateSendsByCause, Report};
 use crate::error::ErrorKind;
 use crate::recorder::LateCause;
+use crate::snapshot::RateChange;
 
 /// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
 /// warned of: the delay is in every latency measured then, the server's or not.
@@ -293,14 +294,14 @@ impl Report {
             return None;
         }
         let answered_rate = s.successes as f64 / s.duration_s;
+        let asked = rate_asked(rate, &self.rate_changes);
         Some(format!(
-            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of -q {}, so the schedule queued behind it; the corrected latency counts that queue: lower -q to what the server takes{}",
+            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, so the schedule queued behind it; the corrected latency counts that queue: lower -q to what the server takes{}",
             fmt_count(s.unfinished_unsent),
             fmt_count(s.requests),
             fmt_pct(100.0 * s.unfinished_unsent as f64 / s.requests as f64),
             s.unfinished_max_us.map_or("n/a".into(), fmt_us),
             fmt_count(answered_rate.round() as u64),
-            fmt_count(rate.round() as u64),
             if s.still_connecting == 0 {
                 ", or give it more connections (-c) if it can take them"
             } else {
@@ -369,8 +370,8 @@ impl Report {
                     "{late}; most the generator's own, while it had a CPU: its loop or timer could not keep the schedule (a loop busy throughout does not get to a connection whose response has come); {own_delay}: give it more threads (--threads) or a lower rate (-q)"
                 ),
                 Some(LateCause::NoFreeConnection) | None => format!(
-                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with -q {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
-                    self.config.rate.map_or_else(String::new, |r| fmt_count(r.round() as u64)),
+                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
+                    self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes)),
                     fmt_count(self.config.connections as u64)
                 ),
             }),
@@ -462,5 +463,19 @@ impl Report {
             l.connection_s - l.accounted_s,
             l.connection_s
         ))
+    }
+}
+
+/// The open-loop rate a warning holds the server to: `-q R`, or after live changes (the
+/// dashboard's +/-) the last one, which the queue at the end is behind, saying the -q it
+/// started at: the starting -q may be one the server kept up with.
+fn rate_asked(start: f64, changes: &[RateChange]) -> String {
+    match changes.last() {
+        Some(last) => format!(
+            "the last rate, {}/s (-q {} at the start)",
+            fmt_count(last.rate.round() as u64),
+            fmt_count(start.round() as u64)
+        ),
+        None => format!("-q {}", fmt_count(start.round() as u64)),
     }
 }

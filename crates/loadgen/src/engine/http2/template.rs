@@ -66,6 +66,14 @@ impl Template {
                 map.insert(k, http::HeaderValue::from_static(v));
             }
         }
+        if let Some(credentials) = shared.plan.url_authorization() {
+            if !map.contains_key(http::header::AUTHORIZATION) {
+                if let Ok(mut value) = http::HeaderValue::from_str(credentials) {
+                    value.set_sensitive(true);
+                    map.insert(http::header::AUTHORIZATION, value);
+                }
+            }
+        }
         Template {
             method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::GET),
             uri,

@@ -134,16 +134,27 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
     let mut counts: Vec<usize> = segs.iter().map(|s| s.count).collect();
     counts.sort_unstable();
     counts.dedup();
+    // The segments the reports ran, for the missing ones; and who ran each, for overlaps. A
+    // report without --segment is the whole load only by --force's reading: it was told "is
+    // not a segment" already, and it overlaps no one's segment (forced plain runs were told
+    // "segment 1/1 overlaps", a segment none of them ran), nor splits the load another way.
+    let ran: std::collections::BTreeSet<Segment> = segs.iter().copied().collect();
     let mut by_segment: BTreeMap<Segment, Vec<&str>> = BTreeMap::new();
-    for ((name, _), s) in reports.iter().zip(&segs) {
-        if s.count != segs[0].count {
+    let segments = || {
+        reports
+            .iter()
+            .zip(&generators)
+            .filter_map(|((name, _), g)| Some((name.as_str(), g.segment?)))
+    };
+    let first_segment = segments().next();
+    for (name, s) in segments() {
+        if let Some((first_name, first)) = first_segment.filter(|(_, f)| f.count != s.count) {
             let m = format!(
-                "{name} is segment {s} but {first_name} is segment {}: the load was split in different ways",
-                segs[0]
+                "{name} is segment {s} but {first_name} is segment {first}: the load was split in different ways"
             );
             overridable(m, force, &mut overridden)?;
         }
-        by_segment.entry(*s).or_default().push(name);
+        by_segment.entry(s).or_default().push(name);
     }
     for (s, names) in &by_segment {
         if names.len() > 1 {
@@ -155,7 +166,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
         }
     }
     let missing: Vec<usize> = (1..=count)
-        .filter(|&index| !by_segment.contains_key(&Segment { index, count }))
+        .filter(|&index| !ran.contains(&Segment { index, count }))
         .collect();
     let any_segment = generators.iter().any(|g| g.segment.is_some());
 

@@ -326,8 +326,25 @@ fn a_report_that_is_no_segment_is_refused_unless_forced() {
         &inputs,
         "b.json is not a segment: it was run without --segment I/N",
     );
-    // Forced, it counts as the whole load (1/1).
+    // Forced, it counts as the whole load (1/1), and is not said to split it another way.
     assert_eq!(m.summary.requests, 58);
+    assert_no_warning(&m, "split in different ways");
+    // Plain runs merged with --force: each is not a segment, and none overlaps another (they
+    // were told "segment 1/1 overlaps", a segment none of them ran).
+    for (_, r) in &mut inputs {
+        r.generator.as_mut().unwrap().segment = None;
+    }
+    let m = merge(&inputs, true).unwrap();
+    assert_warning(&m, "a.json is not a segment");
+    assert_warning(&m, "c.json is not a segment");
+    assert_no_warning(&m, "overlaps");
+    assert_eq!(m.summary.requests, 58);
+    // Segments 1/1 run twice do overlap: the whole load counted twice.
+    for (_, r) in &mut inputs[..2] {
+        r.generator.as_mut().unwrap().segment = Some(Segment { index: 1, count: 1 });
+    }
+    let e = merge(&inputs[..2], false).unwrap_err().to_string();
+    assert!(e.contains("segment 1/1 overlaps: a.json, b.json"), "{e}");
 }
 
 #[test]

@@ -101,13 +101,23 @@ fn dump(socket: &Socket, family: u8, port: u16, out: &mut Vec<Listener>) -> std:
 
 /// Every TCP socket listening on `port` in this network namespace (IPv4 and IPv6).
 pub fn listeners(port: u16) -> std::io::Result<Vec<Listener>> {
+    listeners_via(&sock_diag()?, port)
+}
+
+/// A netlink socket for [`listeners_via`].
+fn sock_diag() -> std::io::Result<Socket> {
     let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
     socket.bind_auto()?;
     socket.connect(&netlink_sys::SocketAddr::new(0, 0))?;
+    Ok(socket)
+}
+
+/// [`listeners`] through a netlink socket of [`sock_diag`].
+fn listeners_via(socket: &Socket, port: u16) -> std::io::Result<Vec<Listener>> {
     let mut out = Vec::new();
-    dump(&socket, AF_INET, port, &mut out)?;
+    dump(socket, AF_INET, port, &mut out)?;
     // A kernel without IPv6 refuses the second dump; the IPv4 listeners still count.
-    let _ = dump(&socket, AF_INET6, port, &mut out);
+    let _ = dump(socket, AF_INET6, port, &mut out);
     Ok(out)
 }
 
@@ -152,6 +162,9 @@ pub struct ListenWatch {
     target: SocketAddr,
     report: ListenReport,
     full_seconds: BTreeSet<u64>,
+    /// The netlink socket, opened at the first sample and kept: the run's loop samples
+    /// every tick, on a CPU it may share with the generator.
+    socket: Option<Socket>,
 }
 
 /// Whether `l` is what a client of `target` connects to: the same address, or a wildcard
@@ -177,12 +190,15 @@ impl ListenWatch {
                 unavailable: None,
             },
             full_seconds: BTreeSet::new(),
+            socket: None,
         }
     }
 
     /// Forgets what was seen so far (the warm-up is over).
     pub fn restart(&mut self) {
+        let socket = self.socket.take();
         *self = ListenWatch::new(self.target);
+        self.socket = socket;
     }
 
     /// What was seen so far.
@@ -194,7 +210,19 @@ impl ListenWatch {
 
     /// Samples now, `elapsed` into the measured run.
     pub fn sample(&mut self, elapsed: Duration) -> Option<ListenSample> {
-        let found: Vec<Listener> = match listeners(self.report.port) {
+        let socket = match self.socket.take() {
+            Some(socket) => Ok(socket),
+            None => sock_diag(),
+        };
+        let found = socket.and_then(|socket| {
+            let found = listeners_via(&socket, self.report.port);
+            // After a failed dump its replies may be half read: the next sample opens anew.
+            if found.is_ok() {
+                self.socket = Some(socket);
+            }
+            found
+        });
+        let found: Vec<Listener> = match found {
             Ok(found) => found
                 .into_iter()
                 .filter(|l| serves(l, self.target))

@@ -471,6 +471,15 @@ fn a_generator_that_fell_behind_is_warned_about() {
             .any(|w| w.starts_with("the generator fell behind: a generator thread's")),
         "{w:?}"
     );
+    // A hold longer than a second is one hold, not "up to 3.89s in one second".
+    t.timeseries[1].generator_lag_us = 3_890_000;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the generator fell behind: a generator thread's event loop was held once for 3.89s (generator_lag_us)"
+        )),
+        "{w:?}"
+    );
 }
 
 /// The generator's lost time (Little's law) is a `warning:` line like the others, and in the

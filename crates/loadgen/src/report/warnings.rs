@@ -526,9 +526,14 @@ impl Report {
 }
 
 /// How long a generator thread's event loop was held (the longest single hold in some
-/// second, `generator_lag_us`).
+/// second, `generator_lag_us`). A hold of a second or more is one hold that outlasted its
+/// second: "up to 3.89s in one second" read as more time than the second had.
 fn loop_held(us: u64) -> String {
-    format!("held up to {} in one second", fmt_us(us))
+    if us >= 1_000_000 {
+        format!("held once for {}", fmt_us(us))
+    } else {
+        format!("held up to {} in one second", fmt_us(us))
+    }
 }
 
 /// The open-loop rate a warning holds the server to: `-q R`, or after live changes (the

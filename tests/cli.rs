@@ -49,6 +49,11 @@ fn every_refusal_is_kept() {
         &["run", URL, "-c", "0"],
         &["run", URL, "-c", "-5"],
         &["run", URL, "--idle-conns", "-1"],
+        // Past any integer type: the range named as for 2000000, not "number too large".
+        &["run", URL, "-c", "99999999999999999999"],
+        &["run", URL, "-n", "99999999999999999999"],
+        &["run", URL, "--threads", "-99999999999999999999"],
+        &["run", URL, "--pipeline", "1x"],
         &["run", URL, "-n", "5", "-z", "1s"],
         &["run", URL, "-q", "1e-20"],
         &["run", URL, "-z", "-1s"],

@@ -79,6 +79,12 @@ fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
     for res in results {
         let runs = res["runs"].as_array().unwrap();
         assert_eq!(runs.len(), 2, "{res}");
+        // Each run's warnings and diagnosed causes, empty or not, are kept.
+        assert!(
+            runs.iter()
+                .all(|x| x["warnings"].is_array() && x["causes"].is_array()),
+            "{res}"
+        );
         let rps: Vec<f64> = runs.iter().map(|x| x["rps"].as_f64().unwrap()).collect();
         assert_eq!(
             res["rps_min"].as_f64().unwrap(),

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::builder::RangedI64ValueParser;
 use clap::{Args, Parser, Subcommand};
 use tailscope_loadgen::plan::{redact_password, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
 
@@ -55,7 +54,7 @@ pub struct ServeArgs {
     #[arg(long = "addr", default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub addr: std::net::SocketAddr,
     /// Worker threads, each with its own ring and SO_REUSEPORT listener (default: one per CPU, of --cpus when given).
-    #[arg(long = "threads", value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_THREADS as i64))]
+    #[arg(long = "threads", value_name = "N", value_parser = count_in::<usize>(1, MAX_THREADS as u64))]
     pub threads: Option<usize>,
     /// Pin worker threads to these CPUs (e.g. 0 or 0,2-3).
     #[arg(long = "cpus", value_parser = parse_cpu_list, value_name = "LIST")]
@@ -64,7 +63,7 @@ pub struct ServeArgs {
     #[arg(long = "static", value_name = "DIR")]
     pub static_dir: Option<PathBuf>,
     /// Listen backlog of each listener; a small one reproduces accept-queue overflow.
-    #[arg(long = "backlog", default_value_t = 4096, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=65535))]
+    #[arg(long = "backlog", default_value_t = 4096, value_name = "N", value_parser = count_in::<i32>(1, 65535))]
     pub backlog: i32,
     /// Fault injection: block each worker's loop every DUR (needs --stall-for).
     #[arg(long = "stall-every", value_parser = duration_in(MS, HOUR), value_name = "DUR", requires = "stall_for", allow_hyphen_values = true)]
@@ -80,7 +79,7 @@ pub struct ServeArgs {
     #[arg(long = "burn-for", value_parser = any_duration, value_name = "DUR", requires = "burn_every", allow_hyphen_values = true)]
     pub burn_for: Option<Duration>,
     /// Connections a worker keeps at once; more are closed as they are accepted.
-    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as i64 * 10))]
+    #[arg(long = "max-conns", default_value_t = 100_000, value_name = "N", value_parser = count_in::<usize>(1, MAX_CONNECTIONS as u64 * 10))]
     pub max_conns: usize,
     /// Close keep-alive connections idle for this long.
     #[arg(long = "idle-timeout", value_parser = duration_in(MS, DAY), default_value = "60s", value_name = "DUR", allow_hyphen_values = true)]
@@ -244,6 +243,27 @@ pub fn parse_pid(s: &str) -> Result<u32, String> {
         ));
     }
     Ok(pid as u32)
+}
+
+/// A whole-number flag's parser: a number in `min..=max`, and the range named whatever the
+/// value. clap's ranged parser reads an i64 first, so past it (`-c 99999999999999999999`) it
+/// said only "number too large to fit in target type", where `-c 2000000` named the range.
+pub fn count_in<T>(min: u64, max: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: TryFrom<u64>,
+{
+    move |s: &str| {
+        let digits = s.strip_prefix(['-', '+']).unwrap_or(s);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(format!("{s} is not a whole number: give {min}..={max}"));
+        }
+        // Too many digits for any integer type is out of the range too.
+        let n = s.parse::<i128>().ok();
+        match n.filter(|&n| n >= i128::from(min) && n <= i128::from(max)) {
+            Some(n) => T::try_from(n as u64).map_err(|_| format!("{s} is not in {min}..={max}")),
+            None => Err(format!("{s} is not in {min}..={max}")),
+        }
+    }
 }
 
 /// Parses an open-loop rate and checks its range.

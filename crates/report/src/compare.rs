@@ -505,6 +505,8 @@ mod tests {
             duration_s: 1.0,
             server_us_per_request: None,
             by_request: Default::default(),
+            warnings: Vec::new(),
+            causes: Vec::new(),
         };
         let result = |runs| SuiteResult::new("nginx", "/", None, runs);
         let base = result(vec![run(1000, 0), run(1000, 10)]);

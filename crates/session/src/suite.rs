@@ -138,7 +138,8 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                     say!("suite: {name} {endpoint} run {i}/{}: cut short by the interruption, left out", load.runs);
                     break;
                 }
-                let figures = RunFigures::of(&report, server_us_per_request);
+                let figures = RunFigures::of(&report, server_us_per_request)
+                    .with_diagnosis(&findings.diagnosis);
                 say!(
                     "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
                     load.runs,

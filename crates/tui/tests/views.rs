@@ -416,6 +416,32 @@ fn the_errors_panel_says_why_sends_were_late() {
         "CPU 30 · no conn 1,200",
         "{rows:#?}"
     );
+    // One form for the whole line: all short before any is dropped, and none back to its
+    // long form once one is (a newcomer's 80×24 read `CPU 146 · no free conn 7,326 · gen 22`,
+    // the overview `CPU 725 · no free conn 125,799` with `gen 17` gone).
+    let causes = |cpu: u64, no_conn: u64, generator: u64, width: u16| {
+        let mut app = app_with_data(Some(5_000.0));
+        let mut snap = snapshot(41);
+        snap.totals.late_sends = cpu + no_conn + generator;
+        snap.totals.late_waited_for_cpu = Some(cpu);
+        snap.totals.late_no_free_connection = no_conn;
+        snap.totals.late_generator = generator;
+        app.update(Action::Snapshot(std::sync::Arc::new(snap), Some(cpus())));
+        let rows = errors_rows(&app, width);
+        let at = rows.iter().position(|r| r.contains("late sends")).unwrap();
+        rows[at + 1]
+            .trim_matches(|c| c == '│' || c == ' ')
+            .to_string()
+    };
+    assert_eq!(
+        causes(146, 7_326, 22, 40),
+        "CPU 146 · no conn 7,326 · gen 22"
+    );
+    assert_eq!(causes(725, 125_799, 17, 34), "CPU 725 · no conn 125,799");
+    assert_eq!(
+        causes(725, 125_799, 17, 60),
+        "CPU wait 725 · no free conn 125,799 · generator 17"
+    );
     // Closed loop (no late sends): no late lines at all.
     let rows = errors_rows(&app_with_data(None), 60);
     assert!(!rows.iter().any(|r| r.contains("late")), "{rows:#?}");

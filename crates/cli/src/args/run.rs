@@ -4,14 +4,15 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use clap::builder::RangedI64ValueParser;
 use clap::Args;
 use tailscope_loadgen::plan::{
     MAX_CONNECTIONS, MAX_DURATION, MAX_REQUESTS, MAX_THREADS, MAX_TIMEOUT,
 };
 use tailscope_loadgen::segment::{parse_start_time, Segment, MAX_SEGMENTS};
 
-use super::{duration_in, parse_cpu_list, parse_pid, parse_rate, CpuList, MAX_PIPELINE, MS};
+use super::{
+    count_in, duration_in, parse_cpu_list, parse_pid, parse_rate, CpuList, MAX_PIPELINE, MS,
+};
 
 /// `tailscope run URL [flags]` or `tailscope run --target KIND [flags]`.
 #[derive(Debug, Args)]
@@ -75,7 +76,7 @@ pub struct TlsArgs {
     pub http2: bool,
     /// HTTP/2: concurrent streams per connection (the analogue of --pipeline), held below
     /// the server's SETTINGS_MAX_CONCURRENT_STREAMS.
-    #[arg(long = "streams", default_value_t = 1, value_name = "N", requires = "http2", value_parser = RangedI64ValueParser::<usize>::new().range(1..=tailscope_loadgen::plan::MAX_STREAMS as i64))]
+    #[arg(long = "streams", default_value_t = 1, value_name = "N", requires = "http2", value_parser = count_in::<usize>(1, tailscope_loadgen::plan::MAX_STREAMS as u64))]
     pub streams: usize,
 }
 
@@ -117,7 +118,7 @@ pub struct SegmentArgs {
     )]
     pub segment_from_env: Option<String>,
     /// How many generators share the load, with --segment-from-env.
-    #[arg(long = "segments", value_name = "N", requires = "segment_from_env", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_SEGMENTS as i64))]
+    #[arg(long = "segments", value_name = "N", requires = "segment_from_env", value_parser = count_in::<usize>(1, MAX_SEGMENTS as u64))]
     pub segments: Option<usize>,
     /// Wait until this wall-clock time, then start (Ctrl-C during the wait sends nothing):
     /// RFC 3339 (2026-01-01T12:00:00Z) or unix seconds, so that N generators overlap.
@@ -157,27 +158,27 @@ pub struct LoadArgs {
         long = "connections",
         default_value_t = 50,
         value_name = "N",
-        value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS as i64)
+        value_parser = count_in::<usize>(1, MAX_CONNECTIONS as u64)
     )]
     pub connections: usize,
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
     #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
     /// Send exactly this many measured requests.
-    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = RangedI64ValueParser::<u64>::new().range(1..=MAX_REQUESTS as i64))]
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = count_in::<u64>(1, MAX_REQUESTS as u64))]
     pub requests: Option<u64>,
     /// Open loop: this many requests per second in total (0.01 to 100000000), latency
     /// measured from each request's intended send time (coordinated-omission corrected).
     #[arg(short = 'q', long = "rate", value_name = "RATE", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// HTTP/1.1 pipelining depth: requests in flight per connection.
-    #[arg(long = "pipeline", default_value_t = 1, value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_PIPELINE as i64))]
+    #[arg(long = "pipeline", default_value_t = 1, value_name = "N", value_parser = count_in::<usize>(1, MAX_PIPELINE as u64))]
     pub pipeline: usize,
     /// Open a new connection for every request.
     #[arg(long = "no-keepalive")]
     pub no_keepalive: bool,
     /// Generator threads (default: one per CPU).
-    #[arg(long = "threads", value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(1..=MAX_THREADS as i64))]
+    #[arg(long = "threads", value_name = "N", value_parser = count_in::<usize>(1, MAX_THREADS as u64))]
     pub threads: Option<usize>,
     /// Pin generator threads to these CPUs (e.g. 1 or 0,2-3). With --target the default is
     /// the CPUs the server does not get.
@@ -213,11 +214,11 @@ pub struct LoadArgs {
     /// holding clients costs the server. They open like the load's (--source-addrs,
     /// --connect-rate, --connect-timeout), are counted apart, are opened again when the
     /// server closes them, and close when the run ends.
-    #[arg(long = "idle-conns", default_value_t = 0, value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(0..=MAX_CONNECTIONS as i64))]
+    #[arg(long = "idle-conns", default_value_t = 0, value_name = "N", value_parser = count_in::<usize>(0, MAX_CONNECTIONS as u64))]
     pub idle_conns: usize,
     /// Like --idle-conns, but each sends a request head that never ends, one header byte
     /// every --slow-interval (a slowloris client).
-    #[arg(long = "slow-conns", default_value_t = 0, value_name = "N", value_parser = RangedI64ValueParser::<usize>::new().range(0..=MAX_CONNECTIONS as i64))]
+    #[arg(long = "slow-conns", default_value_t = 0, value_name = "N", value_parser = count_in::<usize>(0, MAX_CONNECTIONS as u64))]
     pub slow_conns: usize,
     /// The pause between a slow connection's header bytes (--slow-conns).
     #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]

@@ -419,8 +419,11 @@ fn a_generator_that_fell_behind_is_warned_about() {
     t.counters.late_waited_for_cpu = None;
     t.counters.late_no_free_connection = 3;
     t.counters.late_generator = 1;
-    // Both: the loop held up is what is named, the late sends with it.
+    // Both, most late sends the generator's own: the loop held up is what is named, the
+    // late sends with it.
     t.timeseries[1].generator_lag_us = 867_759;
+    t.counters.late_no_free_connection = 1;
+    t.counters.late_generator = 3;
     let w = Report::new(&plan, &t).warnings;
     assert!(
         w.iter().any(
@@ -429,11 +432,54 @@ fn a_generator_that_fell_behind_is_warned_about() {
         ),
         "{w:?}"
     );
+    t.counters.late_no_free_connection = 3;
+    t.counters.late_generator = 1;
+    // Both, most late sends for a free connection: the server's side first, the hold after
+    // it, and no "fewer connections" beside "more connections".
+    let w = Report::new(&plan, &t).warnings;
+    let late = w
+        .iter()
+        .position(|w| w.starts_with("4 of 6 sends (66.7 %)"));
+    let held = w.iter().position(|w| {
+        w.starts_with("a generator thread's event loop was also held up to 867.76ms")
+            && w.contains("3 of the 4 late sends waited for a free connection")
+    });
+    assert!(matches!((late, held), (Some(l), Some(h)) if l < h), "{w:?}");
+    assert!(
+        w[late.unwrap()].contains("while most waited for a free connection")
+            && w[late.unwrap()].contains("more connections (-c)"),
+        "{w:?}"
+    );
+    assert!(
+        !w.iter()
+            .any(|w| w.contains("fell behind") || w.contains("fewer connections")),
+        "{w:?}"
+    );
     t.timeseries[1].generator_lag_us = 3_000;
     // Few late sends and a short lag: nothing.
     t.counters.late_sends = 0;
     let w = Report::new(&plan, &t).warnings;
     assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+    // A long hold beside no late sends (their causes all 0): the generator's, not the
+    // server's side.
+    t.counters.late_no_free_connection = 0;
+    t.counters.late_generator = 0;
+    t.timeseries[1].generator_lag_us = 867_759;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("the generator fell behind: a generator thread's")),
+        "{w:?}"
+    );
+    // A hold longer than a second is one hold, not "up to 3.89s in one second".
+    t.timeseries[1].generator_lag_us = 3_890_000;
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with(
+            "the generator fell behind: a generator thread's event loop was held once for 3.89s (generator_lag_us)"
+        )),
+        "{w:?}"
+    );
 }
 
 /// The generator's lost time (Little's law) is a `warning:` line like the others, and in the
@@ -721,4 +767,74 @@ fn an_open_loop_schedule_mostly_unanswered_is_warned_of() {
     t.counters.successes = 5;
     plan.pace = Pace::Max;
     assert_eq!(some(&Report::new(&plan, &t)), None);
+}
+
+/// A server far behind -q: most requests never sent is said whatever else is, first when the
+/// late sends are the server's (a newcomer's python at -q 5000: 76 % never sent, and only
+/// the late sends, or only "the generator fell behind", were warned of).
+#[test]
+fn requests_never_sent_are_warned_of_beside_late_sends_and_loop_lag() {
+    let mut plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    plan.pace = Pace::Rate(5_000.0);
+    let mut t = totals();
+    t.counters.errors.iter_mut().for_each(|n| *n = 0);
+    t.counters.unfinished = 80;
+    t.counters.unfinished_unsent = 76;
+    t.counters.unfinished_max_us = Some(4_000_000);
+    t.counters.late_sends = 24;
+    t.counters.late_waited_for_cpu = Some(0);
+    t.counters.late_no_free_connection = 24;
+    t.counters.late_generator = 0;
+    t.timeseries = vec![TimePoint {
+        t_s: 1.0,
+        generator_lag_us: 3_000,
+        ..TimePoint::default()
+    }];
+    let never = |w: &[String]| {
+        w.iter()
+            .position(|w| w.contains("were never sent by the end"))
+    };
+    let late = |w: &[String]| {
+        w.iter()
+            .position(|w| w.contains("left more than 1 ms after their intended time"))
+    };
+    // 24 % late, 76 % never sent: both, the never sent first.
+    let w = Report::new(&plan, &t).warnings;
+    assert!(
+        matches!((never(&w), late(&w)), (Some(n), Some(l)) if n < l),
+        "{w:?}"
+    );
+    assert!(
+        w[never(&w).unwrap()].starts_with("76 of 85 requests (89.4 %) were never sent by the end")
+            && w[never(&w).unwrap()]
+                .contains("the server answered 3/s of -q 5,000, so the schedule queued behind it;"),
+        "{w:?}"
+    );
+    // The loop held up too, the late sends still the server's: never sent, late, then the hold.
+    t.timeseries[0].generator_lag_us = 155_000;
+    let w = Report::new(&plan, &t).warnings;
+    let held = w.iter().position(|w| {
+        w.starts_with("a generator thread's event loop was also held up to 155.00ms")
+    });
+    assert!(
+        matches!((never(&w), late(&w), held), (Some(n), Some(l), Some(h)) if n < l && l < h),
+        "{w:?}"
+    );
+    assert!(!w.iter().any(|w| w.contains("fell behind")), "{w:?}");
+    // The late sends the generator's (its CPU taken): its story first, the never sent still
+    // said, with the generator's share in the queue named.
+    t.counters.late_waited_for_cpu = Some(24);
+    t.counters.late_no_free_connection = 0;
+    let w = Report::new(&plan, &t).warnings;
+    let behind = w
+        .iter()
+        .position(|w| w.starts_with("the generator fell behind:"));
+    assert!(
+        matches!((behind, never(&w)), (Some(b), Some(n)) if b < n),
+        "{w:?}"
+    );
+    assert!(
+        w[never(&w).unwrap()].contains("and behind the generator's own delay (warned of apart)"),
+        "{w:?}"
+    );
 }

@@ -258,18 +258,12 @@ impl Report {
         if let Some(c) = &self.connections {
             out.extend(c.warnings());
         }
-        let behind = self.generator_behind();
-        if let Some(w) = &behind {
-            out.push(w.clone());
-        }
-        match self.stopped_answering() {
-            Some(w) => out.push(w),
-            // Said already when the generator fell behind or no request got a response.
-            None if behind.is_none() && self.no_response_reason().is_none() => {
-                out.extend(self.unanswered_schedule());
-            }
-            None => {}
-        }
+        let stopped = self.stopped_answering();
+        // The requests never sent are said apart only by a server that still answered: one
+        // that stopped, or never answered, is told by its own warning above or below.
+        let unsent_applies = stopped.is_none() && self.no_response_reason().is_none();
+        out.extend(self.pace_warnings(unsent_applies));
+        out.extend(stopped);
         out.extend(self.littles_law_lost_time());
         out
     }
@@ -282,8 +276,9 @@ impl Report {
     /// Counted by the requests never sent (still queued for a connection at the end): a
     /// slow endpoint that kept up with the rate, its last requests sent and still waiting,
     /// needs more --grace, not a lower -q. With connections still opening at the end it does
-    /// not offer more -c (the set-up warnings may say fewer).
-    fn unanswered_schedule(&self) -> Option<String> {
+    /// not offer more -c (the set-up warnings may say fewer). `generator_behind`: the
+    /// generator's own delay is warned of too, so part of the queue may be its own.
+    fn unanswered_schedule(&self, generator_behind: bool) -> Option<String> {
         let s = &self.summary;
         let rate = self.config.rate?;
         if s.requests == 0
@@ -295,8 +290,13 @@ impl Report {
         }
         let answered_rate = s.successes as f64 / s.duration_s;
         let asked = rate_asked(rate, &self.rate_changes);
+        let whose = if generator_behind {
+            "so the schedule queued behind it, and behind the generator's own delay (warned of apart)"
+        } else {
+            "so the schedule queued behind it"
+        };
         Some(format!(
-            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, so the schedule queued behind it; the corrected latency counts that queue: lower -q to what the server takes{}",
+            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, {whose}; the corrected latency counts that queue: lower -q to what the server takes{}",
             fmt_count(s.unfinished_unsent),
             fmt_count(s.requests),
             fmt_pct(100.0 * s.unfinished_unsent as f64 / s.requests as f64),
@@ -310,7 +310,12 @@ impl Report {
         ))
     }
 
-    /// The generator itself fell behind (a busy or shared CPU, too many connections for its
+    /// Whether the schedule was kept, and whose the delay was when it was not: the requests
+    /// never sent ([`Self::unanswered_schedule`], when `unsent_applies`), the late sends, and
+    /// the generator's own loop held up. Each is said when its evidence is there, and the
+    /// side most of it points to comes first.
+    ///
+    /// The generator itself can fall behind (a busy or shared CPU, too many connections for its
     /// threads): its own delay is then in the latency, charged to the server (a newcomer's
     /// `-q 5000` beside busy loops on its CPU: loop lag 868 ms, 60 % of sends late, corrected
     /// p50 236 ms against 7.5 ms uncorrected, and no warning). Told by the loop's own lag, and
@@ -319,7 +324,13 @@ impl Report {
     /// not answered: the corrected latency charges that wait to the server, as it should, and
     /// more connections (-c) offer the rate; a review finding: a 20 ms server at `-q 500 -c 4`
     /// was told to use fewer connections), or by the generator's own loop.
-    fn generator_behind(&self) -> Option<String> {
+    ///
+    /// A loop held up while most late sends waited for a free connection is the lesser story:
+    /// a newcomer's python at -q 5000 left 16,631 of 25,000 requests unsent, 8,345 of its
+    /// 8,368 late sends for a free connection, and was told only that the generator fell
+    /// behind (fewer -c, more --threads). Then the server's side is said first, and the hold
+    /// after it, without "fewer -c" (which contradicts "more -c").
+    fn pace_warnings(&self, unsent_applies: bool) -> Vec<String> {
         let s = &self.summary;
         let lag_us = self.timeseries.iter().map(|p| p.generator_lag_us).max();
         let lagged = lag_us.filter(|&us| us >= GENERATOR_LAG_WARN_US);
@@ -328,7 +339,17 @@ impl Report {
             _ => 0.0,
         };
         let dominant = s.late_sends_by_cause.map(|by| by.dominant());
-        let late = (late_share >= LATE_SHARE_WARN).then(|| {
+        let late_warned = late_share >= LATE_SHARE_WARN;
+        let unsent_warned = unsent_applies && self.unanswered_schedule(false).is_some();
+        // The late sends' own evidence puts them on the server's side (the loop's hold, if
+        // any, did not make most of them late), when there are enough of them, or of
+        // requests never sent, to be a story at all: a long hold beside a few late sends is
+        // the generator's.
+        let server_side = dominant == Some(LateCause::NoFreeConnection)
+            && s.late_sends_by_cause
+                .is_some_and(|by| by.no_free_connection > 0)
+            && (late_warned || unsent_warned);
+        let late = late_warned.then(|| {
             format!(
                 "{} of {} sends ({} %) left more than 1 ms after their intended time (late_sends{})",
                 fmt_count(s.late_sends),
@@ -349,33 +370,71 @@ impl Report {
         let own_delay = format!(
             "the latency then includes the generator's own delay{p50s}, not only the server's"
         );
-        match (lagged, late) {
-            (None, None) => None,
-            (Some(us), late) => {
+        let generator_side = match (lagged, &late) {
+            (Some(_), _) => !server_side,
+            (None, Some(_)) => matches!(
+                dominant,
+                Some(LateCause::WaitedForCpu | LateCause::Generator)
+            ),
+            (None, None) => false,
+        };
+        let unsent = unsent_applies
+            .then(|| self.unanswered_schedule(generator_side))
+            .flatten();
+        let late_warning = late.clone().map(|late| match dominant {
+            Some(LateCause::WaitedForCpu) => format!(
+                "{late}; most while the generator's thread waited for a CPU (its run-queue wait covered their lateness): other threads took its CPU, other work or the machine's own kernel threads; {own_delay}: pin the generator away from other work (--cpus apart from the server's, taskset), and see the run-queue wait of its CPU (perf sched latency)"
+            ),
+            Some(LateCause::Generator) => format!(
+                "{late}; most the generator's own, while it had a CPU: its loop or timer could not keep the schedule (a loop busy throughout does not get to a connection whose response has come); {own_delay}: give it more threads (--threads) or a lower rate (-q)"
+            ),
+            Some(LateCause::NoFreeConnection) | None => format!(
+                "{late} while {}: every connection was waiting on a response, so the server did not keep up with {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
+                if lagged.is_some() {
+                    "most waited for a free connection"
+                } else {
+                    "the generator kept up"
+                },
+                self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes)),
+                fmt_count(self.config.connections as u64)
+            ),
+        });
+        let mut out = Vec::new();
+        match lagged {
+            None => {
+                if generator_side {
+                    out.extend(late_warning);
+                    out.extend(unsent);
+                } else {
+                    out.extend(unsent);
+                    out.extend(late_warning);
+                }
+            }
+            Some(us) if server_side => {
+                out.extend(unsent);
+                out.extend(late_warning);
+                let waited = s.late_sends_by_cause.map_or(0, |b| b.no_free_connection);
+                out.push(format!(
+                    "a generator thread's event loop was also {} (generator_lag_us), though {} of the {} late sends waited for a free connection (the server's side, above): the hold is in the latency measured then; check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it more threads (--threads)",
+                    loop_held(us),
+                    fmt_count(waited),
+                    fmt_count(s.late_sends)
+                ));
+            }
+            Some(us) => {
                 let mut what = vec![format!(
-                    "a generator thread's event loop was held up to {} in one second (generator_lag_us)",
-                    fmt_us(us)
+                    "a generator thread's event loop was {} (generator_lag_us)",
+                    loop_held(us)
                 )];
                 what.extend(late);
-                Some(format!(
+                out.push(format!(
                     "the generator fell behind: {}; {own_delay}: check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it fewer connections (-c) or more threads (--threads)",
                     what.join(", and ")
-                ))
+                ));
+                out.extend(unsent);
             }
-            (None, Some(late)) => Some(match dominant {
-                Some(LateCause::WaitedForCpu) => format!(
-                    "{late}; most while the generator's thread waited for a CPU (its run-queue wait covered their lateness): other threads took its CPU, other work or the machine's own kernel threads; {own_delay}: pin the generator away from other work (--cpus apart from the server's, taskset), and see the run-queue wait of its CPU (perf sched latency)"
-                ),
-                Some(LateCause::Generator) => format!(
-                    "{late}; most the generator's own, while it had a CPU: its loop or timer could not keep the schedule (a loop busy throughout does not get to a connection whose response has come); {own_delay}: give it more threads (--threads) or a lower rate (-q)"
-                ),
-                Some(LateCause::NoFreeConnection) | None => format!(
-                    "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
-                    self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes)),
-                    fmt_count(self.config.connections as u64)
-                ),
-            }),
         }
+        out
     }
 
     /// A closed-loop run of a duration whose connections were never all open at once, with
@@ -463,6 +522,17 @@ impl Report {
             l.connection_s - l.accounted_s,
             l.connection_s
         ))
+    }
+}
+
+/// How long a generator thread's event loop was held (the longest single hold in some
+/// second, `generator_lag_us`). A hold of a second or more is one hold that outlasted its
+/// second: "up to 3.89s in one second" read as more time than the second had.
+fn loop_held(us: u64) -> String {
+    if us >= 1_000_000 {
+        format!("held once for {}", fmt_us(us))
+    } else {
+        format!("held up to {} in one second", fmt_us(us))
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 pub const SCHEMA_VERSION: u32 = 1;
 
 use serde::{Deserialize, Serialize};
+use tailscope_forensics::{Cause, Diagnosis};
 use tailscope_loadgen::report::{fmt_count, fmt_us, Report, Tool};
 
 /// The machine a suite ran on.
@@ -96,10 +97,19 @@ pub struct RunFigures {
     /// A mix's figures per request name (`load = "mix.toml"`); empty for a single request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_request: BTreeMap<String, NameFigures>,
+    /// The run's warnings, as its own report gives them (`warnings`): a run whose generator
+    /// fell behind measured the generator too, and the suite's medians took it as the
+    /// server's without a word.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// The causes its diagnosis named (`diagnosis[].cause`), most specific first, each once.
+    #[serde(default)]
+    pub causes: Vec<Cause>,
 }
 
 impl RunFigures {
-    /// The figures of a run's report; `server_us_per_request` from its profile.
+    /// The figures of a run's report (its warnings with them); `server_us_per_request` from
+    /// its profile. The diagnosis's causes are added by [`RunFigures::with_diagnosis`].
     pub fn of(report: &Report, server_us_per_request: Option<f64>) -> RunFigures {
         let p = report.latency_us;
         RunFigures {
@@ -114,7 +124,24 @@ impl RunFigures {
             duration_s: report.summary.duration_s,
             server_us_per_request,
             by_request: requests::of_report(report),
+            warnings: report.warnings.clone(),
+            causes: Vec::new(),
         }
+    }
+
+    /// The figures with the causes `diagnosis` named, each once, in its order.
+    pub fn with_diagnosis(mut self, diagnosis: &[Diagnosis]) -> RunFigures {
+        for d in diagnosis {
+            if !self.causes.contains(&d.cause) {
+                self.causes.push(d.cause);
+            }
+        }
+        self
+    }
+
+    /// Whether the run had anything to say beside its figures: a warning or a cause.
+    pub fn has_notes(&self) -> bool {
+        !self.warnings.is_empty() || !self.causes.is_empty()
     }
 }
 
@@ -263,23 +290,31 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
     let mut out = String::new();
     let base = baseline.map_or(String::new(), |b| format!(" (vs {b})"));
     out.push_str(&format!(
-        "| target | endpoint | req/s (median) | min – max | p50 | p99 | server CPU/req | ratio{base} |\n"
+        "| target | endpoint | req/s (median) | min – max | p50 | p99 | server CPU/req | ratio{base} | notes |\n"
     ));
-    out.push_str("|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    let mut notes = Vec::new();
     for r in results {
         if let Some(e) = &r.error {
             out.push_str(&format!(
-                "| {} | {} | failed: {} | | | | | |\n",
+                "| {} | {} | failed: {} | | | | | | |\n",
                 r.target,
                 r.endpoint,
                 e.lines().next().unwrap_or("")
             ));
             continue;
         }
+        let marker = match run_notes(r) {
+            Some(note) => {
+                notes.push(note);
+                format!("[{}]", notes.len())
+            }
+            None => String::new(),
+        };
         let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{:.0}", x.round()));
         let lat = |v: Option<f64>| v.map_or("n/a".to_string(), |x| fmt_us(x.round() as u64));
         out.push_str(&format!(
-            "| {} | {} | {} | {} – {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} – {} | {} | {} | {} | {} | {marker} |\n",
             r.target,
             r.endpoint,
             num(r.rps_median),
@@ -293,11 +328,56 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
                 .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
         ));
     }
+    for (i, note) in notes.iter().enumerate() {
+        out.push_str(&format!("\n[{}] {note}\n", i + 1));
+    }
     for w in warnings(results) {
         out.push_str(&format!("\n**Warning:** {w}\n"));
     }
     out.push_str(&requests::markdown(results));
     out
+}
+
+/// The footnote of a row whose runs warned or had causes named: per such run, the head of
+/// each warning (up to its first ": ", as the run's own text starts it) and the causes; the
+/// whole warnings are in the JSON (`runs[].warnings`, `runs[].causes`). `None` for a row
+/// whose runs said nothing.
+fn run_notes(r: &SuiteResult) -> Option<String> {
+    let runs: Vec<String> = r
+        .runs
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.has_notes())
+        .map(|(i, f)| {
+            let mut said: Vec<String> = f.warnings.iter().map(|w| warning_head(w)).collect();
+            if !f.causes.is_empty() {
+                let causes: Vec<&str> = f.causes.iter().map(|c| c.as_str()).collect();
+                said.push(format!("diagnosed {}", causes.join(", ")));
+            }
+            format!("run {}: {}", i + 1, said.join("; "))
+        })
+        .collect();
+    (!runs.is_empty()).then(|| {
+        format!(
+            "{} {}: {} (the JSON's runs[].warnings and runs[].causes say them whole).",
+            r.target,
+            r.endpoint,
+            runs.join(" · ")
+        )
+    })
+}
+
+/// A warning's head: up to its first ": " (`the generator fell behind`), at most 80
+/// characters, cut at a word with "…".
+fn warning_head(w: &str) -> String {
+    const MAX: usize = 80;
+    let head = w.split(": ").next().unwrap_or(w).trim_end_matches('.');
+    if head.chars().count() <= MAX {
+        return head.to_string();
+    }
+    let cut: String = head.chars().take(MAX).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    format!("{cut}…")
 }
 
 /// One line per endpoint whose runs had responses that were not 2xx, or errors: a suite
@@ -355,6 +435,8 @@ mod tests {
                     duration_s: 1.0,
                     server_us_per_request: Some(rps / 100.0),
                     by_request: BTreeMap::new(),
+                    warnings: Vec::new(),
+                    causes: Vec::new(),
                 })
                 .collect(),
         )
@@ -390,6 +472,69 @@ mod tests {
         // Suite files written before the field existed still read.
         let old = r#"{"rps":1.0,"requests":1,"errors":0,"p50_us":1,"p99_us":1,"p999_us":1,"max_us":1,"duration_s":1.0}"#;
         assert_eq!(serde_json::from_str::<RunFigures>(old).unwrap().non2xx, 0);
+    }
+
+    /// Each run's warnings and diagnosed causes are in the JSON and footnoted under the
+    /// table (a suite dropped them: a run whose generator fell behind read as the server's).
+    #[test]
+    fn runs_that_warned_or_had_causes_are_marked_and_keep_them_in_the_json() {
+        let diagnosis = |cause| Diagnosis {
+            cause,
+            evidence: String::new(),
+            requests_affected: 0,
+            window: None,
+            inside: None,
+            requests: Vec::new(),
+        };
+        let mut r = result("ref", "/plaintext", &[900.0, 950.0], &[500, 600]);
+        let warned = RunFigures {
+            warnings: vec!["the generator fell behind: a generator thread's event loop was held up to 500.00ms in one second (generator_lag_us); the latency then includes the generator's own delay".into()],
+            ..r.runs[1].clone()
+        }
+        .with_diagnosis(&[
+            diagnosis(Cause::CpuContention),
+            diagnosis(Cause::GeneratorSaturated),
+            diagnosis(Cause::CpuContention),
+        ]);
+        assert_eq!(
+            warned.causes,
+            [Cause::CpuContention, Cause::GeneratorSaturated]
+        );
+        r.runs[1] = warned;
+        let quiet = result("nginx", "/plaintext", &[900.0], &[500]);
+        let mut results = vec![quiet, r];
+        summarize(&mut results, None);
+        let json = serde_json::to_value(&results[1]).unwrap();
+        assert_eq!(json["runs"][0]["warnings"], serde_json::json!([]));
+        assert_eq!(json["runs"][0]["causes"], serde_json::json!([]));
+        assert_eq!(
+            json["runs"][1]["causes"],
+            serde_json::json!(["cpu_contention", "generator_saturated"])
+        );
+        assert!(json["runs"][1]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the generator fell behind: "));
+        let table = markdown(&results, None);
+        assert!(
+            table.contains(
+                "| nginx | /plaintext | 900 | 900 – 900 | 250µs | 500µs | 9.00 µs | n/a |  |\n"
+            ),
+            "{table}"
+        );
+        assert!(table.contains("| n/a | [1] |\n"), "{table}");
+        assert!(
+            table.contains("\n[1] ref /plaintext: run 2: the generator fell behind; diagnosed cpu_contention, generator_saturated (the JSON's runs[].warnings and runs[].causes say them whole).\n"),
+            "{table}"
+        );
+        // Suite files written before the fields existed still read.
+        let old = r#"{"rps":1.0,"requests":1,"errors":0,"p50_us":1,"p99_us":1,"p999_us":1,"max_us":1,"duration_s":1.0}"#;
+        let old: RunFigures = serde_json::from_str(old).unwrap();
+        assert!(old.warnings.is_empty() && old.causes.is_empty());
+        assert_eq!(
+            warning_head(&"word ".repeat(30)),
+            format!("{}…", "word ".repeat(16).trim_end())
+        );
     }
 
     #[test]

@@ -108,8 +108,11 @@ impl Widget for &ErrorsPanel<'_> {
 
 /// Why the late sends left late, under their total: the generator's thread waiting for a
 /// CPU (`n/a` where its run-queue wait cannot be read, never 0), no free connection, and the
-/// generator's own. The causes keep the report's order; when the panel is narrow they take
-/// their short forms, then the smallest counts go first (the largest is the answer).
+/// generator's own. The causes keep the report's order; when the panel is narrow they all
+/// take their short forms, then the smallest counts go first (the largest is the answer).
+/// One form for the whole line: [`Fields::fit`] alone gave a long form back to whichever
+/// field a dropped one made room for (`CPU 725 · no free conn 125,799`, its `gen 17` gone,
+/// beside `CPU 1,230 · no conn 14,101` elsewhere).
 fn late_causes(totals: &Counters, width: usize) -> Line<'static> {
     let cpu = totals
         .late_waited_for_cpu
@@ -134,13 +137,16 @@ fn late_causes(totals: &Counters, width: usize) -> Line<'static> {
     // Priority by rank of count, largest first; an unreadable count ranks last.
     let mut order: Vec<usize> = (0..causes.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(causes[i].0.map(|n| n + 1).unwrap_or(0)));
+    let max = width.saturating_sub(1);
+    let full_width = causes.iter().map(|c| c.1.chars().count()).sum::<usize>()
+        + " · ".chars().count() * (causes.len() - 1);
     let mut line = Fields::new(" · ");
     for (i, (_, full, short)) in causes.into_iter().enumerate() {
         let rank = order.iter().position(|&j| j == i).unwrap_or(i) as u8;
-        line = line.add(rank, full).or_short(short);
+        line = line.add(rank, if full_width <= max { full } else { short });
     }
     // Indented under the total; the first field kept has no lead.
-    let mut out = line.fit(width.saturating_sub(1));
+    let mut out = line.fit(max);
     out.spans.insert(0, Span::raw(" "));
     out.style = fg(DIM);
     out

@@ -66,7 +66,8 @@ pub enum Cause {
     ServerStall,
     /// The server waited for a CPU that other work held.
     CpuContention,
-    /// The generator, not the server, set the pace.
+    /// The generator, not the server, set the pace, or held the requests itself (its event
+    /// loop held up as long as they were).
     GeneratorSaturated,
 }
 
@@ -394,8 +395,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         .iter()
         .filter(|s| {
             let slow = s.outliers >= threshold && s.max_us >= floor;
-            (slow || timed_out_second(e, s, threshold, floor))
-                && s.generator_lag_us * 2 < held_us(e, s)
+            (slow || timed_out_second(e, s, threshold, floor)) && !held_by_generator(e, s)
         })
         .collect();
     if stalled.is_empty() {
@@ -534,6 +534,31 @@ fn held_us(e: &Evidence, s: &TimePoint) -> u64 {
     }
 }
 
+/// The most a generator thread's event loop was held up while the second's requests were
+/// held: in any second from the one the longest of them began in to this one. The loop's lag
+/// is filed under the interval in which it resumed, and the responses it then read may be
+/// filed under the next one, in the next second (a newcomer's busy machine: the loop held
+/// 987 ms in second 2–3, and the 894 ms hold of the requests it could not read named a
+/// server_stall from second 3–4, whose own lag was small).
+fn generator_lag_while_held(e: &Evidence, s: &TimePoint) -> u64 {
+    let began_s = s.t_s - 1.0 - held_us(e, s) as f64 / 1e6;
+    e.seconds
+        .iter()
+        // A point covers (ceil(t_s) - 1, t_s]: a partial last second is dated when its data
+        // ends, not a second after its start.
+        .filter(|p| p.t_s > began_s && p.t_s.ceil() - 1.0 < s.t_s)
+        .map(|p| p.generator_lag_us)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Whether the generator's own loop was held up for at least half as long as the second's
+/// requests were: it could not send them nor read their responses then, so the delay is
+/// (mostly) its own, whatever the server did.
+fn held_by_generator(e: &Evidence, s: &TimePoint) -> bool {
+    generator_lag_while_held(e, s) * 2 >= held_us(e, s)
+}
+
 /// Whether a server thread waited for a CPU, in the second ending at `s.t_s`, for at least
 /// half of how long its requests were held: then the CPU's other users explain the delay.
 fn waited_for_cpu(e: &Evidence, s: &TimePoint) -> bool {
@@ -603,10 +628,10 @@ fn cpu_contention(e: &Evidence) -> Option<Diagnosis> {
 
 fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
     let (Some(client), Some(server)) = (e.client_cpus_busy_pct, e.server_cpus_busy_pct) else {
-        return None;
+        return generator_stall(e);
     };
     if client < 90.0 || server > 70.0 {
-        return None;
+        return generator_stall(e);
     }
     Some(Diagnosis {
         cause: Cause::GeneratorSaturated,
@@ -616,6 +641,57 @@ fn generator_saturated(e: &Evidence) -> Option<Diagnosis> {
         ),
         requests_affected: 0,
         window: None,
+        inside: None,
+        requests: Vec::new(),
+    })
+}
+
+/// The generator's own loop held up as long as the spike it measured (a stall's length, not
+/// a blip): it could neither send nor read, so the requests waited for it. Named as the
+/// generator's, with its lag, where server_stall is held back for the same reason.
+fn generator_stall(e: &Evidence) -> Option<Diagnosis> {
+    let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
+    let held: Vec<&TimePoint> = e
+        .seconds
+        .iter()
+        .filter(|s| s.outliers > 0 && held_us(e, s) >= floor && held_by_generator(e, s))
+        .collect();
+    let (first, last) = (held.first()?, held.last()?);
+    let worst_held = held.iter().map(|s| held_us(e, s)).max().unwrap_or(0);
+    let worst_lag = held
+        .iter()
+        .map(|s| generator_lag_while_held(e, s))
+        .max()
+        .unwrap_or(0);
+    let seconds: Vec<String> = held
+        .iter()
+        .map(|s| format!("{:.0}", s.t_s.ceil() - 1.0))
+        .collect();
+    let start_s = first.t_s.ceil() - 1.0 - worst_held as f64 / 1e6;
+    let in_seconds = |r: &&SlowRequest| {
+        held.iter().any(|s| {
+            let end = r.at_s + r.latency_us as f64 / 1e6;
+            end > s.t_s.ceil() - 1.0 && end <= s.t_s
+        })
+    };
+    Some(Diagnosis {
+        cause: Cause::GeneratorSaturated,
+        evidence: format!(
+            "in second(s) {}, responses were held up to {} while a generator thread's event loop was itself held up \
+             to {} around them (generator_lag_us): it could neither send nor read then, so the generator, not the \
+             server, held these requests (its thread did not get a CPU, or did other work); these delays are the \
+             generator's: keep other work off its CPUs (--cpus apart from the server's and from other busy \
+             processes) and run again",
+            seconds.join(", "),
+            fmt_us(worst_held),
+            fmt_us(worst_lag),
+        ),
+        requests_affected: held.iter().map(|s| s.outliers).sum(),
+        window: window_of(e.slowest.iter().filter(in_seconds)).or(Some(Window {
+            start_s: start_s.max(0.0),
+            end_s: last.t_s,
+            open_ended: false,
+        })),
         inside: None,
         requests: Vec::new(),
     })

@@ -364,6 +364,89 @@ fn a_generator_stall_in_the_second_before_is_the_generators_not_a_server_stall()
     assert_eq!(causes(&last), vec!["server_stall"]);
 }
 
+/// At -c 2..4 fewer than 5 requests can be in flight: a stall holds them all, and a few
+/// stalls keep 4 + 4 of the 10 slowest, released at two moments (the embedded server
+/// stalling 250 ms every 700 ms at -c 4 and -c 2 was never named).
+#[test]
+fn a_stall_of_a_server_loaded_with_few_connections_is_named() {
+    let mut e = healthy();
+    e.in_flight = 4;
+    e.p50_us = Some(60);
+    e.seconds[1].outliers = 4;
+    e.seconds[1].max_us = 250_500;
+    e.seconds[4].outliers = 4;
+    e.seconds[4].max_us = 250_400;
+    // Two stalls, each releasing the 4 it held at once (measured: at 0.771 s and 1.723 s).
+    e.slowest = [
+        (0.771, 250_512),
+        (0.771, 250_454),
+        (0.771, 250_399),
+        (0.771, 250_348),
+    ]
+    .into_iter()
+    .chain([
+        (4.723, 250_471),
+        (4.723, 250_471),
+        (4.723, 250_471),
+        (4.723, 250_333),
+    ])
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .chain([slow(0.001, 69_964, true), slow(0.001, 69_964, true)])
+    .collect();
+    let d = diagnose(&e);
+    assert_eq!(
+        d.iter().map(|d| d.cause).collect::<Vec<_>>(),
+        vec![Cause::ServerStall],
+        "{d:?}"
+    );
+    assert!(
+        d[0].evidence
+            .contains("at least 4 requests at once (all of the 4 that can be in flight)"),
+        "{}",
+        d[0].evidence
+    );
+    assert_eq!(d[0].requests_affected, 8);
+    // Near-miss: in a stalled second, fewer slow than can be in flight is no stall of them all.
+    let mut some = e.clone();
+    some.seconds
+        .iter_mut()
+        .for_each(|s| s.outliers = s.outliers.min(3));
+    assert!(causes(&some).is_empty(), "{:?}", diagnose(&some));
+    // Near-miss: as many, but released one by one (ordinary slow responses).
+    let mut scattered = e.clone();
+    for (i, s) in scattered.slowest.iter_mut().enumerate() {
+        s.at_s += i as f64 * 0.05;
+    }
+    assert!(causes(&scattered).is_empty(), "{:?}", diagnose(&scattered));
+    // At -c 2 both held and released together are a stall.
+    let mut two = e.clone();
+    two.in_flight = 2;
+    two.seconds[1].outliers = 2;
+    two.slowest = [
+        (0.683, 251_497),
+        (0.684, 250_370),
+        (1.635, 251_737),
+        (1.635, 251_651),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    two.seconds[1].max_us = 251_737;
+    two.seconds[0].outliers = 2;
+    two.seconds[0].max_us = 251_497;
+    two.seconds[4].outliers = 2;
+    two.seconds[4].max_us = 4_000;
+    assert_eq!(causes(&two), vec!["server_stall"], "{:?}", diagnose(&two));
+    // At -c 1 one slow request is no "together": nothing is named.
+    let mut one = two.clone();
+    one.in_flight = 1;
+    one.seconds
+        .iter_mut()
+        .for_each(|s| s.outliers = s.outliers.min(1));
+    one.slowest = vec![slow(0.683, 251_497, false), slow(1.635, 251_737, false)];
+    assert!(causes(&one).is_empty(), "{:?}", diagnose(&one));
+}
+
 /// The scheduler's run-queue wait tells a server others kept off its CPUs from one that
 /// stopped by itself on a machine others keep busy (a newcomer's SIGSTOPped nginx was named
 /// cpu_contention).

@@ -161,6 +161,36 @@ fn an_injected_stall_is_named_server_stall_with_its_window() {
     assert!(!causes(&r).contains(&"accept_queue_overflow".to_string()));
 }
 
+/// Below -c 5 fewer than 5 requests can be in flight: the stall must still be named (it never
+/// was at -c 2..4), and holds them all.
+#[test]
+fn a_stall_under_two_connections_is_named_server_stall() {
+    let _turn = serial();
+    let Some(server) = Server::start(&["--stall-every", "700ms", "--stall-for", "250ms"]) else {
+        return;
+    };
+    let busy_before = common::machine_busy_before();
+    let (code, r, stderr) = run_json(&server.url, &["-c", "2", "--threads", "1", "-z", "2500ms"]);
+    assert_eq!(code, 0, "{stderr}");
+    if contended_by_others(busy_before, &r) {
+        return;
+    }
+    let stall = r["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["cause"] == "server_stall")
+        .unwrap_or_else(|| panic!("{} slowest {}", r["diagnosis"], r["slowest"]));
+    assert!(
+        stall["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("(all of the 2 that can be in flight)"),
+        "{}",
+        stall["evidence"]
+    );
+}
+
 /// A stall longer than -t shows as timeouts, not slow responses: still named server_stall
 /// (a newcomer's 2 s SIGSTOP of nginx under -t 1s gave 16 timeouts and "no spike cause").
 #[test]

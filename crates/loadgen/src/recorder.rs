@@ -433,7 +433,8 @@ impl WorkerRecorder {
     }
 
     /// Little's law check: time the generator deliberately spent waiting for `claims`
-    /// requests (a connect that failed, a back-off) that no request's latency holds.
+    /// requests (a connect that failed, a back-off, pipelined slots held for the refill)
+    /// that no request's latency holds.
     pub fn record_waiting(&mut self, since: Instant, now: Instant, claims: usize) {
         // Its measured part, as a connection's span counts from the measured window's
         // start (a back-off across the end of a warm-up was dropped whole).

@@ -240,7 +240,8 @@ impl LateSendsByCause {
 pub struct LittlesLaw {
     /// Connections' lifetimes in the window × pipelining depth (s).
     pub connection_s: f64,
-    /// Finished, failed and unfinished requests' times, plus retried connects (s).
+    /// Finished, failed and unfinished requests' times, plus retried connects and, pipelined,
+    /// free slots waiting for the refill at half the depth (s).
     pub accounted_s: f64,
     /// The share of `connection_s` no request accounts for (%): time the generator lost
     /// between requests. Over 5 % means the generator was saturated or has a bug.

@@ -67,6 +67,48 @@ fn url_credentials_are_sent_as_basic_auth_and_never_shown() {
 }
 
 #[test]
+fn every_spelling_the_url_parser_accepts_has_its_password_hidden() {
+    // Written the usual way: every other byte kept as written.
+    assert_eq!(
+        url::redact_password("HTTP://alice:s3cret@H:8080/a?b"),
+        "HTTP://alice:***@H:8080/a?b"
+    );
+    // Spellings the parser reads as the same credentials, and '://' later in the query:
+    // the parser's serialisation, without the password.
+    for (given, shown) in [
+        ("http:/alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        ("http:///alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        ("http:alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        (
+            "http:/alice:s3cret@h:8080/?next=http://x",
+            "http://alice:***@h:8080/?next=http://x",
+        ),
+    ] {
+        assert_eq!(url::redact_password(given), shown, "{given}");
+    }
+    // And the run shows it so: it is sent, not shown.
+    let plan = Plan::new("http:/alice:s3cret@127.0.0.1:8080/?next=http://x").unwrap();
+    assert_eq!(plan.url, "http://alice:***@127.0.0.1:8080/?next=http://x");
+    assert!(plan.url_authorization().is_some());
+    // URLs the parser refuses are echoed in the refusal: the password is hidden by text.
+    for refused in [
+        "//alice:s3cret@127.0.0.1:8080/",
+        "http://alice:s3cret@127.0.0.1:99999/",
+    ] {
+        assert!(
+            !url::redact_password(refused).contains("s3cret"),
+            "{refused}"
+        );
+        let e = Plan::new(refused)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("alice:***@"), "{refused}: {e}");
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+}
+
+#[test]
 fn source_addrs_auto_picks_loopback_addresses_as_the_connections_need() {
     let mut plan = Plan::new("http://127.0.0.1:1/").unwrap();
     plan.source_addrs = SourceAddrs::parse("auto").unwrap();

@@ -104,9 +104,39 @@ fn basic_authorization(url: &url::Url) -> Option<String> {
     ))
 }
 
-/// `url` as written, with the password of its `user:password@` replaced by `***`; every
-/// other byte is kept (the URL crate's serialisation would add slashes and change case).
+/// `url` with the password of its `user:password@` replaced by `***`.
+///
+/// What counts as the password is what the URL parser reads as one, so that no spelling it
+/// accepts (`http:/u:p@h/`, `http:///u:p@h/`, `://` later in the query) slips through. The URL
+/// is kept as written when a textual redaction reads back as the same URL with `***` for the
+/// password; otherwise it is the parser's serialisation (which adds slashes and lower-cases
+/// the host). A URL that does not parse is redacted by text, erring towards hiding too much.
 pub fn redact_password(url: &str) -> String {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return redact_unparsed(url);
+    };
+    if parsed.password().is_none() {
+        return url.to_string();
+    }
+    let mut redacted = parsed;
+    if redacted.set_password(Some(REDACTED)).is_err() {
+        // Only URLs without a host refuse credentials, and those have none to hide.
+        return url.to_string();
+    }
+    let textual = redact_as_written(url);
+    if url::Url::parse(&textual).is_ok_and(|t| t == redacted) {
+        textual
+    } else {
+        redacted.to_string()
+    }
+}
+
+/// What a password is shown as.
+const REDACTED: &str = "***";
+
+/// `url` with the password between the authority's `:` and `@` replaced, every other byte as
+/// written; checked by [`redact_password`] against the parser's reading before it is used.
+fn redact_as_written(url: &str) -> String {
     let authority_start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[authority_start..];
     let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -118,8 +148,24 @@ pub fn redact_password(url: &str) -> String {
     };
     let password_start = authority_start + colon + 1;
     format!(
-        "{}***{}",
+        "{}{REDACTED}{}",
         &url[..password_start],
         &url[authority_start + at..]
     )
+}
+
+/// The redaction of a URL the parser refuses (`//u:p@h/`, a bad port): it is echoed in the
+/// refusal, so whatever stands between the last `/` and an `@` before any `?` or `#` is taken
+/// for credentials; the password after its `:` is hidden.
+fn redact_unparsed(url: &str) -> String {
+    let before_query = &url[..url.find(['?', '#']).unwrap_or(url.len())];
+    let Some(at) = before_query.rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo_start = before_query[..at].rfind('/').map_or(0, |i| i + 1);
+    let Some(colon) = before_query[userinfo_start..at].find(':') else {
+        return url.to_string();
+    };
+    let password_start = userinfo_start + colon + 1;
+    format!("{}{REDACTED}{}", &url[..password_start], &url[at..])
 }

@@ -28,6 +28,7 @@ use serde::Deserialize;
 
 use super::{Order, RequestSpec};
 use crate::error::Error;
+use crate::plan::redact_password;
 
 /// What a request file says: the requests, and the URL and order it names, if it does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +57,9 @@ impl RequestFile {
         Err(self.bad(
             self.url_line,
             format!(
-                "its requests go to {own}, the run connects to {url}: one run loads one host and port"
+                "its requests go to {}, the run connects to {}: one run loads one host and port",
+                redact_password(own),
+                redact_password(url)
             ),
         ))
     }
@@ -234,12 +237,19 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         .map_or(0, |u| line_of(text, u.span().start));
     let url = doc.url.map(toml::Spanned::into_inner);
     if let Some(u) = &url {
-        let parsed = url::Url::parse(u)
-            .map_err(|e| bad(url_line, format!("url {u:?}: {e}; write http://HOST:PORT")))?;
+        let shown = redact_password(u);
+        let parsed = url::Url::parse(u).map_err(|e| {
+            bad(
+                url_line,
+                format!("url {shown:?}: {e}; write http://HOST:PORT"),
+            )
+        })?;
         if parsed.path() != "/" || parsed.query().is_some() {
             return Err(bad(
                 url_line,
-                format!("url {u:?} has a path: give http://HOST:PORT and each request its path"),
+                format!(
+                    "url {shown:?} has a path: give http://HOST:PORT and each request its path"
+                ),
             ));
         }
     }
@@ -305,12 +315,13 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
             let target = if target.starts_with('/') {
                 target.to_string()
             } else {
+                let shown = redact_password(target);
                 let parsed = url::Url::parse(target)
-                    .map_err(|e| bad(n, format!("{target:?} is not a URL: {e}")))?;
+                    .map_err(|e| bad(n, format!("{shown:?} is not a URL: {e}")))?;
                 if parsed.scheme() != "http" {
                     return Err(bad(
                         n,
-                        format!("{target:?}: only http:// URLs can be loaded"),
+                        format!("{shown:?}: only http:// URLs can be loaded"),
                     ));
                 }
                 let own = origin(target);
@@ -322,7 +333,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     Some((first, first_url)) if *first != own => {
                         return Err(bad(
                             n,
-                            format!("{target:?} is not on the host and port of {first_url:?}: one run loads one host and port"),
+                            format!("{shown:?} is not on the host and port of {:?}: one run loads one host and port", redact_password(first_url)),
                         ))
                     }
                     Some(_) => {}
@@ -357,7 +368,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         let Some(current) = requests.last_mut().filter(|_| open) else {
             return Err(bad(
                 n,
-                format!("{line:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)"),
+                format!("{:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)", redact_password(line)),
             ));
         };
         if let Some(file) = line.strip_prefix('@') {
@@ -376,7 +387,10 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         {
             return Err(bad(
                 n,
-                format!("{line:?} is a URL with a space in it: write the space as %20"),
+                format!(
+                    "{:?} is a URL with a space in it: write the space as %20",
+                    redact_password(line)
+                ),
             ));
         } else {
             let h = header(line).map_err(|m| bad(n, m))?;
@@ -550,5 +564,60 @@ headers = { "Content-Type" = "text/plain" }
             );
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_files_refusals_do_not_show_a_urls_password() {
+        let dir = std::env::temp_dir();
+        let lists = [
+            "http://u:s3cret@a:1/x
+http://u:s3cret@b:1/y
+",
+            "http://a:1/x
+http://u:s3cret@b:1/y
+",
+            "ftp://u:s3cret@a:1/x
+",
+            "http://u:s3cret@a:99999/x
+",
+            "http://a:1/x
+
+http://u:s3cret@a:1/x y
+",
+            "/a
+GET http://u:s3cret@a:1/b c
+",
+        ];
+        for text in lists {
+            let e = parse_url_file("urls.txt", text, &dir)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                !e.contains("s3cret") && e.contains("u:***@"),
+                "{text:?}: {e}"
+            );
+        }
+        let loads = [
+            "url = \"http://u:s3cret@h:1/p\"\n[[request]]\npath = \"/\"\n",
+            "url = \"http://u:s3cret@h:99999\"\n[[request]]\npath = \"/\"\n",
+        ];
+        for text in loads {
+            let e = parse_load_file("mix.toml", text).unwrap_err().to_string();
+            assert!(
+                !e.contains("s3cret") && e.contains("u:***@"),
+                "{text:?}: {e}"
+            );
+        }
+        let file = parse_load_file(
+            "mix.toml",
+            "url = \"http://u:s3cret@h:1\"\n[[request]]\npath = \"/\"\n",
+        )
+        .unwrap();
+        let e = file
+            .check_origin("http://v:other@g:2/")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret") && !e.contains("other"), "{e}");
+        assert!(e.contains("u:***@") && e.contains("v:***@"), "{e}");
     }
 }

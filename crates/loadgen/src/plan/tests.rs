@@ -43,9 +43,9 @@ fn url_credentials_are_sent_as_basic_auth_and_never_shown() {
     let req = String::from_utf8(plan.encode_request()).unwrap();
     assert!(!req.contains("Basic"), "{req}");
     assert!(req.contains("authorization: Bearer mine\r\n"), "{req}");
-    // A user without a password sends an empty one.
+    // A user without a password sends an empty one, and is hidden whole: it is often a token.
     let user_only = Plan::new("http://me@127.0.0.1:8080/").unwrap();
-    assert_eq!(user_only.url, "http://me@127.0.0.1:8080/");
+    assert_eq!(user_only.url, "http://***@127.0.0.1:8080/");
     assert_eq!(user_only.url_authorization(), Some("Basic bWU6"));
     // set_url takes the new URL's credentials, or none.
     plan.set_url("https://a:b@localhost:8443/x").unwrap();
@@ -90,6 +90,16 @@ fn every_spelling_the_url_parser_accepts_has_its_password_hidden() {
     let plan = Plan::new("http:/alice:s3cret@127.0.0.1:8080/?next=http://x").unwrap();
     assert_eq!(plan.url, "http://alice:***@127.0.0.1:8080/?next=http://x");
     assert!(plan.url_authorization().is_some());
+    // A user without a password is hidden whole, as written or not, and a refusal too.
+    for (given, shown) in [
+        ("https://TOKEN@h/x", "https://***@h/x"),
+        ("https:/TOKEN@h/x", "https://***@h/x"),
+        ("http://:pw@h/", "http://:***@h/"),
+        ("//TOKEN@h/x", "//***@h/x"),
+        ("http://TOKEN@h:99999/x", "http://***@h:99999/x"),
+    ] {
+        assert_eq!(url::redact_password(given), shown, "{given}");
+    }
     // URLs the parser refuses are echoed in the refusal: the password is hidden by text.
     for refused in [
         "//alice:s3cret@127.0.0.1:8080/",

@@ -104,7 +104,8 @@ pub(crate) fn basic_authorization(url: &url::Url) -> Option<String> {
     ))
 }
 
-/// `url` with the password of its `user:password@` replaced by `***`.
+/// `url` with the password of its `user:password@` replaced by `***`, or its whole user when
+/// it has no password (`https://TOKEN@host/` is how API tokens are given): `***@host`.
 ///
 /// What counts as the password is what the URL parser reads as one, so that no spelling it
 /// accepts (`http:/u:p@h/`, `http:///u:p@h/`, `://` later in the query) slips through. The URL
@@ -115,11 +116,16 @@ pub fn redact_password(url: &str) -> String {
     let Ok(parsed) = url::Url::parse(url) else {
         return redact_unparsed(url);
     };
-    if parsed.password().is_none() {
+    if parsed.password().is_none() && parsed.username().is_empty() {
         return url.to_string();
     }
     let mut redacted = parsed;
-    if redacted.set_password(Some(REDACTED)).is_err() {
+    let hidden = if redacted.password().is_some() {
+        redacted.set_password(Some(REDACTED))
+    } else {
+        redacted.set_username(REDACTED)
+    };
+    if hidden.is_err() {
         // Only URLs without a host refuse credentials, and those have none to hide.
         return url.to_string();
     }
@@ -134,8 +140,9 @@ pub fn redact_password(url: &str) -> String {
 /// What a password is shown as.
 const REDACTED: &str = "***";
 
-/// `url` with the password between the authority's `:` and `@` replaced, every other byte as
-/// written; checked by [`redact_password`] against the parser's reading before it is used.
+/// `url` with the password between the authority's `:` and `@` replaced (the user, when
+/// there is no `:`), every other byte as written; checked by [`redact_password`] against the
+/// parser's reading before it is used.
 fn redact_as_written(url: &str) -> String {
     let authority_start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[authority_start..];
@@ -143,10 +150,7 @@ fn redact_as_written(url: &str) -> String {
     let Some(at) = rest[..authority_len].rfind('@') else {
         return url.to_string();
     };
-    let Some(colon) = rest[..at].find(':') else {
-        return url.to_string();
-    };
-    let password_start = authority_start + colon + 1;
+    let password_start = authority_start + rest[..at].find(':').map_or(0, |colon| colon + 1);
     format!(
         "{}{REDACTED}{}",
         &url[..password_start],
@@ -156,16 +160,19 @@ fn redact_as_written(url: &str) -> String {
 
 /// The redaction of a URL the parser refuses (`//u:p@h/`, a bad port): it is echoed in the
 /// refusal, so whatever stands between the last `/` and an `@` before any `?` or `#` is taken
-/// for credentials; the password after its `:` is hidden.
+/// for credentials; the password after its `:` is hidden (the whole of it without a `:`).
 fn redact_unparsed(url: &str) -> String {
     let before_query = &url[..url.find(['?', '#']).unwrap_or(url.len())];
     let Some(at) = before_query.rfind('@') else {
         return url.to_string();
     };
     let userinfo_start = before_query[..at].rfind('/').map_or(0, |i| i + 1);
-    let Some(colon) = before_query[userinfo_start..at].find(':') else {
+    if userinfo_start == at {
         return url.to_string();
-    };
-    let password_start = userinfo_start + colon + 1;
+    }
+    let password_start = userinfo_start
+        + before_query[userinfo_start..at]
+            .find(':')
+            .map_or(0, |colon| colon + 1);
     format!("{}{REDACTED}{}", &url[..password_start], &url[at..])
 }

@@ -294,7 +294,7 @@ impl Report {
             return None;
         }
         let answered_rate = s.successes as f64 / s.duration_s;
-        let asked = rate_asked(rate, &self.rate_changes);
+        let asked = rate_asked(rate, &self.rate_changes, s.duration_s);
         Some(format!(
             "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, so the schedule queued behind it; the corrected latency counts that queue: lower -q to what the server takes{}",
             fmt_count(s.unfinished_unsent),
@@ -371,7 +371,7 @@ impl Report {
                 ),
                 Some(LateCause::NoFreeConnection) | None => format!(
                     "{late} while the generator kept up: every connection was waiting on a response, so the server did not keep up with {} over {} connections; the corrected latency counts that wait{p50s}, as it should: more connections (-c) offer the rate, if the server can take them",
-                    self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes)),
+                    self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes, s.duration_s)),
                     fmt_count(self.config.connections as u64)
                 ),
             }),
@@ -466,16 +466,41 @@ impl Report {
     }
 }
 
-/// The open-loop rate a warning holds the server to: `-q R`, or after live changes (the
-/// dashboard's +/-) the last one, which the queue at the end is behind, saying the -q it
-/// started at: the starting -q may be one the server kept up with.
-fn rate_asked(start: f64, changes: &[RateChange]) -> String {
-    match changes.last() {
-        Some(last) => format!(
-            "the last rate, {}/s (-q {} at the start)",
-            fmt_count(last.rate.round() as u64),
-            fmt_count(start.round() as u64)
-        ),
-        None => format!("-q {}", fmt_count(start.round() as u64)),
+/// The open-loop rate a warning holds the server to, for a figure of the whole load window:
+/// `-q R`, or after live changes (the dashboard's +/-) the highest rate in force in the
+/// window, with the -q it started at. Not the last rate: after a decrease the server was
+/// behind the higher one, and after + then - the last is the start again. A change after
+/// the window (`t_s` past `duration_s`: in the grace period, when nothing more was sent)
+/// changed no rate the window ran at; one in the warm-up set the rate the window started at.
+fn rate_asked(start: f64, changes: &[RateChange], duration_s: f64) -> String {
+    let count = |r: f64| fmt_count(r.round() as u64);
+    let at_start = changes
+        .iter()
+        .rev()
+        .find(|c| c.t_s <= 0.0)
+        .map_or(start, |c| c.rate);
+    let in_window: Vec<f64> = std::iter::once(at_start)
+        .chain(
+            changes
+                .iter()
+                .filter(|c| c.t_s > 0.0 && c.t_s <= duration_s)
+                .map(|c| c.rate),
+        )
+        .collect();
+    let highest = in_window.iter().copied().fold(f64::MIN, f64::max);
+    if in_window.iter().all(|&r| r == start) {
+        format!("-q {}", count(start))
+    } else if in_window.iter().all(|&r| r == highest) {
+        format!(
+            "{}/s (-q {}, changed live before measuring)",
+            count(highest),
+            count(start)
+        )
+    } else {
+        format!(
+            "rates up to {}/s (-q {}, changed live: see Rate changes)",
+            count(highest),
+            count(start)
+        )
     }
 }

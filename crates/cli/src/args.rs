@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use clap::builder::RangedI64ValueParser;
 use clap::{Args, Parser, Subcommand};
-use tailscope_loadgen::plan::{redact_password, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
+use tailscope_loadgen::plan::{
+    redact_password, without_credentials, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE,
+};
 
 mod run;
 
@@ -204,6 +206,8 @@ fn several_urls(first: &str, second: &str) -> String {
             Some(i) => &first[..after_scheme + i],
             None => first,
         };
+        // A URL to copy: the `***` of a shown password would be sent as the password.
+        let origin = without_credentials(origin);
         return format!(
             "'{second}' looks like a path, not a URL: put it in the URL ({origin}{second}), \
              or give it with --path when --target launches the server\n\
@@ -484,6 +488,18 @@ mod tests {
         let msg = real_refusal(Cli::command(), &argv, err).to_string();
         assert!(
             msg.contains("'http://u:***@b/' is a second URL (after 'http://u:***@a/')"),
+            "{msg}"
+        );
+        // The path written into the URL to copy has no '***' for a password.
+        let argv: Vec<std::ffi::OsString> =
+            ["tailscope", "run", "http://u:secret@a:8080/", "/other"]
+                .iter()
+                .map(Into::into)
+                .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains("put it in the URL (http://a:8080/other)"),
             "{msg}"
         );
         // Nor when removing it leaves another error, and clap's own refusal is returned.

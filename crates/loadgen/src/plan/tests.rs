@@ -100,6 +100,14 @@ fn every_spelling_the_url_parser_accepts_has_its_password_hidden() {
     ] {
         assert_eq!(url::redact_password(given), shown, "{given}");
     }
+    // A URL a message suggests to run has no credentials: a copy would send '***'.
+    for (shown, suggested) in [
+        ("https://u:***@h:8443/a@b?c=d@e", "https://h:8443/a@b?c=d@e"),
+        ("http://***@h/", "http://h/"),
+        ("http://h/a@b", "http://h/a@b"),
+    ] {
+        assert_eq!(super::without_credentials(shown), suggested, "{shown}");
+    }
     // URLs the parser refuses are echoed in the refusal: the password is hidden by text.
     for refused in [
         "//alice:s3cret@127.0.0.1:8080/",

@@ -137,6 +137,20 @@ pub fn redact_password(url: &str) -> String {
     }
 }
 
+/// `url` (as shown: [`redact_password`]'s) without its `user:password@`: a URL a message
+/// suggests to run, which a copy would otherwise send `***` as the password of.
+pub fn without_credentials(url: &str) -> String {
+    let Some(authority_start) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_len].rfind('@') {
+        Some(at) => format!("{}{}", &url[..authority_start], &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// What a password is shown as.
 const REDACTED: &str = "***";
 

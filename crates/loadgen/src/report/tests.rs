@@ -118,6 +118,13 @@ fn a_run_with_no_response_says_why() {
     t.counters.still_connecting = 7;
     let reason = Report::new(&plan, &t).no_response_reason().unwrap();
     assert!(reason.contains("7 connection(s)"), "{reason}");
+    // Where connections went is the host and port, not the credentials.
+    let plan = Plan::new("http://u:secret@127.0.0.1:1/").unwrap();
+    let reason = Report::new(&plan, &t).no_response_reason().unwrap();
+    assert!(
+        reason.contains("to 127.0.0.1:1 were still opening"),
+        "{reason}"
+    );
 }
 
 #[test]

@@ -113,9 +113,10 @@ impl Report {
         self.summary.transport.as_ref().map_or(0, |t| t.tls_answers)
     }
 
-    /// The run's URL with https:// for http://.
+    /// The run's URL with https:// for http://, without its credentials: a URL to copy, and
+    /// the password in the run's is `***`.
     fn https_url(&self) -> String {
-        let url = &self.config.url;
+        let url = &crate::plan::without_credentials(&self.config.url);
         match url.strip_prefix("http://") {
             Some(rest) => format!("https://{rest}"),
             None => format!("https:// ({url})"),

@@ -409,6 +409,21 @@ fn bad_files_and_unknown_names_exit_2_before_anything_is_sent() {
             vec!["--url-order".into(), "random".into()],
             "--url-order orders a mix".into(),
         ),
+        // A list's credentials the run's URL does not carry would be dropped.
+        (
+            vec![
+                "--urls-from-file".into(),
+                file(
+                    "bad",
+                    "creds.txt",
+                    &format!("{}/a\n", server.url.replace("://", "://u:s3cret@")),
+                )
+                .display()
+                .to_string(),
+            ],
+            "creds.txt:1: its URLs carry credentials (user:password@) other than the run's URL's"
+                .into(),
+        ),
     ];
     for (extra, needle) in cases {
         let mut args = vec!["run", server.url.as_str(), "-n", "10", "--no-tui"];
@@ -417,6 +432,7 @@ fn bad_files_and_unknown_names_exit_2_before_anything_is_sent() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(&needle), "{args:?}: {stderr}");
+        assert!(!stderr.contains("s3cret"), "{args:?}: {stderr}");
     }
     assert!(server.lines().is_empty(), "nothing was sent");
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use tailscope_loadgen::plan::{redact_password, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE};
+use tailscope_loadgen::plan::{
+    redact_password, without_credentials, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE,
+};
 
 mod run;
 
@@ -122,6 +124,31 @@ pub fn real_refusal(
     argv: &[std::ffi::OsString],
     err: clap::Error,
 ) -> clap::Error {
+    without_passwords(argv, refusal(cmd, argv, err))
+}
+
+/// `err` with every URL of `argv` that carries credentials shown as the reports show it:
+/// clap's own refusals (`unexpected argument 'http://u:pass@b/'`, when removing that word
+/// left another error) echo the word as given.
+fn without_passwords(argv: &[std::ffi::OsString], err: clap::Error) -> clap::Error {
+    let rendered = err.render().to_string();
+    let mut shown = rendered.clone();
+    for word in argv.iter().filter_map(|a| a.to_str()) {
+        let redacted = redact_password(word);
+        if redacted != word {
+            shown = shown.replace(word, &redacted);
+        }
+    }
+    if shown == rendered {
+        return err;
+    }
+    // A raw error is printed as "error: " and its message, which the rendering starts with.
+    let message = shown.strip_prefix("error: ").unwrap_or(&shown);
+    clap::Error::raw(err.kind(), message)
+}
+
+/// [`real_refusal`] before the passwords are hidden.
+fn refusal(cmd: clap::Command, argv: &[std::ffi::OsString], err: clap::Error) -> clap::Error {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     if err.kind() != ErrorKind::UnknownArgument {
         return err;
@@ -178,6 +205,8 @@ fn several_urls(first: &str, second: &str) -> String {
             Some(i) => &first[..after_scheme + i],
             None => first,
         };
+        // A URL to copy: the `***` of a shown password would be sent as the password.
+        let origin = without_credentials(origin);
         return format!(
             "'{second}' looks like a path, not a URL: put it in the URL ({origin}{second}), \
              or give it with --path when --target launches the server\n\
@@ -481,6 +510,39 @@ mod tests {
             msg.contains("'http://u:***@b/' is a second URL (after 'http://u:***@a/')"),
             "{msg}"
         );
+        // The path written into the URL to copy has no '***' for a password.
+        let argv: Vec<std::ffi::OsString> =
+            ["tailscope", "run", "http://u:secret@a:8080/", "/other"]
+                .iter()
+                .map(Into::into)
+                .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        assert!(
+            msg.contains("put it in the URL (http://a:8080/other)"),
+            "{msg}"
+        );
+        // Nor when removing it leaves another error, and clap's own refusal is returned.
+        let argv: Vec<std::ffi::OsString> = [
+            "tailscope",
+            "run",
+            "http://a/",
+            "http://u:s3cret@b/",
+            "--bogus",
+        ]
+        .iter()
+        .map(Into::into)
+        .collect();
+        let err = Cli::try_parse_from(&argv).expect_err("refused");
+        let kind = err.kind();
+        let refused = real_refusal(Cli::command(), &argv, err);
+        let msg = refused.to_string();
+        assert!(!msg.contains("s3cret"), "{msg}");
+        assert!(
+            msg.starts_with("error: unexpected argument 'http://u:***@b/' found"),
+            "{msg}"
+        );
+        assert_eq!(refused.kind(), kind);
     }
 
     #[test]

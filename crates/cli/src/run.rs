@@ -175,6 +175,8 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         if own_urls {
             file.check_origin(&plan.url)
                 .map_err(|e| usage(e.to_string()))?;
+            file.check_credentials(plan.url_authorization())
+                .map_err(|e| usage(e.to_string()))?;
         }
         plan.order = req.url_order.or(file.order).unwrap_or_default();
         plan.requests = file.requests;

@@ -23,8 +23,9 @@ pub use limits::{
     MIN_RATE,
 };
 pub use source::SourceAddrs;
+pub(crate) use url::basic_authorization;
 use url::parse_url;
-pub use url::redact_password;
+pub use url::{redact_password, without_credentials};
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]

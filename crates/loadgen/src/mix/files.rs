@@ -28,6 +28,7 @@ use serde::Deserialize;
 
 use super::{Order, RequestSpec};
 use crate::error::Error;
+use crate::plan::{basic_authorization, redact_password};
 
 /// What a request file says: the requests, and the URL and order it names, if it does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +40,10 @@ pub struct RequestFile {
     pub url: Option<String>,
     /// The line `url` is on (0 when the file names none).
     pub url_line: usize,
+    /// The `Authorization` that a URL list's whole URLs carry in their `user:password@`
+    /// (they all carry the same, or the list is refused); `None` for a load file, whose
+    /// `url` is only a default.
+    pub url_authorization: Option<String>,
     /// The order the file asks for (a load file's `order`).
     pub order: Option<Order>,
     /// The requests, in the file's order.
@@ -56,9 +61,24 @@ impl RequestFile {
         Err(self.bad(
             self.url_line,
             format!(
-                "its requests go to {own}, the run connects to {url}: one run loads one host and port"
+                "its requests go to {}, the run connects to {}: one run loads one host and port",
+                redact_password(own),
+                redact_password(url)
             ),
         ))
+    }
+
+    /// Checks that the credentials a URL list's lines carry, if any, are the run's
+    /// (`authorization`, of the run's URL): the connections are the run's, so each line
+    /// cannot send its own, and other ones would be dropped without a word.
+    pub fn check_credentials(&self, authorization: Option<&str>) -> Result<(), Error> {
+        match &self.url_authorization {
+            Some(own) if Some(own.as_str()) != authorization => Err(self.bad(
+                self.url_line,
+                format!("its URLs carry credentials (user:password@) other than the run's URL's: {CREDENTIALS_ONCE}"),
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn bad(&self, line: usize, reason: String) -> Error {
@@ -83,6 +103,10 @@ fn origin(url: &str) -> String {
         Err(_) => url.to_string(),
     }
 }
+
+/// What to do about a URL list's credentials that the run cannot send.
+const CREDENTIALS_ONCE: &str =
+    "give them once, in the run's URL (http://user:password@host/) or with -H 'Authorization: ...'";
 
 fn read(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|e| Error::BadRequestFile {
@@ -234,12 +258,19 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         .map_or(0, |u| line_of(text, u.span().start));
     let url = doc.url.map(toml::Spanned::into_inner);
     if let Some(u) = &url {
-        let parsed = url::Url::parse(u)
-            .map_err(|e| bad(url_line, format!("url {u:?}: {e}; write http://HOST:PORT")))?;
+        let shown = redact_password(u);
+        let parsed = url::Url::parse(u).map_err(|e| {
+            bad(
+                url_line,
+                format!("url {shown:?}: {e}; write http://HOST:PORT"),
+            )
+        })?;
         if parsed.path() != "/" || parsed.query().is_some() {
             return Err(bad(
                 url_line,
-                format!("url {u:?} has a path: give http://HOST:PORT and each request its path"),
+                format!(
+                    "url {shown:?} has a path: give http://HOST:PORT and each request its path"
+                ),
             ));
         }
     }
@@ -247,6 +278,7 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         path: path.to_string(),
         url,
         url_line,
+        url_authorization: None,
         order,
         requests,
     };
@@ -284,6 +316,8 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
     let mut requests: Vec<RequestSpec> = Vec::new();
     let mut url: Option<(String, String)> = None;
     let mut url_line = 0;
+    // The first whole URL's line and its credentials: every whole URL must carry the same.
+    let mut credentials: Option<(usize, Option<String>)> = None;
     // The request that header and body lines belong to: none after a blank line.
     let mut open = false;
     for (i, raw) in text.lines().enumerate() {
@@ -305,12 +339,13 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
             let target = if target.starts_with('/') {
                 target.to_string()
             } else {
+                let shown = redact_password(target);
                 let parsed = url::Url::parse(target)
-                    .map_err(|e| bad(n, format!("{target:?} is not a URL: {e}")))?;
+                    .map_err(|e| bad(n, format!("{shown:?} is not a URL: {e}")))?;
                 if parsed.scheme() != "http" {
                     return Err(bad(
                         n,
-                        format!("{target:?}: only http:// URLs can be loaded"),
+                        format!("{shown:?}: only http:// URLs can be loaded"),
                     ));
                 }
                 let own = origin(target);
@@ -322,7 +357,18 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                     Some((first, first_url)) if *first != own => {
                         return Err(bad(
                             n,
-                            format!("{target:?} is not on the host and port of {first_url:?}: one run loads one host and port"),
+                            format!("{shown:?} is not on the host and port of {:?}: one run loads one host and port", redact_password(first_url)),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+                let own_credentials = basic_authorization(&parsed);
+                match &credentials {
+                    None => credentials = Some((n, own_credentials)),
+                    Some((first, c)) if *c != own_credentials => {
+                        return Err(bad(
+                            n,
+                            format!("{shown:?} carries other credentials (user:password@) than line {first}'s URL: the run's connections send one set; {CREDENTIALS_ONCE}"),
                         ))
                     }
                     Some(_) => {}
@@ -357,7 +403,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         let Some(current) = requests.last_mut().filter(|_| open) else {
             return Err(bad(
                 n,
-                format!("{line:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)"),
+                format!("{:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)", redact_password(line)),
             ));
         };
         if let Some(file) = line.strip_prefix('@') {
@@ -376,7 +422,10 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         {
             return Err(bad(
                 n,
-                format!("{line:?} is a URL with a space in it: write the space as %20"),
+                format!(
+                    "{:?} is a URL with a space in it: write the space as %20",
+                    redact_password(line)
+                ),
             ));
         } else {
             let h = header(line).map_err(|m| bad(n, m))?;
@@ -393,6 +442,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         path: path.to_string(),
         url: url.map(|(_, u)| u),
         url_line,
+        url_authorization: credentials.and_then(|(_, a)| a),
         order: None,
         requests,
     };
@@ -550,5 +600,101 @@ headers = { "Content-Type" = "text/plain" }
             );
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_url_lists_credentials_are_one_set_and_the_runs() {
+        let dir = std::env::temp_dir();
+        let basic = |c: &str| {
+            let u = url::Url::parse(&format!("http://{c}@h/")).unwrap();
+            basic_authorization(&u)
+        };
+        // The same on every whole URL (a path line has none of its own): the run's.
+        let same =
+            parse_url_file("u.txt", "http://u:p@h:1/a\n/b\nhttp://u:p@h:1/c\n", &dir).unwrap();
+        assert_eq!(same.url_authorization, basic("u:p"));
+        same.check_credentials(basic("u:p").as_deref()).unwrap();
+        for run in [None, basic("u:other"), basic("v:p")] {
+            let e = same
+                .check_credentials(run.as_deref())
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("u.txt:1:") && e.contains("-H 'Authorization"),
+                "{e}"
+            );
+        }
+        // None carried: the run's, whatever they are, go to every line.
+        let none = parse_url_file("u.txt", "http://h:1/a\n", &dir).unwrap();
+        assert_eq!(none.url_authorization, None);
+        none.check_credentials(basic("u:p").as_deref()).unwrap();
+        // Lines that differ from each other, or some with and some without.
+        for text in [
+            "http://u:p@h:1/a\nhttp://u:q@h:1/b\n",
+            "http://u:p@h:1/a\nhttp://h:1/b\n",
+            "http://h:1/a\nhttp://u:p@h:1/b\n",
+        ] {
+            assert_bad(
+                parse_url_file("u.txt", text, &dir),
+                "u.txt",
+                2,
+                "other credentials (user:password@) than line 1's URL",
+            );
+        }
+    }
+
+    #[test]
+    fn a_files_refusals_do_not_show_a_urls_password() {
+        let dir = std::env::temp_dir();
+        let lists = [
+            "http://u:s3cret@a:1/x
+http://u:s3cret@b:1/y
+",
+            "http://a:1/x
+http://u:s3cret@b:1/y
+",
+            "ftp://u:s3cret@a:1/x
+",
+            "http://u:s3cret@a:99999/x
+",
+            "http://a:1/x
+
+http://u:s3cret@a:1/x y
+",
+            "/a
+GET http://u:s3cret@a:1/b c
+",
+        ];
+        for text in lists {
+            let e = parse_url_file("urls.txt", text, &dir)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                !e.contains("s3cret") && e.contains("u:***@"),
+                "{text:?}: {e}"
+            );
+        }
+        let loads = [
+            "url = \"http://u:s3cret@h:1/p\"\n[[request]]\npath = \"/\"\n",
+            "url = \"http://u:s3cret@h:99999\"\n[[request]]\npath = \"/\"\n",
+        ];
+        for text in loads {
+            let e = parse_load_file("mix.toml", text).unwrap_err().to_string();
+            assert!(
+                !e.contains("s3cret") && e.contains("u:***@"),
+                "{text:?}: {e}"
+            );
+        }
+        let file = parse_load_file(
+            "mix.toml",
+            "url = \"http://u:s3cret@h:1\"\n[[request]]\npath = \"/\"\n",
+        )
+        .unwrap();
+        let e = file
+            .check_origin("http://v:other@g:2/")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("s3cret") && !e.contains("other"), "{e}");
+        assert!(e.contains("u:***@") && e.contains("v:***@"), "{e}");
     }
 }

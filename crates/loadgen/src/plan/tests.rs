@@ -43,9 +43,9 @@ fn url_credentials_are_sent_as_basic_auth_and_never_shown() {
     let req = String::from_utf8(plan.encode_request()).unwrap();
     assert!(!req.contains("Basic"), "{req}");
     assert!(req.contains("authorization: Bearer mine\r\n"), "{req}");
-    // A user without a password sends an empty one.
+    // A user without a password sends an empty one, and is hidden whole: it is often a token.
     let user_only = Plan::new("http://me@127.0.0.1:8080/").unwrap();
-    assert_eq!(user_only.url, "http://me@127.0.0.1:8080/");
+    assert_eq!(user_only.url, "http://***@127.0.0.1:8080/");
     assert_eq!(user_only.url_authorization(), Some("Basic bWU6"));
     // set_url takes the new URL's credentials, or none.
     plan.set_url("https://a:b@localhost:8443/x").unwrap();
@@ -63,6 +63,66 @@ fn url_credentials_are_sent_as_basic_auth_and_never_shown() {
         "http://127.0.0.1:8080",
     ] {
         assert_eq!(url::redact_password(kept), kept);
+    }
+}
+
+#[test]
+fn every_spelling_the_url_parser_accepts_has_its_password_hidden() {
+    // Written the usual way: every other byte kept as written.
+    assert_eq!(
+        url::redact_password("HTTP://alice:s3cret@H:8080/a?b"),
+        "HTTP://alice:***@H:8080/a?b"
+    );
+    // Spellings the parser reads as the same credentials, and '://' later in the query:
+    // the parser's serialisation, without the password.
+    for (given, shown) in [
+        ("http:/alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        ("http:///alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        ("http:alice:s3cret@h:8080/", "http://alice:***@h:8080/"),
+        (
+            "http:/alice:s3cret@h:8080/?next=http://x",
+            "http://alice:***@h:8080/?next=http://x",
+        ),
+    ] {
+        assert_eq!(url::redact_password(given), shown, "{given}");
+    }
+    // And the run shows it so: it is sent, not shown.
+    let plan = Plan::new("http:/alice:s3cret@127.0.0.1:8080/?next=http://x").unwrap();
+    assert_eq!(plan.url, "http://alice:***@127.0.0.1:8080/?next=http://x");
+    assert!(plan.url_authorization().is_some());
+    // A user without a password is hidden whole, as written or not, and a refusal too.
+    for (given, shown) in [
+        ("https://TOKEN@h/x", "https://***@h/x"),
+        ("https:/TOKEN@h/x", "https://***@h/x"),
+        ("http://:pw@h/", "http://:***@h/"),
+        ("//TOKEN@h/x", "//***@h/x"),
+        ("http://TOKEN@h:99999/x", "http://***@h:99999/x"),
+    ] {
+        assert_eq!(url::redact_password(given), shown, "{given}");
+    }
+    // A URL a message suggests to run has no credentials: a copy would send '***'.
+    for (shown, suggested) in [
+        ("https://u:***@h:8443/a@b?c=d@e", "https://h:8443/a@b?c=d@e"),
+        ("http://***@h/", "http://h/"),
+        ("http://h/a@b", "http://h/a@b"),
+    ] {
+        assert_eq!(super::without_credentials(shown), suggested, "{shown}");
+    }
+    // URLs the parser refuses are echoed in the refusal: the password is hidden by text.
+    for refused in [
+        "//alice:s3cret@127.0.0.1:8080/",
+        "http://alice:s3cret@127.0.0.1:99999/",
+    ] {
+        assert!(
+            !url::redact_password(refused).contains("s3cret"),
+            "{refused}"
+        );
+        let e = Plan::new(refused)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("alice:***@"), "{refused}: {e}");
+        assert!(!e.contains("s3cret"), "{e}");
     }
 }
 

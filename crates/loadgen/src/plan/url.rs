@@ -90,7 +90,7 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
 /// The `Authorization` value of the URL's credentials, if it has any: `Basic
 /// base64(user:password)` of the percent-decoded parts (a user without a password sends an
 /// empty one, as curl does).
-fn basic_authorization(url: &url::Url) -> Option<String> {
+pub(crate) fn basic_authorization(url: &url::Url) -> Option<String> {
     if url.username().is_empty() && url.password().is_none() {
         return None;
     }
@@ -104,22 +104,89 @@ fn basic_authorization(url: &url::Url) -> Option<String> {
     ))
 }
 
-/// `url` as written, with the password of its `user:password@` replaced by `***`; every
-/// other byte is kept (the URL crate's serialisation would add slashes and change case).
+/// `url` with the password of its `user:password@` replaced by `***`, or its whole user when
+/// it has no password (`https://TOKEN@host/` is how API tokens are given): `***@host`.
+///
+/// What counts as the password is what the URL parser reads as one, so that no spelling it
+/// accepts (`http:/u:p@h/`, `http:///u:p@h/`, `://` later in the query) slips through. The URL
+/// is kept as written when a textual redaction reads back as the same URL with `***` for the
+/// password; otherwise it is the parser's serialisation (which adds slashes and lower-cases
+/// the host). A URL that does not parse is redacted by text, erring towards hiding too much.
 pub fn redact_password(url: &str) -> String {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return redact_unparsed(url);
+    };
+    if parsed.password().is_none() && parsed.username().is_empty() {
+        return url.to_string();
+    }
+    let mut redacted = parsed;
+    let hidden = if redacted.password().is_some() {
+        redacted.set_password(Some(REDACTED))
+    } else {
+        redacted.set_username(REDACTED)
+    };
+    if hidden.is_err() {
+        // Only URLs without a host refuse credentials, and those have none to hide.
+        return url.to_string();
+    }
+    let textual = redact_as_written(url);
+    if url::Url::parse(&textual).is_ok_and(|t| t == redacted) {
+        textual
+    } else {
+        redacted.to_string()
+    }
+}
+
+/// `url` (as shown: [`redact_password`]'s) without its `user:password@`: a URL a message
+/// suggests to run, which a copy would otherwise send `***` as the password of.
+pub fn without_credentials(url: &str) -> String {
+    let Some(authority_start) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_len].rfind('@') {
+        Some(at) => format!("{}{}", &url[..authority_start], &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+/// What a password is shown as.
+const REDACTED: &str = "***";
+
+/// `url` with the password between the authority's `:` and `@` replaced (the user, when
+/// there is no `:`), every other byte as written; checked by [`redact_password`] against the
+/// parser's reading before it is used.
+fn redact_as_written(url: &str) -> String {
     let authority_start = url.find("://").map_or(0, |i| i + 3);
     let rest = &url[authority_start..];
     let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let Some(at) = rest[..authority_len].rfind('@') else {
         return url.to_string();
     };
-    let Some(colon) = rest[..at].find(':') else {
-        return url.to_string();
-    };
-    let password_start = authority_start + colon + 1;
+    let password_start = authority_start + rest[..at].find(':').map_or(0, |colon| colon + 1);
     format!(
-        "{}***{}",
+        "{}{REDACTED}{}",
         &url[..password_start],
         &url[authority_start + at..]
     )
+}
+
+/// The redaction of a URL the parser refuses (`//u:p@h/`, a bad port): it is echoed in the
+/// refusal, so whatever stands between the last `/` and an `@` before any `?` or `#` is taken
+/// for credentials; the password after its `:` is hidden (the whole of it without a `:`).
+fn redact_unparsed(url: &str) -> String {
+    let before_query = &url[..url.find(['?', '#']).unwrap_or(url.len())];
+    let Some(at) = before_query.rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo_start = before_query[..at].rfind('/').map_or(0, |i| i + 1);
+    if userinfo_start == at {
+        return url.to_string();
+    }
+    let password_start = userinfo_start
+        + before_query[userinfo_start..at]
+            .find(':')
+            .map_or(0, |colon| colon + 1);
+    format!("{}{REDACTED}{}", &url[..password_start], &url[at..])
 }

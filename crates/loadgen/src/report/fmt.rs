@@ -9,10 +9,14 @@ pub(super) fn fmt_pct(p: f64) -> String {
     }
 }
 
-/// `HOST:PORT` of a URL as given (`http://127.0.0.1:1/x` → `127.0.0.1:1`).
+/// `HOST:PORT` of a URL as given (`http://u:***@127.0.0.1:1/x` → `127.0.0.1:1`): where
+/// connections go, without the credentials, which are no part of it.
 pub(super) fn url_authority(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    rest.split('/').next().unwrap_or(rest)
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
 }
 
 /// `"s"` unless there is one.

@@ -118,6 +118,13 @@ fn a_run_with_no_response_says_why() {
     t.counters.still_connecting = 7;
     let reason = Report::new(&plan, &t).no_response_reason().unwrap();
     assert!(reason.contains("7 connection(s)"), "{reason}");
+    // Where connections went is the host and port, not the credentials.
+    let plan = Plan::new("http://u:secret@127.0.0.1:1/").unwrap();
+    let reason = Report::new(&plan, &t).no_response_reason().unwrap();
+    assert!(
+        reason.contains("to 127.0.0.1:1 were still opening"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -378,7 +385,8 @@ fn a_generator_that_fell_behind_is_warned_about() {
             && w.contains("more connections (-c)")),
         "{w:?}"
     );
-    // After a live change (the dashboard's +), the rate it fell behind is the last one.
+    // After a live change (the dashboard's +), the figure is the whole window's: the highest
+    // rate in force, with the -q it started at.
     t.rate_changes = vec![RateChange {
         t_s: 1.0,
         rate: 6_250.0,
@@ -386,7 +394,7 @@ fn a_generator_that_fell_behind_is_warned_about() {
     let w = Report::new(&plan, &t).warnings;
     assert!(
         w.iter().any(|w| w.contains(
-            "the server did not keep up with the last rate, 6,250/s (-q 5,000 at the start) over"
+            "the server did not keep up with rates up to 6,250/s (-q 5,000, changed live: see Rate changes) over"
         )),
         "{w:?}"
     );
@@ -727,7 +735,7 @@ fn an_open_loop_schedule_mostly_unanswered_is_warned_of() {
         w.ends_with("or give it more connections (-c) if it can take them"),
         "{w}"
     );
-    // The rate changed live (the dashboard's +/-): the queue is the last rate's.
+    // The rate changed live (the dashboard's +/-): the figure is the whole window's.
     t.rate_changes = vec![
         RateChange {
             t_s: 1.0,
@@ -740,11 +748,35 @@ fn an_open_loop_schedule_mostly_unanswered_is_warned_of() {
     ];
     let w = some(&Report::new(&plan, &t)).expect("a warning");
     assert!(
-        w.contains(
-            "the server answered 3/s of the last rate, 31,250/s (-q 20,000 at the start), so"
-        ),
+        w.contains("the server answered 3/s of rates up to 31,250/s (-q 20,000, changed live: see Rate changes), so"),
         "{w}"
     );
+    // Not the last rate: after a decrease the server was behind the higher one, after + and
+    // - back the last is the start, a change in the grace period (after the 2 s window)
+    // changed nothing sent, and one in the warm-up is the rate the whole window ran at.
+    let change = |t_s: f64, rate: f64| RateChange { t_s, rate };
+    for (changes, asked) in [
+        (
+            vec![change(1.0, 1_000.0)],
+            "rates up to 20,000/s (-q 20,000, changed live: see Rate changes)",
+        ),
+        (
+            vec![change(0.5, 25_000.0), change(1.0, 20_000.0)],
+            "rates up to 25,000/s (-q 20,000, changed live: see Rate changes)",
+        ),
+        (vec![change(2.1, 1_000.0)], "-q 20,000"),
+        (
+            vec![change(-0.5, 1_000.0)],
+            "1,000/s (-q 20,000, changed live before measuring)",
+        ),
+    ] {
+        t.rate_changes = changes;
+        let w = some(&Report::new(&plan, &t)).expect("a warning");
+        assert!(
+            w.contains(&format!("the server answered 3/s of {asked}, so")),
+            "{asked}: {w}"
+        );
+    }
     t.rate_changes.clear();
     // Connections still opening at the end: no 'more -c' beside the set-up warnings.
     t.counters.still_connecting = 4;

@@ -113,9 +113,10 @@ impl Report {
         self.summary.transport.as_ref().map_or(0, |t| t.tls_answers)
     }
 
-    /// The run's URL with https:// for http://.
+    /// The run's URL with https:// for http://, without its credentials: a URL to copy, and
+    /// the password in the run's is `***`.
     fn https_url(&self) -> String {
-        let url = &self.config.url;
+        let url = &crate::plan::without_credentials(&self.config.url);
         match url.strip_prefix("http://") {
             Some(rest) => format!("https://{rest}"),
             None => format!("https:// ({url})"),
@@ -289,7 +290,7 @@ impl Report {
             return None;
         }
         let answered_rate = s.successes as f64 / s.duration_s;
-        let asked = rate_asked(rate, &self.rate_changes);
+        let asked = rate_asked(rate, &self.rate_changes, s.duration_s);
         let whose = if generator_behind {
             "so the schedule queued behind it, and behind the generator's own delay (warned of apart)"
         } else {
@@ -395,7 +396,7 @@ impl Report {
                 } else {
                     "the generator kept up"
                 },
-                self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes)),
+                self.config.rate.map_or_else(String::new, |r| rate_asked(r, &self.rate_changes, s.duration_s)),
                 fmt_count(self.config.connections as u64)
             ),
         });
@@ -536,16 +537,41 @@ fn loop_held(us: u64) -> String {
     }
 }
 
-/// The open-loop rate a warning holds the server to: `-q R`, or after live changes (the
-/// dashboard's +/-) the last one, which the queue at the end is behind, saying the -q it
-/// started at: the starting -q may be one the server kept up with.
-fn rate_asked(start: f64, changes: &[RateChange]) -> String {
-    match changes.last() {
-        Some(last) => format!(
-            "the last rate, {}/s (-q {} at the start)",
-            fmt_count(last.rate.round() as u64),
-            fmt_count(start.round() as u64)
-        ),
-        None => format!("-q {}", fmt_count(start.round() as u64)),
+/// The open-loop rate a warning holds the server to, for a figure of the whole load window:
+/// `-q R`, or after live changes (the dashboard's +/-) the highest rate in force in the
+/// window, with the -q it started at. Not the last rate: after a decrease the server was
+/// behind the higher one, and after + then - the last is the start again. A change after
+/// the window (`t_s` past `duration_s`: in the grace period, when nothing more was sent)
+/// changed no rate the window ran at; one in the warm-up set the rate the window started at.
+fn rate_asked(start: f64, changes: &[RateChange], duration_s: f64) -> String {
+    let count = |r: f64| fmt_count(r.round() as u64);
+    let at_start = changes
+        .iter()
+        .rev()
+        .find(|c| c.t_s <= 0.0)
+        .map_or(start, |c| c.rate);
+    let in_window: Vec<f64> = std::iter::once(at_start)
+        .chain(
+            changes
+                .iter()
+                .filter(|c| c.t_s > 0.0 && c.t_s <= duration_s)
+                .map(|c| c.rate),
+        )
+        .collect();
+    let highest = in_window.iter().copied().fold(f64::MIN, f64::max);
+    if in_window.iter().all(|&r| r == start) {
+        format!("-q {}", count(start))
+    } else if in_window.iter().all(|&r| r == highest) {
+        format!(
+            "{}/s (-q {}, changed live before measuring)",
+            count(highest),
+            count(start)
+        )
+    } else {
+        format!(
+            "rates up to {}/s (-q {}, changed live: see Rate changes)",
+            count(highest),
+            count(start)
+        )
     }
 }

@@ -467,7 +467,11 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                         file,
                         text,
                         load,
-                        format!("{}: names url = {url:?}, and the suite launches each target itself: leave the url out", mix.path),
+                        format!(
+                            "{}: names url = {:?}, and the suite launches each target itself: leave the url out",
+                            mix.path,
+                            tailscope_loadgen::plan::redact_password(url)
+                        ),
                     ));
                 }
                 let name = format!("mix:{}", load.get_ref());

@@ -14,6 +14,61 @@ fn http1_only(lower: &str) -> bool {
     )
 }
 
+/// A request's headers as HTTP/2 sends them: its own (HTTP/1.1's connection headers left
+/// out), the defaults it does not set, and the URL's credentials (`url_authorization`)
+/// unless it gives an Authorization of its own. Values are taken as bytes, as HTTP/1.1 sends
+/// them: a user's Authorization that `HeaderValue::from_str` refuses (obs-text) was dropped,
+/// and the URL's Basic sent in its place.
+fn header_map(headers: &[(String, String)], url_authorization: Option<&str>) -> http::HeaderMap {
+    let mut map = http::HeaderMap::new();
+    for (k, v) in headers {
+        let lower = k.to_ascii_lowercase();
+        if http1_only(&lower) {
+            continue;
+        }
+        if let (Ok(name), Ok(value)) = (
+            http::header::HeaderName::from_bytes(lower.as_bytes()),
+            http::HeaderValue::from_bytes(v.as_bytes()),
+        ) {
+            let value = sensitive(&name, value);
+            map.append(name, value);
+        }
+    }
+    let defaults = [
+        (
+            "user-agent",
+            concat!("tailscope/", env!("CARGO_PKG_VERSION")),
+        ),
+        ("accept", "*/*"),
+    ];
+    for (k, v) in defaults {
+        if !map.contains_key(k) {
+            map.insert(k, http::HeaderValue::from_static(v));
+        }
+    }
+    let own_authorization = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+    if let Some(credentials) = url_authorization.filter(|_| !own_authorization) {
+        if let Ok(value) = http::HeaderValue::from_str(credentials) {
+            map.insert(
+                http::header::AUTHORIZATION,
+                sensitive(&http::header::AUTHORIZATION, value),
+            );
+        }
+    }
+    map
+}
+
+/// `value`, marked sensitive (never put in HPACK's tables) when it is an Authorization: the
+/// credentials stay out of what a proxy's compression state keeps.
+fn sensitive(name: &http::header::HeaderName, mut value: http::HeaderValue) -> http::HeaderValue {
+    if name == http::header::AUTHORIZATION {
+        value.set_sensitive(true);
+    }
+    value
+}
+
 /// One request of the run as streams send it, built once per connection task.
 pub(super) struct Template {
     pub(super) method: http::Method,
@@ -41,39 +96,7 @@ impl Template {
         let uri = format!("{scheme}://{authority}{target}")
             .parse()
             .unwrap_or_else(|_| http::Uri::from_static("/"));
-        let mut map = http::HeaderMap::new();
-        for (k, v) in headers {
-            let lower = k.to_ascii_lowercase();
-            if http1_only(&lower) {
-                continue;
-            }
-            if let (Ok(name), Ok(value)) = (
-                http::header::HeaderName::from_bytes(lower.as_bytes()),
-                http::HeaderValue::from_str(v),
-            ) {
-                map.append(name, value);
-            }
-        }
-        let defaults = [
-            (
-                "user-agent",
-                concat!("tailscope/", env!("CARGO_PKG_VERSION")),
-            ),
-            ("accept", "*/*"),
-        ];
-        for (k, v) in defaults {
-            if !map.contains_key(k) {
-                map.insert(k, http::HeaderValue::from_static(v));
-            }
-        }
-        if let Some(credentials) = shared.plan.url_authorization() {
-            if !map.contains_key(http::header::AUTHORIZATION) {
-                if let Ok(mut value) = http::HeaderValue::from_str(credentials) {
-                    value.set_sensitive(true);
-                    map.insert(http::header::AUTHORIZATION, value);
-                }
-            }
-        }
+        let map = header_map(headers, shared.plan.url_authorization());
         Template {
             method: http::Method::from_bytes(method.as_bytes()).unwrap_or(http::Method::GET),
             uri,
@@ -125,6 +148,7 @@ impl Template {
                 http::header::HeaderName::from_bytes(lower.as_bytes()),
                 http::HeaderValue::from_bytes(h.value),
             ) {
+                let value = sensitive(&name, value);
                 map.append(name, value);
             }
         }
@@ -137,5 +161,48 @@ impl Template {
         *r.uri_mut() = self.uri.clone();
         *r.headers_mut() = self.headers.clone();
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_requests_own_authorization_wins_over_the_urls_and_is_sensitive() {
+        let basic = Some("Basic dTpw");
+        // None of its own: the URL's, sensitive.
+        let map = header_map(&[], basic);
+        let auth = &map[http::header::AUTHORIZATION];
+        assert_eq!(auth, "Basic dTpw");
+        assert!(auth.is_sensitive());
+        // Its own, whatever its case, even one from_str refuses (obs-text): its own is sent,
+        // as HTTP/1.1 sends it, never the URL's in its place.
+        for own in ["Bearer mine", "Bearer caf\u{e9}"] {
+            let map = header_map(&[("AuthoriZation".into(), own.into())], basic);
+            let values: Vec<&[u8]> = map
+                .get_all(http::header::AUTHORIZATION)
+                .iter()
+                .map(http::HeaderValue::as_bytes)
+                .collect();
+            assert_eq!(values, [own.as_bytes()], "{own}");
+            assert!(map[http::header::AUTHORIZATION].is_sensitive());
+        }
+    }
+
+    #[test]
+    fn a_patched_requests_authorization_is_sensitive() {
+        let template = Template {
+            method: http::Method::GET,
+            uri: "http://h:1/".parse().unwrap(),
+            headers: http::HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        let bytes =
+            b"GET /a?n=1 HTTP/1.1\r\nhost: h:1\r\nauthorization: Basic dTpw\r\nx-a: 1\r\n\r\n";
+        let (r, _) = template.patched(bytes).unwrap();
+        assert!(r.headers()[http::header::AUTHORIZATION].is_sensitive());
+        assert!(!r.headers()["x-a"].is_sensitive());
+        assert!(!r.headers().contains_key(http::header::HOST));
     }
 }

@@ -131,7 +131,12 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
         .map(|s| s.count)
         .max()
         .expect("at least one report");
-    let mut counts: Vec<usize> = segs.iter().map(|s| s.count).collect();
+    // Only reports run as segments split the load: a plain one (1/1 by --force's reading
+    // only) beside 3 segments was said to split it "into 1 and 3".
+    let mut counts: Vec<usize> = generators
+        .iter()
+        .filter_map(|g| g.segment.map(|s| s.count))
+        .collect();
     counts.sort_unstable();
     counts.dedup();
     // The segments the reports ran, for the missing ones; and who ran each, for overlaps. A

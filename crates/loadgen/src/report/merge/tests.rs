@@ -328,7 +328,7 @@ fn a_report_that_is_no_segment_is_refused_unless_forced() {
     );
     // Forced, it counts as the whole load (1/1), and is not said to split it another way.
     assert_eq!(m.summary.requests, 58);
-    assert_no_warning(&m, "split in different ways");
+    assert_no_warning(&m, "different numbers of segments");
     // Plain runs merged with --force: each is not a segment, and none overlaps another (they
     // were told "segment 1/1 overlaps", a segment none of them ran).
     for (_, r) in &mut inputs {

@@ -74,7 +74,7 @@ fn an_endpoint_may_be_a_request_mix() {
     .unwrap();
     std::fs::write(
         dir.join("with-url.toml"),
-        "url = \"http://h:1\"\n[[request]]\npath = \"/a\"\n",
+        "url = \"http://u:s3cret@h:1\"\n[[request]]\npath = \"/a\"\n",
     )
     .unwrap();
     let suite_file = dir.join("s.toml");
@@ -108,6 +108,7 @@ fn an_endpoint_may_be_a_request_mix() {
         let text = format!("{GOOD}[[endpoint]]\n{endpoint}\n");
         let err = parse(&suite_file, &text).unwrap_err();
         assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

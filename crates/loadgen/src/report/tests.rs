@@ -870,3 +870,17 @@ fn requests_never_sent_are_warned_of_beside_late_sends_and_loop_lag() {
         "{w:?}"
     );
 }
+
+/// A run of a few requests ends in milliseconds: its duration says so, not "0.00 s" beside a
+/// rate (a newcomer's `-n 1 -c 50` read `Duration: 0.00 s` and `Requests/sec: 291.2`).
+#[test]
+fn a_run_shorter_than_a_tenth_of_a_second_gives_its_duration_in_ms() {
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let mut report = Report::new(&plan, &totals());
+    report.summary.duration_s = 0.003_434;
+    let text = report.to_text();
+    assert!(text.contains("  Duration:      3.43ms, then"), "{text}");
+    report.summary.duration_s = 5.0;
+    let text = report.to_text();
+    assert!(text.contains("  Duration:      5.00 s, then"), "{text}");
+}

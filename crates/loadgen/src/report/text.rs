@@ -93,8 +93,14 @@ impl Report {
         }
         let _ = writeln!(
             out,
-            "  Duration:      {:.2} s{}, then {:.2} s for responses in flight",
-            s.duration_s,
+            "  Duration:      {}{}, then {:.2} s for responses in flight",
+            // A run of a few requests (-n 1) ends in milliseconds: "0.00 s" beside its
+            // Requests/sec read as a rate from nothing.
+            if s.duration_s < 0.1 {
+                fmt_us((s.duration_s * 1e6).round() as u64)
+            } else {
+                format!("{:.2} s", s.duration_s)
+            },
             if c.warmup_s > 0.0 {
                 format!(" (after {:.1} s warm-up)", c.warmup_s)
             } else {

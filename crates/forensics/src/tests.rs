@@ -364,6 +364,43 @@ fn a_generator_stall_in_the_second_before_is_the_generators_not_a_server_stall()
     assert_eq!(causes(&last), vec!["server_stall"]);
 }
 
+/// The generator's lag is its story only where the report warns of it (100 ms): a tick lag
+/// of a few tens of ms beside one slow response named generator_saturated, or vetoed a
+/// server's stall, while the warnings said nothing of the generator.
+#[test]
+fn a_generator_lag_the_warnings_do_not_name_is_no_generator_stall() {
+    // One 30 ms response beside a 15 ms lag: nothing.
+    let mut blip = healthy();
+    blip.seconds[4].outliers = 1;
+    blip.seconds[4].max_us = 30_000;
+    blip.seconds[4].generator_lag_us = 15_000;
+    assert!(causes(&blip).is_empty(), "{:?}", diagnose(&blip));
+    // A 150 ms stall of 60 requests released together at 4.40 s beside a 90 ms lag is the
+    // server's.
+    let mut e = healthy();
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 150_000;
+    e.seconds[4].generator_lag_us = 90_000;
+    e.slowest = [
+        (4.25, 150_000),
+        (4.27, 130_000),
+        (4.3, 100_000),
+        (4.32, 80_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    assert_eq!(causes(&e), vec!["server_stall"], "{:?}", diagnose(&e));
+    // At the warnings' threshold the lag is the generator's.
+    e.seconds[4].generator_lag_us = GENERATOR_LAG_WARN_US;
+    assert_eq!(
+        causes(&e),
+        vec!["generator_saturated"],
+        "{:?}",
+        diagnose(&e)
+    );
+}
+
 /// At -c 2..4 fewer than 5 requests can be in flight: a stall holds them all, and a few
 /// stalls keep 4 + 4 of the 10 slowest, released at two moments (the embedded server
 /// stalling 250 ms every 700 ms at -c 4 and -c 2 was never named).

@@ -542,14 +542,32 @@ fn held_us(e: &Evidence, s: &TimePoint) -> u64 {
     }
 }
 
+/// Whether the slow request `r` ended in the second ending at `s.t_s` (a point covers
+/// (ceil(t_s) - 1, t_s]): one of the requests that second held.
+fn released_in(s: &TimePoint, r: &SlowRequest) -> bool {
+    let end = r.at_s + r.latency_us as f64 / 1e6;
+    end > s.t_s.ceil() - 1.0 && end <= s.t_s
+}
+
 /// The most a generator thread's event loop was held up while the second's requests were
-/// held: in any second from the one the longest of them began in to this one. The loop's lag
+/// held: in any second from the one the earliest of them began in to this one. The loop's lag
 /// is filed under the interval in which it resumed, and the responses it then read may be
 /// filed under the next one, in the next second (a newcomer's busy machine: the loop held
 /// 987 ms in second 2–3, and the 894 ms hold of the requests it could not read named a
 /// server_stall from second 3–4, whose own lag was small).
+///
+/// When they began is read from the slowest requests released in the second; only where
+/// none of them was kept is it bounded by the earliest any could have begun (the second's
+/// start less its hold). That bound alone reached back past the hold: a 300 ms stall at
+/// 5.6–5.9 s was taken from the server for a 160 ms loop lag that ended at 4.3 s.
 fn generator_lag_while_held(e: &Evidence, s: &TimePoint) -> u64 {
-    let began_s = s.t_s - 1.0 - held_us(e, s) as f64 / 1e6;
+    let began_s = e
+        .slowest
+        .iter()
+        .filter(|r| released_in(s, r))
+        .map(|r| r.at_s)
+        .min_by(f64::total_cmp)
+        .unwrap_or(s.t_s - 1.0 - held_us(e, s) as f64 / 1e6);
     e.seconds
         .iter()
         // A point covers (ceil(t_s) - 1, t_s]: a partial last second is dated when its data
@@ -680,12 +698,7 @@ fn generator_stall(e: &Evidence) -> Option<Diagnosis> {
         .map(|s| format!("{:.0}", s.t_s.ceil() - 1.0))
         .collect();
     let start_s = first.t_s.ceil() - 1.0 - worst_held as f64 / 1e6;
-    let in_seconds = |r: &&SlowRequest| {
-        held.iter().any(|s| {
-            let end = r.at_s + r.latency_us as f64 / 1e6;
-            end > s.t_s.ceil() - 1.0 && end <= s.t_s
-        })
-    };
+    let in_seconds = |r: &&SlowRequest| held.iter().any(|s| released_in(s, r));
     Some(Diagnosis {
         cause: Cause::GeneratorSaturated,
         evidence: format!(

@@ -353,6 +353,38 @@ fn a_generator_stall_in_the_second_before_is_the_generators_not_a_server_stall()
     let mut earlier = server.clone();
     earlier.seconds[1].generator_lag_us = 987_230;
     assert_eq!(causes(&earlier), vec!["server_stall"]);
+    // A lag that ended before the held requests were sent, though within the hold's length
+    // of the second's start, is no explanation either: a 300 ms stall at 5.6–5.9 s beside a
+    // 160 ms loop lag that ended at 4.3 s (filed in second 4–5) is the server's.
+    let mut before = healthy();
+    before.seconds[4].generator_lag_us = 160_000;
+    before.seconds[5].outliers = 60;
+    before.seconds[5].max_us = 300_000;
+    before.slowest = [
+        (5.6, 300_000),
+        (5.62, 280_000),
+        (5.65, 250_000),
+        (5.7, 200_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    assert_eq!(
+        causes(&before),
+        vec!["server_stall"],
+        "{:?}",
+        diagnose(&before)
+    );
+    // The same lag filed in the stall's own second is the generator's.
+    let mut during = before.clone();
+    during.seconds[4].generator_lag_us = 300;
+    during.seconds[5].generator_lag_us = 160_000;
+    assert_eq!(
+        causes(&during),
+        vec!["generator_saturated"],
+        "{:?}",
+        diagnose(&during)
+    );
     // A partial last second is its own: its lag counts for itself, not for the second
     // before it (its t_s is when its data ended, not a second after it began).
     let mut last = server.clone();

@@ -350,8 +350,11 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
     if n < 3 || resent == 0 || n < 3 * e.counts.below_rto {
         return None;
     }
-    // Released at the same moment is a stall's signature; RTO delays end one by one.
-    if stall_shaped(e, 3) {
+    // Released at the same moment is a stall's signature; RTO delays end one by one. Half of
+    // the slowest kept, not of what can be in flight: at -c 4 three RTO delays that happen
+    // to end within 10 ms of each other would otherwise veto (server_stall's cap is for a
+    // stall that holds no more than can be in flight; losses are not bounded by it).
+    if stall_shaped(e, 3, e.slowest.len()) {
         return None;
     }
     let [r2, r4, r8] = e.counts.rto_steps;
@@ -447,7 +450,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     }
     // Many slow requests in a second is not enough (scattered retransmit delays add up too):
     // a stall releases what it held at one moment.
-    if !stall_shaped(e, least_together(e)) {
+    if !stall_shaped(e, least_together(e), one_stall_can_hold(e)) {
         return None;
     }
     let affected = affected_total;
@@ -746,16 +749,20 @@ fn released_together(slowest: &[SlowRequest]) -> usize {
 }
 
 /// Whether the slowest requests look released together: at least `least`, and at least half
-/// of those kept, or of what can be in flight where that is fewer (one stall holds no more
-/// than that: at -c 4 a stall every 700 ms kept 4 + 4 of the 10 slowest, released at two
-/// moments, and was never named).
-fn stall_shaped(e: &Evidence, least: usize) -> bool {
+/// of `of`.
+fn stall_shaped(e: &Evidence, least: usize, of: usize) -> bool {
     let together = released_together(&e.slowest);
-    let one_stall_can_hold = match usize::try_from(e.in_flight) {
+    together >= least && together * 2 >= of
+}
+
+/// How many of the slowest kept one stall can release: all of them, or what can be in
+/// flight where that is fewer (at -c 4 a stall every 700 ms kept 4 + 4 of the 10 slowest,
+/// released at two moments, and was never named).
+fn one_stall_can_hold(e: &Evidence) -> usize {
+    match usize::try_from(e.in_flight) {
         Ok(n) if n > 0 => e.slowest.len().min(n),
         _ => e.slowest.len(),
-    };
-    together >= least && together * 2 >= one_stall_can_hold
+    }
 }
 
 /// The fewest requests released together that make a stall: three, or, where fewer can be

@@ -185,6 +185,26 @@ fn retransmission_needs_rto_steps_and_retransmits() {
     assert!(causes(&e).is_empty(), "{:?}", diagnose(&e));
     e.own_retransmits = Some(25);
     assert_eq!(causes(&e), vec!["retransmission"]);
+    // At -c 4, three of the ten slowest RTO delays ending within 10 ms of each other are
+    // no stall's release: half of those kept were not released together.
+    let mut few = e.clone();
+    few.in_flight = 4;
+    few.slowest = [
+        (1.0, 201_000),
+        (1.005, 203_000),
+        (1.008, 204_000),
+        (2.3, 202_000),
+        (3.1, 405_000),
+        (4.6, 201_000),
+        (5.2, 206_000),
+        (6.7, 203_000),
+        (7.4, 402_000),
+        (8.8, 201_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    assert_eq!(causes(&few), vec!["retransmission"], "{:?}", diagnose(&few));
     // Near-miss: as many just below 200 ms: a spread (a stall), not RTO steps.
     e.counts.below_rto = 30;
     assert!(causes(&e).is_empty());

@@ -526,9 +526,12 @@ fn a_stall_of_a_server_loaded_with_few_connections_is_named() {
     two.seconds[4].outliers = 2;
     two.seconds[4].max_us = 4_000;
     assert_eq!(causes(&two), vec!["server_stall"], "{:?}", diagnose(&two));
-    // At -c 1 one slow request is no "together": nothing is named.
+    // At -c 1 nothing is named, even from the evidence of -c 2 (two slow in a second,
+    // released together), which one request in flight cannot give: it is no "together".
     let mut one = two.clone();
     one.in_flight = 1;
+    assert!(causes(&one).is_empty(), "{:?}", diagnose(&one));
+    // Nor from what it does give: one slow request at a time.
     one.seconds
         .iter_mut()
         .for_each(|s| s.outliers = s.outliers.min(1));

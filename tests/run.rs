@@ -246,6 +246,47 @@ fn pipelined_slots_held_for_the_refill_are_not_lost_time(e: Engine) {
     assert!(!warnings.contains("in no request"), "{warnings}");
 }
 
+fn pipelined_slots_held_when_the_server_stops_answering_are_not_lost_time(e: Engine) {
+    // One connection, `--pipeline 8`, refilled once half its depth is free: after 403
+    // answers (4·100 + 3, read one at a time) it holds 5 in flight and 3 slots free for the
+    // refill, and the server answers nothing more. The free slots stay held to the grace
+    // period's end, where the connection is abandoned, not closed: 11-19 % of its time read
+    // "in no request" (0.02-0.05 % once counted).
+    let server = serve(|n| {
+        if n < 403 {
+            Reply::Delay(Duration::from_micros(500), ok("x"))
+        } else {
+            Reply::Hang
+        }
+    });
+    let (_code, r, stderr) = e.run_json(
+        &server.url("/"),
+        &[
+            "-z",
+            "1s",
+            "-c",
+            "1",
+            "--threads",
+            "1",
+            "--pipeline",
+            "8",
+            // The grace period is the timeout's, at most 1 s: no request times out in it.
+            "--timeout",
+            "30s",
+        ],
+    );
+    assert_eq!(
+        server.stats.answered.load(Ordering::SeqCst),
+        403,
+        "{stderr}"
+    );
+    assert_eq!(n(&r["summary"]["successes"]), 403, "{}", r["summary"]);
+    let l = &r["littles_law"];
+    assert!(l["connection_s"].as_f64().unwrap() >= 8.0, "{l}");
+    let pct = l["unaccounted_pct"].as_f64().unwrap();
+    assert!(pct < 5.0, "{l}");
+}
+
 fn a_server_that_accepts_and_closes_is_reconnected_to_after_a_back_off(e: Engine) {
     // Each connect succeeds and each connection closes unanswered: a failed connect as surely
     // as a refused one, backed off the same (1, 2, 4 ... 64 ms, then 100 ms: ~16 connects in
@@ -640,6 +681,7 @@ engine_tests!(
     connect_refused_is_counted_and_the_run_ends,
     a_closed_port_keeps_littles_law_through_the_last_back_off,
     pipelined_slots_held_for_the_refill_are_not_lost_time,
+    pipelined_slots_held_when_the_server_stops_answering_are_not_lost_time,
     a_server_that_accepts_and_closes_is_reconnected_to_after_a_back_off,
     connect_timeout_when_the_accept_queue_is_full,
     open_loop_holds_the_rate,

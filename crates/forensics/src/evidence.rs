@@ -45,7 +45,7 @@ impl<'a> Load<'a> {
     pub fn of_totals(plan: &Plan, totals: &'a RunTotals) -> Self {
         Load {
             requests: totals.counters.requests(),
-            in_flight: (plan.connections * plan.pipeline) as u64,
+            in_flight: plan.max_in_flight() as u64,
             p50_us: (!totals.histograms.latency.is_empty())
                 .then(|| totals.histograms.latency.value_at_quantile(0.5)),
             seconds: &totals.timeseries,

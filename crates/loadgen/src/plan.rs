@@ -353,6 +353,19 @@ impl Plan {
         self.connections + self.idle_conns + self.slow_conns
     }
 
+    /// How many of the load's requests can be in flight at once: each connection's
+    /// pipelining depth, or its streams with HTTP/2 (`--pipeline` is refused there). The
+    /// spike rules read it as what one stall can hold: `--http2 -c 2 --streams 100` counted
+    /// 2, and a stall rule for few connections claimed "all of the 2 that can be in flight".
+    pub fn max_in_flight(&self) -> usize {
+        let per_connection = if self.http2 {
+            self.streams
+        } else {
+            self.pipeline
+        };
+        self.connections.saturating_mul(per_connection)
+    }
+
     /// The threads actually used: never more than the connections.
     pub fn effective_threads(&self) -> usize {
         self.threads.min(self.connections).max(1)

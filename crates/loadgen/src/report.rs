@@ -30,6 +30,7 @@ pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use requests::RequestReport;
 pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
+pub use warnings::GENERATOR_LAG_WARN_US;
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.
 pub const SCHEMA_VERSION: u32 = 1;

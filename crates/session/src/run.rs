@@ -198,7 +198,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
         started => started?,
     };
-    let in_flight = (plan.connections * plan.pipeline) as u64;
+    let in_flight = plan.max_in_flight() as u64;
     // Known before the run, so that a page saved from the dashboard names the server too.
     let target_info = match (&target, config.pid) {
         (Some(t), _) => Some(TargetInfo {

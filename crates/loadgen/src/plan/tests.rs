@@ -244,3 +244,19 @@ fn a_mix_is_shown_by_its_origin() {
         "http://h:1/plaintext"
     );
 }
+
+/// What can be in flight at once counts HTTP/2's streams as HTTP/1.1's pipelining depth: the
+/// spike rules read it as what one stall can hold.
+#[test]
+fn requests_in_flight_at_once_count_streams_and_pipelining() {
+    let mut plan = Plan::new("http://127.0.0.1:8080/").unwrap();
+    plan.connections = 2;
+    assert_eq!(plan.max_in_flight(), 2);
+    plan.pipeline = 8;
+    assert_eq!(plan.max_in_flight(), 16);
+    plan.pipeline = 1;
+    plan.http2 = true;
+    plan.streams = 100;
+    plan.validate().unwrap();
+    assert_eq!(plan.max_in_flight(), 200);
+}

@@ -869,6 +869,23 @@ fn requests_never_sent_are_warned_of_beside_late_sends_and_loop_lag() {
         w[never(&w).unwrap()].contains("and behind the generator's own delay (warned of apart)"),
         "{w:?}"
     );
+    // Its advice does not contradict the generator's (fewer -c) nor blame the server.
+    assert!(
+        w[behind.unwrap()].contains("fewer connections (-c)"),
+        "{w:?}"
+    );
+    let never_sent = &w[never(&w).unwrap()];
+    assert!(
+        never_sent.ends_with(
+            "the corrected latency counts that queue: free the generator first (its warning), then lower -q if the queue remains"
+        ),
+        "{w:?}"
+    );
+    assert!(
+        !w.iter()
+            .any(|w| w.contains("more connections (-c)") || w.contains("what the server takes")),
+        "{w:?}"
+    );
 }
 
 /// A run of a few requests ends in milliseconds: its duration says so, not "0.00 s" beside a

@@ -278,7 +278,9 @@ impl Report {
     /// slow endpoint that kept up with the rate, its last requests sent and still waiting,
     /// needs more --grace, not a lower -q. With connections still opening at the end it does
     /// not offer more -c (the set-up warnings may say fewer). `generator_behind`: the
-    /// generator's own delay is warned of too, so part of the queue may be its own.
+    /// generator's own delay is warned of too, so part of the queue may be its own: then it
+    /// neither offers more -c (the generator's warning says fewer) nor names a rate the
+    /// server takes (a review finding: "fewer -c" and "more -c" side by side).
     fn unanswered_schedule(&self, generator_behind: bool) -> Option<String> {
         let s = &self.summary;
         let rate = self.config.rate?;
@@ -291,23 +293,32 @@ impl Report {
         }
         let answered_rate = s.successes as f64 / s.duration_s;
         let asked = rate_asked(rate, &self.rate_changes, s.duration_s);
-        let whose = if generator_behind {
-            "so the schedule queued behind it, and behind the generator's own delay (warned of apart)"
+        // With the generator behind, what the server takes is not known from this run, and
+        // more connections are the opposite of the generator's own advice (fewer -c, more
+        // --threads): the queue is told to wait for that, not blamed on the server.
+        let (whose, advice) = if generator_behind {
+            (
+                "so the schedule queued behind it, and behind the generator's own delay (warned of apart)",
+                "free the generator first (its warning), then lower -q if the queue remains",
+            )
+        } else if s.still_connecting == 0 {
+            (
+                "so the schedule queued behind it",
+                "lower -q to what the server takes, or give it more connections (-c) if it can take them",
+            )
         } else {
-            "so the schedule queued behind it"
+            (
+                "so the schedule queued behind it",
+                "lower -q to what the server takes",
+            )
         };
         Some(format!(
-            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, {whose}; the corrected latency counts that queue: lower -q to what the server takes{}",
+            "{} of {} requests ({} %) were never sent by the end (unfinished, queued for a connection, up to {}): the server answered {}/s of {asked}, {whose}; the corrected latency counts that queue: {advice}",
             fmt_count(s.unfinished_unsent),
             fmt_count(s.requests),
             fmt_pct(100.0 * s.unfinished_unsent as f64 / s.requests as f64),
             s.unfinished_max_us.map_or("n/a".into(), fmt_us),
             fmt_count(answered_rate.round() as u64),
-            if s.still_connecting == 0 {
-                ", or give it more connections (-c) if it can take them"
-            } else {
-                ""
-            }
         ))
     }
 

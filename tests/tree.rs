@@ -210,7 +210,10 @@ fn others_ticks() -> std::collections::HashMap<u32, u64> {
             continue;
         };
         // Kernel threads have no command line (softirq work of the run's own load is there).
-        if pid == me || std::fs::read(format!("/proc/{pid}/cmdline")).map_or(true, |c| c.is_empty())
+        // pid 1 reaps orphans: a launched server whose shell died first lands in its cutime.
+        if pid == me
+            || pid == 1
+            || std::fs::read(format!("/proc/{pid}/cmdline")).map_or(true, |c| c.is_empty())
         {
             continue;
         }

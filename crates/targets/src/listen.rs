@@ -101,7 +101,7 @@ fn dump(socket: &Socket, family: u8, port: u16, out: &mut Vec<Listener>) -> std:
 
 /// Every TCP socket listening on `port` in this network namespace (IPv4 and IPv6).
 pub fn listeners(port: u16) -> std::io::Result<Vec<Listener>> {
-    listeners_via(&sock_diag()?, port)
+    listeners_via(&sock_diag()?, port).map(|(found, _)| found)
 }
 
 /// A netlink socket for [`listeners_via`].
@@ -112,13 +112,14 @@ fn sock_diag() -> std::io::Result<Socket> {
     Ok(socket)
 }
 
-/// [`listeners`] through a netlink socket of [`sock_diag`].
-fn listeners_via(socket: &Socket, port: u16) -> std::io::Result<Vec<Listener>> {
+/// [`listeners`] through a netlink socket of [`sock_diag`], and whether both dumps were
+/// read to their end (else replies may be left queued on the socket).
+fn listeners_via(socket: &Socket, port: u16) -> std::io::Result<(Vec<Listener>, bool)> {
     let mut out = Vec::new();
     dump(socket, AF_INET, port, &mut out)?;
     // A kernel without IPv6 refuses the second dump; the IPv4 listeners still count.
-    let _ = dump(socket, AF_INET6, port, &mut out);
-    Ok(out)
+    let whole = dump(socket, AF_INET6, port, &mut out).is_ok();
+    Ok((out, whole))
 }
 
 /// One tick's view of the target's listeners, for the live dashboard.
@@ -215,12 +216,14 @@ impl ListenWatch {
             None => sock_diag(),
         };
         let found = socket.and_then(|socket| {
-            let found = listeners_via(&socket, self.report.port);
-            // After a failed dump its replies may be half read: the next sample opens anew.
-            if found.is_ok() {
-                self.socket = Some(socket);
-            }
-            found
+            // After a failed dump its replies may be half read, and the next dump would read
+            // them as its own: the next sample opens anew.
+            listeners_via(&socket, self.report.port).map(|(found, whole)| {
+                if whole {
+                    self.socket = Some(socket);
+                }
+                found
+            })
         });
         let found: Vec<Listener> = match found {
             Ok(found) => found

@@ -446,7 +446,7 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
     let in_window = |s: &&SlowRequest| {
         stalled
             .iter()
-            .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= sec.t_s - 1.0)
+            .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= second_start(sec))
     };
     let slow: Vec<&SlowRequest> = e.slowest.iter().filter(in_window).collect();
     // Requests that timed out waited on open connections (a connect that does not finish is
@@ -469,13 +469,13 @@ fn server_stall(e: &Evidence) -> Option<Diagnosis> {
         _ => String::new(),
     };
     let window = window_of(slow.iter().copied()).or(Some(Window {
-        start_s: stalled[0].t_s - 1.0,
+        start_s: second_start(stalled[0]),
         end_s: stalled[stalled.len() - 1].t_s,
         open_ended: false,
     }));
     let seconds: Vec<String> = stalled
         .iter()
-        .map(|s| format!("{:.0}", s.t_s - 1.0))
+        .map(|s| format!("{:.0}", second_start(s)))
         .collect();
     Some(Diagnosis {
         cause: Cause::ServerStall,
@@ -552,11 +552,17 @@ fn held_us(e: &Evidence, s: &TimePoint) -> u64 {
     }
 }
 
+/// When the second of point `s` began: a point covers (ceil(t_s) - 1, t_s], so a partial
+/// last second (t_s 10.4) began at 10, not at t_s - 1 (a stall in it read "second 9").
+fn second_start(s: &TimePoint) -> f64 {
+    s.t_s.ceil() - 1.0
+}
+
 /// Whether the slow request `r` ended in the second ending at `s.t_s` (a point covers
 /// (ceil(t_s) - 1, t_s]): one of the requests that second held.
 fn released_in(s: &TimePoint, r: &SlowRequest) -> bool {
     let end = r.at_s + r.latency_us as f64 / 1e6;
-    end > s.t_s.ceil() - 1.0 && end <= s.t_s
+    end > second_start(s) && end <= s.t_s
 }
 
 /// The most a generator thread's event loop was held up while the second's requests were
@@ -577,7 +583,7 @@ fn generator_lag_while_held(e: &Evidence, s: &TimePoint) -> u64 {
         .filter(|r| released_in(s, r))
         .map(|r| r.at_s)
         .min_by(f64::total_cmp)
-        .unwrap_or(s.t_s - 1.0 - held_us(e, s) as f64 / 1e6);
+        .unwrap_or(second_start(s) - held_us(e, s) as f64 / 1e6);
     e.seconds
         .iter()
         // A point covers (ceil(t_s) - 1, t_s]: a partial last second is dated when its data

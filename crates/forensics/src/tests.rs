@@ -862,3 +862,26 @@ fn cpu_contention_names_the_generator_where_it_shares_the_servers_cpus() {
     assert_eq!(generator, None);
     assert_eq!(others.map(|o| o.round()), Some(20.0));
 }
+
+/// A stall in the partial last second (10, 10.4] is dated second 10, as the other rules date
+/// it: it read "second 9", a second before the run's data for it began.
+#[test]
+fn a_stall_in_the_partial_last_second_is_dated_that_second() {
+    let mut e = healthy();
+    e.duration_s = 10.4;
+    e.seconds.push(second(10.4, 4_000, 60, 300_000, 300));
+    e.slowest = stalled_slowest()
+        .into_iter()
+        .map(|mut r| {
+            r.at_s += 6.0;
+            r
+        })
+        .collect();
+    let d = diagnose(&e);
+    assert_eq!(causes(&e), vec!["server_stall"], "{d:?}");
+    assert!(
+        d[0].evidence.contains("in second(s) 10,"),
+        "{}",
+        d[0].evidence
+    );
+}

@@ -412,6 +412,15 @@ mod tests {
 
     #[test]
     fn negative_values_reach_the_value_parsers() {
+        // The refusal a user sees: clap's, as `real_refusal` rewrites it.
+        let refused_as_told = |words: &[&str]| -> String {
+            let argv: Vec<std::ffi::OsString> = std::iter::once("tailscope")
+                .chain(words.iter().copied())
+                .map(Into::into)
+                .collect();
+            let err = Cli::try_parse_from(&argv).expect_err("refused");
+            real_refusal(Cli::command(), &argv, err).to_string()
+        };
         for args in [
             &["compare", "a", "b", "--fail-if-regression", "-5"][..],
             &["run", "--target", "embedded", "--warmup", "-1s"],
@@ -457,21 +466,11 @@ mod tests {
         let msg = real_refusal(Cli::command(), &argv, err).to_string();
         assert!(msg.contains("--json is a flag, not a duration"), "{msg}");
         // A word that is extra for another reason is still named.
-        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", "extra"]
-            .iter()
-            .map(Into::into)
-            .collect();
-        let err = Cli::try_parse_from(&argv).expect_err("refused");
-        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        let msg = refused_as_told(&["run", "http://a/", "extra"]);
         assert!(msg.contains("unexpected argument 'extra'"), "{msg}");
         // A second URL is told that a run loads one, and what loads several.
         let second = "http://b/";
-        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a/", second]
-            .iter()
-            .map(Into::into)
-            .collect();
-        let err = Cli::try_parse_from(&argv).expect_err("refused");
-        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        let msg = refused_as_told(&["run", "http://a/", second]);
         assert!(
             msg.contains(&format!(
                 "one URL per run: '{second}' is a second URL (after 'http://a/')"
@@ -482,12 +481,7 @@ mod tests {
         assert!(msg.contains("tailscope compare"), "{msg}");
         assert!(msg.contains("Usage: tailscope run"), "{msg}");
         // A path is told to go in the URL (or --path), not called a second URL.
-        let argv: Vec<std::ffi::OsString> = ["tailscope", "run", "http://a:8080/x?q", "/other"]
-            .iter()
-            .map(Into::into)
-            .collect();
-        let err = Cli::try_parse_from(&argv).expect_err("refused");
-        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        let msg = refused_as_told(&["run", "http://a:8080/x?q", "/other"]);
         assert!(
             msg.contains("'/other' looks like a path, not a URL: put it in the URL (http://a:8080/other), or give it with --path"),
             "{msg}"
@@ -495,17 +489,7 @@ mod tests {
         assert!(!msg.contains("second URL"), "{msg}");
         assert!(msg.contains("--urls-from-file FILE"), "{msg}");
         // A URL's password is not repeated back.
-        let argv: Vec<std::ffi::OsString> = [
-            "tailscope",
-            "run",
-            "http://u:secret@a/",
-            "http://u:other@b/",
-        ]
-        .iter()
-        .map(Into::into)
-        .collect();
-        let err = Cli::try_parse_from(&argv).expect_err("refused");
-        let msg = real_refusal(Cli::command(), &argv, err).to_string();
+        let msg = refused_as_told(&["run", "http://u:secret@a/", "http://u:other@b/"]);
         assert!(
             msg.contains("'http://u:***@b/' is a second URL (after 'http://u:***@a/')"),
             "{msg}"

@@ -64,15 +64,7 @@ fn contended_by_others(busy_before: f64, report: &serde_json::Value) -> bool {
     }
     // The hypervisor's steal is contention too (the rule names it from 5 %, a CI run's VM
     // stole 5.7 % while a test's server CPU was otherwise free).
-    let cpus = report["profile"]["cpus"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let steal = cpus
-        .iter()
-        .map(|c| c["steal_pct"].as_f64().unwrap_or(0.0))
-        .sum::<f64>()
-        / cpus.len().max(1) as f64;
+    let steal = common::mean_steal_pct(report);
     if named && steal >= 5.0 {
         common::inconclusive(format!(
             "the hypervisor stole {steal:.1} % of the CPUs during the run, and the run rightly named cpu_contention"

@@ -64,13 +64,7 @@ impl TreeRun {
             .iter()
             .map(|c| (100.0 - c["idle_pct"].as_f64().unwrap()) / 100.0 * duration)
             .sum();
-        // Over every CPU profiled, as the cpu_contention rule reads it.
-        let all = profile["cpus"].as_array().unwrap();
-        let steal_pct = all
-            .iter()
-            .map(|c| c["steal_pct"].as_f64().unwrap_or(0.0))
-            .sum::<f64>()
-            / all.len().max(1) as f64;
+        let steal_pct = common::mean_steal_pct(&report);
         let diagnosis = report["diagnosis"].as_array().unwrap();
         let causes = diagnosis
             .iter()

@@ -405,6 +405,19 @@ pub fn full_listener() -> (socket2::Socket, SocketAddr, Vec<TcpStream>) {
     (socket, addr, fillers)
 }
 
+/// The hypervisor's steal over a run (%), the mean of the CPUs its report profiled, as the
+/// cpu_contention rule reads it (it names contention from 5 %).
+pub fn mean_steal_pct(report: &serde_json::Value) -> f64 {
+    let cpus = report["profile"]["cpus"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    cpus.iter()
+        .map(|c| c["steal_pct"].as_f64().unwrap_or(0.0))
+        .sum::<f64>()
+        / cpus.len().max(1) as f64
+}
+
 /// Share of all CPUs (0..=1) that something else kept busy over 300 ms, read from /proc/stat
 /// before a test starts its own load.
 pub fn machine_busy_before() -> f64 {

@@ -533,15 +533,20 @@ impl<S> Connection<S> {
     /// their connect failed, or the run ended): their wait since the close is recorded for
     /// Little's law.
     pub(super) fn requeued_sent(&mut self, at: Instant) {
-        if let Some((since, n)) = self.requeued.take() {
-            self.w.rec.borrow_mut().record_waiting(since, at, n);
-        }
+        let span = self.requeued.take();
+        self.waited_until(span, at);
     }
 
     /// The slots the refill held back were free until `at` (refilled, or the connection
     /// closed): their wait is recorded for Little's law.
     fn held_back_until(&mut self, at: Instant) {
-        if let Some((since, n)) = self.held_back.take() {
+        let span = self.held_back.take();
+        self.waited_until(span, at);
+    }
+
+    /// Records a span of `n` requests' (or slots') wait, from `since` to `at`, in Little's law.
+    fn waited_until(&self, span: Option<(Instant, usize)>, at: Instant) {
+        if let Some((since, n)) = span {
             self.w.rec.borrow_mut().record_waiting(since, at, n);
         }
     }

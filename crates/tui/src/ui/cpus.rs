@@ -7,7 +7,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::fit::{fit_columns, Fields};
 use super::format::fmt_or_na;
-use super::theme::{fg, panel_fields, BAD, DIM, OK, P50};
+use super::theme::{fg, panel_fields, Theme, BAD, DIM, OK, P50};
 use tailscope_targets::procstat::CpuUsage;
 
 use crate::app::App;
@@ -86,11 +86,15 @@ impl Widget for &CpusPanel<'_> {
                     cells(c.softirq_pct),
                 );
                 let used = (u + sy + si).min(bar_w);
+                let [user, system, softirq] = bar_glyphs(app.theme);
                 spans.extend([
                     Span::raw(" "),
-                    Span::styled("█".repeat(u.min(bar_w)), fg(OK)),
-                    Span::styled("█".repeat(sy.min(bar_w.saturating_sub(u))), fg(BAD)),
-                    Span::styled("█".repeat(si.min(bar_w.saturating_sub(u + sy))), fg(P50)),
+                    Span::styled(user.repeat(u.min(bar_w)), fg(OK)),
+                    Span::styled(system.repeat(sy.min(bar_w.saturating_sub(u))), fg(BAD)),
+                    Span::styled(
+                        softirq.repeat(si.min(bar_w.saturating_sub(u + sy))),
+                        fg(P50),
+                    ),
                     Span::styled("░".repeat(bar_w - used), fg(DIM)),
                 ]);
             }
@@ -101,13 +105,24 @@ impl Widget for &CpusPanel<'_> {
             lines.push(Line::from(spans));
         }
         if show_split {
-            lines.push(
-                Fields::new(" · ")
-                    .add(0, Span::styled("u user", fg(DIM)))
-                    .add(1, Span::styled("s system+irq", fg(DIM)))
-                    .add(2, Span::styled("si softirq", fg(DIM)))
-                    .fit(width),
-            );
+            let mut legend = Fields::new(" · ");
+            let shares = [("u", "user"), ("s", "system+irq"), ("si", "softirq")];
+            for (i, ((letter, name), glyph)) in
+                shares.into_iter().zip(bar_glyphs(app.theme)).enumerate()
+            {
+                let full = Span::styled(format!("{letter} {name}"), fg(DIM));
+                legend = match app.theme {
+                    Theme::Colour => legend.add(i as u8, full),
+                    // Without colour the legend names each share's glyph, the bar's only key;
+                    // where that is too wide, without the split's letter (`▒ softirq`).
+                    Theme::Monochrome => legend.add_short(
+                        i as u8,
+                        Span::styled(format!("{glyph} {letter} {name}"), fg(DIM)),
+                        Span::styled(format!("{glyph} {name}"), fg(DIM)),
+                    ),
+                };
+            }
+            lines.push(legend.fit(width));
         }
         // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
         // IPC, no perf permission), never a made-up zero.
@@ -168,4 +183,10 @@ impl Widget for &CpusPanel<'_> {
         lines.push(listen.fit(width));
         Paragraph::new(lines).render(inner, buf);
     }
+}
+
+/// A CPU bar's user, system+irq and softirq shares: one block in three colours, or without
+/// colour three shades (the free part is `░` either way).
+fn bar_glyphs(theme: Theme) -> [&'static str; 3] {
+    ["█", theme.glyph("█", "▓"), theme.glyph("█", "▒")]
 }

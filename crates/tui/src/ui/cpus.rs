@@ -105,24 +105,7 @@ impl Widget for &CpusPanel<'_> {
             lines.push(Line::from(spans));
         }
         if show_split {
-            let mut legend = Fields::new(" · ");
-            let shares = [("u", "user"), ("s", "system+irq"), ("si", "softirq")];
-            for (i, ((letter, name), glyph)) in
-                shares.into_iter().zip(bar_glyphs(app.theme)).enumerate()
-            {
-                let full = Span::styled(format!("{letter} {name}"), fg(DIM));
-                legend = match app.theme {
-                    Theme::Colour => legend.add(i as u8, full),
-                    // Without colour the legend names each share's glyph, the bar's only key;
-                    // where that is too wide, without the split's letter (`▒ softirq`).
-                    Theme::Monochrome => legend.add_short(
-                        i as u8,
-                        Span::styled(format!("{glyph} {letter} {name}"), fg(DIM)),
-                        Span::styled(format!("{glyph} {name}"), fg(DIM)),
-                    ),
-                };
-            }
-            lines.push(legend.fit(width));
+            lines.push(legend(app.theme, width));
         }
         // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
         // IPC, no perf permission), never a made-up zero.
@@ -189,4 +172,25 @@ impl Widget for &CpusPanel<'_> {
 /// colour three shades (the free part is `░` either way).
 fn bar_glyphs(theme: Theme) -> [&'static str; 3] {
     ["█", theme.glyph("█", "▓"), theme.glyph("█", "▒")]
+}
+
+/// The key to the bars' shares and the split's letters. Without colour it names each share's
+/// glyph too, the bar's only key; where that is too wide, without the letter (`▒ softirq`).
+fn legend(theme: Theme, width: usize) -> Line<'static> {
+    let mut legend = Fields::new(" · ");
+    let shares = [("u", "user"), ("s", "system+irq"), ("si", "softirq")];
+    for (i, ((letter, name), glyph)) in shares.into_iter().zip(bar_glyphs(theme)).enumerate() {
+        let priority = i as u8;
+        legend = match theme {
+            Theme::Colour => {
+                legend.add(priority, Span::styled(format!("{letter} {name}"), fg(DIM)))
+            }
+            Theme::Monochrome => legend.add_short(
+                priority,
+                Span::styled(format!("{glyph} {letter} {name}"), fg(DIM)),
+                Span::styled(format!("{glyph} {name}"), fg(DIM)),
+            ),
+        };
+    }
+    legend.fit(width)
 }

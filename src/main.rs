@@ -6,11 +6,14 @@
 extern crate tailscope_session;
 
 mod compare;
+mod completions;
 mod exit;
+mod help;
 mod merge;
 mod report;
 mod serve;
 mod suite;
+mod version;
 
 use std::process::ExitCode;
 
@@ -20,12 +23,15 @@ use tailscope_cli::args::{real_refusal, Cli, Command, RunArgs};
 
 use crate::exit::{Outcome, UsageError};
 
-/// The command line as clap reads it, with this binary's description and version in its
-/// help (the derive in `tailscope_cli` would take its own crate's).
+/// The command line as clap reads it, with this binary's description, version (and commit)
+/// in its help (the derive in `tailscope_cli` would take its own crate's), the examples and
+/// the exit codes; the completions and man pages are generated from it too.
 fn command_line() -> clap::Command {
     Cli::command()
         .about(env!("CARGO_PKG_DESCRIPTION"))
-        .version(env!("CARGO_PKG_VERSION"))
+        .version(version::SHORT)
+        .long_version(version::LONG)
+        .after_help(help::top_level())
 }
 
 /// `tailscope run`: the flags validated, then the session.
@@ -46,6 +52,8 @@ fn main() -> ExitCode {
         Some(Command::Compare(args)) => compare::compare(args),
         Some(Command::Report(args)) => report::report(args),
         Some(Command::Merge(args)) => merge::merge(args),
+        Some(Command::Completions(args)) => completions::completions(command_line(), args.shell),
+        Some(Command::Man(args)) => completions::man(command_line(), &args.dir),
         // The main job: the embedded reference server under a 10 s load, on the live dashboard
         // when stdout is a terminal, headless (printing the summary) otherwise.
         None => match Cli::parse_from(["tailscope", "run", "--target", "embedded", "-z", "10s"])

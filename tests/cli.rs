@@ -19,7 +19,25 @@ fn outcome(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     let here = tailscope_targets::cpus::format_list(&tailscope_targets::cpus::available());
-    text.replace(&format!("(available: {here})"), "(available: [CPUS])")
+    without_commit(&text.replace(&format!("(available: {here})"), "(available: [CPUS])"))
+}
+
+/// `text` with the commit `--version` names (`(commit 3e4e641)`) as `(commit [COMMIT])`: it
+/// changes with every commit (tests/cli_conventions.rs checks it is the checkout's).
+fn without_commit(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("(commit ") {
+        let start = at + "(commit ".len();
+        let Some(end) = rest[start..].find(')') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        out.push_str("[COMMIT]");
+        rest = &rest[start + end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 #[test]

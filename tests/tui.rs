@@ -386,3 +386,166 @@ fn sigkill_in_the_dashboard_still_gives_the_terminal_back() {
         "the alternate screen is gone:\n{after}"
     );
 }
+
+/// The SGR parameters of `screen` (as `tmux capture-pane -e` writes it) that set a colour:
+/// foreground or background, 8, 16, 256 or RGB (39 and 49, back to the default, are not).
+fn colour_attributes(screen: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for sequence in screen.split("\x1b[").skip(1) {
+        let Some(end) = sequence.find(|c: char| !(c.is_ascii_digit() || c == ';' || c == ':'))
+        else {
+            continue;
+        };
+        if !sequence[end..].starts_with('m') {
+            continue;
+        }
+        for p in sequence[..end].split(';') {
+            let code: u32 = p.split(':').next().unwrap_or("").parse().unwrap_or(0);
+            match code {
+                30..=37 | 40..=47 | 90..=97 | 100..=107 => found.push(p.to_string()),
+                38 | 48 => {
+                    found.push(sequence[..end].to_string());
+                    // Its own parameters (5;N or 2;R;G;B) follow: not attributes.
+                    break;
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn colour_attributes_are_found_in_what_tmux_writes() {
+    assert_eq!(
+        colour_attributes("\x1b[1m\x1b[32mok\x1b[39m \x1b[2;4mx\x1b[0m"),
+        ["32"]
+    );
+    assert_eq!(
+        colour_attributes("\x1b[38;5;3my\x1b[1;48;2;1;2;3mz"),
+        ["38;5;3", "1;48;2;1;2;3"]
+    );
+    assert!(colour_attributes("\x1b[1m\x1b[7mplain\x1b[22;27m\x1b[2K").is_empty());
+}
+
+#[test]
+fn no_color_draws_every_view_without_a_colour_and_every_panel_reads() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let run = |name: &str, env: &str| {
+        Session::shell(
+            name,
+            "120",
+            "40",
+            &format!(
+                "{env} {} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
+                env!("CARGO_BIN_EXE_tailscope"),
+                server.url("/plaintext"),
+            ),
+        )
+    };
+    let with_escapes = |session: &Session| tmux(&["capture-pane", "-p", "-e", "-t", &session.0]);
+    // The same dashboard in colour: the capture does show colours, so their absence below
+    // is NO_COLOR's doing.
+    let coloured = run("tailscope-colour", "env -u NO_COLOR");
+    wait_for(&coloured.0, "[200]", false).expect("the dashboard shows responses");
+    assert!(
+        !colour_attributes(&with_escapes(&coloured)).is_empty(),
+        "in colour the capture has colours"
+    );
+    tmux(&["send-keys", "-t", &coloured.0, "q"]);
+    drop(coloured);
+
+    let session = run("tailscope-no-color", "NO_COLOR=1");
+    let fields = live_fields();
+    for (key, present, absent, words) in [
+        (
+            "1",
+            "[200]",
+            "Spikes",
+            &[
+                "Throughput",
+                "last second",
+                "Latency per tick",
+                "p50 ⠒ · p99 • · max ▀",
+                "Latency histogram",
+                "Status & errors",
+                "no errors",
+                "CPUs",
+                "(S server · G generator)",
+                "Slowest requests",
+            ][..],
+        ),
+        (
+            "3",
+            "Spikes",
+            "Throughput",
+            &[
+                "cpu0",
+                "█ u user",
+                "▓ s system+irq",
+                "▒ si softirq",
+                "listen queue",
+                "likely causes",
+            ],
+        ),
+        (
+            "2",
+            "Latency histogram",
+            "Status & errors",
+            &["p99.9", "last tick"],
+        ),
+    ] {
+        tmux(&["send-keys", "-t", &session.0, key]);
+        let screen = wait_for_view(&session.0, present, absent)
+            .unwrap_or_else(|| panic!("view {key} is drawn"));
+        let escaped = with_escapes(&session);
+        let colours = colour_attributes(&escaped);
+        assert!(
+            colours.is_empty(),
+            "view {key} under NO_COLOR=1 has colours {colours:?}:\n{escaped}"
+        );
+        // What colour said is said by modifiers: bold and dim are there.
+        assert!(
+            escaped.contains("\x1b[1m"),
+            "bold in view {key}:\n{escaped}"
+        );
+        for word in words {
+            assert!(
+                screen.contains(word),
+                "view {key}: {word} missing:\n{screen}"
+            );
+        }
+        let cuts = cut_fields(&screen, &fields);
+        assert!(
+            cuts.is_empty(),
+            "view {key}: cut fields {cuts:#?}\n{screen}"
+        );
+    }
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
+    assert!(after.contains("EXIT=0"), "q exits 0:\n{after}");
+
+    // clap's help and refusals honour it too, on a terminal where they would colour.
+    let refused = |name: &str, env: &str| {
+        let session = Session::shell(
+            name,
+            "120",
+            "20",
+            &format!(
+                "{env} {} run --no-such-flag; echo EXIT=$?; sleep 60",
+                env!("CARGO_BIN_EXE_tailscope")
+            ),
+        );
+        wait_for(&session.0, "EXIT=", false).expect("the refusal is printed");
+        colour_attributes(&with_escapes(&session))
+    };
+    assert!(!refused("tailscope-refusal-colour", "env -u NO_COLOR").is_empty());
+    assert_eq!(
+        refused("tailscope-refusal-no-color", "NO_COLOR=1"),
+        Vec::<String>::new()
+    );
+}

@@ -34,18 +34,58 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Load an HTTP server (HTTP/1.1, or HTTP/2 with --http2) and report throughput, latency and errors.
+    #[command(after_help = "Examples:
+  tailscope run http://127.0.0.1:8080/ -c 64 -z 30s --json run.json --csv seconds.csv
+  tailscope run --target nginx -q 20000 -z 1m --fail-if 'p99 < 5ms'")]
     Run(RunArgs),
     /// Run the io_uring reference HTTP server (the calibration target and spike laboratory).
+    #[command(after_help = "Example:
+  tailscope serve --addr 127.0.0.1:8080 --threads 2 --stall-every 2s --stall-for 50ms")]
     Serve(ServeArgs),
     /// Compare several servers on several endpoints, side by side, from a TOML suite file.
+    #[command(after_help = "Example:
+  tailscope suite examples/reference-vs-nginx.toml --markdown results.md --json suite.json")]
     Suite(SuiteArgs),
     /// Compare two JSON reports (run or suite) metric by metric; gate CI on regressions.
+    #[command(after_help = "Example:
+  tailscope compare base.json new.json --fail-if-regression 5 --html compare.html")]
     Compare(CompareArgs),
     /// Turn a saved JSON report into a self-contained HTML page with charts.
+    #[command(after_help = "Example:
+  tailscope report run.json --html run.html")]
     Report(ReportArgs),
     /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
     /// histograms added, counters summed, seconds aligned on wall-clock time.
+    #[command(after_help = "Example:
+  tailscope merge gen-0.json gen-1.json gen-2.json --json merged.json --html merged.html")]
     Merge(MergeArgs),
+    /// Print the shell completion script for SHELL on stdout (generated from these flags).
+    #[command(after_help = "Examples:
+  tailscope completions bash > ~/.local/share/bash-completion/completions/tailscope
+  tailscope completions zsh > ~/.zfunc/_tailscope
+  tailscope completions fish > ~/.config/fish/completions/tailscope.fish")]
+    Completions(CompletionsArgs),
+    /// Write the man pages (tailscope.1 and one per subcommand, tailscope-run.1, ...) into DIR.
+    #[command(after_help = "Example:
+  tailscope man /usr/local/share/man/man1 && man tailscope-run")]
+    Man(ManArgs),
+}
+
+/// `tailscope completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `tailscope man DIR`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The directory to write the pages into (created if missing), e.g. a man1 directory on
+    /// MANPATH.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// `tailscope serve [flags]`.

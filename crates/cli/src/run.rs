@@ -226,6 +226,12 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             out.flamegraph_slow.as_deref(),
         ),
         Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
+        Output::of("--csv", "CSV series", out.csv.as_deref()),
+        Output::of(
+            "--csv-slowest",
+            "CSV of the slowest requests",
+            out.csv_slowest.as_deref(),
+        ),
     ]
     .into_iter()
     .flatten()
@@ -251,6 +257,8 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         json: args.output.json,
         html: args.output.html,
         hdr_log: args.output.hdr_log,
+        csv: args.output.csv,
+        csv_slowest: args.output.csv_slowest,
         thresholds,
         launch,
         pid: target.pid,

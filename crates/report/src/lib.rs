@@ -12,6 +12,7 @@
 
 pub mod chart;
 pub mod compare;
+pub mod csv;
 mod figures;
 pub mod findings;
 pub mod page;

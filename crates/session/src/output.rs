@@ -65,6 +65,28 @@ pub fn emit(report: &Report, text: &str, json: Option<&Path>, html: Option<&Path
     Ok(())
 }
 
+/// Writes the per-second series (`--csv`) and the slowest requests (`--csv-slowest`) as CSV,
+/// each where it was asked for.
+pub fn write_csv(report: &Report, series: Option<&Path>, slowest: Option<&Path>) -> Result<()> {
+    use tailscope_report::csv::{write_series, write_slowest};
+    let create = |path: &Path, what: &str| {
+        std::fs::File::create(path)
+            .map(std::io::BufWriter::new)
+            .with_context(|| format!("cannot write the {what} to {}", path.display()))
+    };
+    if let Some(path) = series {
+        let what = "CSV series";
+        write_series(&report.timeseries, create(path, what)?)
+            .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    }
+    if let Some(path) = slowest {
+        let what = "CSV of the slowest requests";
+        write_slowest(&report.slowest, create(path, what)?)
+            .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Checks each threshold (`--fail-if`) against the report, saying each verdict on stderr;
 /// returns how many failed.
 pub fn judge(report: &Report, thresholds: &[Threshold]) -> usize {

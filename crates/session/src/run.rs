@@ -18,7 +18,7 @@ use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
 use tailscope_tui::Feed;
 
-use crate::output::{emit, judge};
+use crate::output::{emit, judge, write_csv};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
 
@@ -32,6 +32,10 @@ pub struct RunConfig {
     pub html: Option<PathBuf>,
     /// Where to write the HdrHistogram interval log.
     pub hdr_log: Option<PathBuf>,
+    /// Where to write the per-second series as CSV (`--csv`).
+    pub csv: Option<PathBuf>,
+    /// Where to write the slowest requests as CSV (`--csv-slowest`).
+    pub csv_slowest: Option<PathBuf>,
     /// CI gates.
     pub thresholds: Vec<Threshold>,
     /// A server to launch on these CPUs, loaded at `path`.
@@ -311,6 +315,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         &text,
         config.json.as_deref(),
         config.html.as_deref(),
+    )?;
+    write_csv(
+        &report,
+        config.csv.as_deref(),
+        config.csv_slowest.as_deref(),
     )?;
     if let Some(path) = &config.hdr_log {
         let started = measure_started;

@@ -218,6 +218,8 @@ pub struct App {
     pub diagnosis: Vec<Diagnosis>,
     /// The server's stacks and waits, live; `None` before the first second is over.
     pub inside: Option<LiveInside>,
+    /// In colour, or without (`NO_COLOR`).
+    pub theme: crate::ui::theme::Theme,
     /// The current view.
     pub view: View,
     /// The display is frozen.
@@ -248,6 +250,7 @@ impl App {
             listen: None,
             diagnosis: Vec::new(),
             inside: None,
+            theme: crate::ui::theme::Theme::default(),
             view: View::Overview,
             frozen: false,
             help: false,

@@ -50,6 +50,7 @@ pub fn spawn(
             runtime.block_on(async move {
                 let mut guard = terminal::TerminalGuard::enter()?;
                 let mut app = App::new(info);
+                app.theme = ui::theme::Theme::from_env();
                 let mut events = EventStream::new();
                 let mut frame = tokio::time::interval(FRAME);
                 frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

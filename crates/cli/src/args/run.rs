@@ -302,6 +302,14 @@ pub struct OutputArgs {
     /// Write the report as a self-contained HTML page with charts (opens offline, prints).
     #[arg(long = "html", value_name = "PATH")]
     pub html: Option<PathBuf>,
+    /// Write the per-second series as CSV: a header row, then a row a second with the JSON
+    /// report's `timeseries` fields, in its units (README "CSV").
+    #[arg(long = "csv", value_name = "PATH")]
+    pub csv: Option<PathBuf>,
+    /// Write the slowest requests as CSV: a header row, then the JSON report's `slowest`, one
+    /// row each, slowest first.
+    #[arg(long = "csv-slowest", value_name = "PATH")]
+    pub csv_slowest: Option<PathBuf>,
     /// Write the latency as an HdrHistogram interval log (one histogram a second), for
     /// HistogramLogProcessor, hdr-plot and the like.
     #[arg(long = "hdr-log", value_name = "PATH")]

@@ -7,7 +7,7 @@ use ratatui::widgets::{Paragraph, Widget};
 
 use super::fit::{fit_columns, Fields};
 use super::format::fmt_or_na;
-use super::theme::{fg, panel_fields, BAD, DIM, OK, P50};
+use super::theme::{fg, panel_fields, Theme, BAD, DIM, OK, P50};
 use tailscope_targets::procstat::CpuUsage;
 
 use crate::app::App;
@@ -86,11 +86,15 @@ impl Widget for &CpusPanel<'_> {
                     cells(c.softirq_pct),
                 );
                 let used = (u + sy + si).min(bar_w);
+                let [user, system, softirq] = bar_glyphs(app.theme);
                 spans.extend([
                     Span::raw(" "),
-                    Span::styled("█".repeat(u.min(bar_w)), fg(OK)),
-                    Span::styled("█".repeat(sy.min(bar_w.saturating_sub(u))), fg(BAD)),
-                    Span::styled("█".repeat(si.min(bar_w.saturating_sub(u + sy))), fg(P50)),
+                    Span::styled(user.repeat(u.min(bar_w)), fg(OK)),
+                    Span::styled(system.repeat(sy.min(bar_w.saturating_sub(u))), fg(BAD)),
+                    Span::styled(
+                        softirq.repeat(si.min(bar_w.saturating_sub(u + sy))),
+                        fg(P50),
+                    ),
                     Span::styled("░".repeat(bar_w - used), fg(DIM)),
                 ]);
             }
@@ -101,13 +105,7 @@ impl Widget for &CpusPanel<'_> {
             lines.push(Line::from(spans));
         }
         if show_split {
-            lines.push(
-                Fields::new(" · ")
-                    .add(0, Span::styled("u user", fg(DIM)))
-                    .add(1, Span::styled("s system+irq", fg(DIM)))
-                    .add(2, Span::styled("si softirq", fg(DIM)))
-                    .fit(width),
-            );
+            lines.push(legend(app.theme, width));
         }
         // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
         // IPC, no perf permission), never a made-up zero.
@@ -168,4 +166,31 @@ impl Widget for &CpusPanel<'_> {
         lines.push(listen.fit(width));
         Paragraph::new(lines).render(inner, buf);
     }
+}
+
+/// A CPU bar's user, system+irq and softirq shares: one block in three colours, or without
+/// colour three shades (the free part is `░` either way).
+fn bar_glyphs(theme: Theme) -> [&'static str; 3] {
+    ["█", theme.glyph("█", "▓"), theme.glyph("█", "▒")]
+}
+
+/// The key to the bars' shares and the split's letters. Without colour it names each share's
+/// glyph too, the bar's only key; where that is too wide, without the letter (`▒ softirq`).
+fn legend(theme: Theme, width: usize) -> Line<'static> {
+    let mut legend = Fields::new(" · ");
+    let shares = [("u", "user"), ("s", "system+irq"), ("si", "softirq")];
+    for (i, ((letter, name), glyph)) in shares.into_iter().zip(bar_glyphs(theme)).enumerate() {
+        let priority = i as u8;
+        legend = match theme {
+            Theme::Colour => {
+                legend.add(priority, Span::styled(format!("{letter} {name}"), fg(DIM)))
+            }
+            Theme::Monochrome => legend.add_short(
+                priority,
+                Span::styled(format!("{glyph} {letter} {name}"), fg(DIM)),
+                Span::styled(format!("{glyph} {name}"), fg(DIM)),
+            ),
+        };
+    }
+    legend.fit(width)
 }

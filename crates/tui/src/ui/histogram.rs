@@ -47,10 +47,11 @@ impl Widget for &HistogramPanel<'_> {
                     } else {
                         ((b.count as f64 / most) * bar_w as f64).ceil() as usize
                     };
-                    let color = if b.low_us >= s.latency.p99.max(1) {
-                        P99
+                    // The tail's bars in another shade where no colour tells them apart.
+                    let (color, glyph) = if b.low_us >= s.latency.p99.max(1) {
+                        (P99, self.0.theme.glyph("█", "▓"))
                     } else {
-                        P50
+                        (P50, "█")
                     };
                     let mut spans = vec![Span::raw(format!(
                         "{:>8}–{:<8}",
@@ -59,7 +60,7 @@ impl Widget for &HistogramPanel<'_> {
                     ))];
                     if show_bar {
                         spans.push(Span::raw(" "));
-                        spans.push(Span::styled("█".repeat(n.min(bar_w)), fg(color)));
+                        spans.push(Span::styled(glyph.repeat(n.min(bar_w)), fg(color)));
                     }
                     if show_pct {
                         spans.push(Span::raw(format!(

@@ -6,7 +6,7 @@ use ratatui::widgets::{Axis, Chart, Widget};
 
 use super::fit::Fields;
 use super::format::{fmt_secs, fmt_us};
-use super::theme::{fg, line, panel_fields, DIM, MAX, P50, P99};
+use super::theme::{fg, panel_fields, DIM, MAX, P50, P99};
 use crate::app::App;
 
 use super::{x_bounds, y_labels};
@@ -38,17 +38,18 @@ impl Widget for &LatencyChartPanel<'_> {
             .collect();
         let (x0, x1) = x_bounds(app);
         let sets = vec![
-            line("p50", P50, &p50),
-            line("p99", P99, &p99),
-            line("max", MAX, &max),
+            app.theme.line("p50", P50, &p50),
+            app.theme.line("p99", P99, &p99),
+            app.theme.line("max", MAX, &max),
         ];
+        let mut title = Fields::new(" ")
+            .add(0, "Latency per tick")
+            .add(1, "(log scale)");
+        if let Some(key) = app.theme.key(&[("p50", P50), ("p99", P99), ("max", MAX)]) {
+            title = title.add_lead(2, "  ", key);
+        }
         Chart::new(sets)
-            .block(panel_fields(
-                Fields::new(" ")
-                    .add(0, "Latency per tick")
-                    .add(1, "(log scale)"),
-                area.width,
-            ))
+            .block(panel_fields(title, area.width))
             .x_axis(
                 Axis::default()
                     .bounds([x0, x1])

@@ -42,8 +42,14 @@ pub use throughput::{per_second_rates, ThroughputPanel};
 
 use crate::app::{App, View};
 
-/// Draws the whole screen.
+/// Draws the whole screen, in the app's theme.
 pub fn render(app: &App, frame: &mut Frame) {
+    draw(app, frame);
+    app.theme.finish(frame.buffer_mut());
+}
+
+/// Draws the panels that fit.
+fn draw(app: &App, frame: &mut Frame) {
     let area = frame.area();
     if area.width < 40 || area.height < 8 {
         let msg = format!(

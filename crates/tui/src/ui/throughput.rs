@@ -6,7 +6,7 @@ use ratatui::widgets::{Axis, Chart, Widget};
 
 use super::fit::Fields;
 use super::format::{fmt_secs, fmt_si};
-use super::theme::{fg, line, panel_fields, BAD, DIM, OK};
+use super::theme::{fg, panel_fields, BAD, DIM, OK};
 use crate::app::App;
 
 use super::{x_bounds, y_labels};
@@ -53,7 +53,7 @@ impl Widget for &ThroughputPanel<'_> {
             (secs > 0.0).then(|| s.totals.requests() as f64 / secs)
         });
         let mean = mean.map_or("n/a".to_string(), fmt_si);
-        let title = Fields::new(" · ")
+        let mut title = Fields::new(" · ")
             .add(0, "Throughput")
             .add_lead(1, "  ", format!("last second {now} req/s"))
             .or_short(format!("last second {now} r/s"))
@@ -67,9 +67,14 @@ impl Widget for &ThroughputPanel<'_> {
             .fold(1.0, f64::max)
             * 1.1;
         let (x0, x1) = x_bounds(app);
-        let mut sets = vec![line("ok", OK, &ok)];
+        let mut sets = vec![app.theme.line("ok", OK, &ok)];
+        let mut lines = vec![("ok", OK)];
         if err.iter().any(|(_, e)| *e > 0.0) {
-            sets.push(line("errors", BAD, &err));
+            sets.push(app.theme.line("errors", BAD, &err));
+            lines.push(("errors", BAD));
+        }
+        if let Some(key) = app.theme.key(&lines) {
+            title = title.add_lead(3, "  ", key);
         }
         Chart::new(sets)
             .block(panel_fields(title, area.width))

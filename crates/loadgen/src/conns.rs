@@ -211,7 +211,7 @@ impl Connections {
     /// A warning for each held population the server did not hold whole: some were closed
     /// by it, failed, or were not open when the run ended.
     pub(crate) fn warnings(&self) -> Vec<String> {
-        use crate::report::fmt_count;
+        use crate::fmt::fmt_count;
         let mut out = Vec::new();
         for (name, flag, h) in [
             ("idle", "--idle-conns", &self.idle),

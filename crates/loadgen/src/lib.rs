@@ -12,8 +12,10 @@
 
 pub mod aggregate;
 pub mod conns;
+mod counts;
 mod engine;
 pub mod error;
+pub mod fmt;
 pub mod http;
 pub mod mix;
 pub mod plan;

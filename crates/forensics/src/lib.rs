@@ -13,7 +13,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_count, fmt_us, GENERATOR_LAG_WARN_US};
+use tailscope_loadgen::fmt::{fmt_count, fmt_us};
+use tailscope_loadgen::snapshot::GENERATOR_LAG_WARN_US;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 

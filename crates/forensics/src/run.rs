@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::Report;
-use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
+use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot, TimePoint};
 use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
@@ -32,13 +31,6 @@ pub struct Findings {
 }
 
 impl Findings {
-    /// Adds the sections to `report` (the generator's report knows nothing of them).
-    pub fn add_to(&self, report: &mut Report) {
-        if let Ok(serde_json::Value::Object(sections)) = serde_json::to_value(self) {
-            report.extra.extend(sections);
-        }
-    }
-
     /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
     /// frame or wait that stands out inside its window (the slow seconds when it has none).
     pub fn look_inside(&mut self, inside: &Inside) {
@@ -47,17 +39,6 @@ impl Findings {
             d.inside = Some(inside.explain(window));
         }
     }
-
-    /// The sections of a report read back, when it has them (a run without the profiler,
-    /// or a report written by another version, has none).
-    pub fn of(report: &Report) -> Option<Findings> {
-        let sections: serde_json::Map<String, serde_json::Value> =
-            ["profile", "diagnosis", "listen_queue", "slowest_by_request"]
-                .into_iter()
-                .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
-                .collect();
-        serde_json::from_value(serde_json::Value::Object(sections)).ok()
-    }
 }
 
 /// The mean busy % of each CPU per second of the run, by second (from 0).
@@ -65,9 +46,9 @@ impl Findings {
 pub struct CpuBusy(pub BTreeMap<u64, Vec<f64>>);
 
 impl CpuBusy {
-    /// Sets `cpu_busy_pct` of each point of `report`'s time series that has a second here.
-    pub fn fill(&self, report: &mut Report) {
-        for point in report.timeseries.iter_mut() {
+    /// Sets `cpu_busy_pct` of each point of a report's time series that has a second here.
+    pub fn fill(&self, timeseries: &mut [TimePoint]) {
+        for point in timeseries.iter_mut() {
             // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
             let second = (point.t_s.ceil() as u64).saturating_sub(1);
             if let Some(busy) = self.0.get(&second) {
@@ -206,11 +187,10 @@ impl RunProfiler {
         )
     }
 
-    /// Ends the profile and diagnoses the run; fills each second's `cpu_busy_pct` of the
-    /// report's time series.
-    pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> Findings {
-        self.cpu_busy().fill(report);
-        let profile = self.profiler.finish(report.summary.requests, plan.tick);
+    /// Ends the profile (over the run's `requests`, as its report counts them) and diagnoses
+    /// the run. Each second's CPU busy of the time series is [`RunProfiler::cpu_busy`].
+    pub fn finish(self, plan: &Plan, totals: &RunTotals, requests: u64) -> Findings {
+        let profile = self.profiler.finish(requests, plan.tick);
         let listen_queue = self.listen.map(ListenWatch::finish);
         let roles = Roles {
             server: &self.server_cpus,

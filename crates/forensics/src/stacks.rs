@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use tailscope_loadgen::report::Report;
-use tailscope_loadgen::{Phase, Snapshot};
+use tailscope_loadgen::{Phase, Snapshot, TimePoint};
 use tailscope_targets::stacks::{self, Inside, LiveInside, SamplerError, Session};
 
 /// When to sample the server's stacks.
@@ -167,28 +166,32 @@ impl RunStacks {
     }
 
     /// Names the frames (call it before the target is stopped: its binaries are read through
-    /// /proc), adds `stacks` to the report, writes the flame graphs, and returns what the
-    /// threads did over the run (for [`crate::Findings::look_inside`]; `None`
-    /// when not sampled) and the text section.
-    pub fn finish(self, report: &mut Report) -> (Option<Inside>, String) {
+    /// /proc) over the report's `timeseries`, writes the flame graphs, and returns what the
+    /// threads did over the run (for [`crate::Findings::look_inside`]; `None` when not
+    /// sampled), the text section and the report's `stacks` section.
+    pub fn finish(
+        self,
+        timeseries: &[TimePoint],
+    ) -> (Option<Inside>, String, Option<serde_json::Value>) {
         let Some(session) = self.session else {
             if let Some(why) = self.not_sampled {
-                report.extra.insert(
-                    "stacks".into(),
-                    serde_json::json!({
-                        "sampler": "cpu-clock",
-                        "frequency_hz": null,
-                        "samples": null,
-                        "missing": [why],
-                    }),
+                let section = serde_json::json!({
+                    "sampler": "cpu-clock",
+                    "frequency_hz": null,
+                    "samples": null,
+                    "missing": [why],
+                });
+                return (
+                    None,
+                    format!("\nServer inside: not sampled ({why})\n"),
+                    Some(section),
                 );
-                return (None, format!("\nServer inside: not sampled ({why})\n"));
             }
-            return (None, String::new());
+            return (None, String::new(), None);
         };
         // A point's t_s is the end of its second; the last, partial one may repeat it.
         let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
-        for p in &report.timeseries {
+        for p in timeseries {
             let second = (p.t_s.ceil() as u32).saturating_sub(1);
             match seconds.last_mut() {
                 Some(last) if last.0 == second => {
@@ -211,11 +214,8 @@ impl RunStacks {
                 }
             }
         }
-        report.extra.insert(
-            "stacks".into(),
-            serde_json::to_value(&inside.report).unwrap_or_default(),
-        );
+        let section = serde_json::to_value(&inside.report).unwrap_or_default();
         out += &inside.text();
-        (Some(inside), out)
+        (Some(inside), out, Some(section))
     }
 }

@@ -7,7 +7,7 @@ pub(crate) fn is_zero(n: &u64) -> bool {
 }
 
 /// The sum of two counts, either of which may be unknown: unknown only if both are.
-pub(crate) fn sum_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+pub fn sum_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a + b),
         (a, b) => a.or(b),

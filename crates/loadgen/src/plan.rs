@@ -22,7 +22,7 @@ pub use limits::{
     MIN_RATE,
 };
 pub use source::SourceAddrs;
-pub(crate) use url::basic_authorization;
+pub use url::basic_authorization;
 use url::parse_url;
 pub use url::{redact_password, without_credentials};
 

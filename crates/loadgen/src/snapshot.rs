@@ -2,7 +2,7 @@
 //!
 //! The [`crate::aggregate::Aggregator`] fills these from the workers' interval data; the
 //! caller gets a [`Snapshot`] every tick (for the TUI, headless progress and the profiler)
-//! and the [`RunTotals`] at the end, from which [`crate::report::Report`] is made. They are
+//! and the [`RunTotals`] at the end, from which the report (crate `tailscope-report`) is made. They are
 //! plain data (`Clone`, most of them serde), so they cross threads and crates freely;
 //! nothing here records or merges requests except [`Counters`], which is both the run's
 //! published counters and what a worker counts into.
@@ -13,7 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::conns::{ConnPoint, Gauges, HeldCounters};
-pub(crate) use crate::counts::sum_some;
+pub use crate::counts::sum_some;
 use crate::counts::{is_zero, min_some};
 
 mod figures;
@@ -223,7 +223,8 @@ impl Counters {
             .sum()
     }
 
-    pub(crate) fn count_status(&mut self, code: u16, n: u64) {
+    /// Counts `n` responses of status `code`.
+    pub fn count_status(&mut self, code: u16, n: u64) {
         match self.status_codes.iter_mut().find(|(c, _)| *c == code) {
             Some((_, count)) => *count += n,
             None => self.status_codes.push((code, n)),
@@ -295,6 +296,11 @@ fn zero_as_null<S: serde::Serializer>(us: &u64, s: S) -> Result<S::Ok, S::Error>
 fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
 }
+
+/// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
+/// warned of: the delay is in every latency measured then, the server's or not. The report's
+/// warnings and the forensics rules read the same bound.
+pub const GENERATOR_LAG_WARN_US: u64 = 100_000;
 
 /// Latency percentiles in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -671,12 +677,11 @@ pub struct RunTotals {
     pub conns_peak: Gauges,
 }
 
-#[cfg(test)]
 impl RunTotals {
-    /// A run's totals for a test: these counters and latencies (µs, in a histogram of
-    /// [`new_histogram`]'s 60 s bounds) over `duration`; every other histogram
-    /// is empty and nothing else was recorded.
-    pub(crate) fn of_latency(
+    /// A run's totals for a test (the report's tests build theirs with it): these counters
+    /// and latencies (µs, in a histogram of [`new_histogram`]'s 60 s bounds) over `duration`;
+    /// every other histogram is empty and nothing else was recorded.
+    pub fn of_latency(
         duration: Duration,
         counters: Counters,
         latency: Histogram<u64>,

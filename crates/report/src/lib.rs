@@ -12,12 +12,16 @@
 
 pub mod chart;
 pub mod compare;
+pub mod document;
 mod figures;
 pub mod findings;
+pub mod mix_files;
 pub mod page;
 mod read;
 mod run;
+mod sections;
 pub mod suite;
+pub mod threshold;
 
 pub use read::{AnyReport, Kind, ReadError};
 pub use run::{run_page, run_page_so_far};

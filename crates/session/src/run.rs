@@ -9,10 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use tailscope_forensics::{CpuBusy, Roles, RunProfiler, RunStacks, StacksError, StacksOptions};
-use tailscope_loadgen::report::{fmt_count, progress_line, Generator, Report, TargetInfo};
 use tailscope_loadgen::segment::{self, Segment};
-use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
+use tailscope_report::document::{fmt_count, progress_line, Generator, Report, TargetInfo};
+use tailscope_report::threshold::Threshold;
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
@@ -290,13 +290,17 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             ));
         }
     }
-    let mut findings = profiler.finish(plan, &totals, &mut report);
+    profiler.cpu_busy().fill(&mut report.timeseries);
+    let mut findings = profiler.finish(plan, &totals, report.summary.requests);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text) = stacks.finish(&mut report);
+    let (inside, inside_text, stacks_section) = stacks.finish(&report.timeseries);
+    if let Some(section) = stacks_section {
+        report.add_stacks(section);
+    }
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }
-    findings.add_to(&mut report);
+    report.add_findings(&findings);
     let roles = Roles {
         server: &server_cpus,
         client: &plan.cpus,
@@ -316,7 +320,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         let started = measure_started;
         let mut file = std::fs::File::create(path)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-        tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
+        tailscope_report::document::write_hdr_log(&totals, started, &mut file)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
     }
     let signalled = signalled();
@@ -437,7 +441,7 @@ fn save_so_far(
         .spawn(move || {
             let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
             report.target = target;
-            cpu_busy.fill(&mut report);
+            cpu_busy.fill(&mut report.timeseries);
             report.warnings.insert(
                 0,
                 format!(

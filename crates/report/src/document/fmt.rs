@@ -1,7 +1,7 @@
 //! How the report writes numbers: percentages, CPU lists, plurals; durations, counts, rates
-//! and sizes are the crate's [`crate::fmt`], which the published types use too.
+//! and sizes are the crate's [`tailscope_loadgen::fmt`], which the published types use too.
 
-pub use crate::fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
+pub use tailscope_loadgen::fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 
 /// A percentage with as many decimals as it needs to not read 0 or 100 when it is not.
 pub(super) fn fmt_pct(p: f64) -> String {

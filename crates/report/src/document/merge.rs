@@ -17,15 +17,15 @@ use super::{
     decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LateSendsByCause,
     LittlesLaw, Report, Summary, TargetInfo,
 };
-use crate::error::Error;
-use crate::segment::Segment;
+use tailscope_loadgen::error::Error;
+use tailscope_loadgen::segment::Segment;
 
 mod admit;
 mod series;
 
-use crate::snapshot::Percentiles;
 use admit::admit;
 use series::{series, Series};
+use tailscope_loadgen::snapshot::Percentiles;
 
 /// What a merged report was made of.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -126,7 +126,7 @@ fn late_sends_by_cause(
         waited_for_cpu: all
             .iter()
             .map(|c| c.waited_for_cpu)
-            .fold(None, crate::snapshot::sum_some),
+            .fold(None, tailscope_loadgen::snapshot::sum_some),
         no_free_connection: all.iter().map(|c| c.no_free_connection).sum(),
         generator: all.iter().map(|c| c.generator).sum(),
     })
@@ -224,7 +224,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
         transport: all().filter_map(|r| r.summary.transport.as_ref()).fold(
             None,
-            |acc: Option<crate::transport::TransportCounters>, t| {
+            |acc: Option<tailscope_loadgen::transport::TransportCounters>, t| {
                 let mut acc = acc.unwrap_or_default();
                 acc.merge(t);
                 Some(acc)
@@ -320,7 +320,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 .collect::<Vec<_>>(),
             duration_s,
         )?,
-        connections: crate::conns::Connections::merged(
+        connections: tailscope_loadgen::conns::Connections::merged(
             all().filter_map(|r| r.connections.as_ref()),
             &timeseries,
         ),

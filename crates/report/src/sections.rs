@@ -26,7 +26,7 @@ impl Report {
         serde_json::from_value(serde_json::Value::Object(sections)).ok()
     }
 
-    /// Adds the server's stacks (`tailscope_forensics::RunStacks::finish`).
+    /// Adds the server's stacks (`tailscope_session::stacks::RunStacks::finish`).
     pub fn add_stacks(&mut self, section: serde_json::Value) {
         self.extra.insert("stacks".into(), section);
     }

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_forensics::{CpuBusy, Roles, RunProfiler, RunStacks, StacksError, StacksOptions};
+use tailscope_forensics::Roles;
+
+use crate::profiler::{CpuBusy, RunProfiler};
+use crate::stacks::{RunStacks, StacksError, StacksOptions};
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
 use tailscope_report::document::{fmt_count, progress_line, Generator, Report, TargetInfo};

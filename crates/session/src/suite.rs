@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
+use crate::profiler::RunProfiler;
 use anyhow::{Context, Result};
-use tailscope_forensics::RunProfiler;
 use tailscope_loadgen::RunControl;
 use tailscope_report::document::{fmt_count, fmt_rate, fmt_us, Report, Tool};
 use tailscope_report::suite::file::Suite;

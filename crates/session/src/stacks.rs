@@ -1,7 +1,7 @@
-//! The server's stacks following one run (beside [`crate::RunProfiler`]): the samplers of
+//! The server's stacks following one run (beside [`crate::profiler::RunProfiler`]): the samplers of
 //! `tailscope_targets::stacks` fed the target's process tree every tick; at the end the
 //! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to
-//! ([`crate::Findings::look_inside`]), the text and the flame graphs.
+//! ([`tailscope_forensics::Findings::look_inside`]), the text and the flame graphs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -167,7 +167,7 @@ impl RunStacks {
 
     /// Names the frames (call it before the target is stopped: its binaries are read through
     /// /proc) over the report's `timeseries`, writes the flame graphs, and returns what the
-    /// threads did over the run (for [`crate::Findings::look_inside`]; `None` when not
+    /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None` when not
     /// sampled), the text section and the report's `stacks` section.
     pub fn finish(
         self,

@@ -1,45 +1,15 @@
 //! The profiler and the rules following one run: sampled with every snapshot, diagnosed live
-//! and at the end, where they leave [`Findings`], the report's typed sections.
+//! and at the end, where they leave [`Findings`], the report's typed sections. The rules are
+//! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
 use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot, TimePoint};
-use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
+use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
-use tailscope_targets::profile::{Profile, Profiler, TickCounters};
-use tailscope_targets::stacks::Inside;
+use tailscope_targets::profile::{Profiler, TickCounters};
 
-use crate::evidence::{Load, Roles};
-use crate::{diagnose, slow_by_request, Diagnosis, Evidence, RequestShare};
-
-/// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
-/// `listen_queue`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Findings {
-    /// What the profiler measured.
-    pub profile: Profile,
-    /// The causes named, most specific first.
-    pub diagnosis: Vec<Diagnosis>,
-    /// The accept queues of the loaded listeners, when watched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub listen_queue: Option<ListenReport>,
-    /// In a mix: which requests the run's slowest were, the commonest first (empty for a
-    /// single request).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slowest_by_request: Vec<RequestShare>,
-}
-
-impl Findings {
-    /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
-    /// frame or wait that stands out inside its window (the slow seconds when it has none).
-    pub fn look_inside(&mut self, inside: &Inside) {
-        for d in &mut self.diagnosis {
-            let window = d.window.map(|w| (w.start_s, w.end_s));
-            d.inside = Some(inside.explain(window));
-        }
-    }
-}
+use tailscope_forensics::{diagnose, slow_by_request, Diagnosis, Evidence, Findings, Load, Roles};
 
 /// The mean busy % of each CPU per second of the run, by second (from 0).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -16,6 +16,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
+use crate::sections::RunSections;
 use tailscope_loadgen::conns::Connections;
 use tailscope_loadgen::error::ErrorKind;
 use tailscope_loadgen::plan::{Pace, Plan, Stop};
@@ -415,11 +416,10 @@ pub struct Report {
     /// A report made by `tailscope merge`: what it was made of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,
-    /// Sections added by whoever runs the generator, typed where they are made
-    /// (`tailscope_forensics::Findings`: `profile`, `diagnosis`, `listen_queue`; the stack
-    /// sampler: `stacks`); the generator knows nothing of them.
+    /// The sections beside the generator's figures (the profile, the diagnosis, the accept
+    /// queues, the stacks), at the top level of the JSON.
     #[serde(flatten)]
-    pub extra: serde_json::Map<String, serde_json::Value>,
+    pub sections: RunSections,
 }
 
 pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
@@ -569,7 +569,7 @@ impl Report {
                 .collect(),
             generator: None,
             merged: None,
-            extra: serde_json::Map::new(),
+            sections: RunSections::default(),
         };
         report.warnings = report.compute_warnings();
         report

@@ -19,7 +19,7 @@ pub mod mix_files;
 pub mod page;
 mod read;
 mod run;
-mod sections;
+pub mod sections;
 pub mod suite;
 pub mod threshold;
 

@@ -297,18 +297,16 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let mut findings = profiler.finish(plan, &totals, report.summary.requests);
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let (inside, inside_text, stacks_section) = stacks.finish(&report.timeseries);
-    if let Some(section) = stacks_section {
-        report.add_stacks(section);
-    }
+    report.sections.stacks = stacks_section;
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }
-    report.add_findings(&findings);
     let roles = Roles {
         server: &server_cpus,
         client: &plan.cpus,
     };
     let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
+    report.sections.findings = Some(findings);
     if let Some(t) = target.take() {
         t.stop();
     }

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use tailscope_loadgen::{Phase, Snapshot, TimePoint};
+use tailscope_report::sections::StacksSection;
 use tailscope_targets::stacks::{self, Inside, LiveInside, SamplerError, Session};
 
 /// When to sample the server's stacks.
@@ -172,20 +173,11 @@ impl RunStacks {
     pub fn finish(
         self,
         timeseries: &[TimePoint],
-    ) -> (Option<Inside>, String, Option<serde_json::Value>) {
+    ) -> (Option<Inside>, String, Option<StacksSection>) {
         let Some(session) = self.session else {
             if let Some(why) = self.not_sampled {
-                let section = serde_json::json!({
-                    "sampler": "cpu-clock",
-                    "frequency_hz": null,
-                    "samples": null,
-                    "missing": [why],
-                });
-                return (
-                    None,
-                    format!("\nServer inside: not sampled ({why})\n"),
-                    Some(section),
-                );
+                let text = format!("\nServer inside: not sampled ({why})\n");
+                return (None, text, Some(StacksSection::not_sampled(why)));
             }
             return (None, String::new(), None);
         };
@@ -214,7 +206,7 @@ impl RunStacks {
                 }
             }
         }
-        let section = serde_json::to_value(&inside.report).unwrap_or_default();
+        let section = StacksSection::Sampled(Box::new(inside.report.clone()));
         out += &inside.text();
         (Some(inside), out, Some(section))
     }

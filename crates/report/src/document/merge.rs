@@ -17,6 +17,7 @@ use super::{
     decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LateSendsByCause,
     LittlesLaw, Report, Summary, TargetInfo,
 };
+use crate::sections::RunSections;
 use tailscope_loadgen::error::Error;
 use tailscope_loadgen::segment::Segment;
 
@@ -73,8 +74,8 @@ pub struct MergedRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetInfo>,
     /// What its host measured besides the load (`profile`, `diagnosis`, ...), as it wrote it.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub sections: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "RunSections::is_empty")]
+    pub sections: RunSections,
 }
 
 /// Runs whose starts are further apart than this did not load the server together for the
@@ -286,7 +287,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             rps: r.summary.rps,
             latency_us: r.latency_us,
             target: r.target.clone(),
-            sections: r.extra.clone(),
+            sections: r.sections.clone(),
         })
         .collect();
     let at = |unix_s: f64| {
@@ -346,7 +347,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             ended_at: at(data_end),
             runs,
         }),
-        extra: serde_json::Map::new(),
+        sections: RunSections::default(),
     };
     let mut warnings = merged.compute_warnings();
     if counts.len() > 1 {

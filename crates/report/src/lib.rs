@@ -10,6 +10,7 @@
 //! ([`findings`]), the suite's file, statistics and markdown ([`suite`]), the change table and
 //! regression gate ([`compare`]), and [`AnyReport`], a saved JSON report read back as its type.
 
+mod assemble;
 pub mod chart;
 pub mod compare;
 pub mod document;
@@ -23,5 +24,6 @@ pub mod sections;
 pub mod suite;
 pub mod threshold;
 
+pub use assemble::{GeneratorClock, RunParts};
 pub use read::{AnyReport, Kind, ReadError};
 pub use run::{run_page, run_page_so_far};

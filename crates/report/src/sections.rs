@@ -3,8 +3,11 @@
 //! and what the server's threads did (`stacks`), typed from where they are made to the JSON.
 //! Keys of a report this version does not know (written by another) are kept as they were.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use tailscope_forensics::Findings;
+use tailscope_loadgen::TimePoint;
 use tailscope_targets::stacks::InsideReport;
 
 /// The sections of one run beside the generator's figures: at the top level of its report,
@@ -98,6 +101,23 @@ impl StacksSection {
             samples: None,
             missing: vec![why],
         })
+    }
+}
+
+/// The mean busy % of each CPU per second of the run, by second (from 0).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuBusy(pub BTreeMap<u64, Vec<f64>>);
+
+impl CpuBusy {
+    /// Sets `cpu_busy_pct` of each point of a report's time series that has a second here.
+    pub fn fill(&self, timeseries: &mut [TimePoint]) {
+        for point in timeseries.iter_mut() {
+            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
+            let second = (point.t_s.ceil() as u64).saturating_sub(1);
+            if let Some(busy) = self.0.get(&second) {
+                point.cpu_busy_pct = busy.clone();
+            }
+        }
     }
 }
 

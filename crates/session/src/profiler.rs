@@ -4,29 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot, TimePoint};
+use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
+use tailscope_report::sections::CpuBusy;
 use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profiler, TickCounters};
 
 use tailscope_forensics::{diagnose, slow_by_request, Diagnosis, Evidence, Findings, Load, Roles};
-
-/// The mean busy % of each CPU per second of the run, by second (from 0).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CpuBusy(pub BTreeMap<u64, Vec<f64>>);
-
-impl CpuBusy {
-    /// Sets `cpu_busy_pct` of each point of a report's time series that has a second here.
-    pub fn fill(&self, timeseries: &mut [TimePoint]) {
-        for point in timeseries.iter_mut() {
-            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
-            let second = (point.t_s.ceil() as u64).saturating_sub(1);
-            if let Some(busy) = self.0.get(&second) {
-                point.cpu_busy_pct = busy.clone();
-            }
-        }
-    }
-}
 
 /// A profiler following one run.
 pub struct RunProfiler {

@@ -1,6 +1,6 @@
-//! The server's stacks following one run (beside [`crate::profiler::RunProfiler`]): the samplers of
-//! `tailscope_targets::stacks` fed the target's process tree every tick; at the end the
-//! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to
+//! The server's stacks following one run (beside [`crate::profiler::RunProfiler`]): the
+//! samplers of `tailscope_targets::stacks` fed the target's process tree every tick; at the
+//! end the `stacks` section of the report, the [`Inside`] the diagnosis is joined to
 //! ([`tailscope_forensics::Findings::look_inside`]), the text and the flame graphs.
 
 use std::collections::BTreeMap;

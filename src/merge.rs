@@ -1,10 +1,10 @@
 //! `tailscope merge A.json B.json ...`: the generators' reports → one report (the work is
-//! `tailscope_loadgen::report::merge`) → JSON, text, thresholds and the exit code.
+//! `tailscope_report::document::merge`) → JSON, text, thresholds and the exit code.
 
 use anyhow::Result;
 use tailscope_cli::args::MergeArgs;
-use tailscope_loadgen::report::{self, Report};
-use tailscope_loadgen::threshold::Threshold;
+use tailscope_report::document::{self as report, Report};
+use tailscope_report::threshold::Threshold;
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{emit, judge, load_report};
 

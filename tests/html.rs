@@ -111,7 +111,7 @@ fn a_run_report_is_a_self_contained_page_with_every_chart_drawn() {
         assert!(points(&page, chart) > 0, "{chart} has data points");
     }
     let requests = report["summary"]["requests"].as_u64().unwrap();
-    let shown = tailscope_loadgen::report::fmt_count(requests);
+    let shown = tailscope_report::document::fmt_count(requests);
     assert!(
         page.contains(&format!(
             "<div class=\"v\">{shown}</div><div class=\"k\">requests</div>"
@@ -256,7 +256,7 @@ fn a_suite_page_shows_the_figures_of_its_json() {
         "a bar per target and endpoint"
     );
     assert_eq!(points(&page, "suite-p99"), 2);
-    use tailscope_loadgen::report::{fmt_rate, fmt_us};
+    use tailscope_report::document::{fmt_rate, fmt_us};
     for r in &suite.results {
         let cells = row(&page, &r.target);
         assert_eq!(cells[1], r.endpoint);
@@ -331,7 +331,7 @@ fn a_compare_page_draws_both_spectra_and_the_change_table() {
     );
     let page = std::fs::read_to_string(&html).unwrap();
     fetches_nothing(&page);
-    let read = |p: &Path| -> tailscope_loadgen::report::Report {
+    let read = |p: &Path| -> tailscope_report::document::Report {
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     };
     let (b, n) = (read(&base), read(&new));
@@ -341,7 +341,7 @@ fn a_compare_page_draws_both_spectra_and_the_change_table() {
     );
     assert!(page.contains(&format!("base: {}", base.display())));
     assert!(page.contains(&format!("new: {}", new.display())));
-    use tailscope_loadgen::report::fmt_us;
+    use tailscope_report::document::fmt_us;
     let p99 = row(&page, "p99");
     assert_eq!(p99[1], fmt_us(b.latency_us.unwrap().p99));
     assert_eq!(p99[2], fmt_us(n.latency_us.unwrap().p99));
@@ -452,9 +452,9 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
         "--hdr-log",
         log.to_str().unwrap(),
     ]);
-    let report: tailscope_loadgen::report::Report =
+    let report: tailscope_report::document::Report =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let whole = tailscope_loadgen::report::decode_histogram(&report.histogram).unwrap();
+    let whole = tailscope_report::document::decode_histogram(&report.histogram).unwrap();
     let text = std::fs::read(&log).unwrap();
     assert!(String::from_utf8_lossy(&text).contains("#[StartTime: "));
     let mut merged = hdrhistogram::Histogram::<u64>::new_from(&whole);

@@ -519,7 +519,7 @@ body = '{"n": "{seq}", "id": "{uuid}"}'
 /// The README's examples are files that parse.
 #[test]
 fn the_examples_parse() {
-    use tailscope_loadgen::mix::files;
+    use tailscope_report::mix_files as files;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mix = files::read_load_file(&root.join("examples/mix.toml")).unwrap();
     let names: Vec<&str> = mix.requests.iter().map(|r| r.name.as_str()).collect();

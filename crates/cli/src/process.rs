@@ -1,6 +1,6 @@
 //! The open-file limit a run needs (its message names the flags that set the connections).
 
-use tailscope_loadgen::report::fmt_count;
+use tailscope_loadgen::fmt::fmt_count;
 use tailscope_loadgen::Plan;
 
 use tailscope_session::UsageError;

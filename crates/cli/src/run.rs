@@ -5,12 +5,12 @@ use std::io::IsTerminal;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
-use tailscope_forensics::StacksOptions;
-use tailscope_loadgen::mix::files::{self, RequestFile};
 use tailscope_loadgen::segment::{self, Segment};
-use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Plan, Stop};
+use tailscope_report::mix_files::{self as files, RequestFile};
+use tailscope_report::threshold::Threshold;
 use tailscope_session::files::{check_files, Output};
+use tailscope_session::stacks::StacksOptions;
 use tailscope_session::{Launch, RunConfig, UsageError};
 use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::TargetSpec;

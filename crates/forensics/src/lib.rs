@@ -7,26 +7,25 @@
 //! are cited beside it, labelled, and never create or veto a cause. The rules read
 //! [`Evidence`]: the generator's own types (its seconds, slowest requests and histogram counts)
 //! beside figures drawn from the profile (`evidence`), so they are tested on synthetic data,
-//! near-misses included. [`RunProfiler`] follows a run tick by tick and ends in [`Findings`]:
-//! the profile, the diagnosis and the accept queues, the report's typed sections.
+//! near-misses included. What they found over a run, with the profile and the accept queues,
+//! is [`Findings`], the report's typed sections (the session drives the profiler tick by tick).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_count, fmt_us, GENERATOR_LAG_WARN_US};
+use tailscope_loadgen::fmt::{fmt_count, fmt_us};
+use tailscope_loadgen::snapshot::GENERATOR_LAG_WARN_US;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
 mod evidence;
+mod findings;
 mod requests;
-mod run;
-mod stacks;
 
 pub use evidence::{Load, Roles};
+pub use findings::Findings;
 use requests::in_window;
 pub use requests::{slow_by_request, RequestShare};
-pub use run::{CpuBusy, Findings, RunProfiler};
-pub use stacks::{RunStacks, StacksError, StacksMode, StacksOptions};
 
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

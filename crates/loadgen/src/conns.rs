@@ -140,7 +140,7 @@ pub struct ConnPoint {
 
 impl ConnPoint {
     /// Adds another generator's second to this one (`tailscope merge`).
-    pub(crate) fn add(&mut self, other: &ConnPoint) {
+    pub fn add(&mut self, other: &ConnPoint) {
         let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -190,7 +190,7 @@ pub struct Connections {
 
 impl Connections {
     /// The section of a finished run (or of a run so far).
-    pub(crate) fn of(plan: &crate::Plan, totals: &crate::RunTotals) -> Connections {
+    pub fn of(plan: &crate::Plan, totals: &crate::RunTotals) -> Connections {
         let peak = &totals.conns_peak;
         let held = |k: HeldKind, asked: usize| {
             (asked > 0).then(|| HeldReport {
@@ -210,8 +210,8 @@ impl Connections {
 
     /// A warning for each held population the server did not hold whole: some were closed
     /// by it, failed, or were not open when the run ended.
-    pub(crate) fn warnings(&self) -> Vec<String> {
-        use crate::report::fmt_count;
+    pub fn warnings(&self) -> Vec<String> {
+        use crate::fmt::fmt_count;
         let mut out = Vec::new();
         for (name, flag, h) in [
             ("idle", "--idle-conns", &self.idle),
@@ -236,7 +236,7 @@ impl Connections {
 
     /// Several generators' sections as one (`tailscope merge`): counts added up; the
     /// peaks, which need not have fallen at once, are the merged time series' highest.
-    pub(crate) fn merged<'a>(
+    pub fn merged<'a>(
         parts: impl Iterator<Item = &'a Connections>,
         series: &[crate::TimePoint],
     ) -> Option<Connections> {

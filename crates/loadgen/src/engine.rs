@@ -53,18 +53,8 @@ use crate::plan::Plan;
 use crate::recorder::IntervalData;
 use worker::{Claim, Held, InFlight, Level, Worker};
 
-/// Which generator engine runs a plan (`--engine`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum EngineChoice {
-    /// The io_uring engine where the kernel has what it needs and it has earned the default
-    /// (see [`AUTO_PICKS_URING`]); tokio otherwise.
-    #[default]
-    Auto,
-    /// The io_uring engine; a plan that asks for it where io_uring cannot run fails to start.
-    Uring,
-    /// The tokio (epoll) engine.
-    Tokio,
-}
+// What a plan asks for is the plan's; its old path stays.
+pub use crate::plan::EngineChoice;
 
 /// The engine that ran a run, and why it was the one.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -154,17 +144,7 @@ pub(crate) fn choose(
 /// The run's TLS client for `plan` (reading the files it names), none for http; an error
 /// says which file or flag is wrong. Built once per run and checked by `Plan::validate`.
 pub(crate) fn transport_client(plan: &Plan) -> Result<Option<tls::TlsClient>, Error> {
-    plan.tls
-        .as_ref()
-        .map(|options| {
-            let alpn = if plan.http2 {
-                tls::ALPN_H2
-            } else {
-                tls::ALPN_HTTP1
-            };
-            tls::client(options, &[alpn])
-        })
-        .transpose()
+    crate::transport::tls_client(plan.tls.as_ref(), plan.http2)
 }
 
 /// Asks a worker thread to stop sending, whichever engine runs it.

@@ -4,25 +4,24 @@
 //! or the io_uring [`engine`]), each owning its connections and a [`recorder::WorkerRecorder`]. Every tick the
 //! workers hand their interval data to the [`aggregate::Aggregator`] on the calling thread,
 //! which publishes a [`Snapshot`] to the caller and, at the end, returns the run's
-//! [`RunTotals`] (the published types are in [`snapshot`]). [`report::Report`] turns those
-//! into JSON and text, and [`threshold`] checks them for CI. [`segment`] cuts a plan to one
-//! generator's share when N hosts run the load together, and [`report::merge()`] adds their
-//! reports back into one. The engines and the recorder meet only at `WorkerRecorder`, so
-//! nothing after the engine knows which one ran.
+//! [`RunTotals`] (the published types are in [`snapshot`]); the report (crate
+//! `tailscope-report`) turns those into the run's document. [`segment`] cuts a plan to one
+//! generator's share when N hosts run the load together. The engines and the recorder meet
+//! only at `WorkerRecorder`, so nothing after the engine knows which one ran.
 
 pub mod aggregate;
 pub mod conns;
+mod counts;
 mod engine;
 pub mod error;
+pub mod fmt;
 pub mod http;
 pub mod mix;
 pub mod plan;
 pub mod recorder;
-pub mod report;
 pub mod segment;
 pub mod snapshot;
 mod sys;
-pub mod threshold;
 pub mod transport;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -11,9 +11,9 @@
 //! batch is a slice, as it was with one request, and nothing is allocated or copied per
 //! request. A position's name index is what an in-flight request carries to the recorder.
 
-pub mod files;
 mod order;
 mod placeholder;
+pub use placeholder::check_target;
 
 use order::{period_of, SHUFFLE_SEED};
 pub(crate) use order::{smooth_round_robin, SplitMix};
@@ -206,6 +206,27 @@ pub(crate) fn check_framing(headers: &[(String, String)], body: &[u8]) -> Result
         }
     }
     Ok(())
+}
+
+/// Checks a request's placeholders (`{rand:5..1}` is refused, and more than a request may
+/// hold), for a file that says where it is; its target's words in braces are checked apart
+/// ([`check_target`]).
+pub fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
+    encode_with_placeholders(spec, |target, headers, body| {
+        let mut all = target.as_bytes().to_vec();
+        for (_, v) in headers {
+            all.extend_from_slice(v.as_bytes());
+        }
+        all.extend_from_slice(body);
+        all
+    })
+    .map(|_| ())
+}
+
+/// Checks the placeholders of one field of a request (a header value, a body), for a file
+/// that names the line of each field.
+pub fn check_field_placeholders(text: &[u8]) -> Result<(), String> {
+    placeholder::mark(text, &mut Vec::new()).map(|_| ())
 }
 
 /// One request of a mix, encoded: its bytes and its placeholders' slots in them.

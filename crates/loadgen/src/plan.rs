@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::engine::EngineChoice;
 use crate::error::Error;
 use crate::mix::{self, Order, RequestSpec};
 
@@ -23,9 +22,22 @@ pub use limits::{
     MIN_RATE,
 };
 pub use source::SourceAddrs;
-pub(crate) use url::basic_authorization;
+pub use url::basic_authorization;
 use url::parse_url;
 pub use url::{redact_password, without_credentials};
+
+/// Which generator engine runs a plan (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EngineChoice {
+    /// The io_uring engine where the kernel has what it needs and it has earned the default
+    /// (see `engine::AUTO_PICKS_URING`); tokio otherwise.
+    #[default]
+    Auto,
+    /// The io_uring engine; a plan that asks for it where io_uring cannot run fails to start.
+    Uring,
+    /// The tokio (epoll) engine.
+    Tokio,
+}
 
 /// When the measured part of a run ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -344,7 +356,7 @@ impl Plan {
             );
         }
         self.source_ips()?;
-        crate::engine::transport_client(self)?;
+        crate::transport::tls_client(self.tls.as_ref(), self.http2)?;
         Ok(())
     }
 

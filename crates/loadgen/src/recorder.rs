@@ -11,22 +11,24 @@
 //! back ([`IntervalData::recycle`]), and the worker's next interval reuses its histograms.
 
 mod events;
-mod figures;
 mod late;
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use events::{Finished, TcpFacts, Unfinished};
-use figures::record_us;
-pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
+pub use crate::sys::TcpFacts;
+pub use events::{Finished, Unfinished};
 pub use late::LateCause;
 use late::{classify, RunQueueWait};
 
 use crate::conns::{Gauges, HeldCounters, HeldKind};
+use crate::counts::min_some;
 use crate::error::ErrorKind;
-use crate::snapshot::min_some;
+use crate::snapshot::record_us;
+// The histograms live beside the published types that carry them (`RunTotals`); a recorder
+// fills them.
+pub use crate::snapshot::{new_histogram, Histograms, RequestFigures, Slowest};
 // The published types lived here before the split; their old paths
 // (`tailscope_loadgen::recorder::Counters`, ...) keep working.
 pub use crate::snapshot::{

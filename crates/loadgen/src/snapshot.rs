@@ -2,7 +2,7 @@
 //!
 //! The [`crate::aggregate::Aggregator`] fills these from the workers' interval data; the
 //! caller gets a [`Snapshot`] every tick (for the TUI, headless progress and the profiler)
-//! and the [`RunTotals`] at the end, from which [`crate::report::Report`] is made. They are
+//! and the [`RunTotals`] at the end, from which the report (crate `tailscope-report`) is made. They are
 //! plain data (`Clone`, most of them serde), so they cross threads and crates freely;
 //! nothing here records or merges requests except [`Counters`], which is both the run's
 //! published counters and what a worker counts into.
@@ -13,9 +13,14 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::conns::{ConnPoint, Gauges, HeldCounters};
+pub use crate::counts::sum_some;
+use crate::counts::{is_zero, min_some};
 
+mod figures;
 mod requests;
 use crate::error::ErrorKind;
+pub(crate) use figures::record_us;
+pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
 pub use requests::{count_by_request, RequestLive, RequestPoint};
 
 /// One of the slowest requests of a run, with where its time went.
@@ -93,7 +98,7 @@ impl SlowRequest {
     /// (`u64::MAX` for an unfinished stage), so a narrow view can keep the longest parts.
     /// The text summary, the HTML report and the dashboard all show this one breakdown.
     pub fn phases(&self) -> Vec<(u64, String)> {
-        use crate::report::fmt_us;
+        use crate::fmt::fmt_us;
         let mut parts = Vec::new();
         if let Some(q) = self.queued_us.filter(|q| *q > 0) {
             parts.push((q, format!("queued {}", fmt_us(q))));
@@ -218,7 +223,8 @@ impl Counters {
             .sum()
     }
 
-    pub(crate) fn count_status(&mut self, code: u16, n: u64) {
+    /// Counts `n` responses of status `code`.
+    pub fn count_status(&mut self, code: u16, n: u64) {
         match self.status_codes.iter_mut().find(|(c, _)| *c == code) {
             Some((_, count)) => *count += n,
             None => self.status_codes.push((code, n)),
@@ -291,24 +297,10 @@ fn null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error>
     Ok(Option::<u64>::deserialize(d)?.unwrap_or(0))
 }
 
-pub(crate) fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-/// The sum of two counts, either of which may be unknown: unknown only if both are.
-pub(crate) fn sum_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a + b),
-        (a, b) => a.or(b),
-    }
-}
-
-pub(crate) fn min_some(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
+/// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
+/// warned of: the delay is in every latency measured then, the server's or not. The report's
+/// warnings and the forensics rules read the same bound.
+pub const GENERATOR_LAG_WARN_US: u64 = 100_000;
 
 /// Latency percentiles in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -482,11 +474,7 @@ impl RunTotals {
     /// The totals of a run that measured these counters and histograms over `duration` and
     /// nothing else: no seconds, no slowest requests, no names, no grace period, no rate
     /// change, no engine named, no connections.
-    fn measured(
-        duration: Duration,
-        counters: Counters,
-        histograms: crate::recorder::Histograms,
-    ) -> RunTotals {
+    fn measured(duration: Duration, counters: Counters, histograms: Histograms) -> RunTotals {
         RunTotals {
             duration,
             counters,
@@ -512,7 +500,7 @@ impl RunTotals {
     /// the engine is not in a snapshot (the page of the run so far leaves its line out).
     pub fn so_far(snap: &Snapshot) -> RunTotals {
         let empty = || Histogram::new_from(&snap.histogram);
-        let histograms = crate::recorder::Histograms {
+        let histograms = Histograms {
             latency: snap.histogram.clone(),
             latency_uncorrected: empty(),
             connect: empty(),
@@ -660,7 +648,7 @@ pub struct RunTotals {
     pub counters: Counters,
     /// The run's histograms (latency, uncorrected latency, connect, TLS, first request,
     /// body): the recorders' own type, summed.
-    pub histograms: crate::recorder::Histograms,
+    pub histograms: Histograms,
     /// One point a second.
     pub timeseries: Vec<TimePoint>,
     /// The latency histogram of each point of `timeseries`, in the same order, V2-deflate
@@ -671,7 +659,7 @@ pub struct RunTotals {
     pub slowest: Vec<SlowRequest>,
     /// A mix's figures per name, in the order of [`crate::Plan::request_names`] (none for
     /// a name nothing was recorded for); empty for a single request.
-    pub by_request: Vec<Option<crate::recorder::RequestFigures>>,
+    pub by_request: Vec<Option<RequestFigures>>,
     /// A mix's time series per name, in the same order: a point for each second in which
     /// the name had a request, for at most [`crate::mix::MAX_SERIES_NAMES`] names (the
     /// heaviest; the others' are empty), so bounded as the run's own series is.
@@ -689,19 +677,18 @@ pub struct RunTotals {
     pub conns_peak: Gauges,
 }
 
-#[cfg(test)]
 impl RunTotals {
-    /// A run's totals for a test: these counters and latencies (µs, in a histogram of
-    /// [`crate::recorder::new_histogram`]'s 60 s bounds) over `duration`; every other histogram
-    /// is empty and nothing else was recorded.
-    pub(crate) fn of_latency(
+    /// A run's totals for a test (the report's tests build theirs with it): these counters
+    /// and latencies (µs, in a histogram of [`new_histogram`]'s 60 s bounds) over `duration`;
+    /// every other histogram is empty and nothing else was recorded.
+    pub fn of_latency(
         duration: Duration,
         counters: Counters,
         latency: Histogram<u64>,
     ) -> RunTotals {
-        let histograms = crate::recorder::Histograms {
+        let histograms = Histograms {
             latency,
-            ..crate::recorder::Histograms::new(Duration::from_secs(60))
+            ..Histograms::new(Duration::from_secs(60))
         };
         RunTotals::measured(duration, counters, histograms)
     }

@@ -1,13 +1,24 @@
 //! The crate's `unsafe` outside the io_uring ring: reading the kernel's TCP_INFO of the
 //! generator's own sockets, IP_BIND_ADDRESS_NO_PORT (which no socket crate wraps), the C
 //! allocator's mmap threshold (see [`steady_allocator`]), and the calling thread's voluntary
-//! context switches (see [`voluntary_switches`]).
+//! context switches (see [`voluntary_switches`]); and [`TcpFacts`], what TCP_INFO says.
 #![allow(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd};
 
-use crate::recorder::TcpFacts;
+/// What the kernel's TCP_INFO said of one of the generator's own connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpFacts {
+    /// Segments retransmitted over the connection's life, SYNs included.
+    pub total_retrans: u32,
+    /// Segments the kernel currently thinks lost.
+    pub lost: u32,
+    /// The retransmission timeout now (µs).
+    pub rto_us: u32,
+    /// The smoothed round-trip time (µs).
+    pub rtt_us: u32,
+}
 
 /// The calling thread's voluntary context switches so far (`getrusage(RUSAGE_THREAD)`): one
 /// more after a wait means the thread slept in it. `None` where the kernel refuses.

@@ -2,7 +2,7 @@
 //! asks for them and as a run counts them.
 //!
 //! [`TlsOptions`] is the plan's side (SNI, trust, client certificate, resumption); the
-//! engine builds one rustls client configuration from it per run (`engine::tls`), so the
+//! run builds one rustls client configuration from it ([`tls_client`]), so the
 //! files it names are read, and found wanting, before anything is sent.
 //! [`TransportCounters`] is what the workers count of it beside the request counters.
 
@@ -10,7 +10,27 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::{is_zero, min_some};
+use crate::counts::{is_zero, min_some};
+use crate::error::Error;
+
+pub(crate) mod tls_client;
+
+/// The run's TLS client for these options (reading the files they name), none for http; an
+/// error says which file or flag is wrong. HTTP/2 offers only `h2` by ALPN.
+pub(crate) fn tls_client(
+    tls: Option<&TlsOptions>,
+    http2: bool,
+) -> Result<Option<tls_client::TlsClient>, Error> {
+    tls.map(|options| {
+        let alpn = if http2 {
+            tls_client::ALPN_H2
+        } else {
+            tls_client::ALPN_HTTP1
+        };
+        tls_client::client(options, &[alpn])
+    })
+    .transpose()
+}
 
 /// How a plan's connections secure themselves (`https://`).
 #[derive(Debug, Clone, PartialEq, Eq)]

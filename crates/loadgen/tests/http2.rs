@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{ErrorKind, Pace, Plan, RunControl, RunTotals, Stop};
+use tailscope_report::document::Report;
 
 /// How the test server answers.
 #[derive(Clone, Copy, Default)]

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tailscope_loadgen::conns::HeldKind;
-use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{EngineChoice, ErrorKind, Plan, RunControl, RunTotals, Stop};
+use tailscope_report::document::Report;
 
 /// A CA, a server certificate it signed for localhost and 127.0.0.1, and a client
 /// certificate it signed, written as PEM into a directory of the test's own.

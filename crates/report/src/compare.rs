@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use tailscope_loadgen::report::{fmt_us, Report};
+use crate::document::{fmt_us, Report};
 
 use crate::chart::{bar_chart_with_legend, Bar};
 use crate::figures::{count_axis, series, spectrum_chart, spectrum_of, BLUE, P99};
@@ -451,7 +451,7 @@ mod tests {
         let suite = |results: Vec<SuiteResult>| SuiteReport {
             schema_version: 1,
             kind: "suite".into(),
-            tool: tailscope_loadgen::report::Tool {
+            tool: crate::document::Tool {
                 name: "tailscope".into(),
                 version: "0".into(),
             },

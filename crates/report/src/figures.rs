@@ -1,9 +1,9 @@
 //! What every page draws alike: the colours, the axis labels (µs, counts, seconds, nines) and
 //! the percentile spectrum of a histogram.
 
+use crate::document::{decode_histogram, fmt_us, Report};
 use hdrhistogram::Histogram;
 use plotters::style::RGBColor;
-use tailscope_loadgen::report::{decode_histogram, fmt_us, Report};
 
 use crate::chart::{line_chart, LineChart, Scale, Series};
 

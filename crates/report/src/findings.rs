@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::document::{fmt_count, fmt_us, Report};
 use tailscope_forensics::{Findings, Roles};
-use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("n/a".into(), |v| v.to_string())

@@ -10,15 +10,21 @@
 //! ([`findings`]), the suite's file, statistics and markdown ([`suite`]), the change table and
 //! regression gate ([`compare`]), and [`AnyReport`], a saved JSON report read back as its type.
 
+mod assemble;
 pub mod chart;
 pub mod compare;
 pub mod csv;
+pub mod document;
 mod figures;
 pub mod findings;
+pub mod mix_files;
 pub mod page;
 mod read;
 mod run;
+pub mod sections;
 pub mod suite;
+pub mod threshold;
 
+pub use assemble::{GeneratorClock, RunParts};
 pub use read::{AnyReport, Kind, ReadError};
 pub use run::{run_page, run_page_so_far};

@@ -1,8 +1,8 @@
 //! A saved JSON report read back as its type: a run's (`tailscope run --json`) or a suite's
 //! (`tailscope suite --json`).
 
+use crate::document::Report;
 use serde_json::Value;
-use tailscope_loadgen::report::Report;
 
 use crate::suite::SuiteReport;
 
@@ -77,7 +77,7 @@ impl AnyReport {
             return Err(ReadError::UnknownKind);
         };
         let supported = match kind {
-            Kind::Run => tailscope_loadgen::report::SCHEMA_VERSION,
+            Kind::Run => crate::document::SCHEMA_VERSION,
             Kind::Suite => crate::suite::SCHEMA_VERSION,
         };
         if let Some(version) = value["schema_version"]

@@ -5,11 +5,11 @@ mod requests;
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
-use tailscope_forensics::{Diagnosis, Findings};
-use tailscope_loadgen::report::{
+use crate::document::{
     decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
 };
+use serde_json::Value;
+use tailscope_forensics::Diagnosis;
 
 use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
 use crate::figures::*;
@@ -49,7 +49,7 @@ fn header(report: &Report) -> String {
         let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
         facts.push(format!("server: {}{pid}", t.name));
     }
-    if let Some(host) = report.extra.get("host").and_then(Value::as_str) {
+    if let Some(host) = report.sections.other.get("host").and_then(Value::as_str) {
         facts.push(format!("host {host}"));
     }
     facts.push(format!("{} {}", report.tool.name, report.tool.version));
@@ -379,7 +379,7 @@ fn tables(report: &Report) -> String {
 
 fn diagnosis(report: &Report, so_far: bool) -> String {
     let mut out = String::from("<h2>Diagnosis</h2>\n");
-    let Some(findings) = Findings::of(report) else {
+    let Some(findings) = &report.sections.findings else {
         out.push_str(if so_far {
             "<p class=\"empty\">the diagnosis comes at the end of the run (the dashboard's spikes view shows the causes found so far)</p>\n"
         } else {

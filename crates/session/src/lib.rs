@@ -1,7 +1,8 @@
 //! One tailscope session end to end, for the binary to call once its flags are validated.
 //!
 //! [`run::run`] takes a validated [`RunConfig`]: it launches the target (if any), follows it
-//! with the profiler and the stack sampler, drives the generator, feeds the dashboard or the
+//! tick by tick with the profiler ([`profiler`]) and the stack sampler ([`stacks`]), drives
+//! the generator, feeds the dashboard or the
 //! progress line, and ends in the report (text, JSON, HTML, HdrHistogram log) and its
 //! [`Outcome`]. [`suite::run`] does the same for each target × endpoint of a suite file.
 //! Around them: [`signals`] (a first Ctrl-C stops gracefully, a second kills), [`files`] (the
@@ -41,8 +42,10 @@ macro_rules! say_part {
 
 pub mod files;
 pub mod output;
+pub mod profiler;
 pub mod run;
 pub mod signals;
+pub mod stacks;
 pub mod suite;
 
 pub use run::{Launch, RunConfig};

@@ -4,8 +4,8 @@ use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use tailscope_loadgen::report::Report;
-use tailscope_loadgen::threshold::Threshold;
+use tailscope_report::document::Report;
+use tailscope_report::threshold::Threshold;
 use tailscope_report::{AnyReport, ReadError};
 
 use crate::UsageError;

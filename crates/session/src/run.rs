@@ -8,11 +8,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_forensics::{CpuBusy, Roles, RunProfiler, RunStacks, StacksError, StacksOptions};
-use tailscope_loadgen::report::{fmt_count, progress_line, Generator, Report, TargetInfo};
+use tailscope_forensics::Roles;
+
+use crate::profiler::RunProfiler;
+use crate::stacks::{RunStacks, StacksError, StacksOptions};
 use tailscope_loadgen::segment::{self, Segment};
-use tailscope_loadgen::threshold::Threshold;
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
+use tailscope_report::document::{fmt_count, progress_line, Report, TargetInfo};
+use tailscope_report::sections::CpuBusy;
+use tailscope_report::threshold::Threshold;
+use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
@@ -269,43 +274,52 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     if live {
         say!();
     }
-    let mut report = Report::new(plan, &totals);
-    if let Some(w) = target
+    let mut warnings: Vec<String> = target
         .as_ref()
         .and_then(|t| shared_cpus_warning(t.server_cpus(), &plan.cpus))
-    {
-        report.warnings.push(w);
-    }
-    report.generator = Some(Generator::here(
-        &report,
-        measure_started,
-        config.segment,
-        config.start_at,
-    ));
-    if report.interrupted {
-        report.signal = signal_name();
-    }
-    report.target = target_info;
+        .into_iter()
+        .collect();
     if let Some(t) = target.as_mut() {
         if let Some(status) = t.exited() {
-            report.warnings.push(format!(
+            warnings.push(format!(
                 "the {} server exited during the run (the launched command's {status}): what was measured after that was no server",
                 t.name()
             ));
         }
     }
-    let mut findings = profiler.finish(plan, &totals, &mut report);
+    let cpu_busy = profiler.cpu_busy();
+    let mut findings = profiler.finish(plan, &totals, totals.counters.requests());
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text) = stacks.finish(&mut report);
+    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries);
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }
-    findings.add_to(&mut report);
+    let report = Report::assemble(RunParts {
+        plan,
+        totals: &totals,
+        warnings,
+        generator: GeneratorClock {
+            measure_started,
+            segment: config.segment,
+            start_at: config.start_at,
+        },
+        signal: signal_name(),
+        target: target_info,
+        cpu_busy,
+        findings: Some(findings),
+        stacks: stacks_section,
+    });
     let roles = Roles {
         server: &server_cpus,
         client: &plan.cpus,
     };
-    let sections = tailscope_report::findings::findings_text(&findings, roles, &report);
+    let sections = report
+        .sections
+        .findings
+        .as_ref()
+        .map_or_else(String::new, |f| {
+            tailscope_report::findings::findings_text(f, roles, &report)
+        });
     if let Some(t) = target.take() {
         t.stop();
     }
@@ -325,7 +339,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         let started = measure_started;
         let mut file = std::fs::File::create(path)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-        tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
+        tailscope_report::document::write_hdr_log(&totals, started, &mut file)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
     }
     let signalled = signalled();
@@ -446,7 +460,7 @@ fn save_so_far(
         .spawn(move || {
             let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
             report.target = target;
-            cpu_busy.fill(&mut report);
+            cpu_busy.fill(&mut report.timeseries);
             report.warnings.insert(
                 0,
                 format!(

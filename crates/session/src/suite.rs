@@ -6,10 +6,10 @@
 
 use std::path::PathBuf;
 
+use crate::profiler::RunProfiler;
 use anyhow::{Context, Result};
-use tailscope_forensics::RunProfiler;
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report, Tool};
 use tailscope_loadgen::RunControl;
+use tailscope_report::document::{fmt_count, fmt_rate, fmt_us, Report, Tool};
 use tailscope_report::suite::file::Suite;
 use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
 use tailscope_targets::cpus::{self, format_list};
@@ -129,7 +129,8 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                     profiler.on_snapshot(snap);
                 })?;
                 let mut report = Report::new(&plan, &totals);
-                let findings = profiler.finish(&plan, &totals, &mut report);
+                profiler.cpu_busy().fill(&mut report.timeseries);
+                let findings = profiler.finish(&plan, &totals, report.summary.requests);
                 let server_us_per_request =
                     findings.profile.target.and_then(|t| t.service_demand_us);
                 if report.interrupted {

@@ -174,7 +174,7 @@ fn help_overlay_and_a_tiny_terminal() {
 
 #[test]
 fn histogram_rows_keep_the_modes_when_space_runs_short() {
-    use tailscope_loadgen::report::Bucket;
+    use tailscope_report::document::Bucket;
     use tailscope_tui::ui::fit_rows;
     let b = |low: u64, count: u64| Bucket {
         low_us: low,

@@ -324,7 +324,7 @@ pub struct OutputArgs {
     /// always, waits with their stacks from sched:sched_switch (tracefs is mounted if needed;
     /// costs the server CPU per context switch).
     #[arg(long = "stacks", default_value = "auto", value_name = "auto|on|off")]
-    pub stacks: tailscope_forensics::StacksMode,
+    pub stacks: tailscope_session::stacks::StacksMode,
     /// Write a flame graph (SVG) of the server's on-CPU stacks over the whole run.
     #[arg(long = "flamegraph", value_name = "PATH.svg")]
     pub flamegraph: Option<PathBuf>,

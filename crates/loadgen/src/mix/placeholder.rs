@@ -100,7 +100,7 @@ pub(crate) fn has_marker_bytes(bytes: &[u8]) -> bool {
 /// Refuses a word in braces in a request target that is no placeholder (`/item/{id}`,
 /// `{sequence}`, `{rand}`): braces are not valid unescaped in a path or query, so it is a
 /// typo of one, and sent as written it would load the server's 404 page instead.
-pub(crate) fn check_target(target: &str) -> Result<(), String> {
+pub fn check_target(target: &str) -> Result<(), String> {
     let bytes = target.as_bytes();
     let mut i = 0;
     while let Some(open) = bytes[i..].iter().position(|&b| b == b'{') {

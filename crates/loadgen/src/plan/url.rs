@@ -90,7 +90,7 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
 /// The `Authorization` value of the URL's credentials, if it has any: `Basic
 /// base64(user:password)` of the percent-decoded parts (a user without a password sends an
 /// empty one, as curl does).
-pub(crate) fn basic_authorization(url: &url::Url) -> Option<String> {
+pub fn basic_authorization(url: &url::Url) -> Option<String> {
     if url.username().is_empty() && url.password().is_none() {
         return None;
     }

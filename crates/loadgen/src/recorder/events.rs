@@ -4,19 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::snapshot::Stage;
-
-/// What the kernel's TCP_INFO said of one of the generator's own connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct TcpFacts {
-    /// Segments retransmitted over the connection's life, SYNs included.
-    pub total_retrans: u32,
-    /// Segments the kernel currently thinks lost.
-    pub lost: u32,
-    /// The retransmission timeout now (µs).
-    pub rto_us: u32,
-    /// The smoothed round-trip time (µs).
-    pub rtt_us: u32,
-}
+use crate::sys::TcpFacts;
 
 /// One request that finished with a complete response, as the engine timed it.
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us, Report};
+use crate::document::{fmt_count, fmt_rate, fmt_us, Report};
 
 use crate::chart::{line_chart, LineChart, Scale};
 use crate::figures::*;
@@ -71,7 +71,7 @@ fn over_time(
 /// A mix's names over time: requests per second and p99 per second of each of the names
 /// with the most requests (as many as the palette has colours; the rest are in the table).
 pub(super) fn charts(report: &Report) -> String {
-    let mut names: Vec<(&String, &tailscope_loadgen::report::RequestReport)> = report
+    let mut names: Vec<(&String, &crate::document::RequestReport)> = report
         .by_request
         .iter()
         .filter(|(_, r)| !r.timeseries.is_empty())

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use tailscope_targets::TargetSpec;
 use toml::Spanned;
 
-use tailscope_loadgen::mix::{files, Order, RequestSpec};
+use crate::mix_files as files;
+use tailscope_loadgen::mix::{Order, RequestSpec};
 use tailscope_loadgen::plan::{
     parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_STREAMS, MAX_THREADS,
     MAX_TIMEOUT, MIN_RATE,

@@ -16,9 +16,9 @@ use std::time::SystemTime;
 /// The version of the suite report's schema this build writes and reads (`schema_version`).
 pub const SCHEMA_VERSION: u32 = 1;
 
+use crate::document::{fmt_count, fmt_us, Report, Tool};
 use serde::{Deserialize, Serialize};
 use tailscope_forensics::{Cause, Diagnosis};
-use tailscope_loadgen::report::{fmt_count, fmt_us, Report, Tool};
 
 /// The machine a suite ran on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

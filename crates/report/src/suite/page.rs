@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use tailscope_loadgen::report::{fmt_count, fmt_rate, fmt_us};
+use crate::document::{fmt_count, fmt_rate, fmt_us};
 
 use super::{SuiteReport, SuiteResult};
 use crate::chart::{bar_chart, Bar};

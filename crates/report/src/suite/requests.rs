@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::document::{fmt_count, fmt_us, Report};
 use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::{fmt_count, fmt_us, Report};
 
 use super::{median, RunFigures, SuiteResult};
 

@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::compare::{clearly_more, round3, TOP_STACKS};
 
 /// Where a thread was off CPU.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Blocked {
     /// The thread's name (`comm`).
     pub thread: String,
@@ -42,7 +42,7 @@ impl Blocked {
 }
 
 /// A way of being blocked, over the run and in slow seconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockedTime {
     /// Where.
     #[serde(flatten)]
@@ -55,7 +55,7 @@ pub struct BlockedTime {
 
 /// A way of being blocked that took a clearly larger share of its threads' time in the slow
 /// seconds than in the others.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockedOverRepresented {
     /// Where.
     #[serde(flatten)]

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use perf_event::data::Record as PerfRecord;
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::compare::{clearly_more, round3, TOP_STACKS};
 use super::symbols::{Names, StackTable, MAX_STACK};
@@ -248,7 +248,7 @@ pub struct OnCpu {
 }
 
 /// One stack of the report: how often it was on CPU over the run and in slow seconds.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StackCount {
     /// Frames, leaf first; kernel frames end in `_[k]`; unnamed ones are `module+0xoffset`.
     pub stack: Vec<String>,
@@ -259,7 +259,7 @@ pub struct StackCount {
 }
 
 /// A frame seen on CPU more often in the slow seconds than in the others.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OverRepresented {
     /// The function (or `module+0xoffset`).
     pub frame: String,
@@ -274,10 +274,10 @@ pub struct OverRepresented {
 }
 
 /// The `stacks` section of the report.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StacksReport {
     /// The perf event sampled.
-    pub sampler: &'static str,
+    pub sampler: String,
     /// Its frequency per CPU.
     pub frequency_hz: u64,
     /// Samples of the target.
@@ -373,7 +373,7 @@ impl OnCpu {
             missing.push("every sampled second was slow: nothing to compare with".into());
         }
         StacksReport {
-            sampler: "cpu-clock",
+            sampler: "cpu-clock".into(),
             frequency_hz: self.frequency_hz,
             samples: self.samples,
             slow_samples: slow_total,

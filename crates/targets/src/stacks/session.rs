@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::live::{top_shares, Live, LiveInside, SecondInside, SETTLE_NS};
 use super::off_cpu::{BlockedOverRepresented, BlockedTime, OffCpu};
@@ -208,7 +208,7 @@ impl Session {
 
 /// The `stacks` section of the report: on-CPU stacks and off-CPU time, split into the slow
 /// seconds and the rest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InsideReport {
     /// The on-CPU part.
     #[serde(flatten)]

@@ -1,7 +1,7 @@
 //! Every number the dashboard prints goes through here, so one value always reads the same
 //! in every panel (and the same as in the summary, whose formatters these are).
 
-pub use tailscope_loadgen::report::{fmt_count, fmt_us};
+pub use tailscope_loadgen::fmt::{fmt_count, fmt_us};
 
 /// A rate with an SI suffix: `950`, `12.3k`, `1.88M`.
 pub fn fmt_si(v: f64) -> String {

@@ -4,7 +4,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
-use tailscope_loadgen::report::{log_buckets, Bucket};
+use tailscope_report::document::{log_buckets, Bucket};
 
 use super::fit::fit_columns;
 use super::format::fmt_us;

@@ -8,7 +8,7 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
-use crate::snapshot::RunTotals;
+use tailscope_loadgen::snapshot::RunTotals;
 
 /// Writes one histogram a second (latency in µs; corrected for coordinated omission in open
 /// loop) with the `#[StartTime` and `#[BaseTime` headers set to `started`, the wall-clock

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::snapshot::{Counters, SlowRequest, SpikeCounts};
+use super::{Counters, SlowRequest, SpikeCounts};
 
 /// Significant figures of every latency histogram.
 const SIGFIG: u8 = 3;
@@ -16,7 +16,7 @@ pub fn new_histogram(highest: Duration) -> Histogram<u64> {
     Histogram::new_with_bounds(1, highest_us, SIGFIG).expect("valid histogram bounds")
 }
 
-pub(super) fn record_us(h: &mut Histogram<u64>, d: Duration) {
+pub(crate) fn record_us(h: &mut Histogram<u64>, d: Duration) {
     let us = (d.as_micros() as u64).clamp(1, h.high());
     h.record(us).expect("value clamped into range");
 }

@@ -26,9 +26,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Order, RequestSpec};
-use crate::error::Error;
-use crate::plan::{basic_authorization, redact_password};
+use tailscope_loadgen::error::Error;
+use tailscope_loadgen::mix::{self, Order, RequestSpec};
+use tailscope_loadgen::plan::{basic_authorization, redact_password};
 
 /// What a request file says: the requests, and the URL and order it names, if it does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,11 +205,11 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
             .map_or(line, |w| line_of(text, w.span().start));
         let weight = u32::try_from(weight)
             .ok()
-            .filter(|w| (1..=super::MAX_WEIGHT).contains(w))
+            .filter(|w| (1..=mix::MAX_WEIGHT).contains(w))
             .ok_or_else(|| {
                 bad(
                     weight_line,
-                    format!("weight must be 1..={}, got {weight}", super::MAX_WEIGHT),
+                    format!("weight must be 1..={}, got {weight}", mix::MAX_WEIGHT),
                 )
             })?;
         let headers_line = r
@@ -238,18 +238,18 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
                 .unwrap_or_default(),
             weight,
         };
-        super::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
+        mix::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
         // A placeholder's own error on the line of the field it is in; what is wrong with
         // the request as a whole (too many of them) on the table's.
-        let marks = |text: &[u8]| super::placeholder::mark(text, &mut Vec::new()).map(|_| ());
-        super::placeholder::check_target(&spec.target).map_err(|m| bad(path_line, m))?;
+        let marks = |text: &[u8]| mix::check_field_placeholders(text);
+        mix::check_target(&spec.target).map_err(|m| bad(path_line, m))?;
         for (_, v) in &spec.headers {
             marks(v.as_bytes()).map_err(|m| bad(headers_line, m))?;
         }
         if let Some(b) = &r.body {
             marks(b.get_ref().as_bytes()).map_err(|m| bad(line_of(text, b.span().start), m))?;
         }
-        check_placeholders(&spec).map_err(|m| bad(line, m))?;
+        mix::check_placeholders(&spec).map_err(|m| bad(line, m))?;
         requests.push(spec);
     }
     let url_line = doc
@@ -282,23 +282,8 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         order,
         requests,
     };
-    super::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
+    mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
-}
-
-/// Checks a request's placeholders (`{rand:5..1}` is refused, and more than a request may
-/// hold) where the file says it; its target's words in braces are checked apart
-/// ([`super::placeholder::check_target`]).
-fn check_placeholders(spec: &RequestSpec) -> Result<(), String> {
-    super::encode_with_placeholders(spec, |target, headers, body| {
-        let mut all = target.as_bytes().to_vec();
-        for (_, v) in headers {
-            all.extend_from_slice(v.as_bytes());
-        }
-        all.extend_from_slice(body);
-        all
-    })
-    .map(|_| ())
 }
 
 /// A method as a URL list writes it: upper-case letters.
@@ -394,8 +379,8 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                 body: Vec::new(),
                 weight: 1,
             };
-            super::placeholder::check_target(&spec.target).map_err(|m| bad(n, m))?;
-            check_placeholders(&spec).map_err(|m| bad(n, m))?;
+            mix::check_target(&spec.target).map_err(|m| bad(n, m))?;
+            mix::check_placeholders(&spec).map_err(|m| bad(n, m))?;
             requests.push(spec);
             open = true;
             continue;
@@ -446,7 +431,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         order: None,
         requests,
     };
-    super::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
+    mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
 }
 

@@ -6,7 +6,7 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use super::EncodedHistogram;
-use crate::snapshot::Percentiles;
+use tailscope_loadgen::snapshot::Percentiles;
 
 pub(crate) fn percentiles(h: &Histogram<u64>) -> Option<Percentiles> {
     (!h.is_empty()).then(|| Percentiles::of(h))

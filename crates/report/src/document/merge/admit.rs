@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::super::{Config, Generator, Report};
-use crate::error::Error;
-use crate::segment::Segment;
+use tailscope_loadgen::error::Error;
+use tailscope_loadgen::segment::Segment;
 
 /// The reports admitted to a merge, and what the checks learnt of them.
 pub(super) struct Admitted<'a> {

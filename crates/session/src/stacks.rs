@@ -1,14 +1,14 @@
-//! The server's stacks following one run (beside [`crate::RunProfiler`]): the samplers of
-//! `tailscope_targets::stacks` fed the target's process tree every tick; at the end the
-//! `stacks` section of the JSON report, the [`Inside`] the diagnosis is joined to
-//! ([`crate::Findings::look_inside`]), the text and the flame graphs.
+//! The server's stacks following one run (beside [`crate::profiler::RunProfiler`]): the
+//! samplers of `tailscope_targets::stacks` fed the target's process tree every tick; at the
+//! end the `stacks` section of the report, the [`Inside`] the diagnosis is joined to
+//! ([`tailscope_forensics::Findings::look_inside`]), the text and the flame graphs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use tailscope_loadgen::report::Report;
-use tailscope_loadgen::{Phase, Snapshot};
+use tailscope_loadgen::{Phase, Snapshot, TimePoint};
+use tailscope_report::sections::StacksSection;
 use tailscope_targets::stacks::{self, Inside, LiveInside, SamplerError, Session};
 
 /// When to sample the server's stacks.
@@ -167,28 +167,23 @@ impl RunStacks {
     }
 
     /// Names the frames (call it before the target is stopped: its binaries are read through
-    /// /proc), adds `stacks` to the report, writes the flame graphs, and returns what the
-    /// threads did over the run (for [`crate::Findings::look_inside`]; `None`
-    /// when not sampled) and the text section.
-    pub fn finish(self, report: &mut Report) -> (Option<Inside>, String) {
+    /// /proc) over the report's `timeseries`, writes the flame graphs, and returns what the
+    /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None` when not
+    /// sampled), the text section and the report's `stacks` section.
+    pub fn finish(
+        self,
+        timeseries: &[TimePoint],
+    ) -> (Option<Inside>, String, Option<StacksSection>) {
         let Some(session) = self.session else {
             if let Some(why) = self.not_sampled {
-                report.extra.insert(
-                    "stacks".into(),
-                    serde_json::json!({
-                        "sampler": "cpu-clock",
-                        "frequency_hz": null,
-                        "samples": null,
-                        "missing": [why],
-                    }),
-                );
-                return (None, format!("\nServer inside: not sampled ({why})\n"));
+                let text = format!("\nServer inside: not sampled ({why})\n");
+                return (None, text, Some(StacksSection::not_sampled(why)));
             }
-            return (None, String::new());
+            return (None, String::new(), None);
         };
         // A point's t_s is the end of its second; the last, partial one may repeat it.
         let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
-        for p in &report.timeseries {
+        for p in timeseries {
             let second = (p.t_s.ceil() as u32).saturating_sub(1);
             match seconds.last_mut() {
                 Some(last) if last.0 == second => {
@@ -211,11 +206,8 @@ impl RunStacks {
                 }
             }
         }
-        report.extra.insert(
-            "stacks".into(),
-            serde_json::to_value(&inside.report).unwrap_or_default(),
-        );
+        let section = StacksSection::Sampled(Box::new(inside.report.clone()));
         out += &inside.text();
-        (Some(inside), out)
+        (Some(inside), out, Some(section))
     }
 }

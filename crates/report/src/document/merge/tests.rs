@@ -5,11 +5,11 @@ use std::time::Duration;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 
 use super::*;
-use crate::plan::Plan;
-use crate::recorder::new_histogram;
-use crate::report::Generator;
-use crate::snapshot::{Counters, RunTotals, TimePoint};
+use crate::document::Generator;
 use crate::threshold::Threshold;
+use tailscope_loadgen::plan::Plan;
+use tailscope_loadgen::recorder::new_histogram;
+use tailscope_loadgen::snapshot::{Counters, RunTotals, TimePoint};
 
 /// A report of segment `index`/3 that started `offset_s` after 1000 s past the epoch,
 /// with one second of latencies `first` and one of `second`.
@@ -178,7 +178,7 @@ fn seconds_are_aligned_on_wall_clock_time_and_summed() {
 
 #[test]
 fn runs_off_the_whole_seconds_are_named_and_their_slowest_sit_in_their_seconds() {
-    use crate::snapshot::SlowRequest;
+    use tailscope_loadgen::snapshot::SlowRequest;
     let mut inputs = three();
     // b (0.2 s late) and c (1.1 s late) are counted in seconds that began 0.2 s and
     // 0.1 s away from theirs: the page must say so, and date their slowest requests in
@@ -419,7 +419,7 @@ fn thresholds_judge_the_merged_result() {
 
 #[test]
 fn late_sends_by_cause_are_added_and_na_unless_every_report_has_them() {
-    use crate::report::LateSendsByCause;
+    use crate::document::LateSendsByCause;
     let mut inputs = three();
     for (i, (_, r)) in inputs.iter_mut().enumerate() {
         let i = i as u64;

@@ -17,15 +17,16 @@ use super::{
     decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LateSendsByCause,
     LittlesLaw, Report, Summary, TargetInfo,
 };
-use crate::error::Error;
-use crate::segment::Segment;
+use crate::sections::RunSections;
+use tailscope_loadgen::error::Error;
+use tailscope_loadgen::segment::Segment;
 
 mod admit;
 mod series;
 
-use crate::snapshot::Percentiles;
 use admit::admit;
 use series::{series, Series};
+use tailscope_loadgen::snapshot::Percentiles;
 
 /// What a merged report was made of.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -73,8 +74,8 @@ pub struct MergedRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetInfo>,
     /// What its host measured besides the load (`profile`, `diagnosis`, ...), as it wrote it.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub sections: serde_json::Map<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "RunSections::is_empty")]
+    pub sections: RunSections,
 }
 
 /// Runs whose starts are further apart than this did not load the server together for the
@@ -126,7 +127,7 @@ fn late_sends_by_cause(
         waited_for_cpu: all
             .iter()
             .map(|c| c.waited_for_cpu)
-            .fold(None, crate::snapshot::sum_some),
+            .fold(None, tailscope_loadgen::snapshot::sum_some),
         no_free_connection: all.iter().map(|c| c.no_free_connection).sum(),
         generator: all.iter().map(|c| c.generator).sum(),
     })
@@ -224,7 +225,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
         transport: all().filter_map(|r| r.summary.transport.as_ref()).fold(
             None,
-            |acc: Option<crate::transport::TransportCounters>, t| {
+            |acc: Option<tailscope_loadgen::transport::TransportCounters>, t| {
                 let mut acc = acc.unwrap_or_default();
                 acc.merge(t);
                 Some(acc)
@@ -286,7 +287,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             rps: r.summary.rps,
             latency_us: r.latency_us,
             target: r.target.clone(),
-            sections: r.extra.clone(),
+            sections: r.sections.clone(),
         })
         .collect();
     let at = |unix_s: f64| {
@@ -320,7 +321,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 .collect::<Vec<_>>(),
             duration_s,
         )?,
-        connections: crate::conns::Connections::merged(
+        connections: tailscope_loadgen::conns::Connections::merged(
             all().filter_map(|r| r.connections.as_ref()),
             &timeseries,
         ),
@@ -346,7 +347,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             ended_at: at(data_end),
             runs,
         }),
-        extra: serde_json::Map::new(),
+        sections: RunSections::default(),
     };
     let mut warnings = merged.compute_warnings();
     if counts.len() > 1 {

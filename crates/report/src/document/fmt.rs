@@ -1,4 +1,7 @@
-//! How the report writes numbers: durations, counts, rates, sizes, percentages.
+//! How the report writes numbers: percentages, CPU lists, plurals; durations, counts, rates
+//! and sizes are the crate's [`tailscope_loadgen::fmt`], which the published types use too.
+
+pub use tailscope_loadgen::fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 
 /// A percentage with as many decimals as it needs to not read 0 or 100 when it is not.
 pub(super) fn fmt_pct(p: f64) -> String {
@@ -46,66 +49,6 @@ pub(super) fn cpu_list(cpus: &[usize]) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// A duration in microseconds with the unit that reads best: `850µs`, `1.23ms`, `1.62s`.
-pub fn fmt_us(us: u64) -> String {
-    if us < 1_000 {
-        format!("{us}µs")
-    } else if us < 1_000_000 {
-        format!("{:.2}ms", us as f64 / 1e3)
-    } else {
-        format!("{:.2}s", us as f64 / 1e6)
-    }
-}
-
-/// A count with thousands separators.
-pub fn fmt_count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-/// Requests per second with one decimal and separators.
-pub fn fmt_rate(r: f64) -> String {
-    format!(
-        "{}.{}",
-        fmt_count(r.trunc() as u64),
-        ((r.fract() * 10.0).floor() as u64).min(9)
-    )
-}
-
-/// Bytes in binary units.
-pub fn fmt_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b;
-    let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{v:.0} {}", UNITS[unit])
-    } else {
-        format!("{v:.2} {}", UNITS[unit])
-    }
-}
-
-/// A rate asked for, as given: whole above 100 req/s (`5,000`), with up to two decimals
-/// below (`2.5`, `0.5`), so a slow open loop is not misstated by rounding.
-pub fn fmt_asked_rate(r: f64) -> String {
-    if r >= 100.0 {
-        fmt_count(r.round() as u64)
-    } else {
-        let s = format!("{r:.2}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
 }
 
 #[cfg(test)]

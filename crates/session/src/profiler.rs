@@ -1,81 +1,16 @@
 //! The profiler and the rules following one run: sampled with every snapshot, diagnosed live
-//! and at the end, where they leave [`Findings`], the report's typed sections.
+//! and at the end, where they leave [`Findings`], the report's typed sections. The rules are
+//! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-use tailscope_loadgen::report::Report;
 use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
-use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
+use tailscope_report::sections::CpuBusy;
+use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
-use tailscope_targets::profile::{Profile, Profiler, TickCounters};
-use tailscope_targets::stacks::Inside;
+use tailscope_targets::profile::{Profiler, TickCounters};
 
-use crate::evidence::{Load, Roles};
-use crate::{diagnose, slow_by_request, Diagnosis, Evidence, RequestShare};
-
-/// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
-/// `listen_queue`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Findings {
-    /// What the profiler measured.
-    pub profile: Profile,
-    /// The causes named, most specific first.
-    pub diagnosis: Vec<Diagnosis>,
-    /// The accept queues of the loaded listeners, when watched.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub listen_queue: Option<ListenReport>,
-    /// In a mix: which requests the run's slowest were, the commonest first (empty for a
-    /// single request).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub slowest_by_request: Vec<RequestShare>,
-}
-
-impl Findings {
-    /// Adds the sections to `report` (the generator's report knows nothing of them).
-    pub fn add_to(&self, report: &mut Report) {
-        if let Ok(serde_json::Value::Object(sections)) = serde_json::to_value(self) {
-            report.extra.extend(sections);
-        }
-    }
-
-    /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
-    /// frame or wait that stands out inside its window (the slow seconds when it has none).
-    pub fn look_inside(&mut self, inside: &Inside) {
-        for d in &mut self.diagnosis {
-            let window = d.window.map(|w| (w.start_s, w.end_s));
-            d.inside = Some(inside.explain(window));
-        }
-    }
-
-    /// The sections of a report read back, when it has them (a run without the profiler,
-    /// or a report written by another version, has none).
-    pub fn of(report: &Report) -> Option<Findings> {
-        let sections: serde_json::Map<String, serde_json::Value> =
-            ["profile", "diagnosis", "listen_queue", "slowest_by_request"]
-                .into_iter()
-                .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
-                .collect();
-        serde_json::from_value(serde_json::Value::Object(sections)).ok()
-    }
-}
-
-/// The mean busy % of each CPU per second of the run, by second (from 0).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CpuBusy(pub BTreeMap<u64, Vec<f64>>);
-
-impl CpuBusy {
-    /// Sets `cpu_busy_pct` of each point of `report`'s time series that has a second here.
-    pub fn fill(&self, report: &mut Report) {
-        for point in report.timeseries.iter_mut() {
-            // ceil: a partial last point (t_s 3.002) is second 3, not second 2 again.
-            let second = (point.t_s.ceil() as u64).saturating_sub(1);
-            if let Some(busy) = self.0.get(&second) {
-                point.cpu_busy_pct = busy.clone();
-            }
-        }
-    }
-}
+use tailscope_forensics::{diagnose, slow_by_request, Diagnosis, Evidence, Findings, Load, Roles};
 
 /// A profiler following one run.
 pub struct RunProfiler {
@@ -206,11 +141,10 @@ impl RunProfiler {
         )
     }
 
-    /// Ends the profile and diagnoses the run; fills each second's `cpu_busy_pct` of the
-    /// report's time series.
-    pub fn finish(self, plan: &Plan, totals: &RunTotals, report: &mut Report) -> Findings {
-        self.cpu_busy().fill(report);
-        let profile = self.profiler.finish(report.summary.requests, plan.tick);
+    /// Ends the profile (over the run's `requests`, as its report counts them) and diagnoses
+    /// the run. Each second's CPU busy of the time series is [`RunProfiler::cpu_busy`].
+    pub fn finish(self, plan: &Plan, totals: &RunTotals, requests: u64) -> Findings {
+        let profile = self.profiler.finish(requests, plan.tick);
         let listen_queue = self.listen.map(ListenWatch::finish);
         let roles = Roles {
             server: &self.server_cpus,

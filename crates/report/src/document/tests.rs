@@ -2,9 +2,9 @@
 
 use super::fmt::fmt_rate;
 use super::*;
-use crate::recorder::new_histogram;
-use crate::snapshot::Counters;
 use std::time::Duration;
+use tailscope_loadgen::recorder::new_histogram;
+use tailscope_loadgen::snapshot::Counters;
 
 fn totals() -> RunTotals {
     let mut latency = new_histogram(Duration::from_secs(60));
@@ -193,8 +193,8 @@ fn mix_report_over(
     search_latencies: &[u64],
     upload_latencies: &[u64],
 ) -> Report {
-    use crate::mix::RequestSpec;
-    use crate::recorder::RequestFigures;
+    use tailscope_loadgen::mix::RequestSpec;
+    use tailscope_loadgen::recorder::RequestFigures;
     let mut plan = Plan::new("http://127.0.0.1:9/").unwrap();
     for (name, method, target, weight) in [
         ("search", "GET", "/search", 3),
@@ -300,7 +300,7 @@ fn a_name_has_its_time_series_and_no_rate_without_a_window() {
     let mut r = mix_report(&[100], &[50_000]);
     assert!(r.by_request["search"].rps.is_some());
     assert!(r.by_request["search"].timeseries.is_empty());
-    let point = crate::snapshot::RequestPoint {
+    let point = tailscope_loadgen::snapshot::RequestPoint {
         t_s: 1.0,
         requests: 3,
         errors: 1,

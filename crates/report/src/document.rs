@@ -16,11 +16,12 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::conns::Connections;
-use crate::error::ErrorKind;
-use crate::plan::{Pace, Plan, Stop};
-use crate::segment::{unix_seconds, Segment};
-use crate::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
+use crate::sections::RunSections;
+use tailscope_loadgen::conns::Connections;
+use tailscope_loadgen::error::ErrorKind;
+use tailscope_loadgen::plan::{Pace, Plan, Stop};
+use tailscope_loadgen::segment::{unix_seconds, Segment};
+use tailscope_loadgen::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 pub use histogram::decode_histogram;
@@ -77,7 +78,7 @@ pub struct Config {
     pub cpus: Vec<usize>,
     /// The generator engine that ran (`uring` or `tokio`) and why it was chosen.
     #[serde(default)]
-    pub engine: crate::EngineUsed,
+    pub engine: tailscope_loadgen::EngineUsed,
     /// `--spin-before-sleep` of the tokio engine: "auto", "off" or the fixed window ("20µs");
     /// null when the io_uring engine ran (it does not poll before sleeping).
     #[serde(default)]
@@ -107,7 +108,7 @@ pub struct Config {
     pub streams: Option<usize>,
     /// The TLS settings (https); null over plain TCP.
     #[serde(default)]
-    pub tls: Option<crate::transport::TlsConfig>,
+    pub tls: Option<tailscope_loadgen::transport::TlsConfig>,
 }
 
 fn http1() -> String {
@@ -198,7 +199,7 @@ pub struct Summary {
     /// TLS handshakes, resumptions and the first failure's reason (https); absent over
     /// plain TCP unless a server answered `http://` in TLS (`tls_answers`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<crate::transport::TransportCounters>,
+    pub transport: Option<tailscope_loadgen::transport::TransportCounters>,
     /// errors / requests.
     pub error_rate: f64,
     /// Responses whose status was not 2xx.
@@ -218,7 +219,7 @@ pub struct LateSendsByCause {
     /// No connection was free and open: the slot was claimed only after its time while the
     /// generator's loop ran out of work meanwhile (every connection waited on the server),
     /// or it waited for its connection to open (see
-    /// [`crate::recorder::LateCause::NoFreeConnection`]).
+    /// [`tailscope_loadgen::recorder::LateCause::NoFreeConnection`]).
     pub no_free_connection: u64,
     /// The generator's own: its loop or timer was too slow while it had a CPU (a loop busy
     /// throughout, that did not get to a free connection in time, is here).
@@ -226,7 +227,7 @@ pub struct LateSendsByCause {
 }
 
 impl LateSendsByCause {
-    fn of(c: &crate::snapshot::Counters) -> LateSendsByCause {
+    fn of(c: &tailscope_loadgen::snapshot::Counters) -> LateSendsByCause {
         LateSendsByCause {
             waited_for_cpu: c.late_waited_for_cpu,
             no_free_connection: c.late_no_free_connection,
@@ -415,11 +416,10 @@ pub struct Report {
     /// A report made by `tailscope merge`: what it was made of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<MergeInfo>,
-    /// Sections added by whoever runs the generator, typed where they are made
-    /// (`tailscope_forensics::Findings`: `profile`, `diagnosis`, `listen_queue`; the stack
-    /// sampler: `stacks`); the generator knows nothing of them.
+    /// The sections beside the generator's figures (the profile, the diagnosis, the accept
+    /// queues, the stacks), at the top level of the JSON.
     #[serde(flatten)]
-    pub extra: serde_json::Map<String, serde_json::Value>,
+    pub sections: RunSections,
 }
 
 pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
@@ -481,7 +481,10 @@ impl Report {
                 slow_interval_s: (plan.slow_conns > 0).then_some(plan.slow_interval.as_secs_f64()),
                 protocol: plan.protocol().into(),
                 streams: plan.http2.then_some(plan.streams),
-                tls: plan.tls.as_ref().map(crate::transport::TlsConfig::of),
+                tls: plan
+                    .tls
+                    .as_ref()
+                    .map(tailscope_loadgen::transport::TlsConfig::of),
             },
             target: None,
             summary: Summary {
@@ -566,7 +569,7 @@ impl Report {
                 .collect(),
             generator: None,
             merged: None,
-            extra: serde_json::Map::new(),
+            sections: RunSections::default(),
         };
         report.warnings = report.compute_warnings();
         report

@@ -6,8 +6,8 @@
 
 use std::fmt;
 
-use crate::error::Error;
-use crate::report::{fmt_us, Report};
+use crate::document::{fmt_us, Report};
+use tailscope_loadgen::error::Error;
 
 /// What a threshold measures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,7 +283,7 @@ impl Threshold {
                 passed: false,
             };
         }
-        let non2xx_rate = crate::report::ratio(r.non2xx, r.requests);
+        let non2xx_rate = crate::document::ratio(r.non2xx, r.requests);
         let actual = match self.metric {
             Metric::Latency(stat) => r.latency_us.as_ref().map(|p| {
                 let v = latency_stat(p, stat);
@@ -313,7 +313,7 @@ impl Threshold {
     }
 }
 
-fn latency_stat(p: &crate::snapshot::Percentiles, stat: LatencyStat) -> f64 {
+fn latency_stat(p: &tailscope_loadgen::snapshot::Percentiles, stat: LatencyStat) -> f64 {
     match stat {
         LatencyStat::P50 => p.p50 as f64,
         LatencyStat::P75 => p.p75 as f64,
@@ -337,9 +337,9 @@ impl fmt::Display for Threshold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::new_histogram;
-    use crate::snapshot::{Counters, RunTotals};
     use std::time::Duration;
+    use tailscope_loadgen::recorder::new_histogram;
+    use tailscope_loadgen::snapshot::{Counters, RunTotals};
 
     #[test]
     fn parses_every_documented_form() {
@@ -396,7 +396,10 @@ mod tests {
         counters.status_codes = vec![(200, latencies.len() as u64)];
         counters.errors[0] = errors;
         let totals = RunTotals::of_latency(Duration::from_secs(1), counters, latency);
-        Report::new(&crate::Plan::new("http://127.0.0.1:9/").unwrap(), &totals)
+        Report::new(
+            &tailscope_loadgen::Plan::new("http://127.0.0.1:9/").unwrap(),
+            &totals,
+        )
     }
 
     #[test]
@@ -435,7 +438,7 @@ mod tests {
     #[test]
     fn a_name_never_sent_fails_its_thresholds() {
         let mut r = report(&[1_000; 10], 0);
-        let unsent: crate::report::RequestReport = serde_json::from_value(serde_json::json!({
+        let unsent: crate::document::RequestReport = serde_json::from_value(serde_json::json!({
             "method": "GET", "target": "/search", "weight": 1, "requests": 0, "successes": 0,
             "errors": 0, "timeouts": 0, "unfinished": 0, "share": 0.0, "rps": 0.0,
             "error_rate": 0.0, "non2xx": 0, "bytes_read": 0, "latency_us": null,

@@ -3,13 +3,11 @@
 
 use super::fmt::{fmt_pct, url_authority};
 use super::{fmt_count, fmt_us, LateSendsByCause, Report};
-use crate::error::ErrorKind;
-use crate::recorder::LateCause;
-use crate::snapshot::RateChange;
+use tailscope_loadgen::error::ErrorKind;
+use tailscope_loadgen::recorder::LateCause;
+use tailscope_loadgen::snapshot::RateChange;
 
-/// A generator thread's event loop held up this long in a second (`generator_lag_us`) is
-/// warned of: the delay is in every latency measured then, the server's or not.
-pub const GENERATOR_LAG_WARN_US: u64 = 100_000;
+pub use tailscope_loadgen::snapshot::GENERATOR_LAG_WARN_US;
 /// Open loop: this share of the sends leaving more than 1 ms late (`late_sends`) is warned of.
 pub const LATE_SHARE_WARN: f64 = 0.10;
 /// Open loop: the share of requests never sent by the end that is warned of (see
@@ -116,7 +114,7 @@ impl Report {
     /// The run's URL with https:// for http://, without its credentials: a URL to copy, and
     /// the password in the run's is `***`.
     fn https_url(&self) -> String {
-        let url = &crate::plan::without_credentials(&self.config.url);
+        let url = &tailscope_loadgen::plan::without_credentials(&self.config.url);
         match url.strip_prefix("http://") {
             Some(rest) => format!("https://{rest}"),
             None => format!("https:// ({url})"),
@@ -479,13 +477,16 @@ impl Report {
     /// the 3 seconds had no answer), and a hung server's requests count once each.
     fn stopped_answering(&self) -> Option<String> {
         // A second's requests count its failures and, in the last, the unfinished.
-        let answered =
-            |p: &crate::snapshot::TimePoint| p.requests > p.errors.saturating_add(p.unfinished);
+        let answered = |p: &tailscope_loadgen::snapshot::TimePoint| {
+            p.requests > p.errors.saturating_add(p.unfinished)
+        };
         // The run's own whole seconds: those that began in its load window (-z), not the
         // grace period's after it (a 3 s run read "of the run's 4 whole seconds"). A
         // measured window may end a hair before its last second's end.
         let window_s = self.summary.duration_s;
-        let whole = |p: &&crate::snapshot::TimePoint| !p.partial && p.t_s - 1.0 < window_s - 0.01;
+        let whole = |p: &&tailscope_loadgen::snapshot::TimePoint| {
+            !p.partial && p.t_s - 1.0 < window_s - 0.01
+        };
         let last = self.timeseries.iter().rposition(answered)?;
         let dead: Vec<_> = self.timeseries[last + 1..].iter().filter(whole).collect();
         let failed: u64 = dead.iter().map(|p| p.errors).sum();

@@ -9,8 +9,8 @@ use super::fmt::{
     cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
 };
 use super::{decode_histogram, ratio, LateSendsByCause, Report};
-use crate::snapshot::{Percentiles, Snapshot};
-use crate::Phase;
+use tailscope_loadgen::snapshot::{Percentiles, Snapshot};
+use tailscope_loadgen::Phase;
 
 impl LateSendsByCause {
     /// The late sends by cause in words: "18,100 while the generator's thread waited for a
@@ -48,7 +48,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "  Target:        {} (a mix of {} {}, by request below)",
-                crate::plan::url_shown(&c.url, true),
+                tailscope_loadgen::plan::url_shown(&c.url, true),
                 self.by_request.len(),
                 if self.by_request.len() == 1 {
                     "request"
@@ -420,7 +420,7 @@ impl Report {
     /// the 10 slowest were search (GET /search); the others: 2 upload (POST /upload)". None
     /// without a mix.
     pub fn slowest_by_name(&self) -> Option<String> {
-        let counts = crate::snapshot::count_by_request(&self.slowest);
+        let counts = tailscope_loadgen::snapshot::count_by_request(&self.slowest);
         if counts.is_empty() {
             return None;
         }
@@ -598,7 +598,7 @@ pub fn progress_line(snap: &Snapshot) -> String {
 }
 
 /// What became of one population of held connections, for the summary.
-fn held_line(h: &crate::conns::HeldReport) -> String {
+fn held_line(h: &tailscope_loadgen::conns::HeldReport) -> String {
     let k = &h.counters;
     let every = h
         .byte_interval_s

@@ -7,8 +7,8 @@ use hdrhistogram::Histogram;
 
 use super::super::{encoded, Generator, Report, SlowRequest};
 use super::{add, decode, SECOND_ALIGN_WARN_S};
-use crate::error::Error;
-use crate::snapshot::{Percentiles, TimePoint};
+use tailscope_loadgen::error::Error;
+use tailscope_loadgen::snapshot::{Percentiles, TimePoint};
 
 /// The reports' seconds and slowest requests on the merged clock.
 pub(super) struct Series<'a> {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{decode_base64, encoded, percentiles, ratio, EncodedHistogram};
-use crate::error::{Error, ErrorKind};
-use crate::plan::Plan;
-use crate::snapshot::{Percentiles, RequestPoint, RunTotals};
+use tailscope_loadgen::error::{Error, ErrorKind};
+use tailscope_loadgen::plan::Plan;
+use tailscope_loadgen::snapshot::{Percentiles, RequestPoint, RunTotals};
 
 /// One request name of a mix.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -77,7 +77,8 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
         .sum();
     let duration_s = totals.duration.as_secs_f64();
     // A name nothing was recorded for (built once, not per name: it is ~20 KB).
-    let empty = crate::recorder::RequestFigures::new(std::time::Duration::from_secs(60));
+    let empty =
+        tailscope_loadgen::recorder::RequestFigures::new(std::time::Duration::from_secs(60));
     for (i, name) in names.iter().enumerate() {
         let spec = plan
             .requests

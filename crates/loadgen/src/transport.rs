@@ -2,7 +2,7 @@
 //! asks for them and as a run counts them.
 //!
 //! [`TlsOptions`] is the plan's side (SNI, trust, client certificate, resumption); the
-//! run builds one rustls client configuration from it ([`tls_client`]), so the
+//! run builds one rustls client configuration from it (`tls_client`), so the
 //! files it names are read, and found wanting, before anything is sent.
 //! [`TransportCounters`] is what the workers count of it beside the request counters.
 

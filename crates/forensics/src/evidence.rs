@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tailscope_loadgen::recorder::Counters;
-use tailscope_loadgen::{Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
+use tailscope_loadgen::{
+    ErrorKind, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
+};
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
 
@@ -24,6 +26,10 @@ pub struct Load<'a> {
     own: Option<(u64, u64)>,
     /// The request time-out (-t), when known.
     timeout_us: Option<u64>,
+    /// Connects that gave up after the connect time-out.
+    connect_timeouts: u64,
+    /// The connect time-out, when known.
+    connect_timeout_us: Option<u64>,
 }
 
 impl<'a> Load<'a> {
@@ -38,6 +44,8 @@ impl<'a> Load<'a> {
             counts: snap.spike_counts,
             own: own_tcp(&snap.totals),
             timeout_us: None,
+            connect_timeouts: connect_timeouts(&snap.totals),
+            connect_timeout_us: None,
         }
     }
 
@@ -53,8 +61,14 @@ impl<'a> Load<'a> {
             counts: totals.spike_counts(),
             own: own_tcp(&totals.counters),
             timeout_us: Some(plan.timeout.as_micros() as u64),
+            connect_timeouts: connect_timeouts(&totals.counters),
+            connect_timeout_us: Some(plan.connect_timeout.as_micros() as u64),
         }
     }
+}
+
+fn connect_timeouts(c: &Counters) -> u64 {
+    c.errors[ErrorKind::ConnectTimeout.index()]
 }
 
 fn own_tcp(c: &Counters) -> Option<(u64, u64)> {
@@ -107,6 +121,13 @@ impl Evidence {
             duration_s: profile.map_or(0.0, |p| p.duration_s),
             server_run_queue_s: BTreeMap::new(),
             server_run_queue_total_s: None,
+            machine_busy_pct: profile.and_then(|p| {
+                let cpus: Vec<usize> = p.cpus.iter().map(|c| c.cpu).collect();
+                mean_busy(p, &cpus)
+            }),
+            server_profiled: profile.is_some_and(|p| p.target.is_some()),
+            connect_timeouts: load.connect_timeouts,
+            connect_timeout_us: load.connect_timeout_us,
         }
     }
 

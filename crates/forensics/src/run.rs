@@ -12,7 +12,7 @@ use tailscope_targets::profile::{Profile, Profiler, TickCounters};
 use tailscope_targets::stacks::Inside;
 
 use crate::evidence::{Load, Roles};
-use crate::{diagnose, slow_by_request, Diagnosis, Evidence, RequestShare};
+use crate::{diagnose, judge, slow_by_request, Diagnosis, Evidence, HeldBack, RequestShare};
 
 /// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
 /// `listen_queue`.
@@ -22,6 +22,9 @@ pub struct Findings {
     pub profile: Profile,
     /// The causes named, most specific first.
     pub diagnosis: Vec<Diagnosis>,
+    /// Causes whose signature was there but that a veto kept from being named, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnosis_held_back: Vec<HeldBack>,
     /// The accept queues of the loaded listeners, when watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen_queue: Option<ListenReport>,
@@ -51,11 +54,16 @@ impl Findings {
     /// The sections of a report read back, when it has them (a run without the profiler,
     /// or a report written by another version, has none).
     pub fn of(report: &Report) -> Option<Findings> {
-        let sections: serde_json::Map<String, serde_json::Value> =
-            ["profile", "diagnosis", "listen_queue", "slowest_by_request"]
-                .into_iter()
-                .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
-                .collect();
+        let sections: serde_json::Map<String, serde_json::Value> = [
+            "profile",
+            "diagnosis",
+            "diagnosis_held_back",
+            "listen_queue",
+            "slowest_by_request",
+        ]
+        .into_iter()
+        .filter_map(|k| Some((k.to_string(), report.extra.get(k)?.clone())))
+        .collect();
         serde_json::from_value(serde_json::Value::Object(sections)).ok()
     }
 }
@@ -224,8 +232,10 @@ impl RunProfiler {
             roles,
         )
         .with_run_queue(&self.run_queue);
+        let verdict = judge(&evidence);
         Findings {
-            diagnosis: diagnose(&evidence),
+            diagnosis: verdict.named,
+            diagnosis_held_back: verdict.held_back,
             profile,
             listen_queue,
             slowest_by_request: slow_by_request(&totals.slowest),

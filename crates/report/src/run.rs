@@ -387,13 +387,22 @@ fn diagnosis(report: &Report, so_far: bool) -> String {
         });
         return out;
     };
-    if findings.diagnosis.is_empty() {
+    if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );
+    } else if findings.diagnosis.is_empty() {
+        out.push_str("<p>No spike cause found: a signature was there, and what held its cause back is said below.</p>\n");
     }
     for d in &findings.diagnosis {
         out.push_str(&cause(d));
+    }
+    for h in &findings.diagnosis_held_back {
+        out.push_str(&format!(
+            "<p class=\"held-back\">held back: <b>{}</b>: {}</p>\n",
+            h.cause,
+            escape(&h.why)
+        ));
     }
     out
 }

@@ -143,8 +143,14 @@ fn an_injected_stall_is_named_server_stall_with_its_window() {
     let Some(server) = Server::start(&["--stall-every", "700ms", "--stall-for", "250ms"]) else {
         return;
     };
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "16", "--threads", "1", "-z", "2500ms"]);
     assert_eq!(code, 0, "{stderr}");
+    if !causes(&r).contains(&"server_stall".to_string())
+        && stall_held_back_by_others(busy_before, &r)
+    {
+        return;
+    }
     let d = r["diagnosis"].as_array().unwrap();
     let stall = d
         .iter()
@@ -181,7 +187,7 @@ fn a_stall_under_two_connections_is_named_server_stall() {
     let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "2", "--threads", "1", "-z", "2500ms"]);
     assert_eq!(code, 0, "{stderr}");
-    if contended_by_others(busy_before, &r) {
+    if contended_by_others(busy_before, &r) || stall_held_back_by_others(busy_before, &r) {
         return;
     }
     let stall = r["diagnosis"]
@@ -215,7 +221,7 @@ fn a_stall_longer_than_the_time_out_is_named_server_stall() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(n(&r["summary"]["timeouts"]) > 0, "{}", r["summary"]);
-    if contended_by_others(busy_before, &r) {
+    if contended_by_others(busy_before, &r) || stall_held_back_by_others(busy_before, &r) {
         return;
     }
     let d = r["diagnosis"].as_array().unwrap();
@@ -279,14 +285,22 @@ fn a_small_backlog_is_named_accept_queue_overflow() {
     assert!(n(&r["listen_queue"]["samples"]) > 10);
 }
 
-/// The stall run of the issue: 300 ms every 2 s, 16 connections.
-fn stall_run(server: &Server) -> serde_json::Value {
+/// The stall run of the issue: 300 ms every 2 s, 16 connections; with how busy other work
+/// kept the machine just before.
+fn stall_run(server: &Server) -> (f64, serde_json::Value) {
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "16", "--threads", "1", "-z", "3s"]);
     assert_eq!(code, 0, "{stderr}");
-    r
+    (busy_before, r)
 }
 
-fn assert_server_stall(r: &serde_json::Value) {
+/// A URL without --pid: on a machine others saturate, the stall is rightly held back.
+fn assert_server_stall((busy_before, r): &(f64, serde_json::Value)) {
+    if !causes(r).contains(&"server_stall".to_string())
+        && stall_held_back_by_others(*busy_before, r)
+    {
+        return;
+    }
     assert!(
         causes(r).contains(&"server_stall".to_string()),
         "{} listen {} tcp {} timeseries {}",
@@ -308,8 +322,7 @@ fn a_stall_after_an_overflowing_server_is_still_a_stall_every_time() {
         let Some(server) = Server::start(&["--stall-every", "2s", "--stall-for", "300ms"]) else {
             return;
         };
-        let r = stall_run(&server);
-        assert_server_stall(&r);
+        assert_server_stall(&stall_run(&server));
         eprintln!("round {round}: accept_queue_overflow, then server_stall");
     }
 }
@@ -397,8 +410,7 @@ fn an_unrelated_overflowing_listener_is_not_this_servers_cause() {
     let Some(stalling) = Server::start(&["--stall-every", "2s", "--stall-for", "300ms"]) else {
         return;
     };
-    let r = stall_run(&stalling);
-    assert_server_stall(&r);
+    assert_server_stall(&stall_run(&stalling));
     drop(neighbour);
 }
 

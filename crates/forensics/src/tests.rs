@@ -1002,6 +1002,9 @@ fn a_url_only_run_on_a_saturated_machine_cannot_tell_a_stall_from_contention() {
     assert_eq!(causes(&e), vec!["server_stall"]);
     let mut saturated = e.clone();
     saturated.machine_busy_pct = Some(99.5);
+    // Held 300 ms, and a generator thread's loop was kept waiting 40–80 ms in other seconds.
+    saturated.seconds[1].generator_lag_us = 80_000;
+    saturated.seconds[7].generator_lag_us = 40_000;
     assert!(causes(&saturated).is_empty(), "{:?}", diagnose(&saturated));
     let h = held_back(&saturated);
     assert_eq!(h.len(), 1, "{h:?}");
@@ -1012,6 +1015,12 @@ fn a_url_only_run_on_a_saturated_machine_cannot_tell_a_stall_from_contention() {
         "{}",
         h[0].why
     );
+    // Near-miss: held 300 ms where no thread waited more than 50 ms: the server stopped by
+    // itself, however busy the machine (a 2 s freeze was held back on a machine others
+    // kept busy).
+    let mut frozen = saturated.clone();
+    frozen.seconds[1].generator_lag_us = 50_000;
+    assert_eq!(causes(&frozen), vec!["server_stall"]);
     // With the server's own wait measured, the machine's load does not decide: a server
     // that did not wait for a CPU stopped by itself.
     let measured = saturated.clone().with_run_queue(

@@ -152,6 +152,34 @@ impl Evidence {
             .collect();
         self
     }
+
+    /// [`Evidence::with_run_queue`] for the server's threads that do its work: those that ran
+    /// on a CPU over the run (`run_time`, by tid) at least a quarter as long as its busiest.
+    /// A thread that mostly waits beside them waits behind the server itself: a Node event
+    /// loop spinning 300 ms on its CPU kept V8's helper threads waiting 200 ms with nobody
+    /// else there, and that wait vetoed the stall. Without run times, every thread counts.
+    pub fn with_run_queue_of_workers(
+        self,
+        per_second: &BTreeMap<u64, HashMap<u32, f64>>,
+        run_time: &HashMap<u32, f64>,
+    ) -> Evidence {
+        let busiest = run_time.values().copied().fold(0.0, f64::max);
+        if busiest <= 0.0 {
+            return self.with_run_queue(per_second);
+        }
+        let workers: BTreeMap<u64, HashMap<u32, f64>> = per_second
+            .iter()
+            .map(|(second, threads)| {
+                let kept = threads
+                    .iter()
+                    .filter(|(tid, _)| run_time.get(tid).is_some_and(|r| *r * 4.0 >= busiest))
+                    .map(|(tid, w)| (*tid, *w))
+                    .collect();
+                (*second, kept)
+            })
+            .collect();
+        self.with_run_queue(&workers)
+    }
 }
 
 /// Of the server's CPUs' capacity (%): what went to work that was neither the server's nor

@@ -94,6 +94,8 @@ pub struct RunProfiler {
     /// Per second of the measured run: how long each of the server's threads waited for a
     /// CPU, by tid.
     run_queue: BTreeMap<u64, HashMap<u32, f64>>,
+    /// Over the measured run: how long each of the server's threads ran on a CPU, by tid.
+    run_time: HashMap<u32, f64>,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
     /// The accept queues of the listeners the run loads.
@@ -116,6 +118,7 @@ impl RunProfiler {
             begun: !warmup,
             per_second: BTreeMap::new(),
             run_queue: BTreeMap::new(),
+            run_time: HashMap::new(),
             server_cpus,
             client_cpus,
             listen: None,
@@ -158,7 +161,7 @@ impl RunProfiler {
                 None,
                 self.roles(),
             )
-            .with_run_queue(&self.run_queue),
+            .with_run_queue_of_workers(&self.run_queue, &self.run_time),
         )
     }
 
@@ -180,6 +183,9 @@ impl RunProfiler {
             let second = self.run_queue.entry(snap.elapsed.as_secs()).or_default();
             for (tid, w) in waited {
                 *second.entry(*tid).or_default() += w;
+            }
+            for (tid, ran) in self.profiler.run_time_s() {
+                *self.run_time.entry(tid).or_default() += ran;
             }
         }
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
@@ -231,7 +237,7 @@ impl RunProfiler {
             Some(&profile),
             roles,
         )
-        .with_run_queue(&self.run_queue);
+        .with_run_queue_of_workers(&self.run_queue, &self.run_time);
         let verdict = judge(&evidence);
         Findings {
             diagnosis: verdict.named,

@@ -103,10 +103,12 @@ fn unmeasured_contention(e: &Evidence, stalled: &[&TimePoint]) -> Option<String>
 /// into (a stall longer than -t held its requests through the second before its timeouts).
 /// The seconds are whole, so this is at most what it waited then.
 fn waited_while_held(e: &Evidence, s: &TimePoint) -> f64 {
-    let end = second_start(s);
-    let begin = (end - held_us(e, s) as f64 / 1e6).floor().max(0.0);
+    let end = second_start(s) as u64;
+    let begin = (second_start(s) - held_us(e, s) as f64 / 1e6)
+        .floor()
+        .max(0.0) as u64;
     e.server_run_queue_s
-        .range(begin as u64..=end as u64)
+        .range(begin..=end)
         .map(|(_, w)| w)
         .sum()
 }

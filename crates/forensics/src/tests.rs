@@ -1078,3 +1078,45 @@ fn a_listener_that_never_accepts_is_named_accept_queue_overflow() {
         "{text}"
     );
 }
+
+/// The wait that tells contention is that of the threads doing the server's work: a Node
+/// event loop spinning 300 ms kept its V8 helper threads (which hardly ran) waiting 200 ms
+/// for its CPU with nobody else there (a run made quiet by giving its session the CPUs).
+#[test]
+fn helper_threads_waiting_behind_the_servers_own_loop_do_not_veto_its_stall() {
+    let e = node_stall();
+    let mut per_second: BTreeMap<u64, std::collections::HashMap<u32, f64>> = (0..5)
+        .map(|s| {
+            (
+                s,
+                // tid 1: the event loop; tid 2: a helper waiting behind it.
+                std::collections::HashMap::from([(1, 0.0005), (2, 0.2)]),
+            )
+        })
+        .collect();
+    per_second.insert(0, std::collections::HashMap::from([(1, 0.02), (2, 0.05)]));
+    let ran = std::collections::HashMap::from([(1, 4.0), (2, 0.1)]);
+    // Counted over every thread, the helper's wait vetoes every stalled second.
+    let all = e.clone().with_run_queue(&per_second);
+    assert!(!causes(&all).contains(&"server_stall".to_string()));
+    // Counted over the threads that do the work, the loop's own wait does not.
+    let workers = e.clone().with_run_queue_of_workers(&per_second, &ran);
+    assert!(
+        causes(&workers).contains(&"server_stall".to_string()),
+        "{:?} {:?}",
+        diagnose(&workers),
+        held_back(&workers)
+    );
+    // Near-miss: the loop itself waited as long (others on its CPU): contention.
+    let mut starved = per_second.clone();
+    for s in 0..5 {
+        starved.get_mut(&s).unwrap().insert(1, 0.2);
+    }
+    let starved = e.clone().with_run_queue_of_workers(&starved, &ran);
+    assert!(!causes(&starved).contains(&"server_stall".to_string()));
+    // Without run times every thread counts, as before.
+    let unknown = e
+        .clone()
+        .with_run_queue_of_workers(&per_second, &std::collections::HashMap::new());
+    assert_eq!(unknown.server_run_queue_s, all.server_run_queue_s);
+}

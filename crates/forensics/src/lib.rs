@@ -27,7 +27,7 @@ mod run;
 mod stacks;
 mod stall;
 
-pub use evidence::{Load, Roles};
+pub use evidence::{CpuWaits, Load, Roles, Waited};
 use requests::in_window;
 pub use requests::{slow_by_request, RequestShare};
 pub use run::{CpuBusy, Findings, RunProfiler};
@@ -168,6 +168,9 @@ pub struct Evidence {
     pub server_run_queue_s: BTreeMap<u64, f64>,
     /// Over the whole run: the wait of the thread that waited most, when measured.
     pub server_run_queue_total_s: Option<f64>,
+    /// Tick by tick: the wait of the server's working thread that waited most; empty where
+    /// not followed tick by tick (then the rules read the seconds).
+    pub server_waits: Vec<Waited>,
     /// Mean busy % of all the machine's CPUs over the run (whoever kept them busy), when
     /// profiled.
     pub machine_busy_pct: Option<f64>,

@@ -1,7 +1,7 @@
 //! The profiler and the rules following one run: sampled with every snapshot, diagnosed live
 //! and at the end, where they leave [`Findings`], the report's typed sections.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use tailscope_loadgen::report::Report;
@@ -11,7 +11,7 @@ use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, Profiler, TickCounters};
 use tailscope_targets::stacks::Inside;
 
-use crate::evidence::{Load, Roles};
+use crate::evidence::{CpuWaits, Load, Roles};
 use crate::{diagnose, judge, slow_by_request, Diagnosis, Evidence, HeldBack, RequestShare};
 
 /// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
@@ -91,11 +91,8 @@ pub struct RunProfiler {
     begun: bool,
     /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
-    /// Per second of the measured run: how long each of the server's threads waited for a
-    /// CPU, by tid.
-    run_queue: BTreeMap<u64, HashMap<u32, f64>>,
-    /// Over the measured run: how long each of the server's threads ran on a CPU, by tid.
-    run_time: HashMap<u32, f64>,
+    /// Over the measured run: how long the server's threads waited for a CPU, and ran.
+    cpu_waits: CpuWaits,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
     /// The accept queues of the listeners the run loads.
@@ -117,8 +114,7 @@ impl RunProfiler {
             profiler: Profiler::new(target_pid),
             begun: !warmup,
             per_second: BTreeMap::new(),
-            run_queue: BTreeMap::new(),
-            run_time: HashMap::new(),
+            cpu_waits: CpuWaits::default(),
             server_cpus,
             client_cpus,
             listen: None,
@@ -161,7 +157,7 @@ impl RunProfiler {
                 None,
                 self.roles(),
             )
-            .with_run_queue_of_workers(&self.run_queue, &self.run_time),
+            .with_cpu_waits(&self.cpu_waits),
         )
     }
 
@@ -180,13 +176,8 @@ impl RunProfiler {
         }
         let (cpus, counters) = self.profiler.tick();
         if let (Some(waited), Phase::Running) = (self.profiler.run_queue_wait_s(), snap.phase) {
-            let second = self.run_queue.entry(snap.elapsed.as_secs()).or_default();
-            for (tid, w) in waited {
-                *second.entry(*tid).or_default() += w;
-            }
-            for (tid, ran) in self.profiler.run_time_s() {
-                *self.run_time.entry(tid).or_default() += ran;
-            }
+            self.cpu_waits
+                .record(snap.elapsed, waited, &self.profiler.run_time_s());
         }
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
             let entry = self
@@ -237,7 +228,7 @@ impl RunProfiler {
             Some(&profile),
             roles,
         )
-        .with_run_queue_of_workers(&self.run_queue, &self.run_time);
+        .with_cpu_waits(&self.cpu_waits);
         let verdict = judge(&evidence);
         Findings {
             diagnosis: verdict.named,

@@ -8,8 +8,8 @@ use tailscope_loadgen::{SlowRequest, TimePoint};
 use crate::accept::{listener_full, listener_text, own_syn_drops, syns_at_a_pressed_listener};
 use crate::{
     contended, generator_lag_while_held, held_by_generator, held_us, least_together, machine_wide,
-    one_stall_can_hold, released_together, second_start, stall_shaped, window_of, Cause, Diagnosis,
-    Evidence, HeldBack, Ruling, Window, MIN_STALL_US,
+    one_stall_can_hold, released_in, released_together, second_start, stall_shaped, window_of,
+    Cause, Diagnosis, Evidence, HeldBack, Ruling, Window, MIN_STALL_US,
 };
 
 /// The machine counts as saturated, where the server's own wait for a CPU is unknown, when its
@@ -98,11 +98,42 @@ fn unmeasured_contention(e: &Evidence, stalled: &[&TimePoint]) -> Option<String>
     ))
 }
 
-/// How long the server's thread that waited most waited for a CPU (s) while the requests of
-/// the second ending at `s.t_s` were held: in that second and those their hold reaches back
-/// into (a stall longer than -t held its requests through the second before its timeouts).
-/// The seconds are whole, so this is at most what it waited then.
+/// When the requests of the second ending at `s.t_s` were held: from the earliest start to
+/// the latest end of the slowest kept that it released, or, where none was kept, from the
+/// second's start less its hold to its end (any of its requests was held within that).
+fn hold_interval(e: &Evidence, s: &TimePoint) -> (f64, f64) {
+    let released: Vec<&SlowRequest> = e.slowest.iter().filter(|r| released_in(s, r)).collect();
+    let from = released.iter().map(|r| r.at_s).min_by(f64::total_cmp);
+    let to = released
+        .iter()
+        .map(|r| r.at_s + r.latency_us as f64 / 1e6)
+        .max_by(f64::total_cmp);
+    match (from, to) {
+        (Some(from), Some(to)) => (from, to),
+        _ => (second_start(s) - held_us(e, s) as f64 / 1e6, s.t_s),
+    }
+}
+
+/// How long the server's working thread that waited most can have waited for a CPU (s) while
+/// the requests of the second ending at `s.t_s` were held. Tick by tick where followed so: of
+/// each tick's wait, no more than the part of the tick the hold covers (an unpinned Node
+/// server waited ~200 ms a second for the CPU the generator held while it answered, and none
+/// while its event loop spun 300 ms with nothing to answer: its seconds' waits vetoed that
+/// stall). Otherwise from the seconds: that second's and those the hold reaches back into (a
+/// stall longer than -t held its requests through the second before its timeouts), at most
+/// what it waited then.
 fn waited_while_held(e: &Evidence, s: &TimePoint) -> f64 {
+    let (from, to) = hold_interval(e, s);
+    if !e.server_waits.is_empty() {
+        return e
+            .server_waits
+            .iter()
+            .map(|w| {
+                w.waited_s
+                    .min((w.to_s.min(to) - w.from_s.max(from)).max(0.0))
+            })
+            .sum();
+    }
     let end = second_start(s) as u64;
     let begin = (second_start(s) - held_us(e, s) as f64 / 1e6)
         .floor()

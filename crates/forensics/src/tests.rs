@@ -1120,3 +1120,58 @@ fn helper_threads_waiting_behind_the_servers_own_loop_do_not_veto_its_stall() {
         .with_run_queue_of_workers(&per_second, &std::collections::HashMap::new());
     assert_eq!(unknown.server_run_queue_s, all.server_run_queue_s);
 }
+
+/// Tick by tick, the wait that counts is the one within the hold: an unpinned Node server
+/// waited ~200 ms a second for the CPU the generator held while it answered, and none while
+/// its loop spun with nothing to answer (as a URL with --pid, those seconds' waits vetoed it).
+#[test]
+fn the_wait_that_vetoes_a_stall_is_the_one_within_its_hold() {
+    let mut e = node_stall();
+    // Every second waited 200 ms: the seconds alone veto every stalled second.
+    for w in e.server_run_queue_s.values_mut() {
+        *w = 0.2;
+    }
+    assert!(!causes(&e).contains(&"server_stall".to_string()));
+    // Tick by tick: 20 ms of every 100 ms tick, none while the loop spun (1.6–1.9, 3.6–3.9).
+    let spinning = |t: f64| (1.6..1.9).contains(&t) || (3.6..3.9).contains(&t);
+    e.server_waits = (0..50)
+        .map(|i| i as f64 / 10.0)
+        .map(|from_s| Waited {
+            from_s,
+            to_s: from_s + 0.1,
+            waited_s: if spinning(from_s + 0.05) { 0.0 } else { 0.02 },
+        })
+        .collect();
+    let d = diagnose(&e);
+    assert!(
+        d.iter().any(|d| d.cause == Cause::ServerStall),
+        "{d:?} {:?}",
+        held_back(&e)
+    );
+    // Near-miss: it waited through the spin too (others held its CPU): contention.
+    let mut held_off = e.clone();
+    for w in &mut held_off.server_waits {
+        w.waited_s = 0.09;
+    }
+    assert!(!causes(&held_off).contains(&"server_stall".to_string()));
+    // A short hold inside a tick with a long wait in it: the wait may all have been within
+    // the hold, so it explains it.
+    let mut short = healthy();
+    short.seconds[4].outliers = 60;
+    short.seconds[4].max_us = 30_000;
+    short.slowest = (0..4)
+        .map(|i| slow(4.5 + i as f64 * 0.001, 30_000 - i * 1_000, false))
+        .collect();
+    assert_eq!(causes(&short), vec!["server_stall"]);
+    short.server_run_queue_s = (0..10).map(|s| (s, 0.0)).collect();
+    short.server_waits = vec![Waited {
+        from_s: 4.45,
+        to_s: 4.55,
+        waited_s: 0.05,
+    }];
+    assert!(
+        !causes(&short).contains(&"server_stall".to_string()),
+        "{:?}",
+        diagnose(&short)
+    );
+}

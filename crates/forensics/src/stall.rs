@@ -232,7 +232,7 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
              through a full accept queue ({}; our SYNs resent: {}): see accept_queue_overflow",
             numbered(&stalled),
             listener_text(e),
-            e.own_syn_retransmits.map_or("n/a".into(), |n| fmt_count(n))
+            e.own_syn_retransmits.map_or("n/a".into(), fmt_count)
         ));
     }
     // Seconds that qualified by their timeouts, not one stray timeout in a second of slow

@@ -144,6 +144,44 @@ fn waited_while_held(e: &Evidence, s: &TimePoint) -> f64 {
         .sum()
 }
 
+/// Stalled seconds split in two: those a wait for a CPU does not explain, and those it does.
+type Split<'a> = (Vec<&'a TimePoint>, Vec<&'a TimePoint>);
+
+/// The stalled seconds that a wait for a CPU does not explain, and those it does; or why the
+/// stall is held back. A server that waited for a CPU others held did not stop by itself.
+/// Where the scheduler says how long its threads waited on a run queue, a second explained by
+/// that wait is not a stall (a blocked, sleeping or stopped server does not wait there,
+/// however busy the machine); the seconds it does not explain still are: a Node server's
+/// warm-up second (V8 compiling, its thread waiting 13 ms beside 26 ms responses) vetoed the
+/// 300 ms event-loop stalls of every later second. Without that wait, CPUs that others kept
+/// busy, or a saturated machine, leave a stall and a wait for a CPU indistinguishable.
+fn not_waiting<'a>(e: &Evidence, stalled: Vec<&'a TimePoint>) -> Result<Split<'a>, String> {
+    if e.server_run_queue_s.is_empty() {
+        return match unmeasured_contention(e, &stalled) {
+            Some(why) => Err(why),
+            None => Ok((stalled, Vec::new())),
+        };
+    }
+    let (free, waited): (Vec<&TimePoint>, Vec<&TimePoint>) = stalled
+        .into_iter()
+        .partition(|s| waited_while_held(e, s) * 1e6 < held_us(e, s) as f64 * 0.5);
+    if !free.is_empty() {
+        return Ok((free, waited));
+    }
+    let wait = waited
+        .iter()
+        .map(|s| waited_while_held(e, s))
+        .fold(0.0, f64::max);
+    Err(format!(
+        "in second(s) {}, requests were held up to {}, and a server thread waited up to {:.0} ms \
+         for a CPU while they were held (schedstat), at least half as long: others held its CPU, \
+         it did not stop by itself (see cpu_contention)",
+        numbered(&waited),
+        fmt_us(waited.iter().map(|s| held_us(e, s)).max().unwrap_or(0)),
+        wait * 1e3
+    ))
+}
+
 pub(crate) fn server_stall(e: &Evidence) -> Ruling {
     // At -c 1 (one request in flight, no pipelining) nothing tells a stall from any other
     // slow response: no two are ever held, let alone released, together. The thresholds
@@ -189,37 +227,10 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
             fmt_us(lag)
         ));
     }
-    // A server that waited for a CPU others held did not stop by itself. Where the scheduler
-    // says how long its threads waited on a run queue, a second explained by that wait is
-    // not a stall (a blocked, sleeping or stopped server does not wait there, however busy
-    // the machine); the seconds it does not explain still are: a Node server's warm-up second
-    // (V8 compiling, its thread waiting 13 ms beside 26 ms responses) vetoed the 300 ms
-    // event-loop stalls of every later second. Without that wait, CPUs that others kept
-    // busy, or a saturated machine, leave a stall and a wait for a CPU indistinguishable.
-    let (stalled, waited): (Vec<&TimePoint>, Vec<&TimePoint>) = if e.server_run_queue_s.is_empty() {
-        if let Some(why) = unmeasured_contention(e, &stalled) {
-            return held_back(why);
-        }
-        (stalled, Vec::new())
-    } else {
-        stalled
-            .iter()
-            .partition(|s| waited_while_held(e, s) * 1e6 < held_us(e, s) as f64 * 0.5)
+    let (stalled, waited) = match not_waiting(e, stalled) {
+        Ok(split) => split,
+        Err(why) => return held_back(why),
     };
-    if stalled.is_empty() {
-        let wait = waited
-            .iter()
-            .map(|s| waited_while_held(e, s))
-            .fold(0.0, f64::max);
-        return held_back(format!(
-            "in second(s) {}, requests were held up to {}, and a server thread waited up to {:.0} ms \
-             for a CPU while they were held (schedstat), at least half as long: others held its CPU, \
-             it did not stop by itself (see cpu_contention)",
-            numbered(&waited),
-            fmt_us(waited.iter().map(|s| held_us(e, s)).max().unwrap_or(0)),
-            wait * 1e3
-        ));
-    }
     // The target's own listener full, or our own SYNs dropped, point at connection setup
     // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
     // another busy server's leftovers must not veto this one's stall.) Retransmits do not

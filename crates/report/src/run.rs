@@ -537,4 +537,29 @@ mod tests {
         d.inside = None;
         assert!(!cause(&d).contains("inside"));
     }
+
+    #[test]
+    fn a_held_back_cause_is_said_with_its_veto() {
+        let mut report = report_of(2, Vec::new());
+        let sections = serde_json::json!({
+            "profile": {"interval_ms": 100, "duration_s": 3.0, "cpus": [], "target": null,
+                        "generator": null, "tcp": null, "notes": []},
+            "diagnosis": [],
+            "diagnosis_held_back": [{"cause": "server_stall", "why": "a stall <cannot> be told; add --pid"}],
+        });
+        let serde_json::Value::Object(sections) = sections else {
+            unreachable!()
+        };
+        report.extra.extend(sections);
+        let html = diagnosis(&report, false);
+        assert!(
+            html.contains(
+                "held back: <b>server_stall</b>: a stall &lt;cannot&gt; be told; add --pid"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("no rule's signature"), "{html}");
+        report.extra.remove("diagnosis_held_back");
+        assert!(diagnosis(&report, false).contains("no rule's signature"));
+    }
 }

@@ -250,8 +250,16 @@ impl CpuWaits {
         for (tid, r) in ran {
             *self.run_time.entry(*tid).or_default() += r;
         }
-        if !waited.is_empty() {
-            self.ticks.push((from_s, to_s, waited.clone()));
+        // Kept for a run's whole length: a tick's waits under 1 ms are left out (at most a
+        // few ms against a stall of 20 ms or more), which keeps most ticks of a server that
+        // hardly waits from being kept at all.
+        let kept: HashMap<u32, f64> = waited
+            .iter()
+            .filter(|(_, w)| **w >= 0.001)
+            .map(|(tid, w)| (*tid, *w))
+            .collect();
+        if !kept.is_empty() {
+            self.ticks.push((from_s, to_s, kept));
         }
     }
 }

@@ -143,8 +143,14 @@ fn an_injected_stall_is_named_server_stall_with_its_window() {
     let Some(server) = Server::start(&["--stall-every", "700ms", "--stall-for", "250ms"]) else {
         return;
     };
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "16", "--threads", "1", "-z", "2500ms"]);
     assert_eq!(code, 0, "{stderr}");
+    if !causes(&r).contains(&"server_stall".to_string())
+        && stall_held_back_by_others(busy_before, &r)
+    {
+        return;
+    }
     let d = r["diagnosis"].as_array().unwrap();
     let stall = d
         .iter()
@@ -181,7 +187,7 @@ fn a_stall_under_two_connections_is_named_server_stall() {
     let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "2", "--threads", "1", "-z", "2500ms"]);
     assert_eq!(code, 0, "{stderr}");
-    if contended_by_others(busy_before, &r) {
+    if contended_by_others(busy_before, &r) || stall_held_back_by_others(busy_before, &r) {
         return;
     }
     let stall = r["diagnosis"]
@@ -215,7 +221,7 @@ fn a_stall_longer_than_the_time_out_is_named_server_stall() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(n(&r["summary"]["timeouts"]) > 0, "{}", r["summary"]);
-    if contended_by_others(busy_before, &r) {
+    if contended_by_others(busy_before, &r) || stall_held_back_by_others(busy_before, &r) {
         return;
     }
     let d = r["diagnosis"].as_array().unwrap();
@@ -279,14 +285,22 @@ fn a_small_backlog_is_named_accept_queue_overflow() {
     assert!(n(&r["listen_queue"]["samples"]) > 10);
 }
 
-/// The stall run of the issue: 300 ms every 2 s, 16 connections.
-fn stall_run(server: &Server) -> serde_json::Value {
+/// The stall run of the issue: 300 ms every 2 s, 16 connections; with how busy other work
+/// kept the machine just before.
+fn stall_run(server: &Server) -> (f64, serde_json::Value) {
+    let busy_before = common::machine_busy_before();
     let (code, r, stderr) = run_json(&server.url, &["-c", "16", "--threads", "1", "-z", "3s"]);
     assert_eq!(code, 0, "{stderr}");
-    r
+    (busy_before, r)
 }
 
-fn assert_server_stall(r: &serde_json::Value) {
+/// A URL without --pid: on a machine others saturate, the stall is rightly held back.
+fn assert_server_stall((busy_before, r): &(f64, serde_json::Value)) {
+    if !causes(r).contains(&"server_stall".to_string())
+        && stall_held_back_by_others(*busy_before, r)
+    {
+        return;
+    }
     assert!(
         causes(r).contains(&"server_stall".to_string()),
         "{} listen {} tcp {} timeseries {}",
@@ -308,8 +322,7 @@ fn a_stall_after_an_overflowing_server_is_still_a_stall_every_time() {
         let Some(server) = Server::start(&["--stall-every", "2s", "--stall-for", "300ms"]) else {
             return;
         };
-        let r = stall_run(&server);
-        assert_server_stall(&r);
+        assert_server_stall(&stall_run(&server));
         eprintln!("round {round}: accept_queue_overflow, then server_stall");
     }
 }
@@ -397,8 +410,7 @@ fn an_unrelated_overflowing_listener_is_not_this_servers_cause() {
     let Some(stalling) = Server::start(&["--stall-every", "2s", "--stall-for", "300ms"]) else {
         return;
     };
-    let r = stall_run(&stalling);
-    assert_server_stall(&r);
+    assert_server_stall(&stall_run(&stalling));
     drop(neighbour);
 }
 
@@ -619,4 +631,274 @@ fn a_cpu_hog_on_the_generators_core_is_named_generator_saturated() {
         "the server's CPUs were free: {}",
         r["diagnosis"]
     );
+}
+
+// ---- Wrong verdicts a newcomer found (issue 39, items 1 to 3) ----
+
+/// The causes held back, as `cause: why`.
+fn held_back(report: &serde_json::Value) -> Vec<String> {
+    report["diagnosis_held_back"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .map(|h| format!("{}: {}", h["cause"].as_str().unwrap(), h["why"]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// True, after recording the test as inconclusive, when the run held a stall back because
+/// the server waited for a CPU (or the machine was saturated and its wait unknown) while
+/// other work kept the machine busy: the veto was right, the premise (a quiet box) was not.
+fn stall_held_back_by_others(busy_before: f64, report: &serde_json::Value) -> bool {
+    let steal = common::mean_steal_pct(report);
+    let by_cpu = held_back(report).into_iter().find(|h| {
+        h.starts_with("server_stall:")
+            && (h.contains("for a CPU while they were held") || h.contains("cannot be told"))
+    });
+    match by_cpu {
+        Some(h) if busy_before > 0.15 || steal >= 5.0 => {
+            common::inconclusive(format!(
+                "other work kept {:.0} % of the CPUs busy before the run (steal {steal:.1} %), and the stall was rightly held back: {h}",
+                busy_before * 100.0
+            ));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A plain Node `http` server whose event loop busy-loops 300 ms every 2 s, as the issue ran
+/// it; it listens on the port given (0: any) and prints its URL. `None`, after saying so,
+/// without node.
+fn node_stall_script(dir: &std::path::Path) -> Option<std::path::PathBuf> {
+    if !common::has_tool("node", "--version") {
+        common::skip("node not installed (apt-get install nodejs)");
+        return None;
+    }
+    let script = dir.join("stall.js");
+    std::fs::write(
+        &script,
+        r#"const http = require('http');
+const server = http.createServer((req, res) => {
+  res.writeHead(200, { 'Content-Type': 'text/plain' });
+  res.end('Hello, World!');
+});
+server.listen(Number(process.argv[2] || 0), '127.0.0.1', () => {
+  console.log(`listening on http://127.0.0.1:${server.address().port}/`);
+});
+setInterval(() => { const end = Date.now() + 300; while (Date.now() < end) {} }, 2000);
+"#,
+    )
+    .unwrap();
+    Some(script)
+}
+
+/// The Node stall must be named `server_stall` in the run `r`, or the run be inconclusive on a
+/// busy machine; `what` says which run it was.
+fn assert_node_stall(what: &str, busy_before: f64, r: &serde_json::Value) {
+    if causes(r).contains(&"server_stall".to_string()) {
+        let stall = r["diagnosis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["cause"] == "server_stall")
+            .unwrap();
+        // Held 300 ms: the busy loop, not the warm-up's few tens of ms.
+        assert!(
+            stall["evidence"]
+                .as_str()
+                .unwrap()
+                .contains("requests at once"),
+            "{what}: {}",
+            stall["evidence"]
+        );
+        return;
+    }
+    if contended_by_others(busy_before, r) || stall_held_back_by_others(busy_before, r) {
+        return;
+    }
+    panic!(
+        "{what}: a 300 ms event-loop stall every 2 s not named: diagnosis {} held back {:?} timeseries {}",
+        r["diagnosis"],
+        held_back(r),
+        r["timeseries"]
+    );
+}
+
+#[test]
+fn a_node_event_loop_stall_is_named_server_stall_as_a_command_target() {
+    let _turn = serial();
+    let dir = common::scratch_dir("node-stall");
+    let Some(script) = node_stall_script(dir.path()) else {
+        return;
+    };
+    let target = format!("command:node {} {{port}}", script.display());
+    for round in 1..=3 {
+        let busy_before = common::machine_busy_before();
+        let out = common::tailscope(&[
+            "run", "--target", &target, "-z", "5s", "-c", "16", "--json", "-",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_node_stall(&format!("command target, run {round}"), busy_before, &r);
+    }
+}
+
+#[test]
+fn a_node_event_loop_stall_is_named_server_stall_as_a_url_with_its_pid() {
+    use std::io::BufRead;
+    let _turn = serial();
+    let dir = common::scratch_dir("node-stall-pid");
+    let Some(script) = node_stall_script(dir.path()) else {
+        return;
+    };
+    let child = std::process::Command::new("node")
+        .arg(&script)
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let mut node = Server {
+        child,
+        url: String::new(),
+    };
+    let mut line = String::new();
+    std::io::BufReader::new(node.child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    node.url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("node printed {line:?}"))
+        .to_string();
+    for round in 1..=3 {
+        let busy_before = common::machine_busy_before();
+        let (code, r, stderr) =
+            run_json(&node.url, &["-z", "5s", "-c", "16", "--pid", &node.pid()]);
+        assert_eq!(code, 0, "{stderr}");
+        assert_node_stall(&format!("URL with --pid, run {round}"), busy_before, &r);
+    }
+}
+
+/// Busy loops on every CPU, killed on drop.
+struct Hogs(Vec<Child>);
+
+impl Hogs {
+    /// One busy loop pinned to each CPU; `None`, after saying so, without taskset.
+    fn on_every_cpu() -> Option<Hogs> {
+        let mut hogs = Vec::new();
+        for cpu in tailscope_targets::cpus::available() {
+            let Ok(hog) = std::process::Command::new("taskset")
+                .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                .spawn()
+            else {
+                common::skip("taskset not installed (apt-get install util-linux)");
+                return None;
+            };
+            hogs.push(hog);
+        }
+        Some(Hogs(hogs))
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for hog in &mut self.0 {
+            let _ = hog.kill();
+            let _ = hog.wait();
+        }
+    }
+}
+
+/// A URL-only run (the server's pid unknown, so is its wait for a CPU) on a machine a CPU hog
+/// on every CPU saturates: a stall cannot be told from contention, so none is named, and where
+/// the signature was there the verdict says so and what to add (`--pid`). A newcomer got
+/// `server_stall` twice; `--pid` showed a 631 ms a second wait for a CPU.
+#[test]
+fn a_url_only_run_on_a_saturated_machine_names_no_stall_and_says_to_add_the_pid() {
+    let _turn = serial();
+    let Some(server) = Server::start(&[]) else {
+        return;
+    };
+    let Some(hogs) = Hogs::on_every_cpu() else {
+        return;
+    };
+    // The signature comes with the preemptions; a run may see none.
+    for round in 1..=5 {
+        let (code, r, stderr) = run_json(&server.url, &["-z", "3s"]);
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            !causes(&r).contains(&"server_stall".to_string()),
+            "run {round}: a saturated machine, the server's wait unknown, yet a stall was named: {} cpus {}",
+            r["diagnosis"],
+            r["profile"]["cpus"]
+        );
+        if let Some(h) = held_back(&r)
+            .into_iter()
+            .find(|h| h.starts_with("server_stall:"))
+        {
+            assert!(
+                h.contains("cannot be told") && h.contains("--pid"),
+                "run {round}: {h}"
+            );
+            // The text summary says it too, not "no rule's signature ... was there".
+            assert!(stderr.contains("held back: server_stall: "), "{stderr}");
+            assert!(
+                !stderr.contains("no rule's signature and evidence were both there"),
+                "{stderr}"
+            );
+            drop(hogs);
+            return;
+        }
+    }
+    drop(hogs);
+    common::inconclusive("in 5 runs on the saturated machine no stall signature showed");
+}
+
+/// A listener that never accepts, under `-c 8 --connect-timeout 1s -t 2s -z 3s`: its queue at
+/// its limit and connects timing out are the accept queue (a newcomer's listen(0) got "no
+/// spike cause found"); a healthy run names nothing (a_healthy_run_names_no_cause_...).
+#[test]
+fn a_listener_that_never_accepts_is_named_accept_queue_overflow() {
+    let _turn = serial();
+    let (listener, addr) = common::never_accepting_listener();
+    let (_, r, stderr) = run_json(
+        &format!("http://{addr}/"),
+        &["-c", "8", "--connect-timeout", "1s", "-t", "2s", "-z", "3s"],
+    );
+    drop(listener);
+    let errors = &r["errors"];
+    assert!(
+        n(&r["listen_queue"]["full_samples"]) > 0,
+        "the listener was seen at its limit: {} {stderr}",
+        r["listen_queue"]
+    );
+    let d = r["diagnosis"].as_array().unwrap();
+    let aqo = d
+        .iter()
+        .find(|d| d["cause"] == "accept_queue_overflow")
+        .unwrap_or_else(|| {
+            panic!(
+                "{} held back {:?} listen {} errors {errors}",
+                r["diagnosis"],
+                held_back(&r),
+                r["listen_queue"]
+            )
+        });
+    let evidence = aqo["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("connects timed out (--connect-timeout 1.00s)")
+            && evidence.contains("the target's listener")
+            && evidence.contains("ListenOverflows +"),
+        "{evidence}"
+    );
+    assert!(n(&aqo["requests_affected"]) > 0, "{aqo}");
+    assert!(
+        !causes(&r).contains(&"server_stall".to_string()),
+        "{}",
+        r["diagnosis"]
+    );
+    assert!(stderr.contains("accept_queue_overflow ("), "{stderr}");
 }

@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use tailscope_loadgen::recorder::Counters;
-use tailscope_loadgen::{Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint};
+use tailscope_loadgen::{
+    ErrorKind, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
+};
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
 
@@ -24,6 +26,10 @@ pub struct Load<'a> {
     own: Option<(u64, u64)>,
     /// The request time-out (-t), when known.
     timeout_us: Option<u64>,
+    /// Connects that gave up after the connect time-out.
+    connect_timeouts: u64,
+    /// The connect time-out, when known.
+    connect_timeout_us: Option<u64>,
 }
 
 impl<'a> Load<'a> {
@@ -38,6 +44,8 @@ impl<'a> Load<'a> {
             counts: snap.spike_counts,
             own: own_tcp(&snap.totals),
             timeout_us: None,
+            connect_timeouts: connect_timeouts(&snap.totals),
+            connect_timeout_us: None,
         }
     }
 
@@ -53,8 +61,14 @@ impl<'a> Load<'a> {
             counts: totals.spike_counts(),
             own: own_tcp(&totals.counters),
             timeout_us: Some(plan.timeout.as_micros() as u64),
+            connect_timeouts: connect_timeouts(&totals.counters),
+            connect_timeout_us: Some(plan.connect_timeout.as_micros() as u64),
         }
     }
+}
+
+fn connect_timeouts(c: &Counters) -> u64 {
+    c.errors[ErrorKind::ConnectTimeout.index()]
 }
 
 fn own_tcp(c: &Counters) -> Option<(u64, u64)> {
@@ -107,6 +121,14 @@ impl Evidence {
             duration_s: profile.map_or(0.0, |p| p.duration_s),
             server_run_queue_s: BTreeMap::new(),
             server_run_queue_total_s: None,
+            server_waits: Vec::new(),
+            machine_busy_pct: profile.and_then(|p| {
+                let cpus: Vec<usize> = p.cpus.iter().map(|c| c.cpu).collect();
+                mean_busy(p, &cpus)
+            }),
+            server_profiled: profile.is_some_and(|p| p.target.is_some()),
+            connect_timeouts: load.connect_timeouts,
+            connect_timeout_us: load.connect_timeout_us,
         }
     }
 
@@ -130,6 +152,115 @@ impl Evidence {
             .map(|(s, threads)| (*s, threads.values().copied().fold(0.0, f64::max)))
             .collect();
         self
+    }
+
+    /// [`Evidence::with_run_queue`] for the server's threads that do its work (see
+    /// [`is_worker`]). Without run times, every thread counts.
+    pub(crate) fn with_run_queue_of_workers(
+        self,
+        per_second: &BTreeMap<u64, HashMap<u32, f64>>,
+        run_time: &HashMap<u32, f64>,
+    ) -> Evidence {
+        let workers: BTreeMap<u64, HashMap<u32, f64>> = per_second
+            .iter()
+            .map(|(second, threads)| (*second, workers_only(threads, run_time)))
+            .collect();
+        self.with_run_queue(&workers)
+    }
+
+    /// With the server's waits for a CPU as the profiler followed them ([`CpuWaits`]): per
+    /// second, and tick by tick for the stalls' own windows; its working threads' only.
+    pub fn with_cpu_waits(self, waits: &CpuWaits) -> Evidence {
+        let mut e = self.with_run_queue_of_workers(&waits.per_second, &waits.run_time);
+        e.server_waits = waits
+            .ticks
+            .iter()
+            .map(|(from_s, to_s, threads)| Waited {
+                from_s: *from_s,
+                to_s: *to_s,
+                waited_s: workers_only(threads, &waits.run_time)
+                    .values()
+                    .copied()
+                    .fold(0.0, f64::max),
+            })
+            .collect();
+        e
+    }
+}
+
+/// Whether thread `tid` does the server's work: it ran on a CPU over the run (`run_time`) at
+/// least a quarter as long as the server's busiest thread. A thread that mostly waits beside
+/// them waits behind the server itself: a Node event loop spinning 300 ms on its CPU kept V8's
+/// helper threads waiting 200 ms with nobody else there, and that wait vetoed the stall.
+/// Without run times, every thread counts.
+fn is_worker(tid: u32, run_time: &HashMap<u32, f64>) -> bool {
+    let busiest = run_time.values().copied().fold(0.0, f64::max);
+    busiest <= 0.0 || run_time.get(&tid).is_some_and(|r| *r * 4.0 >= busiest)
+}
+
+fn workers_only(threads: &HashMap<u32, f64>, run_time: &HashMap<u32, f64>) -> HashMap<u32, f64> {
+    threads
+        .iter()
+        .filter(|(tid, _)| is_worker(**tid, run_time))
+        .map(|(tid, w)| (*tid, *w))
+        .collect()
+}
+
+/// How long the server's working thread that waited most waited for a CPU in one tick.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Waited {
+    /// The tick's start, in seconds from the start of measurement.
+    pub from_s: f64,
+    /// Its end.
+    pub to_s: f64,
+    /// The wait, in seconds.
+    pub waited_s: f64,
+}
+
+/// The server's threads' waits for a CPU over a run, as the profiler reads them tick by tick
+/// (schedstat), with how long each thread ran: what the rules read of the scheduler.
+#[derive(Debug, Clone, Default)]
+pub struct CpuWaits {
+    /// Per second (from 0): each thread's wait, by tid.
+    per_second: BTreeMap<u64, HashMap<u32, f64>>,
+    /// Per tick: its start and end, and each thread's wait in it, by tid (those that waited).
+    ticks: Vec<(f64, f64, HashMap<u32, f64>)>,
+    /// Over the run: how long each thread ran on a CPU, by tid.
+    run_time: HashMap<u32, f64>,
+    /// When the last tick ended.
+    last_s: Option<f64>,
+}
+
+impl CpuWaits {
+    /// Adds a tick of the measured run that ended `elapsed` after its start: how long each
+    /// thread waited for a CPU (`waited`) and ran on one (`ran`) since the previous tick.
+    pub fn record(
+        &mut self,
+        elapsed: std::time::Duration,
+        waited: &HashMap<u32, f64>,
+        ran: &HashMap<u32, f64>,
+    ) {
+        let to_s = elapsed.as_secs_f64();
+        let from_s = self.last_s.unwrap_or(to_s).min(to_s);
+        self.last_s = Some(to_s);
+        let second = self.per_second.entry(elapsed.as_secs()).or_default();
+        for (tid, w) in waited {
+            *second.entry(*tid).or_default() += w;
+        }
+        for (tid, r) in ran {
+            *self.run_time.entry(*tid).or_default() += r;
+        }
+        // Kept for a run's whole length: a tick's waits under 1 ms are left out (at most a
+        // few ms against a stall of 20 ms or more), which keeps most ticks of a server that
+        // hardly waits from being kept at all.
+        let kept: HashMap<u32, f64> = waited
+            .iter()
+            .filter(|(_, w)| **w >= 0.001)
+            .map(|(tid, w)| (*tid, *w))
+            .collect();
+        if !kept.is_empty() {
+            self.ticks.push((from_s, to_s, kept));
+        }
     }
 }
 

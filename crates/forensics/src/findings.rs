@@ -5,7 +5,7 @@ use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
 use tailscope_targets::stacks::Inside;
 
-use crate::{Diagnosis, RequestShare};
+use crate::{Diagnosis, HeldBack, RequestShare};
 
 /// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
 /// `listen_queue`.
@@ -15,6 +15,9 @@ pub struct Findings {
     pub profile: Profile,
     /// The causes named, most specific first.
     pub diagnosis: Vec<Diagnosis>,
+    /// Causes whose signature was there but that a veto kept from being named, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub diagnosis_held_back: Vec<HeldBack>,
     /// The accept queues of the loaded listeners, when watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen_queue: Option<ListenReport>,

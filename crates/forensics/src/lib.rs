@@ -18,11 +18,16 @@ use tailscope_loadgen::snapshot::GENERATOR_LAG_WARN_US;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
 
+use accept::accept_queue_overflow;
+use stall::server_stall;
+
+mod accept;
 mod evidence;
 mod findings;
 mod requests;
+mod stall;
 
-pub use evidence::{Load, Roles};
+pub use evidence::{CpuWaits, Load, Roles, Waited};
 pub use findings::Findings;
 use requests::in_window;
 pub use requests::{slow_by_request, RequestShare};
@@ -162,6 +167,55 @@ pub struct Evidence {
     pub server_run_queue_s: BTreeMap<u64, f64>,
     /// Over the whole run: the wait of the thread that waited most, when measured.
     pub server_run_queue_total_s: Option<f64>,
+    /// Tick by tick: the wait of the server's working thread that waited most; empty where
+    /// not followed tick by tick (then the rules read the seconds).
+    pub server_waits: Vec<Waited>,
+    /// Mean busy % of all the machine's CPUs over the run (whoever kept them busy), when
+    /// profiled.
+    pub machine_busy_pct: Option<f64>,
+    /// Whether the server's process was profiled (a pid known: `--pid`, `--target`).
+    pub server_profiled: bool,
+    /// Connect attempts of the load that gave up after `--connect-timeout`.
+    pub connect_timeouts: u64,
+    /// The connect time-out (`--connect-timeout`), when known.
+    pub connect_timeout_us: Option<u64>,
+}
+
+/// A cause whose latency signature was there but that its evidence (or the lack of it) kept
+/// from being named, and why: "no cause found" must not hide a rule that nearly named one (a
+/// Node event-loop stall read "no rule's signature and evidence were both there" while a
+/// warm-up second's wait for a CPU had vetoed it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldBack {
+    /// The cause not named.
+    pub cause: Cause,
+    /// What vetoed it, with its numbers, and what would tell (a flag to add) where known.
+    pub why: String,
+}
+
+/// What the rules concluded over the evidence.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Verdict {
+    /// The causes named, most specific first.
+    pub named: Vec<Diagnosis>,
+    /// The causes held back, and why.
+    pub held_back: Vec<HeldBack>,
+}
+
+/// What one rule concluded.
+enum Ruling {
+    /// Its signature and its evidence were both there.
+    Named(Diagnosis),
+    /// Its signature was there, and something vetoed it.
+    HeldBack(HeldBack),
+    /// Its signature was not there.
+    Absent,
+}
+
+impl From<Option<Diagnosis>> for Ruling {
+    fn from(d: Option<Diagnosis>) -> Ruling {
+        d.map_or(Ruling::Absent, Ruling::Named)
+    }
 }
 
 fn tcp(e: &Evidence, name: &str) -> i64 {
@@ -198,124 +252,34 @@ fn machine_wide(e: &Evidence, names: &[&str]) -> String {
     }
 }
 
-/// The watched listeners, when they could be sampled.
-fn watched(e: &Evidence) -> Option<&ListenReport> {
-    e.listen.as_ref().filter(|l| l.samples > 0)
-}
-
-/// Whether the target's own listener was seen at its limit.
-fn listener_full(e: &Evidence) -> bool {
-    watched(e).is_some_and(|l| l.full_samples > 0)
-}
-
-/// Whether the target's own listener was seen at least half full. A queue that fills and
-/// drains between two samples (100 ms apart) is seen so, not at its limit.
-fn listener_pressed(e: &Evidence) -> bool {
-    watched(e).is_some_and(|l| {
-        l.backlog
-            .is_some_and(|b| u64::from(l.max_queue) * 2 >= u64::from(b).max(1))
-    })
-}
-
-/// Our own SYNs were resent while our listener was pressed: a full accept queue drops SYNs,
-/// and the data of connections whose final ACK it dropped is resent too, so here data
-/// retransmits outnumbering the SYNs do not mean packet loss.
-fn syns_at_a_pressed_listener(e: &Evidence) -> bool {
-    listener_pressed(e) && e.own_syn_retransmits.unwrap_or(0) > 0
-}
-
-/// Our own SYN retransmits that point at dropped handshakes rather than packet loss: data
-/// retransmits do not outnumber them (measured with 5 % loss: one lost SYN beside 191
-/// resent data segments).
-fn own_syn_drops(e: &Evidence) -> u64 {
-    let syn = e.own_syn_retransmits.unwrap_or(0);
-    if syn > 0 && e.own_retransmits.unwrap_or(0) <= syn {
-        syn
-    } else {
-        0
-    }
-}
-
-fn listener_text(e: &Evidence) -> String {
-    match (watched(e), e.listen.as_ref()) {
-        (Some(l), _) => format!(
-            "the target's listener ({} socket{} on port {}, backlog {}) was at its limit in {} of {} samples, longest queue {}",
-            l.sockets,
-            if l.sockets == 1 { "" } else { "s" },
-            l.port,
-            l.backlog.map_or("n/a".into(), |b| fmt_count(b.into())),
-            fmt_count(l.full_samples),
-            fmt_count(l.samples),
-            fmt_count(l.max_queue.into())
-        ),
-        (None, Some(l)) => format!(
-            "the target's listener could not be watched ({})",
-            l.unavailable.as_deref().unwrap_or("not found")
-        ),
-        (None, None) => "the target's listener was not watched".into(),
-    }
-}
-
 /// Names the causes the evidence supports, most specific first.
 pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
-    let mut out = Vec::new();
-    out.extend(accept_queue_overflow(e));
-    out.extend(delayed_ack(e));
-    out.extend(retransmission(e));
-    out.extend(server_stall(e));
-    out.extend(cpu_contention(e));
-    out.extend(generator_saturated(e));
-    for d in &mut out {
-        d.requests = slow_by_request(in_window(&e.slowest, d.window));
-    }
-    out
+    judge(e).named
 }
 
-fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
-    let slow_new: u64 = e.counts.new_connection_syn_steps.iter().sum();
-    // The specific evidence is the target's own listener at its limit; where it cannot be
-    // watched (or the queue filled between samples), our own connections' SYN retransmits
-    // (a full queue drops SYNs) when data retransmits do not outnumber them.
-    if slow_new == 0 || !(listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e))
-    {
-        return None;
+/// Names the causes the evidence supports, most specific first, and says which were held
+/// back and why.
+pub fn judge(e: &Evidence) -> Verdict {
+    let rulings: [Ruling; 6] = [
+        accept_queue_overflow(e).into(),
+        delayed_ack(e).into(),
+        retransmission(e).into(),
+        server_stall(e),
+        cpu_contention(e).into(),
+        generator_saturated(e).into(),
+    ];
+    let mut verdict = Verdict::default();
+    for ruling in rulings {
+        match ruling {
+            Ruling::Named(mut d) => {
+                d.requests = slow_by_request(in_window(&e.slowest, d.window));
+                verdict.named.push(d);
+            }
+            Ruling::HeldBack(h) => verdict.held_back.push(h),
+            Ruling::Absent => {}
+        }
     }
-    let [s1, s3, s7] = e.counts.new_connection_syn_steps;
-    let window = window_of(
-        e.slowest
-            .iter()
-            .filter(|s| s.first_on_connection && s.latency_us >= 900_000),
-    );
-    let full_seconds =
-        watched(e)
-            .filter(|l| !l.full_seconds.is_empty())
-            .map_or(String::new(), |l| {
-                let secs: Vec<String> = l.full_seconds.iter().map(u64::to_string).collect();
-                format!(" (full in second(s) {})", secs.join(", "))
-            });
-    Some(Diagnosis {
-        cause: Cause::AcceptQueueOverflow,
-        evidence: format!(
-            "{} requests on new connections took ~1 s ({}), ~3 s ({}) or ~7 s ({}): SYN or handshake retransmits \
-             after the listen queue overflowed: {}{full_seconds}; {} ({}); \
-             raise the backlog (listen(2), net.core.somaxconn) or accept faster",
-            fmt_count(slow_new),
-            fmt_count(s1),
-            fmt_count(s3),
-            fmt_count(s7),
-            listener_text(e),
-            // Unread is said as such, not put where a count goes ("retransmitted n/a SYNs").
-            e.own_syn_retransmits.map_or(
-                "our connections' SYN retransmits are unknown (no TCP_INFO read)".into(),
-                |n| format!("our connections retransmitted {} SYNs", fmt_count(n))
-            ),
-            machine_wide(e, &["ListenOverflows", "ListenDrops", "TCPSynRetrans"])
-        ),
-        requests_affected: slow_new,
-        window,
-        inside: None,
-        requests: Vec::new(),
-    })
+    verdict
 }
 
 fn delayed_ack(e: &Evidence) -> Option<Diagnosis> {
@@ -378,131 +342,6 @@ fn retransmission(e: &Evidence) -> Option<Diagnosis> {
 
 /// A stall shorter than this is not named (VMs show few-ms blips all the time).
 const MIN_STALL_US: u64 = 20_000;
-
-/// A second that counts as stalled by its timeouts: many at once, at a `-t` long enough to be
-/// a stall (a stall longer than -t shows as timeouts, not slow responses).
-fn timed_out_second(e: &Evidence, s: &TimePoint, threshold: u64, floor: u64) -> bool {
-    s.timeouts >= threshold && e.timeout_us.is_some_and(|t| t >= floor)
-}
-
-fn server_stall(e: &Evidence) -> Option<Diagnosis> {
-    // At -c 1 (one request in flight, no pipelining) nothing tells a stall from any other
-    // slow response: no two are ever held, let alone released, together. The thresholds
-    // below floor at 2 for -c 2, which let -c 1 name a stall "of all of the 1 that can be in
-    // flight" from evidence no run there gives.
-    if e.in_flight == 1 {
-        return None;
-    }
-    // Half of what can be in flight, and at least 5 (a few slow ones are scattered delays),
-    // but never more than can be in flight: below -c 5 the rule could not be met (a stall
-    // of the embedded server at -c 2..4 was never named); there the stall must hold them all.
-    let threshold = (e.in_flight / 2).max(5).min(e.in_flight.max(2));
-    let floor = MIN_STALL_US.max(e.p50_us.unwrap_or(0) * 20);
-    // Many delayed at once, by a lot, while the generator's own loop kept time: a pause the
-    // generator took itself would delay every response just the same.
-    // A stall longer than -t shows as timeouts, not slow responses (a newcomer's 2 s SIGSTOP
-    // of nginx under -t 1s: 16 timeouts and nothing named): they count as held too.
-    let stalled: Vec<&TimePoint> = e
-        .seconds
-        .iter()
-        .filter(|s| {
-            let slow = s.outliers >= threshold && s.max_us >= floor;
-            (slow || timed_out_second(e, s, threshold, floor)) && !held_by_generator(e, s)
-        })
-        .collect();
-    if stalled.is_empty() {
-        return None;
-    }
-    // A server that waited for a CPU others held did not stop by itself. Where the scheduler
-    // says how long its threads waited on a run queue, the stalled seconds must not be
-    // explained by that wait (a blocked, sleeping or stopped server does not wait there,
-    // however busy the machine); without it, CPUs that others kept busy veto.
-    if e.server_run_queue_s.is_empty() {
-        if contended(e) {
-            return None;
-        }
-    } else if stalled.iter().any(|s| waited_for_cpu(e, s)) {
-        return None;
-    }
-    // The listen-queue counters point at connection setup instead. Retransmits do not veto:
-    // measured here, a 250 ms stall of the io_uring server moved RetransSegs and TCPTimeouts
-    // by about the number of requests it held (+45..+69) with nothing else wrong. What tells
-    // a stall from retransmission is timing: many at the same moment, not one by one.
-    // The target's own listener full, or our own SYNs dropped, point at connection setup
-    // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
-    // another busy server's leftovers must not veto this one's stall.)
-    let affected_total: u64 = stalled.iter().map(|s| s.outliers + s.timeouts).sum();
-    let timed_out: u64 = stalled.iter().map(|s| s.timeouts).sum();
-    // Seconds that qualified by their timeouts, not one stray timeout in a second of slow
-    // responses (a review finding: that one let all-new-connection seconds past the veto).
-    let stalled_by_timeouts = stalled
-        .iter()
-        .any(|s| timed_out_second(e, s, threshold, floor));
-    if listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e) {
-        return None;
-    }
-    // Old connections were delayed too: not a connection-setup problem.
-    let in_window = |s: &&SlowRequest| {
-        stalled
-            .iter()
-            .any(|sec| s.at_s <= sec.t_s && s.at_s + s.latency_us as f64 / 1e6 >= second_start(sec))
-    };
-    let slow: Vec<&SlowRequest> = e.slowest.iter().filter(in_window).collect();
-    // Requests that timed out waited on open connections (a connect that does not finish is
-    // a connect_timeout): after a timeout closed its connection, the next request is first
-    // on a new one and times out too, so the slowest list can be all new connections.
-    if !stalled_by_timeouts && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
-        return None;
-    }
-    // Many slow requests in a second is not enough (scattered retransmit delays add up too):
-    // a stall releases what it held at one moment.
-    if !stall_shaped(e, least_together(e), one_stall_can_hold(e)) {
-        return None;
-    }
-    let affected = affected_total;
-    let worst = stalled.iter().map(|s| held_us(e, s)).max().unwrap_or(0);
-    let timeouts = match (timed_out, e.timeout_us) {
-        (n, Some(t)) if n > 0 => {
-            format!("{} timed out at -t {}; ", fmt_count(n), fmt_us(t))
-        }
-        _ => String::new(),
-    };
-    let window = window_of(slow.iter().copied()).or(Some(Window {
-        start_s: second_start(stalled[0]),
-        end_s: stalled[stalled.len() - 1].t_s,
-        open_ended: false,
-    }));
-    let seconds: Vec<String> = stalled
-        .iter()
-        .map(|s| format!("{:.0}", second_start(s)))
-        .collect();
-    Some(Diagnosis {
-        cause: Cause::ServerStall,
-        evidence: format!(
-            "in second(s) {1}, at least {5} requests at once ({8} the {2} that can be in flight) were held \
-             together, up to {0} ms, on reused connections too, and {6} requests in those seconds took 10× the median \
-             or more or timed out ({7}the stall and the backlog it left), while the listen queue never filled ({3}; {4}): the server stopped \
-             running for a while (a GC pause, a blocking call, a stalled event loop)",
-            worst / 1000,
-            seconds.join(", "),
-            fmt_count(e.in_flight),
-            listener_text(e),
-            machine_wide(e, &["ListenOverflows", "ListenDrops", "RetransSegs"]),
-            fmt_count(threshold),
-            fmt_count(affected),
-            timeouts,
-            if threshold >= e.in_flight {
-                "all of"
-            } else {
-                "about half of"
-            }
-        ),
-        requests_affected: affected,
-        window,
-        inside: None,
-        requests: Vec::new(),
-    })
-}
 
 /// The server's CPUs count as contended when this much of their capacity went to others.
 const FOREIGN_PCT: f64 = 30.0;

@@ -237,12 +237,18 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             let _ = writeln!(out, "    inside: {inside}");
         }
     }
+    // A cause a veto dropped is said with the veto, not left to read as "no signature".
+    for h in &findings.diagnosis_held_back {
+        let _ = writeln!(out, "  held back: {}: {}", h.cause, h.why);
+    }
     let slowest = report.slowest.first().map(|s| fmt_us(s.latency_us));
     if let (Some(s), true) = (slowest, diagnosis.is_empty()) {
-        let _ = writeln!(
-            out,
-            "  (the slowest request took {s}; no rule's signature and evidence were both there)"
-        );
+        let why = if findings.diagnosis_held_back.is_empty() {
+            "no rule's signature and evidence were both there"
+        } else {
+            "a signature was there, and what held its cause back is said above"
+        };
+        let _ = writeln!(out, "  (the slowest request took {s}; {why})");
     }
     out
 }

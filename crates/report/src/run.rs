@@ -387,13 +387,22 @@ fn diagnosis(report: &Report, so_far: bool) -> String {
         });
         return out;
     };
-    if findings.diagnosis.is_empty() {
+    if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );
+    } else if findings.diagnosis.is_empty() {
+        out.push_str("<p>No spike cause found: a signature was there, and what held its cause back is said below.</p>\n");
     }
     for d in &findings.diagnosis {
         out.push_str(&cause(d));
+    }
+    for h in &findings.diagnosis_held_back {
+        out.push_str(&format!(
+            "<p class=\"held-back\">held back: <b>{}</b>: {}</p>\n",
+            h.cause,
+            escape(&h.why)
+        ));
     }
     out
 }
@@ -527,5 +536,28 @@ mod tests {
         );
         d.inside = None;
         assert!(!cause(&d).contains("inside"));
+    }
+
+    #[test]
+    fn a_held_back_cause_is_said_with_its_veto() {
+        let mut report = report_of(2, Vec::new());
+        let sections = serde_json::json!({
+            "profile": {"interval_ms": 100, "duration_s": 3.0, "cpus": [], "target": null,
+                        "generator": null, "tcp": null, "notes": []},
+            "diagnosis": [],
+            "diagnosis_held_back": [{"cause": "server_stall", "why": "a stall <cannot> be told; add --pid"}],
+        });
+        report.sections.findings = Some(serde_json::from_value(sections).unwrap());
+        let html = diagnosis(&report, false);
+        assert!(
+            html.contains(
+                "held back: <b>server_stall</b>: a stall &lt;cannot&gt; be told; add --pid"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("no rule's signature"), "{html}");
+        let findings = report.sections.findings.as_mut().unwrap();
+        findings.diagnosis_held_back.clear();
+        assert!(diagnosis(&report, false).contains("no rule's signature"));
     }
 }

@@ -27,7 +27,13 @@ pub struct RunSections {
 }
 
 /// The keys of [`Findings`] at the top level of a report.
-const FINDINGS_KEYS: [&str; 4] = ["profile", "diagnosis", "listen_queue", "slowest_by_request"];
+const FINDINGS_KEYS: [&str; 5] = [
+    "profile",
+    "diagnosis",
+    "diagnosis_held_back",
+    "listen_queue",
+    "slowest_by_request",
+];
 
 /// Read by hand rather than derived: a section this version cannot read (written by another,
 /// or edited) stays in `other` as it was written, where serde's flatten would drop the keys

@@ -2,7 +2,7 @@
 //! and at the end, where they leave [`Findings`], the report's typed sections. The rules are
 //! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
 use tailscope_report::sections::CpuBusy;
@@ -10,7 +10,9 @@ use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profiler, TickCounters};
 
-use tailscope_forensics::{diagnose, slow_by_request, Diagnosis, Evidence, Findings, Load, Roles};
+use tailscope_forensics::{
+    diagnose, judge, slow_by_request, CpuWaits, Diagnosis, Evidence, Findings, Load, Roles,
+};
 
 /// A profiler following one run.
 pub struct RunProfiler {
@@ -18,9 +20,8 @@ pub struct RunProfiler {
     begun: bool,
     /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
-    /// Per second of the measured run: how long each of the server's threads waited for a
-    /// CPU, by tid.
-    run_queue: BTreeMap<u64, HashMap<u32, f64>>,
+    /// Over the measured run: how long the server's threads waited for a CPU, and ran.
+    cpu_waits: CpuWaits,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
     /// The accept queues of the listeners the run loads.
@@ -42,7 +43,7 @@ impl RunProfiler {
             profiler: Profiler::new(target_pid),
             begun: !warmup,
             per_second: BTreeMap::new(),
-            run_queue: BTreeMap::new(),
+            cpu_waits: CpuWaits::default(),
             server_cpus,
             client_cpus,
             listen: None,
@@ -85,7 +86,7 @@ impl RunProfiler {
                 None,
                 self.roles(),
             )
-            .with_run_queue(&self.run_queue),
+            .with_cpu_waits(&self.cpu_waits),
         )
     }
 
@@ -104,10 +105,8 @@ impl RunProfiler {
         }
         let (cpus, counters) = self.profiler.tick();
         if let (Some(waited), Phase::Running) = (self.profiler.run_queue_wait_s(), snap.phase) {
-            let second = self.run_queue.entry(snap.elapsed.as_secs()).or_default();
-            for (tid, w) in waited {
-                *second.entry(*tid).or_default() += w;
-            }
+            self.cpu_waits
+                .record(snap.elapsed, waited, &self.profiler.run_time_s());
         }
         if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
             let entry = self
@@ -157,9 +156,11 @@ impl RunProfiler {
             Some(&profile),
             roles,
         )
-        .with_run_queue(&self.run_queue);
+        .with_cpu_waits(&self.cpu_waits);
+        let verdict = judge(&evidence);
         Findings {
-            diagnosis: diagnose(&evidence),
+            diagnosis: verdict.named,
+            diagnosis_held_back: verdict.held_back,
             profile,
             listen_queue,
             slowest_by_request: slow_by_request(&totals.slowest),

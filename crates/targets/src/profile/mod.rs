@@ -255,6 +255,16 @@ impl Profiler {
         self.run_queue_last_s.as_ref()
     }
 
+    /// How long each of the server's threads ran on a CPU in the last tick, in seconds, by
+    /// tid (schedstat); empty without a server or schedstat.
+    pub fn run_time_s(&self) -> HashMap<u32, f64> {
+        self.run_queue
+            .ran_ns()
+            .iter()
+            .map(|(tid, ns)| (*tid, *ns as f64 / 1e9))
+            .collect()
+    }
+
     /// Whether the PMU gave hardware counters on this machine.
     pub fn has_hardware_counters(&self) -> bool {
         self.perf.iter().any(|c| c.has(PerfEvent::Instructions))

@@ -30,8 +30,13 @@ impl Blocked {
     /// Where it waited, for a sentence: `in futex: lock ← handle ← …`, or `outside a system
     /// call: …` (preempted, a page fault), and `no stack` when none was sampled.
     pub fn place(&self) -> String {
-        let site = match super::text::call_site(&self.stack) {
-            s if s == "no frame" => "no stack".to_string(),
+        self.place_at(&super::text::call_site(&self.stack))
+    }
+
+    /// [`Blocked::place`] with its call site said as `site` (told apart from another's).
+    pub(crate) fn place_at(&self, site: &str) -> String {
+        let site = match site {
+            "no frame" => "no stack",
             s => s,
         };
         match self.syscall.as_str() {

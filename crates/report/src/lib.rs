@@ -17,6 +17,7 @@ pub mod findings;
 pub mod page;
 mod read;
 mod run;
+pub mod stats;
 pub mod suite;
 
 pub use read::{AnyReport, Kind, ReadError};

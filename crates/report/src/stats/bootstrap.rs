@@ -549,3 +549,64 @@ fn log_mean_var(xs: &[f64]) -> (f64, f64) {
     };
     (mean, var)
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The windowed merge gives exactly what merging the histograms themselves (each second
+        /// as often as its weight) and asking `value_at_quantile` gives.
+        #[test]
+        fn a_resamples_percentile_is_the_merged_histograms(
+            seconds in prop::collection::vec(
+                prop::collection::vec(1u64..2_000_000, 0..60), 1..12),
+            weights in prop::collection::vec(0u32..4, 12),
+            q in prop_oneof![Just(0.5), Just(0.9), Just(0.99), Just(0.999), 0.01f64..0.999],
+        ) {
+            let histograms: Vec<Histogram<u64>> = seconds
+                .iter()
+                .map(|samples| {
+                    let mut h = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
+                    samples.iter().for_each(|&s| h.record(s).unwrap());
+                    h
+                })
+                .collect();
+            let weights = &weights[..histograms.len()];
+            let mut merged = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            for (h, &w) in histograms.iter().zip(weights) {
+                for _ in 0..w {
+                    merged.add(h).unwrap();
+                }
+            }
+            let mut table = Seconds::new(&histograms);
+            let ours = table.figure(Figure::Percentile(q), weights);
+            if merged.is_empty() {
+                prop_assert_eq!(ours, None);
+            } else {
+                prop_assert_eq!(ours, Some(merged.value_at_quantile(q) as f64));
+            }
+            // The window is reused for the same quantile: all ones, then the weights again.
+            let ones = vec![1; histograms.len()];
+            let _ = table.figure(Figure::Percentile(q), &ones);
+            prop_assert_eq!(table.figure(Figure::Percentile(q), weights), ours);
+        }
+    }
+
+    #[test]
+    fn block_weights_fill_the_run_once_over_in_blocks() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut weights = vec![0; 10];
+        for _ in 0..100 {
+            block_weights(4, &mut rng, &mut weights);
+            assert_eq!(weights.iter().sum::<u32>(), 10);
+        }
+        // The expansion widens few blocks' intervals and fades with many.
+        assert!(expanded_tail(0.025, 3.0) < 0.005);
+        assert!((expanded_tail(0.025, 1_000.0) - 0.025).abs() < 0.001);
+    }
+}

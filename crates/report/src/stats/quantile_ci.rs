@@ -96,6 +96,22 @@ impl fmt::Display for CannotBound {
     }
 }
 
+impl CannotBound {
+    /// The report's line for it, counting the samples beyond a `reference` percentile (the
+    /// next one in that can be bounded): `p99.99 n/a: 23 samples above p99.9`.
+    pub fn note(&self, histogram: &Histogram<u64>, reference: f64) -> String {
+        let (count, side) = match self.side {
+            Side::Above => (samples_above(histogram, reference), "above"),
+            Side::Below => (samples_below(histogram, reference), "below"),
+        };
+        format!(
+            "{} n/a: {count} samples {side} {}",
+            label(self.quantile),
+            label(reference)
+        )
+    }
+}
+
 /// The percentile's usual name: 0.5 → `p50`, 0.999 → `p99.9`, 0.9999 → `p99.99`.
 pub fn label(quantile: f64) -> String {
     let percent = format!("{:.4}", quantile * 100.0);

@@ -73,6 +73,9 @@ pub enum Insufficient {
     /// No samples at all.
     #[error("no samples")]
     NoSamples,
+    /// A percentile asked for outside (0, 1): a caller's mistake, said rather than panicked on.
+    #[error("quantile {0} is not between 0 and 1")]
+    BadQuantile(f64),
     /// The percentile's tail holds too few samples to be bounded even by order statistics.
     #[error("{0}")]
     Tail(CannotBound),
@@ -253,6 +256,9 @@ impl Seconds {
         let Figure::Percentile(q) = figure else {
             return Ok(());
         };
+        if !(q > 0.0 && q < 1.0) {
+            return Err(Insufficient::BadQuantile(q));
+        }
         // A resample never holds a value beyond the run's extremes, so a percentile whose tail
         // order statistics cannot bound is not bounded by the bootstrap either.
         let Err(side) = ranks(total, q, confidence) else {
@@ -526,7 +532,7 @@ pub fn compare_runs(base: &[f64], new: &[f64], confidence: f64) -> Change {
         } else {
             verdict(low, high)
         },
-        reason: None,
+        reason: (low.is_nan() || high.is_nan()).then(|| "no t quantile for these runs".into()),
     }
 }
 

@@ -115,7 +115,14 @@ impl Stationarity {
 /// Mann–Kendall's trend test with Sen's slope for its size. A significant step whose sides drift
 /// and no overall trend is still reported as the step.
 pub fn stationarity(series: &[f64], options: &StationarityOptions) -> Stationarity {
-    let xs: Vec<f64> = series.iter().copied().filter(|x| x.is_finite()).collect();
+    // The seconds that have a figure, and where each is in the series, so that a step's second
+    // is the series' own even when seconds before it had none.
+    let (at, xs): (Vec<usize>, Vec<f64>) = series
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, x)| x.is_finite())
+        .unzip();
     if xs.len() < MIN_SECONDS {
         return Stationarity::TooShort {
             seconds: xs.len(),
@@ -128,16 +135,23 @@ pub fn stationarity(series: &[f64], options: &StationarityOptions) -> Stationari
     let step = cusum_step(&xs, options)
         .filter(|s| s.p_value < options.alpha && (s.after - s.before).abs() >= floor);
     let drift = trend(&xs).filter(big_drift);
-    if let Some(step) = step {
+    if let Some(mut step) = step {
         let sides_flat = [&xs[..step.at_s], &xs[step.at_s..]]
             .iter()
             .all(|side| trend(side).is_none_or(|d| !big_drift(&d)));
         if sides_flat || drift.is_none() {
+            step.at_s = at[step.at_s];
             return Stationarity::Step(step);
         }
     }
     match drift {
-        Some(drift) => Stationarity::Drift(drift),
+        Some(drift) => Stationarity::Drift(Drift {
+            from_s: at[0],
+            to_s: at[at.len() - 1] + 1,
+            slope_per_s: drift.slope_per_s * (xs.len() - 1) as f64
+                / (at[at.len() - 1] - at[0]) as f64,
+            ..drift
+        }),
         None => Stationarity::Stationary { seconds: xs.len() },
     }
 }
@@ -312,20 +326,27 @@ pub enum Warmup {
 /// dropping steady seconds does not. Called again each second on the series so far, it ends a
 /// warm-up live: the first call that says Settled gives the warm-up's length.
 pub fn warmup_auto(series: &[f64]) -> Warmup {
-    let n = series.len();
-    if n < MIN_SECONDS || series.iter().any(|x| !x.is_finite()) {
-        let seconds = series.iter().filter(|x| x.is_finite()).count();
+    // Seconds without a figure (NaN: a percentile of a second without samples) are left out,
+    // and the answer is given in the series' own seconds.
+    let (at, xs): (Vec<usize>, Vec<f64>) = series
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, x)| x.is_finite())
+        .unzip();
+    let n = xs.len();
+    if n < MIN_SECONDS {
         return Warmup::TooShort {
-            seconds: seconds.min(n),
+            seconds: n,
             needed: MIN_SECONDS,
         };
     }
     // Centre on the mean so that the running sums of squares keep their precision.
-    let mean = series.iter().sum::<f64>() / n as f64;
+    let mean = xs.iter().sum::<f64>() / n as f64;
     let (mut sum, mut sum_sq) = (0.0, 0.0);
     let mut mser = vec![0.0; n];
     for d in (0..n).rev() {
-        let x = series[d] - mean;
+        let x = xs[d] - mean;
         sum += x;
         sum_sq += x * x;
         let m = (n - d) as f64;
@@ -337,10 +358,12 @@ pub fn warmup_auto(series: &[f64]) -> Warmup {
         .unwrap_or(0);
     if best < half {
         Warmup::Settled {
-            after_s: best,
-            seconds: n,
+            after_s: at[best],
+            seconds: series.len(),
         }
     } else {
-        Warmup::NotSettled { seconds: n }
+        Warmup::NotSettled {
+            seconds: series.len(),
+        }
     }
 }

@@ -334,6 +334,10 @@ fn too_few_seconds_or_too_thin_a_tail_is_insufficient() {
         panic!("p99.99 of 3 000 samples was bounded")
     };
     assert_eq!(cannot.side, Side::Above);
+    assert_eq!(
+        figure_interval(&thin, Figure::Percentile(99.0), &quick(1)),
+        Err(Insufficient::BadQuantile(99.0))
+    );
     let change = compare_seconds(&short, &thin, Figure::Percentile(0.99), &quick(1));
     assert_eq!(change.verdict, Verdict::Insufficient);
     assert_eq!((change.low, change.high), (None, None));
@@ -541,6 +545,16 @@ fn a_step_is_found_at_its_second() {
         assert!((change - (to / 1_000.0 - 1.0)).abs() < 0.03, "{found:?}");
         assert!(found.p_value < 0.01, "{found:?}");
     }
+    // Seconds without a figure before the step leave its second where it is.
+    let mut gappy = series(5, 60, |t| if t < 37 { 1_000.0 } else { 1_300.0 });
+    gappy[5] = f64::NAN;
+    gappy[6] = f64::NAN;
+    let Stationarity::Step(found) =
+        stationarity::stationarity(&gappy, &StationarityOptions::default())
+    else {
+        panic!("step not found with gaps")
+    };
+    assert!(found.at_s.abs_diff(37) <= 1, "{found:?}");
     // A step smaller than the 10 % floor is not worth a warning.
     let small = series(8, 60, |t| if t < 30 { 1_000.0 } else { 1_050.0 });
     assert!(stationarity::stationarity(&small, &StationarityOptions::default()).is_stationary());
@@ -573,7 +587,19 @@ fn warmup_ends_when_the_series_settles() {
         Warmup::TooShort { seconds: 5, .. }
     ));
     assert!(matches!(
-        warmup_auto(&[1.0, f64::NAN].repeat(10)),
-        Warmup::TooShort { .. }
+        warmup_auto(&[1.0, f64::NAN].repeat(9)),
+        Warmup::TooShort { seconds: 9, .. }
     ));
+    // Seconds without a figure are skipped, and the answer is in the series' own seconds.
+    let mut gappy = warming.clone();
+    gappy[3] = f64::NAN;
+    gappy[40] = f64::NAN;
+    let Warmup::Settled {
+        after_s: gappy_after,
+        seconds,
+    } = warmup_auto(&gappy)
+    else {
+        panic!()
+    };
+    assert_eq!((gappy_after, seconds), (after_s, 60));
 }

@@ -11,9 +11,10 @@
 //! [X(j), X(k)] holds the quantile with a probability the binomial gives. The ranks are exact
 //! where the smaller side expects at most 400 samples and Le Boudec's normal approximation
 //! j = ⌊np − z·√(np(1−p))⌋, k = ⌈np + z·√(np(1−p))⌉ + 1 beyond (Lancet uses the same). The HDR
-//! histogram keeps each sample only as its bucket (3 significant figures), so the bounds are
-//! widened outwards to their buckets' edges: wider by under 0.1 % of the value on each side,
-//! never narrower, so the coverage stays at least the stated one.
+//! histogram keeps each sample only as its bucket, so the bounds are widened outwards to their
+//! buckets' edges: wider on each side by less than one bucket (under 0.1 % of the value at the
+//! run histogram's 3 significant figures, under 1 % at the per-name histograms' 2), never
+//! narrower, so the coverage stays at least the stated one.
 //!
 //! *Assumes* the samples are independent and identically distributed. *Cannot promise*
 //! coverage when they are not, and in a load test they are not quite: requests queue behind one
@@ -77,9 +78,9 @@
 //! # References
 //!
 //! - J.-Y. Le Boudec, *Performance Evaluation of Computer and Communication Systems*, EPFL
-//!   Press, 2010, ch. 2 (Theorem 2.1: confidence intervals for quantiles).
-//! - G. Kogias, G. Prekas, A. Ghosn, J. Fietz, E. Bugnion, *R2P2 / Lancet: A self-correcting
-//!   Latency Measuring Tool*, USENIX ATC 2019.
+//!   Press, 2010, ch. 2 (confidence intervals for the median and other quantiles, Theorem 2.1).
+//! - M. Kogias, S. Mallon, E. Bugnion, *Lancet: A self-correcting Latency Measuring Tool*,
+//!   USENIX ATC 2019.
 //! - H. R. Künsch, The jackknife and the bootstrap for general stationary observations, Annals
 //!   of Statistics 17 (1989); D. N. Politis, J. P. Romano, A circular block-resampling
 //!   procedure for stationary data (1992); P. Hall, J. L. Horowitz, B.-Y. Jing, On blocking

@@ -79,19 +79,24 @@ pub struct CannotBound {
 }
 
 impl fmt::Display for CannotBound {
-    /// `p99.99 n/a: 3 samples above it, 36 889 needed in all for a 95 % interval`.
+    /// `p99.99 n/a: 1 sample above it of 10000, 36888 needed for a 95 % interval`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let side = match self.side {
             Side::Below => "below",
             Side::Above => "above",
         };
+        let plural = if self.beyond_estimate == 1 { "" } else { "s" };
+        // Some levels carry float noise once scaled (0.513 × 100 is 51.300000000000004): round
+        // to a tenth of a percent and drop a trailing ".0".
+        let percent = format!("{:.1}", self.confidence * 100.0);
         write!(
             f,
-            "{} n/a: {} samples {side} it, {} needed in all for a {} % interval",
+            "{} n/a: {} sample{plural} {side} it of {}, {} needed for a {} % interval",
             label(self.quantile),
             self.beyond_estimate,
+            self.samples,
             self.samples_needed,
-            self.confidence * 100.0
+            percent.trim_end_matches(".0")
         )
     }
 }

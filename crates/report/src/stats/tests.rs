@@ -151,7 +151,13 @@ fn a_thin_tail_is_cannot_bound_with_the_counts_to_say_so() {
         err.note(&h, 0.999),
         format!("p99.99 n/a: {above_p999} samples above p99.9")
     );
-    assert!(err.to_string().starts_with("p99.99 n/a: "), "{err}");
+    let needed = samples_needed(0.9999, 0.95);
+    let beyond = err.beyond_estimate;
+    let plural = if beyond == 1 { "" } else { "s" };
+    assert_eq!(
+        err.to_string(),
+        format!("p99.99 n/a: {beyond} sample{plural} above it of 10000, {needed} needed for a 95 % interval")
+    );
     // p99.9 of the same run can be bounded.
     let ci = quantile_ci::quantile_ci(&h, 0.999, 0.95).unwrap();
     assert!(ci.low <= ci.estimate && ci.estimate <= ci.high, "{ci:?}");
@@ -170,10 +176,11 @@ proptest! {
         shape in prop_oneof![Just(Shape::Uniform), Just(Shape::LogNormal), Just(Shape::Bimodal)],
         n in prop_oneof![20usize..200, 200usize..5_000, 5_000usize..40_000],
         q in prop_oneof![Just(0.5), Just(0.9), Just(0.99), Just(0.999)],
+        sigfig in 2u8..=3,
     ) {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut samples: Vec<u64> = (0..n).map(|_| draw(shape, &mut rng)).collect();
-        let mut h = histogram();
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000, sigfig).unwrap();
         for &s in &samples {
             h.record(s).unwrap();
         }
@@ -185,9 +192,12 @@ proptest! {
                 prop_assert_eq!(ci.low, h.lowest_equivalent(xj));
                 prop_assert_eq!(ci.high, h.highest_equivalent(xk));
                 prop_assert!(ci.low <= xj && xk <= ci.high);
-                // Less than one bucket (1/1000 of the value at 3 figures) wider on each side.
+                // Less than one bucket (under 10^-sigfig of the value) wider on each side.
                 prop_assert!(xj - ci.low < h.equivalent_range(xj));
                 prop_assert!(ci.high - xk < h.equivalent_range(xk));
+                let resolution = 10f64.powi(-i32::from(sigfig));
+                prop_assert!((xj - ci.low) as f64 <= xj as f64 * resolution);
+                prop_assert!((ci.high - xk) as f64 <= xk as f64 * resolution);
                 prop_assert!(ci.low <= ci.estimate && ci.estimate <= ci.high);
                 prop_assert_eq!(ci.estimate, h.value_at_quantile(q));
             }

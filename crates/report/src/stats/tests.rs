@@ -284,7 +284,7 @@ fn normal_x(rng: &mut Xoshiro256PlusPlus) -> f64 {
 }
 
 /// Fewer resamples than the default keep the verdict loops quick in a debug build; 1 000 still
-/// puts the expanded interval's ends (about the 0.6 % points for 30 s) at the 6th.
+/// puts the expanded interval's ends (about the 0.5 % points for 30 s) at the 5th.
 fn quick(seed: u64) -> BootstrapOptions {
     BootstrapOptions {
         replicates: 1000,

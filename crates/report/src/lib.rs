@@ -28,6 +28,7 @@ pub mod page;
 mod read;
 mod run;
 pub mod sections;
+pub mod stats;
 pub mod suite;
 pub mod threshold;
 

@@ -1,0 +1,623 @@
+//! Intervals that allow for dependence between samples: the circular block bootstrap over a
+//! run's per-second histograms, and the comparison of runs taken as units.
+//!
+//! A load test's samples are not independent: a slow moment of the server delays every request
+//! queued behind it, so slow samples come in runs. Seconds far enough apart are nearly
+//! independent, so the bootstrap resamples blocks of consecutive seconds (keeping the dependence
+//! within a block) and recomputes the figure from the merged resample.
+
+use hdrhistogram::Histogram;
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+
+use super::quantile_ci::{ranks, samples_needed, CannotBound, Side};
+use super::{
+    normal_cdf, ratio, t_quantile, verdict, Change, Estimate, Method, Unit, Verdict, CONFIDENCE,
+};
+
+/// A run of fewer seconds than this has too few blocks for the bootstrap to tell noise from a
+/// change.
+pub const MIN_SECONDS: usize = 8;
+
+/// The seed used when the caller has none of its own; whatever the seed, it is recorded in the
+/// result's [`Method`].
+pub const DEFAULT_SEED: u64 = 0x7a11_5c09e;
+
+/// How to bootstrap.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BootstrapOptions {
+    /// The confidence level, 0.95 for 95 %; strictly between 0 and 1 (a constant of the
+    /// caller's: outside that the percentile check panics).
+    pub confidence: f64,
+    /// The number of resamples (2 000 puts the expanded interval's ends, about the 0.5 %
+    /// points for a 30 s run, at the 10th from each end).
+    pub replicates: usize,
+    /// Consecutive seconds per block; None for ⌈n^(1/3)⌉ (Hall, Horowitz & Jing, 1995).
+    pub block_seconds: Option<usize>,
+    /// The seed of the ChaCha8 generator.
+    pub seed: u64,
+}
+
+impl Default for BootstrapOptions {
+    fn default() -> Self {
+        BootstrapOptions {
+            confidence: CONFIDENCE,
+            replicates: 2000,
+            block_seconds: None,
+            seed: DEFAULT_SEED,
+        }
+    }
+}
+
+/// The figure of a run that is bootstrapped.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Figure {
+    /// A latency percentile of the merged histogram, as a quantile in (0, 1): 0.99 for p99.
+    Percentile(f64),
+    /// Samples (completed requests) per second: each histogram's count, averaged.
+    Throughput,
+}
+
+/// Why a run's seconds cannot give an interval.
+#[derive(Debug, Clone, PartialEq, Serialize, thiserror::Error)]
+#[serde(rename_all = "snake_case")]
+pub enum Insufficient {
+    /// Too few seconds to resample in blocks.
+    #[error("{seconds} s of data, the bootstrap needs at least {needed} s")]
+    TooFewSeconds {
+        /// The seconds given.
+        seconds: usize,
+        /// [`MIN_SECONDS`].
+        needed: usize,
+    },
+    /// No samples at all.
+    #[error("no samples")]
+    NoSamples,
+    /// A percentile asked for outside (0, 1): a caller's mistake, said rather than panicked on.
+    #[error("quantile {0} is not between 0 and 1")]
+    BadQuantile(f64),
+    /// The percentile's tail holds too few samples to be bounded even by order statistics.
+    #[error("{0}")]
+    Tail(CannotBound),
+}
+
+/// A run's seconds as sparse counts over the distinct bucket values of all of them, so that a
+/// resample is merged by adding a few counts per second rather than whole histograms.
+struct Seconds {
+    /// The distinct bucket values (highest equivalent), ascending.
+    values: Vec<u64>,
+    /// Per second: (index into `values`, count), ascending.
+    entries: Vec<Vec<(u32, u64)>>,
+    /// Per second: the number of samples.
+    counts: Vec<u64>,
+    /// The window of values that holds a percentile of every resample (built on first use).
+    window: Option<Window>,
+    /// Merged counts of a resample over the window.
+    scratch: Vec<u64>,
+}
+
+/// The values that can be a quantile of any resample. A resample is a mixture of seconds, and a
+/// mixture's q-quantile lies between the smallest and the largest of its parts' q-quantiles
+/// (below the smallest, every part has less than q of its samples, so the mixture too; at the
+/// largest, every part has at least q). So only the values between the seconds' own quantiles
+/// need merging, with the counts below them summed once per second: for p99 of seconds with
+/// many samples, a few buckets rather than all of them.
+struct Window {
+    /// The quantile the window is for.
+    quantile: f64,
+    /// The index of the window's first value.
+    lo: usize,
+    /// Per second: its samples below the window.
+    below: Vec<u64>,
+    /// Per second: its entries within the window, indexed from `lo`.
+    entries: Vec<Vec<(u32, u64)>>,
+}
+
+impl Seconds {
+    fn new(seconds: &[Histogram<u64>]) -> Seconds {
+        let mut values: Vec<u64> = seconds
+            .iter()
+            .flat_map(|h| h.iter_recorded().map(|b| b.value_iterated_to()))
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        let entries = seconds
+            .iter()
+            .map(|h| {
+                h.iter_recorded()
+                    .map(|b| {
+                        let at = values.binary_search(&b.value_iterated_to()).unwrap_or(0);
+                        (at as u32, b.count_at_value())
+                    })
+                    .collect()
+            })
+            .collect();
+        Seconds {
+            values,
+            entries,
+            counts: seconds.iter().map(Histogram::len).collect(),
+            window: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The figure of the resample in which second i appears `weights[i]` times.
+    fn figure(&mut self, figure: Figure, weights: &[u32]) -> Option<f64> {
+        let total: u64 = weights
+            .iter()
+            .zip(&self.counts)
+            .map(|(&w, &c)| u64::from(w) * c)
+            .sum();
+        match figure {
+            Figure::Throughput => {
+                let seconds: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+                (seconds > 0).then(|| total as f64 / seconds as f64)
+            }
+            Figure::Percentile(q) => {
+                if total == 0 {
+                    return None;
+                }
+                self.prepare(q);
+                let window = self.window.as_ref()?;
+                // The rank Histogram::value_at_quantile uses, so the point estimate matches it.
+                let rank = ((q * total as f64).ceil() as u64).max(1);
+                let mut seen: u64 = weights
+                    .iter()
+                    .zip(&window.below)
+                    .map(|(&w, &b)| u64::from(w) * b)
+                    .sum();
+                self.scratch.fill(0);
+                for (entries, &w) in window.entries.iter().zip(weights) {
+                    if w == 0 {
+                        continue;
+                    }
+                    for &(at, count) in entries {
+                        self.scratch[at as usize] += u64::from(w) * count;
+                    }
+                }
+                let offset = self.scratch.iter().position(|&count| {
+                    seen += count;
+                    seen >= rank
+                });
+                let last = self.scratch.len() - 1;
+                Some(self.values[window.lo + offset.unwrap_or(last)] as f64)
+            }
+        }
+    }
+
+    /// Builds the [`Window`] for `quantile` unless it is there already.
+    fn prepare(&mut self, quantile: f64) {
+        if self.window.as_ref().is_some_and(|w| w.quantile == quantile) {
+            return;
+        }
+        let (mut lo, mut hi) = (usize::MAX, 0);
+        for (entries, &count) in self.entries.iter().zip(&self.counts) {
+            let rank = (quantile * count as f64).ceil() as u64;
+            let mut seen = 0;
+            let own = entries.iter().find(|(_, c)| {
+                seen += c;
+                seen >= rank
+            });
+            if let Some(&(at, _)) = own {
+                lo = lo.min(at as usize);
+                hi = hi.max(at as usize);
+            }
+        }
+        if lo > hi {
+            self.window = None;
+            return;
+        }
+        let inside = |at: u32| (lo..=hi).contains(&(at as usize));
+        let below = self
+            .entries
+            .iter()
+            .map(|e| {
+                e.iter()
+                    .filter(|(at, _)| (*at as usize) < lo)
+                    .map(|(_, c)| c)
+                    .sum()
+            })
+            .collect();
+        let entries = self
+            .entries
+            .iter()
+            .map(|e| {
+                e.iter()
+                    .filter(|(at, _)| inside(*at))
+                    .map(|&(at, c)| (at - lo as u32, c))
+                    .collect()
+            })
+            .collect();
+        self.scratch = vec![0; hi - lo + 1];
+        self.window = Some(Window {
+            quantile,
+            lo,
+            below,
+            entries,
+        });
+    }
+
+    /// Whether the figure can be bootstrapped from these seconds at all.
+    fn check(&mut self, figure: Figure, confidence: f64) -> Result<(), Insufficient> {
+        if self.len() < MIN_SECONDS {
+            return Err(Insufficient::TooFewSeconds {
+                seconds: self.len(),
+                needed: MIN_SECONDS,
+            });
+        }
+        let total: u64 = self.counts.iter().sum();
+        if total == 0 {
+            return Err(Insufficient::NoSamples);
+        }
+        let Figure::Percentile(q) = figure else {
+            return Ok(());
+        };
+        if !(q > 0.0 && q < 1.0) {
+            return Err(Insufficient::BadQuantile(q));
+        }
+        // A resample never holds a value beyond the run's extremes, so a percentile whose tail
+        // order statistics cannot bound is not bounded by the bootstrap either.
+        let Err(side) = ranks(total, q, confidence) else {
+            return Ok(());
+        };
+        let all = vec![1; self.len()];
+        let estimate = self.figure(figure, &all).unwrap_or(0.0) as u64;
+        let values = &self.values;
+        let beyond = self
+            .entries
+            .iter()
+            .flatten()
+            .filter(|(at, _)| match side {
+                Side::Above => values[*at as usize] > estimate,
+                Side::Below => values[*at as usize] < estimate,
+            })
+            .map(|(_, c)| c)
+            .sum();
+        Err(Insufficient::Tail(CannotBound {
+            quantile: q,
+            samples: total,
+            side,
+            beyond_estimate: beyond,
+            samples_needed: samples_needed(q, confidence),
+            confidence,
+        }))
+    }
+
+    /// The figure of each of `replicates` block resamples.
+    fn replicates(
+        &mut self,
+        figure: Figure,
+        block: usize,
+        n: usize,
+        rng: &mut ChaCha8Rng,
+    ) -> Vec<f64> {
+        let mut weights = vec![0u32; self.len()];
+        (0..n)
+            .filter_map(|_| {
+                block_weights(block, rng, &mut weights);
+                self.figure(figure, &weights)
+            })
+            .collect()
+    }
+}
+
+/// The default block length for `seconds` seconds: ⌈n^(1/3)⌉, at most a quarter of the run.
+fn block_len(seconds: usize, options: &BootstrapOptions) -> usize {
+    let auto = (seconds as f64).cbrt().ceil() as usize;
+    options
+        .block_seconds
+        .unwrap_or(auto)
+        .clamp(1, (seconds / 4).max(1))
+}
+
+/// One circular block resample, as how often each second appears: blocks of `block`
+/// consecutive seconds (wrapping from the last second to the first) at uniform random starts
+/// until the resample is as long as the run.
+fn block_weights(block: usize, rng: &mut ChaCha8Rng, weights: &mut [u32]) {
+    let n = weights.len();
+    weights.fill(0);
+    let mut filled = 0;
+    while filled < n {
+        let start = rng.random_range(0..n);
+        for offset in 0..block.min(n - filled) {
+            weights[(start + offset) % n] += 1;
+        }
+        filled += block;
+    }
+}
+
+/// The expanded percentile interval (Hesterberg, 2015): Efron's percentile interval of the
+/// sorted replicates, at the tail probability that a t interval over `blocks` independent
+/// units would use rather than the normal's. The plain percentile interval is too narrow with
+/// few units (it acts as if the bootstrap's spread were the truth's, and the spread of n units
+/// is short by √((n−1)/n)); here the units are the blocks, as few as 2 to 10 in a short run.
+/// The expansion fades as the blocks grow many (30 blocks: 2.08 instead of 1.96).
+fn percentile_interval(replicates: &mut [f64], confidence: f64, blocks: f64) -> (f64, f64) {
+    replicates.sort_unstable_by(f64::total_cmp);
+    let tail = expanded_tail((1.0 - confidence) / 2.0, blocks);
+    let last = replicates.len() - 1;
+    let at = |p: f64| replicates[((p * last as f64).round() as usize).min(last)];
+    (at(tail), at(1.0 - tail))
+}
+
+/// The one-sided tail α'/2 with Φ⁻¹(1 − α'/2) = √(k/(k−1))·t(1 − α/2, k−1).
+fn expanded_tail(tail: f64, blocks: f64) -> f64 {
+    if blocks <= 1.0 {
+        return tail;
+    }
+    let z = (blocks / (blocks - 1.0)).sqrt() * t_quantile(1.0 - tail, blocks - 1.0);
+    if z.is_finite() {
+        1.0 - normal_cdf(z)
+    } else {
+        tail
+    }
+}
+
+/// A figure of one run with its interval, by the circular block bootstrap over the run's
+/// per-second histograms (one histogram per second, in order).
+pub fn figure_interval(
+    seconds: &[Histogram<u64>],
+    figure: Figure,
+    options: &BootstrapOptions,
+) -> Result<Estimate, Insufficient> {
+    let mut table = Seconds::new(seconds);
+    table.check(figure, options.confidence)?;
+    let all = vec![1; table.len()];
+    let estimate = table.figure(figure, &all).ok_or(Insufficient::NoSamples)?;
+    let block = block_len(table.len(), options);
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut replicates = table.replicates(figure, block, options.replicates.max(1), &mut rng);
+    if replicates.is_empty() {
+        return Err(Insufficient::NoSamples);
+    }
+    let blocks = table.len() as f64 / block as f64;
+    let (low, high) = percentile_interval(&mut replicates, options.confidence, blocks);
+    Ok(Estimate {
+        estimate,
+        low,
+        high,
+        confidence: options.confidence,
+        method: bootstrap_method(block, options),
+        samples: table.len() as u64,
+        unit: Unit::Seconds,
+    })
+}
+
+fn bootstrap_method(block: usize, options: &BootstrapOptions) -> Method {
+    Method::CircularBlockBootstrap {
+        block_seconds: block,
+        replicates: options.replicates,
+        seed: options.seed,
+    }
+}
+
+/// The change of a figure from the `base` run to the `new` one, each given as its per-second
+/// histograms: the ratio new/base with its interval by resampling each run's seconds in blocks
+/// independently (the runs are), significant when the interval excludes 1.
+pub fn compare_seconds(
+    base: &[Histogram<u64>],
+    new: &[Histogram<u64>],
+    figure: Figure,
+    options: &BootstrapOptions,
+) -> Change {
+    let mut base_table = Seconds::new(base);
+    let mut new_table = Seconds::new(new);
+    let base_all = vec![1; base_table.len()];
+    let new_all = vec![1; new_table.len()];
+    let base_figure = base_table.figure(figure, &base_all);
+    let new_figure = new_table.figure(figure, &new_all);
+    let block = block_len(base_table.len().min(new_table.len()), options);
+    let samples = (base.len() as u64, new.len() as u64, Unit::Seconds);
+    let method = bootstrap_method(block, options);
+    let refuse = |side: &str, why: Insufficient| {
+        let reason = format!("{side}: {why}");
+        Change::insufficient(
+            base_figure,
+            new_figure,
+            method.clone(),
+            samples,
+            options.confidence,
+            reason,
+        )
+    };
+    if let Err(why) = base_table.check(figure, options.confidence) {
+        return refuse("base", why);
+    }
+    if let Err(why) = new_table.check(figure, options.confidence) {
+        return refuse("new", why);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
+    let mut base_weights = vec![0u32; base_table.len()];
+    let mut new_weights = vec![0u32; new_table.len()];
+    let mut ratios: Vec<f64> = (0..options.replicates.max(1))
+        .filter_map(|_| {
+            block_weights(block, &mut rng, &mut base_weights);
+            block_weights(block, &mut rng, &mut new_weights);
+            let b = base_table.figure(figure, &base_weights)?;
+            let n = new_table.figure(figure, &new_weights)?;
+            (b > 0.0).then(|| n / b)
+        })
+        .collect();
+    // A resample whose base figure is 0 (every second chosen had no samples) has no ratio; if
+    // that is more than a sliver of them the interval would be biased, so refuse.
+    if ratios.len() < options.replicates.max(1) * 99 / 100 || ratios.is_empty() {
+        return refuse("base", Insufficient::NoSamples);
+    }
+    let blocks = base_table.len().min(new_table.len()) as f64 / block as f64;
+    let (low, high) = percentile_interval(&mut ratios, options.confidence, blocks);
+    Change {
+        base: base_figure,
+        new: new_figure,
+        estimate: ratio(base_figure, new_figure),
+        low: Some(low),
+        high: Some(high),
+        confidence: options.confidence,
+        method,
+        base_samples: samples.0,
+        new_samples: samples.1,
+        unit: Unit::Seconds,
+        verdict: verdict(low, high),
+        reason: None,
+    }
+}
+
+/// The change of a figure between several runs per side, each run one unit (its p99, its
+/// req/s): the ratio of the sides' geometric means with Welch's t interval on the logarithms.
+/// Needs at least two positive figures per side.
+pub fn compare_runs(base: &[f64], new: &[f64], confidence: f64) -> Change {
+    let samples = (base.len() as u64, new.len() as u64, Unit::Runs);
+    let base_mean = geometric_mean(base);
+    let new_mean = geometric_mean(new);
+    let method = |df| Method::WelchLogT {
+        degrees_of_freedom: df,
+    };
+    if base.len() < 2 || new.len() < 2 {
+        let reason = format!(
+            "{} base and {} new runs: comparing runs needs at least 2 per side",
+            base.len(),
+            new.len()
+        );
+        return Change::insufficient(
+            base_mean,
+            new_mean,
+            method(f64::NAN),
+            samples,
+            confidence,
+            reason,
+        );
+    }
+    if base.iter().chain(new).any(|&x| x.is_nan() || x <= 0.0) {
+        let reason = "a run's figure is 0 or missing, so no ratio".to_string();
+        return Change::insufficient(
+            base_mean,
+            new_mean,
+            method(f64::NAN),
+            samples,
+            confidence,
+            reason,
+        );
+    }
+    let (mb, vb) = log_mean_var(base);
+    let (mn, vn) = log_mean_var(new);
+    let (sb, sn) = (vb / base.len() as f64, vn / new.len() as f64);
+    let se = (sb + sn).sqrt();
+    let (low, high, df) = if se == 0.0 {
+        // Identical figures within each side: no spread to build an interval from.
+        let r = (mn - mb).exp();
+        (r, r, f64::INFINITY)
+    } else {
+        let df = (sb + sn).powi(2)
+            / (sb.powi(2) / (base.len() - 1) as f64 + sn.powi(2) / (new.len() - 1) as f64);
+        let t = t_quantile(1.0 - (1.0 - confidence) / 2.0, df);
+        let d = mn - mb;
+        ((d - t * se).exp(), (d + t * se).exp(), df)
+    };
+    Change {
+        base: base_mean,
+        new: new_mean,
+        estimate: Some((mn - mb).exp()),
+        low: Some(low),
+        high: Some(high),
+        confidence,
+        method: method(df),
+        base_samples: samples.0,
+        new_samples: samples.1,
+        unit: Unit::Runs,
+        verdict: if low.is_nan() || high.is_nan() {
+            Verdict::Insufficient
+        } else {
+            verdict(low, high)
+        },
+        reason: (low.is_nan() || high.is_nan()).then(|| "no t quantile for these runs".into()),
+    }
+}
+
+/// The geometric mean of positive figures (None if any is not positive or there are none).
+fn geometric_mean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || xs.iter().any(|&x| x.is_nan() || x <= 0.0) {
+        return None;
+    }
+    Some(log_mean_var(xs).0.exp())
+}
+
+/// The mean and the sample variance (n − 1) of the logarithms.
+fn log_mean_var(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let mean = xs.iter().map(|x| x.ln()).sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x.ln() - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// The windowed merge gives exactly what merging the histograms themselves (each second
+        /// as often as its weight) and asking `value_at_quantile` gives.
+        #[test]
+        fn a_resamples_percentile_is_the_merged_histograms(
+            seconds in prop::collection::vec(
+                prop::collection::vec(1u64..2_000_000, 0..60), 1..12),
+            weights in prop::collection::vec(0u32..4, 12),
+            q in prop_oneof![Just(0.5), Just(0.9), Just(0.99), Just(0.999), 0.01f64..0.999],
+        ) {
+            let histograms: Vec<Histogram<u64>> = seconds
+                .iter()
+                .map(|samples| {
+                    let mut h = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
+                    samples.iter().for_each(|&s| h.record(s).unwrap());
+                    h
+                })
+                .collect();
+            let weights = &weights[..histograms.len()];
+            let mut merged = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            for (h, &w) in histograms.iter().zip(weights) {
+                for _ in 0..w {
+                    merged.add(h).unwrap();
+                }
+            }
+            let mut table = Seconds::new(&histograms);
+            let ours = table.figure(Figure::Percentile(q), weights);
+            if merged.is_empty() {
+                prop_assert_eq!(ours, None);
+            } else {
+                prop_assert_eq!(ours, Some(merged.value_at_quantile(q) as f64));
+            }
+            // The window is reused for the same quantile: all ones, then the weights again.
+            let ones = vec![1; histograms.len()];
+            let _ = table.figure(Figure::Percentile(q), &ones);
+            prop_assert_eq!(table.figure(Figure::Percentile(q), weights), ours);
+        }
+    }
+
+    #[test]
+    fn block_weights_fill_the_run_once_over_in_blocks() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let mut weights = vec![0; 10];
+        for _ in 0..100 {
+            block_weights(4, &mut rng, &mut weights);
+            assert_eq!(weights.iter().sum::<u32>(), 10);
+        }
+        // The expansion widens few blocks' intervals and fades with many.
+        assert!(expanded_tail(0.025, 3.0) < 0.005);
+        // A 30 s run in blocks of 4: 7.5 blocks, √(7.5/6.5)·t(0.975, 6.5) ≈ 2.58, tail ≈ 0.5 %.
+        let thirty = expanded_tail(0.025, 7.5);
+        assert!((thirty - 0.005).abs() < 0.0005, "{thirty}");
+        assert!((expanded_tail(0.025, 1_000.0) - 0.025).abs() < 0.001);
+    }
+}

@@ -19,9 +19,17 @@ const MAX_PID: u64 = 4_194_304;
 /// The deepest pipelining the generator allows.
 const MAX_PIPELINE: u64 = 1024;
 
-/// tailscope: an HTTP load tester that explains its tail latency.
+/// Terminal-UI HTTP load tester and server profiler.
+///
+/// Without a subcommand, `tailscope` loads its embedded reference server for 10 s (`tailscope run --target embedded -z 10s`): on the live dashboard in a terminal, else printing the summary.
 #[derive(Debug, Parser)]
-#[command(name = "tailscope", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "tailscope",
+    version,
+    about,
+    long_about,
+    propagate_version = true
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -356,6 +356,10 @@ pub struct CompareArgs {
     /// rises by more than PCT percentage points.
     #[arg(long = "fail-if-regression", value_name = "PCT", value_parser = parse_percentage)]
     pub fail_if_regression: Option<f64>,
+    /// Gate with --fail-if-regression even when the runs' settings differ (loop, rate,
+    /// connections, pipeline, protocol, engine, target, or a duration more than 2× apart).
+    #[arg(long = "allow-unlike", requires = "fail_if_regression")]
+    pub allow_unlike: bool,
     /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
     #[arg(long = "html", value_name = "OUT.html")]
     pub html: Option<PathBuf>,

@@ -11,6 +11,9 @@ use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::AnyReport;
 
+pub mod unlike;
+pub use unlike::unlike;
+
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Better {
@@ -318,6 +321,14 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
         escape(names.0),
         escape(names.1)
     );
+    let differences = unlike(base, new);
+    if !differences.is_empty() {
+        let _ = writeln!(
+            body,
+            "<p class=\"warn\">Unlike settings: {}. The changes below measure these settings as much as the server.</p>",
+            escape(&differences.join("; "))
+        );
+    }
     match (base, new) {
         (AnyReport::Run(b), AnyReport::Run(n)) => {
             body.push_str(&spectrum_chart(

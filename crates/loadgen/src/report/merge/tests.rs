@@ -364,6 +364,18 @@ fn mismatches_are_refused_unless_forced() {
     let mut inputs = three();
     inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
     let m = refused_unless_forced(&inputs, "a.json and c.json are not parts of one load: url");
+    // Settings in words, not Rust's debug form (`duration_s Some(3.0) vs Some(2.0)`).
+    let mut inputs = three();
+    for (_, r) in &mut inputs {
+        r.config.duration_s = Some(3.0);
+    }
+    inputs[2].1.config.duration_s = Some(2.0);
+    inputs[2].1.config.keepalive = false;
+    let e = merge(&inputs, false).unwrap_err().to_string();
+    assert!(
+        e.contains(": keep-alive on vs off, duration 3 s vs 2 s (--force"),
+        "{e}"
+    );
     assert!(m
         .warnings
         .iter()

@@ -483,3 +483,45 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
         );
     }
 }
+
+/// A report whose histogram was overwritten is refused by `report`, `compare` and `merge`
+/// alike (exit 2, naming the field), not drawn as empty charts.
+#[test]
+fn a_damaged_histogram_is_refused_naming_its_field() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let good = scratch("undamaged.json");
+    run_ok(&[
+        &server.url("/"),
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--json",
+        good.to_str().unwrap(),
+    ]);
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    report["histogram"]["data"] = "AAAAAAAA".into();
+    let bad = scratch("damaged.json");
+    std::fs::write(&bad, report.to_string()).unwrap();
+    let (bad, good) = (bad.to_str().unwrap(), good.to_str().unwrap());
+    let page = scratch("damaged.html");
+    let _ = std::fs::remove_file(&page);
+    for args in [
+        &["report", bad, "--html", page.to_str().unwrap()][..],
+        &["compare", good, bad],
+        &["compare", bad, good],
+        &["merge", bad, "--force"],
+    ] {
+        let out = tailscope(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{bad} is a damaged run report: its histogram.data cannot be decoded"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!page.exists(), "no page of a damaged report");
+}

@@ -93,6 +93,11 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
                 "{name} has no `generator` section (host, start time): it was written by an older tailscope; run it again with this one"
             ));
         };
+        if let Some(field) = r.undecodable_histogram() {
+            return refuse(format!(
+                "{name}: its {field} cannot be decoded (a damaged or edited report)"
+            ));
+        }
         if r.second_histograms.len() != r.timeseries.len() {
             return refuse(format!(
                 "{name} has {} points in its time series but {} per-second histograms: it was written by an older tailscope, or edited",

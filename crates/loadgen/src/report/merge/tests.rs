@@ -396,7 +396,17 @@ fn mismatches_are_refused_unless_forced() {
     let mut inputs = three();
     inputs[0].1.second_histograms[0] = "not base64!".into();
     let e = merge(&inputs, true).unwrap_err().to_string();
-    assert!(e.contains("cannot be decoded"), "{e}");
+    assert!(
+        e.contains("a.json: its second_histograms[0] cannot be decoded"),
+        "{e}"
+    );
+    let mut inputs = three();
+    inputs[1].1.histogram.data = "AAAA".into();
+    let e = merge(&inputs, true).unwrap_err().to_string();
+    assert!(
+        e.contains("b.json: its histogram.data cannot be decoded"),
+        "{e}"
+    );
     assert!(merge(&[], false).is_err());
     let merged = merge(&three(), false).unwrap();
     let e = merge(&[("m.json".into(), merged)], false)

@@ -318,6 +318,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
         tailscope_loadgen::report::write_hdr_log(&totals, started, &mut file)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
+        say!("tailscope: wrote {}", path.display());
     }
     let signalled = signalled();
     let no_response = report.no_response_reason();

@@ -2,7 +2,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::{Axis, Chart, Widget};
+use ratatui::widgets::{Axis, Chart, LegendPosition, Widget};
 
 use super::fit::Fields;
 use super::format::{fmt_secs, fmt_us};
@@ -42,7 +42,10 @@ impl Widget for &LatencyChartPanel<'_> {
             line("p99", P99, &p99),
             line("max", MAX, &max),
         ];
+        // Top left, over the oldest ticks: top right (ratatui's default) hid the newest
+        // spike under the legend.
         Chart::new(sets)
+            .legend_position(Some(LegendPosition::TopLeft))
             .block(panel_fields(
                 Fields::new(" ")
                     .add(0, "Latency per tick")

@@ -291,6 +291,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         }
     }
     let mut findings = profiler.finish(plan, &totals, &mut report);
+    // The tree is profiled from its root (the `sh -c` around a command's server), but named
+    // by the pid that serves, as the report's `target.pid` is.
+    if let (Some(t), Some(profile)) = (&target, findings.profile.target.as_mut()) {
+        profile.serving(t.pid());
+    }
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let (inside, inside_text) = stacks.finish(&mut report);
     if let Some(inside) = &inside {

@@ -24,7 +24,17 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
         ))
         .into());
     };
-    print_stdout(&compare::markdown(&rows))?;
+    let unlike = compare::unlike(&base, &new);
+    // A gate on unlike runs judges their settings, not the server: refused before any output,
+    // as a bad flag is, unless asked for.
+    if args.fail_if_regression.is_some() && !unlike.is_empty() && !args.allow_unlike {
+        return Err(UsageError(format!(
+            "--fail-if-regression refused: the reports were run with unlike settings ({}), so a change measures those as much as the server; compare like runs, or add --allow-unlike to gate anyway",
+            unlike.join("; ")
+        ))
+        .into());
+    }
+    print_stdout(&(compare::unlike::note(&unlike) + &compare::markdown(&rows)))?;
     if let Some(path) = &args.html {
         let name = |p: &std::path::Path| p.display().to_string();
         if let Some(page) = compare::page(&base, &new, (&name(&args.base), &name(&args.new))) {

@@ -60,6 +60,18 @@ fn every_help_text_is_kept() {
 }
 
 #[test]
+fn the_help_says_what_bare_tailscope_does() {
+    let out = tailscope(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains(
+            "Without a subcommand, `tailscope` loads its embedded reference server for 10 s"
+        ),
+        "{help}"
+    );
+}
+
+#[test]
 fn every_refusal_is_kept() {
     const URL: &str = "http://127.0.0.1:9/";
     let refusals: Vec<String> = [

@@ -77,6 +77,8 @@ fn bad_flags_fail_fast_with_exit_code_2() {
         ),
         (&["run", "http://127.0.0.1:9/", "-z", "10"], "unit"),
         (&["run", "ftp://127.0.0.1:9/"], "\"ftp\" is not supported"),
+        (&["run", "127.0.0.1:9"], "write http://127.0.0.1:9 "),
+        (&["run", "localhost:9/"], "write http://localhost:9/ "),
         (
             &["run", "http://127.0.0.1:9/", "-n", "5", "-z", "1s"],
             "not both",

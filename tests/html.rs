@@ -13,17 +13,14 @@ fn scratch(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-/// `tailscope run ARGS`, which must exit 0.
-fn run_ok(args: &[&str]) {
+/// `tailscope run ARGS`, which must exit 0; its stderr.
+fn run_ok(args: &[&str]) -> String {
     let mut all = vec!["run"];
     all.extend_from_slice(args);
     let out = tailscope(&all);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    stderr
 }
 
 /// A 2 s run against a server that answers most requests at once and every 50th after 20 ms,
@@ -441,7 +438,8 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
     });
     let json = scratch("hdr.json");
     let log = scratch("run.hlog");
-    run_ok(&[
+    let page = scratch("hdr.html");
+    let stderr = run_ok(&[
         &server.url("/"),
         "-c",
         "4",
@@ -451,7 +449,14 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
         json.to_str().unwrap(),
         "--hdr-log",
         log.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
     ]);
+    // Every file written is announced, not the HTML page alone.
+    for file in [&json, &log, &page] {
+        let said = format!("tailscope: wrote {}", file.display());
+        assert!(stderr.contains(&said), "{said:?} in {stderr}");
+    }
     let report: tailscope_report::document::Report =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let whole = tailscope_report::document::decode_histogram(&report.histogram).unwrap();
@@ -482,4 +487,46 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
             "quantile {q}"
         );
     }
+}
+
+/// A report whose histogram was overwritten is refused by `report`, `compare` and `merge`
+/// alike (exit 2, naming the field), not drawn as empty charts.
+#[test]
+fn a_damaged_histogram_is_refused_naming_its_field() {
+    let server = serve(|_| Reply::Send(ok("x")));
+    let good = scratch("undamaged.json");
+    run_ok(&[
+        &server.url("/"),
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--json",
+        good.to_str().unwrap(),
+    ]);
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    report["histogram"]["data"] = "AAAAAAAA".into();
+    let bad = scratch("damaged.json");
+    std::fs::write(&bad, report.to_string()).unwrap();
+    let (bad, good) = (bad.to_str().unwrap(), good.to_str().unwrap());
+    let page = scratch("damaged.html");
+    let _ = std::fs::remove_file(&page);
+    for args in [
+        &["report", bad, "--html", page.to_str().unwrap()][..],
+        &["compare", good, bad],
+        &["compare", bad, good],
+        &["merge", bad, "--force"],
+    ] {
+        let out = tailscope(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{bad} is a damaged run report: its histogram.data cannot be decoded"
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert!(!page.exists(), "no page of a damaged report");
 }

@@ -102,8 +102,17 @@ fn segments_split_n_exactly_and_mismatched_reports_are_refused() {
     let (code, _, stderr) = merge_cli(&[a, b, b2, c], &[]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("segment 2/3 overlaps"), "{stderr}");
-    let (code, _, stderr) = merge_cli(&[a, b, b2, c], &["--force"]);
+    let merged_json = dir.join("merged.json");
+    let (code, _, stderr) = merge_cli(
+        &[a, b, b2, c],
+        &["--force", "--json", merged_json.to_str().unwrap()],
+    );
     assert_eq!(code, 0, "{stderr}");
+    // The JSON written is announced, as an HTML page is.
+    assert!(
+        stderr.contains(&format!("tailscope: wrote {}", merged_json.display())),
+        "{stderr}"
+    );
     // One report given twice (here under two names) is refused even with --force.
     let b_again = dir.join(".").join(b.file_name().unwrap());
     let (code, _, stderr) = merge_cli(&[a, b, &b_again, c], &["--force"]);

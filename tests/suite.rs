@@ -263,6 +263,69 @@ fn compare_gates_on_regressions() {
 }
 
 #[test]
+fn compare_names_unlike_settings_and_refuses_to_gate_on_them() {
+    let closed = temp("closed.json", &run_report(84_000.0, 1_000));
+    let mut open: serde_json::Value = serde_json::from_str(&run_report(20_000.0, 900)).unwrap();
+    open["config"]["mode"] = "open".into();
+    open["config"]["rate"] = 20000.0.into();
+    open["config"]["connections"] = 64.into();
+    let open = temp("open.json", &open.to_string());
+    let (a, b) = (open.to_str().unwrap(), closed.to_str().unwrap());
+    let out = tailscope(&["compare", a, b]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with(
+            "**Unlike settings:** loop open at 20000 req/s vs closed; connections 64 vs 2."
+        ),
+        "{stdout}"
+    );
+    // A gate on them is refused (exit 2, before any output) unless asked for.
+    let out = tailscope(&["compare", a, b, "--fail-if-regression", "5"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(
+        stderr.contains("--fail-if-regression refused: the reports were run with unlike settings (loop open at 20000 req/s vs closed; connections 64 vs 2)")
+            && stderr.contains("--allow-unlike"),
+        "{stderr}"
+    );
+    let out = tailscope(&[
+        "compare",
+        b,
+        a,
+        "--fail-if-regression",
+        "5",
+        "--allow-unlike",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(99),
+        "req/s fell: the forced gate judges"
+    );
+    // Suites of another pipelining depth alike.
+    let suite = |pipeline: u64| {
+        let mut s: serde_json::Value = serde_json::from_str(&suite_report(serde_json::json!([
+            {"target": "ref", "endpoint": "/", "runs": [], "rps_median": 1000.0},
+        ])))
+        .unwrap();
+        s["load"] = serde_json::json!({"connections": 50, "pipeline": pipeline, "rate": null, "duration_s": 10.0});
+        s.to_string()
+    };
+    let (p1, p16) = (temp("p1.json", &suite(1)), temp("p16.json", &suite(16)));
+    let out = tailscope(&[
+        "compare",
+        p1.to_str().unwrap(),
+        p16.to_str().unwrap(),
+        "--fail-if-regression",
+        "5",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("(pipeline 1 vs 16)"), "{stderr}");
+}
+
+#[test]
 fn compare_suites_matches_target_and_endpoint() {
     let suite = |rps: f64| {
         suite_report(serde_json::json!([

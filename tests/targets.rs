@@ -116,6 +116,21 @@ fn a_target_that_crashes_at_start_fails_with_its_stderr() {
         stderr.contains("exit status: 7") && stderr.contains("cannot bind"),
         "{stderr}"
     );
+    // Named after its program, read with the shell's quotes: not `exit` (of `exit 3"`, cut
+    // at the `;` inside them).
+    let out = tailscope(&[
+        "run",
+        "--target",
+        "command:sh -c \"echo starting >&2; exit 3\" {port}",
+        "-z",
+        "1s",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("sh exited before it was ready (exit status: 3)"),
+        "{stderr}"
+    );
 }
 
 #[test]

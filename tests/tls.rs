@@ -395,3 +395,101 @@ fn bad_tls_inputs_exit_2_before_anything_is_sent() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("are for --target nginx"));
 }
+
+/// A server process of the test's own, killed when dropped (a failed assertion included: a
+/// server left running would hold the test's output open).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Python HTTPS server (http.server wrapped in its ssl module) on 127.0.0.1:0 serving
+/// `cert`/`key`; returns it and its port.
+fn python_https(cert: &std::path::Path, key: &std::path::Path) -> (Killed, u16) {
+    use std::io::BufRead;
+    const SERVER: &str = r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+c.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = c.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", SERVER])
+        .args([cert, key])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 runs");
+    let stdout = child.stdout.take().unwrap();
+    let child = Killed(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("python's https server printed {line:?}"));
+    (child, port)
+}
+
+/// The usual self-signed certificate (`openssl req -x509 … -addext subjectAltName=…`, which
+/// makes it a CA) given in `--cacert` is trusted for the server that presents that very
+/// certificate, as curl trusts it; its host name is still checked.
+#[test]
+fn a_self_signed_openssl_certificate_given_in_cacert_is_trusted() {
+    if !common::has_tool("openssl", "version") || !common::has_tool("python3", "--version") {
+        common::skip("openssl or python3 not installed (apt-get install openssl python3)");
+        return;
+    }
+    let dir = common::scratch_dir("self-signed");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let (_server, port) = python_https(&cert, &key);
+    let cacert = cert.to_str().unwrap();
+
+    let url = format!("https://localhost:{port}/");
+    let (code, r, stderr) = run_json(&url, &["-n", "40", "-c", "2", "--cacert", cacert]);
+    assert_eq!(code, 0, "{stderr}\n{}", r["errors"]);
+    assert_eq!(n(&r["summary"]["successes"]), 40, "{stderr}");
+
+    // The certificate names localhost alone: 127.0.0.1 is still refused, for its name.
+    let url = format!("https://127.0.0.1:{port}/");
+    let (code, r, stderr) = run_json(&url, &["-n", "4", "-c", "1", "--cacert", cacert]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(n(&r["errors"]["certificate"]), 4, "{}", r["errors"]);
+    assert!(stderr.contains("not for this host name"), "{stderr}");
+}

@@ -564,8 +564,11 @@ fn a_server_forked_by_sh_is_profiled_as_its_tree() {
         "the server, not the shell, did the work: {}",
         run.describe()
     );
-    // The summary names python with python's pid, and the shell above it as the tree's root.
-    let (serving, root) = (n(&run.report["target"]["pid"]), n(&run.target()["pid"]));
+    // The summary names python with python's pid, and the shell above it as the tree's root;
+    // the profile names the same pid as the report's target, the shell as its root.
+    let serving = n(&run.report["target"]["pid"]);
+    assert_eq!(n(&run.target()["pid"]), serving, "{}", run.describe());
+    let root = n(&run.target()["root_pid"]);
     assert_ne!(serving, root, "{}", run.describe());
     let heading = format!("python3 (pid {serving}), tree from sh (pid {root}): 2 processes");
     assert!(run.text.contains(&heading), "{heading:?} in {}", run.text);

@@ -19,9 +19,17 @@ const MAX_PID: u64 = 4_194_304;
 /// The deepest pipelining the generator allows.
 const MAX_PIPELINE: u64 = 1024;
 
-/// tailscope: an HTTP load tester that explains its tail latency.
+/// Terminal-UI HTTP load tester and server profiler.
+///
+/// Without a subcommand, `tailscope` loads its embedded reference server for 10 s (`tailscope run --target embedded -z 10s`): on the live dashboard in a terminal, else printing the summary.
 #[derive(Debug, Parser)]
-#[command(name = "tailscope", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "tailscope",
+    version,
+    about,
+    long_about,
+    propagate_version = true
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -388,6 +396,10 @@ pub struct CompareArgs {
     /// rises by more than PCT percentage points.
     #[arg(long = "fail-if-regression", value_name = "PCT", value_parser = parse_percentage)]
     pub fail_if_regression: Option<f64>,
+    /// Gate with --fail-if-regression even when the runs' settings differ (loop, rate,
+    /// connections, pipeline, protocol, engine, target, or a duration more than 2× apart).
+    #[arg(long = "allow-unlike", requires = "fail_if_regression")]
+    pub allow_unlike: bool,
     /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
     #[arg(long = "html", value_name = "OUT.html")]
     pub html: Option<PathBuf>,

@@ -764,6 +764,7 @@ fn two_cpu_profile(
         cpus: vec![cpu(0), cpu(1)],
         target: Some(TargetProfile {
             pid: 100,
+            root_pid: Some(100),
             cpu_time_s: server_s,
             user_s: server_s,
             system_s: 0.0,

@@ -11,6 +11,9 @@ use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::AnyReport;
 
+pub mod unlike;
+pub use unlike::unlike;
+
 /// Which way a metric improves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Better {
@@ -121,12 +124,19 @@ impl Row {
     }
 }
 
+/// A rate in whole requests a second, halves rounded away from zero (85262.5 → 85263), as
+/// the suite's table writes it too: `{:.0}` alone rounds a half to even (85262), and the
+/// same median read differently in the two.
+pub fn whole_rate(x: f64) -> String {
+    format!("{:.0}", x.round())
+}
+
 /// A figure as the change table writes it (`n/a` when missing).
 pub fn show(v: Option<f64>, unit: Unit) -> String {
     match v {
         None => "n/a".into(),
         Some(x) => match unit {
-            Unit::Rate => format!("{x:.0}"),
+            Unit::Rate => whole_rate(x),
             Unit::Micros => fmt_us(x.round() as u64),
             Unit::Fraction => format!("{:.3} %", x * 100.0),
         },
@@ -311,6 +321,14 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
         escape(names.0),
         escape(names.1)
     );
+    let differences = unlike(base, new);
+    if !differences.is_empty() {
+        let _ = writeln!(
+            body,
+            "<p class=\"warn\">Unlike settings: {}. The changes below measure these settings as much as the server.</p>",
+            escape(&differences.join("; "))
+        );
+    }
     match (base, new) {
         (AnyReport::Run(b), AnyReport::Run(n)) => {
             body.push_str(&spectrum_chart(
@@ -400,6 +418,17 @@ mod tests {
             gated: true,
             presence: Presence::Both,
         }
+    }
+
+    #[test]
+    fn a_median_is_rounded_as_the_suite_table_rounds_it() {
+        // The median of two runs is often a half.
+        let mut r = SuiteResult::new("nginx", "/", None, Vec::new());
+        r.rps_median = Some(85262.5);
+        let table = crate::suite::markdown(&[r], None);
+        assert!(table.contains("| nginx | / | 85263 |"), "{table}");
+        assert_eq!(show(Some(85262.5), Unit::Rate), "85263");
+        assert_eq!(show(Some(85263.5), Unit::Rate), "85264");
     }
 
     #[test]

@@ -38,8 +38,8 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
     if let Some(t) = &profile.target {
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
         let serving = report.target.as_ref().and_then(|t| t.pid);
-        let root_comm = t.processes.iter().find(|p| p.pid == t.pid);
-        let heading = tree_heading(name, serving, t.pid, root_comm.map(|p| p.comm.as_str()));
+        let root_comm = t.processes.iter().find(|p| p.pid == t.root());
+        let heading = tree_heading(name, serving, t.root(), root_comm.map(|p| p.comm.as_str()));
         let _ = writeln!(
             out,
             "  {heading}: {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",

@@ -55,6 +55,15 @@ pub enum ReadError {
         /// `tool.version` of the writer, or "an unknown version".
         writer: String,
     },
+    /// A run's report with a histogram that cannot be decoded: read on, its pages would
+    /// show empty charts as if nothing had been measured.
+    #[error(
+        "a damaged run report: its {field} cannot be decoded (the file was damaged or edited)"
+    )]
+    DamagedHistogram {
+        /// The JSON field (`histogram.data`).
+        field: String,
+    },
     /// A report of `kind` whose fields do not match that kind's schema.
     #[error("not a tailscope JSON report of its kind (a {kind} report with a field missing or wrong: {error})")]
     Schema {
@@ -96,7 +105,13 @@ impl AnyReport {
         }
         let schema = |error| ReadError::Schema { kind, error };
         Ok(match kind {
-            Kind::Run => AnyReport::Run(Box::new(serde_json::from_value(value).map_err(schema)?)),
+            Kind::Run => {
+                let run: Report = serde_json::from_value(value).map_err(schema)?;
+                if let Some(field) = run.undecodable_histogram() {
+                    return Err(ReadError::DamagedHistogram { field });
+                }
+                AnyReport::Run(Box::new(run))
+            }
             Kind::Suite => {
                 AnyReport::Suite(Box::new(serde_json::from_value(value).map_err(schema)?))
             }

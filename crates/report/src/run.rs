@@ -460,12 +460,12 @@ fn page_of_run(report: &Report, so_far: bool) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use hdrhistogram::Histogram;
 
     /// The report of a run of `duration_s` with these seconds and one response of 100 µs.
-    pub(super) fn report_of(
+    pub(crate) fn report_of(
         duration_s: u64,
         timeseries: Vec<tailscope_loadgen::TimePoint>,
     ) -> Report {

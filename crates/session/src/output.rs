@@ -57,6 +57,8 @@ pub fn emit(report: &Report, text: &str, json: Option<&Path>, html: Option<&Path
         if let Some(path) = json {
             std::fs::write(path, json_text())
                 .with_context(|| format!("cannot write the JSON report to {}", path.display()))?;
+            // Every file written is announced, as the HTML page is (and suite's files are).
+            say!("tailscope: wrote {}", path.display());
         }
     }
     if let Some(path) = html {

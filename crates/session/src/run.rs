@@ -289,6 +289,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     }
     let cpu_busy = profiler.cpu_busy();
     let mut findings = profiler.finish(plan, &totals, totals.counters.requests());
+    // The tree is profiled from its root (the `sh -c` around a command's server), but named
+    // by the pid that serves, as the report's `target.pid` is.
+    if let (Some(t), Some(profile)) = (&target, findings.profile.target.as_mut()) {
+        profile.serving(t.pid());
+    }
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
     let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries);
     if let Some(inside) = &inside {
@@ -341,6 +346,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
         tailscope_report::document::write_hdr_log(&totals, started, &mut file)
             .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
+        say!("tailscope: wrote {}", path.display());
     }
     let signalled = signalled();
     let no_response = report.no_response_reason();

@@ -703,24 +703,58 @@ mod tests {
 
 /// The program a command target is named after: the first word of the shell command that
 /// has `{port}` (the server must listen there), past `exec` and `VAR=value` words. A newcomer's
-/// `echo cpus={cpus} >&2; python3 -m http.server {port}` was named `echo`.
+/// `echo cpus={cpus} >&2; python3 -m http.server {port}` was named `echo`. Quotes are read as
+/// the shell reads them: `python3 -c "import sys; sys.exit(3)" {port}` is python3's, not a
+/// command `sys.exit(3)"` cut at the `;` inside its quotes.
 fn program_of(template: &str) -> String {
-    let commands: Vec<&str> = template
-        .split([';', '&', '|', '\n'])
-        .filter(|c| !c.trim().is_empty())
+    let commands: Vec<Vec<String>> = shell_commands(template)
+        .into_iter()
+        .filter(|c| !c.is_empty())
         .collect();
     let server = commands
         .iter()
-        .find(|c| c.contains("{port}"))
+        .find(|c| c.iter().any(|w| w.contains("{port}")))
         .or(commands.first());
     server
         .and_then(|c| {
-            c.split_whitespace()
+            c.iter()
                 .find(|w| *w != "exec" && !w.contains('=') && *w != "(" && *w != "{")
         })
         .map_or("command".to_string(), |w| {
             w.rsplit('/').next().unwrap_or(w).to_string()
         })
+}
+
+/// A shell line's commands (split at `;`, `&`, `|` and newlines) as their words (split at
+/// blanks), both outside quotes only, the quotes and backslashes taken off as `sh` does.
+fn shell_commands(line: &str) -> Vec<Vec<String>> {
+    let (mut commands, mut words, mut word) = (Vec::new(), Vec::new(), String::new());
+    let mut quote = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '\\') | (None, '\\') => word.extend(chars.next()),
+            (Some(_), c) => word.push(c),
+            (None, '\'' | '"') => quote = Some(c),
+            (None, c) if c.is_whitespace() || matches!(c, ';' | '&' | '|') => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                if c != ' ' && c != '\t' && !words.is_empty() {
+                    commands.push(std::mem::take(&mut words));
+                }
+            }
+            (None, c) => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    if !words.is_empty() {
+        commands.push(words);
+    }
+    commands
 }
 
 #[cfg(test)]
@@ -739,6 +773,16 @@ mod program_tests {
             "gunicorn"
         );
         assert_eq!(program_of("./server"), "server");
+        // A `;` inside quotes does not end the command.
+        assert_eq!(
+            program_of(r#"python3 -c "import sys; sys.exit(3)" {port}"#),
+            "python3"
+        );
+        assert_eq!(
+            program_of("sh -c 'echo up; exec ./srv --port {port}'"),
+            "sh"
+        );
+        assert_eq!(program_of(r"PORT={port} /opt/my\ server"), "my server");
         assert_eq!(program_of("  "), "command");
     }
 }

@@ -491,3 +491,50 @@ fn late_send_causes_are_never_cut_and_the_largest_stays() {
         assert!(text.contains("conn 1,230,000"), "{what}\n{text}");
     }
 }
+
+/// The newest plotted column of the chart whose title starts with `title` on `screen`: the
+/// cells just inside its right border, between its title row and its x axis.
+fn newest_column(screen: &str, title: &str) -> String {
+    let rows: Vec<Vec<char>> = screen
+        .lines()
+        .map(|l| l.trim_matches('"').chars().collect())
+        .collect();
+    let (top, start) = rows
+        .iter()
+        .enumerate()
+        .find_map(|(y, r)| {
+            let line: String = r.iter().collect();
+            line.find(&format!("┌ {title}"))
+                .map(|byte| (y, line[..byte].chars().count()))
+        })
+        .unwrap_or_else(|| panic!("no {title:?} panel in\n{screen}"));
+    let right = start + rows[top][start..].iter().position(|&c| c == '┐').unwrap();
+    rows[top + 1..]
+        .iter()
+        .take_while(|r| r.get(right - 1) != Some(&'─'))
+        .map(|r| r[right - 1])
+        .collect()
+}
+
+#[test]
+fn no_legend_covers_the_newest_seconds() {
+    let braille = |c: char| ('\u{2801}'..='\u{28ff}').contains(&c);
+    let boxed = |c: char| ('\u{2500}'..='\u{257f}').contains(&c);
+    // The rate the run holds is drawn at the top right, where ratatui puts its legend.
+    let text = screen(&long_app(), 100, 30);
+    let newest = newest_column(&text, "Throughput");
+    assert!(
+        newest.chars().any(braille) && !newest.chars().any(boxed),
+        "{newest:?} in\n{text}"
+    );
+    let mut app = long_app();
+    app.update(Action::Show(View::Latency));
+    for (width, height) in SIZES {
+        let text = screen(&app, width, height);
+        if !text.contains("┌ Latency per tick") {
+            continue;
+        }
+        let newest = newest_column(&text, "Latency per tick");
+        assert!(!newest.chars().any(boxed), "{newest:?} in\n{text}");
+    }
+}

@@ -23,6 +23,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::error::ErrorKind;
+use crate::transport::tls_client::is_ca_used_as_end_entity;
 // The run's client configuration is built from the plan's options in `transport`, where
 // the plan checks it before anything starts.
 pub(crate) use crate::transport::tls_client::{TlsClient, ALPN_H2};
@@ -97,8 +98,8 @@ fn certificate_problem(e: &rustls::CertificateError) -> String {
         }
         C::BadSignature => "its signature does not verify".into(),
         C::Revoked => "it was revoked".into(),
-        C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
-            "the server presents a CA certificate as its own".into()
+        e if is_ca_used_as_end_entity(e) => {
+            "the server presents a CA certificate as its own (a self-signed certificate is trusted when --cacert names that very certificate)".into()
         }
         other => other.to_string(),
     }

@@ -177,6 +177,17 @@ fn bad_urls_and_settings_are_refused() {
         Plan::new("127.0.0.1:80"),
         Err(Error::BadUrl { .. })
     ));
+    // A host and port without their scheme is told what to write.
+    for (given, written) in [
+        ("127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("localhost:8080/", "http://localhost:8080/"),
+        ("example.com", "http://example.com"),
+    ] {
+        let err = Plan::new(given).unwrap_err().to_string();
+        assert!(err.contains(&format!("write {written} ")), "{err}");
+    }
+    let ftp = Plan::new("ftp://127.0.0.1/").unwrap_err().to_string();
+    assert!(ftp.contains("use http:// or https://"), "{ftp}");
     let port_zero = Plan::new("http://127.0.0.1:0/").unwrap_err();
     assert!(
         port_zero

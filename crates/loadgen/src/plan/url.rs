@@ -31,6 +31,13 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
         url: shown.clone(),
         reason: reason.to_string(),
     };
+    // `127.0.0.1:8080` is no URL to the parser and `localhost:8080/` one of scheme
+    // "localhost": both are a host and port that lack their scheme.
+    if !url.contains("://") {
+        return Err(bad(&format!(
+            "it has no scheme: write http://{shown} (or https://{shown})"
+        )));
+    }
     let parsed = url::Url::parse(url)
         .map_err(|e| bad(&format!("{e}; expected http(s)://HOST[:PORT]/PATH")))?;
     let https = match parsed.scheme() {

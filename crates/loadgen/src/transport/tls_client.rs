@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::Resumption;
+use rustls::client::{verify_server_name, Resumption, WebPkiServerVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use crate::error::Error;
@@ -54,6 +55,7 @@ pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, 
             .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
     } else {
         let mut roots = RootCertStore::empty();
+        let mut pinned = Vec::new();
         match &options.cacert {
             Some(path) => {
                 let shown = path.display();
@@ -66,6 +68,7 @@ pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, 
                         "CA file {shown} holds no certificate (--cacert wants PEM 'BEGIN CERTIFICATE' blocks)"
                     )));
                 }
+                pinned.clone_from(&certs);
                 for cert in certs {
                     roots.add(cert).map_err(|e| {
                         invalid(format!(
@@ -76,7 +79,16 @@ pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, 
             }
             None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
         }
-        builder.with_root_certificates(roots)
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+            .build()
+            .map_err(|e| invalid(format!("TLS: {e}")))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(TrustedOrPinned {
+                webpki,
+                pinned,
+                provider,
+            }))
     };
     let mut config = match (&options.cert, &options.key) {
         (None, None) => builder.with_no_client_auth(),
@@ -125,6 +137,90 @@ pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, 
         config: Arc::new(config),
         name,
     })
+}
+
+/// The usual check against the trusted roots, and one exception curl (OpenSSL) makes too: a
+/// self-signed certificate given in `--cacert` is accepted as the server's own although it
+/// is a CA (`openssl req -x509` sets CA:TRUE), when the server presents exactly that
+/// certificate. webpki refuses a CA as an end entity only after it checked the certificate's
+/// validity period, and the host name is checked here, so only the chain is skipped: the
+/// certificate *is* the trusted one, byte for byte.
+#[derive(Debug)]
+struct TrustedOrPinned {
+    webpki: Arc<WebPkiServerVerifier>,
+    /// The certificates of `--cacert`.
+    pinned: Vec<CertificateDer<'static>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for TrustedOrPinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused =
+            match self
+                .webpki
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+            {
+                Ok(verified) => return Ok(verified),
+                Err(e) => e,
+            };
+        let ca_as_own =
+            matches!(&refused, rustls::Error::InvalidCertificate(e) if is_ca_used_as_end_entity(e));
+        if ca_as_own
+            && self
+                .pinned
+                .iter()
+                .any(|p| p.as_ref() == end_entity.as_ref())
+        {
+            verify_server_name(&ParsedCertificate::try_from(end_entity)?, server_name)?;
+            return Ok(ServerCertVerified::assertion());
+        }
+        Err(refused)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// Whether webpki refused a certificate for being a CA presented as the server's own (its
+/// error is not public through rustls: only its debug text names it).
+pub(crate) fn is_ca_used_as_end_entity(e: &rustls::CertificateError) -> bool {
+    matches!(e, rustls::CertificateError::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity"))
 }
 
 /// `--insecure`: every certificate is accepted, but the handshake's signatures are still

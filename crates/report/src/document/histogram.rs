@@ -34,6 +34,33 @@ pub fn decode_histogram(h: &EncodedHistogram) -> Option<Histogram<u64>> {
     decode_base64(&h.data)
 }
 
+impl super::Report {
+    /// The JSON field of the first histogram this report carries that cannot be decoded
+    /// (`histogram.data`, `second_histograms[3]`): a damaged or edited report, whose pages
+    /// and merges would read it as nothing measured. The one check `merge`, `report` and
+    /// `compare` refuse such a report by.
+    pub fn undecodable_histogram(&self) -> Option<String> {
+        let whole = [
+            ("histogram", Some(&self.histogram)),
+            ("connect_histogram", self.connect_histogram.as_ref()),
+            ("tls_histogram", self.tls_histogram.as_ref()),
+            (
+                "latency_uncorrected_histogram",
+                self.latency_uncorrected_histogram.as_ref(),
+            ),
+        ];
+        for (field, h) in whole {
+            if h.is_some_and(|h| decode_histogram(h).is_none()) {
+                return Some(format!("{field}.data"));
+            }
+        }
+        self.second_histograms
+            .iter()
+            .position(|d| decode_base64(d).is_none())
+            .map(|i| format!("second_histograms[{i}]"))
+    }
+}
+
 /// Decodes base64 of a V2 (deflate) serialized histogram.
 pub(crate) fn decode_base64(data: &str) -> Option<Histogram<u64>> {
     let bytes = base64::engine::general_purpose::STANDARD

@@ -311,7 +311,7 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
             }
             None => String::new(),
         };
-        let num = |v: Option<f64>| v.map_or("n/a".to_string(), |x| format!("{:.0}", x.round()));
+        let num = |v: Option<f64>| v.map_or("n/a".to_string(), crate::compare::whole_rate);
         let lat = |v: Option<f64>| v.map_or("n/a".to_string(), |x| fmt_us(x.round() as u64));
         out.push_str(&format!(
             "| {} | {} | {} | {} – {} | {} | {} | {} | {} | {marker} |\n",

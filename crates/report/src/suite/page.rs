@@ -111,6 +111,9 @@ pub fn page(suite: &SuiteReport) -> String {
         .as_ref()
         .map_or("ratio".to_string(), |b| format!("ratio (vs {b})"));
     let lat = |v: Option<f64>| or_na(v, |x| fmt_us(x.round() as u64));
+    // The caveats of the markdown table's notes column, numbered alike: a row whose runs
+    // warned or named a cause must not look clean on the page.
+    let mut notes = Vec::new();
     let rows: Vec<Vec<String>> = suite
         .results
         .iter()
@@ -133,6 +136,10 @@ pub fn page(suite: &SuiteReport) -> String {
                 lat(r.p99_us_median),
                 or_na(r.server_us_per_request_median, |u| format!("{u:.2} µs")),
                 or_na(r.vs_baseline, |x| format!("{x:.2}×")),
+                super::run_notes(r).map_or(String::new(), |note| {
+                    notes.push(note);
+                    format!("[{}]", notes.len())
+                }),
             ],
         })
         .collect();
@@ -146,9 +153,13 @@ pub fn page(suite: &SuiteReport) -> String {
             "p99",
             "server CPU/req",
             &base,
+            "notes",
         ],
         &rows,
     ));
+    for (i, note) in notes.iter().enumerate() {
+        let _ = writeln!(body, "<p class=\"warn\">[{}] {}</p>", i + 1, escape(note));
+    }
     for w in super::warnings(&suite.results) {
         let _ = writeln!(body, "<p class=\"warn\">{}</p>", escape(&w));
     }
@@ -247,5 +258,46 @@ mod tests {
         );
         // The p99 axis starts at a plain 0, not "0µs" under ticks in another unit.
         assert!(!page.contains(">0µs<"), "{page}");
+    }
+
+    #[test]
+    fn the_page_shows_the_caveats_the_markdown_notes() {
+        let run = |warnings: Vec<&str>, causes: Vec<&str>| {
+            serde_json::json!({"rps": 100.0, "requests": 100, "errors": 0, "p50_us": 50,
+                "p99_us": 90, "p999_us": 95, "max_us": 99, "duration_s": 1.0,
+                "server_us_per_request": null, "warnings": warnings, "causes": causes})
+        };
+        let result = |endpoint: &str, runs: Vec<serde_json::Value>| {
+            serde_json::json!({"target": "ref", "endpoint": endpoint, "error": null,
+                "runs": runs, "rps_median": 100.0, "rps_min": 100.0, "rps_max": 100.0,
+                "p50_us_median": 50.0, "p99_us_median": 90.0,
+                "server_us_per_request_median": null, "vs_baseline": null})
+        };
+        let suite: SuiteReport = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "kind": "suite",
+            "tool": {"name": "tailscope", "version": "0"},
+            "host": {"kernel": null, "cpu_model": null, "cpus": 2, "memory_kb": null,
+                     "governor": null, "date": "2026-11-22T00:00:00Z"},
+            "baseline": null, "load": {},
+            "results": [
+                result("/clean", vec![run(vec![], vec![])]),
+                result("/busy", vec![run(vec![], vec![]), run(
+                    vec!["the generator fell behind: 40 % of sends were late"],
+                    vec!["cpu_contention"],
+                )]),
+            ],
+            "interrupted": false
+        }))
+        .unwrap();
+        let markdown = super::super::markdown(&suite.results, None);
+        assert!(markdown.contains("[1] ref /busy: run 2:"), "{markdown}");
+        let page = page(&suite);
+        assert!(page.contains("<td>[1]</td>"), "the row is marked: {page}");
+        assert!(
+            page.contains(
+                "[1] ref /busy: run 2: the generator fell behind; diagnosed cpu_contention"
+            ),
+            "{page}"
+        );
     }
 }

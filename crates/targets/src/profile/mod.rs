@@ -158,6 +158,7 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
     let page_kb = procfs::page_size() / 1024;
     TargetProfile {
         pid: tree.root(),
+        root_pid: Some(tree.root()),
         cpu_time_s,
         user_s,
         system_s,

@@ -59,8 +59,13 @@ pub struct CpuProfile {
 /// and those that exited during the run).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TargetProfile {
-    /// The root's pid (the launched process, or `--pid`).
+    /// The serving process's pid, as the report's `target.pid` (the python a `sh -c` forked,
+    /// nginx's master), or the root's where none was named (`--pid`).
     pub pid: u32,
+    /// The tree's root (the launched command, or `--pid`): another process than `pid` when a
+    /// shell runs the server. None in reports of an older tailscope, whose `pid` was the root.
+    #[serde(default)]
+    pub root_pid: Option<u32>,
     /// user + system over the tree, all threads, exited processes included.
     pub cpu_time_s: f64,
     /// User time of the tree.
@@ -95,6 +100,22 @@ pub struct TargetProfile {
     pub run_queue_wait_s: Option<f64>,
     /// Each process of the tree, the busiest first.
     pub processes: Vec<ProcessProfile>,
+}
+
+impl TargetProfile {
+    /// The root of the tree (see `root_pid`).
+    pub fn root(&self) -> u32 {
+        self.root_pid.unwrap_or(self.pid)
+    }
+
+    /// Names `server`, the process that serves, as the profile's `pid` when it is one of the
+    /// tree's processes: the same pid as the report's `target.pid`, with the root kept in
+    /// `root_pid`.
+    pub fn serving(&mut self, server: u32) {
+        if self.processes.iter().any(|p| p.pid == server) {
+            self.pid = server;
+        }
+    }
 }
 
 /// One process of the server's tree over the run.

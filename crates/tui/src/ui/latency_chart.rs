@@ -2,7 +2,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::{Axis, Chart, Widget};
+use ratatui::widgets::{Axis, Chart, LegendPosition, Widget};
 
 use super::fit::Fields;
 use super::format::{fmt_secs, fmt_us};
@@ -48,7 +48,10 @@ impl Widget for &LatencyChartPanel<'_> {
         if let Some(key) = app.theme.key(&[("p50", P50), ("p99", P99), ("max", MAX)]) {
             title = title.add_lead(2, "  ", key);
         }
+        // Top left, over the oldest ticks: top right (ratatui's default) hid the newest
+        // spike under the legend.
         Chart::new(sets)
+            .legend_position(Some(LegendPosition::TopLeft))
             .block(panel_fields(title, area.width))
             .x_axis(
                 Axis::default()

@@ -2,7 +2,7 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::widgets::{Axis, Chart, Widget};
+use ratatui::widgets::{Axis, Chart, LegendPosition, Widget};
 
 use super::fit::Fields;
 use super::format::{fmt_secs, fmt_si};
@@ -69,14 +69,20 @@ impl Widget for &ThroughputPanel<'_> {
         let (x0, x1) = x_bounds(app);
         let mut sets = vec![app.theme.line("ok", OK, &ok)];
         let mut lines = vec![("ok", OK)];
-        if err.iter().any(|(_, e)| *e > 0.0) {
+        let errors = err.iter().any(|(_, e)| *e > 0.0);
+        if errors {
             sets.push(app.theme.line("errors", BAD, &err));
             lines.push(("errors", BAD));
         }
         if let Some(key) = app.theme.key(&lines) {
             title = title.add_lead(3, "  ", key);
         }
+        // ratatui's legend sits top right, over the newest seconds at the rate the run holds
+        // (the top of the axis is 1.1× the highest): one line needs no legend, and two have
+        // it over the oldest seconds.
+        let legend = errors.then_some(LegendPosition::TopLeft);
         Chart::new(sets)
+            .legend_position(legend)
             .block(panel_fields(title, area.width))
             .x_axis(
                 Axis::default()

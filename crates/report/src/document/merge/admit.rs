@@ -93,6 +93,11 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
                 "{name} has no `generator` section (host, start time): it was written by an older tailscope; run it again with this one"
             ));
         };
+        if let Some(field) = r.undecodable_histogram() {
+            return refuse(format!(
+                "{name}: its {field} cannot be decoded (a damaged or edited report)"
+            ));
+        }
         if r.second_histograms.len() != r.timeseries.len() {
             return refuse(format!(
                 "{name} has {} points in its time series but {} per-second histograms: it was written by an older tailscope, or edited",
@@ -248,18 +253,26 @@ fn union_length(windows: &[(f64, f64)]) -> f64 {
 /// The settings that must be equal for reports to be parts of one load: everything but the
 /// shares (`connections`, `threads`, `rate`, `requests`) and the pinning.
 fn differences(a: &Config, b: &Config) -> Vec<String> {
+    // In words a person reads (`duration 3 s vs 2 s`), not Rust's debug form.
+    let seconds = |s: f64| format!("{s} s");
     let fields = |c: &Config| {
         [
             ("url", c.url.clone()),
             ("method", c.method.clone()),
             ("mode", c.mode.clone()),
             ("pipeline", c.pipeline.to_string()),
-            ("keepalive", c.keepalive.to_string()),
-            ("duration_s", format!("{:?}", c.duration_s)),
-            ("warmup_s", c.warmup_s.to_string()),
-            ("timeout_s", c.timeout_s.to_string()),
-            ("connect_timeout_s", c.connect_timeout_s.to_string()),
-            ("-n given", c.requests.is_some().to_string()),
+            ("keep-alive", if c.keepalive { "on" } else { "off" }.into()),
+            ("duration", c.duration_s.map_or("none".into(), seconds)),
+            ("warm-up", seconds(c.warmup_s)),
+            ("timeout", seconds(c.timeout_s)),
+            ("connect timeout", seconds(c.connect_timeout_s)),
+            (
+                "stop",
+                match c.requests {
+                    Some(_) => "after -n requests".into(),
+                    None => "after a duration".into(),
+                },
+            ),
             ("engine", c.engine.name.clone()),
         ]
     };

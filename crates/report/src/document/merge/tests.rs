@@ -364,6 +364,18 @@ fn mismatches_are_refused_unless_forced() {
     let mut inputs = three();
     inputs[2].1 = report("http://127.0.0.1:10/", 3, 0.0, &[1], &[1]);
     let m = refused_unless_forced(&inputs, "a.json and c.json are not parts of one load: url");
+    // Settings in words, not Rust's debug form (`duration_s Some(3.0) vs Some(2.0)`).
+    let mut inputs = three();
+    for (_, r) in &mut inputs {
+        r.config.duration_s = Some(3.0);
+    }
+    inputs[2].1.config.duration_s = Some(2.0);
+    inputs[2].1.config.keepalive = false;
+    let e = merge(&inputs, false).unwrap_err().to_string();
+    assert!(
+        e.contains(": keep-alive on vs off, duration 3 s vs 2 s (--force"),
+        "{e}"
+    );
     assert!(m
         .warnings
         .iter()
@@ -384,7 +396,17 @@ fn mismatches_are_refused_unless_forced() {
     let mut inputs = three();
     inputs[0].1.second_histograms[0] = "not base64!".into();
     let e = merge(&inputs, true).unwrap_err().to_string();
-    assert!(e.contains("cannot be decoded"), "{e}");
+    assert!(
+        e.contains("a.json: its second_histograms[0] cannot be decoded"),
+        "{e}"
+    );
+    let mut inputs = three();
+    inputs[1].1.histogram.data = "AAAA".into();
+    let e = merge(&inputs, true).unwrap_err().to_string();
+    assert!(
+        e.contains("b.json: its histogram.data cannot be decoded"),
+        "{e}"
+    );
     assert!(merge(&[], false).is_err());
     let merged = merge(&three(), false).unwrap();
     let e = merge(&[("m.json".into(), merged)], false)

@@ -65,7 +65,7 @@ fn the_help_says_what_bare_tailscope_does() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(
         help.contains(
-            "Without a subcommand, `tailscope` loads its embedded reference server for 10 s"
+            "Without a subcommand, tailscope starts the embedded io_uring reference server"
         ),
         "{help}"
     );

@@ -21,15 +21,9 @@ const MAX_PIPELINE: u64 = 1024;
 
 /// Terminal-UI HTTP load tester and server profiler.
 ///
-/// Without a subcommand, `tailscope` loads its embedded reference server for 10 s (`tailscope run --target embedded -z 10s`): on the live dashboard in a terminal, else printing the summary.
+/// What bare `tailscope` does is said in the help's closing text (`after_help`).
 #[derive(Debug, Parser)]
-#[command(
-    name = "tailscope",
-    version,
-    about,
-    long_about,
-    propagate_version = true
-)]
+#[command(name = "tailscope", version, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

@@ -27,6 +27,7 @@ pub(crate) mod symbols;
 mod text;
 pub mod threads;
 mod tracepoint;
+mod unwind;
 
 pub use compare::{slow_seconds, TOP_STACKS};
 pub use live::{LiveInside, SecondInside, Share};

@@ -567,6 +567,29 @@ mod tests {
     }
 
     #[test]
+    fn the_unwound_stack_replaces_the_walk_where_it_is_whole_or_longer() {
+        let cfi = |frames: &[u64], complete| Unwound {
+            frames: frames.to_vec(),
+            complete,
+        };
+        // No frame pointers: the walk stops at the leaf, the unwind reaches _start.
+        assert_eq!(
+            better_than(&[1], cfi(&[1, 2, 3, 4], true)),
+            Some(vec![1, 2, 3, 4])
+        );
+        // Cut at the end of the stack copy, still further than the walk.
+        assert_eq!(better_than(&[1], cfi(&[1, 2], false)), Some(vec![1, 2]));
+        // Whole, though shorter than a walk that wandered into stale frame-pointer values.
+        assert_eq!(
+            better_than(&[1, 9, 9, 9, 9], cfi(&[1, 2, 3], true)),
+            Some(vec![1, 2, 3])
+        );
+        // Cut short where the walk went further (JIT code, a deep stack): the walk stays.
+        assert_eq!(better_than(&[1, 2, 3, 4], cfi(&[1, 2], false)), None);
+        assert_eq!(better_than(&[1], cfi(&[], true)), None);
+    }
+
+    #[test]
     fn folded_stacks_are_root_first() {
         let stacks: &[&[&str]] = &[&["leaf;x", "main"]];
         let oc = on_cpu(vec![(0, 0, 3), (1, 0, 2)], stacks);

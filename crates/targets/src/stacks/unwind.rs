@@ -79,7 +79,10 @@ pub(crate) const REGS_MASK: u64 = arch::REGS_MASK;
 struct Sections {
     /// (section name, its address range in the file's own layout, its bytes when needed).
     sections: Vec<(&'static [u8], Range<u64>, Option<Data>)>,
-    /// The PT_LOAD segments: (file offset, size in the file, address in the file's layout).
+    /// The executable PT_LOAD segments: (file offset, size in the file, address in the
+    /// file's layout). Only those: a linker that packs segments (lld, gold, mold) puts the
+    /// read-only one on the same file page as the start of the code, and the mapping of that
+    /// page as code must take the code segment's bias.
     loads: Vec<(u64, u64, u64)>,
 }
 
@@ -119,6 +122,10 @@ impl Sections {
         }
         let loads = elf
             .segments()
+            .filter(|s| match s.flags() {
+                object::SegmentFlags::Elf { p_flags } => p_flags & object::elf::PF_X != 0,
+                _ => false,
+            })
             .map(|s| {
                 let (offset, size) = s.file_range();
                 (offset, size, s.address())
@@ -299,11 +306,7 @@ mod tests {
         // 0x5555_5555_5000 from offset 0x1000: the file's address 0 is at 0x5555_5555_4000.
         let sections = Sections {
             sections: Vec::new(),
-            loads: vec![
-                (0, 0x800, 0),
-                (0x1000, 0x2345, 0x1000),
-                (0x4000, 0x100, 0x5000),
-            ],
+            loads: vec![(0x1000, 0x2345, 0x1000)],
         };
         assert_eq!(
             sections.base_avma(0x5555_5555_5000, 0x1000),
@@ -321,16 +324,49 @@ mod tests {
             Some(0x7000_0234 - 0x2234)
         );
         assert_eq!(lld.base_avma(0x7000_0000, 0x9000), None);
+        // The code segment of this project's release binary (lld): offset 0x20ec00 at
+        // 0x20fc00, mapped from page 0x20e000, which the read-only segment before it
+        // (offset 0, 0x20ebd0 bytes, address 0) also covers: only the code's bias is right.
+        let packed = Sections {
+            sections: Vec::new(),
+            loads: vec![(0x20ec00, 0x75edb0, 0x20fc00)],
+        };
+        assert_eq!(
+            packed.base_avma(0x5607_7c44_0000, 0x20e000),
+            Some(0x5607_7c44_0000 + 0xc00 - 0x20fc00)
+        );
     }
 
     #[test]
-    fn this_process_unwinds_through_its_own_eh_frame() {
-        // Unwinding needs registers and a stack copy from perf (tests/stacks.rs does that end
-        // to end); here the sections of this test binary are read and a module is built for
-        // each of its executable mappings.
+    fn the_modules_of_this_process_sit_where_its_symbols_say() {
+        // Registers and a stack copy come from perf (tests/stacks.rs unwinds end to end);
+        // here the module built for this test binary's code mapping must put the binary's
+        // addresses where they are: this function's symbol plus the module's base is this
+        // function. (A base off by the read-only segment's page would not be.)
+        let here =
+            the_modules_of_this_process_sit_where_its_symbols_say as *const () as usize as u64;
+        let maps = procfs::process::Process::myself().unwrap().maps().unwrap();
+        let code = maps
+            .into_iter()
+            .find(|m| m.address.0 <= here && here < m.address.1)
+            .unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let sections = Sections::read(exe.to_str().unwrap()).unwrap();
+        let base = sections.base_avma(code.address.0, code.offset).unwrap();
+        let file = std::fs::File::open(&exe).unwrap();
+        let cache = object::ReadCache::new(file);
+        let elf = object::File::parse(&cache).unwrap();
+        use object::ObjectSymbol;
+        let symbol = elf
+            .symbols()
+            .find(|s| {
+                s.name()
+                    .is_ok_and(|n| n.contains("the_modules_of_this_process_sit_where"))
+            })
+            .unwrap();
+        assert_eq!(base.wrapping_add(symbol.address()), here);
         let mut unwinder = UserUnwinder::default();
         let process = unwinder.read_process(std::process::id());
-        let here = this_process_unwinds_through_its_own_eh_frame as *const () as usize as u64;
         assert!(
             process.code.iter().any(|r| r.contains(&here)),
             "{:?}",

@@ -2,8 +2,8 @@
 //! sampling TID, TIME (CLOCK_MONOTONIC) and the user and kernel CALLCHAIN, and the user
 //! registers and a copy of the user stack, from which the target's user stacks are unwound
 //! again where the kernel's frame-pointer walk comes back short ([`super::unwind`]); only the
-//! target's samples are counted, per (second of the run, interned stack), so memory grows with distinct
-//! stacks, never with samples. [`OnCpu::differential`] splits them into slow seconds and the
+//! target's samples are counted, per (second of the run, interned stack), so memory grows
+//! with distinct stacks, never with samples. [`OnCpu::differential`] splits them into slow seconds and the
 //! rest and names the frames over-represented in the slow ones.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -41,8 +41,6 @@ pub struct StackSampler {
     unwinder: Option<UserUnwinder>,
     /// Why the samples carry no stack copy.
     no_stack_copy: Option<String>,
-    /// Samples whose user stack came from the unwind rather than the frame-pointer walk.
-    unwound: u64,
 }
 
 impl StackSampler {
@@ -65,7 +63,6 @@ impl StackSampler {
             samplers,
             unwinder: no_stack_copy.is_none().then(UserUnwinder::default),
             no_stack_copy,
-            unwound: 0,
             frequency_hz,
             pids: HashSet::new(),
             origin_ns: None,
@@ -114,7 +111,6 @@ impl StackSampler {
             samples_kept,
             lost,
             unwinder,
-            unwound,
             ..
         } = self;
         for sampler in samplers.iter_mut() {
@@ -149,7 +145,6 @@ impl StackSampler {
                     .and_then(|cfi| better_than(&raw.user, cfi))
                 {
                     raw.user = user.into();
-                    *unwound += 1;
                 }
                 let id = table.intern_raw(raw);
                 *counts.entry((second, id)).or_insert(0) += 1;

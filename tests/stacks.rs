@@ -630,3 +630,207 @@ fn auto_takes_waits_from_proc_and_says_the_tracer_is_for_stacks_on() {
         "{stacks:#}"
     );
 }
+
+/// A C HTTP server (poll, keep-alive, one thread) whose stall, a CPU burn of `burn_ms` every
+/// `every_ms`, sits two calls below its event loop: main → serve_loop → handle → slow_path →
+/// spin, each `noinline` and none a tail call. It prints its port, then serves.
+const STALLING_C_SERVER: &str = r#"
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_FDS 256
+static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+static long every_ms, burn_ms;
+static double next_burn;
+volatile unsigned long sink;
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* The leaf: pure arithmetic, the clock read once per million rounds. */
+__attribute__((noinline)) unsigned long spin(double until) {
+    unsigned long x = sink;
+    do {
+        for (int i = 0; i < 1000000; i++) x = x * 6364136223846793005UL + 1442695040888963407UL;
+        sink = x;
+    } while (now_ms() < until);
+    return x;
+}
+
+__attribute__((noinline)) int slow_path(int fd) {
+    unsigned long x = spin(now_ms() + burn_ms);
+    return (int)(x & 1) + fd;
+}
+
+__attribute__((noinline)) int handle(int fd, char *buf, long n) {
+    int extra = 0;
+    if (now_ms() >= next_burn) {
+        next_burn = now_ms() + every_ms;
+        extra = slow_path(fd);
+    }
+    long requests = 0;
+    for (long i = 3; i < n; i++)
+        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+            requests++;
+    for (long r = 0; r < requests; r++)
+        if (write(fd, reply, sizeof reply - 1) < 0) return -1;
+    return extra >= 0 ? 0 : -1;
+}
+
+__attribute__((noinline)) int serve_loop(int listener) {
+    struct pollfd fds[MAX_FDS];
+    int nfds = 1;
+    static char buf[65536];
+    fds[0].fd = listener;
+    fds[0].events = POLLIN;
+    for (;;) {
+        if (poll(fds, nfds, -1) < 0) return 1;
+        for (int i = nfds - 1; i >= 1; i--) {
+            if (!fds[i].revents) continue;
+            long n = read(fds[i].fd, buf, sizeof buf);
+            if (n <= 0 || handle(fds[i].fd, buf, n) < 0) {
+                close(fds[i].fd);
+                fds[i] = fds[--nfds];
+            }
+        }
+        if (fds[0].revents && nfds < MAX_FDS) {
+            int c = accept(listener, 0, 0);
+            if (c >= 0) {
+                fds[nfds].fd = c;
+                fds[nfds].events = POLLIN;
+                nfds++;
+            }
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    every_ms = argc > 2 ? atol(argv[1]) : 2500;
+    burn_ms = argc > 2 ? atol(argv[2]) : 600;
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof addr;
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) || listen(listener, 128) ||
+        getsockname(listener, (struct sockaddr *)&addr, &len))
+        return 1;
+    printf("%d\n", ntohs(addr.sin_port));
+    fflush(stdout);
+    next_burn = now_ms() + every_ms;
+    int status = serve_loop(listener);
+    close(listener);
+    return status;
+}
+"#;
+
+#[test]
+fn a_stall_below_the_loop_of_a_server_without_frame_pointers_shows_its_callers() {
+    use std::io::BufRead;
+    let _turn = serial();
+    if !may_sample() {
+        return;
+    }
+    if !common::has_tool("cc", "--version") {
+        common::skip("no C compiler (apt-get install gcc)");
+        return;
+    }
+    let scratch = common::scratch_dir("stacks-no-frame-pointers");
+    let source = scratch.path().join("server.c");
+    let binary = scratch.path().join("stalling-server");
+    std::fs::write(&source, STALLING_C_SERVER).unwrap();
+    let built = std::process::Command::new("cc")
+        .args(["-O2", "-fomit-frame-pointer", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    // On CPU 0, as the reference server of the other tests, the load on CPU 1 (unpinned
+    // where taskset is missing: the test does not depend on it).
+    let mut command = if common::has_tool("taskset", "--version") {
+        let mut c = std::process::Command::new("taskset");
+        c.args(["-c", "0"]).arg(&binary);
+        c
+    } else {
+        std::process::Command::new(&binary)
+    };
+    let mut child = command
+        .args(["2500", "700"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("the C server printed no port: {line:?}"));
+    let server = Server {
+        url: format!("http://127.0.0.1:{port}/"),
+        child,
+    };
+    let (report, _) = sampled_report(&server.url, server.child.id(), "10s", "16", &[]);
+    let stacks = &report["stacks"];
+    assert!(n(&stacks["samples"]) > 0, "{stacks:#}");
+    // The burn's stacks: spin on CPU, and under it the chain of its callers, in order.
+    let chain = ["spin", "slow_path", "handle", "serve_loop", "main"];
+    let spinning: Vec<Vec<String>> = stacks["on_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["stack"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_str().unwrap().to_string())
+                .filter(|f| !f.ends_with("_[k]"))
+                .collect::<Vec<String>>()
+        })
+        .filter(|s| s.first().is_some_and(|f| f.starts_with("spin")))
+        .collect();
+    assert!(!spinning.is_empty(), "spin never on CPU: {stacks:#}");
+    let whole = |s: &Vec<String>| {
+        let mut at = 0;
+        chain.iter().all(|want| {
+            let found = s[at..].iter().position(|f| {
+                // gcc may clone a function (handle.constprop.0)
+                f == want || f.starts_with(&format!("{want}."))
+            });
+            found.map(|i| at += i + 1).is_some()
+        })
+    };
+    assert!(
+        spinning.iter().any(whole),
+        "no stack of spin shows its callers {chain:?}: {spinning:?}"
+    );
+    // What stands out in the slow seconds, when anything does, is the burn or its callers:
+    // the loaded machine may leave too few samples of it to claim anything.
+    let over = frames(&stacks["over_represented"]);
+    if over.is_empty() {
+        common::inconclusive(format!(
+            "nothing over-represented ({} samples, slow seconds {})",
+            stacks["samples"], stacks["slow_seconds"]
+        ));
+        return;
+    }
+    assert!(
+        over.iter()
+            .any(|f| chain[..3].iter().any(|c| f.starts_with(c))),
+        "{over:?}\n{stacks:#}"
+    );
+}

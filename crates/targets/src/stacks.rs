@@ -13,8 +13,9 @@
 //! Parts: [`on_cpu`] (cpu-clock samples), [`switches`] (sched_switch), [`threads`] (the /proc
 //! fallback), [`off_cpu`] (what either off-CPU sampler saw), [`live`] (the dashboard's
 //! per-second summary), `symbols` (callchains and their
-//! names), [`compare`] (slow seconds and the test of a share), [`session`] (the run's view of
-//! all of them), `text` (the summary's section). perf-event2 parses the ring buffers; the one
+//! names), `unwind` (user stacks unwound from the samples' stack copies and the binaries'
+//! .eh_frame, where frame pointers are missing), [`compare`] (slow seconds and the test of a
+//! share), [`session`] (the run's view of all of them), `text` (the summary's section). perf-event2 parses the ring buffers; the one
 //! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
 pub mod compare;
@@ -27,6 +28,7 @@ pub(crate) mod symbols;
 mod text;
 pub mod threads;
 mod tracepoint;
+mod unwind;
 
 pub use compare::{slow_seconds, TOP_STACKS};
 pub use live::{LiveInside, SecondInside, Share};

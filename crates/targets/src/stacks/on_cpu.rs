@@ -1,22 +1,26 @@
 //! On-CPU stacks: the software `cpu-clock` event on every online CPU for every process,
-//! sampling TID, TIME (CLOCK_MONOTONIC) and the user and kernel CALLCHAIN; only the target's
-//! samples are counted, per (second of the run, interned stack), so memory grows with distinct
-//! stacks, never with samples. [`OnCpu::differential`] splits them into slow seconds and the
+//! sampling TID, TIME (CLOCK_MONOTONIC) and the user and kernel CALLCHAIN, and the user
+//! registers and a copy of the user stack, from which the target's user stacks are unwound
+//! again where the kernel's frame-pointer walk comes back short ([`super::unwind`]); only the
+//! target's samples are counted, per (second of the run, interned stack), so memory grows
+//! with distinct stacks, never with samples. [`OnCpu::differential`] splits them into slow seconds and the
 //! rest and names the frames over-represented in the slow ones.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use perf_event::data::Record as PerfRecord;
+use perf_event::data::{Record as PerfRecord, Sample};
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use serde::{Deserialize, Serialize};
 
 use super::compare::{clearly_more, round3, TOP_STACKS};
-use super::symbols::{Names, StackTable, MAX_STACK};
+use super::symbols::{Names, RawStack, StackTable, MAX_STACK};
+use super::unwind::{Unwound, UserUnwinder, REGS_MASK, RING_BYTES_WITH_STACK, STACK_COPY_BYTES};
 use super::{online_cpus, sampling_allowed, SamplerError};
 
-/// Ring buffer per CPU. At 99 Hz a sample is at most ~1 KiB (128 frames), and the buffer is
-/// drained every ~100 ms: 128 KiB leaves room for a tick that comes late.
+/// Ring buffer per CPU without stack copies. At 99 Hz a sample is at most ~1 KiB (128
+/// frames), and the buffer is drained every ~100 ms: 128 KiB leaves room for a tick that
+/// comes late.
 const RING_BYTES: usize = 128 * 1024;
 
 /// Samples on-CPU stacks of a set of processes on every CPU.
@@ -32,39 +36,33 @@ pub struct StackSampler {
     samples_seen: u64,
     samples_kept: u64,
     lost: u64,
+    /// Unwinds the target's user stacks from the samples' stack copies; `None` when the
+    /// samples carry none (the ring buffers could not be had, see [`Self::open`]).
+    unwinder: Option<UserUnwinder>,
+    /// Why the samples carry no stack copy.
+    no_stack_copy: Option<String>,
 }
 
 impl StackSampler {
     /// Opens `cpu-clock` at `frequency_hz` on every online CPU, for all processes, and
-    /// starts sampling. Needs [`sampling_allowed`].
+    /// starts sampling, each sample with a copy of the user stack. Where that cannot be had
+    /// (its larger ring buffers are over a non-root user's locked-memory allowance), samples
+    /// carry the frame-pointer walk only, and the report says so. Needs [`sampling_allowed`].
     pub fn open(frequency_hz: u64) -> Result<StackSampler, SamplerError> {
         sampling_allowed()?;
-        let cpus = online_cpus();
-        let mut samplers = Vec::with_capacity(cpus.len());
-        for cpu in cpus {
-            let mut builder = Builder::new(Software::CPU_CLOCK);
-            builder
-                .one_cpu(cpu)
-                .any_pid()
-                .sample_frequency(frequency_hz)
-                .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::CALLCHAIN)
-                .sample_max_stack(MAX_STACK)
-                .clockid(Clock::MONOTONIC)
-                .exclude_kernel(false)
-                .exclude_hv(true)
-                .enabled(true);
-            let sampler = builder
-                .build()
-                .and_then(|c| c.sampled(RING_BYTES))
-                .map_err(|error| SamplerError::Open {
-                    event: "cpu-clock",
-                    cpu,
-                    error,
-                })?;
-            samplers.push(sampler);
-        }
+        let (samplers, no_stack_copy) = match open_samplers(frequency_hz, true) {
+            Ok(s) => (s, None),
+            Err(e) => (
+                open_samplers(frequency_hz, false)?,
+                Some(format!(
+                    "user stacks: frame-pointer walk only, no stack copies to unwind ({e})"
+                )),
+            ),
+        };
         Ok(StackSampler {
             samplers,
+            unwinder: no_stack_copy.is_none().then(UserUnwinder::default),
+            no_stack_copy,
             frequency_hz,
             pids: HashSet::new(),
             origin_ns: None,
@@ -96,6 +94,9 @@ impl StackSampler {
         for &pid in pids {
             self.table.note_process(pid);
         }
+        if let Some(unwinder) = &mut self.unwinder {
+            unwinder.retain(&self.pids);
+        }
     }
 
     /// Reads what the kernel wrote since the last call and counts the target's samples.
@@ -109,6 +110,7 @@ impl StackSampler {
             samples_seen,
             samples_kept,
             lost,
+            unwinder,
             ..
         } = self;
         for sampler in samplers.iter_mut() {
@@ -136,7 +138,15 @@ impl StackSampler {
                 else {
                     continue;
                 };
-                let id = table.intern(pid, chain);
+                let mut raw = RawStack::from_callchain(pid, chain);
+                if let Some(user) = unwinder
+                    .as_mut()
+                    .and_then(|u| unwind_sample(u, pid, &sample))
+                    .and_then(|cfi| better_than(&raw.user, cfi))
+                {
+                    raw.user = user.into();
+                }
+                let id = table.intern_raw(raw);
                 *counts.entry((second, id)).or_insert(0) += 1;
                 *samples_kept += 1;
             }
@@ -174,7 +184,7 @@ impl StackSampler {
 
     /// The samples with the frames named by `names` (which covers [`Self::table`]).
     pub(crate) fn named(self, names: &Names) -> OnCpu {
-        let mut missing = Vec::new();
+        let mut missing: Vec<String> = self.no_stack_copy.iter().cloned().collect();
         if self.lost > 0 {
             missing.push(format!(
                 "{} samples lost: the ring buffers filled before they were read",
@@ -198,7 +208,16 @@ impl StackSampler {
             }
             merged_id.push(id);
         }
-        if !self.table.stacks.is_empty() && short_user * 2 > self.table.stacks.len() {
+        if !self.table.stacks.is_empty()
+            && short_user * 2 > self.table.stacks.len()
+            && self.unwinder.is_some()
+        {
+            missing.push(format!(
+                "{short_user} of {} stacks have at most two user-space frames, even unwound from the binaries' .eh_frame: the code on CPU has neither frame pointers nor unwind information the unwinder can read (JIT code, a stripped .eh_frame, a stack deeper than the {} KiB copied), so only the function on CPU is known, not its callers",
+                self.table.stacks.len(),
+                STACK_COPY_BYTES / 1024
+            ));
+        } else if !self.table.stacks.is_empty() && short_user * 2 > self.table.stacks.len() {
             missing.push(format!(
                 "{short_user} of {} stacks have at most two user-space frames: the target was built without frame pointers (the kernel walks user stacks by frame pointer), so only the function on CPU is known, not its callers; rebuild with -C force-frame-pointers=yes or -fno-omit-frame-pointer",
                 self.table.stacks.len()
@@ -228,6 +247,67 @@ impl StackSampler {
             missing,
         }
     }
+}
+
+/// Opens the `cpu-clock` samplers, with user registers and stack copies when `stack_copy`.
+fn open_samplers(frequency_hz: u64, stack_copy: bool) -> Result<Vec<Sampler>, SamplerError> {
+    let cpus = online_cpus();
+    let mut samplers = Vec::with_capacity(cpus.len());
+    for cpu in cpus {
+        let mut builder = Builder::new(Software::CPU_CLOCK);
+        let mut flags = SampleFlag::TID | SampleFlag::TIME | SampleFlag::CALLCHAIN;
+        if stack_copy {
+            flags |= SampleFlag::REGS_USER | SampleFlag::STACK_USER;
+            builder
+                .sample_regs_user(REGS_MASK)
+                .sample_stack_user(STACK_COPY_BYTES);
+        }
+        builder
+            .one_cpu(cpu)
+            .any_pid()
+            .sample_frequency(frequency_hz)
+            .sample(flags)
+            .sample_max_stack(MAX_STACK)
+            .clockid(Clock::MONOTONIC)
+            .exclude_kernel(false)
+            .exclude_hv(true)
+            .enabled(true);
+        let ring = if stack_copy {
+            RING_BYTES_WITH_STACK
+        } else {
+            RING_BYTES
+        };
+        let sampler = builder
+            .build()
+            .and_then(|c| c.sampled(ring))
+            .map_err(|error| SamplerError::Open {
+                event: "cpu-clock",
+                cpu,
+                error,
+            })?;
+        samplers.push(sampler);
+    }
+    Ok(samplers)
+}
+
+/// The user stack of a sample unwound from its registers and stack copy, if it has them.
+fn unwind_sample(unwinder: &mut UserUnwinder, pid: u32, sample: &Sample<'_>) -> Option<Unwound> {
+    let regs = sample.regs_user()?;
+    // ABI_NONE: no user context (a kernel thread); 32-bit code is not unwound.
+    if regs.abi != perf_event::data::SampleRegsAbi::ABI_64 {
+        return None;
+    }
+    unwinder.unwind(pid, &regs.regs, sample.stack_user()?)
+}
+
+/// The unwound user frames, where they are the better stack: the unwind reached the
+/// outermost frame (`_start`, a thread's start), or went further than the frame-pointer
+/// walk (`fp`). Otherwise the walk is kept: in code built with frame pointers it is whole,
+/// and it reaches past the end of the stack copy and through JIT code without unwind
+/// information.
+fn better_than(fp: &[u64], cfi: Unwound) -> Option<Vec<u64>> {
+    let better = !cfi.frames.is_empty() && (cfi.complete || cfi.frames.len() > fp.len());
+    better.then_some(cfi.frames)
 }
 
 /// The target's on-CPU samples of a run, named, per second.
@@ -479,6 +559,29 @@ mod tests {
         );
         let none = on_cpu(vec![(0, 0, 5)], stacks).differential(&BTreeSet::new());
         assert!(none.missing.iter().any(|m| m.contains("no slow second")));
+    }
+
+    #[test]
+    fn the_unwound_stack_replaces_the_walk_where_it_is_whole_or_longer() {
+        let cfi = |frames: &[u64], complete| Unwound {
+            frames: frames.to_vec(),
+            complete,
+        };
+        // No frame pointers: the walk stops at the leaf, the unwind reaches _start.
+        assert_eq!(
+            better_than(&[1], cfi(&[1, 2, 3, 4], true)),
+            Some(vec![1, 2, 3, 4])
+        );
+        // Cut at the end of the stack copy, still further than the walk.
+        assert_eq!(better_than(&[1], cfi(&[1, 2], false)), Some(vec![1, 2]));
+        // Whole, though shorter than a walk that wandered into stale frame-pointer values.
+        assert_eq!(
+            better_than(&[1, 9, 9, 9, 9], cfi(&[1, 2, 3], true)),
+            Some(vec![1, 2, 3])
+        );
+        // Cut short where the walk went further (JIT code, a deep stack): the walk stays.
+        assert_eq!(better_than(&[1, 2, 3, 4], cfi(&[1, 2], false)), None);
+        assert_eq!(better_than(&[1], cfi(&[], true)), None);
     }
 
     #[test]

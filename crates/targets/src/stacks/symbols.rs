@@ -117,7 +117,11 @@ pub(crate) struct StackTable {
 impl StackTable {
     /// The id of this callchain of process `pid`.
     pub(crate) fn intern(&mut self, pid: u32, chain: &[u64]) -> u32 {
-        let raw = RawStack::from_callchain(pid, chain);
+        self.intern_raw(RawStack::from_callchain(pid, chain))
+    }
+
+    /// The id of this stack (a callchain whose user part may have been unwound again).
+    pub(crate) fn intern_raw(&mut self, raw: RawStack) -> u32 {
         if let Some(&id) = self.interned.get(&raw) {
             return id;
         }

@@ -15,6 +15,10 @@ use common::{engine_tests, n, Engine};
 #[path = "c100k/held.rs"]
 mod held;
 
+/// Many connections closing at once beside a probe of the reference server.
+#[path = "c100k/close_storm.rs"]
+mod close_storm;
+
 /// Tens of thousands of loopback connections use the machine's ports, CPU and memory: those
 /// tests run alone, the others side by side (a held-connection test beside the 60,000 run
 /// missed its figures on a loaded 2-core box).

@@ -92,6 +92,26 @@ struct Op {
     resource: Resource,
 }
 
+/// An op in flight, as the kernel knows it: its user data (the index of its entry in the
+/// ring's table of ops, and that entry's generation above it, so that an id outlives
+/// neither its op nor a later op in the same entry). Cancel it with [`Ring::shutdown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpId(u64);
+
+impl OpId {
+    fn new(index: usize, generation: u32) -> OpId {
+        OpId(u64::from(generation) << 32 | index as u64)
+    }
+
+    fn index(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+}
+
 /// Provided buffers the kernel fills for multishot recv.
 struct BufRing {
     entries: *mut BufRingEntry,
@@ -194,7 +214,9 @@ pub struct Ring {
     // Field order matters: the ring is dropped (cancelling every op) before the buffers.
     ring: IoUring,
     bufs: BufRing,
-    ops: Vec<Option<Op>>,
+    /// Ops in flight, by index, with each entry's generation (bumped when the entry is
+    /// reused: see [`OpId`]).
+    ops: Vec<(u32, Option<Op>)>,
     free_ops: Vec<usize>,
     cqes: Vec<cqueue::Entry>,
     /// Accepted sockets go into a registered file table (direct descriptors).
@@ -251,23 +273,26 @@ impl Ring {
         IoUring::new(8).map(drop)
     }
 
-    fn push(&mut self, entry: squeue::Entry, token: u64, resource: Resource) -> io::Result<()> {
+    fn push(&mut self, entry: squeue::Entry, token: u64, resource: Resource) -> io::Result<OpId> {
         let slot = match self.free_ops.pop() {
             Some(s) => s,
             None => {
-                self.ops.push(None);
+                self.ops.push((0, None));
                 self.ops.len() - 1
             }
         };
-        let entry = entry.user_data(slot as u64);
-        self.ops[slot] = Some(Op { token, resource });
+        let (generation, op) = &mut self.ops[slot];
+        *generation = generation.wrapping_add(1);
+        *op = Some(Op { token, resource });
+        let id = OpId::new(slot, *generation);
+        let entry = entry.user_data(id.0);
         loop {
             // SAFETY: every pointer in `entry` refers to memory owned by `self.ops[slot]`
             // (a send's Vec, a timeout's boxed timespec), by the buffer ring, or to nothing;
             // it stays there until this op's final completion is reaped in `reap`.
             let pushed = unsafe { self.ring.submission().push(&entry) };
             if pushed.is_ok() {
-                return Ok(());
+                return Ok(id);
             }
             // The submission queue is full: hand it to the kernel and try again.
             self.ring.submit()?;
@@ -282,11 +307,11 @@ impl Ring {
             .flags(flags)
             .allocate_file_index(self.direct)
             .build();
-        self.push(e, token, Resource::Accept)
+        self.push(e, token, Resource::Accept).map(drop)
     }
 
     /// Arms multishot recv into the provided buffers.
-    pub fn recv_multi(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+    pub fn recv_multi(&mut self, socket: &Socket, token: u64) -> io::Result<OpId> {
         let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build());
         self.push(e, token, Resource::None)
     }
@@ -298,7 +323,7 @@ impl Ring {
         buf: Vec<u8>,
         offset: usize,
         token: u64,
-    ) -> io::Result<()> {
+    ) -> io::Result<OpId> {
         assert!(offset < buf.len(), "nothing to send");
         let rest = &buf[offset..];
         let (at, len) = (rest.as_ptr(), rest.len() as u32);
@@ -310,22 +335,40 @@ impl Ring {
         self.push(e, token, Resource::Send(buf, offset))
     }
 
-    /// Completes after `after`.
-    /// Makes the ops armed on `socket` finish, so that it can be closed: a shutdown (both
-    /// ways) for a descriptor, at once; a cancel of every op on it for a slot (an op
-    /// completing under `token`, its result of no interest), whose close then sends the FIN.
+    /// Makes the ops armed on `socket` (`armed`: those whose last completion has not been
+    /// reaped) finish, so that it can be closed: a shutdown (both ways) for a descriptor, at
+    /// once; for a slot, a cancel of each of those ops by its own user data (each completing
+    /// under `token`, its result of no interest), whose close then sends the FIN.
+    ///
+    /// Never a cancel by descriptor: the kernel matches one against every armed request of
+    /// the ring (io_uring/poll.c `__io_poll_cancel`: with IORING_ASYNC_CANCEL_FD it walks
+    /// every bucket of the cancel table, `io_poll_file_find`, and with `.all()` it starts
+    /// that walk again for each match), so n connections closing among n armed receives cost
+    /// n² (90 % of a server's CPU in `io_cancel_req_match`, a 2.5 s stall, when 19,000
+    /// connections closed). A cancel by user data is looked up in one bucket of that hash
+    /// table (`io_poll_find`, `hash_long(user_data)`), where a recv or send waiting for its
+    /// socket is kept (`io_poll_req_insert`), whatever else is armed. A recv that already
+    /// ended (the client closed first, the common case) needs no cancel at all.
     /// Not a shutdown op: the kernel runs that on a worker thread and looks the slot up
     /// only there, when it may have been closed and given to the next connection (whose
     /// client then saw a reset); a cancel runs inline, queued before the close.
-    pub fn shutdown(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+    pub fn shutdown(
+        &mut self,
+        socket: &Socket,
+        armed: impl IntoIterator<Item = OpId>,
+        token: u64,
+    ) -> io::Result<()> {
         match socket {
             Socket::Plain(fd) => {
                 let _ = socket2::SockRef::from(fd).shutdown(std::net::Shutdown::Both);
                 Ok(())
             }
-            Socket::Direct(slot) => {
-                let e = opcode::AsyncCancel2::new(CancelBuilder::fd(Fixed(*slot)).all()).build();
-                self.push(e, token, Resource::None)
+            Socket::Direct(_) => {
+                for op in armed {
+                    let e = opcode::AsyncCancel2::new(CancelBuilder::user_data(op.0)).build();
+                    self.push(e, token, Resource::None)?;
+                }
+                Ok(())
             }
         }
     }
@@ -340,11 +383,12 @@ impl Ring {
             }
             Socket::Direct(slot) => {
                 let e = opcode::Close::new(Fixed(slot)).build();
-                self.push(e, token, Resource::None)
+                self.push(e, token, Resource::None).map(drop)
             }
         }
     }
 
+    /// Completes after `after`.
     pub fn timeout(&mut self, after: Duration, token: u64) -> io::Result<()> {
         let ts = Box::new(
             Timespec::new()
@@ -352,7 +396,7 @@ impl Ring {
                 .nsec(after.subsec_nanos()),
         );
         let e = opcode::Timeout::new(&*ts as *const Timespec).build();
-        self.push(e, token, Resource::Timeout(ts))
+        self.push(e, token, Resource::Timeout(ts)).map(drop)
     }
 
     /// Submits what is queued and waits for at least one completion. Interrupted waits
@@ -377,10 +421,16 @@ impl Ring {
         self.cqes.clear();
         self.cqes.extend(self.ring.completion());
         for cqe in self.cqes.drain(..) {
-            let slot = cqe.user_data() as usize;
+            let id = OpId(cqe.user_data());
+            let slot = id.index();
             let flags = cqe.flags();
             let more = cqueue::more(flags);
-            let Some(op) = self.ops.get_mut(slot).and_then(Option::as_mut) else {
+            let Some(op) = self
+                .ops
+                .get_mut(slot)
+                .filter(|(generation, _)| *generation == id.generation())
+                .and_then(|(_, op)| op.as_mut())
+            else {
                 continue;
             };
             let token = op.token;
@@ -404,7 +454,7 @@ impl Ring {
                 payload,
             };
             if !more {
-                let op = self.ops[slot].take().expect("checked above");
+                let op = self.ops[slot].1.take().expect("checked above");
                 self.free_ops.push(slot);
                 if let Resource::Send(buf, offset) = op.resource {
                     completion.payload = Payload::Sent(buf, offset);

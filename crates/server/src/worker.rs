@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
-use crate::uring::{Completion, Payload, Ring, Socket};
+use crate::uring::{Completion, OpId, Payload, Ring, Socket};
 use crate::Config;
 
 /// The token of the worker's periodic tick.
@@ -27,6 +27,11 @@ const TICK_EVERY: Duration = Duration::from_millis(100);
 const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
 /// How long a graceful shutdown waits for in-flight responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// Sockets closed per pass of the loop at most. A close's cost is the socket's teardown
+/// (`__fput`: the FIN, freeing its buffers), run as the ring's submit returns: 19,000 clients
+/// leaving together made one pass of 19,000 closes, and the requests of the connections
+/// that stayed waited behind it (p99.9 of 172 ms, 72 % of the server's samples in `__fput`).
+const CLOSES_PER_PASS: usize = 128;
 
 /// Where a connection is in its life; it only moves down this list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,8 +55,9 @@ struct Conn {
     life: Life,
     /// The ops the kernel may still complete: a multishot recv, one send, one `/delay`
     /// timeout (whose answer waits here). The slot is reused only when all three are done.
-    recv_armed: bool,
-    send_in_flight: bool,
+    /// The recv and the send are kept by id, for a close to cancel them (and only them).
+    recv: Option<OpId>,
+    send: Option<OpId>,
     delayed: Option<Delayed>,
     last_activity: Instant,
     partial_since: Option<Instant>,
@@ -59,12 +65,12 @@ struct Conn {
 
 impl Conn {
     fn ops_in_flight(&self) -> bool {
-        self.recv_armed || self.send_in_flight || self.delayed.is_some()
+        self.recv.is_some() || self.send.is_some() || self.delayed.is_some()
     }
 
     /// Nothing sent or owed: closing now loses no answer.
     fn quiet(&self) -> bool {
-        !self.send_in_flight && self.output.is_empty() && self.delayed.is_none()
+        self.send.is_none() && self.output.is_empty() && self.delayed.is_none()
     }
 
     /// Moves to `Draining` unless already further along.
@@ -96,6 +102,8 @@ pub(crate) struct Worker {
     date_second: u64,
     last_sweep: Instant,
     completions: Vec<Completion>,
+    /// Sockets whose connection is done, closed [`CLOSES_PER_PASS`] a pass.
+    to_close: std::collections::VecDeque<Socket>,
     /// When the ring last returned: the time of everything reaped with it (one clock read
     /// per wake-up, not one per batch of requests).
     woke: Instant,
@@ -170,6 +178,7 @@ impl Worker {
             date_second: now_second(),
             last_sweep: now,
             completions: Vec::with_capacity(1024),
+            to_close: std::collections::VecDeque::new(),
             woke: now,
         })
     }
@@ -179,6 +188,13 @@ impl Worker {
         self.ring.accept_multi(&self.listener, ACCEPT)?;
         self.ring.timeout(TICK_EVERY, TICK)?;
         loop {
+            // Their completions wake the wait below, so the rest go in the next pass.
+            for _ in 0..CLOSES_PER_PASS {
+                let Some(socket) = self.to_close.pop_front() else {
+                    break;
+                };
+                self.ring.close(socket, IGNORED)?;
+            }
             self.ring.submit_and_wait()?;
             self.woke = Instant::now();
             let mut completions = std::mem::take(&mut self.completions);
@@ -261,7 +277,7 @@ impl Worker {
                 .partial_since
                 .is_some_and(|t| now.duration_since(t) > header_timeout);
             let idle = conn.input.is_empty()
-                && !conn.send_in_flight
+                && conn.send.is_none()
                 && conn.delayed.is_none()
                 && now.duration_since(conn.last_activity) > idle_timeout;
             if slow || idle {
@@ -317,7 +333,7 @@ impl Worker {
         };
         self.next_generation = self.next_generation.wrapping_add(1) & 0x7fff_ffff;
         let generation = self.next_generation;
-        self.ring.recv_multi(&socket, token(slot, generation))?;
+        let recv = self.ring.recv_multi(&socket, token(slot, generation))?;
         self.conns[slot] = Some(Conn {
             socket,
             generation,
@@ -325,8 +341,8 @@ impl Worker {
             output: Vec::with_capacity(4096),
             spare: Vec::new(),
             life: Life::Open,
-            recv_armed: true,
-            send_in_flight: false,
+            recv: Some(recv),
+            send: None,
             delayed: None,
             last_activity: Instant::now(),
             partial_since: None,
@@ -375,7 +391,7 @@ impl Worker {
             }
         }
         if !c.more {
-            conn.recv_armed = false;
+            conn.recv = None;
         }
         if conn.life == Life::Closing {
             return;
@@ -392,15 +408,12 @@ impl Worker {
             return;
         }
         let conn = self.conns[slot].as_mut().expect("live connection");
-        if !conn.recv_armed && conn.life == Life::Open {
+        if conn.recv.is_none() && conn.life == Life::Open {
             // The kernel ended the multishot recv (no buffer free, or its own limit): re-arm.
-            if self
+            conn.recv = self
                 .ring
                 .recv_multi(&conn.socket, token(slot, conn.generation))
-                .is_ok()
-            {
-                conn.recv_armed = true;
-            }
+                .ok();
         }
         if c.result > 0 {
             self.answer(slot, fresh);
@@ -424,7 +437,7 @@ impl Worker {
 
     fn sent(&mut self, slot: usize, mut buf: Vec<u8>, offset: usize, result: i32) {
         let conn = self.conns[slot].as_mut().expect("live connection");
-        conn.send_in_flight = false;
+        conn.send = None;
         if conn.life == Life::Closing {
             return;
         }
@@ -435,14 +448,12 @@ impl Worker {
         let done = offset + result as usize;
         if done < buf.len() {
             // A partial send: finish it before anything else goes out.
-            if self
+            match self
                 .ring
                 .send(&conn.socket, buf, done, token(slot, conn.generation))
-                .is_ok()
             {
-                conn.send_in_flight = true;
-            } else {
-                self.begin_close(slot);
+                Ok(send) => conn.send = Some(send),
+                Err(_) => self.begin_close(slot),
             }
             return;
         }
@@ -547,7 +558,7 @@ impl Worker {
     /// Starts a send of the pending output, or closes if that was the last of it.
     fn flush(&mut self, slot: usize) {
         let conn = self.conns[slot].as_mut().expect("live connection");
-        if conn.send_in_flight || conn.life == Life::Closing {
+        if conn.send.is_some() || conn.life == Life::Closing {
             return;
         }
         if conn.output.is_empty() {
@@ -557,14 +568,12 @@ impl Worker {
             return;
         }
         let buf = std::mem::replace(&mut conn.output, std::mem::take(&mut conn.spare));
-        if self
+        match self
             .ring
             .send(&conn.socket, buf, 0, token(slot, conn.generation))
-            .is_ok()
         {
-            conn.send_in_flight = true;
-        } else {
-            self.begin_close(slot);
+            Ok(send) => conn.send = Some(send),
+            Err(_) => self.begin_close(slot),
         }
     }
 
@@ -575,7 +584,8 @@ impl Worker {
         };
         if conn.life != Life::Closing {
             conn.life = Life::Closing;
-            let shutdown = self.ring.shutdown(&conn.socket, IGNORED);
+            let armed = conn.recv.into_iter().chain(conn.send);
+            let shutdown = self.ring.shutdown(&conn.socket, armed, IGNORED);
             debug_assert!(shutdown.is_ok(), "{shutdown:?}");
         }
         self.maybe_free(slot);
@@ -586,8 +596,7 @@ impl Worker {
             .as_ref()
             .is_some_and(|c| c.life == Life::Closing && !c.ops_in_flight());
         if let Some(conn) = self.conns[slot].take_if(|_| done) {
-            let closed = self.ring.close(conn.socket, IGNORED);
-            debug_assert!(closed.is_ok(), "{closed:?}");
+            self.to_close.push_back(conn.socket);
             self.free.push(slot);
             self.live -= 1;
         }

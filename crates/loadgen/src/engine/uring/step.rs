@@ -202,6 +202,13 @@ impl UringWorker {
             return;
         };
         let current = !s.done && gen == s.gen & 0x00ff_ffff;
+        if !c.more && current {
+            // Its op ended: retiring the socket will not cancel it.
+            let connecting = s.connecting.as_ref().map(|(socket, _)| socket);
+            if let Some(socket) = s.c.stream.as_ref().or(connecting) {
+                socket.op_ended(c.user_data);
+            }
+        }
         match op {
             OP_CONNECT if current && s.connecting.is_some() => {
                 let (socket, began) = s.connecting.take().expect("checked");

@@ -1,7 +1,7 @@
 //! The generator's sockets: made plain or in a ring's registered file table, and retired
 //! (shut down, closed once nothing queued names them) when dropped.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,8 +21,22 @@ use super::Ring;
 #[derive(Debug, Default)]
 pub(super) struct Retired {
     pub(super) fds: Vec<OwnedFd>,
-    pub(super) slots: Vec<u32>,
+    /// Each slot with the user data of the ops still armed on it when it was dropped.
+    pub(super) slots: Vec<(u32, Armed)>,
 }
+
+/// What an op on a socket is, for [`Armed`].
+#[derive(Debug, Clone, Copy)]
+pub(super) enum OpKind {
+    Connect = 0,
+    Recv = 1,
+    Send = 2,
+}
+
+/// The user data of a socket's ops whose last completion has not been reaped (0: none): a
+/// socket has at most one connect, one recv and one send in flight. Retiring a direct
+/// socket cancels these by their user data, never by descriptor (see `Ring::retire_slots`).
+pub(super) type Armed = [u64; 3];
 
 pub(super) type Parked = Rc<RefCell<Retired>>;
 
@@ -76,6 +90,7 @@ pub(crate) struct Socket {
     /// Always `Some` until dropped.
     place: Option<Place>,
     parked: Parked,
+    armed: Cell<Armed>,
 }
 
 impl Socket {
@@ -159,7 +174,25 @@ impl Socket {
         Ok(Socket {
             place: Some(place),
             parked: ring.parked.clone(),
+            armed: Cell::new([0; 3]),
         })
+    }
+
+    /// An op of `kind` under `user_data` was handed to the ring on this socket.
+    pub(super) fn armed(&self, kind: OpKind, user_data: u64) {
+        let mut armed = self.armed.get();
+        armed[kind as usize] = user_data;
+        self.armed.set(armed);
+    }
+
+    /// The last completion of the op under `user_data` was reaped: retiring the socket
+    /// need not cancel it (a cancel that finds nothing costs a lookup all the same).
+    pub(crate) fn op_ended(&self, user_data: u64) {
+        let mut armed = self.armed.get();
+        for a in armed.iter_mut().filter(|a| **a == user_data) {
+            *a = 0;
+        }
+        self.armed.set(armed);
     }
 
     pub(super) fn target(&self) -> Target {
@@ -217,7 +250,10 @@ impl Drop for Socket {
                     INFO_FDS.fetch_sub(1, Ordering::Relaxed);
                 }
                 drop(fd);
-                self.parked.borrow_mut().slots.push(slot);
+                self.parked
+                    .borrow_mut()
+                    .slots
+                    .push((slot, self.armed.get()));
             }
         }
     }

@@ -142,6 +142,7 @@ impl Ring {
                 ring.submitter().register_files_sparse(slots)?;
                 Some(Table {
                     free: (0..slots).rev().collect(),
+                    closing: 0,
                 })
             }
             None => None,
@@ -280,6 +281,9 @@ impl Ring {
     /// the server, whose clients saw resets); a cancel and a close run inline.
     fn retire_slots(&mut self) -> io::Result<()> {
         let slots = std::mem::take(&mut self.parked.borrow_mut().slots);
+        if let Some(table) = self.table.as_mut() {
+            table.closing += slots.len();
+        }
         let mut entries = Vec::with_capacity(4);
         for (slot, armed) in slots {
             entries.clear();
@@ -337,6 +341,17 @@ impl Ring {
             self.timespecs.clear();
             self.parked.borrow_mut().fds.clear();
         }
+    }
+
+    /// Whether a new socket must wait for a slot of the file table: none is free, but some
+    /// are closing (free once their close completes, at the latest in the next wait). Not
+    /// an error: under churn (`--no-keepalive`, a refused port) the sockets of one pass's
+    /// reconnects and those retired in it outnumbered the spare slots, and each connect that
+    /// found none counted as `too_many_open_files` although no limit was reached.
+    pub fn waits_for_slot(&self) -> bool {
+        self.table.as_ref().is_some_and(|table| {
+            table.free.is_empty() && (table.closing > 0 || !self.parked.borrow().slots.is_empty())
+        })
     }
 
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
@@ -441,6 +456,7 @@ impl Ring {
                     own += 1;
                     if let Some(table) = self.table.as_mut() {
                         table.free.push((user_data & 0xffff_ffff) as u32);
+                        table.closing = table.closing.saturating_sub(1);
                     }
                 }
                 _ => out.push(Completion {

@@ -41,6 +41,11 @@ impl UringWorker {
             if s.connect_at.is_some() && s.wake_at.is_some() {
                 return;
             }
+            // Marked again once a slot has closed.
+            if self.ring.waits_for_slot() {
+                self.slot_waiters.push(i);
+                return;
+            }
             if s.connect_at.take().is_none() {
                 if let Some(at) = self.w.connect_permit(now) {
                     s.connect_at = Some(at);

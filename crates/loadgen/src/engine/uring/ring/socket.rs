@@ -144,6 +144,8 @@ impl Socket {
         let place = match ring.table.as_mut() {
             None => Place::Plain(fd),
             Some(table) => {
+                // Full with every slot in use: the table holds as many as RLIMIT_NOFILE lets
+                // it. (Full while slots are closing is a wait, see `Ring::waits_for_slot`.)
                 let Some(slot) = table.free.pop() else {
                     return Err(io::Error::from_raw_os_error(libc::EMFILE));
                 };
@@ -262,4 +264,6 @@ impl Drop for Socket {
 /// A ring's registered file table: its free slots (a slot is free once its close completed).
 pub(super) struct Table {
     pub(super) free: Vec<u32>,
+    /// Slots whose close is queued or in flight: free again once it completes.
+    pub(super) closing: usize,
 }

@@ -12,14 +12,13 @@
 //! every op queued before that close has looked its file up.
 #![allow(unsafe_code)]
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::types::{BufRingEntry, CancelBuilder, Fd, Fixed, Timespec};
+use io_uring::types::{CancelBuilder, Fd, Fixed, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
+use tailscope_uring::{kernel_at_least, submit_error_is_transient, BufRing};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
@@ -112,103 +111,6 @@ impl OpId {
     }
 }
 
-/// Provided buffers the kernel fills for multishot recv.
-struct BufRing {
-    entries: *mut BufRingEntry,
-    entries_layout: Layout,
-    buffers: *mut u8,
-    buffers_layout: Layout,
-    count: u16,
-    size: usize,
-    tail: u16,
-}
-
-impl BufRing {
-    fn new(count: u16, size: usize) -> io::Result<BufRing> {
-        assert!(
-            count.is_power_of_two(),
-            "buffer ring size must be a power of two"
-        );
-        let entries_layout = Layout::from_size_align(
-            usize::from(count) * std::mem::size_of::<BufRingEntry>(),
-            4096,
-        )
-        .map_err(|e| io::Error::other(e.to_string()))?;
-        let buffers_layout = Layout::from_size_align(usize::from(count) * size, 64)
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        // SAFETY: both layouts have non-zero size (count >= 1, size >= 1); a null return is
-        // handled as an allocation failure.
-        let (entries, buffers) = unsafe {
-            (
-                alloc_zeroed(entries_layout).cast::<BufRingEntry>(),
-                alloc_zeroed(buffers_layout),
-            )
-        };
-        if entries.is_null() || buffers.is_null() {
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                "cannot allocate the buffer ring",
-            ));
-        }
-        Ok(BufRing {
-            entries,
-            entries_layout,
-            buffers,
-            buffers_layout,
-            count,
-            size,
-            tail: 0,
-        })
-    }
-
-    fn tail_ref(&self) -> &AtomicU16 {
-        // SAFETY: `entries` is the page-aligned, zero-initialised base of the ring; the tail
-        // is the u16 that overlays the first entry's reserved field (io_uring_buf_ring), and
-        // the kernel reads it concurrently, hence the atomic.
-        unsafe { &*BufRingEntry::tail(self.entries).cast::<AtomicU16>() }
-    }
-
-    /// Puts buffer `bid` at the tail without publishing it.
-    fn push(&mut self, bid: u16) {
-        let index = usize::from(self.tail & (self.count - 1));
-        // SAFETY: `index` < count, so the entry lies inside the allocation. The kernel only
-        // reads entries between its head and the published tail; this one is past the tail.
-        let entry = unsafe { &mut *self.entries.add(index) };
-        // SAFETY: bid < count, so the buffer lies inside the buffers allocation.
-        let addr = unsafe { self.buffers.add(usize::from(bid) * self.size) };
-        entry.set_addr(addr as u64);
-        entry.set_len(self.size as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    fn publish(&self) {
-        self.tail_ref().store(self.tail, Ordering::Release);
-    }
-
-    fn slice(&self, bid: u16, len: usize) -> &[u8] {
-        assert!(
-            bid < self.count && len <= self.size,
-            "buffer {bid} of {len} bytes is out of range"
-        );
-        // SAFETY: the kernel wrote `len` bytes into buffer `bid` and posted the completion
-        // that named it; it does not write there again until the buffer is pushed back,
-        // which takes `&mut self` and so cannot happen while this borrow lives.
-        unsafe { std::slice::from_raw_parts(self.buffers.add(usize::from(bid) * self.size), len) }
-    }
-}
-
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with these layouts; the ring that used them is dropped
-        // (and so unregistered) before this, see `Ring`'s field order.
-        unsafe {
-            dealloc(self.entries.cast(), self.entries_layout);
-            dealloc(self.buffers, self.buffers_layout);
-        }
-    }
-}
-
 /// One thread's io_uring with its provided-buffer ring and the resources of its ops.
 pub struct Ring {
     // Field order matters: the ring is dropped (cancelling every op) before the buffers.
@@ -241,20 +143,9 @@ impl Ring {
             .build(entries)
             .or_else(|_| IoUring::builder().setup_cqsize(entries * 4).build(entries))?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the ring memory is page aligned, `buffers` entries long and lives in `bufs`
-        // until after `ring` is dropped (field order), so the kernel never sees it freed.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                bufs.entries as u64,
-                buffers,
-                BUF_GROUP,
-                0,
-            )?
-        };
-        for bid in 0..buffers {
-            bufs.push(bid);
-        }
-        bufs.publish();
+        // SAFETY: `bufs` lives in the `Ring` beside `ring`, and is dropped after it (field
+        // order), so never while registered.
+        unsafe { bufs.register(&ring.submitter(), BUF_GROUP)? };
         let direct =
             direct_supported(&ring) && ring.submitter().register_files_sparse(direct_slots).is_ok();
         Ok(Ring {
@@ -404,14 +295,7 @@ impl Ring {
     pub fn submit_and_wait(&mut self) -> io::Result<()> {
         match self.ring.submit_and_wait(1) {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -471,8 +355,7 @@ impl Ring {
 
     /// Gives a provided buffer back to the kernel.
     pub fn recycle(&mut self, bid: u16) {
-        self.bufs.push(bid);
-        self.bufs.publish();
+        self.bufs.recycle(bid);
     }
 }
 
@@ -489,39 +372,4 @@ fn direct_supported(ring: &IoUring) -> bool {
         .iter()
         .all(|&code| probe.is_supported(code))
         && kernel_at_least(6, 0)
-}
-
-/// Whether the running kernel's release is at least `major.minor`.
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut version = release
-        .trim()
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    (version.next().unwrap_or(0), version.next().unwrap_or(0)) >= (major, minor)
-}
-
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit (where it is lower) and returns the
-/// soft limit then: the most slots a registered file table may have, and descriptors plain
-/// sockets may use.
-pub fn open_file_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the live local it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return 1024;
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads one rlimit from the live local it is given.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return raised.rlim_cur;
-        }
-    }
-    limit.rlim_cur
 }

@@ -153,7 +153,7 @@ impl Worker {
     ) -> std::io::Result<Worker> {
         // Accepted sockets' slots: as many as the kernel allows one table (RLIMIT_NOFILE),
         // each worker a table of its own.
-        let slots = crate::uring::open_file_limit().min(1 << 20) as u32;
+        let slots = tailscope_uring::raise_open_file_limit().min(1 << 20) as u32;
         let ring = Ring::new(4096, 1024, 16 * 1024, slots)?;
         let now = Instant::now();
         Ok(Worker {

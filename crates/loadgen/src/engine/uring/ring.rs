@@ -5,16 +5,15 @@
 //! it while the submission is prepared (a connect's address, a timeout's timespec), until the
 //! submission has been handed to the kernel. Sends read from the request batch, which the
 //! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
-//! registered provided-buffer ring, whose buffers are only read between their completion and
-//! their return to the ring. A socket is made here: a slot of the ring's registered file table
-//! (a direct descriptor, installed from a plain socket that is then closed, unless kept for
-//! TCP_INFO) or, where the kernel has no such tables, a plain descriptor. Either is shut
-//! down when dropped, so that a multishot recv armed on it ends, and closed only once nothing
-//! queued names it (see `socket::Retired`). The provided buffers are in [`bufs`], sockets in
-//! [`socket`].
+//! registered provided-buffer ring (`tailscope_uring::BufRing`, shared with the reference
+//! server), whose buffers are only read between their completion and their return to the
+//! ring. A socket is made here: a slot of the ring's registered file table (a direct
+//! descriptor, installed from a plain socket that is then closed, unless kept for TCP_INFO)
+//! or, where the kernel has no such tables, a plain descriptor. Either is shut down when
+//! dropped, so that a multishot recv armed on it ends, and closed only once nothing queued
+//! names it (see `socket::Retired`). Sockets are in [`socket`].
 #![allow(unsafe_code)]
 
-mod bufs;
 mod socket;
 
 use std::io;
@@ -25,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use io_uring::types::{CancelBuilder, Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
+use tailscope_uring::{submit_error_is_transient, BufRing};
 
-use bufs::BufRing;
 pub(super) use socket::{open_file_limit, Socket};
 use socket::{OpKind, Parked, Table, Target};
 
@@ -123,20 +122,9 @@ impl Ring {
         }
         let ring = builder.build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
-        // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                bufs.entries as u64,
-                buffers,
-                BUF_GROUP,
-                0,
-            )?
-        };
-        for bid in 0..buffers {
-            bufs.push(bid);
-        }
-        bufs.publish();
+        // SAFETY: `bufs` lives in the `Ring`, whose drop frees it only once unregistered
+        // with no op in flight, else leaks it.
+        unsafe { bufs.register(&ring.submitter(), BUF_GROUP)? };
         let table = match direct {
             Some(slots) => {
                 ring.submitter().register_files_sparse(slots)?;
@@ -166,7 +154,7 @@ impl Ring {
     /// provided-buffer ring (5.19), multishot recv (6.0), and the ops the engine uses.
     pub fn probe() -> Result<(), String> {
         // Declared before the ring, so dropped after it.
-        let bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
+        let mut bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
         let ring: IoUring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -190,23 +178,16 @@ impl Ring {
                 return Err(format!("io_uring has no {name} op"));
             }
         }
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        let mut version = release
-            .trim()
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|p| p.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
-        if (major, minor) < (6, 0) {
+        if !tailscope_uring::kernel_at_least(6, 0) {
+            let (major, minor) = tailscope_uring::kernel_release();
             return Err(format!(
-                "multishot recv needs Linux 6.0, this is {}",
-                release.trim()
+                "multishot recv needs Linux 6.0, this is {major}.{minor}"
             ));
         }
-        // SAFETY: the entries are page aligned and 1 long; `bufs` outlives `ring` (declared
-        // before it), whose drop unregisters them, and no op is ever submitted to it.
+        // SAFETY: `bufs` outlives `ring` (declared before it), whose drop unregisters it,
+        // and no op is ever submitted to it.
         unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(bufs.entries as u64, 1, BUF_GROUP, 0)
+            bufs.register(&ring.submitter(), BUF_GROUP)
                 .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
         }
         ring.submitter()
@@ -431,14 +412,7 @@ impl Ring {
         self.submitted();
         match r {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -512,8 +486,7 @@ impl Ring {
 
     /// Gives a provided buffer back to the kernel.
     pub fn recycle(&mut self, bid: u16) {
-        self.bufs.push(bid);
-        self.bufs.publish();
+        self.bufs.recycle(bid);
     }
 }
 

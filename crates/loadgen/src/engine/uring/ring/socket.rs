@@ -54,17 +54,7 @@ fn info_fd_budget() -> usize {
 
 /// RLIMIT_NOFILE's soft limit now (the binary raised it to the hard limit before the run).
 pub(crate) fn open_file_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the live local it is given.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    if rc == 0 {
-        limit.rlim_cur
-    } else {
-        1024
-    }
+    tailscope_uring::open_file_limit()
 }
 
 /// A socket's file as an op names it.

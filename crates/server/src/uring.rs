@@ -36,9 +36,10 @@ pub enum Payload {
 
 /// One completion, translated.
 #[derive(Debug)]
-pub struct Completion {
-    /// The caller's token for the op.
-    pub token: u64,
+pub struct Completion<T> {
+    /// The caller's token for the op: what it was for, kept beside the op (the kernel's
+    /// user data is the op's [`OpId`]).
+    pub token: T,
     /// The kernel's result: bytes, an fd, or a negative errno.
     pub result: i32,
     /// A multishot op goes on (more completions will follow).
@@ -86,8 +87,8 @@ enum Resource {
 }
 
 #[derive(Debug)]
-struct Op {
-    token: u64,
+struct Op<T> {
+    token: T,
     resource: Resource,
 }
 
@@ -111,21 +112,22 @@ impl OpId {
     }
 }
 
-/// One thread's io_uring with its provided-buffer ring and the resources of its ops.
-pub struct Ring {
+/// One thread's io_uring with its provided-buffer ring and the resources of its ops, each
+/// op with the caller's token `T` (what it was for), handed back in its completions.
+pub struct Ring<T> {
     // Field order matters: the ring is dropped (cancelling every op) before the buffers.
     ring: IoUring,
     bufs: BufRing,
     /// Ops in flight, by index, with each entry's generation (bumped when the entry is
     /// reused: see [`OpId`]).
-    ops: Vec<(u32, Option<Op>)>,
+    ops: Vec<(u32, Option<Op<T>>)>,
     free_ops: Vec<usize>,
     cqes: Vec<cqueue::Entry>,
     /// Accepted sockets go into a registered file table (direct descriptors).
     direct: bool,
 }
 
-impl Ring {
+impl<T: Copy> Ring<T> {
     /// A ring with `entries` submission slots and `buffers` provided buffers of `buffer_size`
     /// bytes. Uses `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has them, and a
     /// registered file table of `direct_slots` for accepted sockets where it has sparse tables
@@ -135,7 +137,7 @@ impl Ring {
         buffers: u16,
         buffer_size: usize,
         direct_slots: u32,
-    ) -> io::Result<Ring> {
+    ) -> io::Result<Ring<T>> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -158,13 +160,7 @@ impl Ring {
         })
     }
 
-    /// Whether io_uring works here at all (seccomp and `kernel.io_uring_disabled` make
-    /// `io_uring_setup` fail).
-    pub fn probe() -> io::Result<()> {
-        IoUring::new(8).map(drop)
-    }
-
-    fn push(&mut self, entry: squeue::Entry, token: u64, resource: Resource) -> io::Result<OpId> {
+    fn push(&mut self, entry: squeue::Entry, token: T, resource: Resource) -> io::Result<OpId> {
         let slot = match self.free_ops.pop() {
             Some(s) => s,
             None => {
@@ -191,7 +187,7 @@ impl Ring {
     }
 
     /// Arms multishot accept on a listening socket.
-    pub fn accept_multi(&mut self, listener: &impl AsRawFd, token: u64) -> io::Result<()> {
+    pub fn accept_multi(&mut self, listener: &impl AsRawFd, token: T) -> io::Result<()> {
         // A direct socket is in no descriptor table: SOCK_CLOEXEC is refused (EINVAL).
         let flags = if self.direct { 0 } else { libc::SOCK_CLOEXEC };
         let e = opcode::AcceptMulti::new(Fd(listener.as_raw_fd()))
@@ -202,7 +198,7 @@ impl Ring {
     }
 
     /// Arms multishot recv into the provided buffers.
-    pub fn recv_multi(&mut self, socket: &Socket, token: u64) -> io::Result<OpId> {
+    pub fn recv_multi(&mut self, socket: &Socket, token: T) -> io::Result<OpId> {
         let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build());
         self.push(e, token, Resource::None)
     }
@@ -213,7 +209,7 @@ impl Ring {
         socket: &Socket,
         buf: Vec<u8>,
         offset: usize,
-        token: u64,
+        token: T,
     ) -> io::Result<OpId> {
         assert!(offset < buf.len(), "nothing to send");
         let rest = &buf[offset..];
@@ -247,7 +243,7 @@ impl Ring {
         &mut self,
         socket: &Socket,
         armed: impl IntoIterator<Item = OpId>,
-        token: u64,
+        token: T,
     ) -> io::Result<()> {
         match socket {
             Socket::Plain(fd) => {
@@ -266,7 +262,7 @@ impl Ring {
 
     /// Closes `socket`: a descriptor at once, a slot by an op queued behind every op that
     /// names it (completing under `token`, its result of no interest).
-    pub fn close(&mut self, socket: Socket, token: u64) -> io::Result<()> {
+    pub fn close(&mut self, socket: Socket, token: T) -> io::Result<()> {
         match socket {
             Socket::Plain(fd) => {
                 drop(fd);
@@ -280,7 +276,7 @@ impl Ring {
     }
 
     /// Completes after `after`.
-    pub fn timeout(&mut self, after: Duration, token: u64) -> io::Result<()> {
+    pub fn timeout(&mut self, after: Duration, token: T) -> io::Result<()> {
         let ts = Box::new(
             Timespec::new()
                 .sec(after.as_secs())
@@ -301,7 +297,7 @@ impl Ring {
     }
 
     /// Moves every available completion into `out`, releasing finished ops' resources.
-    pub fn reap(&mut self, out: &mut Vec<Completion>) {
+    pub fn reap(&mut self, out: &mut Vec<Completion<T>>) {
         self.cqes.clear();
         self.cqes.extend(self.ring.completion());
         for cqe in self.cqes.drain(..) {
@@ -357,6 +353,12 @@ impl Ring {
     pub fn recycle(&mut self, bid: u16) {
         self.bufs.recycle(bid);
     }
+}
+
+/// Whether io_uring works here at all (seccomp and `kernel.io_uring_disabled` make
+/// `io_uring_setup` fail).
+pub fn probe() -> io::Result<()> {
+    IoUring::new(8).map(drop)
 }
 
 /// Whether `ring`'s kernel has what direct accepted sockets need: sparse file tables and

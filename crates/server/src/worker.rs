@@ -15,12 +15,29 @@ use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
 use crate::uring::{Completion, OpId, Payload, Ring, Socket};
 use crate::Config;
 
-/// The token of the worker's periodic tick.
-const TICK: u64 = u64::MAX;
-/// The token of the listener's accept.
-const ACCEPT: u64 = u64::MAX - 1;
-/// The token of ops whose completion needs nothing done (a direct socket's shutdown and close).
-const IGNORED: u64 = u64::MAX - 2;
+/// What an op of the worker's ring is for, handed back with its completions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// The worker's periodic tick.
+    Tick,
+    /// The listener's multishot accept.
+    Accept,
+    /// An op whose completion needs nothing done (a direct socket's cancel and close).
+    Ignored,
+    /// The recv or send of the connection in `slot` of `generation` (the completion tells
+    /// them apart: a send's carries its buffer).
+    Io { slot: u32, generation: u32 },
+    /// The `/delay` timeout of the connection in `slot` of `generation`.
+    Delay { slot: u32, generation: u32 },
+}
+
+/// The token of the recv or send of the connection in `slot` of `generation`.
+fn io(slot: usize, generation: u32) -> Token {
+    Token::Io {
+        slot: slot as u32,
+        generation,
+    }
+}
 /// How often the tick runs: shutdown, stalls, the Date header and idle sweeps.
 const TICK_EVERY: Duration = Duration::from_millis(100);
 /// Input and output a connection may hold before it is paused (output) or closed (input).
@@ -82,7 +99,7 @@ impl Conn {
 }
 
 pub(crate) struct Worker {
-    ring: Ring,
+    ring: Ring<Token>,
     listener: OwnedFd,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
@@ -101,21 +118,12 @@ pub(crate) struct Worker {
     next_burn: Option<Instant>,
     date_second: u64,
     last_sweep: Instant,
-    completions: Vec<Completion>,
+    completions: Vec<Completion<Token>>,
     /// Sockets whose connection is done, closed [`CLOSES_PER_PASS`] a pass.
     to_close: std::collections::VecDeque<Socket>,
     /// When the ring last returned: the time of everything reaped with it (one clock read
     /// per wake-up, not one per batch of requests).
     woke: Instant,
-}
-
-/// Marks a connection's `/delay` timeout among its ops (the others are recv and send, which
-/// the completion itself tells apart).
-const DELAY_BIT: u64 = 1 << 63;
-
-/// A connection op's token: slot in the low 32 bits, a 31-bit generation above it.
-fn token(slot: usize, generation: u32) -> u64 {
-    (u64::from(generation & 0x7fff_ffff) << 32) | slot as u64
 }
 
 /// On purpose: a stand-in for a hot loop on the event loop (a regex gone quadratic, a large
@@ -185,15 +193,15 @@ impl Worker {
 
     /// Serves until shutdown is asked for and the last connection is done.
     pub(crate) fn run(mut self) -> std::io::Result<()> {
-        self.ring.accept_multi(&self.listener, ACCEPT)?;
-        self.ring.timeout(TICK_EVERY, TICK)?;
+        self.ring.accept_multi(&self.listener, Token::Accept)?;
+        self.ring.timeout(TICK_EVERY, Token::Tick)?;
         loop {
             // Their completions wake the wait below, so the rest go in the next pass.
             for _ in 0..CLOSES_PER_PASS {
                 let Some(socket) = self.to_close.pop_front() else {
                     break;
                 };
-                self.ring.close(socket, IGNORED)?;
+                self.ring.close(socket, Token::Ignored)?;
             }
             self.ring.submit_and_wait()?;
             self.woke = Instant::now();
@@ -214,13 +222,17 @@ impl Worker {
         }
     }
 
-    fn complete(&mut self, c: Completion) -> std::io::Result<()> {
+    fn complete(&mut self, c: Completion<Token>) -> std::io::Result<()> {
         match c.token {
-            TICK => self.tick(),
-            ACCEPT => self.accepted(c),
-            IGNORED => Ok(()),
-            t => {
-                self.conn_completion(t, c);
+            Token::Tick => self.tick(),
+            Token::Accept => self.accepted(c),
+            Token::Ignored => Ok(()),
+            Token::Io { slot, generation } => {
+                self.conn_completion(slot as usize, generation, false, c);
+                Ok(())
+            }
+            Token::Delay { slot, generation } => {
+                self.conn_completion(slot as usize, generation, true, c);
                 Ok(())
             }
         }
@@ -252,14 +264,14 @@ impl Worker {
             self.begin_shutdown(now);
         }
         if self.accepting && !self.accept_armed {
-            self.ring.accept_multi(&self.listener, ACCEPT)?;
+            self.ring.accept_multi(&self.listener, Token::Accept)?;
             self.accept_armed = true;
         }
         if now.duration_since(self.last_sweep) >= Duration::from_millis(250) {
             self.last_sweep = now;
             self.sweep(now);
         }
-        self.ring.timeout(TICK_EVERY, TICK)
+        self.ring.timeout(TICK_EVERY, Token::Tick)
     }
 
     /// Closes connections that sent half a request too long ago (slowloris) or sat idle.
@@ -300,19 +312,19 @@ impl Worker {
         }
     }
 
-    fn accepted(&mut self, c: Completion) -> std::io::Result<()> {
+    fn accepted(&mut self, c: Completion<Token>) -> std::io::Result<()> {
         if let Payload::Accepted(socket) = c.payload {
             if self.accepting && self.live < self.config.max_conns {
                 self.add_conn(socket)?;
             } else {
                 // Over --max-conns, or shutting down.
-                self.ring.close(socket, IGNORED)?;
+                self.ring.close(socket, Token::Ignored)?;
             }
         }
         if !c.more {
             self.accept_armed = false;
             if self.accepting && c.result >= 0 {
-                self.ring.accept_multi(&self.listener, ACCEPT)?;
+                self.ring.accept_multi(&self.listener, Token::Accept)?;
                 self.accept_armed = true;
             }
         }
@@ -331,9 +343,9 @@ impl Worker {
                 self.conns.len() - 1
             }
         };
-        self.next_generation = self.next_generation.wrapping_add(1) & 0x7fff_ffff;
+        self.next_generation = self.next_generation.wrapping_add(1);
         let generation = self.next_generation;
-        let recv = self.ring.recv_multi(&socket, token(slot, generation))?;
+        let recv = self.ring.recv_multi(&socket, io(slot, generation))?;
         self.conns[slot] = Some(Conn {
             socket,
             generation,
@@ -351,9 +363,7 @@ impl Worker {
         Ok(())
     }
 
-    fn conn_completion(&mut self, tok: u64, c: Completion) {
-        let slot = (tok & 0xffff_ffff) as usize;
-        let generation = ((tok & !DELAY_BIT) >> 32) as u32;
+    fn conn_completion(&mut self, slot: usize, generation: u32, delay: bool, c: Completion<Token>) {
         let live = self
             .conns
             .get(slot)
@@ -368,13 +378,13 @@ impl Worker {
         }
         match c.payload {
             Payload::Sent(buf, offset) => self.sent(slot, buf, offset, c.result),
-            _ if tok & DELAY_BIT != 0 => self.delay_done(slot),
+            _ if delay => self.delay_done(slot),
             _ => self.received(slot, &c),
         }
         self.maybe_free(slot);
     }
 
-    fn received(&mut self, slot: usize, c: &Completion) {
+    fn received(&mut self, slot: usize, c: &Completion<Token>) {
         let conn = self.conns[slot].as_mut().expect("live connection");
         // Bytes that arrive on an empty input are answered straight from the provided buffer
         // (the common case: a whole batch in one recv); only what is left over is copied.
@@ -412,7 +422,7 @@ impl Worker {
             // The kernel ended the multishot recv (no buffer free, or its own limit): re-arm.
             conn.recv = self
                 .ring
-                .recv_multi(&conn.socket, token(slot, conn.generation))
+                .recv_multi(&conn.socket, io(slot, conn.generation))
                 .ok();
         }
         if c.result > 0 {
@@ -450,7 +460,7 @@ impl Worker {
             // A partial send: finish it before anything else goes out.
             match self
                 .ring
-                .send(&conn.socket, buf, done, token(slot, conn.generation))
+                .send(&conn.socket, buf, done, io(slot, conn.generation))
             {
                 Ok(send) => conn.send = Some(send),
                 Err(_) => self.begin_close(slot),
@@ -533,7 +543,10 @@ impl Worker {
             }
         }
         if let Some(delayed) = due {
-            let tok = token(slot, conn.generation) | DELAY_BIT;
+            let tok = Token::Delay {
+                slot: slot as u32,
+                generation: conn.generation,
+            };
             if ring.timeout(delayed.after, tok).is_ok() {
                 conn.delayed = Some(delayed);
             } else {
@@ -570,7 +583,7 @@ impl Worker {
         let buf = std::mem::replace(&mut conn.output, std::mem::take(&mut conn.spare));
         match self
             .ring
-            .send(&conn.socket, buf, 0, token(slot, conn.generation))
+            .send(&conn.socket, buf, 0, io(slot, conn.generation))
         {
             Ok(send) => conn.send = Some(send),
             Err(_) => self.begin_close(slot),
@@ -585,7 +598,7 @@ impl Worker {
         if conn.life != Life::Closing {
             conn.life = Life::Closing;
             let armed = conn.recv.into_iter().chain(conn.send);
-            let shutdown = self.ring.shutdown(&conn.socket, armed, IGNORED);
+            let shutdown = self.ring.shutdown(&conn.socket, armed, Token::Ignored);
             debug_assert!(shutdown.is_ok(), "{shutdown:?}");
         }
         self.maybe_free(slot);

@@ -21,6 +21,8 @@ fn storm(addr: &str, load: &str) -> std::process::Child {
         .args(["run", &format!("http://{addr}/"), "--json", "-"])
         .args(["-c", "1", "-q", "50", "--warmup", "3s", "-z", load])
         .args(["--idle-conns", &STORM.to_string(), "--source-addrs", "auto"])
+        // Beside the probe, apart from the server: its own teardown is not the server's.
+        .args(["--cpus", "1"])
         .args(["--connect-rate", "20000/s", "--connect-timeout", "20s"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -60,7 +62,8 @@ fn storm_ready() -> Option<(std::process::Child, String)> {
         ));
         return None;
     }
-    common::spawn_serve(&["--max-conns", "40000"])
+    // One worker on CPU 0; the generators on CPU 1.
+    common::spawn_serve_as(&["--cpus", "0", "--max-conns", "40000"])
 }
 
 /// Issue 39 item 17: `tailscope serve` exits promptly on SIGINT just after its clients have
@@ -101,7 +104,9 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
     let pid = server.id().to_string();
     let (code, probe, stderr) = common::run_json(
         &format!("http://{addr}/plaintext"),
-        &["--pid", &pid, "-c", "4", "-q", "200", "-z", "10s"],
+        &[
+            "--pid", &pid, "-c", "4", "-q", "200", "-z", "10s", "--cpus", "1",
+        ],
     );
     storm_ended(storm);
     let _ = server.kill();

@@ -232,10 +232,13 @@ impl<T: Copy> Ring<T> {
     /// every bucket of the cancel table, `io_poll_file_find`, and with `.all()` it starts
     /// that walk again for each match), so n connections closing among n armed receives cost
     /// n² (90 % of a server's CPU in `io_cancel_req_match`, a 2.5 s stall, when 19,000
-    /// connections closed). A cancel by user data is looked up in one bucket of that hash
-    /// table (`io_poll_find`, `hash_long(user_data)`), where a recv or send waiting for its
-    /// socket is kept (`io_poll_req_insert`), whatever else is armed. A recv that already
-    /// ended (the client closed first, the common case) needs no cancel at all.
+    /// connections closed). A cancel by user data is looked up in the one bucket of that
+    /// hash table its user data falls in (`io_poll_find`, `hash_long(user_data)`), where a
+    /// recv or send waiting for its socket is kept (`io_poll_req_insert`). Not quite O(1):
+    /// the table has at most 256 buckets (io_uring.c `io_ring_ctx_alloc` clamps its bits to
+    /// 8), so a cancel walks ~n/256 entries; measured, a close costs the same 6–8 µs at
+    /// 1,000 and 19,000 connections (docs/scale-figures.md). A recv that already ended (the
+    /// client closed first, the common case) needs no cancel at all.
     /// Not a shutdown op: the kernel runs that on a worker thread and looks the slot up
     /// only there, when it may have been closed and given to the next connection (whose
     /// client then saw a reset); a cancel runs inline, queued before the close.

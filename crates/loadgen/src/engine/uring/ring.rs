@@ -253,9 +253,10 @@ impl Ring {
     /// sockets among n armed recvs cost n² (the teardown of `-c 16000` took 2.4 s, and the
     /// event loop was held 179 ms). A cancel by user data is looked up in the one bucket of
     /// that hash its user data falls in (`io_poll_find`; a recv, send or connect waiting for
-    /// its socket is put there by `io_poll_req_insert`), whatever else is armed; a connect's
-    /// linked timeout goes with its connect. A socket whose ops all ended (the server
-    /// closed first) is only closed.
+    /// its socket is put there by `io_poll_req_insert`): ~n/256 entries, the table having
+    /// at most 256 buckets (io_uring.c `io_ring_ctx_alloc`). A connect's linked timeout goes
+    /// with its connect. A socket whose ops all ended (the server closed first) is only
+    /// closed.
     ///
     /// Not a shutdown op: the kernel runs it on a worker thread, after looking the slot up
     /// there, and the slot may by then be closed and given to another socket (it was, in

@@ -216,7 +216,7 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
         }
         config.static_dir = Some(canonical);
     }
-    uring::Ring::probe().map_err(io_uring_unavailable)?;
+    uring::probe().map_err(io_uring_unavailable)?;
     // SO_REUSEPORT would let this server join another one's listeners on the same port (a
     // second `tailscope serve` there, say) and split the load with it without a word: a plain
     // bind first refuses an address some other socket already listens on.

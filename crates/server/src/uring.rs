@@ -12,14 +12,13 @@
 //! every op queued before that close has looked its file up.
 #![allow(unsafe_code)]
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
 
-use io_uring::types::{BufRingEntry, CancelBuilder, Fd, Fixed, Timespec};
+use io_uring::types::{CancelBuilder, Fd, Fixed, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
+use tailscope_uring::{kernel_at_least, submit_error_is_transient, BufRing};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
@@ -37,9 +36,10 @@ pub enum Payload {
 
 /// One completion, translated.
 #[derive(Debug)]
-pub struct Completion {
-    /// The caller's token for the op.
-    pub token: u64,
+pub struct Completion<T> {
+    /// The caller's token for the op: what it was for, kept beside the op (the kernel's
+    /// user data is the op's [`OpId`]).
+    pub token: T,
     /// The kernel's result: bytes, an fd, or a negative errno.
     pub result: i32,
     /// A multishot op goes on (more completions will follow).
@@ -87,121 +87,47 @@ enum Resource {
 }
 
 #[derive(Debug)]
-struct Op {
-    token: u64,
+struct Op<T> {
+    token: T,
     resource: Resource,
 }
 
-/// Provided buffers the kernel fills for multishot recv.
-struct BufRing {
-    entries: *mut BufRingEntry,
-    entries_layout: Layout,
-    buffers: *mut u8,
-    buffers_layout: Layout,
-    count: u16,
-    size: usize,
-    tail: u16,
-}
+/// An op in flight, as the kernel knows it: its user data (the index of its entry in the
+/// ring's table of ops, and that entry's generation above it, so that an id outlives
+/// neither its op nor a later op in the same entry). Cancel it with [`Ring::shutdown`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpId(u64);
 
-impl BufRing {
-    fn new(count: u16, size: usize) -> io::Result<BufRing> {
-        assert!(
-            count.is_power_of_two(),
-            "buffer ring size must be a power of two"
-        );
-        let entries_layout = Layout::from_size_align(
-            usize::from(count) * std::mem::size_of::<BufRingEntry>(),
-            4096,
-        )
-        .map_err(|e| io::Error::other(e.to_string()))?;
-        let buffers_layout = Layout::from_size_align(usize::from(count) * size, 64)
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        // SAFETY: both layouts have non-zero size (count >= 1, size >= 1); a null return is
-        // handled as an allocation failure.
-        let (entries, buffers) = unsafe {
-            (
-                alloc_zeroed(entries_layout).cast::<BufRingEntry>(),
-                alloc_zeroed(buffers_layout),
-            )
-        };
-        if entries.is_null() || buffers.is_null() {
-            return Err(io::Error::new(
-                io::ErrorKind::OutOfMemory,
-                "cannot allocate the buffer ring",
-            ));
-        }
-        Ok(BufRing {
-            entries,
-            entries_layout,
-            buffers,
-            buffers_layout,
-            count,
-            size,
-            tail: 0,
-        })
+impl OpId {
+    fn new(index: usize, generation: u32) -> OpId {
+        OpId(u64::from(generation) << 32 | index as u64)
     }
 
-    fn tail_ref(&self) -> &AtomicU16 {
-        // SAFETY: `entries` is the page-aligned, zero-initialised base of the ring; the tail
-        // is the u16 that overlays the first entry's reserved field (io_uring_buf_ring), and
-        // the kernel reads it concurrently, hence the atomic.
-        unsafe { &*BufRingEntry::tail(self.entries).cast::<AtomicU16>() }
+    fn index(self) -> usize {
+        (self.0 & 0xffff_ffff) as usize
     }
 
-    /// Puts buffer `bid` at the tail without publishing it.
-    fn push(&mut self, bid: u16) {
-        let index = usize::from(self.tail & (self.count - 1));
-        // SAFETY: `index` < count, so the entry lies inside the allocation. The kernel only
-        // reads entries between its head and the published tail; this one is past the tail.
-        let entry = unsafe { &mut *self.entries.add(index) };
-        // SAFETY: bid < count, so the buffer lies inside the buffers allocation.
-        let addr = unsafe { self.buffers.add(usize::from(bid) * self.size) };
-        entry.set_addr(addr as u64);
-        entry.set_len(self.size as u32);
-        entry.set_bid(bid);
-        self.tail = self.tail.wrapping_add(1);
-    }
-
-    fn publish(&self) {
-        self.tail_ref().store(self.tail, Ordering::Release);
-    }
-
-    fn slice(&self, bid: u16, len: usize) -> &[u8] {
-        assert!(
-            bid < self.count && len <= self.size,
-            "buffer {bid} of {len} bytes is out of range"
-        );
-        // SAFETY: the kernel wrote `len` bytes into buffer `bid` and posted the completion
-        // that named it; it does not write there again until the buffer is pushed back,
-        // which takes `&mut self` and so cannot happen while this borrow lives.
-        unsafe { std::slice::from_raw_parts(self.buffers.add(usize::from(bid) * self.size), len) }
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
     }
 }
 
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with these layouts; the ring that used them is dropped
-        // (and so unregistered) before this, see `Ring`'s field order.
-        unsafe {
-            dealloc(self.entries.cast(), self.entries_layout);
-            dealloc(self.buffers, self.buffers_layout);
-        }
-    }
-}
-
-/// One thread's io_uring with its provided-buffer ring and the resources of its ops.
-pub struct Ring {
+/// One thread's io_uring with its provided-buffer ring and the resources of its ops, each
+/// op with the caller's token `T` (what it was for), handed back in its completions.
+pub struct Ring<T> {
     // Field order matters: the ring is dropped (cancelling every op) before the buffers.
     ring: IoUring,
     bufs: BufRing,
-    ops: Vec<Option<Op>>,
+    /// Ops in flight, by index, with each entry's generation (bumped when the entry is
+    /// reused: see [`OpId`]).
+    ops: Vec<(u32, Option<Op<T>>)>,
     free_ops: Vec<usize>,
     cqes: Vec<cqueue::Entry>,
     /// Accepted sockets go into a registered file table (direct descriptors).
     direct: bool,
 }
 
-impl Ring {
+impl<T: Copy> Ring<T> {
     /// A ring with `entries` submission slots and `buffers` provided buffers of `buffer_size`
     /// bytes. Uses `SINGLE_ISSUER | DEFER_TASKRUN` where the kernel has them, and a
     /// registered file table of `direct_slots` for accepted sockets where it has sparse tables
@@ -211,7 +137,7 @@ impl Ring {
         buffers: u16,
         buffer_size: usize,
         direct_slots: u32,
-    ) -> io::Result<Ring> {
+    ) -> io::Result<Ring<T>> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -219,20 +145,9 @@ impl Ring {
             .build(entries)
             .or_else(|_| IoUring::builder().setup_cqsize(entries * 4).build(entries))?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the ring memory is page aligned, `buffers` entries long and lives in `bufs`
-        // until after `ring` is dropped (field order), so the kernel never sees it freed.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                bufs.entries as u64,
-                buffers,
-                BUF_GROUP,
-                0,
-            )?
-        };
-        for bid in 0..buffers {
-            bufs.push(bid);
-        }
-        bufs.publish();
+        // SAFETY: `bufs` lives in the `Ring` beside `ring`, and is dropped after it (field
+        // order), so never while registered.
+        unsafe { bufs.register(&ring.submitter(), BUF_GROUP)? };
         let direct =
             direct_supported(&ring) && ring.submitter().register_files_sparse(direct_slots).is_ok();
         Ok(Ring {
@@ -245,29 +160,26 @@ impl Ring {
         })
     }
 
-    /// Whether io_uring works here at all (seccomp and `kernel.io_uring_disabled` make
-    /// `io_uring_setup` fail).
-    pub fn probe() -> io::Result<()> {
-        IoUring::new(8).map(drop)
-    }
-
-    fn push(&mut self, entry: squeue::Entry, token: u64, resource: Resource) -> io::Result<()> {
+    fn push(&mut self, entry: squeue::Entry, token: T, resource: Resource) -> io::Result<OpId> {
         let slot = match self.free_ops.pop() {
             Some(s) => s,
             None => {
-                self.ops.push(None);
+                self.ops.push((0, None));
                 self.ops.len() - 1
             }
         };
-        let entry = entry.user_data(slot as u64);
-        self.ops[slot] = Some(Op { token, resource });
+        let (generation, op) = &mut self.ops[slot];
+        *generation = generation.wrapping_add(1);
+        *op = Some(Op { token, resource });
+        let id = OpId::new(slot, *generation);
+        let entry = entry.user_data(id.0);
         loop {
             // SAFETY: every pointer in `entry` refers to memory owned by `self.ops[slot]`
             // (a send's Vec, a timeout's boxed timespec), by the buffer ring, or to nothing;
             // it stays there until this op's final completion is reaped in `reap`.
             let pushed = unsafe { self.ring.submission().push(&entry) };
             if pushed.is_ok() {
-                return Ok(());
+                return Ok(id);
             }
             // The submission queue is full: hand it to the kernel and try again.
             self.ring.submit()?;
@@ -275,18 +187,18 @@ impl Ring {
     }
 
     /// Arms multishot accept on a listening socket.
-    pub fn accept_multi(&mut self, listener: &impl AsRawFd, token: u64) -> io::Result<()> {
+    pub fn accept_multi(&mut self, listener: &impl AsRawFd, token: T) -> io::Result<()> {
         // A direct socket is in no descriptor table: SOCK_CLOEXEC is refused (EINVAL).
         let flags = if self.direct { 0 } else { libc::SOCK_CLOEXEC };
         let e = opcode::AcceptMulti::new(Fd(listener.as_raw_fd()))
             .flags(flags)
             .allocate_file_index(self.direct)
             .build();
-        self.push(e, token, Resource::Accept)
+        self.push(e, token, Resource::Accept).map(drop)
     }
 
     /// Arms multishot recv into the provided buffers.
-    pub fn recv_multi(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+    pub fn recv_multi(&mut self, socket: &Socket, token: T) -> io::Result<OpId> {
         let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build());
         self.push(e, token, Resource::None)
     }
@@ -297,8 +209,8 @@ impl Ring {
         socket: &Socket,
         buf: Vec<u8>,
         offset: usize,
-        token: u64,
-    ) -> io::Result<()> {
+        token: T,
+    ) -> io::Result<OpId> {
         assert!(offset < buf.len(), "nothing to send");
         let rest = &buf[offset..];
         let (at, len) = (rest.as_ptr(), rest.len() as u32);
@@ -310,29 +222,50 @@ impl Ring {
         self.push(e, token, Resource::Send(buf, offset))
     }
 
-    /// Completes after `after`.
-    /// Makes the ops armed on `socket` finish, so that it can be closed: a shutdown (both
-    /// ways) for a descriptor, at once; a cancel of every op on it for a slot (an op
-    /// completing under `token`, its result of no interest), whose close then sends the FIN.
+    /// Makes the ops armed on `socket` (`armed`: those whose last completion has not been
+    /// reaped) finish, so that it can be closed: a shutdown (both ways) for a descriptor, at
+    /// once; for a slot, a cancel of each of those ops by its own user data (each completing
+    /// under `token`, its result of no interest), whose close then sends the FIN.
+    ///
+    /// Never a cancel by descriptor: the kernel matches one against every armed request of
+    /// the ring (io_uring/poll.c `__io_poll_cancel`: with IORING_ASYNC_CANCEL_FD it walks
+    /// every bucket of the cancel table, `io_poll_file_find`, and with `.all()` it starts
+    /// that walk again for each match), so n connections closing among n armed receives cost
+    /// n² (90 % of a server's CPU in `io_cancel_req_match`, a 2.5 s stall, when 19,000
+    /// connections closed). A cancel by user data is looked up in the one bucket of that
+    /// hash table its user data falls in (`io_poll_find`, `hash_long(user_data)`), where a
+    /// recv or send waiting for its socket is kept (`io_poll_req_insert`). Not quite O(1):
+    /// the table has at most 256 buckets (io_uring.c `io_ring_ctx_alloc` clamps its bits to
+    /// 8), so a cancel walks ~n/256 entries; measured, a close costs the same 6–8 µs at
+    /// 1,000 and 19,000 connections (docs/scale-figures.md). A recv that already ended (the
+    /// client closed first, the common case) needs no cancel at all.
     /// Not a shutdown op: the kernel runs that on a worker thread and looks the slot up
     /// only there, when it may have been closed and given to the next connection (whose
     /// client then saw a reset); a cancel runs inline, queued before the close.
-    pub fn shutdown(&mut self, socket: &Socket, token: u64) -> io::Result<()> {
+    pub fn shutdown(
+        &mut self,
+        socket: &Socket,
+        armed: impl IntoIterator<Item = OpId>,
+        token: T,
+    ) -> io::Result<()> {
         match socket {
             Socket::Plain(fd) => {
                 let _ = socket2::SockRef::from(fd).shutdown(std::net::Shutdown::Both);
                 Ok(())
             }
-            Socket::Direct(slot) => {
-                let e = opcode::AsyncCancel2::new(CancelBuilder::fd(Fixed(*slot)).all()).build();
-                self.push(e, token, Resource::None)
+            Socket::Direct(_) => {
+                for op in armed {
+                    let e = opcode::AsyncCancel2::new(CancelBuilder::user_data(op.0)).build();
+                    self.push(e, token, Resource::None)?;
+                }
+                Ok(())
             }
         }
     }
 
     /// Closes `socket`: a descriptor at once, a slot by an op queued behind every op that
     /// names it (completing under `token`, its result of no interest).
-    pub fn close(&mut self, socket: Socket, token: u64) -> io::Result<()> {
+    pub fn close(&mut self, socket: Socket, token: T) -> io::Result<()> {
         match socket {
             Socket::Plain(fd) => {
                 drop(fd);
@@ -340,19 +273,20 @@ impl Ring {
             }
             Socket::Direct(slot) => {
                 let e = opcode::Close::new(Fixed(slot)).build();
-                self.push(e, token, Resource::None)
+                self.push(e, token, Resource::None).map(drop)
             }
         }
     }
 
-    pub fn timeout(&mut self, after: Duration, token: u64) -> io::Result<()> {
+    /// Completes after `after`.
+    pub fn timeout(&mut self, after: Duration, token: T) -> io::Result<()> {
         let ts = Box::new(
             Timespec::new()
                 .sec(after.as_secs())
                 .nsec(after.subsec_nanos()),
         );
         let e = opcode::Timeout::new(&*ts as *const Timespec).build();
-        self.push(e, token, Resource::Timeout(ts))
+        self.push(e, token, Resource::Timeout(ts)).map(drop)
     }
 
     /// Submits what is queued and waits for at least one completion. Interrupted waits
@@ -360,27 +294,26 @@ impl Ring {
     pub fn submit_and_wait(&mut self) -> io::Result<()> {
         match self.ring.submit_and_wait(1) {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
     /// Moves every available completion into `out`, releasing finished ops' resources.
-    pub fn reap(&mut self, out: &mut Vec<Completion>) {
+    pub fn reap(&mut self, out: &mut Vec<Completion<T>>) {
         self.cqes.clear();
         self.cqes.extend(self.ring.completion());
         for cqe in self.cqes.drain(..) {
-            let slot = cqe.user_data() as usize;
+            let id = OpId(cqe.user_data());
+            let slot = id.index();
             let flags = cqe.flags();
             let more = cqueue::more(flags);
-            let Some(op) = self.ops.get_mut(slot).and_then(Option::as_mut) else {
+            let Some(op) = self
+                .ops
+                .get_mut(slot)
+                .filter(|(generation, _)| *generation == id.generation())
+                .and_then(|(_, op)| op.as_mut())
+            else {
                 continue;
             };
             let token = op.token;
@@ -404,7 +337,7 @@ impl Ring {
                 payload,
             };
             if !more {
-                let op = self.ops[slot].take().expect("checked above");
+                let op = self.ops[slot].1.take().expect("checked above");
                 self.free_ops.push(slot);
                 if let Resource::Send(buf, offset) = op.resource {
                     completion.payload = Payload::Sent(buf, offset);
@@ -421,9 +354,14 @@ impl Ring {
 
     /// Gives a provided buffer back to the kernel.
     pub fn recycle(&mut self, bid: u16) {
-        self.bufs.push(bid);
-        self.bufs.publish();
+        self.bufs.recycle(bid);
     }
+}
+
+/// Whether io_uring works here at all (seccomp and `kernel.io_uring_disabled` make
+/// `io_uring_setup` fail).
+pub fn probe() -> io::Result<()> {
+    IoUring::new(8).map(drop)
 }
 
 /// Whether `ring`'s kernel has what direct accepted sockets need: sparse file tables and
@@ -439,39 +377,4 @@ fn direct_supported(ring: &IoUring) -> bool {
         .iter()
         .all(|&code| probe.is_supported(code))
         && kernel_at_least(6, 0)
-}
-
-/// Whether the running kernel's release is at least `major.minor`.
-fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut version = release
-        .trim()
-        .split(|c: char| !c.is_ascii_digit())
-        .map(|p| p.parse::<u32>().unwrap_or(0));
-    (version.next().unwrap_or(0), version.next().unwrap_or(0)) >= (major, minor)
-}
-
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit (where it is lower) and returns the
-/// soft limit then: the most slots a registered file table may have, and descriptors plain
-/// sockets may use.
-pub fn open_file_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the live local it is given.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return 1024;
-    }
-    if limit.rlim_cur < limit.rlim_max {
-        let raised = libc::rlimit {
-            rlim_cur: limit.rlim_max,
-            rlim_max: limit.rlim_max,
-        };
-        // SAFETY: setrlimit reads one rlimit from the live local it is given.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            return raised.rlim_cur;
-        }
-    }
-    limit.rlim_cur
 }

@@ -143,6 +143,12 @@ impl UringWorker {
             return;
         };
         let current = !h.done && gen == h.gen & 0x00ff_ffff;
+        if !c.more && current {
+            // Its op ended: retiring the socket will not cancel it.
+            if let Some(socket) = h.c.stream.as_ref().or(h.connecting.as_ref()) {
+                socket.op_ended(c.user_data);
+            }
+        }
         match op {
             OP_CONNECT if current && h.connecting.is_some() => {
                 let socket = h.connecting.take().expect("checked");

@@ -5,16 +5,15 @@
 //! it while the submission is prepared (a connect's address, a timeout's timespec), until the
 //! submission has been handed to the kernel. Sends read from the request batch, which the
 //! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
-//! registered provided-buffer ring, whose buffers are only read between their completion and
-//! their return to the ring. A socket is made here: a slot of the ring's registered file table
-//! (a direct descriptor, installed from a plain socket that is then closed, unless kept for
-//! TCP_INFO) or, where the kernel has no such tables, a plain descriptor. Either is shut
-//! down when dropped, so that a multishot recv armed on it ends, and closed only once nothing
-//! queued names it (see `socket::Retired`). The provided buffers are in [`bufs`], sockets in
-//! [`socket`].
+//! registered provided-buffer ring (`tailscope_uring::BufRing`, shared with the reference
+//! server), whose buffers are only read between their completion and their return to the
+//! ring. A socket is made here: a slot of the ring's registered file table (a direct
+//! descriptor, installed from a plain socket that is then closed, unless kept for TCP_INFO)
+//! or, where the kernel has no such tables, a plain descriptor. Either is shut down when
+//! dropped, so that a multishot recv armed on it ends, and closed only once nothing queued
+//! names it (see `socket::Retired`). Sockets are in [`socket`].
 #![allow(unsafe_code)]
 
-mod bufs;
 mod socket;
 
 use std::io;
@@ -25,10 +24,10 @@ use std::time::{Duration, Instant};
 
 use io_uring::types::{CancelBuilder, Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
+use tailscope_uring::{submit_error_is_transient, BufRing};
 
-use bufs::BufRing;
 pub(super) use socket::{open_file_limit, Socket};
-use socket::{Parked, Table, Target};
+use socket::{OpKind, Parked, Table, Target};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
@@ -38,6 +37,9 @@ const DEFER_TASKRUN_MAX_SOCKETS: usize = 2048;
 /// a retired slot's cancel of its ops, and its close (with the slot in the low bits).
 const OP_RETIRE_CANCEL: u64 = 0xfe;
 const OP_RETIRE_CLOSE: u64 = 0xff;
+/// At the end, how long dropped sockets' ops are given to end by themselves before
+/// everything left is cancelled at once (see [`Ring::cancel_and_wait`]).
+const RETIRED_OPS_WAIT: Duration = Duration::from_millis(200);
 
 /// One completion: the op's user data, the kernel's result (bytes, or a negative errno),
 /// whether a multishot op goes on, and the provided buffer that received data, if any.
@@ -120,25 +122,15 @@ impl Ring {
         }
         let ring = builder.build(entries)?;
         let mut bufs = BufRing::new(buffers, buffer_size)?;
-        // SAFETY: the entries are page aligned, `buffers` long, and live in `bufs`, which
-        // `Ring`'s drop frees only once unregistered with no op in flight, else leaks.
-        unsafe {
-            ring.submitter().register_buf_ring_with_flags(
-                bufs.entries as u64,
-                buffers,
-                BUF_GROUP,
-                0,
-            )?
-        };
-        for bid in 0..buffers {
-            bufs.push(bid);
-        }
-        bufs.publish();
+        // SAFETY: `bufs` lives in the `Ring`, whose drop frees it only once unregistered
+        // with no op in flight, else leaks it.
+        unsafe { bufs.register(&ring.submitter(), BUF_GROUP)? };
         let table = match direct {
             Some(slots) => {
                 ring.submitter().register_files_sparse(slots)?;
                 Some(Table {
                     free: (0..slots).rev().collect(),
+                    closing: 0,
                 })
             }
             None => None,
@@ -162,7 +154,7 @@ impl Ring {
     /// provided-buffer ring (5.19), multishot recv (6.0), and the ops the engine uses.
     pub fn probe() -> Result<(), String> {
         // Declared before the ring, so dropped after it.
-        let bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
+        let mut bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
         let ring: IoUring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
@@ -186,23 +178,16 @@ impl Ring {
                 return Err(format!("io_uring has no {name} op"));
             }
         }
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-        let mut version = release
-            .trim()
-            .split(|c: char| !c.is_ascii_digit())
-            .map(|p| p.parse::<u32>().unwrap_or(0));
-        let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
-        if (major, minor) < (6, 0) {
+        if !tailscope_uring::kernel_at_least(6, 0) {
+            let (major, minor) = tailscope_uring::kernel_release();
             return Err(format!(
-                "multishot recv needs Linux 6.0, this is {}",
-                release.trim()
+                "multishot recv needs Linux 6.0, this is {major}.{minor}"
             ));
         }
-        // SAFETY: the entries are page aligned and 1 long; `bufs` outlives `ring` (declared
-        // before it), whose drop unregisters them, and no op is ever submitted to it.
+        // SAFETY: `bufs` outlives `ring` (declared before it), whose drop unregisters it,
+        // and no op is ever submitted to it.
         unsafe {
-            ring.submitter()
-                .register_buf_ring_with_flags(bufs.entries as u64, 1, BUF_GROUP, 0)
+            bufs.register(&ring.submitter(), BUF_GROUP)
                 .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
         }
         ring.submitter()
@@ -256,24 +241,49 @@ impl Ring {
     }
 
     /// Queues the end of retired sockets' slots (their slots come back when the close
-    /// completes), behind whatever already names them: every op still on the socket is
-    /// cancelled (an armed recv ends), then the slot is closed, which drops the table's
-    /// reference (the socket closes, with its FIN, once the last op's goes). Not a
-    /// shutdown op: the kernel runs it on a worker thread, after looking the slot up
+    /// completes), behind whatever already names them: each op still armed on the socket is
+    /// cancelled by its own user data (an armed recv ends), then the slot is closed, which
+    /// drops the table's reference (the socket closes, with its FIN, once the last op's
+    /// goes).
+    ///
+    /// Never a cancel by descriptor (`CancelBuilder::fd(..).all()`): the kernel matches one
+    /// against every armed request of the ring (io_uring/poll.c `__io_poll_cancel`: with
+    /// IORING_ASYNC_CANCEL_FD it walks every bucket of the cancel table,
+    /// `io_poll_file_find`, and `.all()` walks it again after each match), so closing n
+    /// sockets among n armed recvs cost n² (the teardown of `-c 16000` took 2.4 s, and the
+    /// event loop was held 179 ms). A cancel by user data is looked up in the one bucket of
+    /// that hash its user data falls in (`io_poll_find`; a recv, send or connect waiting for
+    /// its socket is put there by `io_poll_req_insert`): ~n/256 entries, the table having
+    /// at most 256 buckets (io_uring.c `io_ring_ctx_alloc`). A connect's linked timeout goes
+    /// with its connect. A socket whose ops all ended (the server closed first) is only
+    /// closed.
+    ///
+    /// Not a shutdown op: the kernel runs it on a worker thread, after looking the slot up
     /// there, and the slot may by then be closed and given to another socket (it was, in
     /// the server, whose clients saw resets); a cancel and a close run inline.
     fn retire_slots(&mut self) -> io::Result<()> {
         let slots = std::mem::take(&mut self.parked.borrow_mut().slots);
-        for slot in slots {
+        if let Some(table) = self.table.as_mut() {
+            table.closing += slots.len();
+        }
+        let mut entries = Vec::with_capacity(4);
+        for (slot, armed) in slots {
+            entries.clear();
             // Hard-linked: the close runs whether or not anything was cancelled.
-            let cancel = opcode::AsyncCancel2::new(CancelBuilder::fd(Fixed(slot)).all())
-                .build()
-                .flags(squeue::Flags::IO_HARDLINK)
-                .user_data(OP_RETIRE_CANCEL << 56);
-            let close = opcode::Close::new(Fixed(slot))
-                .build()
-                .user_data(OP_RETIRE_CLOSE << 56 | u64::from(slot));
-            self.push_raw(&[cancel, close])?;
+            for &user_data in armed.iter().filter(|&&u| u != 0) {
+                entries.push(
+                    opcode::AsyncCancel2::new(CancelBuilder::user_data(user_data))
+                        .build()
+                        .flags(squeue::Flags::IO_HARDLINK)
+                        .user_data(OP_RETIRE_CANCEL << 56),
+                );
+            }
+            entries.push(
+                opcode::Close::new(Fixed(slot))
+                    .build()
+                    .user_data(OP_RETIRE_CLOSE << 56 | u64::from(slot)),
+            );
+            self.push_raw(&entries)?;
         }
         Ok(())
     }
@@ -315,6 +325,17 @@ impl Ring {
         }
     }
 
+    /// Whether a new socket must wait for a slot of the file table: none is free, but some
+    /// are closing (free once their close completes, at the latest in the next wait). Not
+    /// an error: under churn (`--no-keepalive`, a refused port) the sockets of one pass's
+    /// reconnects and those retired in it outnumbered the spare slots, and each connect that
+    /// found none counted as `too_many_open_files` although no limit was reached.
+    pub fn waits_for_slot(&self) -> bool {
+        self.table.as_ref().is_some_and(|table| {
+            table.free.is_empty() && (table.closing > 0 || !self.parked.borrow().slots.is_empty())
+        })
+    }
+
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
     /// the connect completes with -ECANCELED); the timeout completes under `timeout_data`.
     pub fn connect(
@@ -330,6 +351,7 @@ impl Ring {
             .build())
         .flags(squeue::Flags::IO_LINK)
         .user_data(user_data);
+        socket.armed(OpKind::Connect, user_data);
         let timeout = opcode::LinkTimeout::new(&*ts)
             .build()
             .user_data(timeout_data);
@@ -341,6 +363,7 @@ impl Ring {
     pub fn recv_multi(&mut self, socket: &Socket, user_data: u64) -> io::Result<()> {
         let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build())
             .user_data(user_data);
+        socket.armed(OpKind::Recv, user_data);
         self.push(&[e])
     }
 
@@ -365,6 +388,7 @@ impl Ring {
             .flags(libc::MSG_NOSIGNAL)
             .build())
         .user_data(user_data);
+        socket.armed(OpKind::Send, user_data);
         self.push(&[e])
     }
 
@@ -389,14 +413,7 @@ impl Ring {
         self.submitted();
         match r {
             Ok(_) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
-                ) =>
-            {
-                Ok(())
-            }
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -414,6 +431,7 @@ impl Ring {
                     own += 1;
                     if let Some(table) = self.table.as_mut() {
                         table.free.push((user_data & 0xffff_ffff) as u32);
+                        table.closing = table.closing.saturating_sub(1);
                     }
                 }
                 _ => out.push(Completion {
@@ -428,14 +446,24 @@ impl Ring {
         self.outstanding = self.outstanding.saturating_sub(ended);
     }
 
-    /// Cancels every op in flight (the cancel completes under `user_data`) and reaps
-    /// completions, giving their buffers back, until none is left or `limit` has passed.
+    /// Reaps completions, giving their buffers back, until no op is left or `limit` has
+    /// passed. The ops of sockets dropped before end by themselves (a plain socket's
+    /// shutdown, a slot's cancels by user data); whatever is still in flight after
+    /// [`RETIRED_OPS_WAIT`] is cancelled with one cancel of every op (its completion under
+    /// `user_data`). Not at once: a cancel of any op matches each armed one by a walk of the
+    /// whole cancel table (io_uring/poll.c `io_poll_file_find`), started again after every
+    /// match, while cancelled ops stay there until their completion runs: n² over n ops.
     pub fn cancel_and_wait(&mut self, user_data: u64, limit: Duration) {
-        if self.outstanding == 0 {
-            return;
+        let start = Instant::now();
+        self.reap_until(start + RETIRED_OPS_WAIT.min(limit));
+        if self.outstanding > 0 {
+            let _ = self.cancel_all(user_data);
+            self.reap_until(start + limit);
         }
-        let _ = self.cancel_all(user_data);
-        let deadline = Instant::now() + limit;
+    }
+
+    /// Reaps completions (giving their buffers back) until no op is left or `deadline`.
+    fn reap_until(&mut self, deadline: Instant) {
         let mut completions = Vec::new();
         while self.outstanding > 0 {
             let now = Instant::now();
@@ -459,8 +487,7 @@ impl Ring {
 
     /// Gives a provided buffer back to the kernel.
     pub fn recycle(&mut self, bid: u16) {
-        self.bufs.push(bid);
-        self.bufs.publish();
+        self.bufs.recycle(bid);
     }
 }
 

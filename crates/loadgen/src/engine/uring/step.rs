@@ -41,6 +41,11 @@ impl UringWorker {
             if s.connect_at.is_some() && s.wake_at.is_some() {
                 return;
             }
+            // Marked again once a slot has closed.
+            if self.ring.waits_for_slot() {
+                self.slot_waiters.push(i);
+                return;
+            }
             if s.connect_at.take().is_none() {
                 if let Some(at) = self.w.connect_permit(now) {
                     s.connect_at = Some(at);
@@ -202,6 +207,13 @@ impl UringWorker {
             return;
         };
         let current = !s.done && gen == s.gen & 0x00ff_ffff;
+        if !c.more && current {
+            // Its op ended: retiring the socket will not cancel it.
+            let connecting = s.connecting.as_ref().map(|(socket, _)| socket);
+            if let Some(socket) = s.c.stream.as_ref().or(connecting) {
+                socket.op_ended(c.user_data);
+            }
+        }
         match op {
             OP_CONNECT if current && s.connecting.is_some() => {
                 let (socket, began) = s.connecting.take().expect("checked");

@@ -1,7 +1,7 @@
 //! The generator's sockets: made plain or in a ring's registered file table, and retired
 //! (shut down, closed once nothing queued names them) when dropped.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -21,8 +21,22 @@ use super::Ring;
 #[derive(Debug, Default)]
 pub(super) struct Retired {
     pub(super) fds: Vec<OwnedFd>,
-    pub(super) slots: Vec<u32>,
+    /// Each slot with the user data of the ops still armed on it when it was dropped.
+    pub(super) slots: Vec<(u32, Armed)>,
 }
+
+/// What an op on a socket is, for [`Armed`].
+#[derive(Debug, Clone, Copy)]
+pub(super) enum OpKind {
+    Connect = 0,
+    Recv = 1,
+    Send = 2,
+}
+
+/// The user data of a socket's ops whose last completion has not been reaped (0: none): a
+/// socket has at most one connect, one recv and one send in flight. Retiring a direct
+/// socket cancels these by their user data, never by descriptor (see `Ring::retire_slots`).
+pub(super) type Armed = [u64; 3];
 
 pub(super) type Parked = Rc<RefCell<Retired>>;
 
@@ -40,17 +54,7 @@ fn info_fd_budget() -> usize {
 
 /// RLIMIT_NOFILE's soft limit now (the binary raised it to the hard limit before the run).
 pub(crate) fn open_file_limit() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit into the live local it is given.
-    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
-    if rc == 0 {
-        limit.rlim_cur
-    } else {
-        1024
-    }
+    tailscope_uring::open_file_limit()
 }
 
 /// A socket's file as an op names it.
@@ -76,6 +80,7 @@ pub(crate) struct Socket {
     /// Always `Some` until dropped.
     place: Option<Place>,
     parked: Parked,
+    armed: Cell<Armed>,
 }
 
 impl Socket {
@@ -129,6 +134,8 @@ impl Socket {
         let place = match ring.table.as_mut() {
             None => Place::Plain(fd),
             Some(table) => {
+                // Full with every slot in use: the table holds as many as RLIMIT_NOFILE lets
+                // it. (Full while slots are closing is a wait, see `Ring::waits_for_slot`.)
                 let Some(slot) = table.free.pop() else {
                     return Err(io::Error::from_raw_os_error(libc::EMFILE));
                 };
@@ -159,7 +166,25 @@ impl Socket {
         Ok(Socket {
             place: Some(place),
             parked: ring.parked.clone(),
+            armed: Cell::new([0; 3]),
         })
+    }
+
+    /// An op of `kind` under `user_data` was handed to the ring on this socket.
+    pub(super) fn armed(&self, kind: OpKind, user_data: u64) {
+        let mut armed = self.armed.get();
+        armed[kind as usize] = user_data;
+        self.armed.set(armed);
+    }
+
+    /// The last completion of the op under `user_data` was reaped: retiring the socket
+    /// need not cancel it (a cancel that finds nothing costs a lookup all the same).
+    pub(crate) fn op_ended(&self, user_data: u64) {
+        let mut armed = self.armed.get();
+        for a in armed.iter_mut().filter(|a| **a == user_data) {
+            *a = 0;
+        }
+        self.armed.set(armed);
     }
 
     pub(super) fn target(&self) -> Target {
@@ -217,7 +242,10 @@ impl Drop for Socket {
                     INFO_FDS.fetch_sub(1, Ordering::Relaxed);
                 }
                 drop(fd);
-                self.parked.borrow_mut().slots.push(slot);
+                self.parked
+                    .borrow_mut()
+                    .slots
+                    .push((slot, self.armed.get()));
             }
         }
     }
@@ -226,4 +254,6 @@ impl Drop for Socket {
 /// A ring's registered file table: its free slots (a slot is free once its close completed).
 pub(super) struct Table {
     pub(super) free: Vec<u32>,
+    /// Slots whose close is queued or in flight: free again once it completes.
+    pub(super) closing: usize,
 }

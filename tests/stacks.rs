@@ -99,9 +99,20 @@ struct PythonServer {
     url: String,
 }
 
+/// The port a test server prints as its first line on stdout.
+fn port_printed_by(child: &mut std::process::Child, what: &str) -> u16 {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what} printed no port: {line:?}"))
+}
+
 impl PythonServer {
     fn start(script: &str, args: &[&str]) -> Option<PythonServer> {
-        use std::io::BufRead;
         if !common::has_tool("python3", "--version") {
             common::skip("python3 not installed (apt-get install python3)");
             return None;
@@ -114,14 +125,7 @@ impl PythonServer {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("python3 runs");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("the server printed no port: {line:?}"));
+        let port = port_printed_by(&mut child, "the server");
         Some(PythonServer {
             child,
             url: format!("http://127.0.0.1:{port}/"),
@@ -733,7 +737,6 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_stall_below_the_loop_of_a_server_without_frame_pointers_shows_its_callers() {
-    use std::io::BufRead;
     let _turn = serial();
     if !may_sample() {
         return;
@@ -771,14 +774,7 @@ fn a_stall_below_the_loop_of_a_server_without_frame_pointers_shows_its_callers()
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line
-        .trim()
-        .parse()
-        .unwrap_or_else(|_| panic!("the C server printed no port: {line:?}"));
+    let port = port_printed_by(&mut child, "the C server");
     let server = Server {
         url: format!("http://127.0.0.1:{port}/"),
         child,

@@ -84,11 +84,7 @@ pub(crate) fn client(options: &TlsOptions, alpn: &[&[u8]]) -> Result<TlsClient, 
             .map_err(|e| invalid(format!("TLS: {e}")))?;
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(TrustedOrPinned {
-                webpki,
-                pinned,
-                provider,
-            }))
+            .with_custom_certificate_verifier(Arc::new(TrustedOrPinned { webpki, pinned }))
     };
     let mut config = match (&options.cert, &options.key) {
         (None, None) => builder.with_no_client_auth(),
@@ -150,7 +146,6 @@ struct TrustedOrPinned {
     webpki: Arc<WebPkiServerVerifier>,
     /// The certificates of `--cacert`.
     pinned: Vec<CertificateDer<'static>>,
-    provider: Arc<CryptoProvider>,
 }
 
 impl ServerCertVerifier for TrustedOrPinned {
@@ -184,18 +179,14 @@ impl ServerCertVerifier for TrustedOrPinned {
         Err(refused)
     }
 
+    // The handshake's signatures are checked as webpki checks them: only the chain differs.
     fn verify_tls12_signature(
         &self,
         message: &[u8],
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.webpki.verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -204,12 +195,7 @@ impl ServerCertVerifier for TrustedOrPinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        self.webpki.verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

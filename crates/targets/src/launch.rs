@@ -82,6 +82,8 @@ pub struct Target {
     port: u16,
     server_cpus: Vec<usize>,
     stderr: Arc<Mutex<VecDeque<u8>>>,
+    /// The thread that keeps `stderr`; finished once the pipe closed.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
     temp_dir: Option<PathBuf>,
     /// Kills the tree if tailscope dies without stopping it (`None`: it could not be forked;
     /// the target's PID namespace, or where there is none the root's PR_SET_PDEATHSIG, is
@@ -126,7 +128,11 @@ fn free_port() -> Result<u16, Error> {
         })
 }
 
-fn keep_tail(mut from: impl Read + Send + 'static, into: Arc<Mutex<VecDeque<u8>>>) {
+/// The reader ends at end of file: when every process holding the pipe has exited.
+fn keep_tail(
+    mut from: impl Read + Send + 'static,
+    into: Arc<Mutex<VecDeque<u8>>>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut chunk = [0u8; 4096];
         while let Ok(n) = from.read(&mut chunk) {
@@ -138,7 +144,7 @@ fn keep_tail(mut from: impl Read + Send + 'static, into: Arc<Mutex<VecDeque<u8>>
             let excess = tail.len().saturating_sub(STDERR_TAIL);
             tail.drain(..excess);
         }
-    });
+    })
 }
 
 impl Target {
@@ -256,9 +262,10 @@ impl Target {
         // A failed fork leaves the PID namespace (or PDEATHSIG) safety net: the run goes on.
         let guardian = sys::Guardian::spawn(child.id(), temp_dir.clone()).ok();
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(err) = child.stderr.take() {
-            keep_tail(err, stderr.clone());
-        }
+        let stderr_reader = child
+            .stderr
+            .take()
+            .map(|err| keep_tail(err, stderr.clone()));
         let announced = child.stdout.take().map(|out| {
             // The embedded server prints `listening on http://ADDR` once ready; the rest of
             // its stdout is drained so it never blocks on a full pipe.
@@ -282,6 +289,7 @@ impl Target {
             port: port.unwrap_or(0),
             server_cpus: server_cpus.to_vec(),
             stderr,
+            stderr_reader,
             temp_dir,
             guardian,
             tls: tls_files,
@@ -314,8 +322,16 @@ impl Target {
 
     fn exit_error(&mut self) -> Option<Error> {
         let status = self.child.as_mut()?.try_wait().ok()??;
-        // Give the stderr reader a moment to catch the last words.
-        std::thread::sleep(Duration::from_millis(50));
+        // Let the stderr reader catch the last words: it ends when the pipe closes, which a
+        // loaded machine may take well over a few milliseconds to show it. Bounded, since a
+        // daemonised grandchild can hold the pipe open for ever.
+        let waited = Instant::now();
+        while let Some(reader) = &self.stderr_reader {
+            if reader.is_finished() || waited.elapsed() > Duration::from_secs(1) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         Some(Error::Exited {
             name: self.name.clone(),
             status,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
-        table.starts_with("| target | endpoint | req/s (median) |"),
+        table.starts_with("| target | endpoint | req/s (median, 95 % CI) |"),
         "{table}"
     );
     assert!(
@@ -93,13 +93,25 @@ fn a_suite_runs_every_target_and_reports_medians_and_ratios() {
         assert!((res["rps_median"].as_f64().unwrap() - (rps[0] + rps[1]) / 2.0).abs() < 1e-6);
     }
     assert_eq!(results[0]["vs_baseline"], 1.0);
+    // The ratio pairs the runs by round: the geometric mean of the rounds' ratios, with its
+    // interval.
     let ratio = results[1]["vs_baseline"].as_f64().unwrap();
+    let rps = |r: usize, i: usize| results[r]["runs"][i]["rps"].as_f64().unwrap();
+    let paired = ((rps(1, 0) / rps(0, 0)).ln() + (rps(1, 1) / rps(0, 1)).ln()) / 2.0;
     assert!(
-        (ratio
-            - results[1]["rps_median"].as_f64().unwrap()
-                / results[0]["rps_median"].as_f64().unwrap())
-        .abs()
-            < 1e-9
+        (ratio - paired.exp()).abs() < 1e-9,
+        "{ratio} {}",
+        paired.exp()
+    );
+    let ci = &results[1]["vs_baseline_ci95"];
+    assert!(
+        ci[0].as_f64().unwrap() <= ratio && ratio <= ci[1].as_f64().unwrap(),
+        "{ci}"
+    );
+    assert_eq!(
+        r["rounds"]["order"][0],
+        serde_json::json!([0, 1]),
+        "file order first"
     );
     assert!(stderr.contains("suite: reference / run 2/2"), "{stderr}");
     let demand = results[1]["server_us_per_request_median"]
@@ -645,5 +657,74 @@ fn a_stalling_server_is_flagged_every_time() {
             stderr.contains("significant, beyond the 5 % limit"),
             "{stderr}"
         );
+    }
+}
+
+/// The example of the framework benchmark protocol (examples/interleaved.toml: two targets,
+/// a counted warm-up, six counted runs each in interleaved rounds): its markdown and HTML give
+/// each median with its interval and the ratio to the baseline with its interval, and its JSON
+/// the rounds' seed and orders (every target once a round).
+#[test]
+fn the_interleaved_example_shows_medians_and_ratios_with_intervals() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/interleaved.toml");
+    let dir = common::scratch_dir("interleaved");
+    let (json, md, html) = (
+        dir.path().join("s.json"),
+        dir.path().join("s.md"),
+        dir.path().join("s.html"),
+    );
+    let out = tailscope(&[
+        "suite",
+        file.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        common::skip("io_uring unavailable");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        table.starts_with("| target | endpoint | req/s (median, 95 % CI) | min – max | p50 | p95 | p99 | server CPU/req | ratio (vs stalling, 95 % CI) |"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| reference | / |"))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cells: Vec<&str> = row.split(" | ").collect();
+    // The median with its interval: `9998 (6609–11896)`; the ratio: `2.10× (1.90–2.30)` or
+    // `no clear difference (1.02×, 0.95–1.10)`.
+    assert!(cells[2].contains(" (") && cells[2].contains('–'), "{row}");
+    assert!(cells[8].contains('×') && cells[8].contains('–'), "{row}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(cells[8]) && page.contains("req/s (median, 95 % CI)"),
+        "{row}"
+    );
+    let r = common::read_json(&json);
+    let rounds = r["rounds"]["order"].as_array().unwrap();
+    assert_eq!(rounds.len(), 6);
+    assert!(r["rounds"]["seed"].is_u64());
+    for order in rounds {
+        let mut o: Vec<u64> = order
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        o.sort_unstable();
+        assert_eq!(o, [0, 1]);
+    }
+    assert_eq!(r["load"]["requests"], 4000);
+    for res in r["results"].as_array().unwrap() {
+        assert_eq!(res["runs"].as_array().unwrap().len(), 6);
+        assert!(res["median_ci95"]["rps"].is_array(), "{res}");
     }
 }

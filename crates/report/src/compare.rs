@@ -548,6 +548,7 @@ mod tests {
             load: serde_json::Value::Null,
             results,
             interrupted: false,
+            rounds: None,
         };
         let base = suite(vec![result("both", 10.0), result("gone", 20.0)]);
         let new = suite(vec![result("fresh", 30.0), result("both", 11.0)]);
@@ -580,6 +581,7 @@ mod tests {
             errors,
             non2xx: 0,
             p50_us: Some(100),
+            p95_us: Some(500),
             p99_us: Some(900),
             p999_us: Some(1000),
             max_us: Some(2000),

@@ -94,7 +94,11 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
             }
         }
     }
-    let rounds = round_order(live.len(), load.runs, rounds::DEFAULT_SEED);
+    let rounds = round_order(
+        live.len(),
+        load.runs,
+        suite.seed.unwrap_or(rounds::DEFAULT_SEED),
+    );
     // runs[target][endpoint], each in round order.
     let mut runs: Vec<Vec<Vec<RunFigures>>> =
         vec![vec![Vec::new(); suite.endpoints.len()]; live.len()];

@@ -34,6 +34,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct SuiteSection {
     baseline: Option<Spanned<String>>,
+    /// The seed of the rounds' shuffles.
+    seed: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +195,9 @@ impl Load {
 pub struct Suite {
     /// The target the others are compared with.
     pub baseline: Option<String>,
+    /// The seed of the rounds' shuffles (None: [`super::rounds::DEFAULT_SEED`]); recorded in
+    /// the JSON either way.
+    pub seed: Option<u64>,
     /// The load.
     pub load: Load,
     /// Targets in file order, by name.
@@ -573,8 +578,10 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         Some(b) => Some(b.get_ref().clone()),
         None => None,
     };
+    let seed = number(file, text, &raw.suite.seed, "seed", 0..=i64::MAX)?.map(|n| n as u64);
     Ok(Suite {
         baseline,
+        seed,
         load,
         targets,
         streams,

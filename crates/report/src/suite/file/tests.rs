@@ -233,6 +233,14 @@ fn fixed_count_runs_parse_and_bad_counts_are_refused() {
         let err = parse(Path::new("s.toml"), &text).unwrap_err();
         assert!(err.contains(message), "{bad}: {err}");
     }
+    let seeded = counted.replace("[suite]", "[suite]\nseed = 42");
+    assert_eq!(parse(Path::new("s.toml"), &seeded).unwrap().seed, Some(42));
+    let err = parse(
+        Path::new("s.toml"),
+        &counted.replace("[suite]", "[suite]\nseed = -1"),
+    )
+    .unwrap_err();
+    assert!(err.contains("seed = -1 is out of range"), "{err}");
     // A run is timed or counted, not both.
     let both = GOOD.replace("runs = 3", "runs = 3\nrequests = 2500");
     let err = parse(Path::new("s.toml"), &both).unwrap_err();

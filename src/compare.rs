@@ -16,7 +16,7 @@ use crate::exit::{Outcome, UsageError};
 
 /// Compares reports.
 pub fn compare(args: CompareArgs) -> Result<Outcome> {
-    let (base_files, new_files) = args.sides();
+    let (base_files, new_files) = args.sides().map_err(UsageError)?;
     let inputs: Vec<&Path> = base_files
         .iter()
         .chain(&new_files)

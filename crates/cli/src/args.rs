@@ -290,9 +290,10 @@ fn any_duration(s: &str) -> Result<Duration, String> {
 /// Parses `--fail-if-regression`'s percentage: a finite number, 0 or more.
 fn parse_percentage(s: &str) -> Result<f64, String> {
     // `5` and `5%` are the same limit.
-    let p: f64 = s
-        .trim()
-        .trim_end_matches('%')
+    let trimmed = s.trim();
+    let p: f64 = trimmed
+        .strip_suffix('%')
+        .unwrap_or(trimmed)
         .trim_end()
         .parse()
         .map_err(|_| format!("{s:?} is not a percentage, e.g. 5"))?;
@@ -388,26 +389,23 @@ pub struct SuiteArgs {
 #[command(allow_negative_numbers = true)]
 pub struct CompareArgs {
     /// The reference report (from `run --json` or `suite --json`).
-    #[arg(
-        value_name = "BASE.json",
-        required_unless_present = "base_runs",
-        conflicts_with_all = ["base_runs", "new_runs"]
-    )]
+    #[arg(value_name = "BASE.json", conflicts_with_all = ["base_runs", "new_runs"])]
     pub base: Option<PathBuf>,
     /// The report to judge, of the same kind.
-    #[arg(value_name = "NEW.json", required_unless_present = "new_runs")]
+    #[arg(value_name = "NEW.json")]
     pub new: Option<PathBuf>,
     /// Several reference runs (one report each): each run is one unit, and the changes are
     /// judged against the spread from run to run (with --new).
-    #[arg(long = "base", value_name = "BASE.json", num_args = 1.., requires = "new_runs")]
+    #[arg(long = "base", value_name = "BASE.json", num_args = 1..)]
     pub base_runs: Vec<PathBuf>,
     /// Several runs to judge (with --base).
-    #[arg(long = "new", value_name = "NEW.json", num_args = 1.., requires = "base_runs")]
+    #[arg(long = "new", value_name = "NEW.json", num_args = 1..)]
     pub new_runs: Vec<PathBuf>,
     /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent (`5` or `5%`) beyond
     /// the noise (the change is significant and its whole 95 % interval is beyond PCT), or the
-    /// error rate rises by more than PCT percentage points. A change too thin to judge fails
-    /// the gate too (say why, and what is needed), unless --point.
+    /// error rate rises by more than PCT percentage points. A change that cannot be judged
+    /// (runs too short, one run against several) fails the gate too, saying what is needed,
+    /// unless --point.
     #[arg(long = "fail-if-regression", value_name = "PCT", value_parser = parse_percentage)]
     pub fail_if_regression: Option<f64>,
     /// Compare the plain figures, without intervals: a gate then fails on any change beyond
@@ -431,11 +429,18 @@ pub struct CompareArgs {
 }
 
 impl CompareArgs {
-    /// The base and the new side's files, however they were given.
-    pub fn sides(&self) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    /// The base and the new side's files, however they were given; a message saying how to
+    /// give them when neither way is complete.
+    pub fn sides(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
         match (&self.base, &self.new) {
-            (Some(b), Some(n)) => (vec![b.clone()], vec![n.clone()]),
-            _ => (self.base_runs.clone(), self.new_runs.clone()),
+            (Some(b), Some(n)) => Ok((vec![b.clone()], vec![n.clone()])),
+            (None, None) if !self.base_runs.is_empty() && !self.new_runs.is_empty() => {
+                Ok((self.base_runs.clone(), self.new_runs.clone()))
+            }
+            _ => Err(
+                "compare needs both sides: BASE.json NEW.json, or several runs a side with --base A1.json A2.json --new B1.json B2.json"
+                    .into(),
+            ),
         }
     }
 }

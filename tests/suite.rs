@@ -585,6 +585,7 @@ fn an_a_a_comparison_is_rarely_flagged() {
     };
     let dir = common::scratch_dir("compare-aa");
     let mut flagged = Vec::new();
+    let mut point_flagged = 0;
     for pair in 0..20 {
         let (mut base, mut new) = (Vec::new(), Vec::new());
         for run in 0..RUNS_PER_SIDE {
@@ -599,6 +600,10 @@ fn an_a_a_comparison_is_rarely_flagged() {
         if code == Some(99) {
             flagged.push(stderr);
         }
+        // The plain gate on the same runs, for the record (what the issue measured).
+        if gate(&base, &new, &["--point"]).0 == Some(99) {
+            point_flagged += 1;
+        }
     }
     let one = |name: &str| dir.path().join(name);
     let out = tailscope(&[
@@ -610,7 +615,10 @@ fn an_a_a_comparison_is_rarely_flagged() {
     ]);
     server.kill().unwrap();
     server.wait().unwrap();
-    eprintln!("{} of 20 A/A comparisons flagged", flagged.len());
+    eprintln!(
+        "{} of 20 A/A comparisons flagged ({point_flagged} by the plain gate, --point)",
+        flagged.len()
+    );
     assert!(
         flagged.len() <= 2,
         "{} of 20 A/A comparisons flagged:\n{}",
@@ -754,4 +762,78 @@ fn the_interleaved_example_shows_medians_and_ratios_with_intervals() {
         assert_eq!(res["runs"].as_array().unwrap().len(), 6);
         assert!(res["median_ci95"]["rps"].is_array(), "{res}");
     }
+}
+
+/// Several runs a side: the figures are the sides' geometric means, plain (`--point`) or
+/// judged; a clear regression beyond the runs' spread fails the gate, one within it does not.
+#[test]
+fn several_runs_a_side_are_compared_as_wholes() {
+    let file = |name: &str, rps: f64, p99: u64| {
+        temp(name, &run_report(rps, p99))
+            .to_str()
+            .unwrap()
+            .to_string()
+    };
+    let base = [
+        file("m-b1.json", 100_000.0, 1_000),
+        file("m-b2.json", 90_000.0, 1_100),
+        file("m-b3.json", 95_000.0, 1_050),
+    ];
+    let same = [
+        file("m-s1.json", 98_000.0, 1_020),
+        file("m-s2.json", 92_000.0, 1_080),
+        file("m-s3.json", 96_000.0, 1_000),
+    ];
+    let slower = [
+        file("m-w1.json", 70_000.0, 1_500),
+        file("m-w2.json", 66_000.0, 1_600),
+        file("m-w3.json", 68_000.0, 1_550),
+    ];
+    let compare = |new: &[String], extra: &[&str]| {
+        let mut args = vec!["compare", "--base"];
+        args.extend(base.iter().map(String::as_str));
+        args.push("--new");
+        args.extend(new.iter().map(String::as_str));
+        args.extend(extra);
+        tailscope(&args)
+    };
+    // The plain figures are the geometric means: (100 000·90 000·95 000)^⅓ = 94 912.
+    let out = compare(&same, &["--point"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("| req/s | 94912 | 95300 | +0.4 % |"),
+        "{table}"
+    );
+    let out = compare(&same, &["--fail-if-regression", "5%"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("- req/s +0.4 % ("), "{stdout}");
+    assert!(stdout.contains("within noise"), "{stdout}");
+    let out = compare(&slower, &["--fail-if-regression", "5%"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{stderr}");
+    assert!(
+        stderr.contains("regression: req/s −28.")
+            && stderr.contains("significant, beyond the 5 % limit")
+            && stderr.contains("regression: p99 +"),
+        "{stderr}"
+    );
+    // One run against several cannot be judged by runs: the gate fails closed.
+    let out = tailscope(&[
+        "compare",
+        "--base",
+        &base[0],
+        "--new",
+        &same[0],
+        &same[1],
+        "--fail-if-regression",
+        "5",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(99), "{stderr}");
+    assert!(
+        stderr.contains("cannot judge (1 base and 2 new runs")
+            && stderr.contains("give at least 2 runs per side"),
+        "{stderr}"
+    );
 }

@@ -127,9 +127,10 @@ pub fn change(
     }
 }
 
-/// Adds to each judgeable row of a runs' comparison its judged change, and (several runs per
-/// side) sets the row's figures to those the change is of: the sides' geometric means for the
-/// judged rows, the largest maximum, the mean of means, the pooled error rate.
+/// Adds to each judgeable row of a runs' comparison its judged change (none for `--point`),
+/// and, with several runs on a side, sets each row's figures to what the sides' runs make
+/// together, judged or not: the geometric means of the runs' figures (what the change is of),
+/// the largest maximum, the mean of means, the pooled error rate.
 pub fn judge_runs(
     rows: &mut [Row],
     base: &[&Report],
@@ -137,23 +138,33 @@ pub fn judge_runs(
     mode: Mode,
     options: &BootstrapOptions,
 ) {
+    let several = base.len() > 1 || new.len() > 1;
     for row in rows.iter_mut() {
-        if let Some(figure) = figure_of(&row.metric) {
+        let figure = figure_of(&row.metric);
+        if let Some(figure) = figure {
             row.judged = change(base, new, figure, mode, options);
         }
-        if mode != Mode::Runs {
+        if !several {
             continue;
         }
-        match (&row.judged, row.metric.as_str()) {
-            (Some(c), _) => (row.base, row.new) = (c.base, c.new),
-            (None, "max") => (row.base, row.new) = (pooled_max(base), pooled_max(new)),
-            (None, "mean") => (row.base, row.new) = (mean_of_means(base), mean_of_means(new)),
-            (None, "error rate") => {
-                (row.base, row.new) = (pooled_error_rate(base), pooled_error_rate(new))
-            }
-            _ => {}
-        }
+        (row.base, row.new) = match (figure, row.metric.as_str()) {
+            (Some(f), _) => (geometric_mean(base, f), geometric_mean(new, f)),
+            (None, "max") => (pooled_max(base), pooled_max(new)),
+            (None, "mean") => (mean_of_means(base), mean_of_means(new)),
+            (None, "error rate") => (pooled_error_rate(base), pooled_error_rate(new)),
+            _ => (row.base, row.new),
+        };
     }
+}
+
+/// The geometric mean of the side's runs' figure (None if a run has none, or it is 0).
+fn geometric_mean(side: &[&Report], figure: Figure) -> Option<f64> {
+    let logs: Vec<f64> = side
+        .iter()
+        .map(|r| run_figure(r, figure))
+        .map(|x| (x.is_finite() && x > 0.0).then(|| x.ln()))
+        .collect::<Option<Vec<f64>>>()?;
+    (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp())
 }
 
 fn pooled_max(side: &[&Report]) -> Option<f64> {

@@ -566,6 +566,10 @@ fn gate(base: &[PathBuf], new: &[PathBuf], extra: &[&str]) -> (Option<i32>, Stri
     )
 }
 
+/// Held by each test that compares load runs, so that two of them do not load the machine at
+/// once and make each other's noise (the harness runs tests in parallel).
+static COMPARED_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs of `RUNS_PER_SIDE` per side, each `SHORT` long: a single run this short has one or two
 /// seconds, too few for the bootstrap over seconds (it needs 8, and 20 pairs of 8 s runs would
 /// load this shared machine for over five minutes), so each of the 20 comparisons is of
@@ -580,6 +584,7 @@ const SHORT: &str = "300ms";
 /// and fails closed.
 #[test]
 fn an_a_a_comparison_is_rarely_flagged() {
+    let _alone = COMPARED_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let Some((mut server, addr)) = common::spawn_serve(&[]) else {
         return;
     };
@@ -645,6 +650,7 @@ fn an_a_a_comparison_is_rarely_flagged() {
 /// than failed.
 #[test]
 fn a_stalling_server_is_flagged_every_time() {
+    let _alone = COMPARED_LOAD.lock().unwrap_or_else(|e| e.into_inner());
     let Some((mut a, a_addr)) = common::spawn_serve(&[]) else {
         return;
     };

@@ -126,17 +126,13 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
                 let Some(target) = &live[t] else { continue };
                 let (name, spec) = &suite.targets[t];
                 let label = format!("{name} {endpoint} run {}/{}", round + 1, load.runs);
-                match measure(
-                    &suite,
-                    t,
-                    endpoint,
-                    target,
-                    spec,
-                    &server_cpus,
-                    &client_cpus,
-                    &control,
-                    &label,
-                )? {
+                let bench = Bench {
+                    suite: &suite,
+                    server_cpus: &server_cpus,
+                    client_cpus: &client_cpus,
+                    control: &control,
+                };
+                match bench.measure(t, endpoint, target, spec, &label)? {
                     Some(figures) => runs[t][e].push(figures),
                     None => break 'endpoints,
                 }
@@ -210,65 +206,79 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
     })
 }
 
-/// One measured run of target `t` on `endpoint`: its figures, or None when the run was cut
-/// short by an interruption (left out: shorter than the others and cut at an arbitrary moment,
-/// in the median and the range it would pass for a measurement of the same load).
-#[allow(clippy::too_many_arguments)]
-fn measure(
-    suite: &Suite,
-    t: usize,
-    endpoint: &str,
-    target: &Target,
-    spec: &tailscope_targets::TargetSpec,
-    server_cpus: &[usize],
-    client_cpus: &[usize],
-    control: &RunControl,
-    label: &str,
-) -> Result<Option<RunFigures>> {
-    let name = &suite.targets[t].0;
-    let streams = suite.streams.get(name).copied().unwrap_or(1);
-    let plan = served(
-        suite.plan(
-            endpoint,
-            &target.base_url(),
+/// What every measured run of a suite shares: the suite, where the servers and the generator
+/// run, and the stop flag.
+#[derive(Clone, Copy)]
+struct Bench<'a> {
+    suite: &'a Suite,
+    server_cpus: &'a [usize],
+    client_cpus: &'a [usize],
+    control: &'a RunControl,
+}
+
+impl Bench<'_> {
+    /// One measured run of target `t` on `endpoint`: its figures, or None when the run was
+    /// cut short by an interruption (left out: shorter than the others and cut at an arbitrary
+    /// moment, in the median and the range it would pass for a measurement of the same load).
+    fn measure(
+        &self,
+        t: usize,
+        endpoint: &str,
+        target: &Target,
+        spec: &tailscope_targets::TargetSpec,
+        label: &str,
+    ) -> Result<Option<RunFigures>> {
+        let Bench {
+            suite,
+            server_cpus,
             client_cpus,
-            suite.load.measured_stop(),
-        )?,
-        target,
-        spec,
-        streams,
-    );
-    let mut profiler = RunProfiler::new(
-        Some(target.root_pid()),
-        server_cpus.to_vec(),
-        client_cpus.to_vec(),
-        false,
-    )
-    .watching_listeners(plan.addr);
-    let totals = tailscope_loadgen::run(&plan, control, |snap| {
-        profiler.on_snapshot(snap);
-    })?;
-    let mut report = Report::new(&plan, &totals);
-    profiler.cpu_busy().fill(&mut report.timeseries);
-    let findings = profiler.finish(&plan, &totals, report.summary.requests);
-    let server_us_per_request = findings.profile.target.and_then(|t| t.service_demand_us);
-    if report.interrupted {
-        say!("suite: {label}: cut short by the interruption, left out");
-        return Ok(None);
+            control,
+        } = *self;
+        let name = &suite.targets[t].0;
+        let streams = suite.streams.get(name).copied().unwrap_or(1);
+        let plan = served(
+            suite.plan(
+                endpoint,
+                &target.base_url(),
+                client_cpus,
+                suite.load.measured_stop(),
+            )?,
+            target,
+            spec,
+            streams,
+        );
+        let mut profiler = RunProfiler::new(
+            Some(target.root_pid()),
+            server_cpus.to_vec(),
+            client_cpus.to_vec(),
+            false,
+        )
+        .watching_listeners(plan.addr);
+        let totals = tailscope_loadgen::run(&plan, control, |snap| {
+            profiler.on_snapshot(snap);
+        })?;
+        let mut report = Report::new(&plan, &totals);
+        profiler.cpu_busy().fill(&mut report.timeseries);
+        let findings = profiler.finish(&plan, &totals, report.summary.requests);
+        let server_us_per_request = findings.profile.target.and_then(|t| t.service_demand_us);
+        if report.interrupted {
+            say!("suite: {label}: cut short by the interruption, left out");
+            return Ok(None);
+        }
+        let figures =
+            RunFigures::of(&report, server_us_per_request).with_diagnosis(&findings.diagnosis);
+        say!(
+            "suite: {label}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
+            fmt_rate(figures.rps),
+            figures.p99_us.map_or("n/a".into(), fmt_us),
+            fmt_count(figures.errors),
+            fmt_count(figures.non2xx),
+            figures
+                .server_us_per_request
+                .map_or("n/a".into(), |u| format!("{u:.2} µs"))
+        );
+        Ok(Some(figures))
     }
-    let figures =
-        RunFigures::of(&report, server_us_per_request).with_diagnosis(&findings.diagnosis);
-    say!(
-        "suite: {label}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
-        fmt_rate(figures.rps),
-        figures.p99_us.map_or("n/a".into(), fmt_us),
-        fmt_count(figures.errors),
-        fmt_count(figures.non2xx),
-        figures
-            .server_us_per_request
-            .map_or("n/a".into(), |u| format!("{u:.2} µs"))
-    );
-    Ok(Some(figures))
 }
 
 /// The plan as the target is served: trusting the CA of a target served over TLS, and in

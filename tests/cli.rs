@@ -119,6 +119,12 @@ fn every_refusal_is_kept() {
         &["serve", "--backlog", "0"],
         &["compare", "a.json", "b.json", "--fail-if-regression", "-5"],
         &["compare", "does/not/a.json", "does/not/b.json"],
+        &["compare", "a.json"],
+        &[
+            "compare", "a.json", "b.json", "--base", "c.json", "--new", "d.json",
+        ],
+        &["compare", "--base", "a.json"],
+        &["compare", "a.json", "b.json", "--fail-if-regression", "5%%"],
         &["report", "does/not/a.json", "--html", "out.html"],
         &["merge"],
         &["merge", "does/not/a.json"],

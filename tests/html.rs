@@ -266,8 +266,15 @@ fn a_suite_page_shows_the_figures_of_its_json() {
                 fmt_rate(r.rps_max.unwrap())
             )
         );
-        assert_eq!(cells[5], fmt_us(r.p99_us_median.unwrap().round() as u64));
-        assert_eq!(cells[7], format!("{:.2}×", r.vs_baseline.unwrap()));
+        // Three runs: the medians alone (an interval needs 6); the ratio with its interval
+        // from the rounds' paired runs (the baseline's own is 1.00×, without one).
+        assert_eq!(cells[5], fmt_us(r.p95_us_median.unwrap().round() as u64));
+        assert_eq!(cells[6], fmt_us(r.p99_us_median.unwrap().round() as u64));
+        assert_eq!(
+            cells[8],
+            tailscope_report::suite::rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95)
+        );
+        assert_eq!(r.vs_baseline_ci95.is_none(), r.target == "one-thread");
         // Each run's own row, in its table.
         for (i, run) in r.runs.iter().enumerate() {
             assert!(

@@ -48,9 +48,11 @@ pub enum Command {
     #[command(after_help = "Example:
   tailscope suite examples/reference-vs-nginx.toml --markdown results.md --json suite.json")]
     Suite(SuiteArgs),
-    /// Compare two JSON reports (run or suite) metric by metric; gate CI on regressions.
-    #[command(after_help = "Example:
-  tailscope compare base.json new.json --fail-if-regression 5 --html compare.html")]
+    /// Compare JSON reports (run or suite) metric by metric, each change judged against the
+    /// noise; gate CI on regressions beyond it.
+    #[command(after_help = "Examples:
+  tailscope compare base.json new.json --fail-if-regression 5% --html compare.html
+  tailscope compare --base a1.json a2.json a3.json --new b1.json b2.json b3.json --fail-if-regression 5%")]
     Compare(CompareArgs),
     /// Turn a saved JSON report into a self-contained HTML page with charts.
     #[command(after_help = "Example:
@@ -287,8 +289,12 @@ fn any_duration(s: &str) -> Result<Duration, String> {
 
 /// Parses `--fail-if-regression`'s percentage: a finite number, 0 or more.
 fn parse_percentage(s: &str) -> Result<f64, String> {
-    let p: f64 = s
-        .trim()
+    // `5` and `5%` are the same limit.
+    let trimmed = s.trim();
+    let p: f64 = trimmed
+        .strip_suffix('%')
+        .unwrap_or(trimmed)
+        .trim_end()
         .parse()
         .map_err(|_| format!("{s:?} is not a percentage, e.g. 5"))?;
     if !p.is_finite() {
@@ -383,20 +389,60 @@ pub struct SuiteArgs {
 #[command(allow_negative_numbers = true)]
 pub struct CompareArgs {
     /// The reference report (from `run --json` or `suite --json`).
-    pub base: PathBuf,
+    #[arg(value_name = "BASE.json", conflicts_with_all = ["base_runs", "new_runs"])]
+    pub base: Option<PathBuf>,
     /// The report to judge, of the same kind.
-    pub new: PathBuf,
-    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent, or the error rate
-    /// rises by more than PCT percentage points.
+    #[arg(value_name = "NEW.json")]
+    pub new: Option<PathBuf>,
+    /// Several reference runs (one report each): each run is one unit, and the changes are
+    /// judged against the spread from run to run (with --new).
+    #[arg(long = "base", value_name = "BASE.json", num_args = 1..)]
+    pub base_runs: Vec<PathBuf>,
+    /// Several runs to judge (with --base).
+    #[arg(long = "new", value_name = "NEW.json", num_args = 1..)]
+    pub new_runs: Vec<PathBuf>,
+    /// Exit 99 when req/s falls, or p99 rises, by more than PCT percent (`5` or `5%`) beyond
+    /// the noise (the change is significant and its whole 95 % interval is beyond PCT), or the
+    /// error rate rises by more than PCT percentage points. A change that cannot be judged
+    /// (runs too short, one run against several) fails the gate too, saying what is needed,
+    /// unless --point.
     #[arg(long = "fail-if-regression", value_name = "PCT", value_parser = parse_percentage)]
     pub fail_if_regression: Option<f64>,
+    /// Compare the plain figures, without intervals: a gate then fails on any change beyond
+    /// PCT, noise or not.
+    #[arg(long = "point")]
+    pub point: bool,
+    /// The seed of the bootstrap's generator (recorded in the JSON), to reproduce a verdict.
+    #[arg(long = "seed", value_name = "N")]
+    pub seed: Option<u64>,
     /// Gate with --fail-if-regression even when the runs' settings differ (loop, rate,
     /// connections, pipeline, protocol, engine, target, or a duration more than 2× apart).
     #[arg(long = "allow-unlike", requires = "fail_if_regression")]
     pub allow_unlike: bool,
+    /// Also write the comparison as JSON here (each change with its interval, method, seed and
+    /// verdict).
+    #[arg(long = "json", value_name = "PATH")]
+    pub json: Option<PathBuf>,
     /// Also write the comparison as an HTML page here (self-contained: nothing fetched).
     #[arg(long = "html", value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+}
+
+impl CompareArgs {
+    /// The base and the new side's files, however they were given; a message saying how to
+    /// give them when neither way is complete.
+    pub fn sides(&self) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
+        match (&self.base, &self.new) {
+            (Some(b), Some(n)) => Ok((vec![b.clone()], vec![n.clone()])),
+            (None, None) if !self.base_runs.is_empty() && !self.new_runs.is_empty() => {
+                Ok((self.base_runs.clone(), self.new_runs.clone()))
+            }
+            _ => Err(
+                "compare needs both sides: BASE.json NEW.json, or several runs a side with --base A1.json A2.json --new B1.json B2.json"
+                    .into(),
+            ),
+        }
+    }
 }
 
 /// `tailscope merge A.json B.json ... [--json OUT] [--fail-if EXPR] [--force]`.

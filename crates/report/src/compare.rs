@@ -11,7 +11,9 @@ use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::AnyReport;
 
+pub mod judged;
 pub mod unlike;
+pub use judged::Mode;
 pub use unlike::unlike;
 
 /// Which way a metric improves.
@@ -62,6 +64,9 @@ pub struct Row {
     pub gated: bool,
     /// Which report has it.
     pub presence: Presence,
+    /// The change judged against the noise, with its interval (None for a plain comparison,
+    /// `--point`, and for figures no interval is computed for: max, mean, error rate).
+    pub judged: Option<crate::stats::Change>,
 }
 
 impl Row {
@@ -93,6 +98,35 @@ impl Row {
             _ => self
                 .change_pct()
                 .map_or("n/a".to_string(), |c| format!("{c:+.1} %")),
+        }
+    }
+
+    /// The change with its interval where it was judged (`+12.0 % (+8.0 … +16.0 %)`), else
+    /// the plain change.
+    pub fn change_with_interval(&self) -> String {
+        match (&self.judged, self.presence) {
+            (Some(c), Presence::Both) => judged::interval_text(c).unwrap_or_else(|| self.change()),
+            _ => self.change(),
+        }
+    }
+
+    /// The verdict as the table writes it; `not judged` for a figure without an interval.
+    pub fn verdict(&self) -> String {
+        match (&self.judged, self.presence) {
+            (Some(c), Presence::Both) => judged::verdict_text(c),
+            _ => "not judged".into(),
+        }
+    }
+
+    /// What the gate fails on for this row: with a judged change, a regression beyond
+    /// `limit_pct` that is larger than the noise, or a change that cannot be judged (fail
+    /// closed); without, the plain [`Row::regression`].
+    pub fn gate(&self, limit_pct: f64) -> Option<String> {
+        match (&self.judged, self.presence, self.gated) {
+            (Some(c), Presence::Both, true) if self.new.is_some() || self.base.is_none() => {
+                judged::gate(self, c, limit_pct)
+            }
+            _ => self.regression(limit_pct),
         }
     }
 
@@ -159,6 +193,7 @@ pub fn rows_of_runs(base: &Report, new: &Report) -> Vec<Row> {
         better,
         gated,
         presence: Presence::Both,
+        judged: None,
     };
     vec![
         row(
@@ -278,6 +313,7 @@ pub fn rows_of_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<Row> {
                 better,
                 gated,
                 presence,
+                judged: None,
             });
         }
     }
@@ -293,8 +329,12 @@ pub fn rows(base: &AnyReport, new: &AnyReport) -> Option<Vec<Row>> {
     }
 }
 
-/// The change table, in markdown.
+/// The change table, in markdown: with each change's interval and verdict where they were
+/// judged, then the judged changes in a sentence each.
 pub fn markdown(rows: &[Row]) -> String {
+    if rows.iter().any(|r| r.judged.is_some()) {
+        return judged::markdown(rows);
+    }
     let mut table = String::from("| metric | base | new | change |\n|---|---|---|---|\n");
     for r in rows {
         table.push_str(&format!(
@@ -310,9 +350,15 @@ pub fn markdown(rows: &[Row]) -> String {
 
 /// The HTML page of a comparison: the two percentile spectra on one chart (runs) or the
 /// req/s of each target and endpoint side by side (suites), then the change table. `names`
-/// label the base and the new report (their file names). `None` when the kinds differ.
-pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<String> {
-    let rows = rows(base, new)?;
+/// label the base and the new report (their file names, the first of each side's); `rows` are
+/// the compared rows, judged or not, and `mode` how. `None` when the kinds differ.
+pub fn page(
+    base: &AnyReport,
+    new: &AnyReport,
+    names: (&str, &str),
+    rows: &[Row],
+    mode: Mode,
+) -> Option<String> {
     let mut body = String::new();
     let _ = writeln!(body, "<h1>tailscope compare</h1>");
     let _ = writeln!(
@@ -387,18 +433,23 @@ pub fn page(base: &AnyReport, new: &AnyReport, names: (&str, &str)) -> Option<St
         _ => return None,
     }
     body.push_str("<h2>Changes</h2>\n");
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.metric.clone(),
-                show(r.base, r.unit),
-                show(r.new, r.unit),
-                r.change(),
-            ]
-        })
-        .collect();
-    body.push_str(&table(&["metric", "base", "new", "change"], &cells));
+    let _ = writeln!(body, "<p class=\"sub\">{}</p>", escape(mode.describe()));
+    if mode == Mode::Point {
+        let cells: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.metric.clone(),
+                    show(r.base, r.unit),
+                    show(r.new, r.unit),
+                    r.change(),
+                ]
+            })
+            .collect();
+        body.push_str(&table(&["metric", "base", "new", "change"], &cells));
+    } else {
+        body.push_str(&judged::html(rows));
+    }
     body.push_str(&footer("tailscope from two JSON reports"));
     Some(document("tailscope compare", &body))
 }
@@ -417,6 +468,7 @@ mod tests {
             better,
             gated: true,
             presence: Presence::Both,
+            judged: None,
         }
     }
 
@@ -496,6 +548,7 @@ mod tests {
             load: serde_json::Value::Null,
             results,
             interrupted: false,
+            rounds: None,
         };
         let base = suite(vec![result("both", 10.0), result("gone", 20.0)]);
         let new = suite(vec![result("fresh", 30.0), result("both", 11.0)]);
@@ -528,6 +581,7 @@ mod tests {
             errors,
             non2xx: 0,
             p50_us: Some(100),
+            p95_us: Some(500),
             p99_us: Some(900),
             p999_us: Some(1000),
             max_us: Some(2000),
@@ -550,6 +604,7 @@ mod tests {
             better: Better::Lower,
             gated: true,
             presence: Presence::Both,
+            judged: None,
         };
         assert!(row.regression(5.0).is_some(), "{}", row.change());
     }

@@ -1,7 +1,9 @@
 //! A suite: several servers × several endpoints, side by side.
 //!
-//! For each target in file order: start it, wait until ready, then for each endpoint: a
-//! warm-up (not recorded) and `runs` measured runs; then stop it. Progress goes to stderr, a
+//! Every target is started and waited for first; then for each endpoint: each target's
+//! warm-up (not recorded), then `runs` rounds of one measured run per target, the first round
+//! in file order and each later one shuffled (the seed and orders in the JSON), so that a drift
+//! of the machine is shared by the targets rather than pinned on one; then every target stops. Progress goes to stderr, a
 //! markdown table to stdout, every run and the host to the JSON.
 
 use std::path::PathBuf;
@@ -11,7 +13,9 @@ use anyhow::{Context, Result};
 use tailscope_loadgen::RunControl;
 use tailscope_report::document::{fmt_count, fmt_rate, fmt_us, Report, Tool};
 use tailscope_report::suite::file::Suite;
-use tailscope_report::suite::{markdown, summarize, Host, RunFigures, SuiteReport, SuiteResult};
+use tailscope_report::suite::{
+    markdown, round_order, rounds, summarize, Host, RunFigures, SuiteReport, SuiteResult,
+};
 use tailscope_targets::cpus::{self, format_list};
 use tailscope_targets::Target;
 
@@ -49,31 +53,35 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
     let server_cpus = load.server_cpus.clone().unwrap_or(default_server);
     let client_cpus = load.client_cpus.clone().unwrap_or(default_client);
     // Check the load settings once, before any server starts.
-    load.plan("http://127.0.0.1:1/", &client_cpus, load.duration)
+    load.plan("http://127.0.0.1:1/", &client_cpus, load.measured_stop())
         .map_err(|e| UsageError(format!("{}: {e:#}", path.display())))?;
     let control = RunControl::new();
     watch_signals(&control)?;
     let host = Host::of_this_machine();
     say!(
-        "suite: {} target(s) × {} endpoint(s) × {} run(s) of {}, warm-up {}; servers on CPU {}, generator on CPU {}",
+        "suite: {} target(s) × {} endpoint(s) × {} round(s) of one run each (interleaved), runs of {}, warm-up {}; servers on CPU {}, generator on CPU {}",
         suite.targets.len(),
         suite.endpoints.len(),
         load.runs,
-        humantime::format_duration(load.duration),
-        humantime::format_duration(load.warmup),
+        tailscope_report::suite::file::Load::describe(Some(load.measured_stop())),
+        tailscope_report::suite::file::Load::describe(load.warmup_stop()),
         format_list(&server_cpus),
         format_list(&client_cpus)
     );
-    let mut results = Vec::new();
     let mut failed = false;
-    'targets: for (name, spec) in &suite.targets {
-        let streams = suite.streams.get(name).copied().unwrap_or(1);
+    // Every target is started first and kept up: the rounds go from one to the next.
+    let mut live: Vec<Option<Target>> = Vec::new();
+    let mut failures: Vec<Option<String>> = Vec::new();
+    for (name, spec) in &suite.targets {
         if control.is_stopped() {
             break;
         }
         say!("suite: starting {name} ({})", spec.kind());
-        let target = match Target::launch_unless_stopped(spec, &server_cpus, &control.flag()) {
-            Ok(t) => t,
+        match Target::launch_unless_stopped(spec, &server_cpus, &control.flag()) {
+            Ok(t) => {
+                live.push(Some(t));
+                failures.push(None);
+            }
             Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
                 say!("suite: {e}");
                 break;
@@ -81,84 +89,69 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
             Err(e) => {
                 say!("suite: {name} could not start: {e}");
                 failed = true;
-                for endpoint in &suite.endpoints {
-                    results.push(SuiteResult::new(
-                        name,
-                        endpoint,
-                        Some(e.to_string()),
-                        Vec::new(),
-                    ));
-                }
-                continue;
+                live.push(None);
+                failures.push(Some(e.to_string()));
             }
-        };
-        for endpoint in &suite.endpoints {
-            let base = target.base_url();
-            if !load.warmup.is_zero() {
+        }
+    }
+    let rounds = round_order(
+        live.len(),
+        load.runs,
+        suite.seed.unwrap_or(rounds::DEFAULT_SEED),
+    );
+    // runs[target][endpoint], each in round order.
+    let mut runs: Vec<Vec<Vec<RunFigures>>> =
+        vec![vec![Vec::new(); suite.endpoints.len()]; live.len()];
+    'endpoints: for (e, endpoint) in suite.endpoints.iter().enumerate() {
+        if let Some(stop) = load.warmup_stop() {
+            for (t, target) in live.iter().enumerate() {
+                let Some(target) = target else { continue };
+                let (name, spec) = &suite.targets[t];
+                let streams = suite.streams.get(name).copied().unwrap_or(1);
                 say!("suite: {name} {endpoint} warm-up");
-                tailscope_loadgen::run(
-                    &served(
-                        suite.plan(endpoint, &base, &client_cpus, load.warmup)?,
-                        &target,
-                        spec,
-                        streams,
-                    ),
-                    &control,
-                    |_| {},
-                )?;
-            }
-            let mut runs = Vec::new();
-            for i in 1..=load.runs {
-                if control.is_stopped() {
-                    break;
-                }
                 let plan = served(
-                    suite.plan(endpoint, &base, &client_cpus, load.duration)?,
-                    &target,
+                    suite.plan(endpoint, &target.base_url(), &client_cpus, stop)?,
+                    target,
                     spec,
                     streams,
                 );
-                let mut profiler = RunProfiler::new(
-                    Some(target.root_pid()),
-                    server_cpus.clone(),
-                    client_cpus.clone(),
-                    false,
-                )
-                .watching_listeners(plan.addr);
-                let totals = tailscope_loadgen::run(&plan, &control, |snap| {
-                    profiler.on_snapshot(snap);
-                })?;
-                let mut report = Report::new(&plan, &totals);
-                profiler.cpu_busy().fill(&mut report.timeseries);
-                let findings = profiler.finish(&plan, &totals, report.summary.requests);
-                let server_us_per_request =
-                    findings.profile.target.and_then(|t| t.service_demand_us);
-                if report.interrupted {
-                    // Shorter than the others and cut at an arbitrary moment: in the median and
-                    // the range it would pass for a measurement of the same load.
-                    say!("suite: {name} {endpoint} run {i}/{}: cut short by the interruption, left out", load.runs);
-                    break;
-                }
-                let figures = RunFigures::of(&report, server_us_per_request)
-                    .with_diagnosis(&findings.diagnosis);
-                say!(
-                    "suite: {name} {endpoint} run {i}/{}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
-                    load.runs,
-                    fmt_rate(figures.rps),
-                    figures.p99_us.map_or("n/a".into(), fmt_us),
-                    fmt_count(figures.errors),
-                    fmt_count(figures.non2xx),
-                    figures.server_us_per_request.map_or("n/a".into(), |u| format!("{u:.2} µs"))
-                );
-                runs.push(figures);
-            }
-            results.push(SuiteResult::new(name, endpoint, None, runs));
-            if control.is_stopped() {
-                target.stop();
-                break 'targets;
+                tailscope_loadgen::run(&plan, &control, |_| {})?;
             }
         }
+        for (round, order) in rounds.order.iter().enumerate() {
+            for &t in order {
+                if control.is_stopped() {
+                    break 'endpoints;
+                }
+                let Some(target) = &live[t] else { continue };
+                let (name, spec) = &suite.targets[t];
+                let label = format!("{name} {endpoint} run {}/{}", round + 1, load.runs);
+                let bench = Bench {
+                    suite: &suite,
+                    server_cpus: &server_cpus,
+                    client_cpus: &client_cpus,
+                    control: &control,
+                };
+                match bench.measure(t, endpoint, target, spec, &label)? {
+                    Some(figures) => runs[t][e].push(figures),
+                    None => break 'endpoints,
+                }
+            }
+        }
+    }
+    for target in live.into_iter().flatten() {
         target.stop();
+    }
+    let mut results = Vec::new();
+    for (t, (name, _)) in suite.targets.iter().enumerate().take(failures.len()) {
+        for (e, endpoint) in suite.endpoints.iter().enumerate() {
+            results.push(SuiteResult::new(
+                name,
+                endpoint,
+                failures[t].clone(),
+                std::mem::take(&mut runs[t][e]),
+            ));
+        }
     }
     summarize(&mut results, suite.baseline.as_deref());
     let table = markdown(&results, suite.baseline.as_deref());
@@ -174,6 +167,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
         load: load.to_json(&server_cpus, &client_cpus),
         results,
         interrupted: control.is_stopped(),
+        rounds: Some(rounds),
     };
     let json =
         serde_json::to_string_pretty(&report).context("serializing the suite report")? + "\n";
@@ -210,6 +204,81 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
     } else {
         Outcome::Success
     })
+}
+
+/// What every measured run of a suite shares: the suite, where the servers and the generator
+/// run, and the stop flag.
+#[derive(Clone, Copy)]
+struct Bench<'a> {
+    suite: &'a Suite,
+    server_cpus: &'a [usize],
+    client_cpus: &'a [usize],
+    control: &'a RunControl,
+}
+
+impl Bench<'_> {
+    /// One measured run of target `t` on `endpoint`: its figures, or None when the run was
+    /// cut short by an interruption (left out: shorter than the others and cut at an arbitrary
+    /// moment, in the median and the range it would pass for a measurement of the same load).
+    fn measure(
+        &self,
+        t: usize,
+        endpoint: &str,
+        target: &Target,
+        spec: &tailscope_targets::TargetSpec,
+        label: &str,
+    ) -> Result<Option<RunFigures>> {
+        let Bench {
+            suite,
+            server_cpus,
+            client_cpus,
+            control,
+        } = *self;
+        let name = &suite.targets[t].0;
+        let streams = suite.streams.get(name).copied().unwrap_or(1);
+        let plan = served(
+            suite.plan(
+                endpoint,
+                &target.base_url(),
+                client_cpus,
+                suite.load.measured_stop(),
+            )?,
+            target,
+            spec,
+            streams,
+        );
+        let mut profiler = RunProfiler::new(
+            Some(target.root_pid()),
+            server_cpus.to_vec(),
+            client_cpus.to_vec(),
+            false,
+        )
+        .watching_listeners(plan.addr);
+        let totals = tailscope_loadgen::run(&plan, control, |snap| {
+            profiler.on_snapshot(snap);
+        })?;
+        let mut report = Report::new(&plan, &totals);
+        profiler.cpu_busy().fill(&mut report.timeseries);
+        let findings = profiler.finish(&plan, &totals, report.summary.requests);
+        let server_us_per_request = findings.profile.target.and_then(|t| t.service_demand_us);
+        if report.interrupted {
+            say!("suite: {label}: cut short by the interruption, left out");
+            return Ok(None);
+        }
+        let figures =
+            RunFigures::of(&report, server_us_per_request).with_diagnosis(&findings.diagnosis);
+        say!(
+            "suite: {label}: {} req/s, p99 {}, errors {}, non-2xx {}, server {}/req",
+            fmt_rate(figures.rps),
+            figures.p99_us.map_or("n/a".into(), fmt_us),
+            fmt_count(figures.errors),
+            fmt_count(figures.non2xx),
+            figures
+                .server_us_per_request
+                .map_or("n/a".into(), |u| format!("{u:.2} µs"))
+        );
+        Ok(Some(figures))
+    }
 }
 
 /// The plan as the target is served: trusting the CA of a target served over TLS, and in

@@ -34,6 +34,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct SuiteSection {
     baseline: Option<Spanned<String>>,
+    /// The seed of the rounds' shuffles.
+    seed: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -44,6 +46,10 @@ struct LoadSection {
     connections: Option<Spanned<i64>>,
     duration: Option<Spanned<String>>,
     warmup: Option<Spanned<String>>,
+    /// A fixed count of measured requests per run, instead of a duration.
+    requests: Option<Spanned<i64>>,
+    /// A fixed count of warm-up requests, instead of a warm-up duration.
+    warmup_requests: Option<Spanned<i64>>,
     runs: Option<Spanned<i64>>,
     pipeline: Option<Spanned<i64>>,
     rate: Option<Spanned<f64>>,
@@ -96,6 +102,11 @@ pub struct Load {
     pub duration: Duration,
     /// The warm-up before an endpoint's runs (not recorded).
     pub warmup: Duration,
+    /// Each measured run as a fixed count of requests instead of `duration` (the transport
+    /// benchmark protocol's `requests = 2500`).
+    pub requests: Option<u64>,
+    /// The warm-up as a fixed count of requests instead of `warmup`.
+    pub warmup_requests: Option<u64>,
     /// Measured runs per target and endpoint.
     pub runs: usize,
     /// Pipelining depth.
@@ -113,13 +124,37 @@ pub struct Load {
 }
 
 impl Load {
-    /// The plan of one run of this load against `url` from `client_cpus`, stopping after
-    /// `stop` (a warm-up's or a measured run's length).
+    /// How a measured run stops: after `requests` when given, else after `duration`.
+    pub fn measured_stop(&self) -> Stop {
+        self.requests
+            .map_or(Stop::Duration(self.duration), Stop::Requests)
+    }
+
+    /// How the warm-up stops; None for no warm-up.
+    pub fn warmup_stop(&self) -> Option<Stop> {
+        match self.warmup_requests {
+            Some(0) => None,
+            Some(n) => Some(Stop::Requests(n)),
+            None => (!self.warmup.is_zero()).then_some(Stop::Duration(self.warmup)),
+        }
+    }
+
+    /// The measured run or the warm-up in words: `2500 requests`, `10s`.
+    pub fn describe(stop: Option<Stop>) -> String {
+        match stop {
+            None => "none".into(),
+            Some(Stop::Requests(n)) => format!("{n} requests"),
+            Some(Stop::Duration(d)) => humantime::format_duration(d).to_string(),
+        }
+    }
+
+    /// The plan of one run of this load against `url` from `client_cpus`, stopping at `stop`
+    /// (a warm-up's or a measured run's length or count).
     pub fn plan(
         &self,
         url: &str,
         client_cpus: &[usize],
-        stop: Duration,
+        stop: Stop,
     ) -> Result<Plan, tailscope_loadgen::Error> {
         let mut plan = Plan::new(url)?;
         plan.connections = self.connections;
@@ -128,7 +163,7 @@ impl Load {
         plan.grace = self.timeout.min(Duration::from_secs(1));
         plan.cpus = client_cpus.to_vec();
         plan.threads = self.threads.unwrap_or(client_cpus.len().max(1));
-        plan.stop = Stop::Duration(stop);
+        plan.stop = stop;
         if let Some(r) = self.rate {
             plan.pace = Pace::Rate(r);
         }
@@ -140,8 +175,11 @@ impl Load {
     pub fn to_json(&self, server_cpus: &[usize], client_cpus: &[usize]) -> serde_json::Value {
         serde_json::json!({
             "connections": self.connections,
-            "duration_s": self.duration.as_secs_f64(),
-            "warmup_s": self.warmup.as_secs_f64(),
+            // A counted run or warm-up has no duration: null, not the unused default.
+            "duration_s": self.requests.is_none().then_some(self.duration.as_secs_f64()),
+            "warmup_s": self.warmup_requests.is_none().then_some(self.warmup.as_secs_f64()),
+            "requests": self.requests,
+            "warmup_requests": self.warmup_requests,
             "runs": self.runs,
             "pipeline": self.pipeline,
             "rate": self.rate,
@@ -157,6 +195,9 @@ impl Load {
 pub struct Suite {
     /// The target the others are compared with.
     pub baseline: Option<String>,
+    /// The seed of the rounds' shuffles (None: [`super::rounds::DEFAULT_SEED`]); recorded in
+    /// the JSON either way.
+    pub seed: Option<u64>,
     /// The load.
     pub load: Load,
     /// Targets in file order, by name.
@@ -178,7 +219,7 @@ impl Suite {
         endpoint: &str,
         base_url: &str,
         client_cpus: &[usize],
-        stop: Duration,
+        stop: Stop,
     ) -> Result<Plan, tailscope_loadgen::Error> {
         let Some((requests, order)) = self.mixes.get(endpoint) else {
             return self
@@ -264,6 +305,8 @@ const MS: Duration = Duration::from_millis(1);
 const HOUR: Duration = Duration::from_secs(3600);
 /// The most measured runs per target and endpoint.
 const MAX_RUNS: usize = 1000;
+/// The most requests a counted run or warm-up may ask for.
+const MAX_REQUESTS: usize = 1_000_000_000;
 
 fn cpu_list(
     file: &Path,
@@ -303,6 +346,15 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
             Duration::from_secs(3),
             Duration::ZERO..=MAX_DURATION,
         )?,
+        requests: count(file, text, &l.requests, "requests", 1..=MAX_REQUESTS)?.map(|n| n as u64),
+        warmup_requests: count(
+            file,
+            text,
+            &l.warmup_requests,
+            "warmup_requests",
+            0..=MAX_REQUESTS,
+        )?
+        .map(|n| n as u64),
         runs,
         pipeline: count(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
         rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
@@ -317,6 +369,20 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         server_cpus: cpu_list(file, text, &l.server_cpus)?,
         client_cpus: cpu_list(file, text, &l.client_cpus)?,
     };
+    // A run is timed or counted, not both: which would end it would be a race.
+    for (count, timed, what) in [
+        (&l.requests, &l.duration, "requests and duration"),
+        (&l.warmup_requests, &l.warmup, "warmup_requests and warmup"),
+    ] {
+        if let (Some(c), Some(_)) = (count, timed) {
+            return Err(at(
+                file,
+                text,
+                c,
+                format!("{what} both given: a run stops after a count of requests or a duration, give one"),
+            ));
+        }
+    }
     if raw.target.is_empty() {
         return Err(format!(
             "{}: no [[target]]: add at least one (kind = \"embedded\", \"nginx\" or \"command\")",
@@ -512,8 +578,10 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         Some(b) => Some(b.get_ref().clone()),
         None => None,
     };
+    let seed = number(file, text, &raw.suite.seed, "seed", 0..=i64::MAX)?.map(|n| n as u64);
     Ok(Suite {
         baseline,
+        seed,
         load,
         targets,
         streams,

@@ -6,9 +6,11 @@
 pub mod file;
 mod page;
 pub mod requests;
+pub mod rounds;
 
 pub use page::page;
 pub use requests::{NameFigures, NameSummary};
+pub use rounds::{round_order, Rounds};
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -83,6 +85,9 @@ pub struct RunFigures {
     pub non2xx: u64,
     /// Median latency (null when nothing was measured).
     pub p50_us: Option<u64>,
+    /// p95 (µs), if any response.
+    #[serde(default)]
+    pub p95_us: Option<u64>,
     /// 99th percentile.
     pub p99_us: Option<u64>,
     /// 99.9th percentile.
@@ -118,6 +123,7 @@ impl RunFigures {
             errors: report.summary.errors,
             non2xx: report.summary.non2xx,
             p50_us: p.map(|p| p.p50),
+            p95_us: p.map(|p| p.p95),
             p99_us: p.map(|p| p.p99),
             p999_us: p.map(|p| p.p999),
             max_us: p.map(|p| p.max),
@@ -165,13 +171,26 @@ pub struct SuiteResult {
     pub rps_max: Option<f64>,
     /// Median of the runs' p50.
     pub p50_us_median: Option<f64>,
+    /// Median of the runs' p95.
+    #[serde(default)]
+    pub p95_us_median: Option<f64>,
     /// Median of the runs' p99.
     pub p99_us_median: Option<f64>,
+    /// The 95 % interval of each median, by order statistics over the runs (null with fewer
+    /// than 6 runs, which cannot bound a median at 95 %): `rps`, `p50_us`, `p95_us`, `p99_us`.
+    #[serde(default)]
+    pub median_ci95: BTreeMap<String, [f64; 2]>,
     /// Median of the runs' server CPU µs per request.
     #[serde(default)]
     pub server_us_per_request_median: Option<f64>,
-    /// rps_median / the baseline target's rps_median on the same endpoint.
+    /// The ratio of req/s to the baseline target's on the same endpoint: from runs paired by
+    /// round, the geometric mean of the per-round ratios (else, where the runs do not pair,
+    /// rps_median / the baseline's rps_median).
     pub vs_baseline: Option<f64>,
+    /// The ratio's 95 % interval (Student's t over the rounds' log ratios); null where the
+    /// runs do not pair or there are fewer than 2 rounds.
+    #[serde(default)]
+    pub vs_baseline_ci95: Option<[f64; 2]>,
     /// A mix's figures per request name over the runs; empty for a single request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_request: BTreeMap<String, NameSummary>,
@@ -196,9 +215,12 @@ impl SuiteResult {
             rps_min: None,
             rps_max: None,
             p50_us_median: None,
+            p95_us_median: None,
             p99_us_median: None,
+            median_ci95: BTreeMap::new(),
             server_us_per_request_median: None,
             vs_baseline: None,
+            vs_baseline_ci95: None,
             by_request: BTreeMap::new(),
         }
     }
@@ -223,6 +245,10 @@ pub struct SuiteReport {
     pub results: Vec<SuiteResult>,
     /// Stopped early by a signal.
     pub interrupted: bool,
+    /// How the targets' runs were interleaved in rounds (the seed and each round's order);
+    /// null in a suite written before rounds.
+    #[serde(default)]
+    pub rounds: Option<Rounds>,
 }
 
 /// The median of a non-empty list (the mean of the middle two for an even count).
@@ -240,25 +266,37 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
-/// Fills in each result's medians, range and ratio to the baseline target.
+/// Fills in each result's medians (with their intervals), range and ratio to the baseline
+/// target (with its interval).
 pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
     for r in results.iter_mut() {
         let rps: Vec<f64> = r.runs.iter().map(|x| x.rps).collect();
         r.rps_median = median(&rps);
         r.rps_min = rps.iter().copied().reduce(f64::min);
         r.rps_max = rps.iter().copied().reduce(f64::max);
-        let p50: Vec<f64> = r
-            .runs
-            .iter()
-            .filter_map(|x| x.p50_us.map(|v| v as f64))
-            .collect();
-        let p99: Vec<f64> = r
-            .runs
-            .iter()
-            .filter_map(|x| x.p99_us.map(|v| v as f64))
-            .collect();
+        let latency = |pick: fn(&RunFigures) -> Option<u64>| -> Vec<f64> {
+            r.runs
+                .iter()
+                .filter_map(|x| pick(x).map(|v| v as f64))
+                .collect()
+        };
+        let (p50, p95, p99) = (
+            latency(|x| x.p50_us),
+            latency(|x| x.p95_us),
+            latency(|x| x.p99_us),
+        );
         r.p50_us_median = median(&p50);
+        r.p95_us_median = median(&p95);
         r.p99_us_median = median(&p99);
+        r.median_ci95 = [
+            ("rps", &rps),
+            ("p50_us", &p50),
+            ("p95_us", &p95),
+            ("p99_us", &p99),
+        ]
+        .into_iter()
+        .filter_map(|(name, v)| rounds::median_interval(v).map(|ci| (name.to_string(), ci)))
+        .collect();
         let demand: Vec<f64> = r
             .runs
             .iter()
@@ -268,36 +306,66 @@ pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
         r.by_request = requests::summarize(&r.runs);
     }
     let Some(base) = baseline else { return };
-    let base_rps: Vec<(String, Option<f64>)> = results
+    let base_runs: Vec<(String, Option<f64>, Vec<f64>)> = results
         .iter()
         .filter(|r| r.target == base)
-        .map(|r| (r.endpoint.clone(), r.rps_median))
+        .map(|r| {
+            (
+                r.endpoint.clone(),
+                r.rps_median,
+                r.runs.iter().map(|x| x.rps).collect(),
+            )
+        })
         .collect();
     for r in results.iter_mut() {
-        let b = base_rps
-            .iter()
-            .find(|(e, _)| *e == r.endpoint)
-            .and_then(|(_, v)| *v);
-        r.vs_baseline = match (r.rps_median, b) {
-            (Some(x), Some(b)) if b > 0.0 => Some(x / b),
-            _ => None,
+        let Some((_, b, b_runs)) = base_runs.iter().find(|(e, _, _)| *e == r.endpoint) else {
+            continue;
+        };
+        if r.target == base {
+            // The baseline against itself: 1 by definition, no interval to give.
+            (r.vs_baseline, r.vs_baseline_ci95) = (b.filter(|b| *b > 0.0).map(|_| 1.0), None);
+            continue;
+        }
+        let runs: Vec<f64> = r.runs.iter().map(|x| x.rps).collect();
+        // Run i of each is of round i when both have every round's run.
+        let paired = (runs.len() == b_runs.len())
+            .then(|| rounds::paired_ratio(&runs, b_runs))
+            .flatten();
+        (r.vs_baseline, r.vs_baseline_ci95) = match (paired, r.rps_median, b) {
+            (Some((ratio, ci)), _, _) => (Some(ratio), Some(ci)),
+            (None, Some(x), Some(b)) if *b > 0.0 => (Some(x / b), None),
+            _ => (None, None),
         };
     }
 }
 
-/// The markdown table of a suite's results.
+/// A median with its 95 % interval where it has one: `85263 (84100–86020)`.
+pub fn with_interval(
+    value: Option<f64>,
+    interval: Option<&[f64; 2]>,
+    show: impl Fn(f64) -> String,
+) -> String {
+    match (value, interval) {
+        (None, _) => "n/a".into(),
+        (Some(v), None) => show(v),
+        (Some(v), Some([lo, hi])) => format!("{} ({}–{})", show(v), show(*lo), show(*hi)),
+    }
+}
+
+/// The markdown table of a suite's results: each median with its 95 % interval (6 runs or
+/// more), and each ratio to the baseline with its interval, or "no clear difference".
 pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
     let mut out = String::new();
-    let base = baseline.map_or(String::new(), |b| format!(" (vs {b})"));
+    let base = baseline.map_or(String::new(), |b| format!(" (vs {b}, 95 % CI)"));
     out.push_str(&format!(
-        "| target | endpoint | req/s (median) | min – max | p50 | p99 | server CPU/req | ratio{base} | notes |\n"
+        "| target | endpoint | req/s (median, 95 % CI) | min – max | p50 | p95 | p99 | server CPU/req | ratio{base} | notes |\n"
     ));
-    out.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
     let mut notes = Vec::new();
     for r in results {
         if let Some(e) = &r.error {
             out.push_str(&format!(
-                "| {} | {} | failed: {} | | | | | | |\n",
+                "| {} | {} | failed: {} | | | | | | | |\n",
                 r.target,
                 r.endpoint,
                 e.lines().next().unwrap_or("")
@@ -312,21 +380,31 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
             None => String::new(),
         };
         let num = |v: Option<f64>| v.map_or("n/a".to_string(), crate::compare::whole_rate);
-        let lat = |v: Option<f64>| v.map_or("n/a".to_string(), |x| fmt_us(x.round() as u64));
+        let us = |x: f64| fmt_us(x.round() as u64);
+        let lat = |v: Option<f64>, name: &str| with_interval(v, r.median_ci95.get(name), us);
         out.push_str(&format!(
-            "| {} | {} | {} | {} – {} | {} | {} | {} | {} | {marker} |\n",
+            "| {} | {} | {} | {} – {} | {} | {} | {} | {} | {} | {marker} |\n",
             r.target,
             r.endpoint,
-            num(r.rps_median),
+            with_interval(
+                r.rps_median,
+                r.median_ci95.get("rps"),
+                crate::compare::whole_rate
+            ),
             num(r.rps_min),
             num(r.rps_max),
-            lat(r.p50_us_median),
-            lat(r.p99_us_median),
+            lat(r.p50_us_median, "p50_us"),
+            lat(r.p95_us_median, "p95_us"),
+            lat(r.p99_us_median, "p99_us"),
             r.server_us_per_request_median
                 .map_or("n/a".to_string(), |u| format!("{u:.2} µs")),
-            r.vs_baseline
-                .map_or("n/a".to_string(), |x| format!("{x:.2}×")),
+            rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95),
         ));
+    }
+    if results.iter().any(|r| (1..6).contains(&r.runs.len())) {
+        out.push_str(
+            "\nA median carries its 95 % interval from 6 runs on (order statistics); with fewer, the median alone.\n",
+        );
     }
     for (i, note) in notes.iter().enumerate() {
         out.push_str(&format!("\n[{}] {note}\n", i + 1));
@@ -429,6 +507,7 @@ mod tests {
                     errors: 0,
                     non2xx: 0,
                     p50_us: Some(p99 / 2),
+                    p95_us: Some(p99 / 2),
                     p99_us: Some(p99),
                     p999_us: None,
                     max_us: None,
@@ -518,7 +597,7 @@ mod tests {
         let table = markdown(&results, None);
         assert!(
             table.contains(
-                "| nginx | /plaintext | 900 | 900 – 900 | 250µs | 500µs | 9.00 µs | n/a |  |\n"
+                "| nginx | /plaintext | 900 | 900 – 900 | 250µs | 250µs | 500µs | 9.00 µs | n/a |  |\n"
             ),
             "{table}"
         );
@@ -565,18 +644,31 @@ mod tests {
         );
         assert_eq!(results[1].p99_us_median, Some(450.0));
         assert_eq!(results[0].vs_baseline, Some(1.0));
-        assert!((results[1].vs_baseline.unwrap() - 260.0 / 110.0).abs() < 1e-9);
+        // Paired by round: the geometric mean of 260/100, 250/120, 270/110.
+        let paired =
+            ((260.0f64 / 100.0).ln() + (250.0f64 / 120.0).ln() + (270.0f64 / 110.0).ln()) / 3.0;
+        assert!((results[1].vs_baseline.unwrap() - paired.exp()).abs() < 1e-9);
+        let [lo, hi] = results[1].vs_baseline_ci95.unwrap();
+        assert!(
+            lo < paired.exp() && paired.exp() < hi && lo > 1.0,
+            "{lo} {hi}"
+        );
         assert_eq!(results[2].vs_baseline, None, "no baseline run on /json");
         assert_eq!(results[1].server_us_per_request_median, Some(2.6));
         let table = markdown(&results, Some("nginx"));
         assert!(
             table.contains(
-                "| ref | /plaintext | 260 | 250 – 270 | 225µs | 450µs | 2.60 µs | 2.36× |"
+                &format!(
+                    "| ref | /plaintext | 260 | 250 – 270 | 225µs | 225µs | 450µs | 2.60 µs | {:.2}× ({lo:.2}–{hi:.2}) |",
+                    paired.exp()
+                )
             ),
             "{table}"
         );
         assert!(
-            table.contains("| ref | /json | 200 | 200 – 200 | 300µs | 600µs | 2.00 µs | n/a |"),
+            table.contains(
+                "| ref | /json | 200 | 200 – 200 | 300µs | 300µs | 600µs | 2.00 µs | n/a |"
+            ),
             "{table}"
         );
         assert!(!table.contains("per request"), "no mix, no table per name");

@@ -109,8 +109,8 @@ pub fn page(suite: &SuiteReport) -> String {
     let base = suite
         .baseline
         .as_ref()
-        .map_or("ratio".to_string(), |b| format!("ratio (vs {b})"));
-    let lat = |v: Option<f64>| or_na(v, |x| fmt_us(x.round() as u64));
+        .map_or("ratio".to_string(), |b| format!("ratio (vs {b}, 95 % CI)"));
+    let us = |x: f64| fmt_us(x.round() as u64);
     // The caveats of the markdown table's notes column, numbered alike: a row whose runs
     // warned or named a cause must not look clean on the page.
     let mut notes = Vec::new();
@@ -126,16 +126,17 @@ pub fn page(suite: &SuiteReport) -> String {
             None => vec![
                 r.target.clone(),
                 r.endpoint.clone(),
-                or_na(r.rps_median, fmt_rate),
+                super::with_interval(r.rps_median, r.median_ci95.get("rps"), fmt_rate),
                 format!(
                     "{} – {}",
                     or_na(r.rps_min, fmt_rate),
                     or_na(r.rps_max, fmt_rate)
                 ),
-                lat(r.p50_us_median),
-                lat(r.p99_us_median),
+                super::with_interval(r.p50_us_median, r.median_ci95.get("p50_us"), us),
+                super::with_interval(r.p95_us_median, r.median_ci95.get("p95_us"), us),
+                super::with_interval(r.p99_us_median, r.median_ci95.get("p99_us"), us),
                 or_na(r.server_us_per_request_median, |u| format!("{u:.2} µs")),
-                or_na(r.vs_baseline, |x| format!("{x:.2}×")),
+                super::rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95),
                 super::run_notes(r).map_or(String::new(), |note| {
                     notes.push(note);
                     format!("[{}]", notes.len())
@@ -147,9 +148,10 @@ pub fn page(suite: &SuiteReport) -> String {
         &[
             "target",
             "endpoint",
-            "req/s (median)",
+            "req/s (median, 95 % CI)",
             "min – max",
             "p50",
+            "p95",
             "p99",
             "server CPU/req",
             &base,

@@ -1,6 +1,7 @@
 //! Suite files parsed: the documented example, mixes, and errors that name their line.
 
 use super::*;
+use tailscope_loadgen::Stop;
 
 const GOOD: &str = r#"
 [suite]
@@ -86,7 +87,7 @@ fn an_endpoint_may_be_a_request_mix() {
             "mix:mix.toml",
             "http://127.0.0.1:9",
             &[0],
-            Duration::from_secs(1),
+            Stop::Duration(Duration::from_secs(1)),
         )
         .unwrap();
     assert_eq!(plan.request_names(), ["GET /json", "GET /plaintext"]);
@@ -96,7 +97,7 @@ fn an_endpoint_may_be_a_request_mix() {
             "/plaintext",
             "http://127.0.0.1:9",
             &[0],
-            Duration::from_secs(1)
+            Stop::Duration(Duration::from_secs(1))
         )
         .unwrap()
         .has_mix());
@@ -196,4 +197,55 @@ fn errors_name_the_line_and_the_problem() {
     }
     let err = parse(Path::new("s.toml"), "[load]\nruns = 1\n").unwrap_err();
     assert!(err.contains("no [[target]]"), "{err}");
+}
+
+#[test]
+fn fixed_count_runs_parse_and_bad_counts_are_refused() {
+    let counted = GOOD
+        .replace("duration = ", "# duration = ")
+        .replace("warmup = ", "# warmup = ")
+        .replace(
+            "runs = 3",
+            "runs = 25\nrequests = 2500\nwarmup_requests = 300",
+        );
+    let s = parse(Path::new("s.toml"), &counted).unwrap();
+    assert_eq!(s.load.requests, Some(2500));
+    assert_eq!(s.load.runs, 25);
+    assert_eq!(s.load.measured_stop(), Stop::Requests(2500));
+    assert_eq!(s.load.warmup_stop(), Some(Stop::Requests(300)));
+    assert_eq!(s.load.to_json(&[0], &[1])["requests"], 2500);
+    for (bad, message) in [
+        (
+            "requests = 0",
+            "requests = 0 is out of range: give 1..=1000000000",
+        ),
+        ("requests = -5", "requests = -5 is out of range"),
+        (
+            "warmup_requests = -1",
+            "warmup_requests = -1 is out of range",
+        ),
+        ("requests = \"many\"", "invalid type"),
+    ] {
+        let text = counted
+            .replace("requests = 2500", "")
+            .replace("warmup_requests = 300", "")
+            .replace("runs = 25", &format!("runs = 25\n{bad}"));
+        let err = parse(Path::new("s.toml"), &text).unwrap_err();
+        assert!(err.contains(message), "{bad}: {err}");
+    }
+    let seeded = counted.replace("[suite]", "[suite]\nseed = 42");
+    assert_eq!(parse(Path::new("s.toml"), &seeded).unwrap().seed, Some(42));
+    let err = parse(
+        Path::new("s.toml"),
+        &counted.replace("[suite]", "[suite]\nseed = -1"),
+    )
+    .unwrap_err();
+    assert!(err.contains("seed = -1 is out of range"), "{err}");
+    // A run is timed or counted, not both.
+    let both = GOOD.replace("runs = 3", "runs = 3\nrequests = 2500");
+    let err = parse(Path::new("s.toml"), &both).unwrap_err();
+    assert!(
+        err.contains("s.toml:") && err.contains("requests and duration both given"),
+        "{err}"
+    );
 }

@@ -32,6 +32,12 @@ impl ServerSampler {
         }
     }
 
+    /// Also watches `listen`'s accept queues.
+    pub fn watching(mut self, listen: ListenWatch) -> Self {
+        self.listen = Some(listen);
+        self
+    }
+
     /// Starts the measured window now.
     pub fn begin(&mut self) {
         self.profiler.begin();

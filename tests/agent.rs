@@ -358,3 +358,170 @@ fn bad_agent_flags_exit_2_before_anything_is_sent() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
 }
+
+/// Two network namespaces joined by a veth pair: the server's (with the agent) and the
+/// generator's. Deleted on drop.
+struct Netns {
+    server: String,
+    generator: String,
+    server_ip: String,
+}
+
+impl Netns {
+    /// Sets them up; `None`, said visibly, where that cannot be done here.
+    fn new() -> Option<Netns> {
+        if nix_uid() != 0 {
+            common::skip("network namespaces need root (id -u is not 0)");
+            return None;
+        }
+        if !common::has_tool("ip", "-V") {
+            common::skip("ip (iproute2) not installed");
+            return None;
+        }
+        let me = std::process::id();
+        let subnet = format!("10.213.{}", me % 250);
+        let ns = Netns {
+            server: format!("ts-srv-{me}"),
+            generator: format!("ts-gen-{me}"),
+            server_ip: format!("{subnet}.1"),
+        };
+        let (s, g) = (ns.server.as_str(), ns.generator.as_str());
+        let (a, b) = (format!("tsa{me}"), format!("tsb{me}"));
+        let steps: Vec<Vec<String>> = [
+            vec!["netns", "add", s],
+            vec!["netns", "add", g],
+            vec![
+                "link", "add", &a, "netns", s, "type", "veth", "peer", "name", &b, "netns", g,
+            ],
+            vec!["-n", s, "addr", "add", &format!("{subnet}.1/24"), "dev", &a],
+            vec!["-n", g, "addr", "add", &format!("{subnet}.2/24"), "dev", &b],
+            vec!["-n", s, "link", "set", &a, "up"],
+            vec!["-n", g, "link", "set", &b, "up"],
+            vec!["-n", s, "link", "set", "lo", "up"],
+            vec!["-n", g, "link", "set", "lo", "up"],
+        ]
+        .into_iter()
+        .map(|v| v.into_iter().map(str::to_string).collect())
+        .collect();
+        for step in steps {
+            let out = Command::new("ip").args(&step).output().unwrap();
+            if !out.status.success() {
+                common::skip(format!(
+                    "cannot set up network namespaces here (ip {}: {})",
+                    step.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+                return None;
+            }
+        }
+        Some(ns)
+    }
+
+    /// tailscope ARGS inside namespace `ns`.
+    fn tailscope(ns: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_tailscope")])
+            .args(args)
+            .stdin(Stdio::null());
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in [&self.server, &self.generator] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn nix_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective user.
+    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
+}
+
+/// Reads the first line of a child's stdout that starts with `prefix`, its rest.
+fn line_after(child: &mut Child, prefix: &str) -> String {
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut rest = None;
+    for _ in 0..4 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        if let Some(r) = line.trim().strip_prefix(prefix) {
+            rest = Some(r.to_string());
+            break;
+        }
+    }
+    // The rest of its stdout is read and dropped, so that the child never blocks on it.
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    rest.unwrap_or_else(|| panic!("no line starting with {prefix:?}"))
+}
+
+/// The shape: the server and the agent in one network namespace, the generator in
+/// another, joined by a veth pair. Through the agent the report has the server's tree CPU
+/// and service demand within 10 % of those of a run in the server's own namespace.
+#[test]
+fn across_network_namespaces_the_agent_reads_the_server() {
+    let _one = serial();
+    let Some(ns) = Netns::new() else { return };
+    let listen = format!("{}:0", ns.server_ip);
+    let mut serve = Netns::tailscope(&ns.server, &["serve", "--threads", "1", "--addr", &listen])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let server_addr = line_after(&mut serve, "listening on http://");
+    let serve = Server(serve, server_addr.clone());
+    let dir = common::scratch_dir("agent-netns");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let token = token.to_str().unwrap();
+    let mut agent = Netns::tailscope(
+        &ns.server,
+        &["agent", "--listen", &listen, "--token-file", token],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let agent_addr = line_after(&mut agent, "tailscope agent listening on ");
+    let agent = Server(agent, agent_addr.clone());
+    let url = format!("http://{server_addr}/plaintext");
+    let load = [
+        "-c", "4", "-z", "3s", "--warmup", "500ms", "--no-tui", "--json", "-",
+    ];
+    let run = |ns_name: &str, extra: &[&str]| -> serde_json::Value {
+        let out = Netns::tailscope(
+            ns_name,
+            &[&["run", url.as_str()][..], &load, extra].concat(),
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let pid = serve.0.id();
+    // `ip netns exec` execs tailscope: the child's pid is the server's.
+    let pid_flag = pid.to_string();
+    let before = run(&ns.server, &["--pid", &pid_flag]);
+    let remote = run(
+        &ns.generator,
+        &["--agent", &agent.1, "--agent-token", token],
+    );
+    let after = run(&ns.server, &["--pid", &pid_flag]);
+    let profile = &remote["profile"];
+    assert!(profile["source"].as_str().unwrap().starts_with("agent "));
+    assert_eq!(profile["target"]["pid"].as_u64(), Some(u64::from(pid)));
+    assert!(profile["target"]["cpu_time_s"].as_f64().unwrap() > 0.0);
+    // Not pinned: the run says so.
+    assert!(remote["warnings"].to_string().contains("not pinned"));
+    let here = (service_demand(&before) + service_demand(&after)) / 2.0;
+    let there = service_demand(&remote);
+    assert!(
+        (there - here).abs() <= 0.10 * here,
+        "service demand through the agent {there:.2} µs against {here:.2} µs in the server's namespace"
+    );
+    drop(agent);
+}

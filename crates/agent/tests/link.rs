@@ -186,3 +186,33 @@ fn a_run_id_is_profiled_once_at_a_time() {
     let end = first.finish(0, Duration::from_secs(10));
     assert!(matches!(end.last(), Some(Event::Finished(..))));
 }
+
+#[test]
+fn clients_beyond_the_limit_are_refused_and_the_agent_says_so() {
+    let agent = Agent::bind(&AgentConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: TOKEN.into(),
+        max_clients: 1,
+    })
+    .unwrap();
+    let (addr, fp) = (agent.local_addr().unwrap(), agent.fingerprint().to_string());
+    let (tx, logs) = mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    std::thread::spawn(move || {
+        agent.serve(move |line| {
+            let _ = tx.lock().unwrap().send(line);
+        })
+    });
+    let first = connect(&options(addr, TOKEN, Some(&fp))).expect("the first client is served");
+    let second = connect(&options(addr, TOKEN, Some(&fp)));
+    let e = second.err().expect("a second client at once is refused");
+    assert!(e.to_string().contains("closed the connection"), "{e}");
+    assert!(logged(&logs, "already 1 clients at once"));
+    drop(first);
+    // Its slot is given back once it is gone.
+    let served = (0..50).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        connect(&options(addr, TOKEN, Some(&fp))).is_ok()
+    });
+    assert!(served);
+}

@@ -89,20 +89,26 @@ impl AgentSide {
         }
     }
 
-    /// The ticks that arrived since the last call; notes the loss of the agent.
-    pub fn ticks(&mut self) -> Vec<Tick> {
+    /// The ticks that arrived since the last call, each with its age: how long before now
+    /// it was read, on this host's clock (the agent's clock less the offset measured at
+    /// start), so that its readings land in the run's second they belong to. Notes the loss
+    /// of the agent.
+    pub fn ticks(&mut self) -> Vec<(Duration, Tick)> {
         let Some(run) = &self.run else {
             return Vec::new();
         };
+        let now_ns = tailscope_agent::unix_ns();
         let mut ticks = Vec::new();
         for event in run.drain() {
             match event {
-                Event::Tick(t) => ticks.push(*t),
+                Event::Tick(t) => {
+                    ticks.push((tick_age(now_ns, t.unix_ns, self.clock.offset_ms), *t));
+                }
                 Event::Lost(why) => self.lose(why),
                 Event::Finished(..) => {}
             }
         }
-        if let Some(t) = ticks.last() {
+        if let Some((_, t)) = ticks.last() {
             self.last = Some(t.clone());
         }
         ticks
@@ -173,6 +179,14 @@ impl AgentSide {
     }
 }
 
+/// How long before `now_ns` (this host's clock) a tick read at `tick_ns` on the agent's
+/// clock was, given the agent's clock runs `offset_ms` ahead; 0 to 5 s (a tick "from the
+/// future" is a clock that drifted since the offset was measured: taken as now).
+fn tick_age(now_ns: u64, tick_ns: u64, offset_ms: f64) -> Duration {
+    let here_ns = tick_ns as f64 - offset_ms * 1e6;
+    Duration::from_secs_f64(((now_ns as f64 - here_ns) / 1e9).clamp(0.0, 5.0))
+}
+
 /// Starts the agent's profile for a run: of `pid` on the agent's host, or else of the
 /// process listening on the port the run loads; a refusal (token, pin, version) is a
 /// usage error, said before anything is sent.
@@ -227,4 +241,25 @@ pub fn warnings(profile: &Profile) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_s_age_is_read_on_this_host_s_clock() {
+        let now = 1_000_000_000_000u64;
+        // The agent's clock 250 ms ahead: its tick stamped now + 150 ms was read 100 ms ago.
+        let age = tick_age(now, now + 150_000_000, 250.0);
+        assert_eq!(age.as_millis(), 100);
+        // Behind by 40 ms: stamped 60 ms ago on its clock, read 20 ms ago on ours.
+        assert_eq!(tick_age(now, now - 60_000_000, -40.0).as_millis(), 20);
+        // From the future, or very old: clamped.
+        assert_eq!(tick_age(now, now + 1_000_000_000, 0.0), Duration::ZERO);
+        assert_eq!(
+            tick_age(now, now - 60_000_000_000, 0.0),
+            Duration::from_secs(5)
+        );
+    }
 }

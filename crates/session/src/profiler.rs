@@ -3,6 +3,7 @@
 //! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use tailscope_agent::sampler::ServerSampler;
 use tailscope_agent::wire::Tick;
@@ -127,7 +128,7 @@ impl RunProfiler {
             self.begun = true;
         }
         let ticks = match &mut self.side {
-            ServerSide::Local(s) => vec![s.tick(Some(snap.elapsed))],
+            ServerSide::Local(s) => vec![(Duration::ZERO, s.tick(Some(snap.elapsed)))],
             ServerSide::Agent(a) => {
                 let ticks = a.ticks();
                 if a.is_lost() {
@@ -139,11 +140,11 @@ impl RunProfiler {
                 ticks
             }
         };
-        for tick in &ticks {
-            self.record(snap, tick);
+        for (age, tick) in &ticks {
+            self.record(snap, snap.elapsed.saturating_sub(*age), tick);
         }
         match ticks.into_iter().last() {
-            Some(t) => {
+            Some((_, t)) => {
                 self.listen_now = t.listen;
                 (t.cpus, t.counters)
             }
@@ -151,17 +152,17 @@ impl RunProfiler {
         }
     }
 
-    /// One tick's readings into the run's per-second CPU and CPU waits.
-    fn record(&mut self, snap: &Snapshot, tick: &Tick) {
+    /// One tick's readings, read at `at` into the run, into the run's per-second CPU and
+    /// CPU waits.
+    fn record(&mut self, snap: &Snapshot, at: Duration, tick: &Tick) {
         let lost = matches!(&self.side, ServerSide::Agent(a) if a.is_lost());
         if let (Some(waited), Phase::Running, false) = (&tick.run_queue_wait_s, snap.phase, lost) {
-            self.cpu_waits
-                .record(snap.elapsed, waited, &tick.run_time_s);
+            self.cpu_waits.record(at, waited, &tick.run_time_s);
         }
         if let (Some(cpus), Phase::Running) = (&tick.cpus, snap.phase) {
             let entry = self
                 .per_second
-                .entry(snap.elapsed.as_secs())
+                .entry(at.as_secs())
                 .or_insert_with(|| (vec![0.0; cpus.len()], 0));
             for (sum, c) in entry.0.iter_mut().zip(cpus) {
                 *sum += c.busy_pct();

@@ -5,6 +5,7 @@
 #[macro_use]
 extern crate tailscope_session;
 
+mod agent;
 mod compare;
 mod completions;
 mod exit;
@@ -48,6 +49,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Run(args)) => run(args),
         Some(Command::Serve(args)) => serve::serve(args),
+        Some(Command::Agent(args)) => agent::agent(args),
         Some(Command::Suite(args)) => suite::suite(args),
         Some(Command::Compare(args)) => compare::compare(args),
         Some(Command::Report(args)) => report::report(args),

@@ -18,9 +18,10 @@ mod build_script;
 const SHELLS: [&str; 5] = ["bash", "zsh", "fish", "elvish", "powershell"];
 
 /// The subcommands a user reads about, each with its own help and man page.
-const SUBCOMMANDS: [&str; 8] = [
+const SUBCOMMANDS: [&str; 9] = [
     "run",
     "serve",
+    "agent",
     "suite",
     "compare",
     "report",

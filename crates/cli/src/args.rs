@@ -44,6 +44,11 @@ pub enum Command {
     #[command(after_help = "Example:
   tailscope serve --addr 127.0.0.1:8080 --threads 2 --stall-every 2s --stall-for 50ms")]
     Serve(ServeArgs),
+    /// Profile this host's servers for runs on other hosts (run --agent HOST:PORT): TLS with
+    /// a self-signed certificate whose fingerprint it prints, and a token.
+    #[command(after_help = "Example:
+  tailscope agent --listen 10.0.0.5:7070 --token-file /etc/tailscope/agent.token")]
+    Agent(AgentArgs),
     /// Compare several servers on several endpoints, side by side, from a TOML suite file.
     #[command(after_help = "Example:
   tailscope suite examples/reference-vs-nginx.toml --markdown results.md --json suite.json")]
@@ -90,6 +95,22 @@ pub struct ManArgs {
     /// MANPATH.
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+}
+
+/// `tailscope agent [flags]`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Address to listen on (nothing is exposed beyond this host unless asked); port 0
+    /// picks a free one (printed).
+    #[arg(long = "listen", default_value = "127.0.0.1:7070", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// The file holding the token runs must send (its first line, at least 16
+    /// characters); without it a token is generated and printed once.
+    #[arg(long = "token-file", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Runs served at once; more are refused.
+    #[arg(long = "max-clients", default_value_t = 8, value_name = "N", value_parser = count_in::<usize>(1, 1024))]
+    pub max_clients: usize,
 }
 
 /// `tailscope serve [flags]`.

@@ -23,6 +23,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     let usage = |e: String| anyhow::Error::new(UsageError(e));
     let target = args.target;
     let load = args.load;
+    let agent = agent_options(&args.agent_link, &target, &args.output).map_err(usage)?;
     // clap's `requires = "target"` on these is satisfied by their own group (the flattened
     // `target: TargetArgs` shares the id): checked here instead.
     if target.target.is_none() {
@@ -128,7 +129,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         None if launch.is_some() => plan.threads = plan.cpus.len().max(1),
         None => {}
     }
-    if let Some(pid) = target.pid {
+    if let (Some(pid), None) = (target.pid, &agent) {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(usage(format!("no process with pid {pid} (--pid)")));
         }
@@ -266,7 +267,59 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         segment,
         start_at,
         stacks,
+        agent,
     })
+}
+
+/// `--agent` and its flags, checked: the token file read, the fingerprint parsed, and
+/// what an agent cannot do yet refused.
+fn agent_options(
+    args: &crate::args::AgentLinkArgs,
+    target: &crate::args::TargetArgs,
+    output: &crate::args::OutputArgs,
+) -> Result<Option<tailscope_agent::client::AgentOptions>, String> {
+    let Some(address) = &args.agent else {
+        return match (&args.agent_token, &args.agent_fingerprint) {
+            (Some(_), _) => Err("--agent-token is for --agent HOST:PORT".into()),
+            (_, Some(_)) => Err("--agent-fingerprint is for --agent HOST:PORT".into()),
+            _ => Ok(None),
+        };
+    };
+    match address.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+        _ => {
+            return Err(format!(
+                "--agent {address:?}: give the agent's HOST:PORT (tailscope agent prints where it listens)"
+            ))
+        }
+    }
+    if target.target.is_some() {
+        return Err("--agent profiles a server already running on the agent's host: give its URL (and --pid there, or let the agent find the process listening on the URL's port), not --target".into());
+    }
+    if output.stacks == tailscope_session::stacks::StacksMode::On
+        || output.flamegraph.is_some()
+        || output.flamegraph_slow.is_some()
+    {
+        return Err("the server's stacks through an agent are not there yet: drop --stacks on and --flamegraph with --agent".into());
+    }
+    let Some(token_file) = &args.agent_token else {
+        return Err("--agent needs --agent-token FILE (the agent's token)".into());
+    };
+    let token =
+        tailscope_agent::read_token(token_file, "--agent-token").map_err(|e| e.to_string())?;
+    let fingerprint = args
+        .agent_fingerprint
+        .as_deref()
+        .map(|f| {
+            tailscope_agent::tls::parse_fingerprint(f)
+                .map_err(|e| format!("--agent-fingerprint: {e}"))
+        })
+        .transpose()?;
+    Ok(Some(tailscope_agent::client::AgentOptions {
+        address: address.clone(),
+        token,
+        fingerprint,
+    }))
 }
 
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.

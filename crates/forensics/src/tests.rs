@@ -787,6 +787,8 @@ fn two_cpu_profile(
         }),
         tcp: None,
         notes: Vec::new(),
+        source: None,
+        agent: None,
     }
 }
 

@@ -35,6 +35,19 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         "\nServer (profiled over {:.1} s: the load and the wait for responses in flight):",
         profile.duration_s
     );
+    if let Some(a) = &profile.agent {
+        let _ = writeln!(
+            out,
+            "  read by the agent on {} at {} (clock offset {:+.3} ms ± {:.3} ms; certificate {}){}",
+            a.host,
+            a.address,
+            a.clock_offset_ms,
+            a.clock_uncertainty_ms,
+            if a.pinned { "pinned" } else { "not pinned" },
+            a.lost_at_s
+                .map_or_else(String::new, |at| format!("; lost {at:.1} s into the run"))
+        );
+    }
     if let Some(t) = &profile.target {
         let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
         let serving = report.target.as_ref().and_then(|t| t.pid);

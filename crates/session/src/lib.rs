@@ -40,6 +40,7 @@ macro_rules! say_part {
     }};
 }
 
+pub mod agent;
 pub mod files;
 pub mod output;
 pub mod profiler;

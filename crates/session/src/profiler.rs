@@ -3,20 +3,33 @@
 //! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use tailscope_agent::sampler::ServerSampler;
+use tailscope_agent::wire::Tick;
 use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
 use tailscope_report::sections::CpuBusy;
 use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
-use tailscope_targets::profile::{Profiler, TickCounters};
+use tailscope_targets::profile::TickCounters;
+
+use crate::agent::AgentSide;
 
 use tailscope_forensics::{
     diagnose, judge, slow_by_request, CpuWaits, Diagnosis, Evidence, Findings, Load, Roles,
 };
 
+/// Where the server side is read: on this host, or by an agent on the server's.
+// One per run: boxing the sampler would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum ServerSide {
+    Local(ServerSampler),
+    Agent(AgentSide),
+}
+
 /// A profiler following one run.
 pub struct RunProfiler {
-    profiler: Profiler,
+    side: ServerSide,
     begun: bool,
     /// Per second of the measured run: summed busy % of each CPU and the ticks summed.
     per_second: BTreeMap<u64, (Vec<f64>, u32)>,
@@ -24,9 +37,7 @@ pub struct RunProfiler {
     cpu_waits: CpuWaits,
     server_cpus: Vec<usize>,
     client_cpus: Vec<usize>,
-    /// The accept queues of the listeners the run loads.
-    listen: Option<ListenWatch>,
-    /// The last tick's view of them, for the dashboard.
+    /// The last tick's view of the accept queues, for the dashboard.
     listen_now: Option<ListenSample>,
 }
 
@@ -40,27 +51,39 @@ impl RunProfiler {
         warmup: bool,
     ) -> Self {
         RunProfiler {
-            profiler: Profiler::new(target_pid),
+            side: ServerSide::Local(ServerSampler::new(target_pid, None, warmup)),
             begun: !warmup,
             per_second: BTreeMap::new(),
             cpu_waits: CpuWaits::default(),
             server_cpus,
             client_cpus,
-            listen: None,
             listen_now: None,
         }
     }
 
-    /// Also watches the accept queues of the listeners behind `addr` (the address the run
-    /// loads), every tick.
-    pub fn watching_listeners(mut self, addr: std::net::SocketAddr) -> Self {
-        self.listen = Some(ListenWatch::new(addr));
+    /// Reads the server side through an agent on the server's host instead (`run
+    /// --agent`): its ticks stand where the local profiler's would.
+    pub fn through_agent(mut self, agent: AgentSide) -> Self {
+        self.side = ServerSide::Agent(agent);
         self
     }
 
-    /// The live processes of the server's tree as of the last tick, for the stack sampler.
+    /// Also watches the accept queues of the listeners behind `addr` (the address the run
+    /// loads), every tick (an agent watches its host's own).
+    pub fn watching_listeners(mut self, addr: std::net::SocketAddr) -> Self {
+        if let ServerSide::Local(sampler) = self.side {
+            self.side = ServerSide::Local(sampler.watching(ListenWatch::new(addr)));
+        }
+        self
+    }
+
+    /// The live processes of the server's tree as of the last tick, for the stack sampler
+    /// (none when an agent reads them on another host).
     pub fn tree_pids(&self) -> Vec<u32> {
-        self.profiler.tree_pids()
+        match &self.side {
+            ServerSide::Local(s) => s.tree_pids(),
+            ServerSide::Agent(_) => Vec::new(),
+        }
     }
 
     /// The listeners' accept queues at the last tick, when watched and found.
@@ -78,11 +101,15 @@ impl RunProfiler {
     /// The causes the run so far supports, for the live view: from the snapshot and the TCP
     /// counters read now (the CPU-based rules need the whole run and wait for the end).
     pub fn live_diagnosis(&self, snap: &Snapshot, in_flight: u64) -> Vec<Diagnosis> {
+        let (tcp, listen) = match &self.side {
+            ServerSide::Local(s) => (s.tcp_so_far(), s.listen_so_far()),
+            ServerSide::Agent(a) => (a.last().and_then(|t| t.tcp.clone()), None),
+        };
         diagnose(
             &Evidence::new(
                 Load::of_snapshot(snap, in_flight),
-                self.profiler.tcp_so_far(),
-                self.listen.as_ref().map(ListenWatch::so_far),
+                tcp,
+                listen,
                 None,
                 self.roles(),
             )
@@ -94,31 +121,54 @@ impl RunProfiler {
     pub fn on_snapshot(&mut self, snap: &Snapshot) -> (Option<Vec<CpuUsage>>, TickCounters) {
         if !self.begun && snap.phase != Phase::WarmingUp {
             // The warm-up is over: the profile covers the measured window only.
-            self.profiler.begin();
-            if let Some(l) = self.listen.as_mut() {
-                l.restart();
+            match &mut self.side {
+                ServerSide::Local(s) => s.begin(),
+                ServerSide::Agent(a) => a.begin(),
             }
             self.begun = true;
         }
-        if let (Some(l), true) = (self.listen.as_mut(), self.begun) {
-            self.listen_now = l.sample(snap.elapsed);
+        let ticks = match &mut self.side {
+            ServerSide::Local(s) => vec![(Duration::ZERO, s.tick(Some(snap.elapsed)))],
+            ServerSide::Agent(a) => {
+                let ticks = a.ticks();
+                if a.is_lost() {
+                    // Judge nothing the run cannot see: waits of part of the run would
+                    // be read as the whole run's.
+                    self.cpu_waits = CpuWaits::default();
+                    self.listen_now = None;
+                }
+                ticks
+            }
+        };
+        for (age, tick) in &ticks {
+            self.record(snap, snap.elapsed.saturating_sub(*age), tick);
         }
-        let (cpus, counters) = self.profiler.tick();
-        if let (Some(waited), Phase::Running) = (self.profiler.run_queue_wait_s(), snap.phase) {
-            self.cpu_waits
-                .record(snap.elapsed, waited, &self.profiler.run_time_s());
+        match ticks.into_iter().last() {
+            Some((_, t)) => {
+                self.listen_now = t.listen;
+                (t.cpus, t.counters)
+            }
+            None => (None, TickCounters::default()),
         }
-        if let (Some(cpus), Phase::Running) = (&cpus, snap.phase) {
+    }
+
+    /// One tick's readings, read at `at` into the run, into the run's per-second CPU and
+    /// CPU waits.
+    fn record(&mut self, snap: &Snapshot, at: Duration, tick: &Tick) {
+        let lost = matches!(&self.side, ServerSide::Agent(a) if a.is_lost());
+        if let (Some(waited), Phase::Running, false) = (&tick.run_queue_wait_s, snap.phase, lost) {
+            self.cpu_waits.record(at, waited, &tick.run_time_s);
+        }
+        if let (Some(cpus), Phase::Running) = (&tick.cpus, snap.phase) {
             let entry = self
                 .per_second
-                .entry(snap.elapsed.as_secs())
+                .entry(at.as_secs())
                 .or_insert_with(|| (vec![0.0; cpus.len()], 0));
             for (sum, c) in entry.0.iter_mut().zip(cpus) {
                 *sum += c.busy_pct();
             }
             entry.1 += 1;
         }
-        (cpus, counters)
     }
 
     /// Each measured second's mean busy % per CPU so far (to 0.1 %), by second of the run:
@@ -143,8 +193,10 @@ impl RunProfiler {
     /// Ends the profile (over the run's `requests`, as its report counts them) and diagnoses
     /// the run. Each second's CPU busy of the time series is [`RunProfiler::cpu_busy`].
     pub fn finish(self, plan: &Plan, totals: &RunTotals, requests: u64) -> Findings {
-        let profile = self.profiler.finish(requests, plan.tick);
-        let listen_queue = self.listen.map(ListenWatch::finish);
+        let (profile, listen_queue) = match self.side {
+            ServerSide::Local(s) => s.finish(requests, plan.tick),
+            ServerSide::Agent(a) => a.finish(requests, plan.tick),
+        };
         let roles = Roles {
             server: &self.server_cpus,
             client: &self.client_cpus,

@@ -55,6 +55,8 @@ pub struct RunConfig {
     pub start_at: Option<SystemTime>,
     /// The server's stacks: whether to sample them, and the flame graphs to write.
     pub stacks: StacksOptions,
+    /// `--agent`: the server side is read by a `tailscope agent` on the server's host.
+    pub agent: Option<tailscope_agent::client::AgentOptions>,
 }
 
 /// A server tailscope starts itself.
@@ -165,6 +167,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     if let Some(seg) = config.segment {
         say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
+    // Before the dashboard and the load: a refused agent stops the run with nothing sent.
+    let agent = match &config.agent {
+        Some(options) => Some(crate::agent::start_for(options, config.pid, &config.plan)?),
+        None => None,
+    };
     let plan = &config.plan;
     let live = std::io::stderr().is_terminal();
     say!(
@@ -196,14 +203,23 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .map(|t| t.server_cpus().to_vec())
         .unwrap_or_default();
     let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
-    let mut profiler = RunProfiler::new(
-        target_pid,
-        server_cpus.clone(),
-        plan.cpus.clone(),
-        !plan.warmup.is_zero(),
-    )
-    .watching_listeners(plan.addr);
-    let mut stacks = match RunStacks::start(stacks_options, target_pid, &plan.cpus) {
+    let mut profiler = match agent {
+        // The server is on the agent's host: nothing of it is read here.
+        Some(agent) => {
+            say!("tailscope: {}", agent.describe());
+            RunProfiler::new(None, Vec::new(), plan.cpus.clone(), !plan.warmup.is_zero())
+                .through_agent(agent)
+        }
+        None => RunProfiler::new(
+            target_pid,
+            server_cpus.clone(),
+            plan.cpus.clone(),
+            !plan.warmup.is_zero(),
+        )
+        .watching_listeners(plan.addr),
+    };
+    let local_pid = target_pid.filter(|_| config.agent.is_none());
+    let mut stacks = match RunStacks::start(stacks_options, local_pid, &plan.cpus) {
         Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
         started => started?,
     };
@@ -289,6 +305,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     }
     let cpu_busy = profiler.cpu_busy();
     let mut findings = profiler.finish(plan, &totals, totals.counters.requests());
+    warnings.extend(crate::agent::warnings(&findings.profile));
     // The tree is profiled from its root (the `sh -c` around a command's server), but named
     // by the pid that serves, as the report's `target.pid` is.
     if let (Some(t), Some(profile)) = (&target, findings.profile.target.as_mut()) {

@@ -123,7 +123,7 @@ fn listeners_via(socket: &Socket, port: u16) -> std::io::Result<(Vec<Listener>, 
 }
 
 /// One tick's view of the target's listeners, for the live dashboard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ListenSample {
     /// Listening sockets on the port (several with SO_REUSEPORT).
     pub sockets: usize,
@@ -161,6 +161,9 @@ pub struct ListenReport {
 #[derive(Debug)]
 pub struct ListenWatch {
     target: SocketAddr,
+    /// Every listener on the port counts, whatever its address (an agent on the server's
+    /// host: the run's address for the server may be one the host does not know, behind NAT).
+    any_address: bool,
     report: ListenReport,
     full_seconds: BTreeSet<u64>,
     /// The netlink socket, opened at the first sample and kept: the run's loop samples
@@ -180,6 +183,7 @@ impl ListenWatch {
     pub fn new(target: SocketAddr) -> ListenWatch {
         ListenWatch {
             target,
+            any_address: false,
             report: ListenReport {
                 port: target.port(),
                 sockets: 0,
@@ -195,10 +199,21 @@ impl ListenWatch {
         }
     }
 
+    /// Watches every listener on `port`, whatever its address (an agent on the server's
+    /// host).
+    pub fn on_port(port: u16) -> ListenWatch {
+        ListenWatch {
+            any_address: true,
+            ..ListenWatch::new(SocketAddr::from(([0, 0, 0, 0], port)))
+        }
+    }
+
     /// Forgets what was seen so far (the warm-up is over).
     pub fn restart(&mut self) {
         let socket = self.socket.take();
+        let any_address = self.any_address;
         *self = ListenWatch::new(self.target);
+        self.any_address = any_address;
         self.socket = socket;
     }
 
@@ -228,7 +243,7 @@ impl ListenWatch {
         let found: Vec<Listener> = match found {
             Ok(found) => found
                 .into_iter()
-                .filter(|l| serves(l, self.target))
+                .filter(|l| self.any_address || serves(l, self.target))
                 .collect(),
             Err(e) => {
                 self.report.unavailable = Some(format!("sock_diag unavailable: {e}"));

@@ -6,7 +6,7 @@
 use procfs::CurrentSI;
 
 /// What one CPU did between two samples, in percent of the interval.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct CpuUsage {
     /// CPU number (its position in /proc/stat).
     pub cpu: usize,

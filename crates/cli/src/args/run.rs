@@ -44,6 +44,27 @@ pub struct RunArgs {
     /// TLS (https://) and the HTTP version.
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// The server's side read by a `tailscope agent` on its host.
+    #[command(flatten)]
+    pub agent_link: AgentLinkArgs,
+}
+
+/// `run --agent`: the server profiled by a `tailscope agent` on its own host.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Server on another host")]
+pub struct AgentLinkArgs {
+    /// Read the server's side (CPU, process tree, accept queue, TCP counters) from the
+    /// `tailscope agent` at HOST:PORT on the server's host; it profiles --pid there, or the
+    /// process listening on the URL's port.
+    #[arg(long = "agent", value_name = "HOST:PORT")]
+    pub agent: Option<String>,
+    /// The file holding the agent's token (its --token-file, or the token it printed).
+    #[arg(long = "agent-token", value_name = "FILE")]
+    pub agent_token: Option<PathBuf>,
+    /// The agent's certificate fingerprint (SHA-256, as it prints it): the run refuses any
+    /// other. Without it the certificate presented is taken, and the report says so.
+    #[arg(long = "agent-fingerprint", value_name = "SHA256")]
+    pub agent_fingerprint: Option<String>,
 }
 
 /// TLS for `https://` URLs (rustls) and a launched target's TLS.

@@ -24,7 +24,7 @@ use proc::{cpus_allowed, read_tcp, sample_process, ProcSample};
 pub use proc::{parse_net_counters, parse_softirqs, TCP_COUNTERS};
 use run_queue::RunQueue;
 pub use types::{
-    CpuProfile, GeneratorProfile, ProcessProfile, Profile, TargetProfile, TickCounters,
+    AgentLink, CpuProfile, GeneratorProfile, ProcessProfile, Profile, TargetProfile, TickCounters,
 };
 
 /// Samples the machine, the target and the generator while a run goes on.
@@ -426,6 +426,8 @@ impl Profiler {
             generator,
             tcp,
             notes,
+            source: None,
+            agent: None,
         }
     }
 }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Per-CPU figures of one tick, for the dashboard.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// Per-CPU figures of one tick, for the dashboard (and an agent's stream).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TickCounters {
     /// Context switches per second on each CPU (`None`: perf unavailable).
     pub context_switches_per_s: Vec<Option<f64>>,
@@ -175,4 +175,38 @@ pub struct Profile {
     pub tcp: Option<BTreeMap<String, i64>>,
     /// What could not be measured here, and why.
     pub notes: Vec<String>,
+    /// Where the server side was read: absent for this host, `agent HOST` for a
+    /// `tailscope agent` on the server's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The agent's link over the run, when the server side was read by one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentLink>,
+}
+
+/// How a run reached the agent that profiled its server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentLink {
+    /// The agent's address, as the run named it.
+    pub address: String,
+    /// The agent's host name.
+    pub host: String,
+    /// The agent's clock minus the run's, measured at start (NTP-style: the round trip with
+    /// the shortest time of several), in ms.
+    pub clock_offset_ms: f64,
+    /// How far off that offset may be: half that round trip, in ms.
+    pub clock_uncertainty_ms: f64,
+    /// Round trips the offset was measured over.
+    pub clock_round_trips: u32,
+    /// The agent's certificate fingerprint (SHA-256), pinned or, when not, as presented.
+    pub fingerprint: String,
+    /// Whether that fingerprint was pinned by the run (`--agent-fingerprint`).
+    pub pinned: bool,
+    /// Seconds into the measured run when the agent was lost: from then on the server side
+    /// is missing, and nothing is judged from it. Absent when it stayed to the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_at_s: Option<f64>,
+    /// Why it was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_because: Option<String>,
 }

@@ -1,0 +1,201 @@
+//! The server side of a run's profile, read on the server's host: the local profiler
+//! ([`Profiler`]) and the listeners' accept queues ([`ListenWatch`]) sampled tick by tick.
+//! The session samples through it when the server is local, the agent when it is not: one
+//! piece of code reads the server for both.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use tailscope_targets::listen::{listeners, ListenReport, ListenWatch};
+use tailscope_targets::profile::{Profile, Profiler};
+
+use crate::wire::{Tick, Watch};
+
+/// Samples the server's host, and the server's tree when one is known.
+pub struct ServerSampler {
+    profiler: Profiler,
+    listen: Option<ListenWatch>,
+    /// The measured window has begun (the warm-up, if any, is over).
+    begun: bool,
+    window_started: Instant,
+}
+
+impl ServerSampler {
+    /// Starts sampling `target_pid`'s tree (when given) and `listen`'s queues; `warmup`: the
+    /// measured window begins later, at [`ServerSampler::begin`].
+    pub fn new(target_pid: Option<u32>, listen: Option<ListenWatch>, warmup: bool) -> Self {
+        ServerSampler {
+            profiler: Profiler::new(target_pid),
+            listen,
+            begun: !warmup,
+            window_started: Instant::now(),
+        }
+    }
+
+    /// Also watches `listen`'s accept queues.
+    pub fn watching(mut self, listen: ListenWatch) -> Self {
+        self.listen = Some(listen);
+        self
+    }
+
+    /// Starts the measured window now.
+    pub fn begin(&mut self) {
+        self.profiler.begin();
+        if let Some(l) = self.listen.as_mut() {
+            l.restart();
+        }
+        self.begun = true;
+        self.window_started = Instant::now();
+    }
+
+    /// Whether the measured window has begun.
+    pub fn begun(&self) -> bool {
+        self.begun
+    }
+
+    /// One tick; `elapsed`: where the run is (the listeners' full seconds are counted by
+    /// it), or `None` for the time since the window began.
+    pub fn tick(&mut self, elapsed: Option<Duration>) -> Tick {
+        let elapsed = elapsed.unwrap_or_else(|| self.window_started.elapsed());
+        let listen = match (self.listen.as_mut(), self.begun) {
+            (Some(l), true) => l.sample(elapsed),
+            _ => None,
+        };
+        let (cpus, counters) = self.profiler.tick();
+        Tick {
+            unix_ns: crate::unix_ns(),
+            cpus,
+            counters,
+            run_queue_wait_s: self.profiler.run_queue_wait_s().cloned(),
+            run_time_s: self.profiler.run_time_s(),
+            listen,
+            tcp: self.profiler.tcp_so_far(),
+        }
+    }
+
+    /// The live processes of the server's tree as of the last tick.
+    pub fn tree_pids(&self) -> Vec<u32> {
+        self.profiler.tree_pids()
+    }
+
+    /// The TCP counters' deltas since the window began, read now.
+    pub fn tcp_so_far(&self) -> Option<BTreeMap<String, i64>> {
+        self.profiler.tcp_so_far()
+    }
+
+    /// The accept queues seen so far, when watched.
+    pub fn listen_so_far(&self) -> Option<ListenReport> {
+        self.listen.as_ref().map(ListenWatch::so_far)
+    }
+
+    /// The last tick's accept queues is in its [`Tick`]; this ends the profile over the
+    /// run's `requests`, sampled every `interval`.
+    pub fn finish(self, requests: u64, interval: Duration) -> (Profile, Option<ListenReport>) {
+        (
+            self.profiler.finish(requests, interval),
+            self.listen.map(ListenWatch::finish),
+        )
+    }
+}
+
+/// What [`ServerSampler::for_watch`] found to profile.
+pub struct Resolved {
+    /// The tree's root, when a process is profiled.
+    pub target_pid: Option<u32>,
+    /// What could not be found, said for the run.
+    pub note: Option<String>,
+}
+
+impl ServerSampler {
+    /// A sampler for what a run asks the agent to watch: a pid's tree, the process that
+    /// owns the listener on a port, or the host alone.
+    pub fn for_watch(watch: Watch, listen_port: Option<u16>, warmup: bool) -> (Self, Resolved) {
+        let (target_pid, note) = match watch {
+            Watch::Pid(pid) if std::path::Path::new(&format!("/proc/{pid}")).exists() => {
+                (Some(pid), None)
+            }
+            Watch::Pid(pid) => (
+                None,
+                Some(format!(
+                    "no process {pid} on the agent's host: only the host is profiled"
+                )),
+            ),
+            Watch::Port(port) => match listener_owner(port) {
+                Ok(Some(pid)) => (Some(pid), None),
+                Ok(None) => (None, Some(format!(
+                    "no process of the agent's host (that the agent may read) listens on port {port}: only the host is profiled"
+                ))),
+                Err(e) => (None, Some(format!(
+                    "the listeners on port {port} cannot be read ({e}): only the host is profiled"
+                ))),
+            },
+            Watch::Host => (None, None),
+        };
+        let listen = listen_port.or(match watch {
+            Watch::Port(p) => Some(p),
+            _ => None,
+        });
+        let sampler = ServerSampler::new(target_pid, listen.map(ListenWatch::on_port), warmup);
+        (sampler, Resolved { target_pid, note })
+    }
+}
+
+/// The process that owns a socket listening on `port` in this network namespace: of those
+/// holding one, the oldest (nginx's master rather than a worker, the server rather than a
+/// `sh -c` around it, which holds none). `None` when no readable process holds one.
+pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
+    let sockets: Vec<String> = listeners(port)?
+        .iter()
+        .map(|l| format!("socket:[{}]", l.inode))
+        .collect();
+    if sockets.is_empty() {
+        return Ok(None);
+    }
+    let holds = |pid: i32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+            .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
+    };
+    let owner = procfs::process::all_processes()
+        .map_err(std::io::Error::other)?
+        .flatten()
+        .filter(|p| holds(p.pid))
+        .filter_map(|p| p.stat().ok())
+        .min_by_key(|s| (s.starttime, s.pid))
+        .and_then(|s| u32::try_from(s.pid).ok());
+    Ok(owner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_owner_of_a_listener_is_found_by_its_port() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(listener_owner(port).unwrap(), Some(std::process::id()));
+        drop(listener);
+        assert_eq!(listener_owner(port).unwrap(), None);
+    }
+
+    #[test]
+    fn a_port_nobody_listens_on_leaves_the_host_only() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (mut sampler, resolved) = ServerSampler::for_watch(Watch::Port(port), None, false);
+        assert_eq!(resolved.target_pid, None);
+        assert!(resolved.note.unwrap().contains("listens on port"));
+        let tick = sampler.tick(None);
+        assert!(tick.run_time_s.is_empty());
+        let (profile, listen) = sampler.finish(10, Duration::from_millis(100));
+        assert!(profile.target.is_none());
+        assert_eq!(listen.unwrap().samples, 0);
+    }
+}

@@ -1,0 +1,332 @@
+//! The agent: accepts runs over TLS, checks their token, profiles what they name and
+//! streams it. Each client has its own thread (its work, reading /proc every tick, blocks
+//! anyway), up to a limit; whatever a client does wrong ends that client only.
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustls::{ServerConnection, StreamOwned};
+use subtle::ConstantTimeEq;
+
+use crate::link::Link;
+use crate::sampler::ServerSampler;
+use crate::tls::{agent_tls, AgentTls};
+use crate::wire::{Reply, Request};
+use crate::Error;
+
+/// How long a client has for its handshake and each message before the profile starts.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The slowest and fastest ticks a run may ask for.
+const TICK_MS: std::ops::RangeInclusive<u64> = 20..=10_000;
+
+/// How the agent is set up.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// Where it listens.
+    pub listen: SocketAddr,
+    /// The secret every client must send first.
+    pub token: String,
+    /// Clients served at once; those beyond are refused.
+    pub max_clients: usize,
+}
+
+/// A bound agent, ready to serve.
+pub struct Agent {
+    listener: TcpListener,
+    tls: AgentTls,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    token_digest: [u8; 32],
+    max_clients: usize,
+    clients: AtomicUsize,
+    /// The run ids being profiled now: one profile per run id.
+    runs: Mutex<HashSet<String>>,
+}
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+impl Agent {
+    /// Binds the listener and makes the certificate.
+    pub fn bind(config: &AgentConfig) -> Result<Agent, Error> {
+        let listener = TcpListener::bind(config.listen).map_err(|e| {
+            Error::Usage(format!(
+                "cannot listen on {} (--listen): {e}",
+                config.listen
+            ))
+        })?;
+        Ok(Agent {
+            listener,
+            tls: agent_tls()?,
+            shared: Arc::new(Shared {
+                token_digest: digest(config.token.as_bytes()),
+                max_clients: config.max_clients.max(1),
+                clients: AtomicUsize::new(0),
+                runs: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// Where it listens.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Its certificate's SHA-256 fingerprint, for the runs to pin.
+    pub fn fingerprint(&self) -> &str {
+        &self.tls.fingerprint
+    }
+
+    /// Serves until the process ends; `log` receives one line per event worth saying
+    /// (a client refused, a profile started or ended).
+    pub fn serve(self, log: impl Fn(String) + Send + Sync + 'static) {
+        let log = Arc::new(log);
+        for stream in self.listener.incoming() {
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) => {
+                    log(format!("accept failed: {e}"));
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            let peer = stream
+                .peer_addr()
+                .map_or_else(|_| "?".to_string(), |a| a.to_string());
+            let shared = self.shared.clone();
+            if shared.clients.fetch_add(1, Ordering::SeqCst) >= shared.max_clients {
+                shared.clients.fetch_sub(1, Ordering::SeqCst);
+                log(format!(
+                    "refused {peer}: already {} clients at once (--max-clients)",
+                    shared.max_clients
+                ));
+                continue;
+            }
+            let (config, client_log) = (self.tls.config.clone(), log.clone());
+            let spawned = std::thread::Builder::new()
+                .name("agent-client".into())
+                .spawn(move || {
+                    if let Err(e) = serve_client(stream, config, &shared, &*client_log, &peer) {
+                        client_log(format!("{peer}: {e}"));
+                    }
+                    shared.clients.fetch_sub(1, Ordering::SeqCst);
+                });
+            if let Err(e) = spawned {
+                log(format!("cannot start a thread for a client: {e}"));
+                self.shared.clients.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Says to a client that does not speak TLS what it reached, and why it is refused.
+fn refuse_plain(mut stream: &TcpStream, first: &[u8]) -> Error {
+    let error = say_plain(stream, first);
+    // What the client sent is read before the close: closing on unread bytes would reset
+    // the connection, and the client might lose the answer.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(200)));
+    let mut sink = [0u8; 4096];
+    let mut budget = 64 * 1024;
+    while let Ok(n @ 1..) = std::io::Read::read(&mut stream, &mut sink) {
+        budget -= n.min(budget);
+        if budget == 0 {
+            break;
+        }
+    }
+    error
+}
+
+fn say_plain(mut stream: &TcpStream, first: &[u8]) -> Error {
+    let http = first.len() >= 3 && first.iter().take(3).all(u8::is_ascii_uppercase);
+    if http {
+        let body = "this is a tailscope agent: it speaks TLS with its own protocol (tailscope run --agent HOST:PORT), not HTTP\n";
+        let _ = write!(
+            stream,
+            "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        Error::Refused("refused: a plain-HTTP client (the agent speaks TLS)".into())
+    } else {
+        Error::Refused("refused: not a TLS client (garbage before any handshake)".into())
+    }
+}
+
+fn serve_client(
+    stream: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    shared: &Shared,
+    log: &(dyn Fn(String) + Send + Sync),
+    peer: &str,
+) -> Result<(), Error> {
+    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 8];
+    let n = stream.peek(&mut first)?;
+    // 0x16: a TLS handshake record, what every TLS client sends first.
+    if n == 0 || first[0] != 0x16 {
+        return Err(refuse_plain(&stream, &first[..n]));
+    }
+    let conn = ServerConnection::new(config).map_err(|e| Error::Tls(e.to_string()))?;
+    let mut tls = StreamOwned::new(conn, stream);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).map_err(|e| {
+            Error::Tls(format!(
+                "refused: handshake failed: {e} (a run whose --agent-fingerprint is not this agent's refuses its certificate)"
+            ))
+        })?;
+    }
+    let mut link = Link::new(tls);
+    let hello: Request = match link.recv(HANDSHAKE_TIMEOUT, "hello") {
+        Ok(hello) => hello,
+        Err(e @ Error::Wire(_)) => {
+            let _ = link.send(&Reply::Refused {
+                reason: e.to_string(),
+            });
+            return Err(Error::Refused(format!("refused: {e}")));
+        }
+        Err(e) => return Err(e),
+    };
+    let token_ok = match &hello {
+        Request::Hello { token } => bool::from(
+            digest(token.as_bytes())
+                .as_slice()
+                .ct_eq(shared.token_digest.as_slice()),
+        ),
+        _ => false,
+    };
+    if !token_ok {
+        let _ = link.send(&Reply::Refused {
+            reason: "wrong token: the run's --agent-token file must hold the agent's token".into(),
+        });
+        return Err(Error::Refused("refused: wrong token".into()));
+    }
+    link.send(&Reply::Welcome {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        host: host_name(),
+    })?;
+    loop {
+        let request: Request = link.recv(HANDSHAKE_TIMEOUT * 6, "request")?;
+        match request {
+            Request::Clock => link.send(&Reply::Clock {
+                unix_ns: crate::unix_ns(),
+            })?,
+            Request::Start {
+                run_id,
+                watch,
+                listen_port,
+                tick_ms,
+                warmup,
+            } => {
+                if !TICK_MS.contains(&tick_ms) {
+                    let reason = format!("a tick of {tick_ms} ms: from 20 to 10000 ms");
+                    link.send(&Reply::Refused {
+                        reason: reason.clone(),
+                    })?;
+                    return Err(Error::Refused(format!("refused: {reason}")));
+                }
+                if !shared
+                    .runs
+                    .lock()
+                    .is_ok_and(|mut r| r.insert(run_id.clone()))
+                {
+                    let reason = format!("run {run_id} is already being profiled here");
+                    link.send(&Reply::Refused {
+                        reason: reason.clone(),
+                    })?;
+                    return Err(Error::Refused(format!("refused: {reason}")));
+                }
+                let (sampler, resolved) = ServerSampler::for_watch(watch, listen_port, warmup);
+                log(format!(
+                    "{peer}: run {run_id}: profiling {}",
+                    resolved.target_pid.map_or_else(
+                        || "the host".to_string(),
+                        |p| format!("process {p} and its tree")
+                    )
+                ));
+                link.send(&Reply::Started {
+                    target_pid: resolved.target_pid,
+                    note: resolved.note,
+                })?;
+                let result = profile(&mut link, sampler, Duration::from_millis(tick_ms));
+                if let Ok(mut r) = shared.runs.lock() {
+                    r.remove(&run_id);
+                }
+                log(match &result {
+                    Ok(()) => format!("{peer}: run {run_id}: profile sent"),
+                    Err(e) => format!("{peer}: run {run_id}: client lost ({e}): profile dropped"),
+                });
+                return result;
+            }
+            other => {
+                let reason = format!("unexpected {other:?} before a profile started");
+                link.send(&Reply::Refused {
+                    reason: reason.clone(),
+                })?;
+                return Err(Error::Refused(format!("refused: {reason}")));
+            }
+        }
+    }
+}
+
+/// Streams a tick every `tick` until the run asks for the finished profile.
+fn profile(
+    link: &mut Link<StreamOwned<ServerConnection, TcpStream>>,
+    mut sampler: ServerSampler,
+    tick: Duration,
+) -> Result<(), Error> {
+    let mut next = Instant::now() + tick;
+    loop {
+        let wait = next.saturating_duration_since(Instant::now());
+        link.stream_mut()
+            .sock
+            .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        match link.poll::<Request>()? {
+            Some(Request::Begin) => sampler.begin(),
+            Some(Request::Finish { requests }) => {
+                let (profile, listen_queue) = sampler.finish(requests, tick);
+                link.stream_mut()
+                    .sock
+                    .set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+                return link.send(&Reply::Finished {
+                    profile: Box::new(profile),
+                    listen_queue,
+                });
+            }
+            Some(Request::Clock) => link.send(&Reply::Clock {
+                unix_ns: crate::unix_ns(),
+            })?,
+            Some(other) => {
+                let reason = format!("unexpected {other:?} during a profile");
+                let _ = link.send(&Reply::Refused {
+                    reason: reason.clone(),
+                });
+                return Err(Error::Refused(reason));
+            }
+            None => {}
+        }
+        if Instant::now() >= next {
+            next += tick;
+            let t = sampler.tick(None);
+            link.send(&Reply::Tick(Box::new(t)))?;
+        }
+    }
+}
+
+/// This host's name, as the kernel has it.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "?".into())
+}

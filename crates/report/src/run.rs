@@ -6,7 +6,8 @@ mod requests;
 use std::fmt::Write as _;
 
 use crate::document::{
-    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
+    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, interval_text,
+    log_buckets, CiMethodName, Report,
 };
 use serde_json::Value;
 use tailscope_forensics::Diagnosis;
@@ -284,6 +285,19 @@ fn charts(report: &Report, so_far: bool) -> String {
     out
 }
 
+/// How the intervals of the latency table were obtained, in a sentence.
+fn ci_method_note(report: &Report) -> Option<String> {
+    let how = report.latency_ci95.as_ref()?;
+    Some(match how.method.name {
+        CiMethodName::WiderOfOrderStatisticsAndBlockBootstrap => format!(
+            "95 % intervals: the wider of order statistics of the run's histogram and a circular block bootstrap over its {} seconds (blocks of {} s): the seconds of a load test are not independent.",
+            how.method.seconds,
+            how.method.block_seconds.map_or("n/a".into(), |b| b.to_string())
+        ),
+        CiMethodName::OrderStatistics => "95 % intervals by order statistics of the run's histogram, which take requests as independent (the run has too few seconds for the bootstrap over them, which does not): read them as a lower bound of the uncertainty.".into(),
+    })
+}
+
 fn tables(report: &Report) -> String {
     let mut out = String::new();
     if let Some(p) = &report.latency_us {
@@ -304,10 +318,23 @@ fn tables(report: &Report) -> String {
                 "p99.99" => "p9999",
                 other => other,
             };
-            vec![(*k).to_string(), latency_figure(report, name, Some(*v))]
+            let interval = match interval_text(p, report.latency_ci95.as_ref(), name) {
+                _ if report.latency_lower_bound.iter().any(|l| l == name) => String::new(),
+                Some(Ok(interval)) => interval,
+                Some(Err(note)) => note,
+                None => String::new(),
+            };
+            vec![
+                (*k).to_string(),
+                latency_figure(report, name, Some(*v)),
+                interval,
+            ]
         })
         .collect();
-        out.push_str(&table(&["", "latency"], &rows));
+        out.push_str(&table(&["", "latency", "95 % interval"], &rows));
+        if let Some(how) = ci_method_note(report) {
+            let _ = writeln!(out, "<p class=\"sub\">{}</p>", escape(&how));
+        }
     }
     out.push_str("<h2>Status codes and errors</h2>\n");
     let mut rows: Vec<Vec<String>> = report

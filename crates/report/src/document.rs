@@ -9,6 +9,7 @@ mod hdr_log;
 mod histogram;
 pub mod merge;
 mod requests;
+mod steady;
 mod text;
 mod warnings;
 

@@ -83,3 +83,130 @@ fn a_runs_percentiles_have_their_intervals() {
     assert!(p["ci95"]["p50"].is_array(), "{p}");
     assert_eq!(r["latency_ci95"]["method"]["name"], "order_statistics");
 }
+
+/// `--until` stops the run once the percentile's interval is narrow enough (not before the
+/// 8 s the bootstrap over seconds needs), and says when; the run was not interrupted.
+#[test]
+fn until_stops_the_run_when_the_interval_is_narrow_enough() {
+    // A 5 ms sleep a request: a median steady to well within ±10 % on any machine.
+    let body = ok("sure");
+    let server = serve(move |_| Reply::Delay(Duration::from_millis(5), body.clone()));
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &[
+            "-c",
+            "4",
+            "--threads",
+            "1",
+            "--until",
+            "p50±10%",
+            "--max-duration",
+            "40s",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let until = &r["until"];
+    assert_eq!(until["reached"], true, "{until}");
+    let at = until["reached_at_s"].as_f64().unwrap();
+    assert!((8.0..40.0).contains(&at), "{until}");
+    let goal = &until["goals"][0];
+    assert_eq!(goal["percentile"], "p50");
+    assert!(
+        goal["last"]["half_width_pct"].as_f64().unwrap() <= 10.0,
+        "{goal}"
+    );
+    assert!(
+        r["summary"]["duration_s"].as_f64().unwrap() < 40.0,
+        "{}",
+        r["summary"]
+    );
+    assert_eq!(r["interrupted"], false);
+    assert!(
+        stderr.contains("Until:         every goal met at "),
+        "{stderr}"
+    );
+}
+
+/// When the cap comes first, the report says so and how far each goal got.
+#[test]
+fn until_says_when_the_cap_came_first() {
+    let Some((mut server, addr)) = spawn_serve(&[]) else {
+        return;
+    };
+    let url = format!("http://{addr}/");
+    let (code, r, stderr) = run_json(
+        &url,
+        &[
+            "-c",
+            "4",
+            "--threads",
+            "1",
+            "--until",
+            "p99±5%",
+            "--until",
+            "p99.99+-1%",
+            "--max-duration",
+            "2s",
+        ],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, 0, "{stderr}");
+    let until = &r["until"];
+    assert_eq!(until["reached"], false, "{until}");
+    assert!(until["reached_at_s"].is_null(), "{until}");
+    assert_eq!(until["max_duration_s"], 2.0);
+    assert_eq!(until["goals"].as_array().unwrap().len(), 2);
+    // 2 s is short of the 8 s a goal needs: neither is reached.
+    for g in until["goals"].as_array().unwrap() {
+        assert!(g["reached_at_s"].is_null(), "{g}");
+    }
+    assert!(
+        stderr.contains("--max-duration 2 s came first")
+            && stderr.contains("p99.99 ±1 %: not reached"),
+        "{stderr}"
+    );
+}
+
+/// Bad --until values and flags that do not go with it exit 2 with a clear message before
+/// anything is sent.
+#[test]
+fn bad_until_values_are_refused_before_anything_is_sent() {
+    let server = serve(|_| Reply::Send(ok("never")));
+    let url = server.url("/");
+    for (args, says) in [
+        (&["--until", "p99", "--max-duration", "5s"][..], "has no ±"),
+        (
+            &["--until", "p101±2%", "--max-duration", "5s"][..],
+            "p101 is not a percentile",
+        ),
+        (
+            &["--until", "p99±0%", "--max-duration", "5s"][..],
+            "±0% can never be met",
+        ),
+        (&["--until", "p99±2%"][..], "--until needs --max-duration"),
+        (
+            &["--max-duration", "5s"][..],
+            "--max-duration caps a run with --until",
+        ),
+        (
+            &["--until", "p99±2%", "--max-duration", "5s", "-z", "1s"][..],
+            "not -z or -n",
+        ),
+    ] {
+        let mut all = vec!["run", url.as_str(), "--no-tui"];
+        all.extend_from_slice(args);
+        let out = common::tailscope(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    assert_eq!(
+        server
+            .stats
+            .connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "nothing was sent"
+    );
+}

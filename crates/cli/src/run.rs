@@ -133,15 +133,14 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             return Err(usage(format!("no process with pid {pid} (--pid)")));
         }
     }
-    plan.stop = match (load.requests, load.duration) {
-        (Some(_), Some(_)) => {
-            return Err(usage(
-                "give -n (requests) or -z (duration), not both".into(),
-            ))
-        }
-        (Some(n), None) => Stop::Requests(n),
-        (None, Some(d)) => Stop::Duration(d),
-        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    let (requests, duration) = (load.requests, load.duration);
+    plan.stop = match until_stop(
+        &load.until,
+        load.max_duration,
+        requests.is_some() || duration.is_some(),
+    )? {
+        Some(cap) => cap,
+        None => duration_or_count(requests, duration)?,
     };
     if let Some(r) = load.rate {
         plan.pace = Pace::Rate(r);
@@ -266,7 +265,50 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         segment,
         start_at,
         stacks,
+        until: load.until,
     })
+}
+
+/// A refusal of the flags: exit code 2.
+fn usage(e: String) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e))
+}
+
+/// How a run without --until stops: -n, -z, or 10 s.
+fn duration_or_count(requests: Option<u64>, duration: Option<Duration>) -> Result<Stop> {
+    Ok(match (requests, duration) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "give -n (requests) or -z (duration), not both".into(),
+            ))
+        }
+        (Some(n), None) => Stop::Requests(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    })
+}
+
+/// `--until` with its cap: the run's stop is the cap (`--max-duration`), the goals end it
+/// sooner; None without --until. Refuses --until without a cap, beside -z or -n, and a cap
+/// without --until. `fixed`: -z or -n was given.
+fn until_stop(
+    until: &[tailscope_session::until::Goal],
+    max_duration: Option<Duration>,
+    fixed: bool,
+) -> Result<Option<Stop>> {
+    match (until.is_empty(), max_duration) {
+        (true, None) => Ok(None),
+        (true, Some(_)) => Err(usage(
+            "--max-duration caps a run with --until 'p99±2%'; for a fixed length give -z".into(),
+        )),
+        (false, None) => Err(usage(
+            "--until needs --max-duration, the longest the run may last (--max-duration 5m)".into(),
+        )),
+        (false, Some(_)) if fixed => Err(usage(
+            "--until ends the run itself: give --max-duration as its cap, not -z or -n".into(),
+        )),
+        (false, Some(cap)) => Ok(Some(Stop::Duration(cap))),
+    }
 }
 
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.

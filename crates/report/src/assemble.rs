@@ -44,6 +44,8 @@ pub struct RunParts<'a> {
     pub findings: Option<Findings>,
     /// The server's stacks, or why they were not sampled.
     pub stacks: Option<StacksSection>,
+    /// `--until`'s goals and what came of them.
+    pub until: Option<crate::document::Until>,
 }
 
 impl Report {
@@ -65,6 +67,7 @@ impl Report {
         parts.cpu_busy.fill(&mut report.timeseries);
         report.sections.findings = parts.findings;
         report.sections.stacks = parts.stacks;
+        report.until = parts.until;
         report
     }
 }

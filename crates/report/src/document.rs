@@ -11,6 +11,7 @@ pub mod merge;
 mod requests;
 mod steady;
 mod text;
+mod until;
 mod warnings;
 
 use std::collections::BTreeMap;
@@ -26,11 +27,13 @@ use tailscope_loadgen::segment::{unix_seconds, Segment};
 use tailscope_loadgen::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
 pub use confidence::{
-    interval_text, percentile_label, CiMethod, CiMethodName, LatencyCi95, Unbounded,
+    interval as percentile_interval, interval_text, percentile_label, CiMethod, CiMethodName,
+    LatencyCi95, Unbounded,
 };
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 pub use histogram::decode_histogram;
 pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
+pub use until::{Until, UntilCheck, UntilGoal};
 
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
@@ -390,6 +393,10 @@ pub struct Report {
     /// Open-loop rate changes during the run (the dashboard's `+`/`-`), in order.
     #[serde(default)]
     pub rate_changes: Vec<RateChange>,
+    /// `--until`: the percentiles the run waited on, and whether they were reached before
+    /// `--max-duration`; absent without `--until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
     /// The run was stopped before its end (Ctrl-C, SIGTERM, or from the dashboard).
     #[serde(default)]
     pub interrupted: bool,
@@ -578,6 +585,7 @@ impl Report {
             timeseries: totals.timeseries.clone(),
             connections: Some(Connections::of(plan, totals)),
             rate_changes: totals.rate_changes.clone(),
+            until: None,
             interrupted: totals.stopped_early,
             signal: None,
             warnings: Vec::new(),

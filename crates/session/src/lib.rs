@@ -47,6 +47,7 @@ pub mod run;
 pub mod signals;
 pub mod stacks;
 pub mod suite;
+pub mod until;
 
 pub use run::{Launch, RunConfig};
 

@@ -12,6 +12,7 @@ use tailscope_forensics::Roles;
 
 use crate::profiler::RunProfiler;
 use crate::stacks::{RunStacks, StacksError, StacksOptions};
+use crate::until::UntilWatch;
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
 use tailscope_report::document::{fmt_count, progress_line, Report, TargetInfo};
@@ -55,6 +56,9 @@ pub struct RunConfig {
     pub start_at: Option<SystemTime>,
     /// The server's stacks: whether to sample them, and the flame graphs to write.
     pub stacks: StacksOptions,
+    /// `--until`: stop once these percentiles' intervals are narrow enough (the plan's
+    /// duration is then `--max-duration`, the cap).
+    pub until: Vec<crate::until::Goal>,
 }
 
 /// A server tailscope starts itself.
@@ -231,7 +235,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // monotonic clock from here.
     let measure_started = SystemTime::now() + plan.warmup;
     let mut shared = SharedSnapshots::default();
+    let mut until = until_watch(&config);
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
+        if let Some(u) = until.as_mut() {
+            u.watch(snap, &control);
+        }
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
         if let Some((feed, _)) = &dashboard {
@@ -270,7 +278,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
         }
     }
-    let totals = totals.context("the load generator could not run")?;
+    let mut totals = totals.context("the load generator could not run")?;
+    // Met goals end the run as planned: not an interruption.
+    if until.as_ref().is_some_and(UntilWatch::stopped_the_run) {
+        totals.stopped_early = false;
+    }
     if live {
         say!();
     }
@@ -313,6 +325,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         cpu_busy,
         findings: Some(findings),
         stacks: stacks_section,
+        until: until.as_ref().map(UntilWatch::outcome),
     });
     let roles = Roles {
         server: &server_cpus,
@@ -367,6 +380,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
     Ok(Outcome::Success)
+}
+
+/// The watch of `--until`'s goals, when there are any (the plan's duration is their cap).
+fn until_watch(config: &RunConfig) -> Option<UntilWatch> {
+    let Stop::Duration(cap) = config.plan.stop else {
+        return None;
+    };
+    (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap))
 }
 
 /// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,

@@ -164,6 +164,14 @@ pub struct LoadArgs {
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
     #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// Keep the load on until this percentile's 95 % interval is within ±X % of it, checked
+    /// every second from the 8th on ('p99±2%', 'p99.9+-5%'; repeatable: until all are);
+    /// needs --max-duration, the cap. The report says what was reached and when.
+    #[arg(long = "until", value_name = "pN±X%", value_parser = tailscope_session::until::parse_goal)]
+    pub until: Vec<tailscope_session::until::Goal>,
+    /// With --until: the longest the run may last (1s to 30days).
+    #[arg(long = "max-duration", value_parser = duration_in(Duration::from_secs(1), MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
+    pub max_duration: Option<Duration>,
     /// Send exactly this many measured requests.
     #[arg(short = 'n', long = "requests", value_name = "N", value_parser = count_in::<u64>(1, MAX_REQUESTS as u64))]
     pub requests: Option<u64>,

@@ -105,37 +105,14 @@ pub fn latency(
     let mut unbounded = Vec::new();
     let mut block_seconds = None;
     for (i, &(name, q)) in QUANTILES.iter().enumerate() {
-        let ordered = match quantile_ci(latency, q, CONFIDENCE) {
-            Ok(ci) => ci,
-            Err(cannot) => {
-                unbounded.push(unbounded_note(latency, name, i, &cannot));
-                continue;
-            }
-        };
-        let mut bounds = ordered.bounds();
-        if bootstrap {
-            match figure_interval(seconds, Figure::Percentile(q), &options) {
-                Ok(e) => {
-                    if let Method::CircularBlockBootstrap {
-                        block_seconds: b, ..
-                    } = e.method
-                    {
-                        block_seconds = Some(b);
-                    }
-                    bounds = [
-                        bounds[0].min(e.low.floor() as u64),
-                        bounds[1].max(e.high.ceil() as u64),
-                    ];
+        match interval(latency, seconds, q) {
+            Ok((bounds, block)) => {
+                block_seconds = block_seconds.or(block);
+                if let Some(slot) = ci95.slot(name) {
+                    *slot = Some(bounds);
                 }
-                // Bounded by order statistics but not by the seconds (their histograms hold
-                // fewer samples than the whole, e.g. a run's partial seconds): the order
-                // statistics' interval stands.
-                Err(Insufficient::Tail(_) | Insufficient::NoSamples) => {}
-                Err(Insufficient::TooFewSeconds { .. } | Insufficient::BadQuantile(_)) => {}
             }
-        }
-        if let Some(slot) = ci95.slot(name) {
-            *slot = Some(bounds);
+            Err(cannot) => unbounded.push(unbounded_note(latency, name, i, &cannot)),
         }
     }
     let percentiles = Percentiles {
@@ -155,6 +132,41 @@ pub fn latency(
         seed: bootstrap.then_some(options.seed),
     };
     Some((percentiles, LatencyCi95 { method, unbounded }))
+}
+
+/// The 95 % interval `[low, high]` of the quantile `q` of `latency`, as the report gives it:
+/// the wider of order statistics and, given [`MIN_SECONDS`] or more `seconds` (the run's
+/// per-second histograms, in order), the block bootstrap over them; with the bootstrap's
+/// block length when it ran. `--until` checks the same interval as the run goes.
+pub fn interval(
+    latency: &Histogram<u64>,
+    seconds: &[Histogram<u64>],
+    q: f64,
+) -> Result<([u64; 2], Option<usize>), crate::stats::CannotBound> {
+    let mut bounds = quantile_ci(latency, q, CONFIDENCE)?.bounds();
+    if seconds.len() < MIN_SECONDS {
+        return Ok((bounds, None));
+    }
+    match figure_interval(seconds, Figure::Percentile(q), &BootstrapOptions::default()) {
+        Ok(e) => {
+            bounds = [
+                bounds[0].min(e.low.floor() as u64),
+                bounds[1].max(e.high.ceil() as u64),
+            ];
+            let block = match e.method {
+                Method::CircularBlockBootstrap { block_seconds, .. } => Some(block_seconds),
+                _ => None,
+            };
+            Ok((bounds, block))
+        }
+        // Bounded by order statistics but not by the seconds (their histograms hold fewer
+        // samples than the whole, e.g. a run's partial seconds): the order statistics'
+        // interval stands.
+        Err(Insufficient::Tail(_) | Insufficient::NoSamples) => Ok((bounds, None)),
+        Err(Insufficient::TooFewSeconds { .. } | Insufficient::BadQuantile(_)) => {
+            Ok((bounds, None))
+        }
+    }
 }
 
 /// The note of a percentile that cannot be bounded, counting the samples beyond the nearest

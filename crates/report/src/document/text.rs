@@ -108,6 +108,9 @@ impl Report {
             },
             s.grace_s
         );
+        if let Some(until) = &self.until {
+            out.push_str(&until.text());
+        }
         if self.interrupted {
             let _ = writeln!(
                 out,

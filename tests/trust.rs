@@ -210,3 +210,31 @@ fn bad_until_values_are_refused_before_anything_is_sent() {
         "nothing was sent"
     );
 }
+
+/// `--warmup auto` loads a server that is slow at first until its per-second figures have
+/// settled, then measures: the report says how long the warm-up took, and the measured run
+/// is the settled one.
+#[test]
+fn an_automatic_warm_up_ends_once_the_figures_settle() {
+    let body = ok("warm");
+    // Slow (20 ms) for the first 400 requests, about 2 s at 4 × 50/s, then 2 ms.
+    let server = serve(move |n| {
+        let delay = if n < 400 { 20 } else { 2 };
+        Reply::Delay(Duration::from_millis(delay), body.clone())
+    });
+    let (code, r, stderr) = run_json(
+        &server.url("/"),
+        &["-c", "4", "--threads", "1", "--warmup", "auto", "-z", "2s"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let w = &r["warmup_auto"];
+    assert_eq!(w["settled"], true, "{w}");
+    let after = w["settled_after_s"].as_f64().unwrap();
+    assert!((1.0..=5.0).contains(&after), "{w}");
+    assert!(w["judged_seconds"].as_u64().unwrap() >= 10, "{w}");
+    assert!(w["lasted_s"].as_f64().unwrap() >= 10.0, "{w}");
+    // Measured after the slow start: the median is the fast regime's.
+    let p50 = r["latency_us"]["p50"].as_u64().unwrap();
+    assert!(p50 < 10_000, "p50 {p50} µs");
+    assert!(stderr.contains("after an automatic warm-up of "), "{stderr}");
+}

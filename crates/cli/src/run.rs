@@ -147,7 +147,11 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     }
     plan.pipeline = load.pipeline;
     plan.keepalive = !load.no_keepalive;
-    plan.warmup = load.warmup.unwrap_or_default();
+    let warmup_auto = load.warmup == Some(crate::args::WarmupArg::Auto);
+    plan.warmup = match load.warmup {
+        Some(crate::args::WarmupArg::Fixed(d)) => d,
+        _ => Duration::ZERO,
+    };
     plan.timeout = load.timeout;
     plan.connect_timeout = load.connect_timeout;
     plan.grace = plan.timeout.min(Duration::from_secs(1));
@@ -266,6 +270,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         start_at,
         stacks,
         until: load.until,
+        warmup_auto,
     })
 }
 

@@ -46,6 +46,8 @@ pub struct RunParts<'a> {
     pub stacks: Option<StacksSection>,
     /// `--until`'s goals and what came of them.
     pub until: Option<crate::document::Until>,
+    /// `--warmup auto`: how the warm-up went.
+    pub warmup_auto: Option<crate::document::WarmupAuto>,
 }
 
 impl Report {
@@ -68,6 +70,10 @@ impl Report {
         report.sections.findings = parts.findings;
         report.sections.stacks = parts.stacks;
         report.until = parts.until;
+        report
+            .warnings
+            .extend(parts.warmup_auto.as_ref().and_then(|w| w.warning()));
+        report.warmup_auto = parts.warmup_auto;
         report
     }
 }

@@ -12,6 +12,7 @@ mod requests;
 mod steady;
 mod text;
 mod until;
+mod warmup_auto;
 mod warnings;
 
 use std::collections::BTreeMap;
@@ -34,6 +35,7 @@ pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 pub use histogram::decode_histogram;
 pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
 pub use until::{Until, UntilCheck, UntilGoal};
+pub use warmup_auto::WarmupAuto;
 
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
@@ -397,6 +399,10 @@ pub struct Report {
     /// `--max-duration`; absent without `--until`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until: Option<Until>,
+    /// `--warmup auto`: how long the warm-up lasted and whether the figures settled in it;
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_auto: Option<WarmupAuto>,
     /// The run was stopped before its end (Ctrl-C, SIGTERM, or from the dashboard).
     #[serde(default)]
     pub interrupted: bool,
@@ -586,6 +592,7 @@ impl Report {
             connections: Some(Connections::of(plan, totals)),
             rate_changes: totals.rate_changes.clone(),
             until: None,
+            warmup_auto: None,
             interrupted: totals.stopped_early,
             signal: None,
             warnings: Vec::new(),

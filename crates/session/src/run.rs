@@ -59,6 +59,9 @@ pub struct RunConfig {
     /// `--until`: stop once these percentiles' intervals are narrow enough (the plan's
     /// duration is then `--max-duration`, the cap).
     pub until: Vec<crate::until::Goal>,
+    /// `--warmup auto`: warm up until the per-second figures settle (the plan's own warm-up
+    /// is then 0).
+    pub warmup_auto: bool,
 }
 
 /// A server tailscope starts itself.
@@ -194,6 +197,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         None
     };
     let live = live && dashboard.is_none();
+    let warmup_auto = if config.warmup_auto {
+        Some(
+            crate::warmup::warm_up(plan, &control, live)
+                .context("the load generator could not run the warm-up")?,
+        )
+    } else {
+        None
+    };
     let mut progress = Progress::default();
     let server_cpus = target
         .as_ref()
@@ -326,6 +337,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         findings: Some(findings),
         stacks: stacks_section,
         until: until.as_ref().map(UntilWatch::outcome),
+        warmup_auto,
     });
     let roles = Roles {
         server: &server_cpus,

@@ -192,9 +192,11 @@ pub struct LoadArgs {
     /// the CPUs the server does not get.
     #[arg(long = "cpus", visible_alias = "client-cpus", value_parser = parse_cpu_list, value_name = "LIST")]
     pub cpus: Option<CpuList>,
-    /// Apply load for this long before measuring; nothing sent in it is recorded.
-    #[arg(long = "warmup", value_parser = duration_in(Duration::ZERO, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
-    pub warmup: Option<Duration>,
+    /// Apply load for this long before measuring; nothing sent in it is recorded. auto: until
+    /// the per-second throughput and p99 settle (MSER; at least 10 s, at most 120 s, on
+    /// connections of its own), and the report says how long that took.
+    #[arg(long = "warmup", value_parser = parse_warmup, value_name = "DUR|auto", allow_hyphen_values = true)]
+    pub warmup: Option<WarmupArg>,
     /// Per-request timeout, from when the request began (its connect, if it opened one).
     #[arg(short = 't', long = "timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "20s", value_name = "DUR", allow_hyphen_values = true)]
     pub timeout: Duration,
@@ -231,6 +233,23 @@ pub struct LoadArgs {
     /// The pause between a slow connection's header bytes (--slow-conns).
     #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     pub slow_interval: Duration,
+}
+
+/// `--warmup`: a fixed length, or until the figures settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmupArg {
+    /// This long.
+    Fixed(Duration),
+    /// Until the per-second figures settle.
+    Auto,
+}
+
+/// Parses `--warmup`: `auto`, or a duration from 0 to 30 days.
+fn parse_warmup(s: &str) -> Result<WarmupArg, String> {
+    if s.trim() == "auto" {
+        return Ok(WarmupArg::Auto);
+    }
+    duration_in(Duration::ZERO, MAX_DURATION)(s).map(WarmupArg::Fixed)
 }
 
 /// `--engine`.

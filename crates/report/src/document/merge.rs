@@ -335,6 +335,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         timeseries,
         rate_changes: Vec::new(),
         until: None,
+        warmup_auto: None,
         interrupted: all().any(|r| r.interrupted),
         signal: all().find_map(|r| r.signal.clone()),
         warnings: Vec::new(),

@@ -101,10 +101,10 @@ impl Report {
             } else {
                 format!("{:.2} s", s.duration_s)
             },
-            if c.warmup_s > 0.0 {
-                format!(" (after {:.1} s warm-up)", c.warmup_s)
-            } else {
-                String::new()
+            match &self.warmup_auto {
+                Some(w) => format!(" ({})", w.describe()),
+                None if c.warmup_s > 0.0 => format!(" (after {:.1} s warm-up)", c.warmup_s),
+                None => String::new(),
             },
             s.grace_s
         );

@@ -236,5 +236,8 @@ fn an_automatic_warm_up_ends_once_the_figures_settle() {
     // Measured after the slow start: the median is the fast regime's.
     let p50 = r["latency_us"]["p50"].as_u64().unwrap();
     assert!(p50 < 10_000, "p50 {p50} µs");
-    assert!(stderr.contains("after an automatic warm-up of "), "{stderr}");
+    assert!(
+        stderr.contains("after an automatic warm-up of "),
+        "{stderr}"
+    );
 }

@@ -587,4 +587,29 @@ pub(crate) mod tests {
         findings.diagnosis_held_back.clear();
         assert!(diagnosis(&report, false).contains("no rule's signature"));
     }
+
+    /// The latency table gives each percentile's interval, or why it has none, and says how
+    /// the intervals were obtained.
+    #[test]
+    fn the_latency_table_has_each_percentiles_interval_or_why_not() {
+        let one = run_page(&report_of(2, Vec::new()));
+        assert!(one.contains("95 % interval"), "no interval column");
+        assert!(one.contains("p50 n/a: "), "one sample bounds nothing");
+        let mut latency = Histogram::<u64>::new(3).unwrap();
+        for i in 0..10_000u64 {
+            latency.record(100 + i % 300).unwrap();
+        }
+        let totals = tailscope_loadgen::RunTotals::of_latency(
+            std::time::Duration::from_secs(2),
+            Default::default(),
+            latency,
+        );
+        let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:9/").unwrap();
+        let page = run_page(&Report::new(&plan, &totals));
+        let p = Report::new(&plan, &totals).latency_us.unwrap();
+        let [low, high] = p.ci95.unwrap().p99.unwrap();
+        let cell = escape(&format!("({} – {})", fmt_us(low), fmt_us(high)));
+        assert!(page.contains(&cell), "no {cell} in the page");
+        assert!(page.contains("95 % intervals by order statistics"));
+    }
 }

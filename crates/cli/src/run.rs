@@ -134,22 +134,25 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             return Err(usage(format!("no process with pid {pid} (--pid)")));
         }
     }
-    plan.stop = match (load.requests, load.duration) {
-        (Some(_), Some(_)) => {
-            return Err(usage(
-                "give -n (requests) or -z (duration), not both".into(),
-            ))
-        }
-        (Some(n), None) => Stop::Requests(n),
-        (None, Some(d)) => Stop::Duration(d),
-        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    let (requests, duration) = (load.requests, load.duration);
+    plan.stop = match until_stop(
+        &load.until,
+        load.max_duration,
+        requests.is_some() || duration.is_some(),
+    )? {
+        Some(cap) => cap,
+        None => duration_or_count(requests, duration)?,
     };
     if let Some(r) = load.rate {
         plan.pace = Pace::Rate(r);
     }
     plan.pipeline = load.pipeline;
     plan.keepalive = !load.no_keepalive;
-    plan.warmup = load.warmup.unwrap_or_default();
+    let warmup_auto = load.warmup == Some(crate::args::WarmupArg::Auto);
+    plan.warmup = match load.warmup {
+        Some(crate::args::WarmupArg::Fixed(d)) => d,
+        _ => Duration::ZERO,
+    };
     plan.timeout = load.timeout;
     plan.connect_timeout = load.connect_timeout;
     plan.grace = plan.timeout.min(Duration::from_secs(1));
@@ -268,6 +271,8 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         start_at,
         stacks,
         agent,
+        until: load.until,
+        warmup_auto,
     })
 }
 
@@ -320,6 +325,48 @@ fn agent_options(
         token,
         fingerprint,
     }))
+}
+
+/// A refusal of the flags: exit code 2.
+fn usage(e: String) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e))
+}
+
+/// How a run without --until stops: -n, -z, or 10 s.
+fn duration_or_count(requests: Option<u64>, duration: Option<Duration>) -> Result<Stop> {
+    Ok(match (requests, duration) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "give -n (requests) or -z (duration), not both".into(),
+            ))
+        }
+        (Some(n), None) => Stop::Requests(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    })
+}
+
+/// `--until` with its cap: the run's stop is the cap (`--max-duration`), the goals end it
+/// sooner; None without --until. Refuses --until without a cap, beside -z or -n, and a cap
+/// without --until. `fixed`: -z or -n was given.
+fn until_stop(
+    until: &[tailscope_session::until::Goal],
+    max_duration: Option<Duration>,
+    fixed: bool,
+) -> Result<Option<Stop>> {
+    match (until.is_empty(), max_duration) {
+        (true, None) => Ok(None),
+        (true, Some(_)) => Err(usage(
+            "--max-duration caps a run with --until 'p99±2%'; for a fixed length give -z".into(),
+        )),
+        (false, None) => Err(usage(
+            "--until needs --max-duration, the longest the run may last (--max-duration 5m)".into(),
+        )),
+        (false, Some(_)) if fixed => Err(usage(
+            "--until ends the run itself: give --max-duration as its cap, not -z or -n".into(),
+        )),
+        (false, Some(cap)) => Ok(Some(Stop::Duration(cap))),
+    }
 }
 
 /// Sets the plan's TLS options from the flags; an error for a TLS flag without https.

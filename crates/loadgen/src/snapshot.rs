@@ -327,6 +327,65 @@ pub struct Percentiles {
     pub p9999: u64,
     /// Slowest.
     pub max: u64,
+    /// Each percentile's 95 % confidence interval, where the report computed them (the run's
+    /// `latency_us`); absent elsewhere (the generator never fills it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci95: Option<Ci95>,
+}
+
+/// The 95 % confidence intervals of a run's latency percentiles, `[low, high]` µs each; null
+/// for a percentile its samples cannot bound (the report says why beside it). Plain data:
+/// `tailscope-report` computes it (`stats`), the generator only carries the type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ci95 {
+    /// Median.
+    pub p50: Option<[u64; 2]>,
+    /// 75th percentile.
+    pub p75: Option<[u64; 2]>,
+    /// 90th percentile.
+    pub p90: Option<[u64; 2]>,
+    /// 95th percentile.
+    pub p95: Option<[u64; 2]>,
+    /// 99th percentile.
+    pub p99: Option<[u64; 2]>,
+    /// 99.9th percentile.
+    pub p999: Option<[u64; 2]>,
+    /// 99.99th percentile.
+    pub p9999: Option<[u64; 2]>,
+}
+
+impl Ci95 {
+    /// The interval of the percentile named as in the JSON (`p99`, `p999`).
+    pub fn get(&self, name: &str) -> Option<[u64; 2]> {
+        *self.slot_ref(name)?
+    }
+
+    /// The place of the percentile named `name`'s interval.
+    pub fn slot(&mut self, name: &str) -> Option<&mut Option<[u64; 2]>> {
+        Some(match name {
+            "p50" => &mut self.p50,
+            "p75" => &mut self.p75,
+            "p90" => &mut self.p90,
+            "p95" => &mut self.p95,
+            "p99" => &mut self.p99,
+            "p999" => &mut self.p999,
+            "p9999" => &mut self.p9999,
+            _ => return None,
+        })
+    }
+
+    fn slot_ref(&self, name: &str) -> Option<&Option<[u64; 2]>> {
+        Some(match name {
+            "p50" => &self.p50,
+            "p75" => &self.p75,
+            "p90" => &self.p90,
+            "p95" => &self.p95,
+            "p99" => &self.p99,
+            "p999" => &self.p999,
+            "p9999" => &self.p9999,
+            _ => return None,
+        })
+    }
 }
 
 impl Percentiles {
@@ -367,6 +426,7 @@ impl Percentiles {
             p999: q[5],
             p9999: q[6],
             max: h.max(),
+            ci95: None,
         }
     }
 }
@@ -745,6 +805,7 @@ mod tests {
                 p999: q(0.999),
                 p9999: q(0.9999),
                 max: h.max(),
+                ci95: None,
             };
             assert_eq!(p, own, "case {case}: {n} values");
         }

@@ -44,6 +44,10 @@ pub struct RunParts<'a> {
     pub findings: Option<Findings>,
     /// The server's stacks, or why they were not sampled.
     pub stacks: Option<StacksSection>,
+    /// `--until`'s goals and what came of them.
+    pub until: Option<crate::document::Until>,
+    /// `--warmup auto`: how the warm-up went.
+    pub warmup_auto: Option<crate::document::WarmupAuto>,
 }
 
 impl Report {
@@ -65,6 +69,11 @@ impl Report {
         parts.cpu_busy.fill(&mut report.timeseries);
         report.sections.findings = parts.findings;
         report.sections.stacks = parts.stacks;
+        report.until = parts.until;
+        report
+            .warnings
+            .extend(parts.warmup_auto.as_ref().and_then(|w| w.warning()));
+        report.warmup_auto = parts.warmup_auto;
         report
     }
 }

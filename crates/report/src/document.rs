@@ -3,12 +3,16 @@
 //! [`Report::new`] turns a run's [`RunTotals`] into the serde [`Report`] (this module);
 //! `text` writes the human summary and the histogram bars, `fmt` the numbers in it.
 
+mod confidence;
 mod fmt;
 mod hdr_log;
 mod histogram;
 pub mod merge;
 mod requests;
+mod steady;
 mod text;
+mod until;
+mod warmup_auto;
 mod warnings;
 
 use std::collections::BTreeMap;
@@ -23,9 +27,15 @@ use tailscope_loadgen::plan::{Pace, Plan, Stop};
 use tailscope_loadgen::segment::{unix_seconds, Segment};
 use tailscope_loadgen::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
+pub use confidence::{
+    interval as percentile_interval, interval_text, percentile_label, CiMethod, CiMethodName,
+    LatencyCi95, Unbounded,
+};
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
 pub use histogram::decode_histogram;
 pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
+pub use until::{Until, UntilCheck, UntilGoal};
+pub use warmup_auto::WarmupAuto;
 
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
@@ -346,8 +356,13 @@ pub struct Report {
     /// The totals.
     pub summary: Summary,
     /// Latency of every request that got a response, and of every unfinished one at its
-    /// wait so far (corrected for coordinated omission in open loop).
+    /// wait so far (corrected for coordinated omission in open loop), with each
+    /// percentile's 95 % confidence interval (`ci95`).
     pub latency_us: Option<Percentiles>,
+    /// How `latency_us.ci95` was obtained, and the percentiles it cannot bound (with why);
+    /// absent when nothing was measured or in reports written before the intervals were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ci95: Option<LatencyCi95>,
     /// The percentiles of `latency_us` that unfinished requests reach (`p99`, `p999`,
     /// `max`, ...): their true values are at least as high.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -380,6 +395,14 @@ pub struct Report {
     /// Open-loop rate changes during the run (the dashboard's `+`/`-`), in order.
     #[serde(default)]
     pub rate_changes: Vec<RateChange>,
+    /// `--until`: the percentiles the run waited on, and whether they were reached before
+    /// `--max-duration`; absent without `--until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Until>,
+    /// `--warmup auto`: how long the warm-up lasted and whether the figures settled in it;
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_auto: Option<WarmupAuto>,
     /// The run was stopped before its end (Ctrl-C, SIGTERM, or from the dashboard).
     #[serde(default)]
     pub interrupted: bool,
@@ -422,6 +445,19 @@ pub struct Report {
     pub sections: RunSections,
 }
 
+/// The per-second histograms as the aggregator serialized them (V2 deflate), decoded; one
+/// that cannot be read (never, from our own aggregator) is left out.
+fn decode_seconds(seconds: &[Vec<u8>]) -> Vec<hdrhistogram::Histogram<u64>> {
+    seconds
+        .iter()
+        .filter_map(|b| {
+            hdrhistogram::serialization::Deserializer::new()
+                .deserialize(&mut b.as_slice())
+                .ok()
+        })
+        .collect()
+}
+
 pub(crate) fn ratio(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -436,6 +472,10 @@ impl Report {
         let c = &totals.counters;
         let requests = c.requests();
         let duration_s = totals.duration.as_secs_f64();
+        let latency = confidence::latency(
+            &totals.histograms.latency,
+            &decode_seconds(&totals.second_histograms),
+        );
         let mut report = Report {
             schema_version: SCHEMA_VERSION,
             tool: Tool {
@@ -520,7 +560,8 @@ impl Report {
                 non2xx: c.non2xx(),
                 non2xx_rate: ratio(c.non2xx(), requests),
             },
-            latency_us: percentiles(&totals.histograms.latency),
+            latency_us: latency.as_ref().map(|(p, _)| *p),
+            latency_ci95: latency.map(|(_, ci)| ci),
             latency_lower_bound: lower_bounds(&totals.histograms.latency, c.unfinished_min_us),
             littles_law: match plan.pace {
                 Pace::Max if c.connection_us > 0 => Some(LittlesLaw {
@@ -550,6 +591,8 @@ impl Report {
             timeseries: totals.timeseries.clone(),
             connections: Some(Connections::of(plan, totals)),
             rate_changes: totals.rate_changes.clone(),
+            until: None,
+            warmup_auto: None,
             interrupted: totals.stopped_early,
             signal: None,
             warnings: Vec::new(),

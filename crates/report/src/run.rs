@@ -6,7 +6,8 @@ mod requests;
 use std::fmt::Write as _;
 
 use crate::document::{
-    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, log_buckets, Report,
+    decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, interval_text,
+    log_buckets, CiMethodName, Report,
 };
 use serde_json::Value;
 use tailscope_forensics::Diagnosis;
@@ -284,6 +285,19 @@ fn charts(report: &Report, so_far: bool) -> String {
     out
 }
 
+/// How the intervals of the latency table were obtained, in a sentence.
+fn ci_method_note(report: &Report) -> Option<String> {
+    let how = report.latency_ci95.as_ref()?;
+    Some(match how.method.name {
+        CiMethodName::WiderOfOrderStatisticsAndBlockBootstrap => format!(
+            "95 % intervals: the wider of order statistics of the run's histogram and a circular block bootstrap over its {} seconds (blocks of {} s): the seconds of a load test are not independent.",
+            how.method.seconds,
+            how.method.block_seconds.map_or("n/a".into(), |b| b.to_string())
+        ),
+        CiMethodName::OrderStatistics => "95 % intervals by order statistics of the run's histogram, which take requests as independent (the run has too few seconds for the bootstrap over them, which does not): read them as a lower bound of the uncertainty.".into(),
+    })
+}
+
 fn tables(report: &Report) -> String {
     let mut out = String::new();
     if let Some(p) = &report.latency_us {
@@ -304,10 +318,23 @@ fn tables(report: &Report) -> String {
                 "p99.99" => "p9999",
                 other => other,
             };
-            vec![(*k).to_string(), latency_figure(report, name, Some(*v))]
+            let interval = match interval_text(p, report.latency_ci95.as_ref(), name) {
+                _ if report.latency_lower_bound.iter().any(|l| l == name) => String::new(),
+                Some(Ok(interval)) => interval,
+                Some(Err(note)) => note,
+                None => String::new(),
+            };
+            vec![
+                (*k).to_string(),
+                latency_figure(report, name, Some(*v)),
+                interval,
+            ]
         })
         .collect();
-        out.push_str(&table(&["", "latency"], &rows));
+        out.push_str(&table(&["", "latency", "95 % interval"], &rows));
+        if let Some(how) = ci_method_note(report) {
+            let _ = writeln!(out, "<p class=\"sub\">{}</p>", escape(&how));
+        }
     }
     out.push_str("<h2>Status codes and errors</h2>\n");
     let mut rows: Vec<Vec<String>> = report
@@ -559,5 +586,30 @@ pub(crate) mod tests {
         let findings = report.sections.findings.as_mut().unwrap();
         findings.diagnosis_held_back.clear();
         assert!(diagnosis(&report, false).contains("no rule's signature"));
+    }
+
+    /// The latency table gives each percentile's interval, or why it has none, and says how
+    /// the intervals were obtained.
+    #[test]
+    fn the_latency_table_has_each_percentiles_interval_or_why_not() {
+        let one = run_page(&report_of(2, Vec::new()));
+        assert!(one.contains("95 % interval"), "no interval column");
+        assert!(one.contains("p50 n/a: "), "one sample bounds nothing");
+        let mut latency = Histogram::<u64>::new(3).unwrap();
+        for i in 0..10_000u64 {
+            latency.record(100 + i % 300).unwrap();
+        }
+        let totals = tailscope_loadgen::RunTotals::of_latency(
+            std::time::Duration::from_secs(2),
+            Default::default(),
+            latency,
+        );
+        let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:9/").unwrap();
+        let page = run_page(&Report::new(&plan, &totals));
+        let p = Report::new(&plan, &totals).latency_us.unwrap();
+        let [low, high] = p.ci95.unwrap().p99.unwrap();
+        let cell = escape(&format!("({} – {})", fmt_us(low), fmt_us(high)));
+        assert!(page.contains(&cell), "no {cell} in the page");
+        assert!(page.contains("95 % intervals by order statistics"));
     }
 }

@@ -48,6 +48,8 @@ pub mod run;
 pub mod signals;
 pub mod stacks;
 pub mod suite;
+pub mod until;
+pub mod warmup;
 
 pub use run::{Launch, RunConfig};
 

@@ -12,6 +12,7 @@ use tailscope_forensics::Roles;
 
 use crate::profiler::RunProfiler;
 use crate::stacks::{RunStacks, StacksError, StacksOptions};
+use crate::until::UntilWatch;
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
 use tailscope_report::document::{fmt_count, progress_line, Report, TargetInfo};
@@ -57,6 +58,12 @@ pub struct RunConfig {
     pub stacks: StacksOptions,
     /// `--agent`: the server side is read by a `tailscope agent` on the server's host.
     pub agent: Option<tailscope_agent::client::AgentOptions>,
+    /// `--until`: stop once these percentiles' intervals are narrow enough (the plan's
+    /// duration is then `--max-duration`, the cap).
+    pub until: Vec<crate::until::Goal>,
+    /// `--warmup auto`: warm up until the per-second figures settle (the plan's own warm-up
+    /// is then 0).
+    pub warmup_auto: bool,
 }
 
 /// A server tailscope starts itself.
@@ -197,6 +204,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         None
     };
     let live = live && dashboard.is_none();
+    let warmup_auto = if config.warmup_auto {
+        Some(
+            crate::warmup::warm_up(plan, &control, live)
+                .context("the load generator could not run the warm-up")?,
+        )
+    } else {
+        None
+    };
     let mut progress = Progress::default();
     let server_cpus = target
         .as_ref()
@@ -247,7 +262,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // monotonic clock from here.
     let measure_started = SystemTime::now() + plan.warmup;
     let mut shared = SharedSnapshots::default();
+    let mut until = until_watch(&config);
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
+        if let Some(u) = until.as_mut() {
+            u.watch(snap, &control);
+        }
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
         if let Some((feed, _)) = &dashboard {
@@ -286,7 +305,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
         }
     }
-    let totals = totals.context("the load generator could not run")?;
+    let mut totals = totals.context("the load generator could not run")?;
+    // Met goals end the run as planned: not an interruption.
+    if until.as_ref().is_some_and(UntilWatch::stopped_the_run) {
+        totals.stopped_early = false;
+    }
     if live {
         say!();
     }
@@ -330,6 +353,8 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         cpu_busy,
         findings: Some(findings),
         stacks: stacks_section,
+        until: until.as_ref().map(UntilWatch::outcome),
+        warmup_auto,
     });
     let roles = Roles {
         server: &server_cpus,
@@ -384,6 +409,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
     Ok(Outcome::Success)
+}
+
+/// The watch of `--until`'s goals, when there are any (the plan's duration is their cap).
+fn until_watch(config: &RunConfig) -> Option<UntilWatch> {
+    let Stop::Duration(cap) = config.plan.stop else {
+        return None;
+    };
+    (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap))
 }
 
 /// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,

@@ -185,6 +185,14 @@ pub struct LoadArgs {
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
     #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
+    /// Keep the load on until this percentile's 95 % interval is within ±X % of it, checked
+    /// every second from the 8th on ('p99±2%', 'p99.9+-5%'; repeatable: until all are);
+    /// needs --max-duration, the cap. The report says what was reached and when.
+    #[arg(long = "until", value_name = "pN±X%", value_parser = tailscope_session::until::parse_goal)]
+    pub until: Vec<tailscope_session::until::Goal>,
+    /// With --until: the longest the run may last (1s to 30days).
+    #[arg(long = "max-duration", value_parser = duration_in(Duration::from_secs(1), MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
+    pub max_duration: Option<Duration>,
     /// Send exactly this many measured requests.
     #[arg(short = 'n', long = "requests", value_name = "N", value_parser = count_in::<u64>(1, MAX_REQUESTS as u64))]
     pub requests: Option<u64>,
@@ -205,9 +213,11 @@ pub struct LoadArgs {
     /// the CPUs the server does not get.
     #[arg(long = "cpus", visible_alias = "client-cpus", value_parser = parse_cpu_list, value_name = "LIST")]
     pub cpus: Option<CpuList>,
-    /// Apply load for this long before measuring; nothing sent in it is recorded.
-    #[arg(long = "warmup", value_parser = duration_in(Duration::ZERO, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
-    pub warmup: Option<Duration>,
+    /// Apply load for this long before measuring; nothing sent in it is recorded. auto: until
+    /// the per-second throughput and p99 settle (MSER; at least 10 s, at most 120 s, on
+    /// connections of its own), and the report says how long that took.
+    #[arg(long = "warmup", value_parser = parse_warmup, value_name = "DUR|auto", allow_hyphen_values = true)]
+    pub warmup: Option<WarmupArg>,
     /// Per-request timeout, from when the request began (its connect, if it opened one).
     #[arg(short = 't', long = "timeout", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "20s", value_name = "DUR", allow_hyphen_values = true)]
     pub timeout: Duration,
@@ -244,6 +254,23 @@ pub struct LoadArgs {
     /// The pause between a slow connection's header bytes (--slow-conns).
     #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     pub slow_interval: Duration,
+}
+
+/// `--warmup`: a fixed length, or until the figures settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmupArg {
+    /// This long.
+    Fixed(Duration),
+    /// Until the per-second figures settle.
+    Auto,
+}
+
+/// Parses `--warmup`: `auto`, or a duration from 0 to 30 days.
+fn parse_warmup(s: &str) -> Result<WarmupArg, String> {
+    if s.trim() == "auto" {
+        return Ok(WarmupArg::Auto);
+    }
+    duration_in(Duration::ZERO, MAX_DURATION)(s).map(WarmupArg::Fixed)
 }
 
 /// `--engine`.

@@ -294,13 +294,20 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix_s.max(0.0)))
     };
 
+    // The merged run's intervals, over the merged seconds (the bootstrap's unit).
+    let seconds: Vec<Histogram<u64>> = second_histograms
+        .iter()
+        .filter_map(|d| decode_base64(d))
+        .collect();
+    let latency_with_ci = super::confidence::latency(&latency, &seconds);
     let mut merged = Report {
         schema_version: first.schema_version,
         tool: first.tool.clone(),
         config,
         target,
         summary,
-        latency_us: percentiles(&latency),
+        latency_us: latency_with_ci.as_ref().map(|(p, _)| *p),
+        latency_ci95: latency_with_ci.map(|(_, ci)| ci),
         latency_lower_bound: lower_bounds(&latency, unfinished_min_us),
         littles_law,
         latency_uncorrected_us: uncorrected
@@ -327,6 +334,8 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         ),
         timeseries,
         rate_changes: Vec::new(),
+        until: None,
+        warmup_auto: None,
         interrupted: all().any(|r| r.interrupted),
         signal: all().find_map(|r| r.signal.clone()),
         warnings: Vec::new(),

@@ -901,3 +901,48 @@ fn a_run_shorter_than_a_tenth_of_a_second_gives_its_duration_in_ms() {
     let text = report.to_text();
     assert!(text.contains("  Duration:      5.00 s, then"), "{text}");
 }
+
+/// Every percentile of the text comes with its 95 % interval, and one its samples cannot
+/// bound prints why in place of a bare number; the JSON has the same as `[low, high]` and
+/// null, with the typed note beside.
+#[test]
+fn percentiles_come_with_their_intervals_or_say_why_not() {
+    let mut latency = new_histogram(Duration::from_secs(60));
+    for i in 0..5_000u64 {
+        latency.record(1_000 + i % 500).unwrap();
+    }
+    let t = RunTotals::of_latency(Duration::from_secs(2), Counters::default(), latency);
+    let plan = Plan::new("http://127.0.0.1:9/x").unwrap();
+    let report = Report::new(&plan, &t);
+    let text = report.to_text();
+    let line = |label: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{label} ")))
+            .unwrap_or_else(|| panic!("no {label} line in {text}"))
+            .to_string()
+    };
+    let p99 = line("p99");
+    assert!(
+        p99.contains(" (") && p99.contains(" – ") && p99.ends_with(')'),
+        "{p99}"
+    );
+    // 5 000 samples bound p99.9 (3 688 needed) but not p99.99 (36 887).
+    assert!(line("p99.9").ends_with(')'), "{text}");
+    let p9999 = line("p99.99");
+    assert!(
+        p9999.contains("p99.99  n/a: ") && p9999.ends_with("samples above p99.9"),
+        "{p9999}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    let ci = &v["latency_us"]["ci95"];
+    let [low, high] = [&ci["p99"][0], &ci["p99"][1]].map(|b| b.as_u64().unwrap());
+    let p = v["latency_us"]["p99"].as_u64().unwrap();
+    assert!(low <= p && p <= high, "{low} {p} {high}");
+    assert!(ci["p9999"].is_null(), "{ci}");
+    let unbounded = &v["latency_ci95"]["unbounded"][0];
+    assert_eq!(unbounded["percentile"], "p9999");
+    assert_eq!(unbounded["samples_needed"], 36_887);
+    assert_eq!(v["latency_ci95"]["method"]["name"], "order_statistics");
+    let back: Report = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(back, report);
+}

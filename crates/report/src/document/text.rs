@@ -101,13 +101,16 @@ impl Report {
             } else {
                 format!("{:.2} s", s.duration_s)
             },
-            if c.warmup_s > 0.0 {
-                format!(" (after {:.1} s warm-up)", c.warmup_s)
-            } else {
-                String::new()
+            match &self.warmup_auto {
+                Some(w) => format!(" ({})", w.describe()),
+                None if c.warmup_s > 0.0 => format!(" (after {:.1} s warm-up)", c.warmup_s),
+                None => String::new(),
             },
             s.grace_s
         );
+        if let Some(until) = &self.until {
+            out.push_str(&until.text());
+        }
         if self.interrupted {
             let _ = writeln!(
                 out,
@@ -278,6 +281,7 @@ impl Report {
             title,
             self.latency_us.as_ref(),
             &self.latency_lower_bound,
+            self.latency_ci95.as_ref(),
         );
         if c.rate.is_some() {
             write_percentiles(
@@ -285,6 +289,7 @@ impl Report {
                 "Latency from actual send (uncorrected):",
                 self.latency_uncorrected_us.as_ref(),
                 &[],
+                None,
             );
         }
         if let Some(p) = &self.connect_us {
@@ -457,8 +462,16 @@ impl Report {
 }
 
 /// `lower` names the percentiles that are lower bounds (unfinished requests reach them):
-/// they print as `≥ 2.00s`, and so do the mean and stdev then.
-fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>, lower: &[String]) {
+/// they print as `≥ 2.00s`, and so do the mean and stdev then. Each percentile is followed
+/// by its 95 % interval where `p` has them (`p99  1.15ms  (1.09ms – 1.22ms)`), and one that
+/// `ci` says cannot be bounded prints its note in place of the number.
+fn write_percentiles(
+    out: &mut String,
+    title: &str,
+    p: Option<&Percentiles>,
+    lower: &[String],
+    ci: Option<&super::LatencyCi95>,
+) {
     let _ = writeln!(out, "{title}");
     let Some(p) = p else {
         let _ = writeln!(out, "  n/a (no complete responses)\n");
@@ -489,7 +502,23 @@ fn write_percentiles(out: &mut String, title: &str, p: Option<&Percentiles>, low
         ("p99.9", "p999", p.p999),
         ("p99.99", "p9999", p.p9999),
     ] {
-        let _ = writeln!(out, "  {label:>7}  {}", at_least(name, v));
+        let line = match super::interval_text(p, ci, name) {
+            // An interval of a lower bound bounds the wrong figure: the number alone.
+            _ if lower.iter().any(|l| l == name) => at_least(name, v),
+            Some(Ok(interval)) => format!("{:<9} {interval}", fmt_us(v)),
+            Some(Err(note)) => note.trim_start_matches(label).trim_start().to_string(),
+            None => fmt_us(v),
+        };
+        let _ = writeln!(out, "  {label:>7}  {line}");
+    }
+    if p.ci95.is_some() {
+        let how = match ci.map(|c| c.method.name) {
+            Some(super::CiMethodName::WiderOfOrderStatisticsAndBlockBootstrap) => {
+                "95 % intervals: the wider of order statistics and a block bootstrap over the seconds"
+            }
+            _ => "95 % intervals by order statistics (too few seconds for the bootstrap over them)",
+        };
+        let _ = writeln!(out, "  ({how})");
     }
     if !lower.is_empty() {
         let _ = writeln!(

@@ -264,6 +264,7 @@ impl Report {
         out.extend(self.pace_warnings(unsent_applies));
         out.extend(stopped);
         out.extend(self.littles_law_lost_time());
+        out.extend(self.stationarity_warnings());
         out
     }
 

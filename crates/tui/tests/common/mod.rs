@@ -63,6 +63,7 @@ pub fn snapshot(tick: u64) -> Snapshot {
         p999: 1_600_000,
         p9999: 1_600_000,
         max: 1_600_000,
+        ci95: None,
     };
     Snapshot {
         phase: Phase::Running,
@@ -200,6 +201,7 @@ pub fn mix(names: &[(&str, u64, u64, u64, u64, u64)]) -> Vec<RequestLive> {
                 p999: p99,
                 p9999: p99,
                 max: p99,
+                ci95: None,
             }),
             last_second: Some(last),
         })

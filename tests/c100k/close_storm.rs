@@ -144,14 +144,14 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
         ));
         return;
     }
-    // A stall is still named on a quiet machine: 38 ms with 67 % of the server's samples in
-    // __fput_[k], the sockets' own teardown, now linear in the closes (issue 32 keeps it open).
     // What this test pins is that the quadratic cancel is gone: never a stall inside the
     // cancel frames (checked above), and a tail two orders of magnitude under the defect's.
     // Before closes stopped scanning (3e4e641) this probe's p99.9 was 1.9–3.9 s, with the
-    // server's time inside io_poll_cancel. Issue 32 asks for under 20 ms; on a quiet machine it
-    // reads 22–49 ms today (the teardown above, and the storm's accepts on the server's CPU),
-    // so the bound here is what is shown, 100 ms, and the 20 ms goal stays open in the issue.
+    // server's time inside io_poll_cancel. With 128 closes a pass (session 11) a quiet machine
+    // still showed 24–38 ms and a stall in __fput_[k], the sockets' own teardown bunched; the
+    // closes are now paced by measured time (crates/server/src/closing.rs). Issue 32 asks for
+    // under 20 ms and no server_stall: not yet shown on a quiet machine (session 12 had none:
+    // load average 12–16 from other builds), so the bound stays what was shown, 100 ms.
     assert!(
         p999_us < 100_000,
         "p99.9 {p999_us} µs: {} {}",

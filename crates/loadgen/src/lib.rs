@@ -8,6 +8,11 @@
 //! `tailscope-report`) turns those into the run's document. [`segment`] cuts a plan to one
 //! generator's share when N hosts run the load together. The engines and the recorder meet
 //! only at `WorkerRecorder`, so nothing after the engine knows which one ran.
+//!
+//! No `unsafe` here but for [`sys`], the few system calls no well-kept crate wraps (TCP_INFO,
+//! IP_BIND_ADDRESS_NO_PORT, the allocator's mmap threshold, a thread's context switches); the
+//! io_uring engine's ring and its `unsafe` are `tailscope_uring::client`.
+#![deny(unsafe_code)]
 
 pub mod aggregate;
 pub mod conns;

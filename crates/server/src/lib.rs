@@ -1,15 +1,17 @@
 //! The io_uring reference HTTP server that `tailscope serve` runs.
 //!
 //! tailscope's calibration target and spike laboratory. [`start`] binds one `SO_REUSEPORT`
-//! listener per thread and starts the threads; each [`worker`] owns its ring ([`uring`], the
-//! only module with `unsafe`), multishot accept, multishot recv into a registered
+//! listener per thread and starts the threads; each [`worker`] owns its ring
+//! (`tailscope_uring::server`, where all of the server's `unsafe` lives), multishot accept, multishot recv into a registered
 //! provided-buffer ring, and a slab of connections. Requests are parsed and answered by the
 //! pure functions of [`http`]; `/static/` goes through [`static_files`]. Faults are injected
 //! on purpose: `stall` blocks a worker's loop, a small `backlog` overflows the accept queue.
 
+#![forbid(unsafe_code)]
+
+mod closing;
 pub mod http;
 pub mod static_files;
-mod uring;
 mod worker;
 
 use std::net::SocketAddr;
@@ -216,7 +218,7 @@ pub fn start(mut config: Config) -> Result<Server, Error> {
         }
         config.static_dir = Some(canonical);
     }
-    uring::probe().map_err(io_uring_unavailable)?;
+    tailscope_uring::server::probe().map_err(io_uring_unavailable)?;
     // SO_REUSEPORT would let this server join another one's listeners on the same port (a
     // second `tailscope serve` there, say) and split the load with it without a word: a plain
     // bind first refuses an address some other socket already listens on.

@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::closing::{Closing, Pace};
 use crate::http::{self, Delayed, Limits, Parsed, Parser, Reply, Site, Status};
-use crate::uring::{Completion, OpId, Payload, Ring, Socket};
 use crate::Config;
+use tailscope_uring::server::{Completion, OpId, Payload, Ring, Socket};
 
 /// What an op of the worker's ring is for, handed back with its completions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +25,8 @@ enum Token {
     Accept,
     /// An op whose completion needs nothing done (a direct socket's cancel and close).
     Ignored,
+    /// The timeout that brings the loop back for the next batch of closes.
+    ClosePace,
     /// The recv or send of the connection in `slot` of `generation` (the completion tells
     /// them apart: a send's carries its buffer).
     Io { slot: u32, generation: u32 },
@@ -44,11 +47,6 @@ const TICK_EVERY: Duration = Duration::from_millis(100);
 const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
 /// How long a graceful shutdown waits for in-flight responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
-/// Sockets closed per pass of the loop at most. A close's cost is the socket's teardown
-/// (`__fput`: the FIN, freeing its buffers), run as the ring's submit returns: 19,000 clients
-/// leaving together made one pass of 19,000 closes, and the requests of the connections
-/// that stayed waited behind it (p99.9 of 172 ms, 72 % of the server's samples in `__fput`).
-const CLOSES_PER_PASS: usize = 128;
 
 /// Where a connection is in its life; it only moves down this list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,8 +117,8 @@ pub(crate) struct Worker {
     date_second: u64,
     last_sweep: Instant,
     completions: Vec<Completion<Token>>,
-    /// Sockets whose connection is done, closed [`CLOSES_PER_PASS`] a pass.
-    to_close: std::collections::VecDeque<Socket>,
+    /// Sockets whose connection is done, closed a slice of time at a time (see [`Closing`]).
+    closing: Closing,
     /// When the ring last returned: the time of everything reaped with it (one clock read
     /// per wake-up, not one per batch of requests).
     woke: Instant,
@@ -186,7 +184,7 @@ impl Worker {
             date_second: now_second(),
             last_sweep: now,
             completions: Vec::with_capacity(1024),
-            to_close: std::collections::VecDeque::new(),
+            closing: Closing::new(now),
             woke: now,
         })
     }
@@ -196,12 +194,8 @@ impl Worker {
         self.ring.accept_multi(&self.listener, Token::Accept)?;
         self.ring.timeout(TICK_EVERY, Token::Tick)?;
         loop {
-            // Their completions wake the wait below, so the rest go in the next pass.
-            for _ in 0..CLOSES_PER_PASS {
-                let Some(socket) = self.to_close.pop_front() else {
-                    break;
-                };
-                self.ring.close(socket, Token::Ignored)?;
+            if let Pace::WakeIn(after) = self.closing.pass(&mut self.ring, Token::Ignored)? {
+                self.ring.timeout(after, Token::ClosePace)?;
             }
             self.ring.submit_and_wait()?;
             self.woke = Instant::now();
@@ -227,6 +221,10 @@ impl Worker {
             Token::Tick => self.tick(),
             Token::Accept => self.accepted(c),
             Token::Ignored => Ok(()),
+            Token::ClosePace => {
+                self.closing.timer_fired();
+                Ok(())
+            }
             Token::Io { slot, generation } => {
                 self.conn_completion(slot as usize, generation, false, c);
                 Ok(())
@@ -609,7 +607,7 @@ impl Worker {
             .as_ref()
             .is_some_and(|c| c.life == Life::Closing && !c.ops_in_flight());
         if let Some(conn) = self.conns[slot].take_if(|_| done) {
-            self.to_close.push_back(conn.socket);
+            self.closing.push(conn.socket);
             self.free.push(slot);
             self.live -= 1;
         }

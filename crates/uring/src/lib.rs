@@ -1,18 +1,35 @@
-//! The io_uring plumbing that tailscope's reference server (`tailscope-server`) and its
-//! generator's io_uring engine (`tailscope-loadgen`) share, so that a mistake in it is made
-//! once, and fixed once: the provided-buffer ring multishot recv fills ([`BufRing`]), what
-//! the running kernel has ([`kernel_at_least`]), the open-file limit that bounds a registered
-//! file table ([`open_file_limit`], [`raise_open_file_limit`]), and which errors of a submit
-//! mean "try again" ([`submit_error_is_transient`]).
+//! The io_uring plumbing of tailscope, and all of its io_uring `unsafe`: the reference
+//! server's ring ([`server`]) and the generator's ([`client`]), over what they share, so that a
+//! mistake in it is made once, and fixed once: the provided-buffer ring multishot recv fills
+//! ([`BufRing`]), the retirement of a closing connection's ops by their own user data, never
+//! by descriptor ([`retire`]), typed op tokens ([`OpToken`] for the generator's, which live in
+//! the user data; the server's ring keeps its tokens in its table of ops), what the running
+//! kernel has ([`kernel_at_least`]), the open-file limit that bounds a registered file table
+//! ([`open_file_limit`], [`raise_open_file_limit`]), and which errors of a submit mean "try
+//! again" ([`submit_error_is_transient`]).
 //!
 //! The rule that makes the `unsafe` here sound (tokio-uring's): memory the kernel may touch
 //! belongs to its owner until the completion that releases it has been reaped, and a
-//! registered buffer ring outlives its registration.
+//! registered buffer ring outlives its registration. Each block says how it keeps it.
 #![allow(unsafe_code)]
 
 mod bufs;
+pub mod client;
+pub mod retire;
+pub mod server;
 
 pub use bufs::BufRing;
+
+/// What an op is for, carried in its user data: a typed token the ring hands back with each
+/// completion, encoded and decoded by the caller's own scheme (a shift or two: no table to
+/// look up in the hot path). The ring's own ops (a retired socket's cancels and close) use
+/// the top byte values 0xfe and 0xff: a token's encoding keeps its top byte below 0xfe.
+pub trait OpToken: Copy {
+    /// The op's user data.
+    fn encode(self) -> u64;
+    /// The token of `user_data`, or `None` where it is no token of this kind.
+    fn decode(user_data: u64) -> Option<Self>;
+}
 
 use std::io;
 

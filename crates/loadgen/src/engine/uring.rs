@@ -9,12 +9,13 @@
 //! tick, the next open-loop slot or back-off, the next request timeout and the end of the
 //! run. Deadlines sit in a heap; an entry is live only while it matches what its connection
 //! still waits for (the lazy timer of the tokio engine, without a timer per connection).
-//! All `unsafe` is in [`ring`]; a connection's steps and completions are in [`step`], held
+//! The ring itself, and all of its `unsafe`, is `tailscope_uring::client`; what each op is for
+//! is a typed [`token::Token`]; a connection's steps and completions are in [`step`], held
 //! connections' in [`held`].
 
 mod held;
-mod ring;
 mod step;
+mod token;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -27,7 +28,11 @@ use std::time::{Duration, Instant};
 use super::connection::Connection;
 use super::{Shared, Worker, WorkerOutcome, WorkerSpec};
 use crate::recorder::IntervalData;
-use ring::{Ring, Socket};
+use tailscope_uring::client::Socket;
+use token::Token;
+
+/// The engine's ring: its ops carry [`Token`]s.
+type Ring = tailscope_uring::client::Ring<Token>;
 
 /// How often a worker looks at the stop flag at the least (the run's own loop polls it
 /// every 10 ms too).
@@ -53,18 +58,6 @@ const SEND_EARLY: Duration = Duration::from_micros(500);
 const ADVANCE_BATCH: usize = 512;
 /// Each provided buffer; a response larger than one arrives in several completions.
 const BUFFER_SIZE: usize = 4096;
-
-/// What an op was, in the top byte of its user data.
-const OP_CONNECT: u64 = 1;
-const OP_CONNECT_TIMEOUT: u64 = 2;
-const OP_RECV: u64 = 3;
-const OP_SEND: u64 = 4;
-const OP_CANCEL: u64 = 5;
-
-/// `op` of connection `index`'s socket number `gen`.
-fn user_data(op: u64, gen: u32, index: usize) -> u64 {
-    op << 56 | u64::from(gen & 0x00ff_ffff) << 32 | index as u64
-}
 
 /// The next deadline to handle now, if any: a due one, or, once a wake-up was due in this
 /// pass (`window_end`, None at the start of a pass), a wake-up within `coalesce` (see
@@ -108,15 +101,15 @@ fn wake_time(at: Instant, now: Instant) -> Instant {
     at.checked_sub(EARLY_WAKE).unwrap_or(at).max(now)
 }
 
-/// Whether this machine can run the engine (see [`Ring::probe`]).
+/// Whether this machine can run the engine (see `tailscope_uring::client::probe`).
 pub(super) fn probe() -> Result<(), String> {
-    Ring::probe()
+    tailscope_uring::client::probe()
 }
 
 /// Whether the engine's sockets are direct descriptors, slots of each ring's registered file
 /// table, which the process's RLIMIT_NOFILE does not bound (each table may hold that many),
 /// and io_uring looks up without the file table's reference counting; else why not (see
-/// [`Ring::probe_direct`]), and they are plain descriptors. Probed once per process.
+/// `tailscope_uring::client::probe_direct`), and they are plain descriptors. Probed once per process.
 pub(crate) fn direct() -> Result<(), String> {
     static DIRECT: OnceLock<Result<(), String>> = OnceLock::new();
     DIRECT
@@ -125,7 +118,7 @@ pub(crate) fn direct() -> Result<(), String> {
             if std::env::var_os("TAILSCOPE_URING_PLAIN_FDS").is_some() {
                 return Err("TAILSCOPE_URING_PLAIN_FDS is set".into());
             }
-            Ring::probe_direct()
+            tailscope_uring::client::probe_direct()
         })
         .clone()
 }
@@ -144,7 +137,7 @@ pub(super) fn descriptors_note() -> String {
 /// closing waits for them (see `Ring::waits_for_slot`).
 fn table_slots(sockets: usize) -> u32 {
     let sockets = sockets as u64;
-    (2 * sockets + 64).min(ring::open_file_limit()) as u32
+    (2 * sockets + 64).min(tailscope_uring::open_file_limit()) as u32
 }
 
 /// What a deadline in the heap is for.

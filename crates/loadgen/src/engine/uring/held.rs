@@ -3,16 +3,18 @@
 //! driven from the worker's ring. A connect with its linked timeout, then a multishot recv
 //! that notices the server's close (an idle connection receives nothing, so it holds no
 //! provided buffer); a slow connection's byte is a plain non-blocking send on a deadline of
-//! the worker's heap. Their ops carry [`HELD`] in the index of their user data.
+//! the worker's heap. Their ops' tokens name them as `Conn::Held`.
 
 use std::time::Instant;
 
 use super::super::held::{HeldConn, HeldEnd};
-use super::ring::{Completion, Socket};
-use super::{user_data, Due, UringWorker, OP_CONNECT, OP_RECV};
+use tailscope_uring::client::{Completion, Socket};
+
+use super::token::{Conn, Op, Token};
+use super::{Due, UringWorker};
 use crate::conns::HeldKind;
 
-/// Marks a held connection's index in an op's user data (and in the dirty queue).
+/// Marks a held connection's index in the worker's dirty queue.
 pub(super) const HELD: usize = 1 << 31;
 
 /// One held connection of the worker, with what its I/O is doing.
@@ -110,7 +112,11 @@ impl UringWorker {
         let source = self.w.take_source();
         // A slow connection's bytes are plain sends: it keeps its plain descriptor.
         let keep_fd = self.held[i].c.byte_interval().is_some();
-        let socket = Socket::tcp(&self.shared.plan.addr, source, keep_fd, &mut self.ring);
+        let bind = |fd: &std::os::fd::OwnedFd| match source {
+            Some(src) => crate::sys::bind_source(fd, src),
+            None => Ok(()),
+        };
+        let socket = Socket::tcp(&self.shared.plan.addr, keep_fd, &mut self.ring, bind);
         let h = &mut self.held[i];
         h.gen = h.gen.wrapping_add(1);
         let submitted = socket.and_then(|socket| {
@@ -118,10 +124,10 @@ impl UringWorker {
                 .connect(
                     &socket,
                     self.w.connect_limit(),
-                    user_data(OP_CONNECT, h.gen, i | HELD),
+                    Token::new(Op::Connect, h.gen, Conn::Held(i)),
                     // Its timeout's completion needs nothing done: an op of its own that
                     // no held branch matches.
-                    user_data(super::OP_CONNECT_TIMEOUT, h.gen, i | HELD),
+                    Token::new(Op::ConnectTimeout, h.gen, Conn::Held(i)),
                 )
                 .map(|()| socket)
         });
@@ -136,21 +142,21 @@ impl UringWorker {
         self.wake_held(i, now + pause);
     }
 
-    /// A completion of held connection `i` (the [`HELD`] bit taken off).
-    pub(super) fn on_held_completion(&mut self, op: u64, gen: u32, i: usize, c: Completion) {
+    /// A completion of held connection `i`.
+    pub(super) fn on_held_completion(&mut self, i: usize, c: Completion<Token>) {
         let now = Instant::now();
         let Some(h) = self.held.get_mut(i) else {
             return;
         };
-        let current = !h.done && gen == h.gen & 0x00ff_ffff;
+        let current = !h.done && c.token.is_of(h.gen);
         if !c.more && current {
             // Its op ended: retiring the socket will not cancel it.
             if let Some(socket) = h.c.stream.as_ref().or(h.connecting.as_ref()) {
-                socket.op_ended(c.user_data);
+                socket.op_ended(c.token);
             }
         }
-        match op {
-            OP_CONNECT if current && h.connecting.is_some() => {
+        match c.token.op {
+            Op::Connect if current && h.connecting.is_some() => {
                 let socket = h.connecting.take().expect("checked");
                 if c.result < 0 {
                     drop(socket);
@@ -158,13 +164,13 @@ impl UringWorker {
                 }
                 let recv = self
                     .ring
-                    .recv_multi(&socket, user_data(OP_RECV, h.gen, i | HELD));
+                    .recv_multi(&socket, Token::new(Op::Recv, h.gen, Conn::Held(i)));
                 h.c.opened(socket);
                 if recv.is_err() {
                     h.c.ended(HeldEnd::Failed);
                 }
             }
-            OP_RECV => {
+            Op::Recv => {
                 if let Some(bid) = c.buffer {
                     // What the server said (a 408) is not read: only its close matters.
                     self.ring.recycle(bid);
@@ -182,7 +188,7 @@ impl UringWorker {
                     if let Some(socket) = h.c.stream.as_ref() {
                         let rearmed = self
                             .ring
-                            .recv_multi(socket, user_data(OP_RECV, h.gen, i | HELD));
+                            .recv_multi(socket, Token::new(Op::Recv, h.gen, Conn::Held(i)));
                         if rearmed.is_err() {
                             h.c.ended(HeldEnd::Failed);
                         }

@@ -4,11 +4,10 @@
 use std::time::{Duration, Instant};
 
 use super::super::connection::{connect_error_kind, Closed};
-use super::ring::{Completion, Socket};
-use super::{
-    held, user_data, wake_time, Due, UringWorker, OP_CANCEL, OP_CONNECT, OP_CONNECT_TIMEOUT,
-    OP_RECV, OP_SEND,
-};
+use tailscope_uring::client::{Completion, Socket};
+
+use super::token::{Conn, Op, Token};
+use super::{wake_time, Due, UringWorker};
 use crate::error::ErrorKind;
 use crate::recorder::Stage;
 
@@ -74,7 +73,11 @@ impl UringWorker {
         let s = &mut self.slots[i];
         s.c.begin_connect();
         let source = self.w.take_source();
-        let socket = match Socket::tcp(&self.shared.plan.addr, source, false, &mut self.ring) {
+        let bind = |fd: &std::os::fd::OwnedFd| match source {
+            Some(src) => crate::sys::bind_source(fd, src),
+            None => Ok(()),
+        };
+        let socket = match Socket::tcp(&self.shared.plan.addr, false, &mut self.ring, bind) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),
         };
@@ -84,8 +87,8 @@ impl UringWorker {
         let submitted = self.ring.connect(
             &socket,
             limit,
-            user_data(OP_CONNECT, s.gen, i),
-            user_data(OP_CONNECT_TIMEOUT, s.gen, i),
+            Token::new(Op::Connect, s.gen, Conn::Load(i)),
+            Token::new(Op::ConnectTimeout, s.gen, Conn::Load(i)),
         );
         match submitted {
             Ok(()) => {
@@ -142,7 +145,7 @@ impl UringWorker {
         };
         match self
             .ring
-            .send(socket, from, to, user_data(OP_SEND, s.gen, i))
+            .send(socket, from, to, Token::new(Op::Send, s.gen, Conn::Load(i)))
         {
             Ok(()) => {
                 s.sending = Some((from, to));
@@ -196,29 +199,29 @@ impl UringWorker {
         }
     }
 
-    pub(super) fn on_completion(&mut self, c: Completion, now: Instant) {
-        let op = c.user_data >> 56;
-        let gen = ((c.user_data >> 32) & 0x00ff_ffff) as u32;
-        let i = (c.user_data & 0xffff_ffff) as usize;
-        if i & held::HELD != 0 {
-            return self.on_held_completion(op, gen, i & !held::HELD, c);
-        }
+    pub(super) fn on_completion(&mut self, c: Completion<Token>, now: Instant) {
+        let i = match c.token.conn {
+            Conn::Load(i) => i,
+            Conn::Held(i) => return self.on_held_completion(i, c),
+        };
         let Some(s) = self.slots.get_mut(i) else {
             return;
         };
-        let current = !s.done && gen == s.gen & 0x00ff_ffff;
+        let current = !s.done && c.token.is_of(s.gen);
         if !c.more && current {
             // Its op ended: retiring the socket will not cancel it.
             let connecting = s.connecting.as_ref().map(|(socket, _)| socket);
             if let Some(socket) = s.c.stream.as_ref().or(connecting) {
-                socket.op_ended(c.user_data);
+                socket.op_ended(c.token);
             }
         }
-        match op {
-            OP_CONNECT if current && s.connecting.is_some() => {
+        match c.token.op {
+            Op::Connect if current && s.connecting.is_some() => {
                 let (socket, began) = s.connecting.take().expect("checked");
                 if c.result >= 0 {
-                    let recv = self.ring.recv_multi(&socket, user_data(OP_RECV, s.gen, i));
+                    let recv = self
+                        .ring
+                        .recv_multi(&socket, Token::new(Op::Recv, s.gen, Conn::Load(i)));
                     let took = s.c.opened(socket, began);
                     s.just_connected = Some((took, began));
                     match recv {
@@ -243,7 +246,7 @@ impl UringWorker {
                     self.connect_failed(i, kind, began);
                 }
             }
-            OP_RECV => {
+            Op::Recv => {
                 let open = current && s.c.stream.is_some();
                 if let Some(bid) = c.buffer {
                     if open && c.result > 0 {
@@ -261,7 +264,10 @@ impl UringWorker {
                 // kernel that stops it) is armed again.
                 if !c.more && current {
                     if let Some(socket) = s.c.stream.as_ref() {
-                        match self.ring.recv_multi(socket, user_data(OP_RECV, s.gen, i)) {
+                        match self
+                            .ring
+                            .recv_multi(socket, Token::new(Op::Recv, s.gen, Conn::Load(i)))
+                        {
                             Ok(()) => {}
                             Err(e) => s.c.close(Closed::failed(ErrorKind::from_io(&e))),
                         }
@@ -269,10 +275,10 @@ impl UringWorker {
                 }
             }
             // An earlier socket's send: its region may be patched again now.
-            OP_SEND if !(current && s.c.stream.is_some()) => {
+            Op::Send if !(current && s.c.stream.is_some()) => {
                 s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
             }
-            OP_SEND => {
+            Op::Send => {
                 s.sends_in_flight = s.sends_in_flight.saturating_sub(1);
                 let Some((from, to)) = s.sending.take() else {
                     return;
@@ -302,7 +308,6 @@ impl UringWorker {
             s.c.drop_stream();
         }
         self.release_held();
-        self.ring
-            .cancel_and_wait(user_data(OP_CANCEL, 0, 0), Duration::from_secs(1));
+        self.ring.cancel_and_wait(Duration::from_secs(1));
     }
 }

@@ -2,9 +2,28 @@ use std::os::fd::RawFd;
 
 use super::*;
 
+/// A token that is its own user data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tok(u64);
+
+impl OpToken for Tok {
+    fn encode(self) -> u64 {
+        self.0
+    }
+
+    fn decode(user_data: u64) -> Option<Tok> {
+        Some(Tok(user_data))
+    }
+}
+
+/// A socket for `ring`, bound to nothing.
+fn tcp(addr: &SocketAddr, ring: &mut Ring<Tok>) -> io::Result<Socket> {
+    Socket::tcp(addr, false, ring, |_| Ok(()))
+}
+
 /// Whether this machine runs the engine; says "skipped" when not.
 fn usable() -> bool {
-    let probe = Ring::probe();
+    let probe = probe();
     if let Err(why) = &probe {
         eprintln!("skipped: {why}");
     }
@@ -12,13 +31,13 @@ fn usable() -> bool {
 }
 
 /// A ring sending from `batch` to a port nobody listens on, and a socket for it.
-fn ring(batch: &[u8]) -> Option<(Ring, Socket)> {
+fn ring(batch: &[u8]) -> Option<(Ring<Tok>, Socket)> {
     if !usable() {
         return None;
     }
     let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let mut ring = Ring::new(8, 4, 64, batch.to_vec(), addr, None, 1).unwrap();
-    let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
+    let socket = tcp(&addr, &mut ring).unwrap();
     Some((ring, socket))
 }
 
@@ -33,7 +52,7 @@ fn a_dropped_socket_stays_open_while_a_queued_op_names_it() {
     };
     let fd = socket.as_raw_fd();
     let file = target(fd).expect("the socket is open");
-    ring.send(&socket, 0, 4, 1).unwrap();
+    ring.send(&socket, 0, 4, Tok(1)).unwrap();
     drop(socket);
     // Not submitted yet: the number still names this socket, so no other thread can
     // be given it.
@@ -52,7 +71,8 @@ fn a_timespec_lives_until_its_submission_left_the_queue() {
     let Some((mut ring, socket)) = ring(b"x") else {
         return;
     };
-    ring.connect(&socket, Duration::from_secs(1), 1, 2).unwrap();
+    ring.connect(&socket, Duration::from_secs(1), Tok(1), Tok(2))
+        .unwrap();
     // What a submit that took nothing (EBUSY, EAGAIN) or only part leaves behind.
     ring.submitted();
     assert_eq!(
@@ -72,8 +92,9 @@ fn ops_in_flight_are_counted_and_cancelled_before_the_memory_goes() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let mut ring = Ring::new(8, 4, 64, Vec::new(), addr, None, 1).unwrap();
-    let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
-    ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+    let socket = tcp(&addr, &mut ring).unwrap();
+    ring.connect(&socket, Duration::from_secs(5), Tok(1), Tok(2))
+        .unwrap();
     assert_eq!(ring.outstanding, 2, "the connect and its timeout");
     let mut done = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -82,19 +103,19 @@ fn ops_in_flight_are_counted_and_cancelled_before_the_memory_goes() {
         ring.reap(&mut done);
     }
     assert!(
-        done.iter().any(|c| c.user_data == 1 && c.result == 0),
+        done.iter().any(|c| c.token.0 == 1 && c.result == 0),
         "{done:?}"
     );
     let _accepted = listener.accept().unwrap();
     // Nothing will arrive: the recv stays in flight, writing into the provided buffers
     // if anything did.
-    ring.recv_multi(&socket, 3).unwrap();
+    ring.recv_multi(&socket, Tok(3)).unwrap();
     ring.submit_and_wait(Duration::from_millis(50)).unwrap();
     done.clear();
     ring.reap(&mut done);
     assert!(done.is_empty(), "{done:?}");
     assert_eq!(ring.outstanding, 1);
-    ring.cancel_and_wait(4, Duration::from_secs(5));
+    ring.cancel_and_wait(Duration::from_secs(5));
     assert_eq!(
         ring.outstanding, 0,
         "what Drop waits for before freeing the buffers"
@@ -108,31 +129,32 @@ fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
     if !usable() {
         return;
     }
-    if let Err(why) = Ring::probe_direct() {
+    if let Err(why) = probe_direct() {
         eprintln!("skipped: {why}");
         return;
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let mut ring = Ring::new(8, 4, 64, b"GET".to_vec(), addr, Some(1), 1).unwrap();
-    let socket = Socket::tcp(&addr, None, false, &mut ring).unwrap();
+    let socket = tcp(&addr, &mut ring).unwrap();
     assert!(matches!(socket.target(), Target::Fixed(0)));
-    let full = Socket::tcp(&addr, None, false, &mut ring).unwrap_err();
+    let full = tcp(&addr, &mut ring).unwrap_err();
     assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
-    ring.connect(&socket, Duration::from_secs(5), 1, 2).unwrap();
+    ring.connect(&socket, Duration::from_secs(5), Tok(1), Tok(2))
+        .unwrap();
     let mut done = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !done.iter().any(|c: &Completion| c.user_data == 1) && Instant::now() < deadline {
+    while !done.iter().any(|c: &Completion<Tok>| c.token.0 == 1) && Instant::now() < deadline {
         ring.submit_and_wait(Duration::from_millis(100)).unwrap();
         ring.reap(&mut done);
     }
     assert!(
-        done.iter().any(|c| c.user_data == 1 && c.result == 0),
+        done.iter().any(|c| c.token.0 == 1 && c.result == 0),
         "{done:?}"
     );
     let (mut accepted, _) = listener.accept().unwrap();
-    ring.recv_multi(&socket, 3).unwrap();
-    ring.send(&socket, 0, 3, 4).unwrap();
+    ring.recv_multi(&socket, Tok(3)).unwrap();
+    ring.send(&socket, 0, 3, Tok(4)).unwrap();
     ring.submit_and_wait(Duration::from_millis(100)).unwrap();
     accepted
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -142,11 +164,11 @@ fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
     assert_eq!(&got, b"GET");
     std::io::Write::write_all(&mut accepted, b"hi").unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !done.iter().any(|c| c.user_data == 3) && Instant::now() < deadline {
+    while !done.iter().any(|c| c.token.0 == 3) && Instant::now() < deadline {
         ring.submit_and_wait(Duration::from_millis(100)).unwrap();
         ring.reap(&mut done);
     }
-    let recv = done.iter().find(|c| c.user_data == 3).expect("received");
+    let recv = done.iter().find(|c| c.token.0 == 3).expect("received");
     assert_eq!(
         ring.buffer(recv.buffer.unwrap(), recv.result as usize),
         b"hi"
@@ -171,5 +193,5 @@ fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
         0,
         "closed"
     );
-    assert!(Socket::tcp(&addr, None, false, &mut ring).is_ok());
+    assert!(tcp(&addr, &mut ring).is_ok());
 }

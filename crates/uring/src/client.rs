@@ -1,18 +1,20 @@
-//! Every `unsafe` operation of the io_uring engine, behind a safe API.
+//! The generator's ring (`tailscope-loadgen`'s io_uring engine): connects with a linked
+//! timeout, multishot recvs into the provided-buffer ring, sends from one request batch, each
+//! op under the engine's typed token ([`OpToken`]), and its sockets ([`Socket`]) retired by
+//! the ring when dropped ([`crate::retire`]).
 //!
 //! The rule that makes it safe (tokio-uring's): memory the kernel may touch belongs to this
 //! module until the completion that releases it has been reaped, or, where the kernel copies
 //! it while the submission is prepared (a connect's address, a timeout's timespec), until the
 //! submission has been handed to the kernel. Sends read from the request batch, which the
 //! [`Ring`] owns and frees only once no op is left (else leaks); received bytes land in the
-//! registered provided-buffer ring (`tailscope_uring::BufRing`, shared with the reference
+//! registered provided-buffer ring ([`BufRing`], shared with the reference
 //! server), whose buffers are only read between their completion and their return to the
 //! ring. A socket is made here: a slot of the ring's registered file table (a direct
 //! descriptor, installed from a plain socket that is then closed, unless kept for TCP_INFO)
 //! or, where the kernel has no such tables, a plain descriptor. Either is shut down when
 //! dropped, so that a multishot recv armed on it ends, and closed only once nothing queued
 //! names it (see `socket::Retired`). Sockets are in [`socket`].
-#![allow(unsafe_code)]
 
 mod socket;
 
@@ -22,32 +24,37 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use std::marker::PhantomData;
+
 use io_uring::types::{CancelBuilder, Fd, Fixed, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring, Probe};
-use tailscope_uring::{submit_error_is_transient, BufRing};
 
-pub(super) use socket::{open_file_limit, Socket};
+use crate::{retire, submit_error_is_transient, BufRing, OpToken};
+pub use socket::Socket;
 use socket::{OpKind, Parked, Table, Target};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
 /// The most sockets a thread's ring holds with DEFER_TASKRUN (see [`Ring::new`]).
 const DEFER_TASKRUN_MAX_SOCKETS: usize = 2048;
-/// The ring's own ops, in the top byte of their user data (the engine's ops use 1 to 5):
-/// a retired slot's cancel of its ops, and its close (with the slot in the low bits).
+/// The ring's own ops, in the top byte of their user data (reserved: see [`OpToken`]): a
+/// retired slot's cancel of its ops, and its close (with the slot in the low bits).
 const OP_RETIRE_CANCEL: u64 = 0xfe;
 const OP_RETIRE_CLOSE: u64 = 0xff;
 /// At the end, how long dropped sockets' ops are given to end by themselves before
 /// everything left is cancelled at once (see [`Ring::cancel_and_wait`]).
 const RETIRED_OPS_WAIT: Duration = Duration::from_millis(200);
 
-/// One completion: the op's user data, the kernel's result (bytes, or a negative errno),
-/// whether a multishot op goes on, and the provided buffer that received data, if any.
+/// One completion of an op of the engine's.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Completion {
-    pub user_data: u64,
+pub struct Completion<T> {
+    /// What the op was for.
+    pub token: T,
+    /// The kernel's result: bytes, or a negative errno.
     pub result: i32,
+    /// A multishot op goes on (more completions will follow).
     pub more: bool,
+    /// The provided buffer that received data, if any; give it back with [`Ring::recycle`].
     pub buffer: Option<u16>,
 }
 
@@ -70,15 +77,15 @@ macro_rules! on_socket {
 }
 
 /// One generator thread's io_uring: its provided-buffer ring, the request batch its sends
-/// read from, and the target's address its connects use.
-pub(super) struct Ring {
+/// read from, and the target's address its connects use; its ops carry tokens `T`.
+pub struct Ring<T: OpToken> {
     // Dropping the ring cancels its ops and waits for them; memory they may still use is
     // leaked rather than freed (see `Drop`).
     ring: IoUring,
     bufs: ManuallyDrop<BufRing>,
     batch: Box<[u8]>,
-    addr: Box<libc::sockaddr_storage>,
-    addr_len: libc::socklen_t,
+    /// Boxed: connects point at it.
+    addr: Box<socket2::SockAddr>,
     /// Linked-timeout timespecs, kept until the submission that carries them is handed to
     /// the kernel (which copies them while preparing it): until a submit leaves the
     /// submission queue empty, as a submit may take only some of it. Boxed: a submission points at its
@@ -91,9 +98,10 @@ pub(super) struct Ring {
     table: Option<Table>,
     /// Ops handed in whose last completion has not been reaped.
     outstanding: usize,
+    tokens: PhantomData<T>,
 }
 
-impl Ring {
+impl<T: OpToken> Ring<T> {
     /// A ring of `entries` submission slots (SINGLE_ISSUER | DEFER_TASKRUN), `buffers`
     /// provided buffers of `buffer_size` bytes, sending from `batch` and connecting to `addr`;
     /// its sockets in a registered file table of `direct` slots, or plain descriptors; for
@@ -107,7 +115,7 @@ impl Ring {
         addr: SocketAddr,
         direct: Option<u32>,
         sockets: usize,
-    ) -> io::Result<Ring> {
+    ) -> io::Result<Ring<T>> {
         let mut builder = IoUring::builder();
         builder.setup_single_issuer().setup_cqsize(entries * 4);
         // DEFER_TASKRUN runs the kernel's task work (a recv's wake-up) only inside our
@@ -135,132 +143,25 @@ impl Ring {
             }
             None => None,
         };
-        let (addr, addr_len) = sockaddr(&addr);
+
         Ok(Ring {
             ring,
             bufs: ManuallyDrop::new(bufs),
             batch: batch.into_boxed_slice(),
-            addr: Box::new(addr),
-            addr_len,
+            addr: Box::new(socket2::SockAddr::from(addr)),
             timespecs: Vec::new(),
             parked: Parked::default(),
             table,
             outstanding: 0,
+            tokens: PhantomData,
         })
-    }
-
-    /// Why this machine cannot run the engine, or `Ok` when it can: io_uring set up with
-    /// SINGLE_ISSUER | DEFER_TASKRUN (6.1), waits with a timeout (EXT_ARG, 5.11), a
-    /// provided-buffer ring (5.19), multishot recv (6.0), and the ops the engine uses.
-    pub fn probe() -> Result<(), String> {
-        // Declared before the ring, so dropped after it.
-        let mut bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
-        let ring: IoUring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(8)
-            .map_err(|e| format!("io_uring with SINGLE_ISSUER|DEFER_TASKRUN: {e}"))?;
-        if !ring.params().is_feature_ext_arg() {
-            return Err("io_uring cannot wait with a timeout (EXT_ARG, Linux 5.11)".into());
-        }
-        let mut probe = Probe::new();
-        ring.submitter()
-            .register_probe(&mut probe)
-            .map_err(|e| format!("io_uring probe: {e}"))?;
-        for (code, name) in [
-            (opcode::Connect::CODE, "connect"),
-            (opcode::Send::CODE, "send"),
-            (opcode::RecvMulti::CODE, "recv"),
-            (opcode::LinkTimeout::CODE, "link_timeout"),
-            (opcode::AsyncCancel2::CODE, "async_cancel"),
-        ] {
-            if !probe.is_supported(code) {
-                return Err(format!("io_uring has no {name} op"));
-            }
-        }
-        if !tailscope_uring::kernel_at_least(6, 0) {
-            let (major, minor) = tailscope_uring::kernel_release();
-            return Err(format!(
-                "multishot recv needs Linux 6.0, this is {major}.{minor}"
-            ));
-        }
-        // SAFETY: `bufs` outlives `ring` (declared before it), whose drop unregisters it,
-        // and no op is ever submitted to it.
-        unsafe {
-            bufs.register(&ring.submitter(), BUF_GROUP)
-                .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
-        }
-        ring.submitter()
-            .unregister_buf_ring(BUF_GROUP)
-            .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
-        Ok(())
-    }
-
-    /// Why this machine cannot keep the engine's sockets in a registered file table (direct
-    /// descriptors), or `Ok` when it can: a sparse table (5.19), a socket installed in it
-    /// with a files update, a cancel by slot (6.0, checked by [`Ring::probe`]'s version) and
-    /// the close of a slot (5.15).
-    pub fn probe_direct() -> Result<(), String> {
-        let ring: IoUring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(8)
-            .map_err(|e| format!("io_uring: {e}"))?;
-        let mut probe = Probe::new();
-        ring.submitter()
-            .register_probe(&mut probe)
-            .map_err(|e| format!("io_uring probe: {e}"))?;
-        for (code, name) in [(opcode::Close::CODE, "close")] {
-            if !probe.is_supported(code) {
-                return Err(format!("io_uring has no {name} op"));
-            }
-        }
-        ring.submitter()
-            .register_files_sparse(4)
-            .map_err(|e| format!("a sparse registered file table: {e}"))?;
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        ring.submitter()
-            .register_files_update(1, &[socket.as_raw_fd()])
-            .map_err(|e| format!("installing a socket in the file table: {e}"))?;
-        // A close of the slot that needs the direct-descriptor form of IORING_OP_CLOSE.
-        let close = opcode::Close::new(Fixed(1)).build().user_data(1);
-        let mut ring = ring;
-        // SAFETY: the entry points at no memory.
-        unsafe { ring.submission().push(&close) }.map_err(|e| e.to_string())?;
-        ring.submit_and_wait(1)
-            .map_err(|e| format!("io_uring close of a slot: {e}"))?;
-        let result = ring.completion().next().map(|c| c.result());
-        match result {
-            Some(0) => Ok(()),
-            Some(e) => Err(format!(
-                "io_uring close of a slot: {}",
-                io::Error::from_raw_os_error(-e)
-            )),
-            None => Err("io_uring close of a slot did not complete".into()),
-        }
     }
 
     /// Queues the end of retired sockets' slots (their slots come back when the close
     /// completes), behind whatever already names them: each op still armed on the socket is
-    /// cancelled by its own user data (an armed recv ends), then the slot is closed, which
-    /// drops the table's reference (the socket closes, with its FIN, once the last op's
-    /// goes).
-    ///
-    /// Never a cancel by descriptor (`CancelBuilder::fd(..).all()`): the kernel matches one
-    /// against every armed request of the ring (io_uring/poll.c `__io_poll_cancel`: with
-    /// IORING_ASYNC_CANCEL_FD it walks every bucket of the cancel table,
-    /// `io_poll_file_find`, and `.all()` walks it again after each match), so closing n
-    /// sockets among n armed recvs cost n² (the teardown of `-c 16000` took 2.4 s, and the
-    /// event loop was held 179 ms). A cancel by user data is looked up in the one bucket of
-    /// that hash its user data falls in (`io_poll_find`; a recv, send or connect waiting for
-    /// its socket is put there by `io_poll_req_insert`): ~n/256 entries, the table having
-    /// at most 256 buckets (io_uring.c `io_ring_ctx_alloc`). A connect's linked timeout goes
-    /// with its connect. A socket whose ops all ended (the server closed first) is only
-    /// closed.
-    ///
-    /// Not a shutdown op: the kernel runs it on a worker thread, after looking the slot up
-    /// there, and the slot may by then be closed and given to another socket (it was, in
-    /// the server, whose clients saw resets); a cancel and a close run inline.
+    /// cancelled by its own user data, then the slot is closed ([`retire::slot`], where the
+    /// kernel behaviour this rests on is told). A connect's linked timeout goes with its
+    /// connect.
     fn retire_slots(&mut self) -> io::Result<()> {
         let slots = std::mem::take(&mut self.parked.borrow_mut().slots);
         if let Some(table) = self.table.as_mut() {
@@ -268,20 +169,12 @@ impl Ring {
         }
         let mut entries = Vec::with_capacity(4);
         for (slot, armed) in slots {
-            entries.clear();
-            // Hard-linked: the close runs whether or not anything was cancelled.
-            for &user_data in armed.iter().filter(|&&u| u != 0) {
-                entries.push(
-                    opcode::AsyncCancel2::new(CancelBuilder::user_data(user_data))
-                        .build()
-                        .flags(squeue::Flags::IO_HARDLINK)
-                        .user_data(OP_RETIRE_CANCEL << 56),
-                );
-            }
-            entries.push(
-                opcode::Close::new(Fixed(slot))
-                    .build()
-                    .user_data(OP_RETIRE_CLOSE << 56 | u64::from(slot)),
+            retire::slot(
+                slot,
+                &armed,
+                OP_RETIRE_CANCEL << 56,
+                OP_RETIRE_CLOSE << 56 | u64::from(slot),
+                &mut entries,
             );
             self.push_raw(&entries)?;
         }
@@ -337,20 +230,20 @@ impl Ring {
     }
 
     /// Connects `socket` to the ring's address within `limit` (a linked timeout: on expiry
-    /// the connect completes with -ECANCELED); the timeout completes under `timeout_data`.
+    /// the connect completes with -ECANCELED); the timeout completes under `timeout_token`.
     pub fn connect(
         &mut self,
         socket: &Socket,
         limit: Duration,
-        user_data: u64,
-        timeout_data: u64,
+        token: T,
+        timeout_token: T,
     ) -> io::Result<()> {
+        let (user_data, timeout_data) = (user_data(token), user_data(timeout_token));
         let ts = Box::new(Timespec::from(limit));
-        let addr = std::ptr::addr_of!(*self.addr).cast();
-        let connect = on_socket!(socket, |t| opcode::Connect::new(t, addr, self.addr_len)
-            .build())
-        .flags(squeue::Flags::IO_LINK)
-        .user_data(user_data);
+        let (addr, addr_len) = (self.addr.as_ptr(), self.addr.len());
+        let connect = on_socket!(socket, |t| opcode::Connect::new(t, addr, addr_len).build())
+            .flags(squeue::Flags::IO_LINK)
+            .user_data(user_data);
         socket.armed(OpKind::Connect, user_data);
         let timeout = opcode::LinkTimeout::new(&*ts)
             .build()
@@ -360,7 +253,8 @@ impl Ring {
     }
 
     /// Arms multishot recv into the provided buffers.
-    pub fn recv_multi(&mut self, socket: &Socket, user_data: u64) -> io::Result<()> {
+    pub fn recv_multi(&mut self, socket: &Socket, token: T) -> io::Result<()> {
+        let user_data = user_data(token);
         let e = on_socket!(socket, |t| opcode::RecvMulti::new(t, BUF_GROUP).build())
             .user_data(user_data);
         socket.armed(OpKind::Recv, user_data);
@@ -375,13 +269,8 @@ impl Ring {
     }
 
     /// Sends `batch[from..to]`.
-    pub fn send(
-        &mut self,
-        socket: &Socket,
-        from: usize,
-        to: usize,
-        user_data: u64,
-    ) -> io::Result<()> {
+    pub fn send(&mut self, socket: &Socket, from: usize, to: usize, token: T) -> io::Result<()> {
+        let user_data = user_data(token);
         let bytes = &self.batch[from..to];
         let (at, len) = (bytes.as_ptr(), bytes.len() as u32);
         let e = on_socket!(socket, |t| opcode::Send::new(t, at, len)
@@ -393,10 +282,10 @@ impl Ring {
     }
 
     /// Cancels every op in flight (each completes, with -ECANCELED or its result).
-    pub fn cancel_all(&mut self, user_data: u64) -> io::Result<()> {
+    fn cancel_all(&mut self) -> io::Result<()> {
         let e = opcode::AsyncCancel2::new(CancelBuilder::any())
             .build()
-            .user_data(user_data);
+            .user_data(OP_RETIRE_CANCEL << 56);
         self.push(&[e])
     }
 
@@ -420,7 +309,7 @@ impl Ring {
 
     /// Moves every available completion into `out`, but for the ring's own (a retired
     /// slot's cancel and close), which it handles itself.
-    pub fn reap(&mut self, out: &mut Vec<Completion>) {
+    pub fn reap(&mut self, out: &mut Vec<Completion<T>>) {
         let from = out.len();
         let mut own = 0;
         for cqe in self.ring.completion() {
@@ -434,12 +323,16 @@ impl Ring {
                         table.closing = table.closing.saturating_sub(1);
                     }
                 }
-                _ => out.push(Completion {
-                    user_data,
-                    result: cqe.result(),
-                    more: cqueue::more(cqe.flags()),
-                    buffer: cqueue::buffer_select(cqe.flags()),
-                }),
+                _ => match T::decode(user_data) {
+                    Some(token) => out.push(Completion {
+                        token,
+                        result: cqe.result(),
+                        more: cqueue::more(cqe.flags()),
+                        buffer: cqueue::buffer_select(cqe.flags()),
+                    }),
+                    // Never submitted by this ring.
+                    None => own += 1,
+                },
             }
         }
         let ended = out[from..].iter().filter(|c| !c.more).count() + own;
@@ -449,15 +342,14 @@ impl Ring {
     /// Reaps completions, giving their buffers back, until no op is left or `limit` has
     /// passed. The ops of sockets dropped before end by themselves (a plain socket's
     /// shutdown, a slot's cancels by user data); whatever is still in flight after
-    /// [`RETIRED_OPS_WAIT`] is cancelled with one cancel of every op (its completion under
-    /// `user_data`). Not at once: a cancel of any op matches each armed one by a walk of the
+    /// [`RETIRED_OPS_WAIT`] is cancelled with one cancel of every op. Not at once: a cancel of any op matches each armed one by a walk of the
     /// whole cancel table (io_uring/poll.c `io_poll_file_find`), started again after every
     /// match, while cancelled ops stay there until their completion runs: n² over n ops.
-    pub fn cancel_and_wait(&mut self, user_data: u64, limit: Duration) {
+    pub fn cancel_and_wait(&mut self, limit: Duration) {
         let start = Instant::now();
         self.reap_until(start + RETIRED_OPS_WAIT.min(limit));
         if self.outstanding > 0 {
-            let _ = self.cancel_all(user_data);
+            let _ = self.cancel_all();
             self.reap_until(start + limit);
         }
     }
@@ -491,13 +383,13 @@ impl Ring {
     }
 }
 
-impl Drop for Ring {
+impl<T: OpToken> Drop for Ring<T> {
     /// The kernel may write into the provided buffers and read the batch, the address and
     /// the timespecs until every op has completed: they are freed only then. Ops still in
     /// flight after a second (or a ring that failed) leave them leaked, as tokio-uring does,
     /// rather than freed under the kernel. A panic's unwinding comes through here too.
     fn drop(&mut self) {
-        self.cancel_and_wait(0, Duration::from_secs(1));
+        self.cancel_and_wait(Duration::from_secs(1));
         if self.outstanding == 0 && self.ring.submitter().unregister_buf_ring(BUF_GROUP).is_ok() {
             // SAFETY: unregistered, with no op left that could pick one of its buffers;
             // never used again (this is the ring's drop).
@@ -509,45 +401,110 @@ impl Drop for Ring {
         let any = SocketAddr::from(([0, 0, 0, 0], 0));
         std::mem::forget(std::mem::replace(
             &mut self.addr,
-            Box::new(sockaddr(&any).0),
+            Box::new(socket2::SockAddr::from(any)),
         ));
     }
 }
 
-/// `addr` as the C socket address connect(2) takes.
-fn sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain old data for which all-zero bytes are valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    let len = match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for every sockaddr type.
-            unsafe { std::ptr::write(std::ptr::addr_of_mut!(storage).cast(), sin) };
-            std::mem::size_of::<libc::sockaddr_in>()
+/// Why this machine cannot run the engine, or `Ok` when it can: io_uring set up with
+/// SINGLE_ISSUER | DEFER_TASKRUN (6.1), waits with a timeout (EXT_ARG, 5.11), a
+/// provided-buffer ring (5.19), multishot recv (6.0), and the ops the engine uses.
+pub fn probe() -> Result<(), String> {
+    // Declared before the ring, so dropped after it.
+    let mut bufs = BufRing::new(1, 64).map_err(|e| e.to_string())?;
+    let ring: IoUring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(8)
+        .map_err(|e| format!("io_uring with SINGLE_ISSUER|DEFER_TASKRUN: {e}"))?;
+    if !ring.params().is_feature_ext_arg() {
+        return Err("io_uring cannot wait with a timeout (EXT_ARG, Linux 5.11)".into());
+    }
+    let mut probe = Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("io_uring probe: {e}"))?;
+    for (code, name) in [
+        (opcode::Connect::CODE, "connect"),
+        (opcode::Send::CODE, "send"),
+        (opcode::RecvMulti::CODE, "recv"),
+        (opcode::LinkTimeout::CODE, "link_timeout"),
+        (opcode::AsyncCancel2::CODE, "async_cancel"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(format!("io_uring has no {name} op"));
         }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: as above.
-            unsafe { std::ptr::write(std::ptr::addr_of_mut!(storage).cast(), sin6) };
-            std::mem::size_of::<libc::sockaddr_in6>()
+    }
+    if !crate::kernel_at_least(6, 0) {
+        let (major, minor) = crate::kernel_release();
+        return Err(format!(
+            "multishot recv needs Linux 6.0, this is {major}.{minor}"
+        ));
+    }
+    // SAFETY: `bufs` outlives `ring` (declared before it), whose drop unregisters it,
+    // and no op is ever submitted to it.
+    unsafe {
+        bufs.register(&ring.submitter(), BUF_GROUP)
+            .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
+    }
+    ring.submitter()
+        .unregister_buf_ring(BUF_GROUP)
+        .map_err(|e| format!("io_uring provided-buffer ring: {e}"))?;
+    Ok(())
+}
+
+/// Why this machine cannot keep the engine's sockets in a registered file table (direct
+/// descriptors), or `Ok` when it can: a sparse table (5.19), a socket installed in it
+/// with a files update, a cancel by slot (6.0, checked by [`probe`]'s version) and
+/// the close of a slot (5.15).
+pub fn probe_direct() -> Result<(), String> {
+    let ring: IoUring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(8)
+        .map_err(|e| format!("io_uring: {e}"))?;
+    let mut probe = Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("io_uring probe: {e}"))?;
+    for (code, name) in [(opcode::Close::CODE, "close")] {
+        if !probe.is_supported(code) {
+            return Err(format!("io_uring has no {name} op"));
         }
-    };
-    (storage, len as libc::socklen_t)
+    }
+    ring.submitter()
+        .register_files_sparse(4)
+        .map_err(|e| format!("a sparse registered file table: {e}"))?;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    ring.submitter()
+        .register_files_update(1, &[socket.as_raw_fd()])
+        .map_err(|e| format!("installing a socket in the file table: {e}"))?;
+    // A close of the slot that needs the direct-descriptor form of IORING_OP_CLOSE.
+    let close = opcode::Close::new(Fixed(1)).build().user_data(1);
+    let mut ring = ring;
+    // SAFETY: the entry points at no memory.
+    unsafe { ring.submission().push(&close) }.map_err(|e| e.to_string())?;
+    ring.submit_and_wait(1)
+        .map_err(|e| format!("io_uring close of a slot: {e}"))?;
+    let result = ring.completion().next().map(|c| c.result());
+    match result {
+        Some(0) => Ok(()),
+        Some(e) => Err(format!(
+            "io_uring close of a slot: {}",
+            io::Error::from_raw_os_error(-e)
+        )),
+        None => Err("io_uring close of a slot did not complete".into()),
+    }
+}
+
+/// The user data of an op under `token`, outside the ring's own (see [`OpToken`]).
+fn user_data<T: OpToken>(token: T) -> u64 {
+    let user_data = token.encode();
+    debug_assert!(
+        user_data >> 56 < OP_RETIRE_CANCEL,
+        "a token's user data {user_data:#x} is in the ring's own range"
+    );
+    user_data
 }
 
 #[cfg(test)]

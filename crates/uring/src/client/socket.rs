@@ -4,12 +4,13 @@
 use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::Ring;
+use crate::OpToken;
 
 /// Sockets dropped while submissions may still name them. A plain descriptor is closed only
 /// when the ring's submission queue is empty: a queued submission names its socket by
@@ -53,8 +54,8 @@ fn info_fd_budget() -> usize {
 }
 
 /// RLIMIT_NOFILE's soft limit now (the binary raised it to the hard limit before the run).
-pub(crate) fn open_file_limit() -> u64 {
-    tailscope_uring::open_file_limit()
+fn open_file_limit() -> u64 {
+    crate::open_file_limit()
 }
 
 /// A socket's file as an op names it.
@@ -76,7 +77,7 @@ enum Place {
 /// A non-blocking TCP socket of the generator. Dropping it retires it with its [`Ring`]:
 /// shut down (so that a recv armed on it completes) and closed once nothing queued names it.
 #[derive(Debug)]
-pub(crate) struct Socket {
+pub struct Socket {
     /// Always `Some` until dropped.
     place: Option<Place>,
     parked: Parked,
@@ -85,52 +86,25 @@ pub(crate) struct Socket {
 
 impl Socket {
     /// A new non-blocking TCP socket for `addr`'s family, with TCP_NODELAY set (requests are
-    /// written whole, and a pipelined batch must not wait for an ACK), bound to `source`
-    /// when one is given, for `ring`'s ops: in a slot of its registered file table when it
+    /// written whole, and a pipelined batch must not wait for an ACK), given to `prepare`
+    /// (to bind it to a source address, say), for `ring`'s ops: in a slot of its registered file table when it
     /// has one (the plain descriptor is closed then, unless it is kept for TCP_INFO or
     /// `keep_fd` asks for it), else a plain descriptor. A full table is EMFILE, as a full
     /// descriptor table would be.
-    pub fn tcp(
+    pub fn tcp<T: OpToken>(
         addr: &SocketAddr,
-        source: Option<SocketAddr>,
         keep_fd: bool,
-        ring: &mut Ring,
+        ring: &mut Ring<T>,
+        prepare: impl FnOnce(&OwnedFd) -> io::Result<()>,
     ) -> io::Result<Socket> {
-        let family = match addr {
-            SocketAddr::V4(_) => libc::AF_INET,
-            SocketAddr::V6(_) => libc::AF_INET6,
-        };
-        // SAFETY: socket(2) takes no pointers; its result is checked before use.
-        let fd = unsafe {
-            libc::socket(
-                family,
-                libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                0,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a descriptor socket(2) just created for this process; nothing else
-        // owns it.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let one: libc::c_int = 1;
-        // SAFETY: the option value points to a live c_int of the length given.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_NODELAY,
-                std::ptr::addr_of!(one).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if let Some(src) = source {
-            crate::sys::bind_source(&fd, src)?;
-        }
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(*addr),
+            socket2::Type::STREAM.nonblocking().cloexec(),
+            None,
+        )?;
+        socket.set_nodelay(true)?;
+        let fd = OwnedFd::from(socket);
+        prepare(&fd)?;
         let place = match ring.table.as_mut() {
             None => Place::Plain(fd),
             Some(table) => {
@@ -177,9 +151,10 @@ impl Socket {
         self.armed.set(armed);
     }
 
-    /// The last completion of the op under `user_data` was reaped: retiring the socket
-    /// need not cancel it (a cancel that finds nothing costs a lookup all the same).
-    pub(crate) fn op_ended(&self, user_data: u64) {
+    /// The last completion of the op under `token` was reaped: retiring the socket need not
+    /// cancel it (a cancel that finds nothing costs a lookup all the same).
+    pub fn op_ended(&self, token: impl OpToken) {
+        let user_data = token.encode();
         let mut armed = self.armed.get();
         for a in armed.iter_mut().filter(|a| **a == user_data) {
             *a = 0;
@@ -226,13 +201,10 @@ impl Drop for Socket {
         match self.place.take() {
             None => {}
             Some(Place::Plain(fd)) => {
-                // SAFETY: shutdown(2) on a descriptor this value owns; it takes no pointers.
                 // An error (a socket that never connected) is of no consequence. The
                 // descriptor stays open (parked), so its number is not reused while a
                 // queued submission names it.
-                unsafe {
-                    libc::shutdown(fd.as_raw_fd(), libc::SHUT_RDWR);
-                }
+                let _ = socket2::SockRef::from(&fd).shutdown(std::net::Shutdown::Both);
                 self.parked.borrow_mut().fds.push(fd);
             }
             Some(Place::Direct { slot, fd }) => {

@@ -1,4 +1,7 @@
-//! Every `unsafe` operation of the server lives here, behind a safe API.
+//! The reference server's ring (`tailscope-server`): multishot accept into direct
+//! descriptors, multishot recv into the provided-buffer ring, sends of owned buffers, and a
+//! table of the ops in flight whose entries hold each op's typed token (what it was for) and
+//! the memory the kernel may touch.
 //!
 //! The rule that makes it safe (tokio-uring's): memory the kernel may touch belongs to this
 //! module until the completion that releases it has been reaped. A send takes its `Vec` by
@@ -10,15 +13,15 @@
 //! to that many), or, where the kernel has no such tables, an `OwnedFd` made here, where it is
 //! known to be new and unowned. A slot is closed by an op, so it is given out again only after
 //! every op queued before that close has looked its file up.
-#![allow(unsafe_code)]
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 
-use io_uring::types::{CancelBuilder, Fd, Fixed, Timespec};
+use io_uring::types::{Fd, Fixed, Timespec};
 use io_uring::{cqueue, opcode, squeue, IoUring};
-use tailscope_uring::{kernel_at_least, submit_error_is_transient, BufRing};
+
+use crate::{kernel_at_least, retire, submit_error_is_transient, BufRing};
 
 /// The buffer group of the provided-buffer ring.
 const BUF_GROUP: u16 = 0;
@@ -225,23 +228,9 @@ impl<T: Copy> Ring<T> {
     /// Makes the ops armed on `socket` (`armed`: those whose last completion has not been
     /// reaped) finish, so that it can be closed: a shutdown (both ways) for a descriptor, at
     /// once; for a slot, a cancel of each of those ops by its own user data (each completing
-    /// under `token`, its result of no interest), whose close then sends the FIN.
-    ///
-    /// Never a cancel by descriptor: the kernel matches one against every armed request of
-    /// the ring (io_uring/poll.c `__io_poll_cancel`: with IORING_ASYNC_CANCEL_FD it walks
-    /// every bucket of the cancel table, `io_poll_file_find`, and with `.all()` it starts
-    /// that walk again for each match), so n connections closing among n armed receives cost
-    /// n² (90 % of a server's CPU in `io_cancel_req_match`, a 2.5 s stall, when 19,000
-    /// connections closed). A cancel by user data is looked up in the one bucket of that
-    /// hash table its user data falls in (`io_poll_find`, `hash_long(user_data)`), where a
-    /// recv or send waiting for its socket is kept (`io_poll_req_insert`). Not quite O(1):
-    /// the table has at most 256 buckets (io_uring.c `io_ring_ctx_alloc` clamps its bits to
-    /// 8), so a cancel walks ~n/256 entries; measured, a close costs the same 6–8 µs at
-    /// 1,000 and 19,000 connections (docs/scale-figures.md). A recv that already ended (the
-    /// client closed first, the common case) needs no cancel at all.
-    /// Not a shutdown op: the kernel runs that on a worker thread and looks the slot up
-    /// only there, when it may have been closed and given to the next connection (whose
-    /// client then saw a reset); a cancel runs inline, queued before the close.
+    /// under `token`, its result of no interest; see [`crate::retire`] for why never by
+    /// descriptor), whose close then sends the FIN. A recv that already ended (the client
+    /// closed first, the common case) needs no cancel at all.
     pub fn shutdown(
         &mut self,
         socket: &Socket,
@@ -255,8 +244,7 @@ impl<T: Copy> Ring<T> {
             }
             Socket::Direct(_) => {
                 for op in armed {
-                    let e = opcode::AsyncCancel2::new(CancelBuilder::user_data(op.0)).build();
-                    self.push(e, token, Resource::None)?;
+                    self.push(retire::cancel(op.0, 0), token, Resource::None)?;
                 }
                 Ok(())
             }
@@ -271,10 +259,9 @@ impl<T: Copy> Ring<T> {
                 drop(fd);
                 Ok(())
             }
-            Socket::Direct(slot) => {
-                let e = opcode::Close::new(Fixed(slot)).build();
-                self.push(e, token, Resource::None).map(drop)
-            }
+            Socket::Direct(slot) => self
+                .push(retire::close(slot, 0), token, Resource::None)
+                .map(drop),
         }
     }
 
@@ -287,6 +274,15 @@ impl<T: Copy> Ring<T> {
         );
         let e = opcode::Timeout::new(&*ts as *const Timespec).build();
         self.push(e, token, Resource::Timeout(ts)).map(drop)
+    }
+
+    /// Hands what is queued to the kernel without waiting for anything.
+    pub fn submit(&mut self) -> io::Result<()> {
+        match self.ring.submit() {
+            Ok(_) => Ok(()),
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Submits what is queued and waits for at least one completion. Interrupted waits

@@ -302,6 +302,13 @@ impl Inside {
         &self.slow
     }
 
+    /// The on-CPU samples of the slow seconds with a frame that `matches` on their stack
+    /// (a runtime's collector, say), where they are clearly more of them than of the other
+    /// seconds' samples ([`OnCpu::share_of`]).
+    pub fn on_cpu_share(&self, matches: impl Fn(&str) -> bool) -> Option<OverRepresented> {
+        self.on_cpu.share_of(&self.slow, matches)
+    }
+
     /// What the server was doing in the slow seconds, said for a diagnosis whose window is
     /// `[start_s, end_s]` (`None`: the slow seconds): [`InsideReport::standout`], the frame on
     /// CPU or the wait that the lists of the report name first, or a sentence saying that none

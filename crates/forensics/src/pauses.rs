@@ -161,7 +161,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
     let futex: Vec<&BlockedOverRepresented> = seen
         .off_cpu
         .iter()
-        .filter(|w| w.blocked.syscall == "futex")
+        .filter(|w| w.blocked.syscall == "futex" && !idle_park(&w.blocked.stack))
         .collect();
     if let (None, Some(first)) = (collector, futex.first()) {
         let threads: usize = futex.iter().map(|w| w.threads.max(1)).sum();
@@ -205,6 +205,21 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ..stall.clone()
         })
         .collect()
+}
+
+/// A runtime's thread with no work, parked on a futex: Go's idle Ms (`runtime.stopm`; a
+/// goroutine waiting for a sync.Mutex parks the goroutine, not its thread), libuv's idle
+/// pool threads. A healthy Go server's idle Ms read as lock contention in a noisy second.
+fn idle_park(stack: &[String]) -> bool {
+    const IDLE: [&str; 6] = [
+        "runtime.stopm",
+        "runtime.mPark",
+        "runtime.stoplockedm",
+        "runtime.templateThread",
+        "uv_cond_wait",
+        "uv_sem_wait",
+    ];
+    stack.iter().any(|f| IDLE.contains(&f.as_str()))
 }
 
 /// A wait for the disk: a sync call, or a file read or write in uninterruptible sleep.
@@ -364,6 +379,21 @@ mod tests {
         let named = refine(&stall(), &lock);
         assert_eq!(named[0].cause, Cause::LockContention);
         assert!(named[0].evidence.starts_with("3 thread(s)"), "{named:?}");
+        // A Go runtime thread with nothing to run parks on a futex too: not a lock.
+        let mut idle = wait("futex", "S", 2);
+        idle.blocked.stack = [
+            "__x64_sys_futex_[k]",
+            "runtime.futex",
+            "runtime.notesleep",
+            "runtime.stopm",
+        ]
+        .map(String::from)
+        .to_vec();
+        let parked = Seen {
+            off_cpu: vec![idle],
+            ..Seen::default()
+        };
+        assert!(causes(&parked).is_empty());
         let disk = Seen {
             off_cpu: vec![wait("fsync", "D", 1)],
             ..Seen::default()

@@ -19,9 +19,11 @@
 //! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
 pub mod compare;
+mod jit;
 pub mod live;
 pub mod off_cpu;
 pub mod on_cpu;
+mod runtimes;
 pub mod session;
 pub mod switches;
 pub(crate) mod symbols;

@@ -170,8 +170,10 @@ impl Session {
 
     /// Stops sampling and names every frame (call it while the target still runs: its
     /// binaries are read through /proc/PID). `seconds` is the run's time series, `(second,
-    /// outliers, max_us)` each, from which the slow seconds are found.
-    pub fn finish(mut self, seconds: &[(u32, u64, u64)]) -> Inside {
+    /// outliers, max_us)` each, from which the slow seconds are found; `stalled`, the seconds
+    /// a diagnosis found the server stalled in, are slow seconds too (a stall every 1.5 s
+    /// makes most seconds of a short run slow, and none then stands out of their median).
+    pub fn finish(mut self, seconds: &[(u32, u64, u64)], stalled: &BTreeSet<u32>) -> Inside {
         self.on.stop();
         let (mut switches, threads) = match self.off {
             OffSource::Switches(s) => (Some(*s), None),
@@ -189,7 +191,16 @@ impl Session {
             }
             off_stacks = &s.table.stacks;
         }
+        // Before naming: a JVM writes its perf map now; a runtime that lacks what names its
+        // functions says how to turn it on, once for all its processes.
         let mut missing = Vec::new();
+        let mut pids: Vec<u32> = maps.keys().copied().collect();
+        pids.sort_unstable();
+        for note in pids.into_iter().filter_map(super::runtimes::prepare) {
+            if !missing.contains(&note) {
+                missing.push(note);
+            }
+        }
         let names = Names::resolve(
             self.on.table.stacks.iter().chain(off_stacks),
             &maps,
@@ -202,7 +213,9 @@ impl Session {
             (None, Some(t)) => Some(t.finish()),
             (None, None) => None,
         };
-        Inside::new(on_cpu, off_cpu, self.off_notes, slow_seconds(seconds))
+        let mut slow = slow_seconds(seconds);
+        slow.extend(stalled);
+        Inside::new(on_cpu, off_cpu, self.off_notes, slow)
     }
 }
 

@@ -28,21 +28,6 @@ pub struct Findings {
 }
 
 impl Findings {
-    /// The seconds of the run (from 0) that a `server_stall`'s window covers: what the
-    /// stacks must count as slow for their judgement to be about the stall.
-    pub fn stalled_seconds(&self) -> std::collections::BTreeSet<u32> {
-        self.diagnosis
-            .iter()
-            .filter(|d| d.cause == Cause::ServerStall)
-            .filter_map(|d| d.window)
-            .flat_map(|w| {
-                let first = w.start_s.max(0.0).floor() as u32;
-                let last = w.end_s.max(w.start_s).max(0.0).floor() as u32;
-                first..=last
-            })
-            .collect()
-    }
-
     /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
     /// frame or wait that stands out in the slow seconds, the one the stack lists name first.
     /// A `server_stall` that the stacks explain is refined ([`crate::pauses`]): the causes

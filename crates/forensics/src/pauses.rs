@@ -78,10 +78,13 @@ pub(crate) fn collector_of(frame: &str) -> Option<&'static str> {
         return GO.iter().any(|p| f.starts_with(p)).then_some("Go");
     }
     // HotSpot's C++ frames (JIT-compiled Java and perf-map names have no `::`).
-    const HOTSPOT: [&str; 14] = [
+    const HOTSPOT: [&str; 17] = [
         "CollectedHeap",
         "G1",
         "VM_GC",
+        "VM_G1",
+        "VM_Gen",
+        "VM_Parallel",
         "GCTask",
         "PSScavenge",
         "PSParallelCompact",

@@ -295,8 +295,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         profile.serving(t.pid());
     }
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text, stacks_section) =
-        stacks.finish(&totals.timeseries, &findings.stalled_seconds());
+    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries);
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }

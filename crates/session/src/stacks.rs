@@ -167,14 +167,12 @@ impl RunStacks {
     }
 
     /// Names the frames (call it before the target is stopped: its binaries are read through
-    /// /proc) over the report's `timeseries` (its slow seconds, and the `stalled` seconds of
-    /// a diagnosis' window), writes the flame graphs, and returns what the
+    /// /proc) over the report's `timeseries`, writes the flame graphs, and returns what the
     /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None` when not
     /// sampled), the text section and the report's `stacks` section.
     pub fn finish(
         self,
         timeseries: &[TimePoint],
-        stalled: &std::collections::BTreeSet<u32>,
     ) -> (Option<Inside>, String, Option<StacksSection>) {
         let Some(session) = self.session else {
             if let Some(why) = self.not_sampled {
@@ -195,7 +193,7 @@ impl RunStacks {
                 _ => seconds.push((second, p.outliers, p.max_us)),
             }
         }
-        let inside = session.finish(&seconds, stalled);
+        let inside = session.finish(&seconds);
         let mut out = String::new();
         for (path, slow_only) in [
             (&self.options.flamegraph, false),

@@ -44,6 +44,35 @@ pub(crate) fn python_trampolines(perf_map: &str) -> Vec<Range<u64>> {
     merged
 }
 
+/// The entries of a perf map's text, sorted by address: `START SIZE NAME`, hexadecimal with
+/// or without `0x` (the JVM's `jcmd Compiler.perfmap` writes `0x`, which blazesym's reader
+/// refuses, and with it every name of the process).
+pub(crate) fn perf_map_entries(perf_map: &str) -> Vec<(Range<u64>, String)> {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    let mut entries: Vec<(Range<u64>, String)> = perf_map
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.splitn(3, ' ');
+            let start = hex(fields.next()?)?;
+            let size = hex(fields.next()?)?;
+            let name = fields.next()?.trim();
+            Some((start..start.saturating_add(size), name.to_string()))
+        })
+        .collect();
+    entries.sort_by_key(|e| e.0.start);
+    entries
+}
+
+/// The name of the perf-map entry holding `addr`, if one does (entries as
+/// [`perf_map_entries`] returns them).
+pub(crate) fn name_at(entries: &[(Range<u64>, String)], addr: u64) -> Option<&str> {
+    let i = entries
+        .partition_point(|e| e.0.start <= addr)
+        .checked_sub(1)?;
+    let (range, name) = &entries[i];
+    range.contains(&addr).then_some(name.as_str())
+}
+
 /// Whether `addr` is in one of `ranges` (sorted, disjoint).
 pub(crate) fn within(ranges: &[Range<u64>], addr: u64) -> bool {
     let i = ranges.partition_point(|r| r.end <= addr);
@@ -71,5 +100,24 @@ mod tests {
         assert!(!within(&t, 0x7f00000016));
         assert!(!within(&t, 0x55000010));
         assert!(!within(&[], 1));
+    }
+
+    #[test]
+    fn the_jvms_perf_map_is_read_with_its_0x() {
+        let map = "0x00007f0fb8ec7600 0x0000000000000338 void Hello.main(java.lang.String[])\n\
+                   0x00007f0fb14001a0 0x0000000000000110 void java.lang.Object.<init>()\n\
+                   7f0000000000 b py::f:<string>\n";
+        let e = perf_map_entries(map);
+        assert_eq!(
+            name_at(&e, 0x7f0fb8ec7700),
+            Some("void Hello.main(java.lang.String[])")
+        );
+        assert_eq!(
+            name_at(&e, 0x7f0fb14001a0),
+            Some("void java.lang.Object.<init>()")
+        );
+        assert_eq!(name_at(&e, 0x7f000000000a), Some("py::f:<string>"));
+        assert_eq!(name_at(&e, 0x7f0fb14002b0), None);
+        assert_eq!(name_at(&e, 1), None);
     }
 }

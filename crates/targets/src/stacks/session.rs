@@ -170,10 +170,8 @@ impl Session {
 
     /// Stops sampling and names every frame (call it while the target still runs: its
     /// binaries are read through /proc/PID). `seconds` is the run's time series, `(second,
-    /// outliers, max_us)` each, from which the slow seconds are found; `stalled`, the seconds
-    /// a diagnosis found the server stalled in, are slow seconds too (a stall every 1.5 s
-    /// makes most seconds of a short run slow, and none then stands out of their median).
-    pub fn finish(mut self, seconds: &[(u32, u64, u64)], stalled: &BTreeSet<u32>) -> Inside {
+    /// outliers, max_us)` each, from which the slow seconds are found.
+    pub fn finish(mut self, seconds: &[(u32, u64, u64)]) -> Inside {
         self.on.stop();
         let (mut switches, threads) = match self.off {
             OffSource::Switches(s) => (Some(*s), None),
@@ -213,9 +211,7 @@ impl Session {
             (None, Some(t)) => Some(t.finish()),
             (None, None) => None,
         };
-        let mut slow = slow_seconds(seconds);
-        slow.extend(stalled);
-        Inside::new(on_cpu, off_cpu, self.off_notes, slow)
+        Inside::new(on_cpu, off_cpu, self.off_notes, slow_seconds(seconds))
     }
 }
 

@@ -78,7 +78,7 @@ pub(crate) fn collector_of(frame: &str) -> Option<&'static str> {
         return GO.iter().any(|p| f.starts_with(p)).then_some("Go");
     }
     // HotSpot's C++ frames (JIT-compiled Java and perf-map names have no `::`).
-    const HOTSPOT: [&str; 17] = [
+    const HOTSPOT: [&str; 19] = [
         "CollectedHeap",
         "G1",
         "VM_GC",
@@ -96,8 +96,11 @@ pub(crate) fn collector_of(frame: &str) -> Option<&'static str> {
         "DefNewGeneration",
         "TenuredGeneration",
         "ParallelScavengeHeap",
+        "Generation",
+        "CompactibleSpace",
     ];
-    if frame.contains("::") && HOTSPOT.iter().any(|p| frame.starts_with(p)) {
+    let class = frame.split_once("::").map(|(c, _)| c);
+    if class.is_some_and(|c| HOTSPOT.iter().any(|p| c.contains(p) && !c.contains(' '))) {
         return Some("the JVM");
     }
     const CPYTHON: [&str; 5] = [
@@ -308,6 +311,10 @@ mod tests {
             ("runtime.stopTheWorldWithSema", "Go"),
             ("G1CollectedHeap::do_full_collection(bool, bool)", "the JVM"),
             ("SafepointSynchronize::begin()", "the JVM"),
+            // Serial GC, the JVM's choice on one CPU.
+            ("GenCollectedHeap::do_collection(bool, bool)", "the JVM"),
+            ("GenMarkSweep::mark_sweep_phase3()", "the JVM"),
+            ("VM_G1CollectFull::doit()", "the JVM"),
             ("gc_collect_main", "CPython"),
         ] {
             assert_eq!(collector_of(frame), Some(runtime), "{frame}");

@@ -130,11 +130,17 @@ fn collector_advice(runtime: &str) -> &'static str {
 /// seconds, most specific first: each with the stall's window, requests and inside line.
 pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
     let mut found: Vec<(Cause, String)> = Vec::new();
-    let collector = seen.collector.as_ref().and_then(|c| {
+    let on_cpu = seen.collector.as_ref().and_then(|c| {
         let runtime = collector_of(&c.frame)?;
         Some((c, runtime))
     });
-    if let Some((c, runtime)) = collector {
+    // Threads stopped for a collection wait where the collector stops them (HotSpot's
+    // SafepointSynchronize::block): a stop-the-world pause seen from the threads it stopped.
+    let stopped = seen.off_cpu.iter().find_map(|w| {
+        let frame = w.blocked.stack.iter().find(|f| collector_of(f).is_some())?;
+        Some((w, frame, collector_of(frame)?))
+    });
+    if let Some((c, runtime)) = on_cpu {
         found.push((
             Cause::GcPause,
             format!(
@@ -147,7 +153,20 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
                 collector_advice(runtime)
             ),
         ));
+    } else if let Some((w, frame, runtime)) = stopped {
+        found.push((
+            Cause::GcPause,
+            format!(
+                "thread {} was stopped by {runtime}'s garbage collector ({frame}) {:.0} % of its time in the slow seconds \
+                 against {:.1} % in the others: the stall was a stop-the-world pause, {}",
+                w.blocked.thread,
+                w.slow_share * 100.0,
+                w.normal_share * 100.0,
+                collector_advice(runtime)
+            ),
+        ));
     }
+    let collector = on_cpu.is_some() || stopped.is_some();
     if let Some(w) = seen.off_cpu.iter().find(|w| is_disk_wait(w)) {
         found.push((
             Cause::BlockingIo,
@@ -169,7 +188,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
         .iter()
         .filter(|w| w.blocked.syscall == "futex" && !idle_park(&w.blocked.stack))
         .collect();
-    if let (None, Some(first)) = (collector, futex.first()) {
+    if let (false, Some(first)) = (collector, futex.first()) {
         let threads: usize = futex.iter().map(|w| w.threads.max(1)).sum();
         found.push((
             Cause::LockContention,
@@ -189,7 +208,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
         .iter()
         .find(|o| !o.frame.ends_with("_[k]"))
         .or(seen.on_cpu.first());
-    if let (None, true, Some(o)) = (collector, seen.running_stands_out, hot) {
+    if let (false, true, Some(o)) = (collector, seen.running_stands_out, hot) {
         found.push((
             Cause::CpuBurn,
             format!(
@@ -354,6 +373,30 @@ mod tests {
         // The stall's window, requests and inside line go with it.
         assert_eq!(named[0].requests_affected, 40);
         assert_eq!(named[0].inside.as_deref(), Some("inside"));
+    }
+
+    #[test]
+    fn threads_stopped_at_a_safepoint_are_a_collection_not_a_lock() {
+        let mut stopped = wait("futex", "S", 1);
+        stopped.blocked.stack = [
+            "__x64_sys_futex_[k]",
+            "syscall",
+            "SafepointSynchronize::block(JavaThread*)",
+            "ServiceThread::service_thread_entry(JavaThread*, JavaThread*)",
+        ]
+        .map(String::from)
+        .to_vec();
+        let seen = Seen {
+            off_cpu: vec![wait("futex", "S", 1), stopped],
+            ..Seen::default()
+        };
+        let named = refine(&stall(), &seen);
+        assert_eq!(causes(&seen), [Cause::GcPause], "{named:?}");
+        assert!(
+            named[0].evidence.contains("SafepointSynchronize::block"),
+            "{}",
+            named[0].evidence
+        );
     }
 
     #[test]

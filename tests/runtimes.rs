@@ -112,9 +112,12 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// Kills it, and removes the perf map its runtime wrote (-X perf, --perf-basic-prof,
+    /// jcmd), failed test or not.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(format!("/tmp/perf-{}.map", self.child.id()));
     }
 }
 
@@ -313,9 +316,7 @@ fn a_python_cpu_burn_is_named_with_its_function_through_the_trampolines() {
         return;
     };
     let (report, text) = server.run("4");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     // Unwound through the trampolines: Python functions have their callers.
     let stacks = &report["stacks"];
     let burns = stacks["on_cpu"]
@@ -367,9 +368,7 @@ fn a_healthy_python_server_names_no_pause() {
         return;
     };
     let (report, _) = server.run("4");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     names_no_pause(&report);
 }
 
@@ -438,9 +437,7 @@ fn a_node_full_collection_is_named_gc_pause_with_a_v8_frame() {
         return;
     };
     let (report, text) = server.run("16");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     one_verdict(&report);
     if !stalled(&report, &text) {
         return;
@@ -463,9 +460,7 @@ fn a_healthy_node_server_names_no_pause() {
         return;
     };
     let (report, _) = server.run("16");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     names_no_pause(&report);
 }
 
@@ -679,9 +674,7 @@ fn a_java_system_gc_is_named_gc_pause() {
         return;
     };
     let (report, text) = server.run("16");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     // The JVM wrote its perf map when asked at the end of the run (jcmd), and was run with
     // frame pointers: no line asks for either.
     let missing = report["stacks"]["missing"].to_string();
@@ -704,9 +697,7 @@ fn a_healthy_java_server_names_no_pause() {
         return;
     };
     let (report, _) = server.run("16");
-    let pid = server.child.id();
     drop(server);
-    let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
     names_no_pause(&report);
 }
 

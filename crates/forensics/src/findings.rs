@@ -5,7 +5,7 @@ use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
 use tailscope_targets::stacks::Inside;
 
-use crate::{Diagnosis, HeldBack, RequestShare};
+use crate::{pauses, Cause, Diagnosis, HeldBack, RequestShare};
 
 /// What the profiler and the rules found over a run: the report's `profile`, `diagnosis` and
 /// `listen_queue`.
@@ -29,11 +29,22 @@ pub struct Findings {
 
 impl Findings {
     /// Joins what the server was doing (its stacks over the run) to each diagnosis: the
-    /// frame or wait that stands out inside its window (the slow seconds when it has none).
+    /// frame or wait that stands out in the slow seconds, the one the stack lists name first.
+    /// A `server_stall` that the stacks explain is refined ([`crate::pauses`]): the causes
+    /// they show (`gc_pause`, `blocking_io`, `lock_contention`, `cpu_burn`) are named before
+    /// it, each with its evidence.
     pub fn look_inside(&mut self, inside: &Inside) {
         for d in &mut self.diagnosis {
             let window = d.window.map(|w| (w.start_s, w.end_s));
             d.inside = Some(inside.explain(window));
+        }
+        if let Some(at) = self
+            .diagnosis
+            .iter()
+            .position(|d| d.cause == Cause::ServerStall)
+        {
+            let refined = pauses::refine(&self.diagnosis[at], &pauses::Seen::of(inside));
+            self.diagnosis.splice(at..at, refined);
         }
     }
 }

@@ -24,6 +24,7 @@ use stall::server_stall;
 mod accept;
 mod evidence;
 mod findings;
+mod pauses;
 mod requests;
 mod stall;
 
@@ -73,6 +74,14 @@ pub enum Cause {
     /// The generator, not the server, set the pace, or held the requests itself (its event
     /// loop held up as long as they were).
     GeneratorSaturated,
+    /// A server stall that was the runtime's garbage collector (see `pauses`).
+    GcPause,
+    /// A server stall that was threads waiting on a lock (futex).
+    LockContention,
+    /// A server stall that was a serving thread waiting for the disk.
+    BlockingIo,
+    /// A server stall that was one function burning the CPU.
+    CpuBurn,
 }
 
 impl Cause {
@@ -85,6 +94,10 @@ impl Cause {
             Cause::ServerStall => "server_stall",
             Cause::CpuContention => "cpu_contention",
             Cause::GeneratorSaturated => "generator_saturated",
+            Cause::GcPause => "gc_pause",
+            Cause::LockContention => "lock_contention",
+            Cause::BlockingIo => "blocking_io",
+            Cause::CpuBurn => "cpu_burn",
         }
     }
 }

@@ -19,9 +19,11 @@
 //! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
 pub mod compare;
+mod jit;
 pub mod live;
 pub mod off_cpu;
 pub mod on_cpu;
+mod runtimes;
 pub mod session;
 pub mod switches;
 pub(crate) mod symbols;
@@ -34,7 +36,7 @@ pub use compare::{slow_seconds, TOP_STACKS};
 pub use live::{LiveInside, SecondInside, Share};
 pub use off_cpu::{Blocked, BlockedOverRepresented, BlockedTime, OffCpu};
 pub use on_cpu::{OnCpu, OverRepresented, StackCount, StackSampler, StacksReport};
-pub use session::{Inside, InsideReport, Session};
+pub use session::{Inside, InsideReport, Session, Standout};
 pub use switches::SwitchSampler;
 pub use symbols::{parse_maps, syscall_of, unresolved_frame, Mapping};
 

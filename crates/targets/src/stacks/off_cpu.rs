@@ -71,6 +71,9 @@ pub struct BlockedOverRepresented {
     pub normal_share: f64,
     /// Thread-time blocked so in the slow seconds.
     pub slow_wall_us: u64,
+    /// Threads seen blocked so over the run.
+    #[serde(default)]
+    pub threads: usize,
 }
 
 /// Off-CPU wall time of the target's threads, per second of the run.
@@ -173,6 +176,7 @@ impl OffCpu {
                     slow_share: round3(ps),
                     normal_share: round3(pn),
                     slow_wall_us: slow,
+                    threads: self.tids_of[key].len(),
                 });
             }
         }

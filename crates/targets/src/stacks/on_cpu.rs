@@ -464,6 +464,57 @@ impl OnCpu {
         }
     }
 
+    /// The samples with any frame that `matches` on their stack, in `slow_seconds` against
+    /// the rest, where that share is clearly larger in the slow ones (the bars of
+    /// [`OnCpu::differential`]): a family of frames (a garbage collector's) stands out even
+    /// where no single one of its frames does. `frame` is the matching frame on most of the
+    /// slow seconds' samples.
+    pub fn share_of(
+        &self,
+        slow_seconds: &BTreeSet<u32>,
+        matches: impl Fn(&str) -> bool,
+    ) -> Option<OverRepresented> {
+        let (mut slow, mut normal, mut slow_total, mut normal_total) = (0, 0, 0, 0);
+        let mut by_frame: HashMap<&str, u64> = HashMap::new();
+        for &(second, id, n) in &self.per_second {
+            let in_slow = slow_seconds.contains(&second);
+            let matching: Vec<&str> = self.stacks[id]
+                .iter()
+                .map(String::as_str)
+                .filter(|f| matches(f))
+                .collect();
+            if in_slow {
+                slow_total += n;
+            } else {
+                normal_total += n;
+            }
+            if matching.is_empty() {
+                continue;
+            }
+            if in_slow {
+                slow += n;
+                for f in matching.into_iter().collect::<BTreeSet<_>>() {
+                    *by_frame.entry(f).or_insert(0) += n;
+                }
+            } else {
+                normal += n;
+            }
+        }
+        let (ps, pn) = clearly_more(slow, slow_total, normal, normal_total)?;
+        let frame = by_frame
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))?
+            .0
+            .to_string();
+        Some(OverRepresented {
+            location: self.locations.get(&frame).cloned(),
+            frame,
+            slow_share: round3(ps),
+            normal_share: round3(pn),
+            slow_samples: slow,
+        })
+    }
+
     /// The same samples without those of `seconds`.
     pub fn without(&self, seconds: &BTreeSet<u32>) -> OnCpu {
         let per_second: Vec<(u32, usize, u64)> = self
@@ -540,6 +591,38 @@ mod tests {
         // main and the loop are on every stack: not claimed.
         assert_eq!(report.over_represented.len(), 1);
         assert_eq!(report.on_cpu[0].stack[0], "handle");
+    }
+
+    #[test]
+    fn a_family_of_frames_stands_out_where_none_of_its_frames_does() {
+        // The collector's work spread over three frames, each a sixth of the slow seconds'
+        // samples; together half of them, against none in the others.
+        let stacks: &[&[&str]] = &[
+            &["handle", "main"],
+            &["gc_mark", "gc_run", "main"],
+            &["gc_sweep", "gc_run", "main"],
+            &["gc_compact", "main"],
+        ];
+        let mut per_second = Vec::new();
+        for s in 0..10 {
+            per_second.push((s, 0, 90));
+            if s == 4 {
+                per_second.extend([(s, 1, 30), (s, 2, 30), (s, 3, 30)]);
+            }
+        }
+        let oc = on_cpu(per_second, stacks);
+        let gc = oc
+            .share_of(&BTreeSet::from([4]), |f| f.starts_with("gc_"))
+            .expect("the collector stands out");
+        assert_eq!(gc.frame, "gc_run");
+        assert_eq!(
+            (gc.slow_share, gc.normal_share, gc.slow_samples),
+            (0.5, 0.0, 90)
+        );
+        // Not in a second that has none of it.
+        assert!(oc
+            .share_of(&BTreeSet::from([2]), |f| f.starts_with("gc_"))
+            .is_none());
     }
 
     #[test]

@@ -189,7 +189,16 @@ impl Session {
             }
             off_stacks = &s.table.stacks;
         }
+        // Before naming: a JVM writes its perf map now; a runtime that lacks what names its
+        // functions says how to turn it on, once for all its processes.
         let mut missing = Vec::new();
+        let mut pids: Vec<u32> = maps.keys().copied().collect();
+        pids.sort_unstable();
+        for note in pids.into_iter().filter_map(super::runtimes::prepare) {
+            if !missing.contains(&note) {
+                missing.push(note);
+            }
+        }
         let names = Names::resolve(
             self.on.table.stacks.iter().chain(off_stacks),
             &maps,
@@ -231,10 +240,40 @@ pub struct Inside {
     pub report: InsideReport,
 }
 
-/// What stood out in some seconds of the run: the top over-represented frame or wait.
-enum Standout {
-    Running(OverRepresented),
-    Waiting(BlockedOverRepresented),
+/// What stood out in the slow seconds, on CPU or off it: the one judgement that both the
+/// "Server inside" lists and every diagnosis' inside line read (they once judged apart, a
+/// diagnosis' window against the other seconds, the lists the slow seconds against the rest,
+/// and a Python burn read "no stack stands out" above a list that named one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Standout<'a> {
+    /// A frame on CPU.
+    Running(&'a OverRepresented),
+    /// A way of being off CPU.
+    Waiting(&'a BlockedOverRepresented),
+}
+
+impl Standout<'_> {
+    /// How much larger its share is in the slow seconds than in the others.
+    pub fn lift(&self) -> f64 {
+        match self {
+            Standout::Running(o) => o.slow_share - o.normal_share,
+            Standout::Waiting(o) => o.slow_share - o.normal_share,
+        }
+    }
+}
+
+impl InsideReport {
+    /// The frame or wait that stands out most in the slow seconds: the first of the on-CPU
+    /// list or of the off-CPU list, whichever grew more; `None` when neither list has one.
+    pub fn standout(&self) -> Option<Standout<'_>> {
+        [
+            self.on_cpu.over_represented.first().map(Standout::Running),
+            self.off_cpu_over_represented.first().map(Standout::Waiting),
+        ]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.lift().total_cmp(&b.lift()))
+    }
 }
 
 impl Inside {
@@ -272,59 +311,40 @@ impl Inside {
         &self.slow
     }
 
-    /// What the server was doing inside the window `[start_s, end_s]` of the run (a
-    /// diagnosis' window; `None`: the slow seconds), against the other seconds: the frame on
-    /// CPU or the wait that stands out most, or a sentence saying that none does.
+    /// The on-CPU samples of the slow seconds with a frame that `matches` on their stack
+    /// (a runtime's collector, say), where they are clearly more of them than of the other
+    /// seconds' samples ([`OnCpu::share_of`]).
+    pub fn on_cpu_share(&self, matches: impl Fn(&str) -> bool) -> Option<OverRepresented> {
+        self.on_cpu.share_of(&self.slow, matches)
+    }
+
+    /// What the server was doing in the slow seconds, said for a diagnosis whose window is
+    /// `[start_s, end_s]` (`None`: the slow seconds): [`InsideReport::standout`], the frame on
+    /// CPU or the wait that the lists of the report name first, or a sentence saying that none
+    /// stands out. A window that holds none of the slow seconds says so.
     pub fn explain(&self, window: Option<(f64, f64)>) -> String {
-        let seconds: BTreeSet<u32> = match window {
-            Some((start, end)) => {
-                let first = start.max(0.0).floor() as u32;
-                let last = (end.max(start).ceil() as u32).max(first + 1);
-                (first..last).collect()
-            }
-            None => self.slow.clone(),
-        };
-        let when = match window {
-            Some((start, end)) => format!("{start:.2}–{end:.2} s"),
-            None => "the slow seconds".into(),
-        };
-        if seconds.is_empty() {
+        if self.slow.is_empty() {
             return "no slow second to look inside".into();
         }
-        // Against the normal seconds: the run's other slow seconds (other stalls of the same
-        // fault) would hide what this window has.
-        let others: BTreeSet<u32> = self.slow.difference(&seconds).copied().collect();
-        let on = self
-            .on_cpu
-            .without(&others)
-            .differential(&seconds)
-            .over_represented;
-        let off = self
-            .off_cpu
-            .as_ref()
-            .map(|o| o.without(&others).differential(&seconds).1)
-            .unwrap_or_default();
-        let lift = |s: &Standout| match s {
-            Standout::Running(o) => o.slow_share - o.normal_share,
-            Standout::Waiting(o) => o.slow_share - o.normal_share,
-        };
-        let best = [
-            on.into_iter().next().map(Standout::Running),
-            off.into_iter().next().map(Standout::Waiting),
-        ]
-        .into_iter()
-        .flatten()
-        .max_by(|a, b| lift(a).total_cmp(&lift(b)));
-        match best {
+        let listed: Vec<String> = self.slow.iter().map(u32::to_string).collect();
+        let mut when = format!("the slow seconds ({})", listed.join(", "));
+        if let Some((start, end)) = window {
+            let first = start.max(0.0).floor() as u32;
+            let last = (end.max(start).ceil() as u32).max(first + 1);
+            if !(first..last).any(|s| self.slow.contains(&s)) {
+                when += &format!(", none of them in {start:.2}–{end:.2} s,");
+            }
+        }
+        match self.report.standout() {
             Some(Standout::Running(o)) => format!(
-                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the normal seconds)",
+                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the other seconds)",
                 o.slow_share * 100.0,
                 o.frame,
-                o.location.map_or(String::new(), |l| format!(" at {l}")),
+                o.location.as_ref().map_or(String::new(), |l| format!(" at {l}")),
                 o.normal_share * 100.0
             ),
             Some(Standout::Waiting(o)) => format!(
-                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) {} (vs {:.1} % in the normal seconds)",
+                "{:.0} % of thread {}'s time in {when} was off-CPU ({}) {} (vs {:.1} % in the other seconds)",
                 o.slow_share * 100.0,
                 o.blocked.thread,
                 o.blocked.state,
@@ -332,7 +352,7 @@ impl Inside {
                 o.normal_share * 100.0
             ),
             None => format!(
-                "no stack or wait of the server stands out in {when} against the normal seconds"
+                "no stack or wait of the server stands out in {when} against the other seconds"
             ),
         }
     }
@@ -434,18 +454,48 @@ mod tests {
     }
 
     #[test]
-    fn a_window_is_explained_by_what_stands_out_in_it() {
+    fn every_window_reads_the_one_judgement_of_the_lists() {
         let inside = inside();
-        let burn = inside.explain(Some((3.1, 3.4)));
-        assert!(burn.contains("in burn") && burn.contains("40 %"), "{burn}");
-        // Second 9 has the same wait: the window of 7 is compared with the normal seconds.
-        let lock = inside.explain(Some((7.2, 7.9)));
-        assert!(
-            lock.contains("off-CPU (S) in futex") && lock.contains("lock_wait"),
-            "{lock}"
-        );
+        // The lock of 7 and 9 grew most (40 % of the thread's time vs 0 %); the burn of second
+        // 3 is listed too (18 % of the slow seconds' samples).
+        let standout = inside.report.standout().expect("something stands out");
+        let Standout::Waiting(top) = standout else {
+            panic!("{standout:?}")
+        };
+        assert_eq!(top.blocked.syscall, "futex");
+        assert_eq!(inside.report.on_cpu.over_represented[0].frame, "burn");
+        for window in [Some((3.1, 3.4)), Some((7.2, 7.9)), Some((0.0, 10.0)), None] {
+            let line = inside.explain(window);
+            assert!(
+                line.contains("off-CPU (S) in futex") && line.contains("lock_wait"),
+                "{window:?}: {line}"
+            );
+            assert!(line.contains("slow seconds (3, 7, 9)"), "{line}");
+        }
+        // A window that holds none of them says so.
         let quiet = inside.explain(Some((5.0, 5.5)));
-        assert!(quiet.contains("stands out"), "{quiet}");
+        assert!(quiet.contains("none of them in 5.00–5.50 s"), "{quiet}");
+        // The section lists what the line names.
+        let text = inside.text();
+        assert!(
+            text.contains("blocked in the slow seconds: thread srv (S) in futex"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn nothing_listed_and_nothing_named_go_together() {
+        let mut inside = inside();
+        inside.report.on_cpu.over_represented.clear();
+        inside.report.off_cpu_over_represented.clear();
+        assert!(inside.explain(None).starts_with("no stack or wait"));
+        assert!(inside
+            .text()
+            .contains("no stack or wait is clearly over-represented"));
+        let mut inside = self::inside();
+        inside.report.off_cpu_over_represented.clear();
+        let line = inside.explain(Some((7.2, 7.9)));
+        assert!(line.contains("were in burn"), "{line}");
     }
 
     #[test]

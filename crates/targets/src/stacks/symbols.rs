@@ -258,17 +258,38 @@ impl Names {
                 .unwrap_or(&[]);
             let src = Source::Process(Process::new(Pid::from(*pid)));
             let symbolized = if live_maps.is_some() {
-                symbolizer.symbolize(&src, Input::AbsAddr(&addrs)).ok()
+                symbolizer
+                    .symbolize(&src, Input::AbsAddr(&addrs))
+                    .or_else(|_| {
+                        // A perf map blazesym cannot read (the JVM's, with 0x) fails every
+                        // name of the process: the files are named without it, the JIT
+                        // code from our own reading of the map below.
+                        let mut without = Process::new(Pid::from(*pid));
+                        without.perf_map = false;
+                        symbolizer.symbolize(&Source::Process(without), Input::AbsAddr(&addrs))
+                    })
+                    .ok()
             } else {
                 missing.push(format!(
                     "pid {pid} exited before the end: its frames are module+offset"
                 ));
                 None
             };
+            let mut jit: Option<Vec<(std::ops::Range<u64>, String)>> = None;
             for (i, &addr) in addrs.iter().enumerate() {
                 let name = match symbolized.as_ref().map(|s| &s[i]) {
                     Some(Symbolized::Sym(sym)) => name_of(sym, ""),
                     _ => {
+                        // JIT code the perf map names (also where blazesym could not read it).
+                        let entries = jit.get_or_insert_with(|| {
+                            super::jit::perf_map_text(*pid)
+                                .map(|t| super::jit::perf_map_entries(&t))
+                                .unwrap_or_default()
+                        });
+                        if let Some(name) = super::jit::name_at(entries, addr) {
+                            resolved_user.insert((*pid, addr), name.to_string());
+                            continue;
+                        }
                         let (frame, module) = unresolved_frame(maps, addr);
                         *unnamed.entry(module).or_insert(0) += 1;
                         frame

@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use framehop::{MayAllocateDuringUnwind, Module, ModuleSectionInfo, Unwinder};
+use framehop::{FrameAddress, MayAllocateDuringUnwind, Module, ModuleSectionInfo, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
 
 use super::symbols::MAX_STACK;
@@ -54,6 +54,19 @@ mod arch {
         let &[bp, sp, ip] = regs else { return None };
         Some((ip, sp, framehop::x86_64::UnwindRegsX86_64::new(ip, sp, bp)))
     }
+
+    /// Steps out of a CPython perf trampoline (`sub $8,%rsp; call *%rcx; add $8,%rsp; ret`,
+    /// see [`super::super::jit`]) returned to: the caller's return address is above the 8
+    /// bytes of padding, and the frame pointer is left as it was.
+    pub(super) fn out_of_trampoline(
+        regs: &mut framehop::UnwindRegsNative,
+        read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> Option<u64> {
+        let sp = regs.sp();
+        let ret = read_stack(sp.checked_add(8)?).ok()?;
+        regs.set_sp(sp.checked_add(16)?);
+        Some(ret)
+    }
 }
 
 #[cfg(target_arch = "aarch64")]
@@ -69,6 +82,15 @@ mod arch {
             sp,
             framehop::aarch64::UnwindRegsAarch64::new(lr, sp, fp),
         ))
+    }
+
+    /// CPython's aarch64 trampolines keep a frame record: framehop's frame-pointer
+    /// fallback steps out of them.
+    pub(super) fn out_of_trampoline(
+        _regs: &mut framehop::UnwindRegsNative,
+        _read_stack: &mut impl FnMut(u64) -> Result<u64, ()>,
+    ) -> Option<u64> {
+        None
     }
 }
 
@@ -180,7 +202,12 @@ struct Process {
     unwinder: NativeUnwinder,
     /// The address ranges of the modules added.
     code: Vec<Range<u64>>,
+    /// CPython's perf trampolines (sorted, disjoint), from its perf map.
+    trampolines: Vec<Range<u64>>,
     read_at: Instant,
+    /// An unwind stopped at code outside every module and trampoline known (a trampoline
+    /// made since the perf map was read): read again once [`MAPS_REFRESH`] has passed.
+    stale: bool,
 }
 
 /// A user stack unwound from a sample's registers and stack copy.
@@ -213,13 +240,14 @@ impl UserUnwinder {
             return None;
         }
         let stale = |p: &Process| {
-            !p.code.iter().any(|r| r.contains(&pc)) && p.read_at.elapsed() >= MAPS_REFRESH
+            (p.stale || !p.code.iter().any(|r| r.contains(&pc)))
+                && p.read_at.elapsed() >= MAPS_REFRESH
         };
         if self.processes.get(&pid).is_none_or(stale) {
             let process = self.read_process(pid);
             self.processes.insert(pid, process);
         }
-        let process = self.processes.get(&pid)?;
+        let process = self.processes.get_mut(&pid)?;
         let cache = self
             .cache
             .get_or_insert_with(|| Box::new(framehop::CacheNative::new()));
@@ -228,18 +256,40 @@ impl UserUnwinder {
             let word = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
         };
-        let mut frames = process
-            .unwinder
-            .iter_frames(pc, regs, cache, &mut read_stack);
+        let mut regs = regs;
+        let mut address = FrameAddress::from_instruction_pointer(pc);
         let mut unwound = Unwound::default();
         while unwound.frames.len() < usize::from(MAX_STACK) {
-            match frames.next() {
-                Ok(Some(frame)) => unwound.frames.push(frame.address()),
+            let at = address.address();
+            unwound.frames.push(at);
+            let trampoline =
+                address.is_return_address() && super::jit::within(&process.trampolines, at);
+            let stepped = match trampoline {
+                true => arch::out_of_trampoline(&mut regs, &mut read_stack),
+                false => None,
+            };
+            let next = match stepped {
+                Some(ret) => Ok(Some(ret)),
+                None => process
+                    .unwinder
+                    .unwind_frame(address, &mut regs, cache, &mut read_stack)
+                    .map_err(|_| ()),
+            };
+            match next {
+                Ok(Some(ret)) => match FrameAddress::from_return_address(ret) {
+                    Some(a) => address = a,
+                    None => break,
+                },
                 Ok(None) => {
                     unwound.complete = true;
                     break;
                 }
-                Err(_) => break,
+                Err(()) => {
+                    if !trampoline && !process.code.iter().any(|r| r.contains(&at)) {
+                        process.stale = true;
+                    }
+                    break;
+                }
             }
         }
         Some(unwound)
@@ -288,10 +338,15 @@ impl UserUnwinder {
             ));
             code.push(start..end);
         }
+        let trampolines = super::jit::perf_map_text(pid)
+            .map(|text| super::jit::python_trampolines(&text))
+            .unwrap_or_default();
         Process {
             unwinder,
             code,
+            trampolines,
             read_at: Instant::now(),
+            stale: false,
         }
     }
 }

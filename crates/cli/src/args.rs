@@ -11,8 +11,10 @@ use tailscope_loadgen::plan::{
 };
 
 mod run;
+mod shape;
 
 pub use run::*;
+pub use shape::{ShapeArgs, StagesArg};
 
 /// The highest process id Linux hands out (PID_MAX_LIMIT on 64-bit).
 const MAX_PID: u64 = 4_194_304;

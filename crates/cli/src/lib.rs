@@ -14,3 +14,4 @@
 pub mod args;
 mod process;
 pub mod run;
+mod shape;

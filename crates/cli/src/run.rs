@@ -149,6 +149,12 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     plan.pipeline = load.pipeline;
     plan.keepalive = !load.no_keepalive;
     plan.warmup = load.warmup.unwrap_or_default();
+    crate::shape::apply(
+        &load.shape,
+        &mut plan,
+        load.requests.is_some() || load.duration.is_some(),
+    )
+    .map_err(usage)?;
     plan.timeout = load.timeout;
     plan.connect_timeout = load.connect_timeout;
     plan.grace = plan.timeout.min(Duration::from_secs(1));

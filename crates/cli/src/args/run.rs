@@ -161,6 +161,9 @@ pub struct LoadArgs {
         value_parser = count_in::<usize>(1, MAX_CONNECTIONS as u64)
     )]
     pub connections: usize,
+    /// `--stages`, `--arrival`, `--burst`.
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
     #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,

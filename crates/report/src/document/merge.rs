@@ -327,6 +327,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         ),
         timeseries,
         rate_changes: Vec::new(),
+        stages: Vec::new(),
         interrupted: all().any(|r| r.interrupted),
         signal: all().find_map(|r| r.signal.clone()),
         warnings: Vec::new(),

@@ -216,10 +216,42 @@ fn bursts_land_as_planned(e: Engine) {
     assert_eq!(r["config"]["arrival"], "burst");
 }
 
+fn connection_stages_ramp_the_connections_sending(e: Engine) {
+    // Each connection does at most one request per 20 ms: the throughput of a second is
+    // the connections sending in it times one connection's rate.
+    let server = serve(|_| Reply::Delay(std::time::Duration::from_millis(20), ok("ok")));
+    let (code, r, stderr) = e.run_json(
+        &server.url("/"),
+        &["--stages", "3s:c=12,2s:c=12,3s:c=3", "--threads", "2"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let series = r["timeseries"].as_array().unwrap();
+    let rps: Vec<f64> = series
+        .iter()
+        .map(|p| p["requests"].as_f64().unwrap())
+        .collect();
+    // One connection's rate, from the plateau (seconds 3 and 4: 12 connections).
+    let per_connection = (rps[3] + rps[4]) / 24.0;
+    assert!(per_connection > 20.0, "{rps:?}");
+    // The planned mean count over each second (the ramp's middle).
+    let planned = [2.0, 6.0, 10.0, 12.0, 12.0, 10.5, 7.5, 4.5];
+    for (s, want) in planned.iter().enumerate() {
+        let got = rps[s] / per_connection;
+        // Whole connections join and leave: within one connection of the plan's mean.
+        assert!(
+            (got - want).abs() <= 1.2,
+            "second {s}: {got:.1} connections sending, {want} planned ({rps:?})"
+        );
+    }
+    assert_eq!(r["config"]["stages"][0]["connections"], 12);
+    assert_eq!(r["stages"][1]["planned_connections"], 12.0);
+}
+
 engine_tests!(
     stages_give_the_planned_rate_in_every_second,
     poisson_arrivals_keep_the_mean_rate_with_exponential_spread,
     bursts_land_as_planned,
+    connection_stages_ramp_the_connections_sending,
 );
 
 #[test]

@@ -16,8 +16,8 @@ mod tests;
 mod url;
 
 pub use arrival::{
-    parse_arrival, parse_burst, parse_stages, planned_at, stages_duration, Arrival, LoadStage,
-    Schedule, StageTarget,
+    connection_active_from, parse_arrival, parse_burst, parse_stages, planned_at, stages_duration,
+    Arrival, LoadStage, Schedule, StageTarget,
 };
 use limits::fmt_duration;
 pub use limits::{

@@ -193,6 +193,12 @@ pub(super) struct Worker {
     pub(super) slot_base: Instant,
     pub(super) rate_bits: Cell<u64>,
     pub(super) share: f64,
+    /// Closed loop with connection stages: this worker's place among the threads and how
+    /// many connection slots it made, for each slot's run-wide index (see
+    /// [`Worker::take_ramp_index`]).
+    index: usize,
+    threads: usize,
+    conn_slots: Cell<usize>,
     pub(super) in_flight: Cell<u64>,
     /// Connections in the middle of a TCP handshake, and the most at once since the last
     /// tick: the io_uring engine begins a pass's connects and reaps their completions
@@ -252,6 +258,9 @@ impl Worker {
             slot_base: shared.start + shared.plan.first_slot_offset,
             rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
             share: spec.share,
+            index: spec.index,
+            threads: shared.plan.effective_threads(),
+            conn_slots: Cell::new(0),
             in_flight: Cell::new(0),
             connecting: Level::default(),
             open: Level::default(),
@@ -427,6 +436,35 @@ impl Worker {
                 }
                 true
             }
+        }
+    }
+
+    /// Closed loop with connection stages: the run-wide index of the connection slot being
+    /// made (none without them). Slot k of worker i is k × threads + i: the shares differ
+    /// by at most one, the larger first, so the indices are 0..connections and the first N
+    /// of them are spread over every worker.
+    pub(super) fn take_ramp_index(&self) -> Option<usize> {
+        let plan = &self.shared.plan;
+        if plan.pace != Pace::Max || plan.stages.is_empty() {
+            return None;
+        }
+        let k = self.conn_slots.get();
+        self.conn_slots.set(k + 1);
+        Some(k * self.threads + self.index)
+    }
+
+    /// Closed loop with connection stages: whether connection `index` may send at `now`
+    /// (none), or when it may next (`Some(Some(at))`), or never again in the window
+    /// (`Some(None)`).
+    pub(super) fn ramp_wait(&self, index: usize, now: Instant) -> Option<Option<Instant>> {
+        let start = self.shared.start;
+        let t = now.saturating_duration_since(start).as_secs_f64();
+        let from = crate::plan::connection_active_from(&self.shared.plan.stages, index, t);
+        let at = from.and_then(|s| start.checked_add(Duration::from_secs_f64(s)));
+        match at {
+            Some(at) if at <= now => None,
+            Some(at) if self.shared.end.is_none_or(|e| at < e) => Some(Some(at)),
+            _ => Some(None),
         }
     }
 

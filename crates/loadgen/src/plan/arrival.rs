@@ -181,6 +181,38 @@ pub fn planned_at(stages: &[LoadStage], from: f64, t: f64) -> f64 {
     prev
 }
 
+/// Closed loop with connection stages: the earliest time ≥ `t` (seconds from the start) at
+/// which connection `index` (0-based over the run) is among those planned to send, i.e. the
+/// planned count exceeds its index; none if it never is again.
+pub fn connection_active_from(stages: &[LoadStage], index: usize, t: f64) -> Option<f64> {
+    let g = index as f64;
+    let value = |s: &LoadStage| match s.target {
+        StageTarget::Connections(c) => c as f64,
+        StageTarget::Rate(r) => r,
+    };
+    let (mut begin, mut prev) = (0.0, 0.0);
+    for s in stages {
+        let d = s.duration.as_secs_f64();
+        let end = begin + d;
+        let to = value(s);
+        if t < end {
+            let from_t = t.max(begin);
+            let at_from = prev + (to - prev) * (from_t - begin) / d;
+            if at_from > g {
+                return Some(from_t);
+            }
+            if to > g {
+                // Rising through g inside the stage: where the line crosses it, just after.
+                let cross = begin + (g - prev) / (to - prev) * d;
+                return Some(cross.max(from_t) + 1e-9);
+            }
+        }
+        begin = end;
+        prev = to;
+    }
+    (prev > g).then_some(t.max(begin))
+}
+
 /// A piecewise-linear rate r(t), t in seconds from the schedule's origin, and its integral.
 #[derive(Debug, Clone)]
 struct Profile {

@@ -225,3 +225,19 @@ fn bad_shapes_are_refused_with_a_reason() {
         StageTarget::Connections(1024)
     );
 }
+
+#[test]
+fn connection_stages_plan_when_each_connection_sends() {
+    let stages = parse_stages("2s:c=4,2s:c=4,2s:c=1").unwrap();
+    let at = |g, t| connection_active_from(&stages, g, t);
+    assert_eq!(at(0, 0.0), Some(1e-9));
+    // Connection 3 joins when the ramp 0 → 4 over 2 s passes 3, at 1.5 s.
+    assert!((at(3, 0.0).unwrap() - 1.5).abs() < 1e-6);
+    assert_eq!(at(3, 3.0), Some(3.0));
+    // The ramp 4 → 1 from 4 s drops below 3 at 4.67 s: connection 3 is done from there.
+    assert_eq!(at(3, 5.0), None);
+    assert_eq!(at(1, 5.0), Some(5.0));
+    // Past the end the last target holds: one connection.
+    assert_eq!(at(0, 9.0), Some(9.0));
+    assert_eq!(at(1, 9.0), None);
+}

@@ -276,3 +276,152 @@ fn bad_shapes_exit_2_before_anything_is_sent() {
     }
     assert!(arrivals.lock().unwrap().is_empty(), "nothing was sent");
 }
+
+/// Runs `tailscope find-max ARGS --json FILE` and returns the exit code, the document and
+/// stderr.
+fn find_max(args: &[&str]) -> (i32, serde_json::Value, String) {
+    let dir = common::scratch_dir("find-max");
+    let json = dir.path().join("knee.json");
+    let mut all = vec!["find-max", "--json", json.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let out = common::tailscope(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let doc = std::fs::read_to_string(&json)
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (out.status.code().unwrap_or(-1), doc, stderr)
+}
+
+/// Whether the machine took the generator's CPU in a step (more than 1 % of its sends waited
+/// for one): the step then measured the machine, not the server.
+fn machine_interfered(doc: &serde_json::Value) -> bool {
+    doc["steps"].as_array().is_some_and(|steps| {
+        steps.iter().any(|s| {
+            s["late_waited_for_cpu"].as_f64().unwrap_or(0.0)
+                > 0.01 * s["requests"].as_f64().unwrap_or(0.0)
+        })
+    })
+}
+
+#[test]
+fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
+    // /delay/5 behind 20 connections: at most 20 / 5 ms = 4,000 requests a second.
+    let Some((mut server, addr)) = common::spawn_serve(&[]) else {
+        return;
+    };
+    let url = format!("http://{addr}/delay/5");
+    let (code, doc, stderr) = find_max(&[
+        &url,
+        "-c",
+        "20",
+        "--slo",
+        "p99<100ms",
+        "--start-rate",
+        "1000",
+        "--max-rate",
+        "8000",
+        "--step",
+        "8s",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let found = doc["highest_pass_rps"].as_f64();
+    let why = doc["diagnosis"].to_string();
+    let verdict = (|| {
+        if code != 0 {
+            return Err(format!("exit {code}"));
+        }
+        let found = found.ok_or("no rate passed")?;
+        if !(3600.0..=4000.0).contains(&found) {
+            return Err(format!("{found} req/s found, 3,600–4,000 expected"));
+        }
+        if !why.contains("no free connection") && !why.contains("queue") {
+            return Err(format!("the stop is not named: {why}"));
+        }
+        Ok(())
+    })();
+    match verdict {
+        Ok(()) => {
+            assert!(doc["lowest_fail_rps"].as_f64().unwrap() > found.unwrap());
+            assert_eq!(doc["crossings"][0]["slo"], "p99<100ms");
+        }
+        Err(e) if machine_interfered(&doc) => {
+            common::inconclusive(format!("the generator waited for a CPU: {e}"));
+        }
+        Err(e) => panic!("{e}\n{doc:#}\n{stderr}"),
+    }
+}
+
+/// A 10 s open-loop run at `rate` against `url`: whether `slo` held (exit 0 of --fail-if).
+fn meets(url: &str, rate: f64, slo: &str, connections: &str) -> bool {
+    let rate = format!("{rate:.0}");
+    let out = common::tailscope(&[
+        "run",
+        url,
+        "-q",
+        &rate,
+        "-z",
+        "10s",
+        "-c",
+        connections,
+        "--fail-if",
+        slo,
+    ]);
+    out.status.code() == Some(0)
+}
+
+/// find-max on a real server, then the check the issue asks for: 10 s at the rate found
+/// meets the SLO, 10 s at 1.25× it does not.
+fn found_rate_holds_and_a_quarter_more_does_not(url: &str, slo: &str) {
+    let (code, doc, stderr) = find_max(&[
+        url,
+        "-c",
+        "16",
+        "--slo",
+        slo,
+        "--start-rate",
+        "200",
+        "--step",
+        "8s",
+        "--precision",
+        "10",
+    ]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let found = doc["highest_pass_rps"].as_f64().unwrap();
+    let holds = meets(url, found, slo, "16");
+    let above = meets(url, found * 1.25, slo, "16");
+    if (!holds || above) && machine_interfered(&doc) {
+        common::inconclusive(format!("{found} req/s: held {holds}, 1.25× held {above}"));
+        return;
+    }
+    assert!(holds, "10 s at the {found} req/s found missed {slo}");
+    assert!(!above, "10 s at 1.25 × {found} req/s still met {slo}");
+}
+
+#[test]
+#[ignore = "slow (about 3 minutes): cargo test --test shapes -- --ignored"]
+fn find_max_on_python_http_server() {
+    if !common::tree::has_python() {
+        common::skip("python3 not installed");
+        return;
+    }
+    let port = common::tree::free_port();
+    let dir = common::scratch_dir("find-max-python");
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    found_rate_holds_and_a_quarter_more_does_not(&format!("http://127.0.0.1:{port}/"), "p99<50ms");
+    let _ = server.kill();
+    let _ = server.wait();
+}

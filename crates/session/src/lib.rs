@@ -41,6 +41,7 @@ macro_rules! say_part {
 }
 
 pub mod files;
+pub mod find_max;
 pub mod output;
 pub mod profiler;
 pub mod run;

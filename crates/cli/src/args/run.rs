@@ -161,9 +161,6 @@ pub struct LoadArgs {
         value_parser = count_in::<usize>(1, MAX_CONNECTIONS as u64)
     )]
     pub connections: usize,
-    /// `--stages`, `--arrival`, `--burst`.
-    #[command(flatten)]
-    pub shape: super::ShapeArgs,
     /// Run for this long (500ms, 10s, 2m; 1ms to 30days). Default 10s unless -n is given.
     #[arg(short = 'z', long = "duration", value_parser = duration_in(MS, MAX_DURATION), value_name = "DUR", allow_hyphen_values = true)]
     pub duration: Option<Duration>,
@@ -226,6 +223,9 @@ pub struct LoadArgs {
     /// The pause between a slow connection's header bytes (--slow-conns).
     #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     pub slow_interval: Duration,
+    /// `--stages`, `--arrival`, `--burst`.
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
 }
 
 /// `--engine`.

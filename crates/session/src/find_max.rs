@@ -228,6 +228,12 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
             break;
         }
     }
+    if state.pass.is_none() && knee.steps.last().is_some_and(|s| s.call == Call::Unsure) {
+        knee.stopped_because = format!(
+            "even the lowest rate tried, {} req/s, was not shown to meet the SLO: its interval straddled the limit twice (noise: a longer --step narrows it)",
+            fmt_rps(c.start_rate)
+        );
+    }
     knee.highest_pass_rps = state.pass;
     knee.lowest_fail_rps = state.fail;
     knee.find_crossings(&c.slos);

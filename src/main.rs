@@ -40,6 +40,11 @@ fn run(args: RunArgs) -> Result<Outcome> {
     tailscope_session::run::run(tailscope_cli::run::run_config(args)?)
 }
 
+/// `tailscope find-max`: the flags validated, then the search.
+fn find_max(args: tailscope_cli::args::FindMaxArgs) -> Result<Outcome> {
+    tailscope_session::find_max::find_max(tailscope_cli::find_max::find_max_config(args)?)
+}
+
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let matches = command_line()
@@ -54,6 +59,7 @@ fn main() -> ExitCode {
         Some(Command::Compare(args)) => compare::compare(args),
         Some(Command::Report(args)) => report::report(args),
         Some(Command::Merge(args)) => merge::merge(args),
+        Some(Command::FindMax(args)) => find_max(args),
         Some(Command::Completions(args)) => completions::completions(command_line(), args.shell),
         Some(Command::Man(args)) => completions::man(command_line(), &args.dir),
         // The main job: the embedded reference server under a 10 s load, on the live dashboard

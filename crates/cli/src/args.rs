@@ -10,9 +10,13 @@ use tailscope_loadgen::plan::{
     redact_password, without_credentials, MAX_CONNECTIONS, MAX_RATE, MAX_THREADS, MIN_RATE,
 };
 
+mod find_max;
 mod run;
+mod shape;
 
+pub use find_max::FindMaxArgs;
 pub use run::*;
+pub use shape::{ShapeArgs, StagesArg};
 
 /// The highest process id Linux hands out (PID_MAX_LIMIT on 64-bit).
 const MAX_PID: u64 = 4_194_304;
@@ -68,6 +72,14 @@ pub enum Command {
     #[command(after_help = "Example:
   tailscope merge gen-0.json gen-1.json gen-2.json --json merged.json --html merged.html")]
     Merge(MergeArgs),
+    /// Find the highest open-loop rate at which every SLO holds: a geometric climb, then
+    /// bisection; the latency–throughput curve, and why the first failing step failed.
+    #[command(
+        after_help = "Example:
+  tailscope find-max http://127.0.0.1:8080/ --slo 'p99<10ms' --slo 'error_rate<0.1%' -c 64 --json knee.json --html knee.html",
+        override_usage = "tailscope find-max [OPTIONS] --slo EXPR [URL]"
+    )]
+    FindMax(FindMaxArgs),
     /// Print the shell completion script for SHELL on stdout (generated from these flags).
     #[command(after_help = "Examples:
   tailscope completions bash > ~/.local/share/bash-completion/completions/tailscope

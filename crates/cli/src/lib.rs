@@ -12,5 +12,7 @@
 //! (`cargo test -p tailscope-cli`), and the libraries below know nothing of flags.
 
 pub mod args;
+pub mod find_max;
 mod process;
 pub mod run;
+mod shape;

@@ -153,6 +153,23 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         Some(crate::args::WarmupArg::Fixed(d)) => d,
         _ => Duration::ZERO,
     };
+    crate::shape::apply(
+        &load.shape,
+        &mut plan,
+        load.requests.is_some() || load.duration.is_some(),
+    )
+    .map_err(usage)?;
+    if load.shape.stages.is_some() && warmup_auto {
+        return Err(usage(
+            "--stages begin at the start: drop --warmup auto (make the first stage the warm-up)"
+                .into(),
+        ));
+    }
+    if load.shape.stages.is_some() && !load.until.is_empty() {
+        return Err(usage(
+            "--stages set the run's length and --until ends it when sure: give one of them".into(),
+        ));
+    }
     plan.timeout = load.timeout;
     plan.connect_timeout = load.connect_timeout;
     plan.grace = plan.timeout.min(Duration::from_secs(1));

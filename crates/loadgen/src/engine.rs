@@ -199,6 +199,8 @@ pub(crate) struct WorkerSpec {
     /// Open loop: where in its own slot interval this worker's schedule starts (0..1), so
     /// that the workers' schedules interleave.
     pub phase: f64,
+    /// `--burst`: this worker's part of each burst (the parts add up to its size).
+    pub burst_size: u64,
     pub cpu: Option<usize>,
     /// This worker's share of `--idle-conns` and `--slow-conns`, by [`HeldKind::index`].
     pub held: [usize; 2],
@@ -236,6 +238,7 @@ impl WorkerSpec {
             rate: None,
             share: 1.0,
             phase: 0.0,
+            burst_size: 0,
             cpu: None,
             held: [0; 2],
         }

@@ -170,6 +170,10 @@ fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
                 },
                 share: part,
                 phase: before,
+                burst_size: match plan.arrival {
+                    plan::Arrival::Burst { size, .. } => share(size, threads, i),
+                    _ => 0,
+                },
                 cpu: (!plan.cpus.is_empty()).then(|| plan.cpus[i % plan.cpus.len()]),
                 held: [plan.idle_conns, plan.slow_conns].map(|n| held_share(plan, n, threads, i)),
             };

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::error::Error;
 use crate::mix::{self, Order, RequestSpec};
 
+mod arrival;
 mod encode;
 mod limits;
 mod source;
@@ -14,6 +15,10 @@ mod source;
 mod tests;
 mod url;
 
+pub use arrival::{
+    connection_active_from, parse_arrival, parse_burst, parse_stages, planned_at, stages_duration,
+    Arrival, LoadStage, Schedule, StageTarget,
+};
 use limits::fmt_duration;
 pub use limits::{
     fmt_limit, parse_connect_rate, parse_duration, parse_duration_within, CONNS_PER_SOURCE,
@@ -83,6 +88,13 @@ pub struct Plan {
     pub stop: Stop,
     /// Closed or open loop.
     pub pace: Pace,
+    /// Open loop: how requests are spread in time (`--arrival`, `--burst`).
+    pub arrival: Arrival,
+    /// `--stages`: the rate (open loop) or the connections (closed loop) over the run, each
+    /// stage ramping linearly from the previous one's target (the first from 0). Empty: the
+    /// plan's `pace` and `connections` throughout. Open loop, `pace` is then the highest
+    /// stage's rate (the figure reports name), and the run lasts the stages.
+    pub stages: Vec<LoadStage>,
     /// Open loop: how long after the start the first slot falls (then one every 1/rate).
     /// Zero for a run of its own; segment I of N takes (I−1)/rate of the whole load, so the
     /// N generators started at one `--start-at` send between each other's slots instead of
@@ -161,6 +173,8 @@ impl Plan {
             cpus: Vec::new(),
             stop: Stop::Duration(Duration::from_secs(10)),
             pace: Pace::Max,
+            arrival: Arrival::Uniform,
+            stages: Vec::new(),
             first_slot_offset: Duration::ZERO,
             seq_offset: 0,
             seq_stride: 1,
@@ -240,6 +254,7 @@ impl Plan {
                 ));
             }
         }
+        self.validate_shape()?;
         let span = |d: Duration, lo: Duration, hi: Duration, what: &str| {
             if d < lo || d > hi {
                 Err(Error::InvalidPlan(format!(
@@ -360,6 +375,33 @@ impl Plan {
         Ok(())
     }
 
+    /// The load's shape against the rest: arrivals and rate stages are open loop's,
+    /// connection stages closed loop's, and stages set the run's length.
+    fn validate_shape(&self) -> Result<(), Error> {
+        let invalid = |m: &str| Err(Error::InvalidPlan(m.to_string()));
+        if self.pace == Pace::Max && self.arrival != Arrival::Uniform {
+            return invalid(
+                "--arrival and --burst shape an open-loop schedule: give a rate (-q) or use --burst alone",
+            );
+        }
+        let rates = !self.rate_stages().is_empty();
+        if rates && self.pace == Pace::Max {
+            return invalid("rate stages are open loop's: the plan has no rate (-q)");
+        }
+        if !self.stages.is_empty() && !rates && self.pace != Pace::Max {
+            return invalid(
+                "connection stages (DUR:c=N) are closed loop's: drop -q, or give rates (DUR:RATE)",
+            );
+        }
+        if rates && matches!(self.arrival, Arrival::Burst { .. }) {
+            return invalid("--burst sets its own rate: it does not take --stages");
+        }
+        if !self.stages.is_empty() && self.stop != Stop::Duration(stages_duration(&self.stages)) {
+            return invalid("--stages set the run's length: drop -z and -n");
+        }
+        Ok(())
+    }
+
     /// Every connection the run opens at once: the load's and the held ones.
     pub fn all_connections(&self) -> usize {
         self.connections + self.idle_conns + self.slow_conns
@@ -381,6 +423,27 @@ impl Plan {
     /// The threads actually used: never more than the connections.
     pub fn effective_threads(&self) -> usize {
         self.threads.min(self.connections).max(1)
+    }
+
+    /// Open-loop stages as (duration s, total rate at its end); empty without rate stages.
+    pub fn rate_stages(&self) -> Vec<(f64, f64)> {
+        self.stages
+            .iter()
+            .filter_map(|s| match s.target {
+                StageTarget::Rate(r) => Some((s.duration.as_secs_f64(), r)),
+                StageTarget::Connections(_) => None,
+            })
+            .collect()
+    }
+
+    /// The open-loop rate planned `t_s` seconds into the load (the stages', else `-q`'s);
+    /// none in closed loop.
+    pub fn planned_rate_at(&self, t_s: f64) -> Option<f64> {
+        match self.pace {
+            Pace::Max => None,
+            Pace::Rate(_) if !self.stages.is_empty() => Some(planned_at(&self.stages, 0.0, t_s)),
+            Pace::Rate(r) => Some(r),
+        }
     }
 
     /// Open or closed loop, as reports name it.

@@ -115,6 +115,11 @@ impl Segment {
             }
             plan.stop = Stop::Requests(self.share_of(n));
         }
+        for stage in &mut plan.stages {
+            if let crate::plan::StageTarget::Rate(r) = &mut stage.target {
+                *r /= self.count as f64;
+            }
+        }
         if let Pace::Rate(r) = plan.pace {
             plan.pace = Pace::Rate(r / self.count as f64);
             // A rate that is no rate (0, NaN) is refused by `Plan::validate`, not here.

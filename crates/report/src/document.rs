@@ -9,6 +9,7 @@ mod hdr_log;
 mod histogram;
 pub mod merge;
 mod requests;
+mod stages;
 mod steady;
 mod text;
 mod until;
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::sections::RunSections;
 use tailscope_loadgen::conns::Connections;
 use tailscope_loadgen::error::ErrorKind;
-use tailscope_loadgen::plan::{Pace, Plan, Stop};
+use tailscope_loadgen::plan::{Arrival, Pace, Plan, Stop};
 use tailscope_loadgen::segment::{unix_seconds, Segment};
 use tailscope_loadgen::snapshot::{Percentiles, RateChange, RunTotals, SlowRequest, TimePoint};
 
@@ -40,6 +41,7 @@ pub use warmup_auto::WarmupAuto;
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use requests::RequestReport;
+pub use stages::{stage_figures, stage_plans, StageFigures, StagePlan};
 pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
 pub use warnings::GENERATOR_LAG_WARN_US;
 
@@ -70,8 +72,17 @@ pub struct Config {
     pub pipeline: usize,
     /// "closed" or "open".
     pub mode: String,
-    /// Open loop: requests per second asked for.
+    /// Open loop: requests per second asked for (with `--stages`, the highest stage's).
     pub rate: Option<f64>,
+    /// Open loop: how requests arrived: "uniform", "poisson" or "burst"; null in closed loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival: Option<String>,
+    /// `--burst`: requests per burst and seconds between bursts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<(u64, f64)>,
+    /// `--stages`, as planned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StagePlan>,
     /// `-z`, when the run was timed.
     pub duration_s: Option<f64>,
     /// `-n`, when the run was counted.
@@ -403,6 +414,9 @@ pub struct Report {
     /// absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup_auto: Option<WarmupAuto>,
+    /// `--stages`: each stage's figures (from the seconds in it), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageFigures>,
     /// The run was stopped before its end (Ctrl-C, SIGTERM, or from the dashboard).
     #[serde(default)]
     pub interrupted: bool,
@@ -493,6 +507,15 @@ impl Report {
                     Pace::Rate(r) => Some(r),
                     Pace::Max => None,
                 },
+                arrival: match plan.pace {
+                    Pace::Rate(_) => Some(plan.arrival.name().into()),
+                    Pace::Max => None,
+                },
+                burst: match plan.arrival {
+                    Arrival::Burst { size, every } => Some((size, every.as_secs_f64())),
+                    _ => None,
+                },
+                stages: stage_plans(&plan.stages),
                 duration_s: match plan.stop {
                     Stop::Duration(d) => Some(d.as_secs_f64()),
                     Stop::Requests(_) => None,
@@ -593,6 +616,7 @@ impl Report {
             rate_changes: totals.rate_changes.clone(),
             until: None,
             warmup_auto: None,
+            stages: Vec::new(),
             interrupted: totals.stopped_early,
             signal: None,
             warnings: Vec::new(),
@@ -614,6 +638,7 @@ impl Report {
             merged: None,
             sections: RunSections::default(),
         };
+        report.stages = stage_figures(plan, &report.timeseries, &report.second_histograms);
         report.warnings = report.compute_warnings();
         report
     }

@@ -42,6 +42,7 @@ macro_rules! say_part {
 
 pub mod agent;
 pub mod files;
+pub mod find_max;
 pub mod output;
 pub mod profiler;
 pub mod run;

@@ -189,7 +189,8 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         plan.effective_threads(),
         match plan.pace {
             Pace::Max => "closed loop".to_string(),
-            Pace::Rate(r) => format!("open loop at {r} req/s"),
+            Pace::Rate(r) if plan.stages.is_empty() => format!("open loop at {r} req/s"),
+            Pace::Rate(r) => format!("open loop in {} stages up to {r} req/s", plan.stages.len()),
         },
         match plan.stop {
             Stop::Duration(d) => format!(", {}", humantime::format_duration(d)),

@@ -43,6 +43,8 @@ pub struct RunInfo {
     pub server_cpus: Vec<usize>,
     /// The generator's CPUs.
     pub client_cpus: Vec<usize>,
+    /// `--stages`: the planned rate (or connections) over the run; empty without.
+    pub stages: Vec<tailscope_loadgen::plan::LoadStage>,
 }
 
 impl RunInfo {
@@ -81,7 +83,31 @@ impl RunInfo {
             },
             server_cpus: target.map(|t| t.server_cpus().to_vec()).unwrap_or_default(),
             client_cpus: plan.cpus.clone(),
+            stages: plan.stages.clone(),
         }
+    }
+
+    /// The planned open-loop rate `t_s` into the run: the stages', else the starting rate;
+    /// none in closed loop.
+    pub fn planned_rate_at(&self, t_s: f64) -> Option<f64> {
+        let rate = self.rate?;
+        Some(if self.stages.is_empty() {
+            rate
+        } else {
+            tailscope_loadgen::plan::planned_at(&self.stages, 0.0, t_s)
+        })
+    }
+
+    /// `--stages`: which stage runs `t_s` into the run (0-based), if one does.
+    pub fn stage_at(&self, t_s: f64) -> Option<usize> {
+        let mut end = 0.0;
+        for (i, s) in self.stages.iter().enumerate() {
+            end += s.duration.as_secs_f64();
+            if t_s < end {
+                return Some(i);
+            }
+        }
+        None
     }
 }
 
@@ -230,6 +256,9 @@ pub struct App {
     pub quitting: bool,
     /// The open-loop rate now asked for.
     pub rate: Option<f64>,
+    /// The live `+`/`-` presses: (seconds into the run, the rate set), in order. From the
+    /// first, the stages no longer apply (the generator holds the rate set).
+    pub rate_set: Vec<(f64, f64)>,
     /// When each error kind last went up (seconds since measurement started).
     pub error_seen: Vec<(ErrorKind, f64)>,
     /// A one-line note for the footer (e.g. why a key did nothing).
@@ -241,6 +270,7 @@ impl App {
     pub fn new(info: RunInfo) -> Self {
         App {
             rate: info.rate,
+            rate_set: Vec::new(),
             info,
             snapshot: None,
             history: VecDeque::with_capacity(HISTORY),
@@ -332,7 +362,16 @@ impl App {
                 None
             }
             Action::RateUp | Action::RateDown => {
-                let Some(rate) = self.rate else {
+                // With stages, a press starts from the rate planned now, not the highest.
+                let now = self
+                    .snapshot
+                    .as_deref()
+                    .map_or(0.0, |s| s.elapsed.as_secs_f64());
+                let planned = match self.rate_set.last() {
+                    Some(&(_, r)) => Some(r),
+                    None => self.info.planned_rate_at(now),
+                };
+                let Some(rate) = planned.or(self.rate) else {
                     // Two sentences, so a narrow footer can keep the first whole.
                     self.note = Some("+/- need open loop. Start the run with -q RATE.".into());
                     return None;
@@ -343,6 +382,7 @@ impl App {
                     (rate / RATE_STEP).max(1.0)
                 };
                 self.rate = Some(new);
+                self.rate_set.push((now, new));
                 self.note = Some(format!("rate set to {new:.0} req/s"));
                 Some(Effect::SetRate(new))
             }

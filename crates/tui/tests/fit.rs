@@ -39,6 +39,7 @@ fn long_app() -> App {
         duration: Some(Duration::from_secs(600)),
         requests: None,
         server_cpus: vec![0, 1, 2, 3],
+        stages: Vec::new(),
         client_cpus: vec![4, 5, 6, 7],
     });
     for tick in 1..=40 {

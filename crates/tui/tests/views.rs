@@ -451,3 +451,26 @@ fn the_errors_panel_says_why_sends_were_late() {
 fn overview_open_loop_with_late_sends_120x40() {
     insta::assert_snapshot!(screen(&app_with_late_sends(Some(30)), 120, 40));
 }
+
+#[test]
+fn with_stages_the_throughput_panel_names_the_stage_and_plus_starts_from_the_planned_rate() {
+    // 2 s ramping to 4,000/s, then 2 s ramping down to 1,000/s; snapshot(25) is 2.5 s in.
+    let mut run = info(Some(4000.0));
+    run.stages = tailscope_loadgen::plan::parse_stages("2s:4000,2s:1000").unwrap();
+    let mut app = App::new(run);
+    app.update(Action::Snapshot(std::sync::Arc::new(snapshot(25)), None));
+    let area = Rect::new(0, 0, 120, 12);
+    let mut buf = Buffer::empty(area);
+    (&ui::ThroughputPanel(&app)).render(area, &mut buf);
+    let title: String = (0..area.width)
+        .map(|x| buf[(x, 0)].symbol().to_string())
+        .collect();
+    assert!(title.contains("stage 2/2 → 1.0k/s"), "{title}");
+    // Planned now: 4,000 − 3,000 × 0.25 = 3,250/s; `+` goes up a step from there (×1.25),
+    // not from the highest stage's 4,000.
+    let effect = app.update(Action::RateUp);
+    match effect {
+        Some(Effect::SetRate(r)) => assert!((r - 3250.0 * 1.25).abs() < 1e-6, "{r}"),
+        other => panic!("{other:?}"),
+    }
+}

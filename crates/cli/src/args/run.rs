@@ -254,6 +254,9 @@ pub struct LoadArgs {
     /// The pause between a slow connection's header bytes (--slow-conns).
     #[arg(long = "slow-interval", value_parser = duration_in(MS, MAX_TIMEOUT), default_value = "5s", value_name = "DUR", allow_hyphen_values = true)]
     pub slow_interval: Duration,
+    /// `--stages`, `--arrival`, `--burst`.
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
 }
 
 /// `--warmup`: a fixed length, or until the figures settle.

@@ -100,6 +100,9 @@ pub(super) struct Connection<S> {
     /// Requests a connection may carry at once (the pipelining depth).
     pub(super) depth: usize,
     open_loop: bool,
+    /// Closed loop with connection stages: this connection's run-wide index; it sends only
+    /// while the stages plan more connections than that.
+    ramp: Option<usize>,
     /// Open loop: a slot due within this is sent now rather than waited for (the engine's
     /// timer precision).
     early_wake: Duration,
@@ -162,6 +165,7 @@ impl<S: AsRawFd> Connection<S> {
         Connection {
             depth,
             open_loop: matches!(shared.plan.pace, Pace::Rate(_)),
+            ramp: w.take_ramp_index(),
             early_wake,
             stream: None,
             partial: Vec::new(),
@@ -411,6 +415,13 @@ impl<S: AsRawFd> Connection<S> {
                 }
                 self.queued.push_back(slot);
             } else {
+                // A connection the stages do not count yet (or any more) waits for its turn
+                // as an open-loop one waits for its slot; none: its part is over.
+                if let Some(wait) = self.ramp.and_then(|g| w.ramp_wait(g, now)) {
+                    self.next_slot = wait.map(|at| Claim::now(Some(at)));
+                    break;
+                }
+                self.next_slot = None;
                 match w.claim_closed(now) {
                     Some(c) => self.queued.push_back(c),
                     None => break,

@@ -334,7 +334,7 @@ impl UringWorker {
                 }
             }
             let mut window_end = None;
-            let coalesce = coalesce_window(self.w.slot_interval_s.get());
+            let coalesce = coalesce_window(self.w.slot_interval_s());
             while let Some((at, due, i)) =
                 next_due(&mut self.deadlines, now, &mut window_end, coalesce)
             {

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 
 use super::{Shared, WorkerOutcome, WorkerSpec};
 use crate::conns::{Gauge, Gauges, HeldKind};
-use crate::plan::Pace;
+use crate::plan::{Pace, Schedule};
 use crate::recorder::{IntervalData, Stage, TcpFacts, Unfinished};
 use crate::recorder::{WorkerRecorder, LATE_SLACK};
 
@@ -162,19 +162,43 @@ pub(super) fn run_nonce() -> u64 {
     (nanos ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
+/// A worker's open-loop schedule from the plan: its share of the rate (or of the stages'
+/// rates), its phase among the workers, its part of a burst. Closed loop: an empty one.
+fn schedule_of(plan: &crate::plan::Plan, spec: &WorkerSpec) -> Schedule {
+    let stages = plan.rate_stages();
+    let rate = match plan.pace {
+        Pace::Rate(r) => r,
+        Pace::Max => 0.0,
+    };
+    Schedule::new(
+        plan.arrival,
+        rate,
+        &stages,
+        spec.share,
+        spec.phase,
+        spec.burst_size,
+        run_nonce() ^ (spec.index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    )
+}
+
 pub(super) struct Worker {
     pub(super) shared: Arc<Shared>,
     pub(super) rec: RefCell<WorkerRecorder>,
     pub(super) stopping: Cell<bool>,
     /// Remaining measured requests (`-n`).
     pub(super) tickets: Cell<Option<u64>>,
-    /// Open loop: the schedule is `slot_base + k × slot_interval_s` for k = `next_slot`…;
-    /// a rate change starts a new schedule at the next slot's time.
-    pub(super) next_slot: Cell<u64>,
-    pub(super) slot_base: Cell<Instant>,
-    pub(super) slot_interval_s: Cell<f64>,
+    /// Open loop: the intended send times, `slot_base` + the schedule's (see
+    /// [`crate::plan::Schedule`]); a rate change starts a constant one at the next slot.
+    pub(super) schedule: RefCell<Schedule>,
+    pub(super) slot_base: Instant,
     pub(super) rate_bits: Cell<u64>,
     pub(super) share: f64,
+    /// Closed loop with connection stages: this worker's place among the threads and how
+    /// many connection slots it made, for each slot's run-wide index (see
+    /// [`Worker::take_ramp_index`]).
+    index: usize,
+    threads: usize,
+    conn_slots: Cell<usize>,
     pub(super) in_flight: Cell<u64>,
     /// Connections in the middle of a TCP handshake, and the most at once since the last
     /// tick: the io_uring engine begins a pass's connects and reaps their completions
@@ -230,19 +254,13 @@ impl Worker {
             rec: RefCell::new(rec),
             stopping: Cell::new(false),
             tickets: Cell::new(spec.requests),
-            next_slot: Cell::new(0),
-            slot_base: Cell::new(
-                shared.start
-                    + shared.plan.first_slot_offset
-                    + spec
-                        .rate
-                        .filter(|r| *r > 0.0)
-                        .and_then(|r| Duration::try_from_secs_f64(spec.phase / r).ok())
-                        .unwrap_or_default(),
-            ),
-            slot_interval_s: Cell::new(spec.rate.map_or(0.0, |r| 1.0 / r)),
+            schedule: RefCell::new(schedule_of(&shared.plan, spec)),
+            slot_base: shared.start + shared.plan.first_slot_offset,
             rate_bits: Cell::new(shared.rate_override.load(Ordering::Relaxed)),
             share: spec.share,
+            index: spec.index,
+            threads: shared.plan.effective_threads(),
+            conn_slots: Cell::new(0),
             in_flight: Cell::new(0),
             connecting: Level::default(),
             open: Level::default(),
@@ -421,6 +439,35 @@ impl Worker {
         }
     }
 
+    /// Closed loop with connection stages: the run-wide index of the connection slot being
+    /// made (none without them). Slot k of worker i is k × threads + i: the shares differ
+    /// by at most one, the larger first, so the indices are 0..connections and the first N
+    /// of them are spread over every worker.
+    pub(super) fn take_ramp_index(&self) -> Option<usize> {
+        let plan = &self.shared.plan;
+        if plan.pace != Pace::Max || plan.stages.is_empty() {
+            return None;
+        }
+        let k = self.conn_slots.get();
+        self.conn_slots.set(k + 1);
+        Some(k * self.threads + self.index)
+    }
+
+    /// Closed loop with connection stages: whether connection `index` may send at `now`
+    /// (none), or when it may next (`Some(Some(at))`), or never again in the window
+    /// (`Some(None)`).
+    pub(super) fn ramp_wait(&self, index: usize, now: Instant) -> Option<Option<Instant>> {
+        let start = self.shared.start;
+        let t = now.saturating_duration_since(start).as_secs_f64();
+        let from = crate::plan::connection_active_from(&self.shared.plan.stages, index, t);
+        let at = from.and_then(|s| start.checked_add(Duration::from_secs_f64(s)));
+        match at {
+            Some(at) if at <= now => None,
+            Some(at) if self.shared.end.is_none_or(|e| at < e) => Some(Some(at)),
+            _ => Some(None),
+        }
+    }
+
     pub(super) fn claim_closed(&self, now: Instant) -> Option<Claim> {
         if self.stopping.get() || self.shared.end.is_some_and(|e| now >= e) {
             return None;
@@ -450,30 +497,37 @@ impl Worker {
         let asked = self.shared.rate_override.load(Ordering::Relaxed);
         if asked != self.rate_bits.get() {
             self.rate_bits.set(asked);
-            let rate = f64::from_bits(asked) * self.share;
-            if rate > 0.0 {
-                let k = self.next_slot.get();
-                let next = self.slot_base.get()
-                    + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
-                self.slot_base.set(next);
-                self.next_slot.set(0);
-                self.slot_interval_s.set(1.0 / rate);
-            }
+            self.schedule
+                .borrow_mut()
+                .set_rate(f64::from_bits(asked) * self.share);
         }
-        let k = self.next_slot.get();
-        let at =
-            self.slot_base.get() + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+        let at = self.next_slot_at()?;
         if self.window_end().is_some_and(|e| at >= e) {
             return None;
         }
         if !self.take_ticket(at >= self.shared.measure_start) {
             return None;
         }
-        self.next_slot.set(k + 1);
+        self.schedule.borrow_mut().advance();
         Some(Claim {
             intended: Some(at),
             claimed_late: now > at + LATE_SLACK && caught_up_after(at),
         })
+    }
+
+    /// The next slot's intended time, none when the schedule sends no more (or it would
+    /// fall past what an `Instant` holds).
+    fn next_slot_at(&self) -> Option<Instant> {
+        let t = self.schedule.borrow().peek()?;
+        Duration::try_from_secs_f64(t)
+            .ok()
+            .and_then(|d| self.slot_base.checked_add(d))
+    }
+
+    /// Open loop: the mean time between this worker's slots around the next one (s; 0 when
+    /// not known), for the engines that take close slots together.
+    pub(super) fn slot_interval_s(&self) -> f64 {
+        self.schedule.borrow().mean_interval_s()
     }
 
     /// Resolves once the grace period is over (at once if it already is).
@@ -530,14 +584,11 @@ impl Worker {
         let now = Instant::now();
         let until = end.min(now);
         let mut rec = self.rec.borrow_mut();
-        loop {
-            let k = self.next_slot.get();
-            let at = self.slot_base.get()
-                + Duration::from_secs_f64(k as f64 * self.slot_interval_s.get());
+        while let Some(at) = self.next_slot_at() {
             if at >= until || !self.take_ticket(at >= self.shared.measure_start) {
                 break;
             }
-            self.next_slot.set(k + 1);
+            self.schedule.borrow_mut().advance();
             rec.record_unfinished(
                 &Unfinished {
                     start: at,

@@ -336,6 +336,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         rate_changes: Vec::new(),
         until: None,
         warmup_auto: None,
+        stages: Vec::new(),
         interrupted: all().any(|r| r.interrupted),
         signal: all().find_map(|r| r.signal.clone()),
         warnings: Vec::new(),

@@ -53,6 +53,7 @@ struct LoadSection {
     runs: Option<Spanned<i64>>,
     pipeline: Option<Spanned<i64>>,
     rate: Option<Spanned<f64>>,
+    arrival: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
     timeout: Option<Spanned<String>>,
     server_cpus: Option<Spanned<String>>,
@@ -113,6 +114,8 @@ pub struct Load {
     pub pipeline: usize,
     /// Open loop rate, if any.
     pub rate: Option<f64>,
+    /// Open loop: how requests arrive (`arrival = "poisson"`).
+    pub arrival: tailscope_loadgen::plan::Arrival,
     /// Generator threads (default: one per generator CPU).
     pub threads: Option<usize>,
     /// Per-request timeout.
@@ -167,6 +170,7 @@ impl Load {
         if let Some(r) = self.rate {
             plan.pace = Pace::Rate(r);
         }
+        plan.arrival = self.arrival;
         plan.validate()?;
         Ok(plan)
     }
@@ -183,6 +187,7 @@ impl Load {
             "runs": self.runs,
             "pipeline": self.pipeline,
             "rate": self.rate,
+            "arrival": self.rate.map(|_| self.arrival.name()),
             "threads": self.threads,
             "server_cpus": server_cpus,
             "client_cpus": client_cpus,
@@ -358,6 +363,18 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         runs,
         pipeline: count(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
         rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
+        arrival: match &l.arrival {
+            None => tailscope_loadgen::plan::Arrival::Uniform,
+            Some(a) if l.rate.is_none() => {
+                return Err(format!(
+                    "{}: arrival = {:?} shapes an open-loop schedule: add rate = N",
+                    file.display(),
+                    a.get_ref()
+                ))
+            }
+            Some(a) => tailscope_loadgen::plan::parse_arrival(a.get_ref())
+                .map_err(|e| format!("{}: arrival: {e}", file.display()))?,
+        },
         threads: count(file, text, &l.threads, "threads", 1..=MAX_THREADS)?,
         timeout: duration(
             file,

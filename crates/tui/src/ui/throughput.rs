@@ -40,6 +40,37 @@ pub fn per_second_rates(app: &App) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// The open-loop rate planned over each finished second (its middle's), the live `+`/`-`
+/// from their press on; empty in closed loop.
+fn planned_rates(app: &App, rates: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
+    rates
+        .iter()
+        .filter_map(|&(t, _, _)| {
+            let middle = (t - 0.5).max(0.0);
+            let set = app.rate_set.iter().rev().find(|(at, _)| *at <= middle);
+            let rate = match set {
+                Some(&(_, r)) => Some(r),
+                None => app.info.planned_rate_at(middle),
+            };
+            rate.map(|r| (t, r))
+        })
+        .collect()
+}
+
+/// `stage 2/4 → 5k/s`: which of `--stages` runs now, and where it goes.
+fn stage_now(app: &App) -> Option<String> {
+    let t = app.snapshot.as_deref()?.elapsed.as_secs_f64();
+    let i = app.info.stage_at(t)?;
+    if !app.rate_set.is_empty() {
+        return Some("stages left (+/-)".into());
+    }
+    let to = match app.info.stages[i].target {
+        tailscope_loadgen::plan::StageTarget::Rate(r) => format!("{}/s", fmt_si(r)),
+        tailscope_loadgen::plan::StageTarget::Connections(c) => format!("c={c}"),
+    };
+    Some(format!("stage {}/{} → {to}", i + 1, app.info.stages.len()))
+}
+
 impl Widget for &ThroughputPanel<'_> {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let app = self.0;
@@ -67,8 +98,20 @@ impl Widget for &ThroughputPanel<'_> {
             .fold(1.0, f64::max)
             * 1.1;
         let (x0, x1) = x_bounds(app);
-        let mut sets = vec![app.theme.line("ok", OK, &ok)];
-        let mut lines = vec![("ok", OK)];
+        let planned = planned_rates(app, &rates);
+        let top = planned.iter().map(|&(_, r)| r * 1.1).fold(top, f64::max);
+        let mut sets = Vec::new();
+        let mut lines = Vec::new();
+        // Under the measured line (drawn first): the rate the schedule asked for.
+        if !planned.is_empty() {
+            sets.push(app.theme.line("planned", DIM, &planned));
+            lines.push(("planned", DIM));
+        }
+        if let Some(stage) = stage_now(app) {
+            title = title.add(4, stage);
+        }
+        sets.push(app.theme.line("ok", OK, &ok));
+        lines.push(("ok", OK));
         let errors = err.iter().any(|(_, e)| *e > 0.0);
         if errors {
             sets.push(app.theme.line("errors", BAD, &err));

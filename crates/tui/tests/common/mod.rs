@@ -26,6 +26,7 @@ pub fn info(rate: Option<f64>) -> RunInfo {
         duration: Some(Duration::from_secs(10)),
         requests: None,
         server_cpus: vec![0],
+        stages: Vec::new(),
         client_cpus: vec![1],
     }
 }

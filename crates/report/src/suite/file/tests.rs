@@ -249,3 +249,27 @@ fn fixed_count_runs_parse_and_bad_counts_are_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_suite_load_may_arrive_as_poisson() {
+    let with = |extra: &str| GOOD.replace("runs = 3\n", &format!("runs = 3\n{extra}\n"));
+    let s = parse(
+        Path::new("s.toml"),
+        &with("rate = 500\narrival = \"poisson\""),
+    )
+    .unwrap();
+    assert_eq!(s.load.arrival, tailscope_loadgen::plan::Arrival::Poisson);
+    let plan = s
+        .load
+        .plan(
+            "http://127.0.0.1:9/",
+            &[0],
+            Stop::Duration(Duration::from_secs(1)),
+        )
+        .unwrap();
+    assert_eq!(plan.arrival, tailscope_loadgen::plan::Arrival::Poisson);
+    let e = parse(Path::new("s.toml"), &with("arrival = \"poisson\"")).unwrap_err();
+    assert!(e.contains("add rate"), "{e}");
+    let e = parse(Path::new("s.toml"), &with("rate = 5\narrival = \"foo\"")).unwrap_err();
+    assert!(e.contains("uniform or poisson"), "{e}");
+}

@@ -1,0 +1,97 @@
+//! find-max's text summary.
+
+use std::fmt::Write as _;
+
+use super::fmt_rps as fmt_rate;
+use super::{fmt_figure, Call, KneeReport};
+use crate::document::fmt_us;
+
+fn word(c: Call) -> &'static str {
+    match c {
+        Call::Pass => "pass",
+        Call::Fail => "FAIL",
+        Call::Unsure => "unsure",
+    }
+}
+
+/// The curve, the result, each SLO's crossing and the first failing step's diagnosis.
+pub fn knee_text(r: &KneeReport) -> String {
+    let mut out = String::new();
+    let us = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), fmt_us);
+    let _ = writeln!(
+        out,
+        "find-max: {} — SLO {}, {} connections, {} arrivals, {} s steps",
+        r.url,
+        r.slos.join(" and "),
+        r.connections,
+        r.arrival,
+        r.step_s
+    );
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}  verdict",
+        "offered/s", "answered/s", "p50", "p99", "p99.9", "errors"
+    );
+    for s in r.curve() {
+        let _ = writeln!(
+            out,
+            "  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7.3}%  {}",
+            fmt_rate(s.offered_rps),
+            fmt_rate(s.answered_rps),
+            us(s.p50_us),
+            us(s.p99_us),
+            us(s.p999_us),
+            s.error_rate * 100.0,
+            word(s.call)
+        );
+    }
+    match r.highest_pass_rps {
+        Some(p) => {
+            let _ = writeln!(out, "Highest rate meeting the SLO: {} req/s", fmt_rate(p));
+        }
+        None => {
+            let _ = writeln!(out, "No rate met the SLO, not even the lowest tried");
+        }
+    }
+    if let Some(f) = r.lowest_fail_rps {
+        let _ = writeln!(out, "Lowest rate missing it:       {} req/s", fmt_rate(f));
+    }
+    for c in &r.crossings {
+        let at = match (c.at_rps, c.last_pass_rps, c.first_fail_rps) {
+            (Some(at), _, _) => format!("crossed at ≈ {} req/s", fmt_rate(at)),
+            (None, Some(p), Some(f)) => {
+                format!("crossed between {} and {} req/s", fmt_rate(p), fmt_rate(f))
+            }
+            (None, Some(_), None) => "held at every rate tried".into(),
+            (None, None, _) => "missed at every rate tried".into(),
+        };
+        let _ = writeln!(out, "  {}: {at}", c.slo);
+    }
+    let _ = writeln!(out, "Stopped because: {}", r.stopped_because);
+    if let Some(i) = r.first_fail_step {
+        if let Some(s) = r.steps.get(i) {
+            let _ = writeln!(
+                out,
+                "First failing step: {} req/s offered, {} answered",
+                fmt_rate(s.offered_rps),
+                fmt_rate(s.answered_rps)
+            );
+            for c in s.slos.iter().filter(|c| c.call != Call::Pass) {
+                let bound = match (c.low, c.high) {
+                    (Some(l), Some(h)) => format!(
+                        "{} .. {} ({})",
+                        fmt_figure(&c.slo, l),
+                        fmt_figure(&c.slo, h),
+                        c.method
+                    ),
+                    _ => c.method.clone(),
+                };
+                let _ = writeln!(out, "  {} {}: 95 % interval {bound}", c.slo, word(c.call));
+            }
+        }
+        for d in &r.diagnosis {
+            let _ = writeln!(out, "  why: {d}");
+        }
+    }
+    out
+}

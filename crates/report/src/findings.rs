@@ -216,7 +216,14 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         let _ = writeln!(out, "  note: {note}");
     }
     let _ = writeln!(out, "\nDiagnosis:");
-    if diagnosis.is_empty() {
+    if diagnosis.is_empty() && report.summary.errors > 0 {
+        // Requests failed and no rule said why: that, not "no spike", is the news.
+        let _ = writeln!(
+            out,
+            "  {}",
+            tailscope_forensics::unexplained(report.summary.errors)
+        );
+    } else if diagnosis.is_empty() {
         let _ = writeln!(out, "  no spike cause found");
     }
     for d in diagnosis {

@@ -387,7 +387,12 @@ fn diagnosis(report: &Report, so_far: bool) -> String {
         });
         return out;
     };
-    if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
+    if findings.diagnosis.is_empty() && report.summary.errors > 0 {
+        out.push_str(&format!(
+            "<p>{}.</p>\n",
+            escape(&tailscope_forensics::unexplained(report.summary.errors))
+        ));
+    } else if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );

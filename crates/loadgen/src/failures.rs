@@ -243,13 +243,13 @@ impl FailureFacts {
     }
 
     /// The server closed a connection gracefully after `served` responses.
-    pub(crate) fn record_closed_after(&mut self, served: u64) {
+    pub fn record_closed_after(&mut self, served: u64) {
         self.closed_after_n(served, 1);
     }
 
     /// A request failed because the server closed or reset its connection, `age_us` after
     /// the connection opened, with `served` responses on it before, `second` into the run.
-    pub(crate) fn record_dropped(&mut self, age_us: u64, served: u64, first: bool, second: u64) {
+    pub fn record_dropped(&mut self, age_us: u64, served: u64, first: bool, second: u64) {
         self.dropped += 1;
         self.dropped_first_on_connection += u64::from(first);
         let bucket = (64 - age_us.leading_zeros()).saturating_sub(1).min(31);
@@ -261,13 +261,13 @@ impl FailureFacts {
     }
 
     /// A connect was refused, `second` into the run.
-    pub(crate) fn record_refused(&mut self, second: u64) {
+    pub fn record_refused(&mut self, second: u64) {
         add_at(&mut self.refused_by_second, second as usize, 1);
     }
 
     /// A complete response of `status`, begun `at_s` into the run, its first byte `ttfb_us`
     /// after its send, its head's tag `tag`.
-    pub(crate) fn record_response(&mut self, status: u16, at_s: f64, ttfb_us: u64, tag: &HeadTag) {
+    pub fn record_response(&mut self, status: u16, at_s: f64, ttfb_us: u64, tag: &HeadTag) {
         if !is_error_status(status) {
             if self.ok_server.is_none() {
                 self.ok_server = tag

@@ -133,7 +133,7 @@ fn assert_only(r: &serde_json::Value, cause: &str) {
         .into_iter()
         .filter(|c| ERROR_CAUSES.contains(&c.as_str()))
         .collect();
-    eprintln!("{cause}: {}", evidence(r, cause));
+    eprintln!("{cause}: all named {:?}", causes(r));
     assert_eq!(
         named,
         vec![cause.to_string()],
@@ -392,4 +392,22 @@ fn a_healthy_run_names_no_error_cause() {
         .filter(|c| ERROR_CAUSES.contains(&c.as_str()))
         .collect();
     assert_eq!(named, Vec::<String>::new(), "{:#}", r["diagnosis"]);
+}
+
+#[test]
+fn errors_no_rule_explains_are_said_so_not_as_no_spike() {
+    // One request in 20 is dropped unanswered on a connection that served before: no cap (not
+    // the first on its connection), no crash (nothing refused), no limit (no graceful close).
+    let server = common::serve(|i| {
+        if i % 20 == 19 {
+            Reply::Close
+        } else {
+            Reply::Send(common::ok("ok"))
+        }
+    });
+    let out = common::tailscope(&["run", &server.url("/"), "-c", "2", "-z", "1s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let diagnosis = text.split("Diagnosis:").nth(1).unwrap_or_default();
+    assert!(diagnosis.contains("errors, no cause found"), "{text}");
+    assert!(!diagnosis.contains("no spike cause found"), "{text}");
 }

@@ -563,6 +563,31 @@ pub fn unexplained(errors: u64) -> String {
     format!("{} errors, no cause found", fmt_count(errors))
 }
 
+/// Whether a run with `errors` failed requests, diagnosed `named`, leaves them unexplained:
+/// no cause that says why requests fail was named (a latency cause explains no error).
+pub fn errors_unexplained(errors: u64, named: &[Diagnosis]) -> bool {
+    errors > 0 && !named.iter().any(|d| d.cause.explains_errors())
+}
+
+impl Cause {
+    /// Whether this cause says why requests failed (or were refused with a status), not why
+    /// they were slow.
+    pub fn explains_errors(self) -> bool {
+        matches!(
+            self,
+            Cause::ConnectionCap
+                | Cause::RateLimited
+                | Cause::OverloadShed
+                | Cause::UpstreamFailure
+                | Cause::KeepaliveLimit
+                | Cause::TlsFailure
+                | Cause::ServerCrashOrRestart
+                | Cause::PortExhaustion
+                | Cause::FdLimit
+        )
+    }
+}
+
 impl Evidence {
     /// Errors counted, of every kind.
     pub fn error_total(&self) -> u64 {

@@ -28,7 +28,7 @@ mod findings;
 mod requests;
 mod stall;
 
-pub use errors::{unexplained, ErrorEvidence};
+pub use errors::{errors_unexplained, unexplained, ErrorEvidence};
 pub use evidence::{CpuWaits, Load, Roles, Waited};
 pub use findings::Findings;
 use requests::in_window;

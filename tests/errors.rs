@@ -61,6 +61,17 @@ fn wait_listening(port: u16) {
 /// free port (`{port}` is filled in), its files in `dir`. `None`, after saying so, without
 /// nginx.
 fn nginx(dir: &Path, events: &str, http: &str, server: &str) -> Option<(Killed, u16)> {
+    nginx_as(dir, "master_process off;", events, http, server)
+}
+
+/// [`nginx`] with `master` (`master_process on;` for a master and its worker).
+fn nginx_as(
+    dir: &Path,
+    master: &str,
+    events: &str,
+    http: &str,
+    server: &str,
+) -> Option<(Killed, u16)> {
     let Some(bin) = nginx_bin() else {
         common::skip("nginx not installed (apt-get install nginx)");
         return None;
@@ -71,7 +82,7 @@ fn nginx(dir: &Path, events: &str, http: &str, server: &str) -> Option<(Killed, 
     std::fs::write(
         dir.join("nginx.conf"),
         format!(
-            "worker_processes 1;\ndaemon off;\nmaster_process off;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
+            "worker_processes 1;\ndaemon off;\n{master}\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
 events {{ {events} }}\n\
 http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
 {http}\nserver {{ listen 127.0.0.1:{port}; {server} }} }}\n"
@@ -410,4 +421,44 @@ fn errors_no_rule_explains_are_said_so_not_as_no_spike() {
     let diagnosis = text.split("Diagnosis:").nth(1).unwrap_or_default();
     assert!(diagnosis.contains("errors, no cause found"), "{text}");
     assert!(!diagnosis.contains("no spike cause found"), "{text}");
+}
+
+#[test]
+fn an_nginx_worker_killed_and_respawned_is_a_crash_with_the_listener_kept() {
+    let scratch = common::scratch_dir("errors-worker");
+    let Some((mut master, port)) = nginx_as(
+        scratch.path(),
+        "master_process on;",
+        "worker_connections 1024;",
+        "",
+        HELLO,
+    ) else {
+        return;
+    };
+    let master_pid = master.0.id();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1300));
+        let workers = common::children(master_pid);
+        assert_eq!(workers.len(), 1, "one nginx worker: {workers:?}");
+        // SIGKILL the worker alone: its master keeps the listener and starts another.
+        let killed = Command::new("kill")
+            .args(["-9", &workers[0].to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+    });
+    let (_, r, stderr) = run_json(
+        &format!("http://127.0.0.1:{port}/"),
+        &["-c", "8", "-z", "3s"],
+    );
+    killer.join().unwrap();
+    // SIGTERM, not the guard's SIGKILL: the master then stops its worker too.
+    let _ = Command::new("kill")
+        .args(["-TERM", &master_pid.to_string()])
+        .status();
+    common::wait_bounded(&mut master.0, Duration::from_secs(5));
+    assert!(r["diagnosis"].is_array(), "{stderr}");
+    assert_only(&r, "server_crash_or_restart");
+    let ev = evidence(&r, "server_crash_or_restart");
+    assert!(ev.contains("while the listener stayed"), "{ev}");
 }

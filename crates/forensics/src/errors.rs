@@ -209,7 +209,9 @@ fn served_around(seconds: &[TimePoint], from: usize, to: usize) -> (u64, u64) {
 fn server_crash_or_restart(e: &Evidence) -> Option<Diagnosis> {
     let f = &e.errors.facts;
     let refused: u64 = f.refused_by_second.iter().sum();
-    let first = f.refused_by_second.iter().position(|n| *n > 0)?;
+    let Some(first) = f.refused_by_second.iter().position(|n| *n > 0) else {
+        return process_lost(e);
+    };
     let last = f.refused_by_second.iter().rposition(|n| *n > 0)?;
     let (before, after) = served_around(&e.seconds, first, last);
     // It served, then nothing listened: a server that was never there is no crash.
@@ -254,6 +256,45 @@ fn server_crash_or_restart(e: &Evidence) -> Option<Diagnosis> {
             start_s: first as f64,
             end_s: (last + 1) as f64,
             open_ended: after == 0,
+        }),
+    ))
+}
+
+/// A server process that died while its listener stayed (a worker of nginx's, respawned by
+/// its master): at least half the connections the run holds lost in one second with requests
+/// in flight (those between requests see a plain close), nothing refused, responses after it.
+fn process_lost(e: &Evidence) -> Option<Diagnosis> {
+    let f = &e.errors.facts;
+    let (second, &lost) = f
+        .lost_by_second
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, n)| **n)?;
+    let all: u64 = f.lost_by_second.iter().sum();
+    let connections = e.errors.connections;
+    if connections < 4 || lost < 3 || lost * 2 < connections || lost * 10 < all * 8 {
+        return None;
+    }
+    let (_, after) = served_around(&e.seconds, second, second);
+    if after == 0 {
+        return None;
+    }
+    Some(diagnosis(
+        Cause::ServerCrashOrRestart,
+        format!(
+            "{} established connections of the {} asked for (-c) were reset or closed with requests in flight \
+             in second {second}, all at once, while the listener stayed (nothing refused), and {} responses came \
+             after it: a server process died and another took its place (a worker crashed and was respawned; \
+             fix: the server's logs, its workers' exit status)",
+            fmt_count(lost),
+            fmt_count(connections),
+            fmt_count(after)
+        ),
+        lost,
+        Some(Window {
+            start_s: second as f64,
+            end_s: (second + 1) as f64,
+            open_ended: false,
         }),
     ))
 }

@@ -117,10 +117,11 @@ fn connection_cap_needs_young_first_request_failures() {
     assert_eq!(v.named.len(), 1, "{:?}", v.named);
     assert_eq!(v.named[0].cause, Cause::ConnectionCap);
     assert!(v.named[0].evidence.contains("at most 64 connections"));
-    // The same failures on connections a second old that had served: not a cap.
+    // The same failures on connections a second old that had served, over the run: not a
+    // cap.
     let mut e = healthy(40_000);
-    for _ in 0..1_000 {
-        e.errors.facts.record_dropped(1_000_000, 50, false, 1);
+    for i in 0..1_000 {
+        e.errors.facts.record_dropped(1_000_000, 50, false, i % 4);
     }
     assert_eq!(named(&e), vec![]);
 }
@@ -153,4 +154,20 @@ fn the_generators_own_limits_name_their_fix() {
     assert_eq!(causes, vec![Cause::PortExhaustion, Cause::FdLimit]);
     assert!(v.named[0].evidence.contains("--source-addrs"));
     assert!(v.named[1].evidence.contains("ulimit -n"));
+}
+
+#[test]
+fn a_worker_lost_with_the_listener_kept_is_a_crash_only_when_all_at_once() {
+    let mut e = healthy(40_000);
+    for _ in 0..6 {
+        e.errors.facts.record_dropped(2_000_000, 500, false, 1);
+    }
+    assert_eq!(named(&e), vec![Cause::ServerCrashOrRestart]);
+    // The same losses spread over the run: a connection now and then, no crash.
+    let mut e = healthy(40_000);
+    for s in 0..4 {
+        e.errors.facts.record_dropped(2_000_000, 500, false, s);
+        e.errors.facts.record_dropped(2_000_000, 500, false, s);
+    }
+    assert_eq!(named(&e), vec![]);
 }

@@ -6,15 +6,15 @@ use std::collections::{BTreeMap, HashMap};
 
 use tailscope_loadgen::recorder::Counters;
 use tailscope_loadgen::{
-    ErrorKind, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
+    ErrorKind, Pace, Plan, RunTotals, SlowRequest, Snapshot, SpikeCounts, TimePoint,
 };
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
 
-use crate::Evidence;
+use crate::{ErrorEvidence, Evidence};
 
 /// The generator's side of the evidence: a run's totals, or a live snapshot of it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Load<'a> {
     requests: u64,
     in_flight: u64,
@@ -30,6 +30,8 @@ pub struct Load<'a> {
     connect_timeouts: u64,
     /// The connect time-out, when known.
     connect_timeout_us: Option<u64>,
+    /// The failures, for the error rules.
+    errors: ErrorEvidence,
 }
 
 impl<'a> Load<'a> {
@@ -46,6 +48,7 @@ impl<'a> Load<'a> {
             timeout_us: None,
             connect_timeouts: connect_timeouts(&snap.totals),
             connect_timeout_us: None,
+            errors: ErrorEvidence::of_counters(&snap.totals),
         }
     }
 
@@ -63,7 +66,24 @@ impl<'a> Load<'a> {
             timeout_us: Some(plan.timeout.as_micros() as u64),
             connect_timeouts: connect_timeouts(&totals.counters),
             connect_timeout_us: Some(plan.connect_timeout.as_micros() as u64),
+            errors: of_run(plan, totals),
         }
+    }
+}
+
+/// The failures of a whole run, with what the plan and the histograms add.
+fn of_run(plan: &Plan, totals: &RunTotals) -> ErrorEvidence {
+    let h = &totals.histograms;
+    ErrorEvidence {
+        connections: plan.connections as u64,
+        rate: match plan.pace {
+            Pace::Rate(r) => Some(r),
+            Pace::Max => None,
+        },
+        serving_peak: Some(totals.conns_peak.serving),
+        first_request_mean_us: (!h.first_request.is_empty()).then(|| h.first_request.mean()),
+        latency_mean_us: (!h.latency.is_empty()).then(|| h.latency.mean()),
+        ..ErrorEvidence::of_counters(&totals.counters)
     }
 }
 
@@ -129,6 +149,7 @@ impl Evidence {
             server_profiled: profile.is_some_and(|p| p.target.is_some()),
             connect_timeouts: load.connect_timeouts,
             connect_timeout_us: load.connect_timeout_us,
+            errors: load.errors,
         }
     }
 

@@ -22,12 +22,14 @@ use accept::accept_queue_overflow;
 use stall::server_stall;
 
 mod accept;
+mod errors;
 mod evidence;
 mod findings;
 mod pauses;
 mod requests;
 mod stall;
 
+pub use errors::{errors_unexplained, unexplained, ErrorEvidence};
 pub use evidence::{CpuWaits, Load, Roles, Waited};
 pub use findings::Findings;
 use requests::in_window;
@@ -82,6 +84,24 @@ pub enum Cause {
     BlockingIo,
     /// A server stall that was one function burning the CPU.
     CpuBurn,
+    /// The server serves about N connections at once and closes the rest as it accepts them.
+    ConnectionCap,
+    /// 429 Too Many Requests: the server limits the request rate.
+    RateLimited,
+    /// 503 Service Unavailable: the server shed load.
+    OverloadShed,
+    /// 502/504 from a proxy whose upstream is down or slow.
+    UpstreamFailure,
+    /// The server closes every connection after N requests.
+    KeepaliveLimit,
+    /// TLS handshakes refused or failed.
+    TlsFailure,
+    /// Every connection lost at once, the listener gone, then (maybe) back.
+    ServerCrashOrRestart,
+    /// The generator ran out of local ports.
+    PortExhaustion,
+    /// The generator ran out of file descriptors.
+    FdLimit,
 }
 
 impl Cause {
@@ -98,6 +118,15 @@ impl Cause {
             Cause::LockContention => "lock_contention",
             Cause::BlockingIo => "blocking_io",
             Cause::CpuBurn => "cpu_burn",
+            Cause::ConnectionCap => "connection_cap",
+            Cause::RateLimited => "rate_limited",
+            Cause::OverloadShed => "overload_shed",
+            Cause::UpstreamFailure => "upstream_failure",
+            Cause::KeepaliveLimit => "keepalive_limit",
+            Cause::TlsFailure => "tls_failure",
+            Cause::ServerCrashOrRestart => "server_crash_or_restart",
+            Cause::PortExhaustion => "port_exhaustion",
+            Cause::FdLimit => "fd_limit",
         }
     }
 }
@@ -192,6 +221,8 @@ pub struct Evidence {
     pub connect_timeouts: u64,
     /// The connect time-out (`--connect-timeout`), when known.
     pub connect_timeout_us: Option<u64>,
+    /// The run's failures, for the error rules.
+    pub errors: ErrorEvidence,
 }
 
 /// A cause whose latency signature was there but that its evidence (or the lack of it) kept
@@ -282,7 +313,7 @@ pub fn judge(e: &Evidence) -> Verdict {
         generator_saturated(e).into(),
     ];
     let mut verdict = Verdict::default();
-    for ruling in rulings {
+    for ruling in rulings.into_iter().chain(errors::rulings(e)) {
         match ruling {
             Ruling::Named(mut d) => {
                 d.requests = slow_by_request(in_window(&e.slowest, d.window));

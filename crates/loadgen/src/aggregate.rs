@@ -316,6 +316,7 @@ impl Aggregator {
             open: b.conns.load.open,
             opening: b.conns.load.opening,
             failed: b.counters.connect_failures,
+            serving: b.conns.serving,
             idle_open: held(HeldKind::Idle).map(|g| g.open),
             slow_open: held(HeldKind::Slow).map(|g| g.open),
             held_opening: any_held.then(|| b.conns.held.iter().map(|g| g.opening).sum()),

@@ -57,6 +57,9 @@ pub struct Gauges {
     pub load: Gauge,
     /// Held connections, by [`HeldKind::index`].
     pub held: [Gauge; 2],
+    /// Of the load's open connections, those that have answered a response (the most of a
+    /// run's, in its peaks).
+    pub serving: u64,
 }
 
 impl Gauges {
@@ -70,6 +73,7 @@ impl Gauges {
             a.opening += b.opening;
             a.peak_opening += b.peak_opening;
         }
+        self.serving += other.serving;
     }
 
     /// Raises each figure to at least `other`'s (the peaks of a run): `open` to the most
@@ -81,6 +85,7 @@ impl Gauges {
             a.open = a.open.max(b.peak_open.max(b.open));
             a.opening = a.opening.max(b.peak_opening.max(b.opening));
         }
+        self.serving = self.serving.max(other.serving);
     }
 }
 
@@ -123,6 +128,9 @@ pub struct ConnPoint {
     pub opening: u64,
     /// Connect attempts of the load's connections that failed in the second.
     pub failed: u64,
+    /// Of `open`, those that had answered a response: the connections the server served.
+    #[serde(default)]
+    pub serving: u64,
     /// `--idle-conns` connections open; null without them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_open: Option<u64>,
@@ -148,6 +156,7 @@ impl ConnPoint {
         self.open += other.open;
         self.opening += other.opening;
         self.failed += other.failed;
+        self.serving += other.serving;
         self.idle_open = sum(self.idle_open, other.idle_open);
         self.slow_open = sum(self.slow_open, other.slow_open);
         self.held_opening = sum(self.held_opening, other.held_opening);

@@ -8,6 +8,7 @@
 use std::mem::MaybeUninit;
 
 use crate::error::ErrorKind;
+use crate::failures::HeadTag;
 
 /// The largest response head accepted; a larger one is counted as `header_too_large`.
 pub const MAX_HEAD: usize = 64 * 1024;
@@ -63,6 +64,7 @@ struct HeadCache {
     status: u16,
     close: bool,
     state: Option<State>,
+    tag: HeadTag,
 }
 
 /// Incremental parser of a stream of HTTP/1.x responses on one connection.
@@ -74,6 +76,8 @@ pub struct ResponseParser {
     close: bool,
     bytes: u64,
     last_head: HeadCache,
+    /// The last head's `Server` and `Retry-After` (see [`ResponseParser::tag`]).
+    tag: HeadTag,
 }
 
 impl ResponseParser {
@@ -86,7 +90,14 @@ impl ResponseParser {
             close: false,
             bytes: 0,
             last_head: HeadCache::default(),
+            tag: HeadTag::default(),
         }
+    }
+
+    /// What the last head parsed said of itself (`Server`, `Retry-After`): the response
+    /// just completed's, read by the error rules.
+    pub fn tag(&self) -> &HeadTag {
+        &self.tag
     }
 
     /// True once any byte of the current response has been consumed.
@@ -240,6 +251,7 @@ impl ResponseParser {
         if let Some(state) = cached.state.filter(|_| buf.starts_with(&cached.bytes)) {
             self.status = cached.status;
             self.close = cached.close;
+            self.tag = cached.tag;
             self.state = state;
             return Ok(Some(cached.bytes.len()));
         }
@@ -249,6 +261,7 @@ impl ResponseParser {
             cache.bytes.clear();
             cache.bytes.extend_from_slice(&buf[..len]);
             (cache.status, cache.close, cache.state) = (self.status, self.close, Some(self.state));
+            cache.tag = self.tag;
         }
         Ok(len)
     }
@@ -283,6 +296,7 @@ impl ResponseParser {
         let mut chunked = false;
         let mut other_coding = false;
         let mut close = http10;
+        let mut tag = HeadTag::default();
         for h in response.headers.iter() {
             if h.name.eq_ignore_ascii_case("content-length") {
                 let v = parse_content_length(h.value).ok_or(ErrorKind::BadResponse)?;
@@ -304,8 +318,13 @@ impl ResponseParser {
                         close = false;
                     }
                 }
+            } else if h.name.eq_ignore_ascii_case("server") {
+                tag.set_server(trim(h.value));
+            } else if h.name.eq_ignore_ascii_case("retry-after") {
+                tag.set_retry_after(trim(h.value));
             }
         }
+        self.tag = tag;
         self.status = status;
         self.close = close;
         let no_body =

@@ -19,6 +19,7 @@ pub mod conns;
 mod counts;
 mod engine;
 pub mod error;
+pub mod failures;
 pub mod fmt;
 pub mod http;
 pub mod mix;

@@ -25,6 +25,7 @@ use late::{classify, RunQueueWait};
 use crate::conns::{Gauges, HeldCounters, HeldKind};
 use crate::counts::min_some;
 use crate::error::ErrorKind;
+use crate::failures::{is_error_status, HeadTag};
 use crate::snapshot::record_us;
 // The histograms live beside the published types that carry them (`RunTotals`); a recorder
 // fills them.
@@ -314,6 +315,10 @@ impl WorkerRecorder {
         }
         let cur = &mut self.current;
         cur.counters.errors[kind.index()] += 1;
+        if kind == ErrorKind::ConnectRefused {
+            let second = now.saturating_duration_since(self.measure_start).as_secs();
+            cur.counters.failures.record_refused(second);
+        }
         let latency_us = micros(now.saturating_duration_since(start));
         cur.counters.accounted_us += latency_us;
         if cur.slowest.admits(latency_us) {
@@ -508,6 +513,50 @@ impl WorkerRecorder {
         if t.tls_failure.is_none() {
             t.tls_failure = Some(reason);
         }
+    }
+
+    /// What the error rules read of a complete response of `status` to a request that began
+    /// at `start`, its first byte `ttfb` after its send, its head saying `tag`: a branch for
+    /// a plain response once its `Server` is known.
+    #[inline]
+    pub fn record_head(&mut self, status: u16, start: Instant, ttfb: Duration, tag: &HeadTag) {
+        let f = &mut self.current.counters.failures;
+        if (!is_error_status(status) && (f.ok_server.is_some() || tag.server().is_none()))
+            || start < self.measure_start
+        {
+            return;
+        }
+        let at_s = start
+            .saturating_duration_since(self.measure_start)
+            .as_secs_f64();
+        f.record_response(status, at_s, micros(ttfb), tag);
+    }
+
+    /// A request that began at `start` failed at `now` because the server closed or reset
+    /// its connection, which had opened at `opened` and served `served` responses before.
+    pub fn record_dropped(
+        &mut self,
+        start: Instant,
+        now: Instant,
+        opened: Instant,
+        served: u64,
+        first_on_connection: bool,
+    ) {
+        if start < self.measure_start {
+            return;
+        }
+        let second = now.saturating_duration_since(self.measure_start).as_secs();
+        self.current.counters.failures.record_dropped(
+            micros(now.saturating_duration_since(opened)),
+            served,
+            first_on_connection,
+            second,
+        );
+    }
+
+    /// The server closed a connection gracefully after it served `served` responses.
+    pub fn record_closed_after(&mut self, served: u64) {
+        self.current.counters.failures.record_closed_after(served);
     }
 
     /// Counts a connect attempt that failed.

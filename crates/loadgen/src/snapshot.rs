@@ -196,6 +196,9 @@ pub struct Counters {
     pub held: [HeldCounters; 2],
     /// TLS (and HTTP/2) facts: handshakes, resumptions, why a handshake failed.
     pub transport: crate::transport::TransportCounters,
+    /// What is known of the failures beyond their kinds (when in its connection's life a
+    /// request failed, error statuses' headers), for forensics' error rules.
+    pub failures: crate::failures::FailureFacts,
 }
 
 impl Counters {
@@ -242,8 +245,11 @@ impl Counters {
     pub(crate) fn reset(&mut self) {
         let mut codes = std::mem::take(&mut self.status_codes);
         codes.clear();
+        let mut failures = std::mem::take(&mut self.failures);
+        failures.reset();
         *self = Counters {
             status_codes: codes,
+            failures,
             ..Counters::default()
         };
     }
@@ -281,6 +287,7 @@ impl Counters {
             a.merge(b);
         }
         self.transport.merge(&other.transport);
+        self.failures.merge(&other.failures);
     }
 }
 

@@ -229,7 +229,15 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         let _ = writeln!(out, "  note: {note}");
     }
     let _ = writeln!(out, "\nDiagnosis:");
-    if diagnosis.is_empty() {
+    if tailscope_forensics::errors_unexplained(report.summary.errors, diagnosis) {
+        // Requests failed and no rule said why: that, not "no spike", is the news (a latency
+        // cause beside them explains no failure).
+        let _ = writeln!(
+            out,
+            "  {}",
+            tailscope_forensics::unexplained(report.summary.errors)
+        );
+    } else if diagnosis.is_empty() {
         let _ = writeln!(out, "  no spike cause found");
     }
     for d in diagnosis {

@@ -414,7 +414,12 @@ fn diagnosis(report: &Report, so_far: bool) -> String {
         });
         return out;
     };
-    if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
+    if tailscope_forensics::errors_unexplained(report.summary.errors, &findings.diagnosis) {
+        out.push_str(&format!(
+            "<p>{}.</p>\n",
+            escape(&tailscope_forensics::unexplained(report.summary.errors))
+        ));
+    } else if findings.diagnosis.is_empty() && findings.diagnosis_held_back.is_empty() {
         out.push_str(
             "<p>No spike cause found: no rule's signature and evidence were both there.</p>\n",
         );
@@ -586,6 +591,11 @@ pub(crate) mod tests {
         let findings = report.sections.findings.as_mut().unwrap();
         findings.diagnosis_held_back.clear();
         assert!(diagnosis(&report, false).contains("no rule's signature"));
+        // Errors no rule explained are the news, not "no spike".
+        report.summary.errors = 58_418;
+        let html = diagnosis(&report, false);
+        assert!(html.contains("58,418 errors, no cause found"), "{html}");
+        assert!(!html.contains("No spike cause found"), "{html}");
     }
 
     /// The latency table gives each percentile's interval, or why it has none, and says how

@@ -76,6 +76,7 @@ fn long_app() -> App {
                     peak_opening: 5,
                 },
             ],
+            serving: 9_876,
         };
         snap.conns_peak = snap.conns;
         // A mix of 40 names, one of them 70 characters long, every figure at its longest.

@@ -141,6 +141,10 @@ pub(super) struct Connection<S> {
     /// The open connection has not answered a request yet: if it closes so, the next
     /// connect backs off as after a failed one.
     unanswered: bool,
+    /// When the open connection opened, and the responses it has served: what a failure
+    /// on it, or the server's close of it, is recorded with.
+    opened_at: Option<Instant>,
+    served: u64,
     /// The TLS handshake of the connection just opened, for its first request.
     handshake_tls: Option<Duration>,
     /// Closed loop: when a graceful close put requests back in `queued`, and how many. Until
@@ -184,6 +188,8 @@ impl<S: AsRawFd> Connection<S> {
             backoff: MIN_BACKOFF,
             unanswered: false,
             handshake_tls: None,
+            opened_at: None,
+            served: 0,
             requeued: None,
             held_back: None,
             w,
@@ -316,6 +322,8 @@ impl<S: AsRawFd> Connection<S> {
             self.observe(true);
         }
         self.had_connection = true;
+        self.opened_at = Some(Instant::now());
+        self.served = 0;
         self.w.rec.borrow_mut().record_connect_opened();
         self.conn_id = self.w.next_conn.get();
         self.w.next_conn.set(self.conn_id + 1);
@@ -502,6 +510,12 @@ impl<S: AsRawFd> Connection<S> {
         self.w.sub_in_flight(self.in_flight.len());
         match outcome {
             Closed::Graceful => {
+                // The server's own close (`--no-keepalive` closes are ours): after how many
+                // responses, for keepalive_limit.
+                if self.opened_at.take().is_some() && self.served > 0 && self.shared.plan.keepalive
+                {
+                    self.w.rec.borrow_mut().record_closed_after(self.served);
+                }
                 // Their trip on this connection is theirs (Little's law), though their
                 // latency will count from the next send; open-loop requests keep their
                 // intended time, so their latency holds it already.
@@ -522,9 +536,19 @@ impl<S: AsRawFd> Connection<S> {
             Closed::Failed { front, rest } => {
                 let now = Instant::now();
                 let mut rec = self.w.rec.borrow_mut();
+                let opened = self.opened_at.take();
                 for (i, f) in self.in_flight.drain(..).enumerate() {
                     let kind = if i == 0 { front } else { rest };
                     let request = Some(self.w.name_of(f.pos));
+                    if let (Some(opened), true) = (opened, dropped_by_server(kind)) {
+                        rec.record_dropped(
+                            f.start(),
+                            now,
+                            opened,
+                            self.served,
+                            f.first_on_connection,
+                        );
+                    }
                     rec.record_failed(
                         kind,
                         f.start(),
@@ -568,6 +592,9 @@ impl<S> Connection<S> {
         if self.stream.take().is_some() {
             let w = &*self.w;
             w.open.down();
+            if self.served > 0 {
+                w.serving.set(w.serving.get().saturating_sub(1));
+            }
         }
     }
 }
@@ -577,6 +604,14 @@ impl<S> Drop for Connection<S> {
     fn drop(&mut self) {
         self.drop_stream();
     }
+}
+
+/// Whether a request failed with `kind` because the server closed or reset its connection.
+fn dropped_by_server(kind: ErrorKind) -> bool {
+    matches!(
+        kind,
+        ErrorKind::Reset | ErrorKind::EofBeforeResponse | ErrorKind::TruncatedBody
+    )
 }
 
 pub(super) fn connect_error_kind(e: &std::io::Error) -> ErrorKind {

@@ -206,6 +206,8 @@ pub(super) struct Worker {
     pub(super) connecting: Level,
     /// The load's connections open now.
     pub(super) open: Level,
+    /// Of `open`, those that have answered a response: the connections the server serves.
+    pub(super) serving: Cell<u64>,
     /// Held connections (`--idle-conns`, `--slow-conns`) open and opening now, by
     /// [`HeldKind::index`].
     pub(super) held_open: [Level; 2],
@@ -264,6 +266,7 @@ impl Worker {
             in_flight: Cell::new(0),
             connecting: Level::default(),
             open: Level::default(),
+            serving: Cell::new(0),
             held_open: Default::default(),
             held_opening: Default::default(),
             last_ticket_at: Cell::new(None),
@@ -329,6 +332,7 @@ impl Worker {
                 peak_opening: self.connecting.take_most(),
             },
             held: [held(HeldKind::Idle), held(HeldKind::Slow)],
+            serving: self.serving.get(),
         }
     }
 

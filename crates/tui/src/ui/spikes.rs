@@ -21,13 +21,24 @@ impl Widget for &SpikesPanel<'_> {
         );
         let width = usize::from(block.inner(area).width);
         if self.0.diagnosis.is_empty() {
-            Paragraph::new(Line::from(Span::styled(
-                "no spike cause found so far (a cause is named only when its signature and its evidence are both there)",
-                fg(DIM),
-            )))
-            .wrap(Wrap { trim: true })
-            .block(block)
-            .render(area, buf);
+            // Requests failing with no cause named is said as such, not as "no spike".
+            let errors = self
+                .0
+                .snapshot
+                .as_ref()
+                .map_or(0, |s| s.totals.error_total());
+            let text = if tailscope_forensics::errors_unexplained(errors, &self.0.diagnosis) {
+                format!(
+                    "{} errors, no cause found so far (a cause is named only when its signature and its evidence are both there)",
+                    fmt_count(errors)
+                )
+            } else {
+                "no spike cause found so far (a cause is named only when its signature and its evidence are both there)".to_string()
+            };
+            Paragraph::new(Line::from(Span::styled(text, fg(DIM))))
+                .wrap(Wrap { trim: true })
+                .block(block)
+                .render(area, buf);
             return;
         }
         let mut lines = Vec::new();

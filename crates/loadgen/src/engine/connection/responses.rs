@@ -162,11 +162,23 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
     ) {
         self.unanswered = false;
         self.backoff = MIN_BACKOFF;
-        self.w.rec.borrow_mut().record_finished(&Finished {
+        if self.served == 0 && self.stream.is_some() {
+            self.w.serving.set(self.w.serving.get() + 1);
+        }
+        self.served += 1;
+        let mut rec = self.w.rec.borrow_mut();
+        let first_byte = f.first_byte.unwrap_or(end);
+        rec.record_head(
+            status,
+            f.start(),
+            first_byte.saturating_duration_since(f.sent),
+            self.parser.tag(),
+        );
+        rec.record_finished(&Finished {
             intended: f.intended,
             begun: f.begun,
             sent: f.sent,
-            first_byte: f.first_byte.unwrap_or(end),
+            first_byte,
             end,
             connect: f.connect,
             tls: f.tls,

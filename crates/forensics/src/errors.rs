@@ -1,0 +1,645 @@
+//! Why requests failed, not only why they were slow: rules that name the cause of a run's
+//! errors and error statuses (429, 502, 503, 504) with their evidence and the fix each points
+//! to, read from what the generator recorded of its failures ([`FailureFacts`]: when in its
+//! connection's life a request failed, after how many responses the server closed its
+//! connections, what the error responses said of themselves) beside the run's seconds.
+//!
+//! Each rule needs its failures to be a material share of the run (at least
+//! [`MIN_FAILURES`] and 1 % of the requests), so a healthy run names none.
+
+use tailscope_loadgen::failures::{FailureFacts, StatusFacts};
+use tailscope_loadgen::fmt::{fmt_count, fmt_us};
+use tailscope_loadgen::recorder::Counters;
+use tailscope_loadgen::{ErrorKind, TimePoint};
+
+use crate::{Cause, Diagnosis, Evidence, HeldBack, Ruling, Window};
+
+/// Fewest failures (or error responses) a rule names a cause for.
+const MIN_FAILURES: u64 = 10;
+/// A failed connection younger than this failed "right after it was accepted".
+const YOUNG_US: u64 = 50_000;
+/// A dominant "closed after N responses" makes a keep-alive limit only where the reconnects
+/// are a material share of the requests (1 in 500: nginx's default 1000 is not a problem).
+const KEEPALIVE_MAX_N: u64 = 500;
+
+/// What the error rules read: the run's failures by kind and what is known of them.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ErrorEvidence {
+    /// Failed requests, by [`ErrorKind::index`].
+    pub by_kind: [u64; ErrorKind::COUNT],
+    /// Complete responses, of any status.
+    pub responses: u64,
+    /// Status codes and their counts.
+    pub status_codes: Vec<(u16, u64)>,
+    /// When in their connections' life requests failed, error statuses' headers.
+    pub facts: FailureFacts,
+    /// Why the first failed TLS handshake failed, in rustls' words (with what to do).
+    pub tls_reason: Option<String>,
+    /// The most load connections open and answered at once (sampled at each tick's end);
+    /// `None` when not known.
+    pub serving_peak: Option<u64>,
+    /// TCP connections opened.
+    pub connects: u64,
+    /// Connections asked for (`-c`); 0 when not known.
+    pub connections: u64,
+    /// Open loop: the rate asked for.
+    pub rate: Option<f64>,
+    /// Mean latency of the first request on a connection, and of every request (µs).
+    pub first_request_mean_us: Option<f64>,
+    /// Mean latency of every response (µs).
+    pub latency_mean_us: Option<f64>,
+}
+
+impl ErrorEvidence {
+    /// The failures of these counters.
+    pub fn of_counters(c: &Counters) -> ErrorEvidence {
+        ErrorEvidence {
+            by_kind: c.errors,
+            responses: c.successes,
+            status_codes: c.status_codes.clone(),
+            facts: c.failures.clone(),
+            tls_reason: c.transport.tls_failure.clone(),
+            connects: c.connects,
+            ..ErrorEvidence::default()
+        }
+    }
+
+    fn kind(&self, k: ErrorKind) -> u64 {
+        self.by_kind[k.index()]
+    }
+
+    fn total(&self) -> u64 {
+        self.by_kind.iter().sum()
+    }
+
+    fn status(&self, code: u16) -> u64 {
+        self.status_codes
+            .iter()
+            .filter(|(c, _)| *c == code)
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// Whether `n` failures of `of` requests are material.
+fn material(n: u64, of: u64) -> bool {
+    n >= MIN_FAILURES && n * 100 >= of
+}
+
+fn pct(n: u64, of: u64) -> f64 {
+    100.0 * n as f64 / of.max(1) as f64
+}
+
+/// The error rules' rulings, most specific first.
+pub(crate) fn rulings(e: &Evidence) -> Vec<Ruling> {
+    let crash = server_crash_or_restart(e);
+    let crashed = crash.is_some();
+    let mut out: Vec<Ruling> = vec![
+        port_exhaustion(e).into(),
+        fd_limit(e).into(),
+        tls_failure(e).into(),
+        crash.into(),
+    ];
+    // Connections lost to a crash are no connection limit; connections a capped server
+    // reclaims after a response or two are no keep-alive limit.
+    let cap = (!crashed).then(|| connection_cap(e)).flatten();
+    let capped = cap.is_some();
+    out.push(cap.into());
+    if !capped {
+        out.push(keepalive_limit(e).into());
+    }
+    out.push(rate_limited(e).into());
+    out.push(overload_shed(e).into());
+    out.push(upstream_failure(e));
+    out
+}
+
+fn diagnosis(cause: Cause, evidence: String, n: u64, window: Option<Window>) -> Diagnosis {
+    Diagnosis {
+        cause,
+        evidence,
+        requests_affected: n,
+        window,
+        inside: None,
+        requests: Vec::new(),
+    }
+}
+
+fn port_exhaustion(e: &Evidence) -> Option<Diagnosis> {
+    let n = e.errors.kind(ErrorKind::NoLocalPort);
+    (n > 0).then(|| {
+        diagnosis(
+            Cause::PortExhaustion,
+            format!(
+                "{} connects found no free local port (EADDRNOTAVAIL): the generator used up its ephemeral ports \
+                 (sockets in TIME_WAIT after {} reconnects); fix: more source addresses (--source-addrs), keep-alive \
+                 instead of reconnects, or a wider net.ipv4.ip_local_port_range",
+                fmt_count(n),
+                fmt_count(e.errors.facts.closed_after.iter().map(|c| c.1).sum::<u64>())
+            ),
+            n,
+            None,
+        )
+    })
+}
+
+fn fd_limit(e: &Evidence) -> Option<Diagnosis> {
+    let n = e.errors.kind(ErrorKind::TooManyOpenFiles);
+    (n > 0).then(|| {
+        diagnosis(
+            Cause::FdLimit,
+            format!(
+                "{} connects found no free file descriptor (EMFILE/ENFILE): the generator reached its open-file \
+                 limit; fix: raise it (ulimit -n), or fewer connections (-c)",
+                fmt_count(n)
+            ),
+            n,
+            None,
+        )
+    })
+}
+
+fn tls_failure(e: &Evidence) -> Option<Diagnosis> {
+    let handshake = e.errors.kind(ErrorKind::TlsHandshake);
+    let certificate = e.errors.kind(ErrorKind::Certificate);
+    let n = handshake + certificate;
+    if n == 0 {
+        return None;
+    }
+    let reason = e.errors.tls_reason.as_deref().unwrap_or("reason not kept");
+    let fix = if certificate > 0 {
+        "fix: trust the server's CA (--cacert), check the name in the URL, or --insecure for a test server"
+    } else {
+        "fix: what the reason says (a TLS version, cipher or ALPN protocol both sides accept)"
+    };
+    Some(diagnosis(
+        Cause::TlsFailure,
+        format!(
+            "{} TLS handshakes failed ({} refused a certificate, {} failed otherwise): {reason}; {fix}",
+            fmt_count(n),
+            fmt_count(certificate),
+            fmt_count(handshake)
+        ),
+        n,
+        None,
+    ))
+}
+
+/// The second of the run (from 0) that point `s` covers.
+fn second_of(s: &TimePoint) -> usize {
+    (s.t_s.ceil() as usize).saturating_sub(1)
+}
+
+/// Responses (any status) in the seconds before second `from` and after second `to`.
+fn served_around(seconds: &[TimePoint], from: usize, to: usize) -> (u64, u64) {
+    let ok = |s: &&TimePoint| s.requests.saturating_sub(s.errors + s.unfinished);
+    let before = seconds
+        .iter()
+        .filter(|s| second_of(s) < from)
+        .map(|s| ok(&s))
+        .sum();
+    let after = seconds
+        .iter()
+        .filter(|s| second_of(s) > to)
+        .map(|s| ok(&s))
+        .sum();
+    (before, after)
+}
+
+fn server_crash_or_restart(e: &Evidence) -> Option<Diagnosis> {
+    let f = &e.errors.facts;
+    let refused: u64 = f.refused_by_second.iter().sum();
+    let Some(first) = f.refused_by_second.iter().position(|n| *n > 0) else {
+        return process_lost(e);
+    };
+    let last = f.refused_by_second.iter().rposition(|n| *n > 0)?;
+    let (before, after) = served_around(&e.seconds, first, last);
+    // It served, then nothing listened: a server that was never there is no crash.
+    if refused < MIN_FAILURES || before == 0 {
+        return None;
+    }
+    // Established connections lost around the moment the listener went.
+    let lost: u64 = f
+        .lost_by_second
+        .iter()
+        .enumerate()
+        .filter(|(s, _)| *s + 1 >= first && *s <= first)
+        .map(|(_, n)| n)
+        .sum();
+    let seconds = if first == last {
+        format!("in second {first}")
+    } else {
+        format!("in seconds {first}–{last}")
+    };
+    let back = if after > 0 {
+        format!(
+            "then it was back: {} responses after second {last}",
+            fmt_count(after)
+        )
+    } else {
+        "and it was not back by the end of the run".to_string()
+    };
+    let n = refused + lost;
+    Some(diagnosis(
+        Cause::ServerCrashOrRestart,
+        format!(
+            "the server served {} responses, then {} established connections were reset or closed with requests \
+             in flight around second {first}, and nothing listened: {} connects refused {seconds}; {back}; \
+             the server crashed or was restarted (fix: its logs and exit status; a restart drains connections \
+             first)",
+            fmt_count(before),
+            fmt_count(lost),
+            fmt_count(refused),
+        ),
+        n,
+        Some(Window {
+            start_s: first as f64,
+            end_s: (last + 1) as f64,
+            open_ended: after == 0,
+        }),
+    ))
+}
+
+/// A server process that died while its listener stayed (a worker of nginx's, respawned by
+/// its master): at least half the connections the run holds lost in one second with requests
+/// in flight (those between requests see a plain close), nothing refused, responses after it.
+fn process_lost(e: &Evidence) -> Option<Diagnosis> {
+    let f = &e.errors.facts;
+    let (second, &lost) = f
+        .lost_by_second
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, n)| **n)?;
+    let all: u64 = f.lost_by_second.iter().sum();
+    let connections = e.errors.connections;
+    if connections < 4 || lost < 3 || lost * 2 < connections || lost * 10 < all * 8 {
+        return None;
+    }
+    let (_, after) = served_around(&e.seconds, second, second);
+    if after == 0 {
+        return None;
+    }
+    Some(diagnosis(
+        Cause::ServerCrashOrRestart,
+        format!(
+            "{} established connections of the {} asked for (-c) were reset or closed with requests in flight \
+             in second {second}, all at once, while the listener stayed (nothing refused), and {} responses came \
+             after it: a server process died and another took its place (a worker crashed and was respawned; \
+             fix: the server's logs, its workers' exit status)",
+            fmt_count(lost),
+            fmt_count(connections),
+            fmt_count(after)
+        ),
+        lost,
+        Some(Window {
+            start_s: second as f64,
+            end_s: (second + 1) as f64,
+            open_ended: false,
+        }),
+    ))
+}
+
+/// How many connections the server served at once: the run's peak of those open and
+/// answered, else the most at any second's end.
+fn steady_open(e: &Evidence) -> Option<u64> {
+    e.errors
+        .serving_peak
+        .or_else(|| e.seconds.iter().map(|s| s.connections.serving).max())
+        .filter(|n| *n > 0)
+}
+
+fn connection_cap(e: &Evidence) -> Option<Diagnosis> {
+    let f = &e.errors.facts;
+    // Material among the requests, or among the connections: a capped server answers its
+    // few served connections fast while the rest fail and back off (the reference server's
+    // --max-conns 4 at -c 16: 0.4 % of the requests, most of the connections).
+    let of_connections = f.dropped_first_on_connection * 2 >= e.errors.connects;
+    if f.dropped < MIN_FAILURES
+        || !(f.dropped * 100 >= e.requests || of_connections)
+        || e.errors.responses == 0
+    {
+        return None;
+    }
+    let young = f.dropped_younger_than(YOUNG_US);
+    // Mostly on their first request, nearly all right after the connection opened: the
+    // server closed them as it accepted them (nginx short of worker_connections also
+    // reclaims idle keep-alive connections after a response or two: the rest).
+    let median_young = f.dropped_median_age_us().is_some_and(|a| a <= YOUNG_US);
+    if f.dropped_first_on_connection * 10 < f.dropped * 6
+        || young * 10 < f.dropped * 8
+        || !median_young
+    {
+        return None;
+    }
+    let served = steady_open(e);
+    let of_c = match (served, e.errors.connections) {
+        (Some(s), c) if c > 0 => format!(
+            "at most {} connections at once (the most open and answered at a tick's end) of the {} asked for (-c)",
+            fmt_count(s),
+            fmt_count(c)
+        ),
+        (Some(s), _) => format!("at most {} connections at once", fmt_count(s)),
+        _ => "some connections".to_string(),
+    };
+    let fewer = served.map_or(String::new(), |s| format!(" (-c {s} or fewer)"));
+    Some(diagnosis(
+        Cause::ConnectionCap,
+        format!(
+            "the server served {of_c} and closed or reset the rest right after accepting them: {} requests failed \
+             (reset {}, eof_before_response {}), {:.0} % of them the first request on their connection, {:.0} % \
+             within {} of its opening (median age ≤ {}); fix: raise the server's connection limit (nginx \
+             worker_connections, a --max-conns, a pool size) or run fewer connections{fewer}",
+            fmt_count(f.dropped),
+            fmt_count(e.errors.kind(ErrorKind::Reset)),
+            fmt_count(e.errors.kind(ErrorKind::EofBeforeResponse)),
+            pct(f.dropped_first_on_connection, f.dropped),
+            pct(young, f.dropped),
+            fmt_us(YOUNG_US),
+            fmt_us(f.dropped_median_age_us().unwrap_or(0)),
+        ),
+        f.dropped,
+        None,
+    ))
+}
+
+fn keepalive_limit(e: &Evidence) -> Option<Diagnosis> {
+    let f = &e.errors.facts;
+    let closes: u64 = f.closed_after.iter().map(|c| c.1).sum::<u64>() + f.closed_after_other;
+    let &(n, count) = f.closed_after.iter().max_by_key(|c| c.1)?;
+    if closes < 5 || count * 10 < closes * 8 || n > KEEPALIVE_MAX_N {
+        return None;
+    }
+    let cost = match (e.errors.first_request_mean_us, e.errors.latency_mean_us) {
+        (Some(first), Some(all)) => format!(
+            "; the first request on a connection (its reconnect) took {} on average against {} for all",
+            fmt_us(first as u64),
+            fmt_us(all as u64)
+        ),
+        _ => String::new(),
+    };
+    let lost = if f.dropped_after_served > 0 {
+        format!(
+            "; {} requests were lost to the closes (sent as the server closed)",
+            fmt_count(f.dropped_after_served)
+        )
+    } else {
+        String::new()
+    };
+    Some(diagnosis(
+        Cause::KeepaliveLimit,
+        format!(
+            "the server closed {} connections after exactly {n} responses each ({:.0} % of its {} closes): a \
+             reconnect every {n} requests{cost}{lost}; fix: raise the server's keep-alive request limit (nginx \
+             keepalive_requests, an app server's max requests per connection)",
+            fmt_count(count),
+            pct(count, closes),
+            fmt_count(closes)
+        ),
+        count,
+        None,
+    ))
+}
+
+/// The rate requests were offered at when responses of `s` began: open loop's rate, or the
+/// requests of the second they began in.
+fn offered_when(e: &Evidence, s: &StatusFacts) -> String {
+    if let Some(r) = e.errors.rate {
+        return format!("at the offered rate of {r:.0} req/s (open loop)");
+    }
+    let second = s.first_s.floor() as usize;
+    match e.seconds.iter().find(|p| second_of(p) == second) {
+        Some(p) => format!(
+            "in second {second}, at {} requests that second (closed loop)",
+            fmt_count(p.requests)
+        ),
+        None => format!("in second {second}"),
+    }
+}
+
+fn status_window(s: &StatusFacts) -> Window {
+    Window {
+        start_s: s.first_s,
+        end_s: s.last_s,
+        open_ended: false,
+    }
+}
+
+fn headers_of(s: &StatusFacts) -> String {
+    let server = s
+        .server
+        .as_deref()
+        .map_or("no Server header".to_string(), |v| format!("Server: {v}"));
+    let retry = match &s.retry_after {
+        Some(r) => format!(
+            ", Retry-After: {r} on {} of them",
+            fmt_count(s.retry_after_count)
+        ),
+        None => ", no Retry-After".to_string(),
+    };
+    format!("{server}{retry}")
+}
+
+fn rate_limited(e: &Evidence) -> Option<Diagnosis> {
+    let s = e.errors.facts.status(429)?;
+    if !material(s.count, e.requests) {
+        return None;
+    }
+    Some(diagnosis(
+        Cause::RateLimited,
+        format!(
+            "{} responses ({:.1} %) were 429 Too Many Requests ({}), from {:.2} s {}: the server limits the request \
+             rate; fix: stay under its limit (a lower -q, honour Retry-After) or raise it (nginx limit_req rate and \
+             burst)",
+            fmt_count(s.count),
+            pct(s.count, e.requests),
+            headers_of(s),
+            s.first_s,
+            offered_when(e, s)
+        ),
+        s.count,
+        Some(status_window(s)),
+    ))
+}
+
+fn overload_shed(e: &Evidence) -> Option<Diagnosis> {
+    let s = e.errors.facts.status(503)?;
+    if !material(s.count, e.requests) {
+        return None;
+    }
+    Some(diagnosis(
+        Cause::OverloadShed,
+        format!(
+            "{} responses ({:.1} %) were 503 Service Unavailable ({}), answered in {} on average, from {:.2} s {}: \
+             the server (or its proxy) shed load it would not queue; fix: a lower rate, more capacity, or a higher \
+             limit (nginx limit_req / limit_conn, a queue or pool size)",
+            fmt_count(s.count),
+            pct(s.count, e.requests),
+            headers_of(s),
+            fmt_us(s.ttfb_mean_us()),
+            s.first_s,
+            offered_when(e, s)
+        ),
+        s.count,
+        Some(status_window(s)),
+    ))
+}
+
+/// `Server` values of reverse proxies and load balancers.
+const PROXIES: [&str; 12] = [
+    "nginx",
+    "openresty",
+    "envoy",
+    "haproxy",
+    "caddy",
+    "traefik",
+    "cloudflare",
+    "awselb",
+    "varnish",
+    "apache",
+    "httpd",
+    "tengine",
+];
+
+fn is_proxy(server: &str) -> bool {
+    let s = server.to_ascii_lowercase();
+    PROXIES.iter().any(|p| s.starts_with(p))
+}
+
+/// Why the 502/504 responses `s` are a proxy's own answer, if they are.
+fn proxy_sign(e: &Evidence, s: &StatusFacts) -> Option<String> {
+    let ok = e.errors.facts.ok_server.as_deref();
+    match s.server.as_deref() {
+        Some(v) if is_proxy(v) => Some(format!("Server: {v}, a proxy")),
+        Some(v) if ok.is_some_and(|o| o != v) => Some(format!(
+            "Server: {v}, not the application's {}",
+            ok.unwrap_or_default()
+        )),
+        _ => None,
+    }
+}
+
+fn upstream_failure(e: &Evidence) -> Ruling {
+    let f = &e.errors.facts;
+    let (bad, timeout) = (f.status(502), f.status(504));
+    let total = bad.map_or(0, |s| s.count) + timeout.map_or(0, |s| s.count);
+    if !material(total, e.requests) {
+        return Ruling::Absent;
+    }
+    let mut parts = Vec::new();
+    let mut signs = Vec::new();
+    if let Some(s) = bad {
+        parts.push(format!(
+            "{} were 502 Bad Gateway, answered in {} on average (the upstream refused or dropped the proxy's \
+             connection)",
+            fmt_count(s.count),
+            fmt_us(s.ttfb_mean_us())
+        ));
+        signs.extend(proxy_sign(e, s));
+    }
+    if let Some(s) = timeout {
+        // A proxy's time-out answers after the same wait every time.
+        let steady = s.ttfb_min_us * 10 >= s.ttfb_max_us * 8 && s.ttfb_min_us >= 1_000;
+        parts.push(format!(
+            "{} were 504 Gateway Timeout, answered after {}–{} (the proxy's upstream time-out{})",
+            fmt_count(s.count),
+            fmt_us(s.ttfb_min_us),
+            fmt_us(s.ttfb_max_us),
+            if steady {
+                ", the same wait each time"
+            } else {
+                ""
+            }
+        ));
+        signs.extend(proxy_sign(e, s));
+        if steady && signs.is_empty() {
+            signs.push(format!(
+                "every 504 after the same {}, a time-out's",
+                fmt_us(s.ttfb_min_us)
+            ));
+        }
+    }
+    if signs.is_empty() {
+        return Ruling::HeldBack(HeldBack {
+            cause: Cause::UpstreamFailure,
+            why: format!(
+                "{} responses were 502/504, but nothing shows a proxy answered them (their Server header is the \
+                 application's own, or missing, and no time-out's steady wait): the application's own errors",
+                fmt_count(total)
+            ),
+        });
+    }
+    signs.dedup();
+    let first = bad
+        .iter()
+        .chain(timeout.iter())
+        .map(|s| s.first_s)
+        .fold(f64::MAX, f64::min);
+    let last = bad
+        .iter()
+        .chain(timeout.iter())
+        .map(|s| s.last_s)
+        .fold(0.0, f64::max);
+    Ruling::Named(diagnosis(
+        Cause::UpstreamFailure,
+        format!(
+            "{} responses ({:.1} %) came from a proxy whose upstream failed ({}): {}; fix: the upstream (is it up, \
+             listening where the proxy points, fast enough for the proxy's time-out: nginx proxy_pass, \
+             proxy_read_timeout)",
+            fmt_count(total),
+            pct(total, e.requests),
+            signs.join("; "),
+            parts.join("; ")
+        ),
+        total,
+        Some(Window {
+            start_s: first,
+            end_s: last,
+            open_ended: false,
+        }),
+    ))
+}
+
+/// The line a run with errors that no rule explained says instead of "no spike cause found".
+pub fn unexplained(errors: u64) -> String {
+    format!("{} errors, no cause found", fmt_count(errors))
+}
+
+/// Whether a run with `errors` failed requests, diagnosed `named`, leaves them unexplained:
+/// no cause that says why requests fail was named (a latency cause explains no error).
+pub fn errors_unexplained(errors: u64, named: &[Diagnosis]) -> bool {
+    errors > 0 && !named.iter().any(|d| d.cause.explains_errors())
+}
+
+impl Cause {
+    /// Whether this cause says why requests failed (or were refused with a status), not why
+    /// they were slow.
+    pub fn explains_errors(self) -> bool {
+        matches!(
+            self,
+            Cause::ConnectionCap
+                | Cause::RateLimited
+                | Cause::OverloadShed
+                | Cause::UpstreamFailure
+                | Cause::KeepaliveLimit
+                | Cause::TlsFailure
+                | Cause::ServerCrashOrRestart
+                | Cause::PortExhaustion
+                | Cause::FdLimit
+        )
+    }
+}
+
+impl Evidence {
+    /// Errors counted, of every kind.
+    pub fn error_total(&self) -> u64 {
+        self.errors.total()
+    }
+
+    /// Responses of `code`.
+    pub fn responses_of(&self, code: u16) -> u64 {
+        self.errors.status(code)
+    }
+}
+
+#[cfg(test)]
+mod tests;

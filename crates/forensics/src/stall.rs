@@ -261,7 +261,14 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
     // Requests that timed out waited on open connections (a connect that does not finish is
     // a connect_timeout): after a timeout closed its connection, the next request is first
     // on a new one and times out too, so the slowest list can be all new connections.
-    if !stalled_by_timeouts && !slow.is_empty() && slow.iter().all(|s| s.first_on_connection) {
+    // That says something only where new connections are rare enough for it to be unlikely
+    // by chance: against a server that closes after every response (Python's http.server,
+    // `--no-keepalive`) every request is first on its connection, stalled or not.
+    if !stalled_by_timeouts
+        && !slow.is_empty()
+        && slow.iter().all(|s| s.first_on_connection)
+        && all_new_is_telling(e, slow.len())
+    {
         return held_back(format!(
             "in second(s) {}, requests were held, but all {} of the slowest kept in them were the \
              first on a new connection: connection setup, not a stalled server",
@@ -346,4 +353,15 @@ fn named(
         inside: None,
         requests: Vec::new(),
     }
+}
+
+/// Whether `k` slowest requests all being first on a new connection points at connection
+/// setup: it would happen by chance with probability f^k, f the run's share of requests that
+/// were first on their connection (connects over requests); telling below 1 %.
+fn all_new_is_telling(e: &Evidence, k: usize) -> bool {
+    if e.requests == 0 {
+        return true;
+    }
+    let share = (e.errors.connects as f64 / e.requests as f64).min(1.0);
+    share.powi(k.min(i32::MAX as usize) as i32) < 0.01
 }

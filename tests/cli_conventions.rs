@@ -18,7 +18,7 @@ mod build_script;
 const SHELLS: [&str; 5] = ["bash", "zsh", "fish", "elvish", "powershell"];
 
 /// The subcommands a user reads about, each with its own help and man page.
-const SUBCOMMANDS: [&str; 9] = [
+const SUBCOMMANDS: [&str; 10] = [
     "run",
     "serve",
     "agent",
@@ -26,6 +26,7 @@ const SUBCOMMANDS: [&str; 9] = [
     "compare",
     "report",
     "merge",
+    "find-max",
     "completions",
     "man",
 ];

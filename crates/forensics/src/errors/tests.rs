@@ -126,7 +126,13 @@ fn connection_cap_needs_young_first_request_failures() {
             .record_dropped(4_000, u64::from(i >= 460), i < 460, i % 4);
     }
     e.errors.by_kind[ErrorKind::EofBeforeResponse.index()] = 1_000;
+    e.errors.connections = 200;
+    e.errors.serving_peak = Some(104);
     assert_eq!(named(&e), vec![Cause::ConnectionCap]);
+    // ... which a server that serves every connection asked for is not, young as its
+    // failures are (one request in 20 dropped on fast connections).
+    e.errors.serving_peak = Some(200);
+    assert_eq!(named(&e), vec![]);
     // The same failures on connections a second old that had served, over the run: not a
     // cap.
     let mut e = healthy(40_000);

@@ -375,7 +375,10 @@ fn keepalive_limit(e: &Evidence) -> Option<Diagnosis> {
     let f = &e.errors.facts;
     let closes: u64 = f.closed_after.iter().map(|c| c.1).sum::<u64>() + f.closed_after_other;
     let &(n, count) = f.closed_after.iter().max_by_key(|c| c.1)?;
-    if closes < 5 || count * 10 < closes * 8 || n > KEEPALIVE_MAX_N {
+    // n = 1 is a server that does not keep connections alive at all (Python's http.server,
+    // gunicorn's sync workers answer with Connection: close): its own design, not a limit
+    // that a setting raises, and no request fails for it.
+    if closes < 5 || count * 10 < closes * 8 || n > KEEPALIVE_MAX_N || n < 2 {
         return None;
     }
     let cost = match (e.errors.first_request_mean_us, e.errors.latency_mean_us) {

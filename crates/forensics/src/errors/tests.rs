@@ -55,6 +55,12 @@ fn keepalive_limit_names_its_n_and_not_a_default_large_limit() {
         e.errors.facts.record_closed_after(1000);
     }
     assert_eq!(named(&e), vec![]);
+    // A server that closes after every response keeps nothing alive: no limit to raise.
+    let mut e = healthy(40_000);
+    for _ in 0..400 {
+        e.errors.facts.record_closed_after(1);
+    }
+    assert_eq!(named(&e), vec![]);
     // Closes after every kind of count: no limit.
     let mut e = healthy(40_000);
     for n in 1..=40 {

@@ -378,7 +378,7 @@ fn keepalive_limit(e: &Evidence) -> Option<Diagnosis> {
     // n = 1 is a server that does not keep connections alive at all (Python's http.server,
     // gunicorn's sync workers answer with Connection: close): its own design, not a limit
     // that a setting raises, and no request fails for it.
-    if closes < 5 || count * 10 < closes * 8 || n > KEEPALIVE_MAX_N || n < 2 {
+    if closes < 5 || count * 10 < closes * 8 || !(2..=KEEPALIVE_MAX_N).contains(&n) {
         return None;
     }
     let cost = match (e.errors.first_request_mean_us, e.errors.latency_mean_us) {

@@ -59,6 +59,12 @@ pub(crate) fn collector_of(frame: &str) -> Option<&'static str> {
         return V8.iter().any(|p| f.contains(p)).then_some("V8");
     }
     if let Some(f) = frame.strip_prefix("runtime.") {
+        // The wrapper a `go` statement starts a goroutine through (gcBgMarkStartWorkers'
+        // gowrap1) sits under every mark worker's stack: chosen as the evidence's frame, it
+        // named the starter of the workers instead of the workers.
+        if f.contains(".gowrap") {
+            return None;
+        }
         const GO: [&str; 14] = [
             "gc",
             "GC",
@@ -346,6 +352,7 @@ mod tests {
             "py::gc_collect_main:/srv/app.py",
             "G1Visitor",
             "gc_collect_[k]",
+            "runtime.gcBgMarkStartWorkers.gowrap1",
         ] {
             assert_eq!(collector_of(frame), None, "{frame}");
         }

@@ -1,6 +1,6 @@
 //! Code that runtimes generate at run time and describe in a perf map (`/tmp/perf-PID.map`,
-//! one `START SIZE NAME` line per piece of code): where CPython's perf trampolines are, so
-//! that the unwinder can step through them.
+//! one `START SIZE NAME` line per piece of code) or a jitdump (`/tmp/jit-PID.dump`): where
+//! CPython's perf trampolines are, so that the unwinder can step through them.
 //!
 //! CPython 3.12+ run with `-X perf` (or `PYTHONPERFSUPPORT=1`) enters every Python function
 //! through a trampoline of its own, named `py::FUNCTION:FILE` in the perf map: that frame is
@@ -11,11 +11,54 @@
 
 use std::ops::Range;
 
-/// The perf map of process `pid`, read through its root (a container's /tmp is its own).
+/// The perf map of process `pid`, read through its root (a container's /tmp is its own);
+/// where it has none, its jitdump's code entries as perf-map text ([`jitdump_as_perf_map`]).
 pub(crate) fn perf_map_text(pid: u32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/root/tmp/perf-{pid}.map"))
         .or_else(|_| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")))
         .ok()
+        .or_else(|| {
+            let dump = std::fs::read(format!("/proc/{pid}/root/tmp/jit-{pid}.dump"))
+                .or_else(|_| std::fs::read(format!("/tmp/jit-{pid}.dump")))
+                .ok()?;
+            jitdump_as_perf_map(&dump)
+        })
+}
+
+/// The code entries of a jitdump (`/tmp/jit-PID.dump`, what CPython 3.13's `-X perf_jit`
+/// writes for `perf inject`), as perf-map text, one `START SIZE NAME` line per
+/// `JIT_CODE_LOAD` record: the same trampolines, named the same (`py::FUNCTION:FILE`), as
+/// `-X perf` puts in a perf map. `None` for a file that is not a little-endian jitdump; a
+/// record cut short (the runtime still writing) ends the reading.
+pub(crate) fn jitdump_as_perf_map(dump: &[u8]) -> Option<String> {
+    const MAGIC: u32 = 0x4A69_5444; // "JiTD" as the writer's (little-endian) u32
+    const CODE_LOAD: u32 = 0;
+    let u32_at = |at: usize| Some(u32::from_le_bytes(dump.get(at..at + 4)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(dump.get(at..at + 8)?.try_into().ok()?));
+    if u32_at(0)? != MAGIC {
+        return None;
+    }
+    let mut text = String::new();
+    // The header's total_size; each record: id u32, total_size u32, timestamp u64, body.
+    let mut at = u32_at(8)? as usize;
+    while let (Some(id), Some(size)) = (u32_at(at), u32_at(at + 4)) {
+        let size = size as usize;
+        let Some(record) = dump.get(at..at.saturating_add(size)).filter(|_| size >= 16) else {
+            break;
+        };
+        // JIT_CODE_LOAD: pid u32, tid u32, vma u64, code_addr u64, code_size u64,
+        // code_index u64, then the name, NUL-terminated, then the code.
+        if id == CODE_LOAD && record.len() > 56 {
+            let (Some(addr), Some(len)) = (u64_at(at + 32), u64_at(at + 40)) else {
+                break;
+            };
+            let name = &record[56..];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            text += &format!("{addr:x} {len:x} {}\n", String::from_utf8_lossy(name));
+        }
+        at += size;
+    }
+    Some(text)
 }
 
 /// The address ranges of CPython's perf trampolines in a perf map's text, sorted and merged
@@ -100,6 +143,55 @@ mod tests {
         assert!(!within(&t, 0x7f00000016));
         assert!(!within(&t, 0x55000010));
         assert!(!within(&[], 1));
+    }
+
+    /// A jitdump as CPython 3.13's `-X perf_jit` writes one: the header, a code load, an
+    /// unwinding-info record (skipped), a second code load, and a record cut short.
+    #[test]
+    fn a_jitdumps_code_loads_read_as_a_perf_map() {
+        let mut dump = Vec::new();
+        for v in [0x4A69_5444u32, 1, 40, 62, 0, 4242] {
+            dump.extend(v.to_le_bytes());
+        }
+        dump.extend([0u8; 16]); // timestamp, flags
+        let load = |dump: &mut Vec<u8>, addr: u64, name: &str| {
+            let size = 56 + name.len() + 1 + 11;
+            dump.extend(0u32.to_le_bytes());
+            dump.extend((size as u32).to_le_bytes());
+            dump.extend(0u64.to_le_bytes());
+            dump.extend(4242u32.to_le_bytes());
+            dump.extend(4242u32.to_le_bytes());
+            for v in [addr, addr, 11, 1] {
+                dump.extend(v.to_le_bytes());
+            }
+            dump.extend(name.as_bytes());
+            dump.push(0);
+            dump.extend([0x90u8; 11]);
+        };
+        load(&mut dump, 0x7f00_0000_0000, "py::burn_cpu_for:/srv/app.py");
+        dump.extend(4u32.to_le_bytes());
+        dump.extend(40u32.to_le_bytes());
+        dump.extend([0u8; 32]);
+        load(&mut dump, 0x7f00_0000_0110, "py::do_GET:/srv/app.py");
+        dump.extend(0u32.to_le_bytes());
+        dump.extend(200u32.to_le_bytes());
+        dump.extend([0u8; 20]);
+        let map = jitdump_as_perf_map(&dump).unwrap();
+        assert_eq!(
+            map,
+            "7f0000000000 b py::burn_cpu_for:/srv/app.py\n7f0000000110 b py::do_GET:/srv/app.py\n"
+        );
+        assert_eq!(
+            python_trampolines(&map),
+            vec![
+                0x7f00_0000_0000..0x7f00_0000_000b,
+                0x7f00_0000_0110..0x7f00_0000_011b
+            ]
+        );
+        // Not a jitdump, or nothing but a piece of one: nothing read, no panic.
+        assert_eq!(jitdump_as_perf_map(b"7f00 b py::f\n"), None);
+        assert_eq!(jitdump_as_perf_map(&dump[..6]), None);
+        assert_eq!(jitdump_as_perf_map(&dump[..50]).as_deref(), Some(""));
     }
 
     #[test]

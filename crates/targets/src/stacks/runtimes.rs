@@ -127,14 +127,10 @@ pub(crate) fn prepare(pid: u32) -> Option<String> {
         Runtime::Python { minor } if minor < 12 => Some(format!(
             "python3.{minor}: run it with 3.12+ and -X perf to see Python functions"
         )),
-        Runtime::Python { minor } if !perf_map_has(pid, "py::") => {
-            let jit = Path::new(&format!("/proc/{pid}/root/tmp/jit-{pid}.dump")).exists();
-            Some(if jit {
-                format!("python3.{minor}: -X perf_jit writes a jitdump that only `perf inject` reads: run it with -X perf to see Python functions")
-            } else {
-                format!("python3.{minor}: run it with -X perf (or PYTHONPERFSUPPORT=1) to see Python functions")
-            })
-        }
+        // A perf map (-X perf) or a jitdump (-X perf_jit, 3.13+): both are read.
+        Runtime::Python { minor } if !perf_map_has(pid, "py::") => Some(format!(
+            "python3.{minor}: run it with -X perf (or PYTHONPERFSUPPORT=1) to see Python functions"
+        )),
         Runtime::Python { .. } => None,
         Runtime::Node if !perf_map_has(pid, "") => {
             Some("node: run it with --perf-basic-prof to see JavaScript functions".into())

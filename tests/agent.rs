@@ -303,6 +303,60 @@ fn an_agent_killed_mid_run_leaves_the_run_going() {
     assert!(stderr.contains("lost"), "the text says it too: {stderr}");
 }
 
+/// The stall through the agent: the reference server's loop sleeps 600 ms every
+/// 2.5 s; the agent samples its stacks (sched_switch, `--stacks on`) and names them on its
+/// host; the run names `server_stall` and its inside line is the sleep, as for a local
+/// server, and the text has the "Server inside" section.
+#[test]
+fn through_an_agent_a_stall_is_named_with_the_stack_it_blocked_in() {
+    let _one = serial();
+    if let Err(e) = tailscope_targets::stacks::sampling_allowed() {
+        common::skip(format!("perf sampling not allowed here: {e}"));
+        return;
+    }
+    let Some((child, addr)) = spawn_serve(&["--stall-every", "2500ms", "--stall-for", "600ms"])
+    else {
+        return;
+    };
+    let server = Server(child, addr);
+    let agent = AgentProcess::start();
+    let url = format!("http://{}/plaintext", server.1);
+    let load = ["-c", "20", "-z", "6s", "--no-tui", "--stacks", "on"].map(str::to_string);
+    let (code, report, stderr) = run_with(&url, &[&load[..], &agent.flags()].concat());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("Server inside"), "{stderr}");
+    let stacks = &report["stacks"];
+    if stacks["off_cpu_sampler"] != "sched:sched_switch" {
+        common::skip(format!(
+            "sched:sched_switch not traced on the agent's host: {}",
+            stacks["missing"]
+        ));
+        return;
+    }
+    assert!(stacks["samples"].as_u64().unwrap() > 0, "{stacks}");
+    assert!(
+        !stacks["slow_seconds"].as_array().unwrap().is_empty(),
+        "{stacks}"
+    );
+    let stall = report["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["cause"] == "server_stall")
+        .unwrap_or_else(|| {
+            panic!(
+                "{} held back {}",
+                report["diagnosis"], report["diagnosis_held_back"]
+            )
+        });
+    let inside = stall["inside"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no inside line: {stall:#}"));
+    assert!(inside.contains("nanosleep"), "{inside}");
+    assert!(stderr.contains(&format!("inside: {inside}")), "{stderr}");
+    assert!(agent.logged("profile sent"));
+}
+
 #[test]
 fn a_wrong_token_or_fingerprint_is_refused_and_the_agent_serves_on() {
     let _one = serial();

@@ -629,3 +629,154 @@ fn across_network_namespaces_the_agent_reads_the_server() {
     );
     drop(agent);
 }
+
+/// `tailscope serve FLAGS` in the server's namespace, and its address.
+fn serve_in(ns: &Netns, flags: &[&str]) -> Server {
+    let listen = format!("{}:0", ns.server_ip);
+    let args = [&["serve", "--threads", "1", "--addr", &listen][..], flags].concat();
+    let mut serve = Netns::tailscope(&ns.server, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = line_after(&mut serve, "listening on http://");
+    Server(serve, addr)
+}
+
+fn causes(report: &serde_json::Value) -> Vec<String> {
+    report["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["cause"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The causes named from the agent's data across namespaces: the server and the agent in
+/// one, the generator in the other. A healthy run names nothing; a backlog of 1 under new
+/// connections is `accept_queue_overflow` (the queue read by the agent in the server's
+/// namespace); an injected stall is `server_stall` with the stack it slept in (sampled and
+/// named by the agent). A few seconds of load each.
+#[test]
+fn across_network_namespaces_the_agent_s_data_names_the_causes() {
+    let _one = serial();
+    let Some(ns) = Netns::new() else { return };
+    let dir = common::scratch_dir("agent-netns-causes");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let token = token.to_str().unwrap();
+    let listen = format!("{}:0", ns.server_ip);
+    let mut agent = Netns::tailscope(
+        &ns.server,
+        &["agent", "--listen", &listen, "--token-file", token],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let agent_addr = line_after(&mut agent, "tailscope agent listening on ");
+    let _agent = Server(agent, agent_addr.clone());
+    let run = |server: &Server, load: &[&str]| -> (serde_json::Value, String) {
+        let url = format!("http://{}/plaintext", server.1);
+        let out = Netns::tailscope(
+            &ns.generator,
+            &[
+                &["run", url.as_str(), "--no-tui", "--json", "-"][..],
+                load,
+                &["--agent", &agent_addr, "--agent-token", token],
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+    };
+
+    // Healthy: a paced load the server answers easily.
+    let healthy = serve_in(&ns, &[]);
+    let busy_before = common::machine_busy_before();
+    let (r, _) = run(&healthy, &["-q", "500", "-c", "4", "-z", "2s"]);
+    let named = causes(&r);
+    if named == ["cpu_contention"] && busy_before > 0.15 {
+        common::inconclusive(format!(
+            "other work kept {:.0} % of the CPUs busy before the healthy run, and it rightly named cpu_contention",
+            busy_before * 100.0
+        ));
+    } else {
+        assert!(
+            named.is_empty(),
+            "a healthy run names nothing: {}",
+            r["diagnosis"]
+        );
+    }
+    assert!(r["profile"]["target"]["cpu_time_s"].as_f64().unwrap() > 0.0);
+
+    // CPU contention on the server's host: a busy loop on every CPU, the same paced load.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let burners: Vec<Server> = (0..cpus)
+        .map(|_| {
+            let child = Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap();
+            Server(child, String::new())
+        })
+        .collect();
+    let (r, _) = run(&healthy, &["-q", "500", "-c", "4", "-z", "3s"]);
+    drop(burners);
+    assert!(
+        causes(&r).contains(&"cpu_contention".to_string()),
+        "{} held back {}",
+        r["diagnosis"],
+        r["diagnosis_held_back"]
+    );
+    drop(healthy);
+
+    // A backlog of 1 under new connections only.
+    let small = serve_in(&ns, &["--backlog", "1"]);
+    let (r, _) = run(
+        &small,
+        &["-c", "128", "--no-keepalive", "-z", "3s", "--threads", "1"],
+    );
+    assert_eq!(r["listen_queue"]["backlog"], 1, "{}", r["listen_queue"]);
+    let full = r["listen_queue"]["full_samples"].as_u64().unwrap_or(0);
+    if full == 0 && r["summary"]["syn_retransmits"].as_u64().unwrap_or(0) == 0 {
+        common::inconclusive("the listen queue did not overflow across namespaces here");
+    } else {
+        assert!(
+            causes(&r).contains(&"accept_queue_overflow".to_string()),
+            "{} {}",
+            r["diagnosis"],
+            r["listen_queue"]
+        );
+    }
+    drop(small);
+
+    // A stall, with the stack it slept in.
+    if let Err(e) = tailscope_targets::stacks::sampling_allowed() {
+        common::skip(format!("perf sampling not allowed here: {e}"));
+        return;
+    }
+    let stalling = serve_in(&ns, &["--stall-every", "2500ms", "--stall-for", "600ms"]);
+    let (r, stderr) = run(&stalling, &["-c", "20", "-z", "6s", "--stacks", "on"]);
+    let stall = r["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["cause"] == "server_stall")
+        .unwrap_or_else(|| panic!("{} held back {}", r["diagnosis"], r["diagnosis_held_back"]));
+    assert!(stderr.contains("Server inside"), "{stderr}");
+    if r["stacks"]["off_cpu_sampler"] == "sched:sched_switch" {
+        let inside = stall["inside"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{stall:#}"));
+        assert!(inside.contains("nanosleep"), "{inside}");
+    } else {
+        common::skip(format!(
+            "sched:sched_switch not traced on the agent's host: {}",
+            r["stacks"]["missing"]
+        ));
+    }
+}

@@ -311,9 +311,10 @@ fn profile(
                 stacks.begin(origin_unix_ns);
             }
             Some(Request::Finish { requests, seconds }) => {
+                // The profile first: naming the frames takes seconds, which are not the run's.
+                let (profile, listen_queue) = sampler.finish(requests, tick);
                 // Named here, where the server's binaries are; while the server still runs.
                 let inside = stacks.finish(&seconds);
-                let (profile, listen_queue) = sampler.finish(requests, tick);
                 link.stream_mut()
                     .sock
                     .set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;

@@ -175,14 +175,25 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
     // Before the dashboard and the load: a refused agent stops the run with nothing sent.
-    let agent = match &config.agent {
-        Some(options) => Some(crate::agent::start_for(
+    // Of a load split into segments, segment 1 alone reads the server through the agent
+    // (one profile of the one server; `merge` keeps it in that run's sections), so that
+    // every generator may be given the same command line.
+    let agent = match (&config.agent, config.segment) {
+        (Some(options), Some(seg)) if seg.index != 1 => {
+            say!(
+                "tailscope: segment {seg}: the server side is read through the agent at {} by segment 1/{} alone: this run does not connect to it",
+                options.address,
+                seg.count
+            );
+            None
+        }
+        (Some(options), _) => Some(crate::agent::start_for(
             options,
             config.pid,
             &config.plan,
             stacks_options.mode,
         )?),
-        None => None,
+        (None, _) => None,
     };
     let plan = &config.plan;
     let live = std::io::stderr().is_terminal();

@@ -184,25 +184,6 @@ impl ServerCertVerifier for SeenFingerprint {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fingerprints_parse_in_the_forms_users_write() {
-        let fp = fingerprint(b"abc");
-        assert_eq!(fp.len(), 95);
-        assert_eq!(parse_fingerprint(&fp).unwrap(), fp);
-        let bare: String = fp.chars().filter(|c| *c != ':').collect();
-        assert_eq!(
-            parse_fingerprint(&format!("SHA256:{}", bare.to_uppercase())).unwrap(),
-            fp
-        );
-        assert!(parse_fingerprint("abc").is_err());
-        assert!(parse_fingerprint(&"zz".repeat(32)).is_err());
-    }
-}
-
 /// A fresh self-signed certificate and its PKCS#8 key, both DER.
 fn new_certificate() -> Result<(CertificateDer<'static>, Vec<u8>), Error> {
     let made = rcgen::generate_simple_self_signed(vec![AGENT_NAME.to_string()])
@@ -242,5 +223,24 @@ fn kept_certificate(dir: &std::path::Path) -> Result<(CertificateDer<'static>, V
             "{} holds one of {CERT_FILE} and {KEY_FILE} without the other (--cert-dir): restore it, or remove it to make a new certificate (whose new fingerprint the runs must pin)",
             dir.display()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_parse_in_the_forms_users_write() {
+        let fp = fingerprint(b"abc");
+        assert_eq!(fp.len(), 95);
+        assert_eq!(parse_fingerprint(&fp).unwrap(), fp);
+        let bare: String = fp.chars().filter(|c| *c != ':').collect();
+        assert_eq!(
+            parse_fingerprint(&format!("SHA256:{}", bare.to_uppercase())).unwrap(),
+            fp
+        );
+        assert!(parse_fingerprint("abc").is_err());
+        assert!(parse_fingerprint(&"zz".repeat(32)).is_err());
     }
 }

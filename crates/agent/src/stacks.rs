@@ -120,4 +120,29 @@ mod tests {
         assert!(why.unwrap().contains("no server process"));
         assert!(stacks.finish(&[]).is_none());
     }
+
+    #[test]
+    fn off_cpu_time_travels_whole_and_a_malformed_one_is_trimmed() {
+        use tailscope_targets::stacks::{Blocked, OffCpu};
+        let mut off = OffCpu::new("/proc thread states");
+        let sleep = Blocked {
+            thread: "worker".into(),
+            state: "S".into(),
+            syscall: "clock_nanosleep".into(),
+            stack: vec!["hrtimer_nanosleep_[k]".into()],
+        };
+        off.add(1, &sleep, 7, 600_000);
+        off.watch(0, 7, 1_000_000);
+        off.watch(1, 7, 1_000_000);
+        let json = serde_json::to_string(&off).unwrap();
+        let back: OffCpu = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, off);
+        // A key past the list of ways (a broken peer) is dropped, not indexed.
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value["wall"] = serde_json::json!([[1, 0, 600000], [1, 5, 9]]);
+        let trimmed: OffCpu = serde_json::from_value(value).unwrap();
+        assert_eq!(trimmed, off);
+        let slow = [1].into_iter().collect();
+        assert_eq!(trimmed.differential(&slow).0.len(), 1);
+    }
 }

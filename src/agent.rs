@@ -24,6 +24,7 @@ pub fn agent(args: AgentArgs) -> Result<Outcome> {
         listen: args.listen,
         token: token.clone(),
         max_clients: args.max_clients,
+        cert_dir: args.cert_dir,
     })
     .map_err(usage)?;
     let mut out = std::io::stdout().lock();

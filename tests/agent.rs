@@ -245,6 +245,9 @@ fn an_agent_killed_mid_run_leaves_the_run_going() {
         "4s".into(),
     ];
     args.extend(["--no-tui", "--json", "-"].map(str::to_string));
+    let scratch = common::scratch_dir("agent-lost");
+    let html = scratch.path().join("lost.html");
+    args.extend(["--html".to_string(), html.to_str().unwrap().to_string()]);
     args.extend(agent.flags());
     let mut run = Command::new(env!("CARGO_BIN_EXE_tailscope"))
         .args(&args)
@@ -301,6 +304,85 @@ fn an_agent_killed_mid_run_leaves_the_run_going() {
     );
     assert!(report["profile"]["cpus"].as_array().unwrap().is_empty());
     assert!(stderr.contains("lost"), "the text says it too: {stderr}");
+    // The HTML page too.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains(&format!("lost {lost:.1} s into the run")),
+        "the page says when the agent was lost"
+    );
+    // What the agent sent before it was lost is kept (the per-CPU busy of the first
+    // second), and nothing after it is made up (the last second has none).
+    let series = report["timeseries"].as_array().unwrap();
+    let busy = |p: &serde_json::Value| p["cpu_busy_pct"].as_array().is_some_and(|c| !c.is_empty());
+    assert!(busy(&series[0]), "{}", series[0]);
+    assert!(!busy(series.last().unwrap()), "{}", series.last().unwrap());
+}
+
+/// The stall through the agent: the reference server's loop sleeps 600 ms every
+/// 2.5 s; the agent samples its stacks (sched_switch, `--stacks on`) and names them on its
+/// host; the run names `server_stall` and its inside line is the sleep, as for a local
+/// server, and the text has the "Server inside" section.
+#[test]
+fn through_an_agent_a_stall_is_named_with_the_stack_it_blocked_in() {
+    let _one = serial();
+    if let Err(e) = tailscope_targets::stacks::sampling_allowed() {
+        common::skip(format!("perf sampling not allowed here: {e}"));
+        return;
+    }
+    let Some((child, addr)) = spawn_serve(&["--stall-every", "2500ms", "--stall-for", "600ms"])
+    else {
+        return;
+    };
+    let server = Server(child, addr);
+    let agent = AgentProcess::start();
+    let url = format!("http://{}/plaintext", server.1);
+    let load = ["-c", "20", "-z", "6s", "--no-tui", "--stacks", "on"].map(str::to_string);
+    let busy_before = common::machine_busy_before();
+    let (code, report, stderr) = run_with(&url, &[&load[..], &agent.flags()].concat());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("Server inside"), "{stderr}");
+    let stacks = &report["stacks"];
+    if stacks["off_cpu_sampler"] != "sched:sched_switch" {
+        common::skip(format!(
+            "sched:sched_switch not traced on the agent's host: {}",
+            stacks["missing"]
+        ));
+        return;
+    }
+    assert!(stacks["samples"].as_u64().unwrap() > 0, "{stacks}");
+    assert!(
+        !stacks["slow_seconds"].as_array().unwrap().is_empty(),
+        "{stacks}"
+    );
+    if let Some(inside) = stall_inside(&report, busy_before) {
+        assert!(stderr.contains(&format!("inside: {inside}")), "{stderr}");
+    }
+    assert!(agent.logged("profile sent"));
+}
+
+/// The inside line of the run's `server_stall`, which must name the sleep the server's loop
+/// stalled in; `None`, recorded as inconclusive, where other work kept the machine busy
+/// before the run and the stall was not told from the rest (every second slow, or the stall
+/// not named), as the local stall tests do.
+fn stall_inside(report: &serde_json::Value, busy_before: f64) -> Option<String> {
+    let stall = report["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["cause"] == "server_stall");
+    let inside = stall.and_then(|s| s["inside"].as_str());
+    match inside {
+        Some(i) if i.contains("nanosleep") => Some(i.to_string()),
+        _ if busy_before > 0.15 => {
+            common::inconclusive(format!(
+                "other work kept {:.0} % of the CPUs busy before the run: the stall was not told from the rest ({})",
+                busy_before * 100.0,
+                report["diagnosis"]
+            ));
+            None
+        }
+        _ => panic!("no server_stall inside the sleep: {}", report["diagnosis"]),
+    }
 }
 
 #[test]
@@ -574,4 +656,240 @@ fn across_network_namespaces_the_agent_reads_the_server() {
         remote["listen_queue"]
     );
     drop(agent);
+}
+
+/// `tailscope serve FLAGS` in the server's namespace, and its address.
+fn serve_in(ns: &Netns, flags: &[&str]) -> Server {
+    let listen = format!("{}:0", ns.server_ip);
+    let args = [&["serve", "--threads", "1", "--addr", &listen][..], flags].concat();
+    let mut serve = Netns::tailscope(&ns.server, &args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = line_after(&mut serve, "listening on http://");
+    Server(serve, addr)
+}
+
+fn causes(report: &serde_json::Value) -> Vec<String> {
+    report["diagnosis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["cause"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The causes named from the agent's data across namespaces: the server and the agent in
+/// one, the generator in the other. A healthy run names nothing; a backlog of 1 under new
+/// connections is `accept_queue_overflow` (the queue read by the agent in the server's
+/// namespace); an injected stall is `server_stall` with the stack it slept in (sampled and
+/// named by the agent). A few seconds of load each.
+#[test]
+fn across_network_namespaces_the_agent_s_data_names_the_causes() {
+    let _one = serial();
+    let Some(ns) = Netns::new() else { return };
+    let dir = common::scratch_dir("agent-netns-causes");
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let token = token.to_str().unwrap();
+    let listen = format!("{}:0", ns.server_ip);
+    let mut agent = Netns::tailscope(
+        &ns.server,
+        &["agent", "--listen", &listen, "--token-file", token],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let agent_addr = line_after(&mut agent, "tailscope agent listening on ");
+    let _agent = Server(agent, agent_addr.clone());
+    let run = |server: &Server, load: &[&str]| -> (serde_json::Value, String) {
+        let url = format!("http://{}/plaintext", server.1);
+        let out = Netns::tailscope(
+            &ns.generator,
+            &[
+                &["run", url.as_str(), "--no-tui", "--json", "-"][..],
+                load,
+                &["--agent", &agent_addr, "--agent-token", token],
+            ]
+            .concat(),
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+    };
+
+    // Healthy: a paced load the server answers easily.
+    let healthy = serve_in(&ns, &[]);
+    let busy_before = common::machine_busy_before();
+    let (r, _) = run(&healthy, &["-q", "500", "-c", "4", "-z", "2s"]);
+    let named = causes(&r);
+    // As tests/forensics.rs: other work on a shared machine is contention the rule rightly
+    // names (with what the generator suffered from it beside).
+    if named.iter().any(|c| c == "cpu_contention") && busy_before > 0.15 {
+        common::inconclusive(format!(
+            "other work kept {:.0} % of the CPUs busy before the healthy run, and it rightly named cpu_contention",
+            busy_before * 100.0
+        ));
+    } else {
+        assert!(
+            named.is_empty(),
+            "a healthy run names nothing: {}",
+            r["diagnosis"]
+        );
+    }
+    assert!(r["profile"]["target"]["cpu_time_s"].as_f64().unwrap() > 0.0);
+
+    // CPU contention on the server's host: a busy loop on every CPU, the same paced load.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let burners: Vec<Server> = (0..cpus)
+        .map(|_| {
+            let child = Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap();
+            Server(child, String::new())
+        })
+        .collect();
+    let (r, _) = run(&healthy, &["-q", "500", "-c", "4", "-z", "3s"]);
+    drop(burners);
+    if !causes(&r).contains(&"cpu_contention".to_string()) && busy_before > 0.15 {
+        // Every second as slow as the next: no tail to explain.
+        common::inconclusive(format!(
+            "other work kept {:.0} % of the CPUs busy before the runs: the contention run had no tail outliers to name a cause for ({})",
+            busy_before * 100.0,
+            r["diagnosis"]
+        ));
+    } else {
+        assert!(
+            causes(&r).contains(&"cpu_contention".to_string()),
+            "{}",
+            r["diagnosis"]
+        );
+    }
+    drop(healthy);
+
+    // A backlog of 1 under new connections only.
+    let small = serve_in(&ns, &["--backlog", "1"]);
+    let (r, _) = run(
+        &small,
+        &["-c", "128", "--no-keepalive", "-z", "3s", "--threads", "1"],
+    );
+    assert_eq!(r["listen_queue"]["backlog"], 1, "{}", r["listen_queue"]);
+    let full = r["listen_queue"]["full_samples"].as_u64().unwrap_or(0);
+    if full == 0 && r["summary"]["syn_retransmits"].as_u64().unwrap_or(0) == 0 {
+        common::inconclusive("the listen queue did not overflow across namespaces here");
+    } else {
+        assert!(
+            causes(&r).contains(&"accept_queue_overflow".to_string()),
+            "{} {}",
+            r["diagnosis"],
+            r["listen_queue"]
+        );
+    }
+    drop(small);
+
+    // A stall, with the stack it slept in.
+    if let Err(e) = tailscope_targets::stacks::sampling_allowed() {
+        common::skip(format!("perf sampling not allowed here: {e}"));
+        return;
+    }
+    let stalling = serve_in(&ns, &["--stall-every", "2500ms", "--stall-for", "600ms"]);
+    let busy_before = common::machine_busy_before();
+    let (r, stderr) = run(&stalling, &["-c", "20", "-z", "6s", "--stacks", "on"]);
+    assert!(stderr.contains("Server inside"), "{stderr}");
+    if r["stacks"]["off_cpu_sampler"] == "sched:sched_switch" {
+        stall_inside(&r, busy_before);
+    } else {
+        common::skip(format!(
+            "sched:sched_switch not traced on the agent's host: {}",
+            r["stacks"]["missing"]
+        ));
+    }
+}
+
+/// A load split in two segments given the same `--agent`: segment 1 reads the server
+/// through the agent, segment 2 says it does not connect; `merge` keeps the agent's
+/// profile in segment 1's run.
+#[test]
+fn of_segments_the_first_carries_the_agent_s_data_and_merge_keeps_it() {
+    let _one = serial();
+    let Some(server) = server() else { return };
+    let agent = AgentProcess::start();
+    let url = format!("http://{}/plaintext", server.1);
+    let dir = common::scratch_dir("agent-segments");
+    let start_at = format!("{:.3}", common::unix_now() + 3.0);
+    let runs: Vec<(std::path::PathBuf, Child)> = [1, 2]
+        .into_iter()
+        .map(|i| {
+            let file = dir.path().join(format!("{i}.json"));
+            let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+                .args(["run", &url, "-z", "2s", "-q", "200", "-c", "2", "--no-tui"])
+                .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
+                .args(["--json", file.to_str().unwrap()])
+                .args(agent.flags())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (file, child)
+        })
+        .collect();
+    let mut files = Vec::new();
+    for (i, (file, mut child)) in runs.into_iter().enumerate() {
+        let code = common::wait_bounded(&mut child, Duration::from_secs(40));
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(code, 0, "{err}");
+        if i == 1 {
+            assert!(err.contains("does not connect"), "{err}");
+        }
+        files.push(file);
+    }
+    let read = |f: &std::path::Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap()
+    };
+    let (first, second) = (read(&files[0]), read(&files[1]));
+    assert!(
+        first["profile"]["agent"]["host"].is_string(),
+        "{}",
+        first["profile"]
+    );
+    assert!(first["profile"]["target"]["cpu_time_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        second["profile"]["agent"].is_null(),
+        "{}",
+        second["profile"]
+    );
+    let merged_file = dir.path().join("merged.json");
+    let out = common::tailscope(&[
+        "merge",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+        "--json",
+        merged_file.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let merged = read(&merged_file);
+    let carried: Vec<&serde_json::Value> = merged["merged"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["sections"]["profile"]["agent"].is_object())
+        .collect();
+    assert_eq!(carried.len(), 1, "{}", merged["merged"]["runs"]);
+    assert_eq!(carried[0]["segment"], first["generator"]["segment"]);
 }

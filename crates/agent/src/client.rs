@@ -9,14 +9,18 @@ use std::time::{Duration, Instant};
 use rustls::{ClientConnection, StreamOwned};
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::Profile;
+use tailscope_targets::stacks::Inside;
 
 use crate::link::Link;
 use crate::tls::{agent_name, run_tls};
-use crate::wire::{Reply, Request, Tick, Watch};
+use crate::wire::{Reply, Request, StacksWanted, Tick, Watch};
 use crate::Error;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the agent may be silent once asked for the finished profile: it names the
+/// server's stacks first, which takes seconds for a large binary.
+pub const FINISH_SILENCE: Duration = Duration::from_secs(60);
 
 type AgentStream = StreamOwned<ClientConnection, TcpStream>;
 
@@ -99,7 +103,7 @@ pub fn connect(options: &AgentOptions) -> Result<Connected, Error> {
         })?;
     }
     let fingerprint = seen.seen().unwrap_or_default();
-    let mut link = Link::new(tls);
+    let mut link = Link::run_side(tls);
     link.send(&Request::Hello {
         token: options.token.clone(),
     })?;
@@ -142,7 +146,8 @@ impl Connected {
         })
     }
 
-    /// Starts the profile of `watch` and hands the link to a thread that receives its ticks.
+    /// Starts the profile of `watch` (and of its stacks as `stacks` says) and hands the
+    /// link to a thread that receives its ticks.
     pub fn start(
         mut self,
         run_id: &str,
@@ -150,6 +155,7 @@ impl Connected {
         listen_port: Option<u16>,
         tick: Duration,
         warmup: bool,
+        stacks: StacksWanted,
     ) -> Result<AgentRun, Error> {
         self.link.send(&Request::Start {
             run_id: run_id.to_string(),
@@ -157,12 +163,17 @@ impl Connected {
             listen_port,
             tick_ms: u64::try_from(tick.as_millis()).unwrap_or(u64::MAX),
             warmup,
+            stacks,
         })?;
-        let (target_pid, note) = match self
+        let (target_pid, note, stacks_not_sampled) = match self
             .link
             .recv::<Reply>(REPLY_TIMEOUT, "start of the profile")?
         {
-            Reply::Started { target_pid, note } => (target_pid, note),
+            Reply::Started {
+                target_pid,
+                note,
+                stacks_not_sampled,
+            } => (target_pid, note, stacks_not_sampled),
             Reply::Refused { reason } => return Err(Error::Refused(reason)),
             other => return Err(Error::Refused(format!("unexpected answer {other:?}"))),
         };
@@ -179,6 +190,7 @@ impl Connected {
             thread: Some(thread),
             target_pid,
             note,
+            stacks_not_sampled,
         })
     }
 }
@@ -188,8 +200,8 @@ impl Connected {
 pub enum Event {
     /// One tick's readings.
     Tick(Box<Tick>),
-    /// The finished profile.
-    Finished(Box<Profile>, Option<ListenReport>),
+    /// The finished profile, the accept queues and the server's stacks (when sampled).
+    Finished(Box<Profile>, Option<ListenReport>, Option<Box<Inside>>),
     /// The agent is gone, and why.
     Lost(String),
 }
@@ -213,10 +225,15 @@ fn follow(
         return lost(e.to_string());
     }
     let mut heard = Instant::now();
+    let mut silence = silence;
     loop {
         loop {
             match requests.try_recv() {
                 Ok(r) => {
+                    if matches!(r, Request::Finish { .. }) {
+                        // The agent names the stacks before it answers: no ticks meanwhile.
+                        silence = silence.max(FINISH_SILENCE);
+                    }
                     if let Err(e) = link.send(&r) {
                         return lost(format!("cannot write to the agent: {e}"));
                     }
@@ -234,8 +251,13 @@ fn follow(
             Ok(Some(Reply::Finished {
                 profile,
                 listen_queue,
+                stacks,
             })) => {
-                let _ = events.send(Event::Finished(profile, listen_queue));
+                let stacks = match stacks.map(|s| s.checked()).transpose() {
+                    Ok(s) => s.map(Box::new),
+                    Err(why) => return lost(format!("the agent sent broken stacks: {why}")),
+                };
+                let _ = events.send(Event::Finished(profile, listen_queue, stacks));
                 return;
             }
             Ok(Some(Reply::Refused { reason })) => {
@@ -264,12 +286,15 @@ pub struct AgentRun {
     pub target_pid: Option<u32>,
     /// What the agent could not do.
     pub note: Option<String>,
+    /// Why the server's stacks are not sampled, when they were asked for.
+    pub stacks_not_sampled: Option<String>,
 }
 
 impl AgentRun {
-    /// The measured window starts now (the warm-up is over).
-    pub fn begin(&self) {
-        let _ = self.requests.send(Request::Begin);
+    /// The measured window has begun (the warm-up is over): its second 0 began at
+    /// `origin_unix_ns` on the agent's clock.
+    pub fn begin(&self, origin_unix_ns: u64) {
+        let _ = self.requests.send(Request::Begin { origin_unix_ns });
     }
 
     /// What arrived since the last call.
@@ -277,10 +302,16 @@ impl AgentRun {
         self.events.try_iter().collect()
     }
 
-    /// Asks for the finished profile over `requests` and waits for it (at most
-    /// `timeout`); the events that came before it are returned too, in order.
-    pub fn finish(mut self, requests: u64, timeout: Duration) -> Vec<Event> {
-        let _ = self.requests.send(Request::Finish { requests });
+    /// Asks for the finished profile over `requests` (the stacks split by the run's
+    /// `seconds`, `(second, outliers, max_us)` each) and waits for it (at most `timeout`);
+    /// the events that came before it are returned too, in order.
+    pub fn finish(
+        mut self,
+        requests: u64,
+        seconds: Vec<(u32, u64, u64)>,
+        timeout: Duration,
+    ) -> Vec<Event> {
+        let _ = self.requests.send(Request::Finish { requests, seconds });
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
         loop {

@@ -5,7 +5,8 @@
 //! checked in constant time before anything else is served. On request it profiles a
 //! process tree, the process behind a listening port, or the host alone, with the local
 //! profiler's own code ([`sampler`]), and streams every tick what it read, then the finished
-//! profile. The run's side ([`client`]) connects, measures the clock offset between the
+//! profile; the server's stacks ([`stacks`]) are sampled and named there, and sent at the
+//! end. The run's side ([`client`]) connects, measures the clock offset between the
 //! hosts, and hands the session the ticks. The protocol ([`wire`]) is versioned JSON in
 //! length-prefixed frames with a hard cap; [`link`] reads it with a bounded buffer.
 
@@ -13,6 +14,7 @@ pub mod client;
 pub mod link;
 pub mod sampler;
 pub mod server;
+pub mod stacks;
 pub mod tls;
 pub mod wire;
 

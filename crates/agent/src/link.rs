@@ -1,6 +1,8 @@
 //! One end of an agent link: messages in and out over a stream, with a read buffer that
-//! never holds more than one frame's worth (header, [`MAX_MESSAGE`], one read) so that a
-//! peer's memory cost is bounded whatever it sends.
+//! never holds more than one frame's worth (header, the cap, one read) so that a peer's
+//! memory cost is bounded whatever it sends: [`MAX_MESSAGE`] on the agent's side, which
+//! reads requests from anyone who can reach it, [`MAX_REPLY`] on the run's side, which
+//! reads the named stacks from the agent it pinned.
 
 use std::io::{ErrorKind, Read, Write};
 use std::time::{Duration, Instant};
@@ -8,21 +10,38 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::wire::{decode, encode, MAX_MESSAGE};
+use crate::wire::{decode_within, encode, MAX_MESSAGE, MAX_REPLY};
 use crate::Error;
 
 /// A stream carrying frames of [`crate::wire`].
 pub struct Link<S> {
     stream: S,
     buf: Vec<u8>,
+    /// The largest frame body read.
+    read_cap: usize,
+    /// The largest frame body sent.
+    send_cap: usize,
 }
 
 impl<S: Read + Write> Link<S> {
-    /// Frames over `stream` (its read timeout makes [`Link::poll`] return).
-    pub fn new(stream: S) -> Self {
+    /// The agent's end of a link over `stream` (its read timeout makes [`Link::poll`]
+    /// return): requests of at most [`MAX_MESSAGE`] in, replies of at most [`MAX_REPLY`] out.
+    pub fn agent_side(stream: S) -> Self {
         Link {
             stream,
             buf: Vec::new(),
+            read_cap: MAX_MESSAGE,
+            send_cap: MAX_REPLY,
+        }
+    }
+
+    /// The run's end: requests out, replies of at most [`MAX_REPLY`] in.
+    pub fn run_side(stream: S) -> Self {
+        Link {
+            stream,
+            buf: Vec::new(),
+            read_cap: MAX_REPLY,
+            send_cap: MAX_MESSAGE,
         }
     }
 
@@ -33,7 +52,7 @@ impl<S: Read + Write> Link<S> {
 
     /// Sends one message.
     pub fn send<T: Serialize>(&mut self, message: &T) -> Result<(), Error> {
-        self.stream.write_all(&encode(message)?)?;
+        self.stream.write_all(&encode(message, self.send_cap)?)?;
         self.stream.flush()?;
         Ok(())
     }
@@ -43,13 +62,13 @@ impl<S: Read + Write> Link<S> {
     pub fn poll<T: DeserializeOwned>(&mut self) -> Result<Option<T>, Error> {
         let mut chunk = [0u8; 16 * 1024];
         loop {
-            if let Some((message, used)) = decode(&self.buf)? {
+            if let Some((message, used)) = decode_within(&self.buf, self.read_cap)? {
                 self.buf.drain(..used);
                 return Ok(Some(message));
             }
             // decode checked the announced length against the cap: the buffer holds at most
             // one frame and one read beyond it.
-            debug_assert!(self.buf.len() <= MAX_MESSAGE + chunk.len() + crate::wire::HEADER_LEN);
+            debug_assert!(self.buf.len() <= self.read_cap + chunk.len() + crate::wire::HEADER_LEN);
             match self.stream.read(&mut chunk) {
                 Ok(0) => return Err(Error::Closed),
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),

@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 
 use crate::link::Link;
 use crate::sampler::ServerSampler;
+use crate::stacks::AgentStacks;
 use crate::tls::{agent_tls, AgentTls};
 use crate::wire::{Reply, Request};
 use crate::Error;
@@ -32,6 +33,8 @@ pub struct AgentConfig {
     pub token: String,
     /// Clients served at once; those beyond are refused.
     pub max_clients: usize,
+    /// Where the certificate is kept across restarts (`None`: a new one each start).
+    pub cert_dir: Option<std::path::PathBuf>,
 }
 
 /// A bound agent, ready to serve.
@@ -67,7 +70,7 @@ impl Agent {
         })?;
         Ok(Agent {
             listener,
-            tls: agent_tls()?,
+            tls: agent_tls(config.cert_dir.as_deref())?,
             shared: Arc::new(Shared {
                 token_digest: digest(config.token.as_bytes()),
                 max_clients: config.max_clients.max(1),
@@ -187,7 +190,7 @@ fn serve_client(
             ))
         })?;
     }
-    let mut link = Link::new(tls);
+    let mut link = Link::agent_side(tls);
     let hello: Request = match link.recv(HANDSHAKE_TIMEOUT, "hello") {
         Ok(hello) => hello,
         Err(e @ Error::Wire(_)) => {
@@ -228,6 +231,7 @@ fn serve_client(
                 listen_port,
                 tick_ms,
                 warmup,
+                stacks,
             } => {
                 if !TICK_MS.contains(&tick_ms) {
                     let reason = format!("a tick of {tick_ms} ms: from 20 to 10000 ms");
@@ -255,11 +259,16 @@ fn serve_client(
                         |p| format!("process {p} and its tree")
                     )
                 ));
+                let (stacks, stacks_not_sampled) = AgentStacks::open(stacks, resolved.target_pid);
+                if let Some(why) = &stacks_not_sampled {
+                    log(format!("{peer}: run {run_id}: stacks not sampled: {why}"));
+                }
                 link.send(&Reply::Started {
                     target_pid: resolved.target_pid,
                     note: resolved.note,
+                    stacks_not_sampled,
                 })?;
-                let result = profile(&mut link, sampler, Duration::from_millis(tick_ms));
+                let result = profile(&mut link, sampler, stacks, Duration::from_millis(tick_ms));
                 if let Ok(mut r) = shared.runs.lock() {
                     r.remove(&run_id);
                 }
@@ -284,6 +293,7 @@ fn serve_client(
 fn profile(
     link: &mut Link<StreamOwned<ServerConnection, TcpStream>>,
     mut sampler: ServerSampler,
+    mut stacks: AgentStacks,
     tick: Duration,
 ) -> Result<(), Error> {
     let mut next = Instant::now() + tick;
@@ -293,15 +303,25 @@ fn profile(
             .sock
             .set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
         match link.poll::<Request>()? {
-            Some(Request::Begin) => sampler.begin(),
-            Some(Request::Finish { requests }) => {
+            Some(Request::Begin { origin_unix_ns }) => {
+                // Without a warm-up the window began with the profile.
+                if !sampler.begun() {
+                    sampler.begin();
+                }
+                stacks.begin(origin_unix_ns);
+            }
+            Some(Request::Finish { requests, seconds }) => {
+                // The profile first: naming the frames takes seconds, which are not the run's.
                 let (profile, listen_queue) = sampler.finish(requests, tick);
+                // Named here, where the server's binaries are; while the server still runs.
+                let inside = stacks.finish(&seconds);
                 link.stream_mut()
                     .sock
                     .set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
                 return link.send(&Reply::Finished {
                     profile: Box::new(profile),
                     listen_queue,
+                    stacks: inside.map(Box::new),
                 });
             }
             Some(Request::Clock) => link.send(&Reply::Clock {
@@ -319,6 +339,7 @@ fn profile(
         if Instant::now() >= next {
             next += tick;
             let t = sampler.tick(None);
+            stacks.tick(&sampler.tree_pids());
             link.send(&Reply::Tick(Box::new(t)))?;
         }
     }

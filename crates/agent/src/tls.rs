@@ -59,18 +59,28 @@ pub struct AgentTls {
     pub fingerprint: String,
 }
 
-/// Makes the agent's certificate and its server configuration.
-pub fn agent_tls() -> Result<AgentTls, Error> {
-    let made = rcgen::generate_simple_self_signed(vec![AGENT_NAME.to_string()])
-        .map_err(|e| Error::Tls(format!("cannot make the agent's certificate: {e}")))?;
-    let cert = made.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pair.serialize_der()));
+/// The certificate's file in a `--cert-dir` (DER).
+pub const CERT_FILE: &str = "agent-cert.der";
+/// The private key's file in a `--cert-dir` (PKCS#8 DER, mode 0600).
+pub const KEY_FILE: &str = "agent-key.der";
+
+/// Makes the agent's certificate and its server configuration; with `cert_dir`, the
+/// certificate kept there is used (made and kept there the first time), so that its
+/// fingerprint, pinned by the runs, survives the agent's restarts.
+pub fn agent_tls(cert_dir: Option<&std::path::Path>) -> Result<AgentTls, Error> {
+    let (cert, key) = match cert_dir {
+        Some(dir) => kept_certificate(dir)?,
+        None => new_certificate()?,
+    };
     let fingerprint = fingerprint(&cert);
     let config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| Error::Tls(e.to_string()))?
         .with_no_client_auth()
-        .with_single_cert(vec![cert], key)
+        .with_single_cert(
+            vec![cert],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+        )
         .map_err(|e| Error::Tls(e.to_string()))?;
     Ok(AgentTls {
         config: Arc::new(config),
@@ -171,6 +181,48 @@ impl ServerCertVerifier for SeenFingerprint {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+/// A fresh self-signed certificate and its PKCS#8 key, both DER.
+fn new_certificate() -> Result<(CertificateDer<'static>, Vec<u8>), Error> {
+    let made = rcgen::generate_simple_self_signed(vec![AGENT_NAME.to_string()])
+        .map_err(|e| Error::Tls(format!("cannot make the agent's certificate: {e}")))?;
+    Ok((made.cert.der().clone(), made.key_pair.serialize_der()))
+}
+
+/// The certificate kept in `dir`, made and written there when it holds none.
+fn kept_certificate(dir: &std::path::Path) -> Result<(CertificateDer<'static>, Vec<u8>), Error> {
+    let (cert_path, key_path) = (dir.join(CERT_FILE), dir.join(KEY_FILE));
+    let said = |what: &std::path::Path, e: std::io::Error| {
+        Error::Usage(format!("{} (--cert-dir): {e}", what.display()))
+    };
+    match (cert_path.exists(), key_path.exists()) {
+        (true, true) => {
+            let cert = std::fs::read(&cert_path).map_err(|e| said(&cert_path, e))?;
+            let key = std::fs::read(&key_path).map_err(|e| said(&key_path, e))?;
+            Ok((CertificateDer::from(cert), key))
+        }
+        (false, false) => {
+            std::fs::create_dir_all(dir).map_err(|e| said(dir, e))?;
+            let (cert, key) = new_certificate()?;
+            std::fs::write(&cert_path, cert.as_ref()).map_err(|e| said(&cert_path, e))?;
+            // The key is readable by the agent's user alone.
+            use std::io::Write as _;
+            use std::os::unix::fs::OpenOptionsExt as _;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&key_path)
+                .and_then(|mut f| f.write_all(&key))
+                .map_err(|e| said(&key_path, e))?;
+            Ok((cert, key))
+        }
+        _ => Err(Error::Usage(format!(
+            "{} holds one of {CERT_FILE} and {KEY_FILE} without the other (--cert-dir): restore it, or remove it to make a new certificate (whose new fingerprint the runs must pin)",
+            dir.display()
+        ))),
     }
 }
 

@@ -14,10 +14,13 @@ use serde::{Deserialize, Serialize};
 use tailscope_targets::listen::{ListenReport, ListenSample};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::{Profile, TickCounters};
+use tailscope_targets::stacks::Inside;
 
 /// The protocol's version: a run and an agent of different versions refuse each other and
 /// say so.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// v2: the server's stacks (`Start.stacks`, `Begin.origin_unix_ns`, `Finish.seconds`,
+/// `Finished.stacks`).
+pub const PROTOCOL_VERSION: u16 = 2;
 /// The first bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"TSAG";
 /// Magic, version and length.
@@ -25,6 +28,10 @@ pub const HEADER_LEN: usize = 10;
 /// The largest body accepted (1 MiB): a finished profile of a server of a few hundred
 /// processes is some 100 KiB.
 pub const MAX_MESSAGE: usize = 1 << 20;
+/// The largest reply a run accepts from its agent (64 MiB): the finished profile with the
+/// server's named stacks, which grow with the run's length and the server's code. A run
+/// talks to the agent it pinned; the agent's own memory is what [`MAX_MESSAGE`] guards.
+pub const MAX_REPLY: usize = 64 << 20;
 
 /// What the run asks of the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,14 +56,38 @@ pub enum Request {
         tick_ms: u64,
         /// The run begins with a warm-up: the measured window starts at `Begin`.
         warmup: bool,
+        /// Whether to sample the server's stacks.
+        #[serde(default)]
+        stacks: StacksWanted,
     },
-    /// The warm-up is over: the measured window starts now.
-    Begin,
+    /// The measured window has begun (the warm-up, if any, is over): its second 0 began at
+    /// `origin_unix_ns` on the agent's clock (the run's, moved by the offset it measured).
+    Begin {
+        /// Second 0 of the run's time series, ns since the Unix epoch on the agent's clock.
+        origin_unix_ns: u64,
+    },
     /// Ends the profile, over the run's `requests`.
     Finish {
         /// The run's measured requests (the service demand's denominator).
         requests: u64,
+        /// The run's time series, `(second, outliers, max_us)` each: the slow seconds the
+        /// stacks are split by are found from it as for a local server.
+        #[serde(default)]
+        seconds: Vec<(u32, u64, u64)>,
     },
+}
+
+/// Whether the agent samples the server's stacks (the run's `--stacks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StacksWanted {
+    /// No.
+    #[default]
+    Off,
+    /// Where perf sampling is allowed on the agent's host; off-CPU time from /proc.
+    Auto,
+    /// Yes, off-CPU stacks from sched_switch included; refused where it cannot be had.
+    On,
 }
 
 /// What the agent profiles.
@@ -98,6 +129,9 @@ pub enum Reply {
         target_pid: Option<u32>,
         /// What the agent could not do (no listener on the port: the host only).
         note: Option<String>,
+        /// Why the server's stacks are not sampled, when they were asked for.
+        #[serde(default)]
+        stacks_not_sampled: Option<String>,
     },
     /// One tick's readings.
     Tick(Box<Tick>),
@@ -107,6 +141,10 @@ pub enum Reply {
         profile: Box<Profile>,
         /// The accept queues over the run, when a port was watched.
         listen_queue: Option<ListenReport>,
+        /// The server's stacks over the run, named on the agent's host (where its binaries
+        /// are), when sampled.
+        #[serde(default)]
+        stacks: Option<Box<Inside>>,
     },
 }
 
@@ -143,38 +181,47 @@ pub enum WireError {
         /// The peer's.
         theirs: u16,
     },
-    /// A frame announcing more than [`MAX_MESSAGE`].
-    #[error("a message of {len} bytes announced: more than the {MAX_MESSAGE}-byte limit")]
+    /// A frame announcing more than the cap ([`MAX_MESSAGE`], [`MAX_REPLY`]).
+    #[error("a message of {len} bytes announced: more than the {cap}-byte limit")]
     TooLarge {
         /// The announced length.
         len: u64,
+        /// The limit.
+        cap: usize,
     },
     /// A frame whose body is not the message expected.
     #[error("a malformed message: {0}")]
     Malformed(String),
 }
 
-/// One message as a frame.
-pub fn encode<T: Serialize>(message: &T) -> Result<Vec<u8>, WireError> {
+/// One message as a frame, of at most `cap` bytes ([`MAX_MESSAGE`] for a request,
+/// [`MAX_REPLY`] for a reply).
+pub fn encode<T: Serialize>(message: &T, cap: usize) -> Result<Vec<u8>, WireError> {
     let body = serde_json::to_vec(message).map_err(|e| WireError::Malformed(e.to_string()))?;
-    if body.len() > MAX_MESSAGE {
+    if body.len() > cap.min(MAX_REPLY) {
         return Err(WireError::TooLarge {
             len: body.len() as u64,
+            cap: cap.min(MAX_REPLY),
         });
     }
     let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
     frame.extend_from_slice(&MAGIC);
     frame.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
-    // Fits: checked against MAX_MESSAGE above.
+    // Fits: checked against MAX_REPLY above.
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
     Ok(frame)
 }
 
 /// The body length a frame's header announces, once `buf` holds the header (`None` before):
-/// checks the magic, the version and the cap, so that a bad peer is refused before its
-/// body is waited for.
+/// checks the magic, the version and [`MAX_MESSAGE`], so that a bad peer is refused before
+/// its body is waited for.
 pub fn announced(buf: &[u8]) -> Result<Option<usize>, WireError> {
+    announced_within(buf, MAX_MESSAGE)
+}
+
+/// [`announced`] with a cap of `cap` bytes.
+pub fn announced_within(buf: &[u8], cap: usize) -> Result<Option<usize>, WireError> {
     let seen = buf.len().min(MAGIC.len());
     if buf[..seen] != MAGIC[..seen] {
         return Err(WireError::BadMagic);
@@ -190,16 +237,27 @@ pub fn announced(buf: &[u8]) -> Result<Option<usize>, WireError> {
         });
     }
     let len = u32::from_be_bytes([header[6], header[7], header[8], header[9]]);
-    if len as usize > MAX_MESSAGE {
-        return Err(WireError::TooLarge { len: len.into() });
+    if len as usize > cap {
+        return Err(WireError::TooLarge {
+            len: len.into(),
+            cap,
+        });
     }
     Ok(Some(len as usize))
 }
 
 /// The first message in `buf` and the bytes it took, or `None` until `buf` holds a whole
-/// frame.
+/// frame of at most [`MAX_MESSAGE`] bytes.
 pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<Option<(T, usize)>, WireError> {
-    let Some(len) = announced(buf)? else {
+    decode_within(buf, MAX_MESSAGE)
+}
+
+/// [`decode`] with a cap of `cap` bytes.
+pub fn decode_within<T: DeserializeOwned>(
+    buf: &[u8],
+    cap: usize,
+) -> Result<Option<(T, usize)>, WireError> {
+    let Some(len) = announced_within(buf, cap)? else {
         return Ok(None);
     };
     let Some(body) = buf.get(HEADER_LEN..HEADER_LEN + len) else {
@@ -224,18 +282,23 @@ mod tests {
                 listen_port: Some(8080),
                 tick_ms: 100,
                 warmup: false,
+                stacks: StacksWanted::Auto,
             },
-            Request::Finish { requests: 7 },
+            Request::Begin { origin_unix_ns: 12 },
+            Request::Finish {
+                requests: 7,
+                seconds: vec![(0, 1, 900)],
+            },
         ];
         let tick = Reply::Tick(Box::new(Tick {
             run_queue_wait_s: Some([(7, 0.5)].into()),
             run_time_s: [(7, 0.25)].into(),
             ..Tick::default()
         }));
-        let frame = encode(&tick).unwrap();
+        let frame = encode(&tick, MAX_REPLY).unwrap();
         assert_eq!(decode::<Reply>(&frame).unwrap().unwrap().0, tick);
         for m in messages {
-            let frame = encode(&m).unwrap();
+            let frame = encode(&m, MAX_MESSAGE).unwrap();
             let (back, used) = decode::<Request>(&frame).unwrap().unwrap();
             assert_eq!((back, used), (m, frame.len()));
             // A partial frame waits for more.
@@ -251,7 +314,7 @@ mod tests {
             decode::<Request>(b"GET / HTTP/1.1\r\n"),
             Err(WireError::BadMagic)
         ));
-        let mut frame = encode(&Request::Clock).unwrap();
+        let mut frame = encode(&Request::Clock, MAX_MESSAGE).unwrap();
         frame[5] = 9;
         assert!(matches!(
             decode::<Request>(&frame),

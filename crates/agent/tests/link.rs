@@ -5,13 +5,13 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::StreamOwned;
 use tailscope_agent::client::{connect, AgentOptions, Event};
 use tailscope_agent::server::{Agent, AgentConfig};
 use tailscope_agent::tls::{agent_name, run_tls};
-use tailscope_agent::wire::{Watch, MAGIC, PROTOCOL_VERSION};
+use tailscope_agent::wire::{StacksWanted, Watch, MAGIC, PROTOCOL_VERSION};
 use tailscope_agent::Error;
 
 const TOKEN: &str = "0123456789abcdef0123";
@@ -21,6 +21,7 @@ fn start_agent() -> (SocketAddr, String, mpsc::Receiver<String>) {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: TOKEN.into(),
         max_clients: 4,
+        cert_dir: None,
     })
     .unwrap();
     let (addr, fp) = (agent.local_addr().unwrap(), agent.fingerprint().to_string());
@@ -69,6 +70,7 @@ fn profile_works(addr: SocketAddr, fp: &str) {
             None,
             Duration::from_millis(50),
             false,
+            StacksWanted::Off,
         )
         .unwrap();
     assert_eq!(run.target_pid, Some(std::process::id()));
@@ -79,9 +81,10 @@ fn profile_works(addr: SocketAddr, fp: &str) {
         .filter(|e| matches!(e, Event::Tick(_)))
         .count();
     assert!(ticks >= 1, "ticks stream while the run goes on");
-    let end = run.finish(100, Duration::from_secs(10));
+    let end = run.finish(100, Vec::new(), Duration::from_secs(10));
     match end.last() {
-        Some(Event::Finished(profile, _)) => {
+        Some(Event::Finished(profile, _, stacks)) => {
+            assert!(stacks.is_none(), "stacks were not asked for");
             assert_eq!(profile.target.as_ref().unwrap().pid, std::process::id());
         }
         other => panic!("no finished profile: {other:?}"),
@@ -169,7 +172,14 @@ fn a_run_id_is_profiled_once_at_a_time() {
     let (addr, fp, _logs) = start_agent();
     let first = connect(&options(addr, TOKEN, Some(&fp)))
         .unwrap()
-        .start("same", Watch::Host, None, Duration::from_millis(50), false)
+        .start(
+            "same",
+            Watch::Host,
+            None,
+            Duration::from_millis(50),
+            false,
+            StacksWanted::Off,
+        )
         .unwrap();
     let again = connect(&options(addr, TOKEN, Some(&fp))).unwrap().start(
         "same",
@@ -177,13 +187,14 @@ fn a_run_id_is_profiled_once_at_a_time() {
         None,
         Duration::from_millis(50),
         false,
+        StacksWanted::Off,
     );
     assert!(
         matches!(&again, Err(Error::Refused(r)) if r.contains("already")),
         "{:?}",
         again.err()
     );
-    let end = first.finish(0, Duration::from_secs(10));
+    let end = first.finish(0, Vec::new(), Duration::from_secs(10));
     assert!(matches!(end.last(), Some(Event::Finished(..))));
 }
 
@@ -193,6 +204,7 @@ fn clients_beyond_the_limit_are_refused_and_the_agent_says_so() {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: TOKEN.into(),
         max_clients: 1,
+        cert_dir: None,
     })
     .unwrap();
     let (addr, fp) = (agent.local_addr().unwrap(), agent.fingerprint().to_string());
@@ -215,4 +227,98 @@ fn clients_beyond_the_limit_are_refused_and_the_agent_says_so() {
         connect(&options(addr, TOKEN, Some(&fp))).is_ok()
     });
     assert!(served);
+}
+
+/// Burns CPU in a function of its own, for the agent's sampler to name.
+#[inline(never)]
+fn burn_for_the_agent(until: Instant) -> u64 {
+    let mut x = 1u64;
+    while Instant::now() < until {
+        for i in 0..10_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+    }
+    x
+}
+
+#[test]
+fn the_server_s_stacks_are_sampled_and_named_on_the_agent_s_host() {
+    if let Err(e) = tailscope_targets::stacks::sampling_allowed() {
+        println!("skipped: {e}");
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let (addr, fp, _logs) = start_agent();
+    let mut c = connect(&options(addr, TOKEN, Some(&fp))).unwrap();
+    let offset = c.clock(3).unwrap();
+    let run = c
+        .start(
+            "stacks",
+            Watch::Pid(std::process::id()),
+            None,
+            Duration::from_millis(50),
+            false,
+            StacksWanted::Auto,
+        )
+        .unwrap();
+    assert_eq!(run.stacks_not_sampled, None);
+    // Second 0 begins now, on the agent's clock.
+    let now = tailscope_agent::unix_ns() as f64 + offset.offset_ms * 1e6;
+    run.begin(now as u64);
+    let burner =
+        std::thread::spawn(|| burn_for_the_agent(Instant::now() + Duration::from_millis(1500)));
+    burner.join().unwrap();
+    // Second 1 is the slow one.
+    let seconds = vec![(0, 0, 1_000), (1, 50, 90_000)];
+    let end = run.finish(100, seconds, Duration::from_secs(60));
+    let Some(Event::Finished(_, _, Some(inside))) = end.last() else {
+        panic!("no stacks: {:?}", end.last());
+    };
+    assert_eq!(
+        inside.slow_seconds().iter().copied().collect::<Vec<_>>(),
+        vec![1]
+    );
+    let on_cpu = &inside.report.on_cpu;
+    assert!(on_cpu.samples > 20, "{} samples", on_cpu.samples);
+    assert!(
+        on_cpu
+            .on_cpu
+            .iter()
+            .any(|s| s.stack.iter().any(|f| f.contains("burn_for_the_agent"))),
+        "the burning function is named: {:?}",
+        on_cpu.on_cpu.iter().take(3).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_kept_certificate_keeps_its_fingerprint_across_restarts() {
+    let dir = std::env::temp_dir().join(format!("tailscope-agent-cert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bind = || {
+        Agent::bind(&AgentConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: TOKEN.into(),
+            max_clients: 1,
+            cert_dir: Some(dir.clone()),
+        })
+    };
+    let first = bind().unwrap().fingerprint().to_string();
+    let again = bind().unwrap().fingerprint().to_string();
+    assert_eq!(first, again, "the pinned fingerprint stays valid");
+    let fresh = start_agent().1;
+    assert_ne!(
+        first, fresh,
+        "without --cert-dir a new certificate each start"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join(tailscope_agent::tls::KEY_FILE);
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // Half a pair is refused, and said.
+    std::fs::remove_file(&key).unwrap();
+    let e = bind().err().unwrap().to_string();
+    assert!(e.contains("without the other"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -123,6 +123,11 @@ pub struct AgentArgs {
     /// Runs served at once; more are refused.
     #[arg(long = "max-clients", default_value_t = 8, value_name = "N", value_parser = count_in::<usize>(1, 1024))]
     pub max_clients: usize,
+    /// Keep the TLS certificate in DIR (made there the first time), so that its
+    /// fingerprint, pinned by the runs, stays the same across restarts; without it a new
+    /// certificate is made at each start.
+    #[arg(long = "cert-dir", value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
 }
 
 /// `tailscope serve [flags]`.

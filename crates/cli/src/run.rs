@@ -23,7 +23,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     let usage = |e: String| anyhow::Error::new(UsageError(e));
     let target = args.target;
     let load = args.load;
-    let agent = agent_options(&args.agent_link, &target, &args.output).map_err(usage)?;
+    let agent = agent_options(&args.agent_link, &target).map_err(usage)?;
     // clap's `requires = "target"` on these is satisfied by their own group (the flattened
     // `target: TargetArgs` shares the id): checked here instead.
     if target.target.is_none() {
@@ -294,11 +294,10 @@ fn config(args: RunArgs) -> Result<RunConfig> {
 }
 
 /// `--agent` and its flags, checked: the token file read, the fingerprint parsed, and
-/// what an agent cannot do yet refused.
+/// what an agent cannot do refused.
 fn agent_options(
     args: &crate::args::AgentLinkArgs,
     target: &crate::args::TargetArgs,
-    output: &crate::args::OutputArgs,
 ) -> Result<Option<tailscope_agent::client::AgentOptions>, String> {
     let Some(address) = &args.agent else {
         return match (&args.agent_token, &args.agent_fingerprint) {
@@ -317,12 +316,6 @@ fn agent_options(
     }
     if target.target.is_some() {
         return Err("--agent profiles a server already running on the agent's host: give its URL (and --pid there, or let the agent find the process listening on the URL's port), not --target".into());
-    }
-    if output.stacks == tailscope_session::stacks::StacksMode::On
-        || output.flamegraph.is_some()
-        || output.flamegraph_slow.is_some()
-    {
-        return Err("the server's stacks through an agent are not there yet: drop --stacks on and --flamegraph with --agent".into());
     }
     let Some(token_file) = &args.agent_token else {
         return Err("--agent needs --agent-token FILE (the agent's token)".into());

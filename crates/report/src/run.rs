@@ -53,6 +53,24 @@ fn header(report: &Report) -> String {
     if let Some(host) = report.sections.other.get("host").and_then(Value::as_str) {
         facts.push(format!("host {host}"));
     }
+    if let Some(a) = report
+        .sections
+        .findings
+        .as_ref()
+        .and_then(|f| f.profile.agent.as_ref())
+    {
+        // The server side came from another host: whose clock, and from when it is missing.
+        facts.push(format!(
+            "server side read by the agent on {} at {} (clock offset {:+.3} ms ± {:.3} ms){}",
+            a.host,
+            a.address,
+            a.clock_offset_ms,
+            a.clock_uncertainty_ms,
+            a.lost_at_s.map_or_else(String::new, |at| format!(
+                "; lost {at:.1} s into the run: the server side is missing from then on"
+            ))
+        ));
+    }
     facts.push(format!("{} {}", report.tool.name, report.tool.version));
     let _ = writeln!(out, "<p class=\"sub\">{}</p>", escape(&facts.join(" · ")));
     out
@@ -568,6 +586,28 @@ pub(crate) mod tests {
         );
         d.inside = None;
         assert!(!cause(&d).contains("inside"));
+    }
+
+    #[test]
+    fn the_page_names_the_agent_that_read_the_server_and_when_it_was_lost() {
+        let mut report = report_of(2, Vec::new());
+        assert!(!header(&report).contains("agent"));
+        let sections = serde_json::json!({
+            "profile": {"interval_ms": 100, "duration_s": 3.0, "cpus": [], "target": null,
+                        "generator": null, "tcp": null, "notes": [], "source": "agent db-1",
+                        "agent": {"address": "10.0.0.5:7070", "host": "db-1",
+                                  "clock_offset_ms": -1.25, "clock_uncertainty_ms": 0.5,
+                                  "clock_round_trips": 8, "fingerprint": "ab", "pinned": true,
+                                  "lost_at_s": 1.5, "lost_because": "closed"}},
+            "diagnosis": [],
+            "diagnosis_held_back": [],
+        });
+        report.sections.findings = Some(serde_json::from_value(sections).unwrap());
+        let html = header(&report);
+        assert!(
+            html.contains("server side read by the agent on db-1 at 10.0.0.5:7070 (clock offset -1.250 ms ± 0.500 ms); lost 1.5 s into the run"),
+            "{html}"
+        );
     }
 
     #[test]

@@ -6,14 +6,17 @@
 use std::time::{Duration, Instant};
 
 use tailscope_agent::client::{connect, AgentOptions, AgentRun, ClockOffset, Event};
-use tailscope_agent::wire::{Tick, Watch};
+use tailscope_agent::wire::{StacksWanted, Tick, Watch};
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::{AgentLink, Profile, Profiler};
+use tailscope_targets::stacks::Inside;
+
+use crate::stacks::StacksMode;
 
 /// Round trips of the clock-offset measurement.
 const CLOCK_ROUNDS: u32 = 8;
-/// How long the finished profile is waited for.
-const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the finished profile is waited for (the agent names the server's stacks first).
+const FINISH_TIMEOUT: Duration = tailscope_agent::client::FINISH_SILENCE;
 
 /// A profile running on an agent, seen from the run.
 pub struct AgentSide {
@@ -33,6 +36,10 @@ pub struct AgentSide {
     local: Profiler,
     /// What the agent said it could not do.
     note: Option<String>,
+    /// Why the agent samples no stacks, when they were asked for.
+    stacks_not_sampled: Option<String>,
+    /// The measured window's start was sent to the agent.
+    begun: bool,
 }
 
 impl AgentSide {
@@ -43,13 +50,15 @@ impl AgentSide {
         listen_port: Option<u16>,
         tick: Duration,
         warmup: bool,
+        stacks: StacksWanted,
     ) -> Result<AgentSide, tailscope_agent::Error> {
         let mut connected = connect(options)?;
         let clock = connected.clock(CLOCK_ROUNDS)?;
         let (host, fingerprint) = (connected.host.clone(), connected.fingerprint.clone());
         let run_id = format!("{}-{}", std::process::id(), tailscope_agent::unix_ns());
-        let run = connected.start(&run_id, watch, listen_port, tick, warmup)?;
+        let run = connected.start(&run_id, watch, listen_port, tick, warmup, stacks)?;
         let note = run.note.clone();
+        let stacks_not_sampled = run.stacks_not_sampled.clone();
         Ok(AgentSide {
             run: Some(run),
             address: options.address.clone(),
@@ -62,7 +71,14 @@ impl AgentSide {
             last: None,
             local: Profiler::new(None),
             note,
+            stacks_not_sampled,
+            begun: false,
         })
+    }
+
+    /// Why the agent samples no stacks, when they were asked for.
+    pub fn stacks_not_sampled(&self) -> Option<&str> {
+        self.stacks_not_sampled.as_deref()
     }
 
     /// The agent's host name, its clock offset and what it could not do, for the run's
@@ -80,12 +96,22 @@ impl AgentSide {
         )
     }
 
-    /// The measured window begins now.
-    pub fn begin(&mut self) {
+    /// The measured window has begun (once; later calls do nothing): second 0 of the run's
+    /// time series began `elapsed` ago, which the agent's stacks are counted from.
+    pub fn begin(&mut self, elapsed: Duration) {
+        if self.begun {
+            return;
+        }
+        self.begun = true;
         self.local.begin();
-        self.window_started = Instant::now();
+        self.window_started = Instant::now()
+            .checked_sub(elapsed)
+            .unwrap_or_else(Instant::now);
         if let Some(run) = &self.run {
-            run.begin();
+            let elapsed_ns = elapsed.as_nanos() as f64;
+            let origin =
+                tailscope_agent::unix_ns() as f64 - elapsed_ns + self.clock.offset_ms * 1e6;
+            run.begin(origin.max(0.0) as u64);
         }
     }
 
@@ -131,14 +157,24 @@ impl AgentSide {
         self.last.as_ref()
     }
 
-    /// The finished profile, from the agent (or, when it was lost, the generator's side
-    /// alone, with a note saying from when the server side is missing).
-    pub fn finish(mut self, requests: u64, interval: Duration) -> (Profile, Option<ListenReport>) {
+    /// The finished profile and the server's stacks (split by the run's `seconds`,
+    /// `(second, outliers, max_us)` each), from the agent (or, when it was lost, the
+    /// generator's side alone, with a note saying from when the server side is missing).
+    pub fn finish(
+        mut self,
+        requests: u64,
+        interval: Duration,
+        seconds: Vec<(u32, u64, u64)>,
+    ) -> (Profile, Option<ListenReport>, Option<Inside>) {
         let mut finished = None;
+        let mut inside = None;
         if let Some(run) = self.run.take() {
-            for event in run.finish(requests, FINISH_TIMEOUT) {
+            for event in run.finish(requests, seconds, FINISH_TIMEOUT) {
                 match event {
-                    Event::Finished(profile, listen) => finished = Some((*profile, listen)),
+                    Event::Finished(profile, listen, stacks) => {
+                        finished = Some((*profile, listen));
+                        inside = stacks.map(|s| *s);
+                    }
                     Event::Lost(why) => self.lose(why),
                     Event::Tick(_) => {}
                 }
@@ -175,7 +211,7 @@ impl AgentSide {
             lost_at_s: self.lost.as_ref().map(|(at, _)| (at * 10.0).round() / 10.0),
             lost_because: self.lost.as_ref().map(|(_, why)| why.clone()),
         });
-        (profile, listen)
+        (profile, listen, inside)
     }
 }
 
@@ -188,23 +224,38 @@ fn tick_age(now_ns: u64, tick_ns: u64, offset_ms: f64) -> Duration {
 }
 
 /// Starts the agent's profile for a run: of `pid` on the agent's host, or else of the
-/// process listening on the port the run loads; a refusal (token, pin, version) is a
-/// usage error, said before anything is sent.
+/// process listening on the port the run loads, with its stacks as `stacks` says; a refusal
+/// (token, pin, version) is a usage error, said before anything is sent, and so is `--stacks
+/// on` where the agent cannot sample them.
 pub fn start_for(
     options: &AgentOptions,
     pid: Option<u32>,
     plan: &tailscope_loadgen::Plan,
+    stacks: StacksMode,
 ) -> anyhow::Result<AgentSide> {
     let watch = pid.map_or(Watch::Port(plan.addr.port()), Watch::Pid);
+    let wanted = match stacks {
+        StacksMode::Off => StacksWanted::Off,
+        StacksMode::Auto => StacksWanted::Auto,
+        StacksMode::On => StacksWanted::On,
+    };
     let started = AgentSide::start(
         options,
         watch,
         Some(plan.addr.port()),
         plan.tick,
         !plan.warmup.is_zero(),
+        wanted,
     );
     match started {
-        Ok(side) => Ok(side),
+        Ok(side) => match (stacks, side.stacks_not_sampled()) {
+            (StacksMode::On, Some(why)) => Err(crate::UsageError(format!(
+                "the agent at {} cannot sample the server's stacks (--stacks on): {why}: nothing was sent",
+                options.address
+            ))
+            .into()),
+            _ => Ok(side),
+        },
         Err(
             e @ (tailscope_agent::Error::Refused(_)
             | tailscope_agent::Error::Tls(_)

@@ -12,6 +12,7 @@ use tailscope_report::sections::CpuBusy;
 use tailscope_targets::listen::{ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
 use tailscope_targets::profile::TickCounters;
+use tailscope_targets::stacks::Inside;
 
 use crate::agent::AgentSide;
 
@@ -119,11 +120,13 @@ impl RunProfiler {
 
     /// Samples with a snapshot; returns this tick's per-CPU usage and counters.
     pub fn on_snapshot(&mut self, snap: &Snapshot) -> (Option<Vec<CpuUsage>>, TickCounters) {
-        if !self.begun && snap.phase != Phase::WarmingUp {
-            // The warm-up is over: the profile covers the measured window only.
+        if snap.phase != Phase::WarmingUp {
+            // The warm-up is over: the profile covers the measured window only. The agent is
+            // told in any case, when its second 0 began, for the stacks it samples.
             match &mut self.side {
-                ServerSide::Local(s) => s.begin(),
-                ServerSide::Agent(a) => a.begin(),
+                ServerSide::Local(s) if !self.begun => s.begin(),
+                ServerSide::Local(_) => {}
+                ServerSide::Agent(a) => a.begin(snap.elapsed),
             }
             self.begun = true;
         }
@@ -193,9 +196,27 @@ impl RunProfiler {
     /// Ends the profile (over the run's `requests`, as its report counts them) and diagnoses
     /// the run. Each second's CPU busy of the time series is [`RunProfiler::cpu_busy`].
     pub fn finish(self, plan: &Plan, totals: &RunTotals, requests: u64) -> Findings {
-        let (profile, listen_queue) = match self.side {
-            ServerSide::Local(s) => s.finish(requests, plan.tick),
-            ServerSide::Agent(a) => a.finish(requests, plan.tick),
+        self.finish_with_stacks(plan, totals, requests).0
+    }
+
+    /// [`RunProfiler::finish`], with the server's stacks when an agent sampled them (for
+    /// [`crate::stacks::RunStacks::finish`]).
+    pub fn finish_with_stacks(
+        self,
+        plan: &Plan,
+        totals: &RunTotals,
+        requests: u64,
+    ) -> (Findings, Option<Inside>) {
+        let (profile, listen_queue, inside) = match self.side {
+            ServerSide::Local(s) => {
+                let (profile, listen) = s.finish(requests, plan.tick);
+                (profile, listen, None)
+            }
+            ServerSide::Agent(a) => a.finish(
+                requests,
+                plan.tick,
+                crate::stacks::seconds_of(&totals.timeseries),
+            ),
         };
         let roles = Roles {
             server: &self.server_cpus,
@@ -210,12 +231,13 @@ impl RunProfiler {
         )
         .with_cpu_waits(&self.cpu_waits);
         let verdict = judge(&evidence);
-        Findings {
+        let findings = Findings {
             diagnosis: verdict.named,
             diagnosis_held_back: verdict.held_back,
             profile,
             listen_queue,
             slowest_by_request: slow_by_request(&totals.slowest),
-        }
+        };
+        (findings, inside)
     }
 }

@@ -175,9 +175,25 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
     // Before the dashboard and the load: a refused agent stops the run with nothing sent.
-    let agent = match &config.agent {
-        Some(options) => Some(crate::agent::start_for(options, config.pid, &config.plan)?),
-        None => None,
+    // Of a load split into segments, segment 1 alone reads the server through the agent
+    // (one profile of the one server; `merge` keeps it in that run's sections), so that
+    // every generator may be given the same command line.
+    let agent = match (&config.agent, config.segment) {
+        (Some(options), Some(seg)) if seg.index != 1 => {
+            say!(
+                "tailscope: segment {seg}: the server side is read through the agent at {} by segment 1/{} alone: this run does not connect to it",
+                options.address,
+                seg.count
+            );
+            None
+        }
+        (Some(options), _) => Some(crate::agent::start_for(
+            options,
+            config.pid,
+            &config.plan,
+            stacks_options.mode,
+        )?),
+        (None, _) => None,
     };
     let plan = &config.plan;
     let live = std::io::stderr().is_terminal();
@@ -219,6 +235,10 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .map(|t| t.server_cpus().to_vec())
         .unwrap_or_default();
     let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
+    // The agent samples the server's stacks where it runs, and says when it cannot.
+    let agent_stacks = agent
+        .as_ref()
+        .map(|a| a.stacks_not_sampled().map(str::to_string));
     let mut profiler = match agent {
         // The server is on the agent's host: nothing of it is read here.
         Some(agent) => {
@@ -235,7 +255,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .watching_listeners(plan.addr),
     };
     let local_pid = target_pid.filter(|_| config.agent.is_none());
-    let mut stacks = match RunStacks::start(stacks_options, local_pid, &plan.cpus) {
+    let stacks = match agent_stacks {
+        Some(not_sampled) => RunStacks::through_agent(stacks_options, not_sampled),
+        None => RunStacks::start(stacks_options, local_pid, &plan.cpus),
+    };
+    let mut stacks = match stacks {
         Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
         started => started?,
     };
@@ -328,7 +352,8 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         }
     }
     let cpu_busy = profiler.cpu_busy();
-    let mut findings = profiler.finish(plan, &totals, totals.counters.requests());
+    let (mut findings, agent_inside) =
+        profiler.finish_with_stacks(plan, &totals, totals.counters.requests());
     warnings.extend(crate::agent::warnings(&findings.profile));
     // The tree is profiled from its root (the `sh -c` around a command's server), but named
     // by the pid that serves, as the report's `target.pid` is.
@@ -336,7 +361,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         profile.serving(t.pid());
     }
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries);
+    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries, agent_inside);
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }

@@ -71,6 +71,8 @@ pub struct RunStacks {
     seconds: BTreeMap<u32, (u64, u64)>,
     /// The dashboard was told that nothing is sampled.
     told_unavailable: bool,
+    /// A `tailscope agent` samples the server's stacks on its host and sends them at the end.
+    remote: bool,
 }
 
 impl RunStacks {
@@ -90,6 +92,7 @@ impl RunStacks {
             begun: false,
             seconds: BTreeMap::new(),
             told_unavailable: false,
+            remote: false,
         };
         let pictures = options.flamegraph.is_some() || options.flamegraph_slow.is_some();
         let explicit = options.mode == StacksMode::On || pictures;
@@ -116,6 +119,31 @@ impl RunStacks {
             Err(e) => run.not_sampled = Some(e.to_string()),
         }
         Ok(run)
+    }
+
+    /// The stacks of a server that a `tailscope agent` samples on its host (`run --agent`):
+    /// nothing is sampled here; `not_sampled` is why the agent samples nothing, when it said.
+    pub fn through_agent(
+        options: StacksOptions,
+        not_sampled: Option<String>,
+    ) -> Result<RunStacks, StacksError> {
+        let pictures = options.flamegraph.is_some() || options.flamegraph_slow.is_some();
+        if options.mode == StacksMode::Off && pictures {
+            return Err(StacksError::Usage(
+                "--flamegraph and --flamegraph-slow need the stacks: drop --stacks off",
+            ));
+        }
+        let remote = options.mode != StacksMode::Off;
+        Ok(RunStacks {
+            session: None,
+            root: None,
+            options,
+            not_sampled,
+            begun: false,
+            seconds: BTreeMap::new(),
+            told_unavailable: false,
+            remote,
+        })
     }
 
     /// Feeds the samplers the target's processes and reads their buffers; called every tick.
@@ -147,6 +175,9 @@ impl RunStacks {
             self.told_unavailable = true;
             let why = match (&self.not_sampled, self.options.mode, self.root) {
                 (Some(why), _, _) => why.clone(),
+                (None, _, _) if self.remote => {
+                    "sampled by the agent on the server's host: the stacks come with the report at the end of the run".into()
+                }
                 (None, StacksMode::Off, _) => "--stacks off".into(),
                 (None, _, None) => "no server to sample: give --target or --pid".into(),
                 (None, _, Some(_)) => "not sampled".into(),
@@ -169,31 +200,29 @@ impl RunStacks {
     /// Names the frames (call it before the target is stopped: its binaries are read through
     /// /proc) over the report's `timeseries`, writes the flame graphs, and returns what the
     /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None` when not
-    /// sampled), the text section and the report's `stacks` section.
+    /// sampled), the text section and the report's `stacks` section. `from_agent`: the stacks
+    /// an agent sampled and named on the server's host ([`RunStacks::through_agent`]).
     pub fn finish(
         self,
         timeseries: &[TimePoint],
+        from_agent: Option<Inside>,
     ) -> (Option<Inside>, String, Option<StacksSection>) {
-        let Some(session) = self.session else {
-            if let Some(why) = self.not_sampled {
-                let text = format!("\nServer inside: not sampled ({why})\n");
-                return (None, text, Some(StacksSection::not_sampled(why)));
-            }
-            return (None, String::new(), None);
-        };
-        // A point's t_s is the end of its second; the last, partial one may repeat it.
-        let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
-        for p in timeseries {
-            let second = (p.t_s.ceil() as u32).saturating_sub(1);
-            match seconds.last_mut() {
-                Some(last) if last.0 == second => {
-                    last.1 += p.outliers;
-                    last.2 = last.2.max(p.max_us);
+        let inside = match (self.session, from_agent) {
+            (Some(session), _) => session.finish(&seconds_of(timeseries)),
+            (None, Some(inside)) if self.remote => inside,
+            (None, _) => {
+                let why = self.not_sampled.or_else(|| {
+                    self.remote.then(|| {
+                        "the agent sent none: it was lost before the end of the run".to_string()
+                    })
+                });
+                if let Some(why) = why {
+                    let text = format!("\nServer inside: not sampled ({why})\n");
+                    return (None, text, Some(StacksSection::not_sampled(why)));
                 }
-                _ => seconds.push((second, p.outliers, p.max_us)),
+                return (None, String::new(), None);
             }
-        }
-        let inside = session.finish(&seconds);
+        };
         let mut out = String::new();
         for (path, slow_only) in [
             (&self.options.flamegraph, false),
@@ -210,4 +239,22 @@ impl RunStacks {
         out += &inside.text();
         (Some(inside), out, Some(section))
     }
+}
+
+/// The run's seconds from its time series, `(second, outliers, max_us)` each, from which the
+/// slow seconds are found (a point's t_s is the end of its second; the last, partial one may
+/// repeat it).
+pub fn seconds_of(timeseries: &[TimePoint]) -> Vec<(u32, u64, u64)> {
+    let mut seconds: Vec<(u32, u64, u64)> = Vec::new();
+    for p in timeseries {
+        let second = (p.t_s.ceil() as u32).saturating_sub(1);
+        match seconds.last_mut() {
+            Some(last) if last.0 == second => {
+                last.1 += p.outliers;
+                last.2 = last.2.max(p.max_us);
+            }
+            _ => seconds.push((second, p.outliers, p.max_us)),
+        }
+    }
+    seconds
 }

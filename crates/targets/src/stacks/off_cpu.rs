@@ -76,8 +76,11 @@ pub struct BlockedOverRepresented {
     pub threads: usize,
 }
 
-/// Off-CPU wall time of the target's threads, per second of the run.
-#[derive(Debug, Clone, Default)]
+/// Off-CPU wall time of the target's threads, per second of the run. Serialized (for a
+/// `tailscope agent`, which samples on the server's host) as [`OffCpuWire`]: its maps keyed by
+/// pairs are lists in JSON.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "OffCpuWire", from = "OffCpuWire")]
 pub struct OffCpu {
     /// Where it came from (`sched:sched_switch`, `/proc thread states every 5 ms`).
     pub source: String,
@@ -91,6 +94,59 @@ pub struct OffCpu {
     watched: HashMap<(u32, u32), u64>,
     /// What was not seen, and why.
     pub missing: Vec<String>,
+}
+
+/// [`OffCpu`] as it travels: the pair-keyed maps as lists, the index rebuilt on arrival.
+#[derive(Serialize, Deserialize)]
+struct OffCpuWire {
+    source: String,
+    keys: Vec<Blocked>,
+    wall: Vec<(u32, usize, u64)>,
+    tids_of: Vec<BTreeSet<u32>>,
+    watched: Vec<(u32, u32, u64)>,
+    missing: Vec<String>,
+}
+
+impl From<OffCpu> for OffCpuWire {
+    fn from(o: OffCpu) -> Self {
+        OffCpuWire {
+            source: o.source,
+            keys: o.keys,
+            wall: o.wall.into_iter().map(|((s, k), us)| (s, k, us)).collect(),
+            tids_of: o.tids_of,
+            watched: o
+                .watched
+                .into_iter()
+                .map(|((s, t), us)| (s, t, us))
+                .collect(),
+            missing: o.missing,
+        }
+    }
+}
+
+impl From<OffCpuWire> for OffCpu {
+    fn from(w: OffCpuWire) -> Self {
+        // A key past the list (a malformed peer) is dropped rather than trusted.
+        let n = w.keys.len().min(w.tids_of.len());
+        OffCpu {
+            source: w.source,
+            index: w.keys.iter().take(n).cloned().zip(0..).collect(),
+            wall: w
+                .wall
+                .into_iter()
+                .filter(|&(_, k, _)| k < n)
+                .map(|(s, k, us)| ((s, k), us))
+                .collect(),
+            keys: w.keys.into_iter().take(n).collect(),
+            tids_of: w.tids_of.into_iter().take(n).collect(),
+            watched: w
+                .watched
+                .into_iter()
+                .map(|(s, t, us)| ((s, t), us))
+                .collect(),
+            missing: w.missing,
+        }
+    }
 }
 
 impl OffCpu {

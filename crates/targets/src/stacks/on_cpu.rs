@@ -311,7 +311,7 @@ fn better_than(fp: &[u64], cfi: Unwound) -> Option<Vec<u64>> {
 }
 
 /// The target's on-CPU samples of a run, named, per second.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OnCpu {
     /// Sampling frequency per CPU.
     pub frequency_hz: u64,

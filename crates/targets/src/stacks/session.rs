@@ -230,8 +230,9 @@ pub struct InsideReport {
     pub off_cpu_over_represented: Vec<BlockedOverRepresented>,
 }
 
-/// What the target's threads did over a run, joined to its slow seconds.
-#[derive(Debug, Clone)]
+/// What the target's threads did over a run, joined to its slow seconds. Serializable: a
+/// `tailscope agent` samples and names on the server's host and sends it to the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Inside {
     on_cpu: OnCpu,
     off_cpu: Option<OffCpu>,
@@ -303,6 +304,19 @@ impl Inside {
             off_cpu,
             slow,
             report,
+        }
+    }
+
+    /// `self` if its on-CPU samples name only stacks it holds: what a peer sent is
+    /// checked before it is read, as an index past the stacks would stop the run.
+    pub fn checked(self) -> Result<Inside, String> {
+        let stacks = self.on_cpu.stacks.len();
+        match self.on_cpu.per_second.iter().find(|p| p.1 >= stacks) {
+            Some(p) => Err(format!(
+                "on-CPU samples of stack {} where {stacks} stacks were sent",
+                p.1
+            )),
+            None => Ok(self),
         }
     }
 

@@ -32,22 +32,22 @@ fn storm(addr: &str, load: &str) -> std::process::Child {
 }
 
 /// Waits for the storm to end and checks that it held its connections: all of them, unless a
-/// loaded machine left a few unopened by the end of the warm-up.
-fn storm_ended(mut storm: std::process::Child) {
+/// loaded machine left a few unopened by the end of the warm-up. What went wrong, if anything.
+fn storm_ended(mut storm: std::process::Child) -> Result<(), String> {
     let code = common::wait_bounded(&mut storm, Duration::from_secs(60));
     let out = storm.wait_with_output().unwrap();
-    assert_eq!(
-        code,
-        0,
-        "the storm: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if code != 0 {
+        return Err(format!(
+            "the storm exited {code}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let idle = &report["connections"]["idle"];
-    assert!(
-        n(&idle["opened"]) >= STORM * 9 / 10,
-        "the storm's connections: {idle}"
-    );
+    if n(&idle["opened"]) < STORM * 9 / 10 {
+        return Err(format!("the storm's connections: {idle}"));
+    }
+    Ok(())
 }
 
 /// Room for the storm's connections (`None` after saying why not) and the reference server.
@@ -76,7 +76,24 @@ fn serve_exits_promptly_on_sigint_right_after_many_clients_left() {
     let Some((mut server, addr)) = storm_ready() else {
         return;
     };
-    storm_ended(storm(&addr, "1s"));
+    let busy_before = common::machine_busy_before();
+    if let Err(storm) = storm_ended(storm(&addr, "1s")) {
+        let _ = server.kill();
+        let _ = server.wait();
+        // A generator starved of CPU (here, 7,167 of 19,000 connections opened in 4 s at a
+        // load average of 24) is not what this test is about: said so when shown.
+        assert!(busy_before > 0.15, "{storm}");
+        common::inconclusive(format!(
+            "other work kept {:.0} % of the CPUs busy before the run, and the storm did not \
+             hold its connections: {}",
+            busy_before * 100.0,
+            storm
+                .lines()
+                .find(|l| l.contains("Idle conns"))
+                .unwrap_or(&storm)
+        ));
+        return;
+    }
     let interrupted = Instant::now();
     common::interrupt(server.id());
     let code = common::wait_bounded(&mut server, Duration::from_secs(60));
@@ -90,10 +107,10 @@ fn serve_exits_promptly_on_sigint_right_after_many_clients_left() {
 /// --threads 1` while a second generator opens 19,000 connections (held idle beside a light
 /// load) and then exits, closing them all: the server's time does not go to matching
 /// cancels (the defect's signature, checked whatever else the machine does), and, unless
-/// other work kept the machine's CPUs busy (then the run is inconclusive and says so), the
-/// probe's p99.9 stays under 100 ms (the issue's goal, 20 ms and no `server_stall`, is not yet
-/// met: 24–38 ms on a quiet machine, a stall inside `__fput`). Before the fix, here:
-/// p99.9 of 3.9 s, 97 % of the server's samples in the slow seconds in `io_poll_cancel`.
+/// the machine's own lag is shown (other work kept its CPUs busy and the probe named
+/// `cpu_contention`: then a miss is inconclusive and says so), the issue's goal holds: the
+/// probe's p99.9 under 20 ms and no `server_stall` named. Before the fix, here: p99.9 of
+/// 3.9 s, 97 % of the server's samples in the slow seconds in `io_poll_cancel`.
 #[test]
 fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
     let _turn = heavy();
@@ -109,7 +126,7 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
             "--pid", &pid, "-c", "4", "-q", "200", "-z", "10s", "--cpus", "1",
         ],
     );
-    storm_ended(storm);
+    let storm_health = storm_ended(storm);
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(code, 0, "the probe: {stderr}");
@@ -136,26 +153,110 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
         );
     }
     let steal = common::mean_steal_pct(&probe);
-    if causes.contains(&"cpu_contention") && (busy_before > 0.15 || steal >= 5.0) {
+    let stall = causes.contains(&"server_stall");
+    let missed = p999_us >= 20_000 || stall || storm_health.is_err();
+    // The machine's own lag, demonstrated: other work kept its CPUs busy before the run (or
+    // the hypervisor took them), and the probe named cpu_contention.
+    let machine_lag = causes.contains(&"cpu_contention") && (busy_before > 0.15 || steal >= 5.0);
+    if missed && (machine_lag || (storm_health.is_err() && busy_before > 0.15)) {
         common::inconclusive(format!(
-            "other work kept {:.0} % of the CPUs busy before the run (steal {steal:.1} %), and the \
-             probe rightly named cpu_contention: its p99.9 ({p999_us} µs) is not the server's",
+            "other work kept {:.0} % of the CPUs busy before the run (steal {steal:.1} %): the \
+             probe's p99.9 ({p999_us} µs, causes {causes:?}) and the storm ({storm_health:?}) \
+             are not the server's own",
             busy_before * 100.0
         ));
         return;
     }
-    // What this test pins is that the quadratic cancel is gone: never a stall inside the
-    // cancel frames (checked above), and a tail two orders of magnitude under the defect's.
-    // Before closes stopped scanning (3e4e641) this probe's p99.9 was 1.9–3.9 s, with the
-    // server's time inside io_poll_cancel. With 128 closes a pass (session 11) a quiet machine
-    // still showed 24–38 ms and a stall in __fput_[k], the sockets' own teardown bunched; the
-    // closes are now paced by measured time (crates/server/src/closing.rs). Issue 32 asks for
-    // under 20 ms and no server_stall: not yet shown on a quiet machine (session 12 had none:
-    // load average 12–16 from other builds), so the bound stays what was shown, 100 ms.
+    storm_health.unwrap();
+    // Issue 32's goal: under 20 ms, and no server_stall named. Before closes stopped
+    // scanning (3e4e641): p99.9 1.9–3.9 s inside io_poll_cancel; with 128 closes a pass
+    // (session 11), 24–38 ms on a quiet machine, a stall in __fput; the closes are now paced
+    // by measured time (crates/server/src/closing.rs).
     assert!(
-        p999_us < 100_000,
+        !stall,
+        "server_stall named: {} {}",
+        probe["latency_us"], probe["diagnosis"]
+    );
+    assert!(
+        p999_us < 20_000,
         "p99.9 {p999_us} µs: {} {}",
         probe["latency_us"],
         probe["diagnosis"]
+    );
+}
+
+/// The generator's own teardown at scale: `run -c 16000 --threads 1 -z 3s` against the
+/// reference server (server on CPU 0, generator on CPU 1) ends within run + grace + 0.3 s,
+/// and no second of it has generator lag above 20 ms (issue 32: +2.4 s and 179 ms of lag when
+/// every close matched a cancel against every armed op). Unless the machine was kept busy
+/// by other work before the run started (then a miss is inconclusive and says so), both
+/// bounds are asserted.
+#[test]
+fn sixteen_thousand_connections_end_within_run_and_grace_without_lag() {
+    const CONNS: u64 = 16_000;
+    let _turn = heavy();
+    if !Engine::Uring.available() {
+        return;
+    }
+    let Some(room) = raise_open_file_limit(CONNS) else {
+        return;
+    };
+    if room < CONNS {
+        common::skip(format!(
+            "RLIMIT_NOFILE leaves room for {room} connections, not {CONNS}"
+        ));
+        return;
+    }
+    let Some((mut server, addr)) =
+        common::spawn_serve_as(&["--threads", "1", "--cpus", "0", "--max-conns", "40000"])
+    else {
+        return;
+    };
+    let busy_before = common::machine_busy_before();
+    let started = Instant::now();
+    let (code, r, stderr) = common::run_json(
+        &format!("http://{addr}/"),
+        &["-c", "16000", "--threads", "1", "-z", "3s", "--cpus", "1"],
+    );
+    let wall = started.elapsed().as_secs_f64();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(code, 0, "{stderr}");
+    let s = &r["summary"];
+    let run = s["duration_s"].as_f64().expect("duration_s");
+    let grace = s["grace_s"].as_f64().unwrap_or(0.0);
+    let over = wall - run - grace;
+    let lag_ms: Vec<f64> = r["timeseries"]
+        .as_array()
+        .expect("timeseries")
+        .iter()
+        .map(|t| n(&t["generator_lag_us"]) as f64 / 1e3)
+        .collect();
+    let worst_lag = lag_ms.iter().cloned().fold(0.0, f64::max);
+    eprintln!(
+        "-c {CONNS}: wall {wall:.2} s = run {run:.2} + grace {grace:.2} + {over:.2} s; \
+         generator lag per second (ms) {lag_ms:?}; opened {}; machine busy before {:.0} %",
+        s["connections_opened"],
+        busy_before * 100.0
+    );
+    let opened = n(&s["connections_opened"]);
+    let missed = over > 0.3 || worst_lag > 20.0 || opened < CONNS * 9 / 10;
+    if missed && busy_before > 0.15 {
+        common::inconclusive(format!(
+            "other work kept {:.0} % of the CPUs busy before the run: {over:.2} s past run + \
+             grace, worst generator lag {worst_lag:.1} ms, {opened} opened are not the \
+             generator's own",
+            busy_before * 100.0
+        ));
+        return;
+    }
+    assert!(opened >= CONNS * 9 / 10, "opened {opened}");
+    assert!(
+        over <= 0.3,
+        "{over:.2} s past run + grace ({wall:.2} s in all)"
+    );
+    assert!(
+        worst_lag <= 20.0,
+        "generator lag per second (ms): {lag_ms:?}"
     );
 }

@@ -45,6 +45,9 @@ fn io(slot: usize, generation: u32) -> Token {
 const TICK_EVERY: Duration = Duration::from_millis(100);
 /// Input and output a connection may hold before it is paused (output) or closed (input).
 const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
+/// The output buffer a connection gets with its first response (not at accept: 19,000 idle
+/// connections held 76 MB of them, each allocation touching its own page).
+const OUTPUT_CAPACITY: usize = 4096;
 /// How long a graceful shutdown waits for in-flight responses.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -143,6 +146,16 @@ fn burn_cpu_on_purpose(duration: Duration) -> u64 {
         x = std::hint::black_box(x);
     }
     x
+}
+
+/// A connection's output buffer to write a response into, allocated the first time one is
+/// written (a connection that never asks for anything holds none). A free function over the
+/// field, so that the connection's input may stay borrowed meanwhile.
+fn output(buf: &mut Vec<u8>) -> &mut Vec<u8> {
+    if buf.capacity() == 0 {
+        buf.reserve(OUTPUT_CAPACITY);
+    }
+    buf
 }
 
 fn now_second() -> u64 {
@@ -348,7 +361,8 @@ impl Worker {
             socket,
             generation,
             input: Vec::new(),
-            output: Vec::with_capacity(4096),
+            // Allocated by the first response (`output`), not here.
+            output: Vec::new(),
             spare: Vec::new(),
             life: Life::Open,
             recv: Some(recv),
@@ -436,7 +450,7 @@ impl Worker {
         if conn.life == Life::Closing {
             return;
         }
-        http::write_delayed(&delayed, &self.site, &mut conn.output);
+        http::write_delayed(&delayed, &self.site, output(&mut conn.output));
         if delayed.connection == http::Connection::Close {
             conn.drain();
         }
@@ -509,7 +523,7 @@ impl Worker {
             let request = match parser.parse(&bytes[consumed..]) {
                 Parsed::Partial => break,
                 Parsed::Reject(status) => {
-                    http::write_error(&mut conn.output, status, site.date());
+                    http::write_error(output(&mut conn.output), status, site.date());
                     conn.life = Life::Draining;
                     consumed = bytes.len();
                     break;
@@ -517,7 +531,7 @@ impl Worker {
                 Parsed::Request(r) => r,
             };
             consumed += request.len;
-            match http::respond(&request, site, &mut conn.output) {
+            match http::respond(&request, site, output(&mut conn.output)) {
                 Reply::Written { close: false } => {}
                 Reply::Written { close: true } => conn.life = Life::Draining,
                 Reply::Delayed(delayed) => due = Some(delayed),
@@ -548,7 +562,7 @@ impl Worker {
             if ring.timeout(delayed.after, tok).is_ok() {
                 conn.delayed = Some(delayed);
             } else {
-                http::write_error(&mut conn.output, Status::BadRequest, site.date());
+                http::write_error(output(&mut conn.output), Status::BadRequest, site.date());
                 conn.drain();
             }
         }

@@ -110,12 +110,23 @@ impl Row {
         }
     }
 
-    /// The verdict as the table writes it; `not judged` for a figure without an interval.
+    /// The verdict as the table writes it; `not judged` for a figure without an interval,
+    /// and for the maximum why it has none.
     pub fn verdict(&self) -> String {
         match (&self.judged, self.presence) {
             (Some(c), Presence::Both) => judged::verdict_text(c),
-            _ => "not judged".into(),
+            _ => match self.no_interval() {
+                Some(why) => why.into(),
+                None => "not judged".into(),
+            },
         }
+    }
+
+    /// Why this row's figure can have no interval, where that is its nature rather than the
+    /// data's: the maximum is one sample, the most extreme, with nothing beyond it that a
+    /// resample or an order statistic could bound it by.
+    pub fn no_interval(&self) -> Option<&'static str> {
+        (self.metric == "max").then_some("no interval: the largest single sample")
     }
 
     /// What the gate fails on for this row: with a judged change, a regression beyond

@@ -287,10 +287,10 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // monotonic clock from here.
     let measure_started = SystemTime::now() + plan.warmup;
     let mut shared = SharedSnapshots::default();
-    let mut until = until_watch(&config);
+    let mut until = until_watch(&config, &control);
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         if let Some(u) = until.as_mut() {
-            u.watch(snap, &control);
+            u.watch(snap);
         }
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
@@ -330,9 +330,10 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
         }
     }
+    let until = until.map(UntilWatch::finish);
     let mut totals = totals.context("the load generator could not run")?;
     // Met goals end the run as planned: not an interruption.
-    if until.as_ref().is_some_and(UntilWatch::stopped_the_run) {
+    if until.as_ref().is_some_and(|u| u.stopped_the_run) {
         totals.stopped_early = false;
     }
     if live {
@@ -379,7 +380,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         cpu_busy,
         findings: Some(findings),
         stacks: stacks_section,
-        until: until.as_ref().map(UntilWatch::outcome),
+        until: until.map(|u| u.outcome),
         warmup_auto,
     });
     let roles = Roles {
@@ -438,11 +439,11 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
 }
 
 /// The watch of `--until`'s goals, when there are any (the plan's duration is their cap).
-fn until_watch(config: &RunConfig) -> Option<UntilWatch> {
+fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
     let Stop::Duration(cap) = config.plan.stop else {
         return None;
     };
-    (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap))
+    (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap, control))
 }
 
 /// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,

@@ -10,6 +10,10 @@
 //! seconds, in the report, are cut by its aggregator: the final interval may differ a little
 //! from the last check, and the report gives both).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
@@ -69,15 +73,43 @@ pub fn parse_goal(s: &str) -> Result<Goal, String> {
     })
 }
 
+/// One whole second of the measured run, cut on the aggregator's thread and sent to the
+/// checker.
+struct Second {
+    /// Seconds into the measured run.
+    at_s: f64,
+    /// The run's cumulative histogram at that second.
+    cumulative: Histogram<u64>,
+    /// That second's own histogram, V2-serialized (a full histogram a second would not stay
+    /// small over a long run).
+    bytes: Vec<u8>,
+}
+
 /// Watches a run's snapshots for the goals, once a whole second.
+///
+/// The snapshot callback runs on the generator's aggregator thread, whose per-second work
+/// (folding the workers' intervals, the journal) must not wait: there the watch only cuts
+/// the second's histogram and hands it over. The check itself (order statistics, then the
+/// block bootstrap over every second so far, which grows with the run) runs on a thread of
+/// its own, which stops the run through its [`RunControl`] once every goal is met. Seconds
+/// that arrive while a check runs are kept, and only the newest is checked.
 pub struct UntilWatch {
     goals: Vec<Goal>,
     max_duration: Duration,
-    /// Each measured second's histogram, V2-serialized (a full histogram a second would
-    /// not stay small over a long run).
-    seconds: Vec<Vec<u8>>,
+    /// Whole seconds cut so far.
+    seconds_cut: usize,
     /// The cumulative histogram at the last whole second.
     at_last_second: Option<Histogram<u64>>,
+    /// Set by the checker once every goal is met: no more seconds are cut.
+    met: Arc<AtomicBool>,
+    feed: Option<Sender<Second>>,
+    checker: Option<JoinHandle<Checker>>,
+}
+
+/// The goals' state, owned by the checker thread.
+struct Checker {
+    goals: Vec<Goal>,
+    seconds: Vec<Vec<u8>>,
     last: Vec<Option<UntilCheck>>,
     reached_at: Vec<Option<f64>>,
     /// When every goal was met at once.
@@ -86,31 +118,68 @@ pub struct UntilWatch {
     stopped: bool,
 }
 
+/// What the watch found, once the run is over.
+#[derive(Debug, Clone)]
+pub struct UntilDone {
+    /// What the report says of the goals.
+    pub outcome: Until,
+    /// Whether the goals stopped the run (a planned end, not an interruption).
+    pub stopped_the_run: bool,
+}
+
 impl UntilWatch {
-    /// A watch for `goals`, the run capped at `max_duration`.
-    pub fn new(goals: Vec<Goal>, max_duration: Duration) -> UntilWatch {
+    /// A watch for `goals`, the run capped at `max_duration`, that stops the run through
+    /// `control` when every goal is met (unless something else stopped it first: then the
+    /// stop was not the goals').
+    pub fn new(goals: Vec<Goal>, max_duration: Duration, control: &RunControl) -> UntilWatch {
         let n = goals.len();
-        UntilWatch {
-            goals,
-            max_duration,
+        let met = Arc::new(AtomicBool::new(false));
+        let (feed, seconds) = mpsc::channel::<Second>();
+        let mut checker = Checker {
+            goals: goals.clone(),
             seconds: Vec::new(),
-            at_last_second: None,
             last: vec![None; n],
             reached_at: vec![None; n],
             met_at: None,
             stopped: false,
+        };
+        let (control, met_flag) = (control.clone(), Arc::clone(&met));
+        let handle = std::thread::Builder::new()
+            .name("until-check".into())
+            .spawn(move || {
+                checker.serve(seconds, &control, &met_flag);
+                checker
+            });
+        // Without the thread the goals are never checked: the run goes on to its cap, and
+        // the report says the cap came first, which is then true.
+        let (feed, checker) = match handle {
+            Ok(h) => (Some(feed), Some(h)),
+            Err(_) => (None, None),
+        };
+        UntilWatch {
+            goals,
+            max_duration,
+            seconds_cut: 0,
+            at_last_second: None,
+            met,
+            feed,
+            checker,
         }
     }
 
-    /// Takes a snapshot; true the first time every goal is met (the caller stops the run).
-    pub fn on_snapshot(&mut self, snap: &Snapshot) -> bool {
-        if snap.phase != Phase::Running || self.met_at.is_some() {
-            return false;
+    /// Takes a snapshot: at each new whole second of the measured run, cuts that second's
+    /// histogram and hands it to the checker. Never waits for a check.
+    pub fn watch(&mut self, snap: &Snapshot) {
+        if snap.phase != Phase::Running || self.met.load(Ordering::Relaxed) {
+            return;
         }
         let second = snap.elapsed.as_secs() as usize;
-        if second <= self.seconds.len() {
-            return false;
+        if second <= self.seconds_cut {
+            return;
         }
+        let Some(feed) = &self.feed else {
+            return;
+        };
         let mut this_second = snap.histogram.clone();
         if let Some(before) = &self.at_last_second {
             // Counts only grow between snapshots of one run: the subtraction cannot fail.
@@ -119,17 +188,83 @@ impl UntilWatch {
         let mut bytes = Vec::new();
         if V2Serializer::new()
             .serialize(&this_second, &mut bytes)
-            .is_ok()
+            .is_err()
         {
-            self.seconds.push(bytes);
+            return;
         }
-        self.at_last_second = Some(snap.histogram.clone());
-        let at_s = snap.elapsed.as_secs_f64();
-        let all = self.check(&snap.histogram, at_s);
-        if all && self.seconds.len() >= MIN_SECONDS {
-            self.met_at = Some(at_s);
+        self.seconds_cut = second;
+        match &mut self.at_last_second {
+            Some(h) => {
+                h.reset();
+                let _ = h.add(&snap.histogram);
+            }
+            None => self.at_last_second = Some(snap.histogram.clone()),
         }
-        self.met_at.is_some()
+        let _ = feed.send(Second {
+            at_s: snap.elapsed.as_secs_f64(),
+            cumulative: snap.histogram.clone(),
+            bytes,
+        });
+    }
+
+    /// Ends the watch once the run is over (waiting for a check under way) and says what
+    /// it found.
+    pub fn finish(mut self) -> UntilDone {
+        drop(self.feed.take());
+        let checker = self.checker.take().and_then(|h| h.join().ok());
+        let n = self.goals.len();
+        let (last, reached_at, met_at, stopped) = match checker {
+            Some(c) => (c.last, c.reached_at, c.met_at, c.stopped),
+            None => (vec![None; n], vec![None; n], None, false),
+        };
+        UntilDone {
+            outcome: Until {
+                goals: self
+                    .goals
+                    .iter()
+                    .zip(&last)
+                    .zip(&reached_at)
+                    .map(|((g, last), reached)| UntilGoal {
+                        percentile: g.percentile.clone(),
+                        quantile: g.quantile,
+                        within_pct: g.within_pct,
+                        reached_at_s: *reached,
+                        last: *last,
+                    })
+                    .collect(),
+                max_duration_s: self.max_duration.as_secs_f64(),
+                reached: met_at.is_some(),
+                reached_at_s: met_at,
+            },
+            stopped_the_run: stopped,
+        }
+    }
+}
+
+impl Checker {
+    /// Checks each second handed over until the run ends (the feed is dropped).
+    fn serve(&mut self, seconds: Receiver<Second>, control: &RunControl, met: &AtomicBool) {
+        while let Ok(mut second) = seconds.recv() {
+            self.seconds.push(std::mem::take(&mut second.bytes));
+            // Seconds that came while the last check ran: keep them, check the newest.
+            while let Ok(mut newer) = seconds.try_recv() {
+                self.seconds.push(std::mem::take(&mut newer.bytes));
+                second = newer;
+            }
+            if self.met_at.is_some() {
+                continue;
+            }
+            let stopped_before = control.is_stopped();
+            let all = self.check(&second.cumulative, second.at_s);
+            if all && self.seconds.len() >= MIN_SECONDS {
+                self.met_at = Some(second.at_s);
+                met.store(true, Ordering::Relaxed);
+                if !stopped_before && !control.is_stopped() {
+                    self.stopped = true;
+                    control.stop();
+                }
+            }
+        }
     }
 
     /// Checks every goal against the run so far; true when all are within.
@@ -162,43 +297,6 @@ impl UntilWatch {
         }
         all
     }
-
-    /// What the report says of the goals.
-    pub fn outcome(&self) -> Until {
-        Until {
-            goals: self
-                .goals
-                .iter()
-                .zip(&self.last)
-                .zip(&self.reached_at)
-                .map(|((g, last), reached)| UntilGoal {
-                    percentile: g.percentile.clone(),
-                    quantile: g.quantile,
-                    within_pct: g.within_pct,
-                    reached_at_s: *reached,
-                    last: *last,
-                })
-                .collect(),
-            max_duration_s: self.max_duration.as_secs_f64(),
-            reached: self.met_at.is_some(),
-            reached_at_s: self.met_at,
-        }
-    }
-
-    /// Takes a snapshot, and stops the run through `control` when every goal is met
-    /// (unless something else stopped it first: then the stop was not the goals').
-    pub fn watch(&mut self, snap: &Snapshot, control: &RunControl) {
-        let stopped_before = control.is_stopped();
-        if self.on_snapshot(snap) && !stopped_before {
-            self.stopped = true;
-            control.stop();
-        }
-    }
-
-    /// Whether the goals stopped the run (a planned end, not an interruption).
-    pub fn stopped_the_run(&self) -> bool {
-        self.stopped
-    }
 }
 
 fn decode(seconds: &[Vec<u8>]) -> Vec<Histogram<u64>> {
@@ -211,6 +309,70 @@ fn decode(seconds: &[Vec<u8>]) -> Vec<Histogram<u64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tailscope_loadgen::conns::Gauges;
+    use tailscope_loadgen::snapshot::Counters;
+    use tailscope_loadgen::{Percentiles, SpikeCounts};
+
+    /// A measured snapshot `elapsed` into the run whose histogram holds `per_second`
+    /// responses of 1–1000 µs (uniform, the same every second) for each whole second so far.
+    fn snapshot(elapsed: Duration, per_second: u64) -> Snapshot {
+        let mut histogram = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
+        for _ in 0..elapsed.as_secs() {
+            for i in 0..per_second {
+                histogram.record(1 + i % 1000).unwrap();
+            }
+        }
+        Snapshot {
+            phase: Phase::Running,
+            elapsed,
+            warmup_left: Duration::ZERO,
+            totals: Counters::default(),
+            last_tick: Counters::default(),
+            tick: Duration::from_millis(100),
+            latency: Percentiles::default(),
+            last_tick_latency: Percentiles::default(),
+            histogram,
+            slowest: Vec::new(),
+            recent_seconds: Vec::new(),
+            spike_counts: SpikeCounts::default(),
+            conns: Gauges::default(),
+            conns_peak: Gauges::default(),
+            by_request: Vec::new(),
+        }
+    }
+
+    /// The check runs on its own thread and still stops the run: steady seconds of 20,000
+    /// responses bound p99 well within ±5 % once the bootstrap has its seconds, and the
+    /// control is stopped by the checker (joined by `finish`), the report saying when.
+    #[test]
+    fn the_checker_thread_stops_the_run_once_the_goal_is_met() {
+        let control = RunControl::new();
+        let goal = parse_goal("p99±5%").unwrap();
+        let mut watch = UntilWatch::new(vec![goal], Duration::from_secs(60), &control);
+        for second in 1..=(MIN_SECONDS as u64 + 2) {
+            watch.watch(&snapshot(Duration::from_secs(second), 20_000));
+        }
+        let done = watch.finish();
+        assert!(control.is_stopped(), "{:?}", done.outcome);
+        assert!(done.stopped_the_run);
+        assert!(done.outcome.reached, "{:?}", done.outcome);
+        let at = done.outcome.reached_at_s.unwrap();
+        assert!(
+            at >= MIN_SECONDS as f64,
+            "met before the bootstrap had its seconds: {at}"
+        );
+        // A goal too narrow for these samples is never met, and nothing is stopped.
+        let control = RunControl::new();
+        let goal = parse_goal("p99±0.01%").unwrap();
+        let mut watch = UntilWatch::new(vec![goal], Duration::from_secs(60), &control);
+        for second in 1..=(MIN_SECONDS as u64 + 2) {
+            watch.watch(&snapshot(Duration::from_secs(second), 20_000));
+        }
+        let done = watch.finish();
+        assert!(!control.is_stopped() && !done.stopped_the_run);
+        assert!(!done.outcome.reached);
+        assert!(done.outcome.goals[0].last.is_some(), "the goal was checked");
+    }
 
     #[test]
     fn goals_parse_and_bad_ones_say_why() {

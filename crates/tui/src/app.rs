@@ -229,6 +229,9 @@ pub struct App {
     pub info: RunInfo,
     /// The latest snapshot shown (held while frozen).
     pub snapshot: Option<Arc<Snapshot>>,
+    /// The 95 % intervals of the latest snapshot's percentiles, computed once per snapshot
+    /// rather than per frame (see [`crate::ui::live_intervals`]).
+    pub latency_ci: Vec<crate::ui::LiveInterval>,
     /// Per-tick history shown in the charts.
     pub history: VecDeque<TickPoint>,
     /// Per-CPU usage over the last second (the mean of [`CPU_WINDOW`] ticks); none when
@@ -273,6 +276,7 @@ impl App {
             rate_set: Vec::new(),
             info,
             snapshot: None,
+            latency_ci: Vec::new(),
             history: VecDeque::with_capacity(HISTORY),
             cpus: None,
             cpu_window: VecDeque::with_capacity(CPU_WINDOW),
@@ -425,6 +429,7 @@ impl App {
             self.cpu_window.push_back(cpus);
             self.cpus = Some(CpuUsage::mean(self.cpu_window.make_contiguous()));
         }
+        self.latency_ci = crate::ui::live_intervals(&snap);
         self.snapshot = Some(snap);
     }
 }

@@ -61,6 +61,7 @@ fn figure_of(metric: &str) -> Option<Figure> {
         "p90" => Figure::Percentile(0.9),
         "p99" => Figure::Percentile(0.99),
         "p99.9" => Figure::Percentile(0.999),
+        "mean" => Figure::Mean,
         _ => return None,
     })
 }
@@ -72,6 +73,7 @@ fn run_figure(r: &Report, figure: Figure) -> f64 {
     };
     match figure {
         Figure::Throughput => r.summary.rps,
+        Figure::Mean => r.latency_us.as_ref().map_or(f64::NAN, |p| p.mean),
         Figure::Percentile(0.5) => latency(|p| p.p50),
         Figure::Percentile(0.9) => latency(|p| p.p90),
         Figure::Percentile(0.99) => latency(|p| p.p99),
@@ -130,7 +132,8 @@ pub fn change(
 /// Adds to each judgeable row of a runs' comparison its judged change (none for `--point`),
 /// and, with several runs on a side, sets each row's figures to what the sides' runs make
 /// together, judged or not: the geometric means of the runs' figures (what the change is of),
-/// the largest maximum, the mean of means, the pooled error rate.
+/// the largest maximum (a maximum has no interval: it is one sample, the
+/// extreme, with nothing beyond it to bound it), the pooled error rate.
 pub fn judge_runs(
     rows: &mut [Row],
     base: &[&Report],
@@ -150,7 +153,6 @@ pub fn judge_runs(
         (row.base, row.new) = match (figure, row.metric.as_str()) {
             (Some(f), _) => (geometric_mean(base, f), geometric_mean(new, f)),
             (None, "max") => (pooled_max(base), pooled_max(new)),
-            (None, "mean") => (mean_of_means(base), mean_of_means(new)),
             (None, "error rate") => (pooled_error_rate(base), pooled_error_rate(new)),
             _ => (row.base, row.new),
         };
@@ -171,14 +173,6 @@ fn pooled_max(side: &[&Report]) -> Option<f64> {
     side.iter()
         .filter_map(|r| r.latency_us.as_ref().map(|p| p.max as f64))
         .reduce(f64::max)
-}
-
-fn mean_of_means(side: &[&Report]) -> Option<f64> {
-    let means: Vec<f64> = side
-        .iter()
-        .filter_map(|r| r.latency_us.as_ref().map(|p| p.mean))
-        .collect();
-    (!means.is_empty()).then(|| means.iter().sum::<f64>() / means.len() as f64)
 }
 
 fn pooled_error_rate(side: &[&Report]) -> Option<f64> {
@@ -378,6 +372,9 @@ pub struct RowJson {
     pub judged: Option<Change>,
     /// The judged change in a sentence (`p99 +12.0 % (+8.0 … +16.0 %), significant`).
     pub sentence: Option<String>,
+    /// Why the figure can have no interval at all (the maximum), when that is so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_interval: Option<String>,
 }
 
 /// The comparison as `compare --json` writes it.
@@ -421,6 +418,7 @@ impl RowJson {
             gated: r.gated,
             judged: r.judged.clone(),
             sentence: r.judged.as_ref().map(|c| sentence(&r.metric, c)),
+            no_interval: r.no_interval().map(str::to_string),
         }
     }
 }

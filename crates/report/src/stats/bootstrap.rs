@@ -58,6 +58,8 @@ pub enum Figure {
     Percentile(f64),
     /// Samples (completed requests) per second: each histogram's count, averaged.
     Throughput,
+    /// The mean latency of the merged histogram (as `Histogram::mean` computes it).
+    Mean,
 }
 
 /// Why a run's seconds cannot give an interval.
@@ -92,6 +94,8 @@ struct Seconds {
     entries: Vec<Vec<(u32, u64)>>,
     /// Per second: the number of samples.
     counts: Vec<u64>,
+    /// Per second: the sum of its samples (as `Histogram::mean` weighs them), for the mean.
+    sums: Vec<f64>,
     /// The window of values that holds a percentile of every resample (built on first use).
     window: Option<Window>,
     /// Merged counts of a resample over the window.
@@ -138,6 +142,7 @@ impl Seconds {
             values,
             entries,
             counts: seconds.iter().map(Histogram::len).collect(),
+            sums: seconds.iter().map(|h| h.mean() * h.len() as f64).collect(),
             window: None,
             scratch: Vec::new(),
         }
@@ -158,6 +163,14 @@ impl Seconds {
             Figure::Throughput => {
                 let seconds: u64 = weights.iter().map(|&w| u64::from(w)).sum();
                 (seconds > 0).then(|| total as f64 / seconds as f64)
+            }
+            Figure::Mean => {
+                let sum: f64 = weights
+                    .iter()
+                    .zip(&self.sums)
+                    .map(|(&w, &s)| f64::from(w) * s)
+                    .sum();
+                (total > 0).then(|| sum / total as f64)
             }
             Figure::Percentile(q) => {
                 if total == 0 {

@@ -613,3 +613,32 @@ fn warmup_ends_when_the_series_settles() {
     };
     assert_eq!((gappy_after, seconds), (after_s, 60));
 }
+
+/// The mean latency by the block bootstrap over seconds: its estimate is the merged
+/// histogram's own mean (as `Histogram::mean` weighs the buckets), its interval surrounds it,
+/// a 20 % slower run's mean is a significant change and a run of the same server's is not.
+#[test]
+fn the_mean_is_bootstrapped_over_seconds_like_the_percentiles() {
+    let seconds = run(5, 30, 200.0, 1.0);
+    let mut merged = histogram();
+    for h in &seconds {
+        merged.add(h).unwrap();
+    }
+    let mean = figure_interval(&seconds, Figure::Mean, &quick(4)).unwrap();
+    assert!(
+        (mean.estimate - merged.mean()).abs() < 1e-6 * merged.mean(),
+        "{mean:?} vs {}",
+        merged.mean()
+    );
+    assert!(
+        mean.low < mean.estimate && mean.estimate < mean.high,
+        "{mean:?}"
+    );
+    let slower = run(6, 30, 200.0, 1.2);
+    let change = compare_seconds(&seconds, &slower, Figure::Mean, &quick(4));
+    assert_eq!(change.verdict, Verdict::Significant, "{change:?}");
+    assert!(change.regression_beyond(5.0, Worse::Higher), "{change:?}");
+    let same = run(7, 30, 200.0, 1.0);
+    let change = compare_seconds(&seconds, &same, Figure::Mean, &quick(4));
+    assert!(!change.regression_beyond(5.0, Worse::Higher), "{change:?}");
+}

@@ -419,8 +419,10 @@ fn found_rate_holds_and_a_quarter_more_does_not(url: &str, slo: &str) {
         slo,
         "--start-rate",
         "200",
+        "--max-rate",
+        "12800",
         "--step",
-        "8s",
+        "3s",
         "--precision",
         "10",
     ]);
@@ -440,8 +442,9 @@ fn found_rate_holds_and_a_quarter_more_does_not(url: &str, slo: &str) {
     assert!(!above, "10 s at 1.25 × {found} req/s still met {slo}");
 }
 
+/// 3 s steps (a step the server falls behind in fails at once), bisection to 10 %, then the
+/// two 10 s checks: about a minute.
 #[test]
-#[ignore = "slow (about 3 minutes): cargo test --test shapes -- --ignored"]
 fn find_max_on_python_http_server() {
     if !common::tree::has_python() {
         common::skip("python3 not installed");
@@ -468,8 +471,8 @@ fn find_max_on_python_http_server() {
     let _ = server.wait();
 }
 
+/// As the Python test: about a minute.
 #[test]
-#[ignore = "slow (about 3 minutes): cargo test --test shapes -- --ignored"]
 fn find_max_on_nginx_one_worker() {
     if common::tree::nginx_bin().is_none() {
         common::skip("nginx not installed (apt-get install nginx-light)");
@@ -486,8 +489,10 @@ fn find_max_on_nginx_one_worker() {
         "p99<20ms",
         "--start-rate",
         "500",
+        "--max-rate",
+        "32000",
         "--step",
-        "8s",
+        "3s",
         "--precision",
         "10",
     ]);

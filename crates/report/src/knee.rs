@@ -200,7 +200,8 @@ pub struct KneeStep {
     #[serde(default)]
     pub backlog_end: u64,
     /// Of `backlog_end`, at least this many had not even been sent (more than the
-    /// connections could hold in flight): the server fell behind the offered rate.
+    /// connections could hold in flight, and than a Poisson count or a burst may fall short
+    /// of the mean by chance): the server fell behind the offered rate.
     #[serde(default)]
     pub unsent_end: u64,
     /// Requests finished, and of which failed.
@@ -266,7 +267,15 @@ impl KneeStep {
     ) -> Self {
         let s = &report.summary;
         let (answered_rps, intended, backlog_end) = window_figures(report, offered);
-        let unsent_end = backlog_end.saturating_sub(report.config.connections as u64);
+        // Beyond what the connections hold in flight, and what the arrival process alone may
+        // have left unplanned by the end (Poisson: three standard deviations of its count; a
+        // burst: one burst), so that `unsent_end` is a lower bound.
+        let slack = match (report.config.arrival.as_deref(), report.config.burst) {
+            (Some("poisson"), _) => (3.0 * (intended as f64).sqrt()).ceil() as u64,
+            (_, Some((size, _))) => size,
+            _ => 0,
+        };
+        let unsent_end = backlog_end.saturating_sub(report.config.connections as u64 + slack);
         let call = if slos.iter().any(|c| c.call == Call::Fail) {
             Call::Fail
         } else if slos.iter().all(|c| c.call == Call::Pass) {

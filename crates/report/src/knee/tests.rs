@@ -170,3 +170,19 @@ fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
     let page = knee_page(&r, &[]);
     assert!(page.contains("never sent") && page.contains("2,380"));
 }
+
+#[test]
+fn a_poisson_count_short_of_its_mean_is_not_a_backlog() {
+    let pass = step(1000.0, 2000.0, Call::Pass).slos;
+    // 3,000 due at 1,000/s for 3 s, 2,900 answered: 100 short, within what a Poisson count
+    // strays by chance (3 sd ≈ 165) beside 16 connections.
+    let mut r = step_report(3, 2900 / 3, 0, 16);
+    r.config.arrival = Some("poisson".into());
+    let s = KneeStep::of(0, "climb", 1000.0, &r, pass.clone());
+    assert_eq!((s.unsent_end, s.call), (0, Call::Pass));
+    // Uniform arrivals have no such slack: 100 short beyond 16 connections is a backlog.
+    r.config.arrival = Some("uniform".into());
+    let s = KneeStep::of(0, "climb", 1000.0, &r, pass);
+    assert_eq!((s.backlog_end, s.unsent_end), (102, 86));
+    assert_eq!(s.call, Call::Fail);
+}

@@ -152,3 +152,35 @@ fn segments_started_together_send_between_each_others_slots() {
         );
     }
 }
+
+/// With `--stages`, a press (+/-) leaves the stages for the rate pressed from then on, and is
+/// recorded in the run's `rate_changes` like any other.
+#[test]
+fn a_rate_set_during_stages_is_held_and_recorded() {
+    let mut plan = Plan::new(&server()).unwrap();
+    plan.engine = EngineChoice::Tokio;
+    plan.connections = 8;
+    plan.threads = 2;
+    // A 2 s ramp from 0 to 2,000 req/s: about 2,000 requests without a press.
+    plan.stages = tailscope_loadgen::plan::parse_stages("2s:2000").unwrap();
+    plan.pace = Pace::Rate(2000.0);
+    plan.stop = Stop::Duration(Duration::from_secs(2));
+    let control = RunControl::new();
+    let press = {
+        let control = control.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            control.set_rate(100.0);
+        })
+    };
+    let totals = tailscope_loadgen::run(&plan, &control, |_| {}).unwrap();
+    press.join().unwrap();
+    assert_eq!(totals.rate_changes.len(), 1, "{:?}", totals.rate_changes);
+    assert_eq!(totals.rate_changes[0].rate, 100.0);
+    let t = totals.rate_changes[0].t_s;
+    assert!(t > 0.3 && t < 1.5, "{t}");
+    // The ramp's first 0.5 s plans about 125 requests, then 100 req/s for 1.5 s: about 275,
+    // far from the ramp's 2,000.
+    let requests = totals.counters.requests();
+    assert!((150..=600).contains(&requests), "sent {requests}");
+}

@@ -20,7 +20,7 @@ mod page;
 mod text;
 
 pub use page::knee_page;
-pub use text::knee_text;
+pub use text::{knee_text, verdict};
 
 /// The document's schema name.
 pub const SCHEMA: &str = "tailscope.find_max/1";
@@ -192,8 +192,18 @@ pub struct KneeStep {
     pub phase: String,
     /// The open-loop rate asked for.
     pub offered_rps: f64,
-    /// Responses per second measured.
+    /// Responses per second within the step's window (the grace period after it, where a
+    /// backlog drains, left out): below the offered rate when the server fell behind.
     pub answered_rps: f64,
+    /// Requests intended by the window's end (offered rate × window) but not answered by
+    /// then: in flight on the connections, or still queued in the generator for one.
+    #[serde(default)]
+    pub backlog_end: u64,
+    /// Of `backlog_end`, at least this many had not even been sent (more than the
+    /// connections could hold in flight, and than a Poisson count or a burst may fall short
+    /// of the mean by chance): the server fell behind the offered rate.
+    #[serde(default)]
+    pub unsent_end: u64,
     /// Requests finished, and of which failed.
     pub requests: u64,
     /// See `requests`.
@@ -214,8 +224,36 @@ pub struct KneeStep {
     pub late_waited_for_cpu: u64,
     /// Each SLO's verdict.
     pub slos: Vec<SloCall>,
-    /// Pass when every SLO passes, fail when any fails, else unsure.
+    /// Pass when every SLO passes, fail when any fails or the server fell behind, else
+    /// unsure.
     pub call: Call,
+}
+
+/// Responses within a report's load window (its time series' whole seconds up to
+/// `duration_s`), the step's intended requests and its backlog at the window's end.
+fn window_figures(report: &Report, offered: f64) -> (f64, u64, u64) {
+    let window = report.summary.duration_s;
+    let answered: u64 = report
+        .timeseries
+        .iter()
+        .filter(|p| p.t_s <= window + 1e-3)
+        .map(|p| p.requests)
+        .sum();
+    let intended = (offered * window).floor() as u64;
+    let rps = if window > 0.0 {
+        answered as f64 / window
+    } else {
+        0.0
+    };
+    (rps, intended, intended.saturating_sub(answered))
+}
+
+/// Whether a step fell behind: more sends than one in fifty (and than the connections hold)
+/// were still waiting for a connection at the window's end. The server answered slower than
+/// the offered rate, so every latency grows with the step's length: no SLO holds there,
+/// whatever the step's own interval says.
+pub fn fell_behind(step: &KneeStep, intended: u64) -> bool {
+    step.unsent_end > 0 && step.unsent_end * 50 > intended
 }
 
 impl KneeStep {
@@ -228,6 +266,16 @@ impl KneeStep {
         slos: Vec<SloCall>,
     ) -> Self {
         let s = &report.summary;
+        let (answered_rps, intended, backlog_end) = window_figures(report, offered);
+        // Beyond what the connections hold in flight, and what the arrival process alone may
+        // have left unplanned by the end (Poisson: three standard deviations of its count; a
+        // burst: one burst), so that `unsent_end` is a lower bound.
+        let slack = match (report.config.arrival.as_deref(), report.config.burst) {
+            (Some("poisson"), _) => (3.0 * (intended as f64).sqrt()).ceil() as u64,
+            (_, Some((size, _))) => size,
+            _ => 0,
+        };
+        let unsent_end = backlog_end.saturating_sub(report.config.connections as u64 + slack);
         let call = if slos.iter().any(|c| c.call == Call::Fail) {
             Call::Fail
         } else if slos.iter().all(|c| c.call == Call::Pass) {
@@ -236,11 +284,13 @@ impl KneeStep {
             Call::Unsure
         };
         let late = s.late_sends_by_cause.as_ref();
-        KneeStep {
+        let mut step = KneeStep {
             index,
             phase: phase.into(),
             offered_rps: offered,
-            answered_rps: s.rps,
+            answered_rps,
+            backlog_end,
+            unsent_end,
             requests: s.requests,
             errors: s.errors,
             error_rate: s.error_rate,
@@ -252,7 +302,11 @@ impl KneeStep {
             late_waited_for_cpu: late.and_then(|l| l.waited_for_cpu).unwrap_or(0),
             slos,
             call,
+        };
+        if fell_behind(&step, intended) {
+            step.call = Call::Fail;
         }
+        step
     }
 }
 

@@ -5,7 +5,10 @@
 //! pass and the lowest fail until they are within the precision. Each step is an open-loop
 //! run of its own at one rate, profiled like `run`; its verdict on each SLO rests on an
 //! interval ([`tailscope_report::knee`]); an unsure step is run once more, twice as long
-//! (more seconds, a narrower interval), and, still unsure, counted as not shown to pass. The target, when launched, is launched once for the search.
+//! (more seconds, a narrower interval), and, still unsure, counted as not shown to pass. A
+//! step whose server fell behind (sends still waiting for a connection at its end) fails
+//! whatever its interval says: its latencies grow with its length. The target, when
+//! launched, is launched once for the search.
 
 use std::time::{Duration, SystemTime};
 
@@ -307,16 +310,13 @@ fn run_step(
     let calls = c.slos.iter().map(|s| judge(s, &report)).collect();
     let step = KneeStep::of(index, phase, rate, &report, calls);
     say!(
-        "tailscope:   answered {} req/s, p99 {}, errors {:.3} %: {}",
+        "tailscope:   answered {} req/s, {} due unsent at its end, p99 {}, errors {:.3} %: {}",
         fmt_rps(step.answered_rps),
+        step.unsent_end,
         step.p99_us
             .map_or("n/a".into(), tailscope_report::document::fmt_us),
         step.error_rate * 100.0,
-        match step.call {
-            Call::Pass => "pass",
-            Call::Fail => "FAIL",
-            Call::Unsure => "unsure",
-        }
+        tailscope_report::knee::verdict(&step)
     );
     Ok((step, report))
 }
@@ -334,11 +334,12 @@ fn diagnose(step: &KneeStep, report: &Report, c: &FindMaxConfig) -> Vec<String> 
             c.run.plan.connections
         ));
     }
-    if step.answered_rps < 0.95 * step.offered_rps {
+    if step.answered_rps < 0.95 * step.offered_rps || step.unsent_end > 0 {
         why.push(format!(
-            "the server answered {} req/s of the {} offered: its queue grew through the step",
+            "the server's queue: it answered {} req/s of the {} offered within the step, and {} requests due by its end were never sent (it fell behind; the backlog grew through the step)",
             fmt_rps(step.answered_rps),
-            fmt_rps(step.offered_rps)
+            fmt_rps(step.offered_rps),
+            step.unsent_end
         ));
     }
     if step.late_waited_for_cpu as f64 > 0.01 * sends {

@@ -87,9 +87,11 @@ pub fn knee_page(r: &KneeReport, limits_us: &[(String, f64)]) -> String {
                 s.phase.clone(),
                 fmt_rate(s.offered_rps),
                 fmt_rate(s.answered_rps),
+                crate::document::fmt_count(s.backlog_end),
+                crate::document::fmt_count(s.unsent_end),
                 s.p99_us.map_or("n/a".into(), |v| us_axis(v as f64)),
                 format!("{:.3} %", s.error_rate * 100.0),
-                format!("{:?}", s.call).to_lowercase(),
+                super::text::verdict(s),
             ]
         })
         .collect();
@@ -100,6 +102,8 @@ pub fn knee_page(r: &KneeReport, limits_us: &[(String, f64)]) -> String {
             "phase",
             "offered/s",
             "answered/s",
+            "unanswered at end",
+            "never sent",
             "p99",
             "errors",
             "verdict",

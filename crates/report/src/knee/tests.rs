@@ -34,6 +34,8 @@ fn step(rate: f64, p99: f64, call: Call) -> KneeStep {
         phase: "climb".into(),
         offered_rps: rate,
         answered_rps: rate,
+        backlog_end: 0,
+        unsent_end: 0,
         requests: 0,
         errors: 0,
         error_rate: 0.0,
@@ -86,4 +88,101 @@ fn a_crossing_is_interpolated_between_the_last_pass_and_the_first_fail() {
     assert!((c.at_rps.unwrap() - 2500.0).abs() < 1e-6);
     let text = knee_text(&r);
     assert!(text.contains("crossed at ≈ 2,500 req/s"), "{text}");
+}
+
+/// A step's report of `window` seconds whose seconds answered `per_second` each, with the
+/// grace period after it answering `grace` more.
+fn step_report(window: u64, per_second: u64, grace: u64, connections: usize) -> Report {
+    let mut plan = tailscope_loadgen::Plan::new("http://127.0.0.1:9/").unwrap();
+    plan.connections = connections;
+    let mut latency =
+        tailscope_loadgen::recorder::new_histogram(std::time::Duration::from_secs(60));
+    latency.record(1000).unwrap();
+    let totals = tailscope_loadgen::snapshot::RunTotals::of_latency(
+        std::time::Duration::from_secs(window),
+        Default::default(),
+        latency,
+    );
+    let mut r = Report::new(&plan, &totals);
+    r.summary.duration_s = window as f64;
+    r.timeseries = (1..=window)
+        .map(|t| tailscope_loadgen::snapshot::TimePoint {
+            t_s: t as f64,
+            requests: per_second,
+            ..Default::default()
+        })
+        .collect();
+    r.timeseries.push(tailscope_loadgen::snapshot::TimePoint {
+        t_s: window as f64 + 0.7,
+        partial: true,
+        requests: grace,
+        ..Default::default()
+    });
+    r
+}
+
+#[test]
+fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
+    let pass = step(1000.0, 2000.0, Call::Pass).slos;
+    // Kept up: 1,000 a second answered within the 4 s, a few in flight at the end.
+    let kept = KneeStep::of(
+        0,
+        "climb",
+        1000.0,
+        &step_report(4, 1000, 0, 20),
+        pass.clone(),
+    );
+    assert_eq!(
+        (kept.answered_rps, kept.backlog_end, kept.unsent_end),
+        (1000.0, 0, 0)
+    );
+    assert_eq!(kept.call, Call::Pass);
+    // Fell behind: 4,000 offered, 3,400 answered a second, 2,400 due by the end unanswered,
+    // of which at most 20 on the connections: 2,380 never sent (the grace drained them, so
+    // the whole step's count would read as if it kept up).
+    let behind = KneeStep::of(1, "climb", 4000.0, &step_report(4, 3400, 2400, 20), pass);
+    assert_eq!(behind.answered_rps, 3400.0);
+    assert_eq!((behind.backlog_end, behind.unsent_end), (2400, 2380));
+    assert_eq!(behind.call, Call::Fail);
+    assert_eq!(text::verdict(&behind), "FAIL (fell behind)");
+    let mut r = KneeReport {
+        schema: SCHEMA.into(),
+        url: String::new(),
+        slos: vec!["p99<10ms".into()],
+        connections: 20,
+        arrival: "uniform".into(),
+        step_s: 4.0,
+        precision: 0.05,
+        steps: vec![kept, behind],
+        highest_pass_rps: Some(1000.0),
+        lowest_fail_rps: Some(4000.0),
+        crossings: Vec::new(),
+        stopped_because: String::new(),
+        diagnosis: Vec::new(),
+        first_fail_step: Some(1),
+    };
+    r.find_crossings(&[Threshold::parse("p99<10ms").unwrap()]);
+    let text = knee_text(&r);
+    assert!(text.contains("2,380 never sent"), "{text}");
+    assert!(text.contains("FAIL (fell behind)"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(json["steps"][1]["unsent_end"], 2380);
+    let page = knee_page(&r, &[]);
+    assert!(page.contains("never sent") && page.contains("2,380"));
+}
+
+#[test]
+fn a_poisson_count_short_of_its_mean_is_not_a_backlog() {
+    let pass = step(1000.0, 2000.0, Call::Pass).slos;
+    // 3,000 due at 1,000/s for 3 s, 2,900 answered: 100 short, within what a Poisson count
+    // strays by chance (3 sd ≈ 165) beside 16 connections.
+    let mut r = step_report(3, 2900 / 3, 0, 16);
+    r.config.arrival = Some("poisson".into());
+    let s = KneeStep::of(0, "climb", 1000.0, &r, pass.clone());
+    assert_eq!((s.unsent_end, s.call), (0, Call::Pass));
+    // Uniform arrivals have no such slack: 100 short beyond 16 connections is a backlog.
+    r.config.arrival = Some("uniform".into());
+    let s = KneeStep::of(0, "climb", 1000.0, &r, pass);
+    assert_eq!((s.backlog_end, s.unsent_end), (102, 86));
+    assert_eq!(s.call, Call::Fail);
 }

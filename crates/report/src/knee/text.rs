@@ -14,6 +14,15 @@ fn word(c: Call) -> &'static str {
     }
 }
 
+/// A step's verdict, saying when it failed because the server fell behind.
+pub fn verdict(s: &super::KneeStep) -> String {
+    if s.call == Call::Fail && s.slos.iter().all(|c| c.call != Call::Fail) {
+        "FAIL (fell behind)".into()
+    } else {
+        word(s.call).into()
+    }
+}
+
 /// The curve, the result, each SLO's crossing and the first failing step's diagnosis.
 pub fn knee_text(r: &KneeReport) -> String {
     let mut out = String::new();
@@ -29,22 +38,27 @@ pub fn knee_text(r: &KneeReport) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:>10} {:>10} {:>9} {:>9} {:>9} {:>8}  verdict",
-        "offered/s", "answered/s", "p50", "p99", "p99.9", "errors"
+        "  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>8}  verdict",
+        "offered/s", "answered/s", "unsent", "p50", "p99", "p99.9", "errors"
     );
     for s in r.curve() {
         let _ = writeln!(
             out,
-            "  {:>10} {:>10} {:>9} {:>9} {:>9} {:>7.3}%  {}",
+            "  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7.3}%  {}",
             fmt_rate(s.offered_rps),
             fmt_rate(s.answered_rps),
+            crate::document::fmt_count(s.unsent_end),
             us(s.p50_us),
             us(s.p99_us),
             us(s.p999_us),
             s.error_rate * 100.0,
-            word(s.call)
+            verdict(s)
         );
     }
+    let _ = writeln!(
+        out,
+        "  (answered: responses within the step; unsent: requests due by its end still waiting for a connection)"
+    );
     match r.highest_pass_rps {
         Some(p) => {
             let _ = writeln!(out, "Highest rate meeting the SLO: {} req/s", fmt_rate(p));
@@ -72,9 +86,11 @@ pub fn knee_text(r: &KneeReport) -> String {
         if let Some(s) = r.steps.get(i) {
             let _ = writeln!(
                 out,
-                "First failing step: {} req/s offered, {} answered",
+                "First failing step: {} req/s offered, {} answered, {} requests due by its end unanswered ({} never sent)",
                 fmt_rate(s.offered_rps),
-                fmt_rate(s.answered_rps)
+                fmt_rate(s.answered_rps),
+                crate::document::fmt_count(s.backlog_end),
+                crate::document::fmt_count(s.unsent_end)
             );
             for c in s.slos.iter().filter(|c| c.call != Call::Pass) {
                 let bound = match (c.low, c.high) {

@@ -54,6 +54,8 @@ struct LoadSection {
     pipeline: Option<Spanned<i64>>,
     rate: Option<Spanned<f64>>,
     arrival: Option<Spanned<String>>,
+    /// `stages = "10s:1000,30s:5000"` or `"30s:c=64,30s:c=1024"`, as `--stages`.
+    stages: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
     timeout: Option<Spanned<String>>,
     server_cpus: Option<Spanned<String>>,
@@ -116,6 +118,9 @@ pub struct Load {
     pub rate: Option<f64>,
     /// Open loop: how requests arrive (`arrival = "poisson"`).
     pub arrival: tailscope_loadgen::plan::Arrival,
+    /// `stages = "…"`: each measured run follows them (its length is their sum); the
+    /// warm-up holds the first stage's target. Empty without.
+    pub stages: Vec<tailscope_loadgen::plan::LoadStage>,
     /// Generator threads (default: one per generator CPU).
     pub threads: Option<usize>,
     /// Per-request timeout.
@@ -129,6 +134,9 @@ pub struct Load {
 impl Load {
     /// How a measured run stops: after `requests` when given, else after `duration`.
     pub fn measured_stop(&self) -> Stop {
+        if !self.stages.is_empty() {
+            return Stop::Duration(tailscope_loadgen::plan::stages_duration(&self.stages));
+        }
         self.requests
             .map_or(Stop::Duration(self.duration), Stop::Requests)
     }
@@ -171,8 +179,40 @@ impl Load {
             plan.pace = Pace::Rate(r);
         }
         plan.arrival = self.arrival;
+        self.shape(&mut plan, stop);
         plan.validate()?;
         Ok(plan)
+    }
+
+    /// With stages: the measured run (stopping at their sum) follows them, at the most
+    /// connections or the highest rate they reach, as `--stages` sets a run; a warm-up holds
+    /// the first stage's target.
+    fn shape(&self, plan: &mut Plan, stop: Stop) {
+        use tailscope_loadgen::plan::StageTarget;
+        let Some(first) = self.stages.first() else {
+            return;
+        };
+        if stop != self.measured_stop() {
+            match first.target {
+                StageTarget::Rate(r) => plan.pace = Pace::Rate(r.max(MIN_RATE)),
+                StageTarget::Connections(c) => plan.connections = c.max(1),
+            }
+            return;
+        }
+        let mut highest = 0.0_f64;
+        let mut most = 0;
+        for s in &self.stages {
+            match s.target {
+                StageTarget::Rate(r) => highest = highest.max(r),
+                StageTarget::Connections(c) => most = most.max(c),
+            }
+        }
+        if most > 0 {
+            plan.connections = most;
+        } else {
+            plan.pace = Pace::Rate(highest.max(MIN_RATE));
+        }
+        plan.stages = self.stages.clone();
     }
 
     /// The load as the suite's JSON report records it, with the CPUs it ran on.
@@ -187,7 +227,8 @@ impl Load {
             "runs": self.runs,
             "pipeline": self.pipeline,
             "rate": self.rate,
-            "arrival": self.rate.map(|_| self.arrival.name()),
+            "arrival": (self.rate.is_some() || !self.stages.is_empty()).then(|| self.arrival.name()),
+            "stages": crate::document::stage_plans(&self.stages),
             "threads": self.threads,
             "server_cpus": server_cpus,
             "client_cpus": client_cpus,
@@ -323,6 +364,45 @@ fn cpu_list(
         .transpose()
 }
 
+/// Whether the load's stages are rate stages (open loop).
+fn rate_stages(l: &LoadSection) -> bool {
+    l.stages.as_ref().is_some_and(|s| {
+        tailscope_loadgen::plan::parse_stages(s.get_ref()).is_ok_and(|st| {
+            st.iter()
+                .all(|s| matches!(s.target, tailscope_loadgen::plan::StageTarget::Rate(_)))
+        })
+    })
+}
+
+/// `stages = "…"`, checked as `--stages` is: they set the run's length and its rate or
+/// connections, so not with duration, requests, rate, or connection stages with arrival.
+fn stages(
+    file: &Path,
+    text: &str,
+    l: &LoadSection,
+) -> Result<Vec<tailscope_loadgen::plan::LoadStage>, String> {
+    let Some(s) = &l.stages else {
+        return Ok(Vec::new());
+    };
+    let stages = tailscope_loadgen::plan::parse_stages(s.get_ref())
+        .map_err(|e| at(file, text, s, format!("stages: {e}")))?;
+    let clash = [
+        (l.duration.is_some(), "duration"),
+        (l.requests.is_some(), "requests"),
+        (l.rate.is_some(), "rate"),
+        (l.arrival.is_some() && !rate_stages(l), "arrival"),
+    ];
+    if let Some((_, key)) = clash.iter().find(|(given, _)| *given) {
+        return Err(at(
+            file,
+            text,
+            s,
+            format!("stages set each run's length and its rate or connections: drop {key}"),
+        ));
+    }
+    Ok(stages)
+}
+
 /// Parses and validates a suite file's text.
 pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
     let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -363,9 +443,10 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         runs,
         pipeline: count(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
         rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
+        stages: stages(file, text, l)?,
         arrival: match &l.arrival {
             None => tailscope_loadgen::plan::Arrival::Uniform,
-            Some(a) if l.rate.is_none() => {
+            Some(a) if l.rate.is_none() && !rate_stages(l) => {
                 return Err(format!(
                     "{}: arrival = {:?} shapes an open-loop schedule: add rate = N",
                     file.display(),

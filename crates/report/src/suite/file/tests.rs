@@ -273,3 +273,56 @@ fn a_suite_load_may_arrive_as_poisson() {
     let e = parse(Path::new("s.toml"), &with("rate = 5\narrival = \"foo\"")).unwrap_err();
     assert!(e.contains("uniform or poisson"), "{e}");
 }
+
+#[test]
+fn a_suite_load_may_follow_stages() {
+    let with = |extra: &str| {
+        GOOD.replace("duration = \"10s\"\n", "")
+            .replace("runs = 3\n", &format!("runs = 3\n{extra}\n"))
+    };
+    let s = parse(
+        Path::new("s.toml"),
+        &with("stages = \"2s:1000,3s:4000\"\narrival = \"poisson\""),
+    )
+    .unwrap();
+    assert_eq!(s.load.stages.len(), 2);
+    // The measured run follows the stages and lasts their sum, at the highest rate.
+    let stop = s.load.measured_stop();
+    assert_eq!(stop, Stop::Duration(Duration::from_secs(5)));
+    let plan = s.load.plan("http://127.0.0.1:9/", &[0], stop).unwrap();
+    assert_eq!(plan.stages, s.load.stages);
+    assert_eq!(plan.pace, tailscope_loadgen::Pace::Rate(4000.0));
+    assert_eq!(plan.arrival, tailscope_loadgen::plan::Arrival::Poisson);
+    // The warm-up holds the first stage's rate, without the stages.
+    let warm = s.load.warmup_stop().unwrap();
+    let plan = s.load.plan("http://127.0.0.1:9/", &[0], warm).unwrap();
+    assert!(plan.stages.is_empty());
+    assert_eq!(plan.pace, tailscope_loadgen::Pace::Rate(1000.0));
+    assert_eq!(s.load.to_json(&[], &[])["stages"][1]["rate"], 4000.0);
+    // Connection stages: closed loop at the most connections.
+    let s = parse(Path::new("s.toml"), &with("stages = \"1s:c=4,1s:c=32\"")).unwrap();
+    let plan = s
+        .load
+        .plan("http://127.0.0.1:9/", &[0], s.load.measured_stop())
+        .unwrap();
+    assert_eq!(
+        (plan.connections, plan.pace),
+        (32, tailscope_loadgen::Pace::Max)
+    );
+    // Refused: with what they set, or unparsable; the file and line are named.
+    for (extra, says) in [
+        ("stages = \"1s:100\"\nrate = 5", "drop rate"),
+        ("stages = \"1s:100\"\nrequests = 5", "drop requests"),
+        ("stages = \"1s:c=3\"\narrival = \"poisson\"", "drop arrival"),
+        ("stages = \"1s\"", "no target"),
+    ] {
+        let e = parse(Path::new("s.toml"), &with(extra)).unwrap_err();
+        assert!(e.contains("s.toml:") && e.contains(says), "{extra}: {e}");
+    }
+    let e = parse(
+        Path::new("s.toml"),
+        &GOOD.replace("runs = 3\n", "runs = 3\nstages = \"1s:100\"\n"),
+    )
+    .unwrap_err();
+    assert!(e.contains("drop duration"), "{e}");
+}

@@ -1,6 +1,7 @@
 //! Many connections from one generator host: source addresses (`--source-addrs`), a bounded
 //! connect rate (`--connect-rate`), and a run of tens of thousands of loopback connections.
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;
@@ -12,11 +13,9 @@ use std::time::{Duration, Instant};
 use common::{engine_tests, n, Engine};
 
 /// Idle and slow connections held open beside the load (`--idle-conns`, `--slow-conns`).
-#[path = "c100k/held.rs"]
 mod held;
 
 /// Many connections closing at once beside a probe of the reference server.
-#[path = "c100k/close_storm.rs"]
 mod close_storm;
 
 /// Tens of thousands of loopback connections use the machine's ports, CPU and memory: those

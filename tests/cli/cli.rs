@@ -3,7 +3,7 @@
 //! files and crates (issue 10): what a user reads must not change with them. Nothing here
 //! sends a request: every refusal comes before anything starts.
 
-mod common;
+use crate::common;
 
 use common::tailscope;
 

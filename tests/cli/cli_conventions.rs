@@ -4,7 +4,7 @@
 //! with the JSON report of the same run. Tests needing bash, man or python3 skip visibly
 //! without them (`.ci/run` installs them).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 
@@ -12,7 +12,7 @@ use common::{ok, scratch_dir, serve, tailscope, Reply};
 
 /// The build script, for its fallback outside a git checkout (its `main` is not run here).
 #[allow(dead_code)]
-#[path = "../build.rs"]
+#[path = "../../build.rs"]
 mod build_script;
 
 const SHELLS: [&str; 5] = ["bash", "zsh", "fish", "elvish", "powershell"];
@@ -185,7 +185,7 @@ fn man_into_a_path_that_cannot_be_a_directory_is_a_usage_error() {
 
 /// The codes of the README's exit-code table, in order.
 fn readme_exit_codes() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let table = &readme[readme
         .find("### Exit codes")
         .expect("the README's exit codes")..];

@@ -1,7 +1,7 @@
 //! The documented ways to run several generators (a Kubernetes indexed job, ssh to N hosts):
 //! the example files say what the docs say, and the ssh script runs end to end on loopback.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! How `tailscope run` ends: exit codes (thresholds, bad flags, the open-file limit, nothing
 //! listening), Ctrl-C and a closed stderr; against servers written here (127.0.0.1:0).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::sync::atomic::Ordering;

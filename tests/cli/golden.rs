@@ -7,7 +7,7 @@
 //! the configuration); the rest is redacted. `cargo insta review` (or `INSTA_UPDATE=always`)
 //! updates the snapshot when the schema changes on purpose.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! the measured window (every open-loop slot that fell due in it) is in the latency figures,
 //! an unfinished one at its wait so far, marked as a lower bound.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};

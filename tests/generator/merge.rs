@@ -7,7 +7,7 @@
 //! a threshold that fails on the union failing on the merge. The loopback merges are in
 //! tests/segment.rs, the documented examples in tests/examples.rs.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! End-to-end tests of request mixes (issue 21): `--load FILE.toml`, `--urls-from-file`,
 //! `--url-order`, figures per request name and thresholds on one of them, on both engines.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

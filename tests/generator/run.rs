@@ -1,7 +1,7 @@
 //! End-to-end tests of `tailscope run` against servers written here (127.0.0.1:0): what it
 //! sends and counts (exits, signals and refusals are in tests/exit.rs).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! shares that add up to the whole, mismatched reports refused, an interrupted wait that sends
 //! nothing, bad values refused.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! End-to-end tests of `tailscope serve` with a plain std `TcpStream` client.
 //! Each test skips (with a message) where io_uring is unavailable.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

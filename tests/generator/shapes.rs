@@ -1,7 +1,7 @@
 //! End-to-end tests of load shapes (issue 34): `--stages`, `--arrival`, `--burst`, counted
 //! where the requests land, on a server written here that notes when each one arrived.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -5,7 +5,7 @@
 //! with idle connections held over TLS, slow ones over h2, a suite of TLS and HTTP/2 targets; bad TLS inputs exit
 //! 2 before anything is sent.
 
-mod common;
+use crate::common;
 
 use common::{n, run_json, tailscope};
 use tailscope_targets::{Target, TargetSpec};

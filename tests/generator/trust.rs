@@ -1,7 +1,7 @@
 //! Numbers you can trust (issue 33): a run's percentiles with their intervals, warnings of a
 //! run that did not hold still, and runs that last until their figures are sure.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

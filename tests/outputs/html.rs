@@ -1,6 +1,6 @@
 //! The HTML report: `run --html` and `report FILE.json --html`, opened in headless Chromium.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! End-to-end tests of `tailscope suite` and `tailscope compare`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -566,9 +566,9 @@ fn gate(base: &[PathBuf], new: &[PathBuf], extra: &[&str]) -> (Option<i32>, Stri
     )
 }
 
-/// Held by each test that compares load runs, so that two of them do not load the machine at
-/// once and make each other's noise (the harness runs tests in parallel).
-static COMPARED_LOAD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// Each test that compares load runs holds `common::quiet_machine()`, so that two of them do
+// not load the machine at once and make each other's noise (the harness runs tests in
+// parallel).
 
 /// Runs of `RUNS_PER_SIDE` per side, each `SHORT` long: a single run this short has one or two
 /// seconds, too few for the bootstrap over seconds (it needs 8, and 20 pairs of 8 s runs would
@@ -584,7 +584,7 @@ const SHORT: &str = "300ms";
 /// and fails closed.
 #[test]
 fn an_a_a_comparison_is_rarely_flagged() {
-    let _alone = COMPARED_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::quiet_machine();
     let Some((mut server, addr)) = common::spawn_serve(&[]) else {
         return;
     };
@@ -650,7 +650,7 @@ fn an_a_a_comparison_is_rarely_flagged() {
 /// than failed.
 #[test]
 fn a_stalling_server_is_flagged_every_time() {
-    let _alone = COMPARED_LOAD.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = common::quiet_machine();
     let Some((mut a, a_addr)) = common::spawn_serve(&[]) else {
         return;
     };

@@ -3,7 +3,7 @@
 //! terminal, and that no field of any view is cut at 80×24 and 120×40. Skips with a message
 //! where tmux is absent (`.ci/run` installs it).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! saying when it was lost; a wrong token or fingerprint is refused with a clear message and
 //! the agent serves on.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -17,8 +17,7 @@ const TOKEN: &str = "agent-test-token-0123456789";
 
 /// One test at a time: they compare CPU figures, and each loads the machine.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    common::quiet_machine()
 }
 
 /// A running agent, its address, its fingerprint and what it logged.

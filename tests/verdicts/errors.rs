@@ -4,7 +4,7 @@
 //! cipher the client accepts; a server of the test's own that rate-limits), each named by its
 //! cause with its numbers in the evidence and no other cause claimed; a healthy run names none.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -1,7 +1,7 @@
 //! Spike forensics against servers that misbehave on purpose, and the profile of a run.
 //! Each test skips with a message where io_uring (the reference server) is unavailable.
 
-mod common;
+use crate::common;
 
 use std::process::Child;
 
@@ -9,10 +9,8 @@ use common::{n, run_json};
 
 /// The kernel's TCP counters are system-wide: one test's retransmits would show in another's
 /// profile. These tests take turns.
-static KERNEL_COUNTERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    KERNEL_COUNTERS.lock().unwrap_or_else(|e| e.into_inner())
+    common::quiet_machine()
 }
 
 /// `tailscope serve` with these flags on a free port; killed on drop.

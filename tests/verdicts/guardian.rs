@@ -12,7 +12,7 @@
 //! children do not (`sh -c 'server; true'` loses the shell and leaves the server); the test
 //! of the shell's server is then skipped, saying so.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -11,7 +11,7 @@
 //! machine is shared: where its CPUs were so busy that the stall was held back as a wait for
 //! a CPU, or no second stood out, the run is inconclusive, never passed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,10 +19,8 @@ use std::process::{Child, Command, Stdio};
 use tailscope_targets::stacks::sampling_allowed;
 
 /// The sampled runs take turns: two at once would share the server's CPU.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    common::quiet_machine()
 }
 
 fn may_sample() -> bool {

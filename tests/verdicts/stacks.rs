@@ -9,7 +9,7 @@
 //! The machine is shared and loaded: the tests assert that the expected call is among what
 //! stands out over runs of several faults, never its exact share.
 
-mod common;
+use crate::common;
 
 use std::process::Child;
 
@@ -17,10 +17,8 @@ use common::{n, run_json};
 use tailscope_targets::stacks::{sampling_allowed, StackSampler, DEFAULT_FREQUENCY_HZ};
 
 /// The sampled runs take turns: two at once would share the server's CPU.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    common::quiet_machine()
 }
 
 fn may_sample() -> bool {

@@ -1,7 +1,7 @@
 //! End-to-end tests of launched targets: the bare default, `run --target`, and that no
 //! server outlives tailscope.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::Command;

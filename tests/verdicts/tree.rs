@@ -7,10 +7,9 @@
 //! shared, so a measurement is retried when another process took the server's CPU (a fact
 //! the profile shows), and no timing is asserted.
 
-mod common;
+use crate::common;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::tree::{
@@ -19,10 +18,8 @@ use common::tree::{
 };
 use common::{n, run_json, tailscope};
 
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    common::quiet_machine()
 }
 
 /// What one run says about the server's tree.

@@ -179,6 +179,20 @@ pub fn quiet_machine() -> std::sync::MutexGuard<'static, ()> {
     QUIET.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `tailscope ARGS` for a command that starts the reference server (a suite with an embedded
+/// target), which must exit 0: its output, or `None` with the test skipped visibly where
+/// io_uring is unavailable (the caller returns).
+pub fn ok_unless_no_uring(args: &[&str]) -> Option<Output> {
+    let out = tailscope(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        skip("io_uring unavailable");
+        return None;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    Some(out)
+}
+
 /// Where skipped tests are recorded, one line each: `target/tmp/test-skips.txt`. `.ci/run`
 /// deletes it before the tests and fails, listing it, if any test wrote to it.
 pub fn skips_file() -> std::path::PathBuf {

@@ -169,6 +169,30 @@ fn request_len(buf: &[u8]) -> Option<usize> {
     (buf.len() >= head_end + body).then_some(head_end + body)
 }
 
+/// Held by the tests that need the machine quiet: those that read system-wide kernel counters
+/// (TCP retransmits, listen overflows), pin busy loops to a CPU, or compare CPU figures. A test
+/// binary holds several former test files whose tests now run concurrently (cargo ran the
+/// files' binaries one after another); one lock for all of them keeps two such tests apart
+/// across files as each file's own lock did within it.
+pub fn quiet_machine() -> std::sync::MutexGuard<'static, ()> {
+    static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    QUIET.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `tailscope ARGS` for a command that starts the reference server (a suite with an embedded
+/// target), which must exit 0: its output, or `None` with the test skipped visibly where
+/// io_uring is unavailable (the caller returns).
+pub fn ok_unless_no_uring(args: &[&str]) -> Option<Output> {
+    let out = tailscope(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("io_uring is not available") {
+        skip("io_uring unavailable");
+        return None;
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    Some(out)
+}
+
 /// Where skipped tests are recorded, one line each: `target/tmp/test-skips.txt`. `.ci/run`
 /// deletes it before the tests and fails, listing it, if any test wrote to it.
 pub fn skips_file() -> std::path::PathBuf {

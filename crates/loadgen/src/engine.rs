@@ -66,8 +66,9 @@ pub struct EngineUsed {
 }
 
 /// Whether `auto` picks io_uring when the probe succeeds. It does since the io_uring engine
-/// passes the whole parameterised run test matrix (tests/run.rs, tests/unfinished.rs,
-/// crates/loadgen/tests/rate_change.rs); set it to false to make tokio the default again.
+/// passes the whole parameterised run test matrix (tests/generator/run.rs,
+/// tests/cli/unfinished.rs, crates/loadgen/tests/rate_change.rs); set it to false to make tokio
+/// the default again.
 const AUTO_PICKS_URING: bool = true;
 
 /// The engines.

@@ -1,0 +1,12 @@
+//! The run's outputs end to end: HTML pages, the terminal dashboard, suites.
+//!
+//! One test binary with a module per topic (as ripgrep's tests/integration), so the workspace
+//! is linked once for the group rather than once per file. Tests that need the machine quiet
+//! take [`common::quiet_machine`]: tests of different modules run concurrently here.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod html;
+mod suite;
+mod tui;

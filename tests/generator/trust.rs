@@ -297,7 +297,6 @@ fn gate(base: &[PathBuf], new: &[PathBuf], extra: &[&str]) -> (Option<i32>, Stri
     )
 }
 
-
 /// Runs of `RUNS_PER_SIDE` per side, each `SHORT` long: a single run this short has one or two
 /// seconds, too few for the bootstrap over seconds (it needs 8, and 20 pairs of 8 s runs would
 /// load the machine for over five minutes), so each of the 20 comparisons is of several short

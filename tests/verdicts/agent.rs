@@ -796,9 +796,25 @@ fn across_network_namespaces_the_agent_s_data_names_the_causes() {
         common::skip(format!("perf sampling not allowed here: {e}"));
         return;
     }
-    let stalling = serve_in(&ns, &["--stall-every", "2500ms", "--stall-for", "600ms"]);
+    // Pinned apart, server on CPU 0 and generator on CPU 1: unpinned, on the quiet CI machine
+    // the server waited for a CPU 273 ms a second (the generator beside it), its runqueue
+    // waits filled every second and the sleep stood out in none.
+    let stalling = serve_in(
+        &ns,
+        &[
+            "--stall-every",
+            "2500ms",
+            "--stall-for",
+            "600ms",
+            "--cpus",
+            "0",
+        ],
+    );
     let busy_before = common::machine_busy_before();
-    let (r, stderr) = run(&stalling, &["-c", "20", "-z", "6s", "--stacks", "on"]);
+    let (r, stderr) = run(
+        &stalling,
+        &["-c", "20", "-z", "6s", "--stacks", "on", "--cpus", "1"],
+    );
     assert!(stderr.contains("Server inside"), "{stderr}");
     if r["stacks"]["off_cpu_sampler"] == "sched:sched_switch" {
         stall_inside(&r, busy_before);

@@ -6,7 +6,7 @@ pub use tailscope_session::{Outcome, UsageError};
 
 /// Every outcome, its exit code and what it means in a line: the one table that [`code`]
 /// maps by and the top-level help prints.
-pub const CODES: [(Outcome, u8, &str); 5] = [
+pub const CODES: [(Outcome, u8, &str); 6] = [
     (
         Outcome::Success,
         0,
@@ -21,6 +21,11 @@ pub const CODES: [(Outcome, u8, &str); 5] = [
         Outcome::Usage,
         2,
         "bad flags, URL or input, or an output that cannot be written: nothing was sent",
+    ),
+    (
+        Outcome::OutputIncomplete,
+        3,
+        "the run finished but an output (journal, JSON, HTML, HDR log, CSV) could not be written whole: stderr names it",
     ),
     (
         Outcome::ThresholdFailed,
@@ -64,6 +69,7 @@ mod tests {
             Outcome::Usage,
             Outcome::ThresholdFailed,
             Outcome::Interrupted,
+            Outcome::OutputIncomplete,
         ] {
             assert_eq!(CODES.iter().filter(|(o, _, _)| *o == outcome).count(), 1);
         }

@@ -366,6 +366,8 @@ pub fn interrupt(pid: u32) {
 pub fn tailscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tailscope"))
         .args(args)
+        // The journals of runs that name no report file go here, not into the source tree.
+        .env("TAILSCOPE_JOURNAL_DIR", env!("CARGO_TARGET_TMPDIR"))
         .stdin(std::process::Stdio::null())
         .output()
         .expect("the tailscope binary runs")

@@ -509,12 +509,20 @@ pub struct MergeArgs {
 #[derive(Debug, clap::Args)]
 #[command(allow_negative_numbers = true)]
 pub struct ReportArgs {
-    /// A report written by `tailscope run --json` or `tailscope suite --json`.
-    #[arg(value_name = "FILE.json")]
+    /// A report written by `tailscope run --json` or `tailscope suite --json`, or a run's
+    /// journal (`run --journal`), from which the run's report is rebuilt, even of a run that
+    /// was killed.
+    #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Write the HTML page here: one self-contained file (no network access when opened).
     #[arg(long = "html", value_name = "OUT.html")]
-    pub html: PathBuf,
+    pub html: Option<PathBuf>,
+    /// Write the run's JSON report here ('-' for stdout).
+    #[arg(long = "json", value_name = "OUT.json")]
+    pub json: Option<PathBuf>,
+    /// Print the text summary on stdout.
+    #[arg(long = "text")]
+    pub text: bool,
 }
 
 #[cfg(test)]

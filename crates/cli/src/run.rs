@@ -2,6 +2,7 @@
 //! target, the profiler, the generator, the report, called by the binary) → the exit code.
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Result;
@@ -247,6 +248,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             out.flamegraph_slow.as_deref(),
         ),
         Output::of("--hdr-log", "HdrHistogram log", out.hdr_log.as_deref()),
+        Output::of("--journal", "journal", out.journal.as_deref()),
         Output::of("--csv", "CSV series", out.csv.as_deref()),
         Output::of(
             "--csv-slowest",
@@ -258,6 +260,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     .flatten()
     .collect();
     check_files(body_file.as_deref().as_slice(), &outputs)?;
+    let journal = journal_path(out);
     let stacks = StacksOptions {
         mode: args.output.stacks,
         flamegraph: args.output.flamegraph.clone(),
@@ -290,7 +293,34 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         agent,
         until: load.until,
         warmup_auto,
+        journal,
     })
+}
+
+/// Where the journal goes: `--journal`, or beside the first report file, or in
+/// `$TAILSCOPE_JOURNAL_DIR` or the working directory; none with `--no-journal`.
+fn journal_path(out: &crate::args::OutputArgs) -> Option<PathBuf> {
+    if out.no_journal {
+        return None;
+    }
+    if let Some(p) = &out.journal {
+        return Some(p.clone());
+    }
+    let first = [&out.json, &out.html, &out.hdr_log, &out.csv]
+        .into_iter()
+        .flatten()
+        .find(|p| p.as_os_str() != "-");
+    let now = SystemTime::now();
+    match (first, std::env::var_os("TAILSCOPE_JOURNAL_DIR")) {
+        (None, Some(dir)) => Some(tailscope_session::journal::default_path(
+            Some(&PathBuf::from(dir).join("x")),
+            now,
+        )),
+        (first, _) => Some(tailscope_session::journal::default_path(
+            first.map(PathBuf::as_path),
+            now,
+        )),
+    }
 }
 
 /// `--agent` and its flags, checked: the token file read, the fingerprint parsed, and

@@ -48,6 +48,8 @@ pub struct Aggregator {
     timeseries: Vec<TimePoint>,
     /// Each point's latency histogram, serialized (see [`RunTotals::second_histograms`]).
     second_histograms: Vec<Vec<u8>>,
+    /// How many of `second_histograms` a snapshot has handed out (for the run's journal).
+    seconds_handed: usize,
     last_tick: Counters,
     last_tick_latency: Histogram<u64>,
     seconds: BTreeMap<u64, SecondBucket>,
@@ -105,6 +107,7 @@ impl Aggregator {
             histograms: Histograms::new(highest),
             timeseries: Vec::new(),
             second_histograms: Vec::new(),
+            seconds_handed: 0,
             last_tick: Counters::default(),
             last_tick_latency: new_histogram(highest),
             seconds: BTreeMap::new(),
@@ -357,6 +360,8 @@ impl Aggregator {
             conns: Gauges::default(),
             conns_peak: Gauges::default(),
             by_request: Vec::new(),
+            seconds_closed: 0,
+            new_second_histograms: Vec::new(),
         }
     }
 
@@ -391,6 +396,13 @@ impl Aggregator {
         snap.conns = self.conns_now();
         snap.conns_peak = self.conns_peak;
         snap.by_request.clone_from(&self.request_live);
+        // The seconds closed since the last snapshot, each with its histogram (a few hundred
+        // bytes), so that the journal can write every second once.
+        snap.seconds_closed = self.timeseries.len();
+        snap.new_second_histograms.clear();
+        snap.new_second_histograms
+            .extend_from_slice(&self.second_histograms[self.seconds_handed..]);
+        self.seconds_handed = self.second_histograms.len();
         self.last_tick_latency.reset();
     }
 

@@ -132,7 +132,7 @@ impl Stage {
 }
 
 /// Counters of a run or of one interval.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
     /// Complete responses, of any status.
     pub successes: u64,
@@ -636,6 +636,13 @@ pub struct Snapshot {
     /// A mix's names as the run stands, in the order of [`crate::Plan::request_names`];
     /// empty for a single request.
     pub by_request: Vec<RequestLive>,
+    /// How many seconds of the run are closed (points of its time series) as of this
+    /// snapshot; the last of them are the end of `recent_seconds`.
+    pub seconds_closed: usize,
+    /// The latency histograms (V2-deflate serialized, as [`RunTotals::second_histograms`])
+    /// of the seconds closed since the previous snapshot, in order: the last
+    /// `new_second_histograms.len()` of the `seconds_closed`. The run's journal writes them.
+    pub new_second_histograms: Vec<Vec<u8>>,
 }
 
 impl Clone for Snapshot {
@@ -656,6 +663,8 @@ impl Clone for Snapshot {
             conns: self.conns,
             conns_peak: self.conns_peak,
             by_request: self.by_request.clone(),
+            seconds_closed: self.seconds_closed,
+            new_second_histograms: self.new_second_histograms.clone(),
         }
     }
 
@@ -678,6 +687,8 @@ impl Clone for Snapshot {
             conns,
             conns_peak,
             by_request,
+            seconds_closed,
+            new_second_histograms,
         } = self;
         *phase = source.phase;
         *elapsed = source.elapsed;
@@ -694,6 +705,8 @@ impl Clone for Snapshot {
         *conns = source.conns;
         *conns_peak = source.conns_peak;
         by_request.clone_from(&source.by_request);
+        *seconds_closed = source.seconds_closed;
+        new_second_histograms.clone_from(&source.new_second_histograms);
     }
 }
 

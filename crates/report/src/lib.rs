@@ -23,6 +23,7 @@ pub mod csv;
 pub mod document;
 mod figures;
 pub mod findings;
+pub mod journal;
 pub mod knee;
 pub mod mix_files;
 pub mod page;

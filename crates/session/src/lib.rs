@@ -43,6 +43,7 @@ macro_rules! say_part {
 pub mod agent;
 pub mod files;
 pub mod find_max;
+pub mod journal;
 pub mod output;
 pub mod profiler;
 pub mod run;
@@ -70,6 +71,10 @@ pub enum Outcome {
     ThresholdFailed,
     /// 130: stopped early by Ctrl-C or SIGTERM; the summary was still printed.
     Interrupted,
+    /// 3: the run finished (its load went on to the end) but an output could not be
+    /// written whole (a full disk, a failing write): the journal, a report file or the HDR
+    /// log; what was said on stderr names it.
+    OutputIncomplete,
 }
 
 /// An error in what the user asked for (exit code 2), with a message that says what to do.

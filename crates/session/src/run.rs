@@ -2,7 +2,7 @@
 //! sampler following it, the generator driven, the dashboard or the progress line fed every
 //! tick, and at the end the report (text, JSON, HTML, HdrHistogram log) and the thresholds.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -24,6 +24,7 @@ use tailscope_targets::{Target, TargetSpec};
 use tailscope_tui::app::{Action, RunInfo};
 use tailscope_tui::Feed;
 
+use crate::journal::JournalWriter;
 use crate::output::{emit, judge, write_csv};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
@@ -64,6 +65,8 @@ pub struct RunConfig {
     /// `--warmup auto`: warm up until the per-second figures settle (the plan's own warm-up
     /// is then 0).
     pub warmup_auto: bool,
+    /// Where the run's journal goes (`--journal`, on by default); none with `--no-journal`.
+    pub journal: Option<PathBuf>,
 }
 
 /// A server tailscope starts itself.
@@ -288,7 +291,33 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let measure_started = SystemTime::now() + plan.warmup;
     let mut shared = SharedSnapshots::default();
     let mut until = until_watch(&config, &control);
+    let mut journal = config.journal.as_deref().map(|path| {
+        let header = tailscope_report::journal::Header {
+            tailscope_version: env!("CARGO_PKG_VERSION").to_string(),
+            args: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            url: plan.url.clone(),
+            measure_started_unix_ms: measure_started
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            target: target_info.clone(),
+        };
+        let j = JournalWriter::create(path, &header);
+        if !j.failed() {
+            say!(
+                "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
+                path.display()
+            );
+        }
+        j
+    });
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
+        if let Some(j) = journal.as_mut() {
+            if !snap.new_second_histograms.is_empty() {
+                j.on_snapshot(snap, &profiler.cpu_busy(), profiler.listen_now());
+            }
+        }
         if let Some(u) = until.as_mut() {
             u.watch(snap);
         }
@@ -398,24 +427,28 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         t.stop();
     }
     let text = report.to_text() + &sections + &inside_text;
-    emit(
+    // Each output is written whatever became of the others: one that cannot be (a full disk)
+    // is said and makes the exit code say the output is incomplete.
+    let mut incomplete = journal.is_some_and(|j| !j.finish(Some(&report)));
+    let mut loud = |written: Result<()>| {
+        if let Err(e) = written {
+            say!("tailscope: {e:#}");
+            incomplete = true;
+        }
+    };
+    loud(emit(
         &report,
         &text,
         config.json.as_deref(),
         config.html.as_deref(),
-    )?;
-    write_csv(
+    ));
+    loud(write_csv(
         &report,
         config.csv.as_deref(),
         config.csv_slowest.as_deref(),
-    )?;
+    ));
     if let Some(path) = &config.hdr_log {
-        let started = measure_started;
-        let mut file = std::fs::File::create(path)
-            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-        tailscope_report::document::write_hdr_log(&totals, started, &mut file)
-            .with_context(|| format!("cannot write the HdrHistogram log to {}", path.display()))?;
-        say!("tailscope: wrote {}", path.display());
+        loud(write_hdr_log(&totals, measure_started, path));
     }
     let signalled = signalled();
     let no_response = report.no_response_reason();
@@ -434,8 +467,21 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     if signalled {
         return Ok(Outcome::Interrupted);
     }
+    if incomplete {
+        return Ok(Outcome::OutputIncomplete);
+    }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
     Ok(Outcome::Success)
+}
+
+/// Writes the HdrHistogram interval log (`--hdr-log`).
+fn write_hdr_log(totals: &RunTotals, started: SystemTime, path: &Path) -> Result<()> {
+    let what = || format!("cannot write the HdrHistogram log to {}", path.display());
+    let mut file = std::fs::File::create(path).with_context(what)?;
+    tailscope_report::document::write_hdr_log(totals, started, &mut file).with_context(what)?;
+    file.flush().with_context(what)?;
+    say!("tailscope: wrote {}", path.display());
+    Ok(())
 }
 
 /// The watch of `--until`'s goals, when there are any (the plan's duration is their cap).

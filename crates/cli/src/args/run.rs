@@ -365,6 +365,15 @@ pub struct OutputArgs {
     /// HistogramLogProcessor, hdr-plot and the like.
     #[arg(long = "hdr-log", value_name = "PATH")]
     pub hdr_log: Option<PathBuf>,
+    /// Append each finished second to this journal as the run goes (default: beside the first
+    /// report output, else in the working directory or $TAILSCOPE_JOURNAL_DIR, named
+    /// tailscope-<UTC time>.journal). `tailscope report JOURNAL` rebuilds the report from it,
+    /// after a crash or kill too (docs/journal.md).
+    #[arg(long, value_name = "PATH", conflicts_with = "no_journal")]
+    pub journal: Option<PathBuf>,
+    /// Write no journal.
+    #[arg(long = "no-journal")]
+    pub no_journal: bool,
     /// Fail (exit 99) unless this holds, e.g. 'p99 < 5ms', 'rps > 50000', 'error_rate < 0.1%'
     /// (repeatable).
     #[arg(long = "fail-if", value_name = "EXPR")]

@@ -99,6 +99,8 @@ pub fn snapshot(tick: u64) -> Snapshot {
         conns: steady(64),
         conns_peak: steady(64),
         by_request: Vec::new(),
+        seconds_closed: (tick / 10) as usize,
+        new_second_histograms: Vec::new(),
     }
 }
 

@@ -338,6 +338,8 @@ mod tests {
             conns: Gauges::default(),
             conns_peak: Gauges::default(),
             by_request: Vec::new(),
+            seconds_closed: elapsed.as_secs() as usize,
+            new_second_histograms: Vec::new(),
         }
     }
 

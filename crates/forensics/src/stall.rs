@@ -54,6 +54,10 @@ fn wait_unmeasured(e: &Evidence) -> &'static str {
 /// loop was kept waiting is no wait for a CPU: threads there were not kept off one that long.
 const HOLD_PER_LAG: u64 = 4;
 
+/// On a saturated machine, a hold shorter than this is explained by a wait for a CPU whatever
+/// the generator's loops saw: a few scheduler slices beside busy loops on every CPU.
+const SATURATED_HOLD_US: u64 = 100_000;
+
 /// The longest a generator thread's event loop was held up in any second of the run: how long
 /// a runnable thread on this machine could wait then (at most: the loop's own work counts).
 fn longest_lag_us(e: &Evidence) -> u64 {
@@ -69,8 +73,12 @@ fn longest_lag_us(e: &Evidence) -> u64 {
 fn saturated(e: &Evidence, worst_us: u64) -> Option<f64> {
     // A hog on both CPUs: generator loops held up to 40–51 ms beside 46–84 ms holds; a
     // server frozen 2 s beside loops held under 100 ms did stop by itself.
+    // Nor is a hold of a few scheduler slices: with every CPU busy a runnable thread waits
+    // tens of ms as a matter of course, whether or not the generator's loops happened to
+    // (CI: a 21 ms hold in second 0, both CPUs 100 % busy, loops held less than a quarter).
+    let explainable = (HOLD_PER_LAG * longest_lag_us(e)).max(SATURATED_HOLD_US);
     e.machine_busy_pct
-        .filter(|b| *b >= SATURATED_PCT && worst_us < HOLD_PER_LAG * longest_lag_us(e))
+        .filter(|b| *b >= SATURATED_PCT && worst_us < explainable)
 }
 
 /// Where the server's wait for a CPU was not measured: whether its CPUs or the machine's were

@@ -510,3 +510,15 @@ pub fn wait_bounded(child: &mut std::process::Child, limit: Duration) -> i32 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Whether this machine lets the stack sampler run (perf sampling allowed); where it does not,
+/// the test is skipped visibly and the caller returns.
+pub fn may_sample() -> bool {
+    match tailscope_targets::stacks::sampling_allowed() {
+        Ok(()) => true,
+        Err(e) => {
+            skip(format!("perf sampling not allowed here: {e}"));
+            false
+        }
+    }
+}

@@ -16,21 +16,9 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use tailscope_targets::stacks::sampling_allowed;
-
 /// The sampled runs take turns: two at once would share the server's CPU.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     common::quiet_machine()
-}
-
-fn may_sample() -> bool {
-    match sampling_allowed() {
-        Ok(()) => true,
-        Err(e) => {
-            common::skip(format!("perf sampling not allowed here: {e}"));
-            false
-        }
-    }
 }
 
 /// The causes that refine a server stall.
@@ -148,7 +136,7 @@ fn sampled(
     start: impl FnOnce(&Path) -> Option<Server>,
 ) -> Option<(serde_json::Value, String)> {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return None;
     }
     let dir = common::scratch_dir(name);

@@ -14,21 +14,11 @@ use crate::common;
 use std::process::Child;
 
 use common::{n, run_json};
-use tailscope_targets::stacks::{sampling_allowed, StackSampler, DEFAULT_FREQUENCY_HZ};
+use tailscope_targets::stacks::{StackSampler, DEFAULT_FREQUENCY_HZ};
 
 /// The sampled runs take turns: two at once would share the server's CPU.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     common::quiet_machine()
-}
-
-fn may_sample() -> bool {
-    match sampling_allowed() {
-        Ok(()) => true,
-        Err(e) => {
-            common::skip(format!("perf sampling not allowed here: {e}"));
-            false
-        }
-    }
 }
 
 /// `tailscope serve` on CPU 0 with these flags; killed on drop.
@@ -207,7 +197,7 @@ fn frames(list: &serde_json::Value) -> Vec<String> {
 #[test]
 fn a_cpu_burn_is_named_as_the_top_over_represented_frame_of_the_slow_seconds() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     // Bursts long enough that the server, sharing a loaded machine's CPUs, is still on a
@@ -251,7 +241,7 @@ fn a_cpu_burn_is_named_as_the_top_over_represented_frame_of_the_slow_seconds() {
 #[test]
 fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     // --stall-every sleeps on the event loop: off CPU, in clock_nanosleep, called from the
@@ -346,7 +336,7 @@ fn a_healthy_server_has_nothing_claimed() {
     // The near miss: the same server and load, no burn. Whatever seconds the machine's noise
     // makes slow, no frame is claimed for them.
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     let Some(server) = Server::start(&[]) else {
@@ -375,7 +365,7 @@ fn a_healthy_server_has_nothing_claimed() {
 #[test]
 fn a_stripped_program_shows_module_plus_offset_and_says_so() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     // Debian's /bin/sh (dash) is stripped: its own functions have no symbol to find.
@@ -419,7 +409,7 @@ fn a_stripped_program_shows_module_plus_offset_and_says_so() {
 #[test]
 fn a_lock_held_by_another_thread_is_named_as_futex() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     // Every 3 s a second thread holds the lock the handler takes for 1.5 s: the serving
@@ -500,7 +490,7 @@ def fault():
 #[test]
 fn an_fsync_in_the_handler_is_named_as_fsync() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     // A file on the disk the tests build on (tmpfs would make fsync free).
@@ -597,7 +587,7 @@ fn flame_graph_flags_are_checked_before_anything_is_sent() {
 #[test]
 fn auto_takes_waits_from_proc_and_says_the_tracer_is_for_stacks_on() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     let Some(server) = Server::start(&["--stall-every", "2500ms", "--stall-for", "600ms"]) else {
@@ -736,7 +726,7 @@ int main(int argc, char **argv) {
 #[test]
 fn a_stall_below_the_loop_of_a_server_without_frame_pointers_shows_its_callers() {
     let _turn = serial();
-    if !may_sample() {
+    if !common::may_sample() {
         return;
     }
     if !common::has_tool("cc", "--version") {

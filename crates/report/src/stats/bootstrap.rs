@@ -20,6 +20,14 @@ use super::{
 /// change.
 pub const MIN_SECONDS: usize = 8;
 
+/// The most units a run's seconds are resampled as. A resample costs work in proportion to the
+/// units (each one's entries are added), times 2,000 replicates, times every figure asked for:
+/// an hour's 3,600 seconds took minutes of the report's end (the soak of issue 38 found it).
+/// A longer run is resampled in units of consecutive seconds merged ([`group_for`]): blocks
+/// of whole units keep the dependence the blocks are there for, and 256 units still give
+/// dozens of blocks.
+pub const MAX_UNITS: usize = 256;
+
 /// The seed used when the caller has none of its own; whatever the seed, it is recorded in the
 /// result's [`Method`].
 pub const DEFAULT_SEED: u64 = 0x7a11_5c09e;
@@ -88,13 +96,17 @@ pub enum Insufficient {
 /// A run's seconds as sparse counts over the distinct bucket values of all of them, so that a
 /// resample is merged by adding a few counts per second rather than whole histograms.
 struct Seconds {
+    /// Consecutive seconds merged into one unit (the last unit may hold fewer).
+    group: usize,
+    /// Per unit: the seconds it holds.
+    spans: Vec<u64>,
     /// The distinct bucket values (highest equivalent), ascending.
     values: Vec<u64>,
-    /// Per second: (index into `values`, count), ascending.
+    /// Per unit: (index into `values`, count), ascending.
     entries: Vec<Vec<(u32, u64)>>,
-    /// Per second: the number of samples.
+    /// Per unit: the number of samples.
     counts: Vec<u64>,
-    /// Per second: the sum of its samples (as `Histogram::mean` weighs them), for the mean.
+    /// Per unit: the sum of its samples (as `Histogram::mean` weighs them), for the mean.
     sums: Vec<f64>,
     /// The window of values that holds a percentile of every resample (built on first use).
     window: Option<Window>,
@@ -120,14 +132,23 @@ struct Window {
 }
 
 impl Seconds {
-    fn new(seconds: &[Histogram<u64>]) -> Seconds {
-        let mut values: Vec<u64> = seconds
+    /// The table of `seconds` in units of `group` consecutive seconds (1: each its own).
+    fn new(seconds: &[Histogram<u64>], group: usize) -> Seconds {
+        let group = group.max(1);
+        let merged: Vec<Histogram<u64>>;
+        let units = if group == 1 {
+            seconds
+        } else {
+            merged = seconds.chunks(group).map(merge_unit).collect();
+            &merged[..]
+        };
+        let mut values: Vec<u64> = units
             .iter()
             .flat_map(|h| h.iter_recorded().map(|b| b.value_iterated_to()))
             .collect();
         values.sort_unstable();
         values.dedup();
-        let entries = seconds
+        let entries = units
             .iter()
             .map(|h| {
                 h.iter_recorded()
@@ -139,10 +160,12 @@ impl Seconds {
             })
             .collect();
         Seconds {
+            group,
+            spans: seconds.chunks(group).map(|c| c.len() as u64).collect(),
             values,
             entries,
-            counts: seconds.iter().map(Histogram::len).collect(),
-            sums: seconds.iter().map(|h| h.mean() * h.len() as f64).collect(),
+            counts: units.iter().map(Histogram::len).collect(),
+            sums: units.iter().map(|h| h.mean() * h.len() as f64).collect(),
             window: None,
             scratch: Vec::new(),
         }
@@ -161,7 +184,11 @@ impl Seconds {
             .sum();
         match figure {
             Figure::Throughput => {
-                let seconds: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+                let seconds: u64 = weights
+                    .iter()
+                    .zip(&self.spans)
+                    .map(|(&w, &span)| u64::from(w) * span)
+                    .sum();
                 (seconds > 0).then(|| total as f64 / seconds as f64)
             }
             Figure::Mean => {
@@ -320,13 +347,30 @@ impl Seconds {
     }
 }
 
-/// The default block length for `seconds` seconds: ⌈n^(1/3)⌉, at most a quarter of the run.
-fn block_len(seconds: usize, options: &BootstrapOptions) -> usize {
-    let auto = (seconds as f64).cbrt().ceil() as usize;
+/// The block length in units for `units` units of `group` seconds each: ⌈n^(1/3)⌉ units, or
+/// the caller's seconds rounded up to whole units; at most a quarter of the run.
+fn block_len(units: usize, group: usize, options: &BootstrapOptions) -> usize {
+    let auto = (units as f64).cbrt().ceil() as usize;
     options
         .block_seconds
-        .unwrap_or(auto)
-        .clamp(1, (seconds / 4).max(1))
+        .map_or(auto, |seconds| seconds.div_ceil(group.max(1)))
+        .clamp(1, (units / 4).max(1))
+}
+
+/// The seconds merged into one unit so that a run of `seconds` seconds is at most
+/// [`MAX_UNITS`] units.
+fn group_for(seconds: usize) -> usize {
+    seconds.div_ceil(MAX_UNITS).max(1)
+}
+
+/// One unit's histogram: its seconds merged (they share the run's bounds; a second that
+/// cannot be added, which histograms of one run never are, is left out rather than panicked on).
+fn merge_unit(seconds: &[Histogram<u64>]) -> Histogram<u64> {
+    let mut unit = seconds[0].clone();
+    for h in &seconds[1..] {
+        let _ = unit.add(h);
+    }
+    unit
 }
 
 /// One circular block resample, as how often each second appears: blocks of `block`
@@ -379,11 +423,11 @@ pub fn figure_interval(
     figure: Figure,
     options: &BootstrapOptions,
 ) -> Result<Estimate, Insufficient> {
-    let mut table = Seconds::new(seconds);
+    let mut table = Seconds::new(seconds, group_for(seconds.len()));
     table.check(figure, options.confidence)?;
     let all = vec![1; table.len()];
     let estimate = table.figure(figure, &all).ok_or(Insufficient::NoSamples)?;
-    let block = block_len(table.len(), options);
+    let block = block_len(table.len(), table.group, options);
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let mut replicates = table.replicates(figure, block, options.replicates.max(1), &mut rng);
     if replicates.is_empty() {
@@ -396,8 +440,8 @@ pub fn figure_interval(
         low,
         high,
         confidence: options.confidence,
-        method: bootstrap_method(block, options),
-        samples: table.len() as u64,
+        method: bootstrap_method(block * table.group, options),
+        samples: seconds.len() as u64,
         unit: Unit::Seconds,
     })
 }
@@ -419,15 +463,19 @@ pub fn compare_seconds(
     figure: Figure,
     options: &BootstrapOptions,
 ) -> Change {
-    let mut base_table = Seconds::new(base);
-    let mut new_table = Seconds::new(new);
+    // One unit size for both sides, so that their blocks span the same seconds; the shorter
+    // side keeps at least 32 units.
+    let shorter = base.len().min(new.len());
+    let group = group_for(base.len().max(new.len())).min((shorter / 32).max(1));
+    let mut base_table = Seconds::new(base, group);
+    let mut new_table = Seconds::new(new, group);
     let base_all = vec![1; base_table.len()];
     let new_all = vec![1; new_table.len()];
     let base_figure = base_table.figure(figure, &base_all);
     let new_figure = new_table.figure(figure, &new_all);
-    let block = block_len(base_table.len().min(new_table.len()), options);
+    let block = block_len(base_table.len().min(new_table.len()), group, options);
     let samples = (base.len() as u64, new.len() as u64, Unit::Seconds);
-    let method = bootstrap_method(block, options);
+    let method = bootstrap_method(block * group, options);
     let refuse = |side: &str, why: Insufficient| {
         let reason = format!("{side}: {why}");
         Change::insufficient(
@@ -604,7 +652,7 @@ mod tests {
                     merged.add(h).unwrap();
                 }
             }
-            let mut table = Seconds::new(&histograms);
+            let mut table = Seconds::new(&histograms, 1);
             let ours = table.figure(Figure::Percentile(q), weights);
             if merged.is_empty() {
                 prop_assert_eq!(ours, None);
@@ -615,6 +663,13 @@ mod tests {
             let ones = vec![1; histograms.len()];
             let _ = table.figure(Figure::Percentile(q), &ones);
             prop_assert_eq!(table.figure(Figure::Percentile(q), weights), ours);
+            // Seconds merged into units of 3: the whole run's percentile is unchanged.
+            let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).unwrap();
+            histograms.iter().for_each(|h| all.add(h).unwrap());
+            let mut units = Seconds::new(&histograms, 3);
+            let ones = vec![1; units.len()];
+            let grouped = units.figure(Figure::Percentile(q), &ones);
+            prop_assert_eq!(grouped, (!all.is_empty()).then(|| all.value_at_quantile(q) as f64));
         }
     }
 

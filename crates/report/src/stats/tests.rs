@@ -293,6 +293,44 @@ fn quick(seed: u64) -> BootstrapOptions {
     }
 }
 
+/// An hour's seconds are resampled in units of merged consecutive seconds (at most
+/// `MAX_UNITS` of them), so the report's end does not spend minutes per figure: the estimate is
+/// still the whole run's, the rate still per second, and the blocks whole units.
+#[test]
+fn an_hours_seconds_are_resampled_in_at_most_max_units() {
+    let seconds = run(5, 3_600, 20.0, 1.0);
+    let mut merged = histogram();
+    for h in &seconds {
+        merged.add(h).unwrap();
+    }
+    let p99 = figure_interval(&seconds, Figure::Percentile(0.99), &quick(5)).unwrap();
+    assert_eq!(p99.estimate, merged.value_at_quantile(0.99) as f64);
+    assert!(
+        p99.low <= p99.estimate && p99.estimate <= p99.high,
+        "{p99:?}"
+    );
+    assert_eq!(p99.samples, 3_600);
+    let Method::CircularBlockBootstrap { block_seconds, .. } = p99.method else {
+        panic!("{:?}", p99.method)
+    };
+    // 3,600 s in units of ⌈3600/256⌉ = 15 s: 240 units, blocks of ⌈240^(1/3)⌉ = 7 units.
+    assert_eq!(block_seconds, 7 * 15);
+    let rate = figure_interval(&seconds, Figure::Throughput, &quick(5)).unwrap();
+    assert_eq!(rate.estimate, merged.len() as f64 / 3_600.0);
+    assert!(
+        rate.low < rate.estimate && rate.estimate < rate.high,
+        "{rate:?}"
+    );
+    // A comparison of an hour with itself, shifted, finds no change, in the same units.
+    let change = compare_seconds(
+        &seconds,
+        &seconds[..3_000],
+        Figure::Percentile(0.5),
+        &quick(5),
+    );
+    assert_eq!(change.verdict, Verdict::WithinNoise, "{change:?}");
+}
+
 #[test]
 fn a_runs_bootstrap_interval_surrounds_the_merged_histograms_figure() {
     let seconds = run(1, 30, 200.0, 1.0);

@@ -4,10 +4,12 @@
 //! The file is the magic `tailscope-journal\n`, a little-endian u16 format version, then
 //! records. A record is `u32 length | u32 CRC32 of the payload | payload`; the payload's first
 //! byte says its kind: a header (once, first), a second (one per finished second) or the end
-//! (once, on a normal end). Header and end are deflated JSON; a second is a u32 length, its
-//! deflated JSON ([`SecondRecord`]), then its latency histogram in hdrhistogram's own V2
-//! deflate serialization. A reader keeps every whole record with a good CRC up to the first
-//! that is cut short or damaged: a kill that lands mid-write loses that record only.
+//! (once, on a normal end). Header and end are deflated JSON. The seconds are pieces of one
+//! DEFLATE stream, each ended by a sync flush ([`SecondsEncoder`]): a piece inflates to a u32
+//! length, the second's JSON ([`SecondRecord`]), then its latency histogram in hdrhistogram's
+//! V2 serialization at [`SECOND_DIGITS`]. A reader keeps every whole record with a good CRC up
+//! to the first that is cut short or damaged: a kill that lands mid-write loses that record
+//! only.
 
 use std::io::{Read, Write};
 
@@ -23,7 +25,9 @@ use crate::document::{Report, TargetInfo};
 /// The first bytes of every journal.
 pub const MAGIC: &[u8] = b"tailscope-journal\n";
 /// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+/// Version 1 (before 2026-11-28) deflated each second on its own, its histogram at the
+/// generator's full precision: it is refused, with a message that says so.
+pub const VERSION: u16 = 2;
 /// A record longer than this is taken for damage, not data (a second is a few KiB; the end
 /// record holds the final report, some MiB for a day-long run).
 const MAX_RECORD: usize = 256 << 20;
@@ -70,7 +74,7 @@ pub struct SecondRecord {
 pub struct Second {
     /// What was recorded of it.
     pub record: SecondRecord,
-    /// Its latency histogram, as serialized (V2 deflate).
+    /// Its latency histogram, V2 deflate serialized, at [`SECOND_DIGITS`].
     pub histogram: Vec<u8>,
 }
 
@@ -109,7 +113,7 @@ pub enum JournalError {
     #[error("not a tailscope journal (it does not begin with the journal's magic bytes)")]
     NotAJournal,
     /// A version this build does not read.
-    #[error("journal format version {0}: this tailscope reads version {VERSION}")]
+    #[error("journal format version {0}: this tailscope reads version {VERSION} only (version 1 was written by tailscope before 2026-11-28: read it with the tailscope that wrote it)")]
     Version(u16),
     /// No whole header record.
     #[error("the journal ends before its header record is whole: nothing of the run is in it")]
@@ -176,15 +180,88 @@ pub fn end_record(report: &Report) -> Vec<u8> {
     json_record(KIND_END, report)
 }
 
-/// A second's record bytes; `histogram` is its latency histogram, V2-deflate serialized.
-pub fn second_record(second: &SecondRecord, histogram: &[u8]) -> Vec<u8> {
-    let json = deflate(&serde_json::to_vec(second).unwrap_or_default());
-    let mut payload = Vec::with_capacity(json.len() + histogram.len() + 5);
-    payload.push(KIND_SECOND);
-    payload.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    payload.extend_from_slice(&json);
-    payload.extend_from_slice(histogram);
-    frame(&payload)
+/// Significant digits of the seconds' histograms as a journal keeps them (hdrhistogram's
+/// precision: a value within 1 % of the one measured). At 3 digits a second of widely spread
+/// latencies takes some 1 KB even compressed, two thirds of the record; at 2 a few hundred
+/// bytes. The run's report, written at its end, keeps the generator's full precision; only
+/// the report of a killed run, rebuilt from the seconds, reads its percentiles at this one.
+pub const SECOND_DIGITS: u8 = 2;
+
+/// Encodes the second records of one journal: their bytes are pieces of one DEFLATE stream,
+/// each ended by a sync flush (so that a reader inflates every whole record written so far),
+/// so what repeats from a second to the next (the JSON's keys, the counters that did not
+/// move, an unchanged slowest list) costs a back-reference, not its bytes again.
+pub struct SecondsEncoder {
+    stream: flate2::write::DeflateEncoder<Vec<u8>>,
+}
+
+impl Default for SecondsEncoder {
+    fn default() -> Self {
+        SecondsEncoder {
+            stream: flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(6)),
+        }
+    }
+}
+
+impl SecondsEncoder {
+    /// The next second's record bytes. `histogram` is its latency histogram, serialized by
+    /// hdrhistogram (V2, deflated or not, at any precision): it is kept at [`SECOND_DIGITS`].
+    /// Must be written after every record this encoder returned before it.
+    pub fn record(&mut self, second: &SecondRecord, histogram: &[u8]) -> Vec<u8> {
+        let json = serde_json::to_vec(second).unwrap_or_default();
+        let mut piece = Vec::with_capacity(json.len() + histogram.len() + 4);
+        piece.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        piece.extend_from_slice(&json);
+        piece.extend(coarse(histogram));
+        // Writing to and flushing into a Vec cannot fail.
+        let _ = self.stream.write_all(&piece);
+        let _ = self.stream.flush();
+        let mut payload = vec![KIND_SECOND];
+        payload.append(self.stream.get_mut());
+        frame(&payload)
+    }
+}
+
+/// A serialized histogram re-serialized (V2, not deflated: the stream deflates it) at
+/// [`SECOND_DIGITS`]; empty when it cannot be read.
+fn coarse(histogram: &[u8]) -> Vec<u8> {
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &histogram[..]) else {
+        return Vec::new();
+    };
+    let Ok(mut out) = Histogram::<u64>::new_with_bounds(h.low(), h.high(), SECOND_DIGITS) else {
+        return Vec::new();
+    };
+    out.auto(true);
+    let mut bytes = Vec::new();
+    if out.add(&h).is_err() || V2Serializer::new().serialize(&out, &mut bytes).is_err() {
+        return Vec::new();
+    }
+    bytes
+}
+
+/// Inflates the next piece of a journal's seconds stream (all of it: a piece ends with a
+/// sync flush).
+fn inflate_piece(stream: &mut flate2::Decompress, input: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(input.len() * 4 + 1024);
+    let mut used = 0usize;
+    loop {
+        if out.capacity() - out.len() < 1024 {
+            out.reserve(out.capacity());
+        }
+        let (in_before, out_before) = (stream.total_in(), out.len());
+        let status = stream
+            .decompress_vec(&input[used..], &mut out, flate2::FlushDecompress::Sync)
+            .map_err(|e| e.to_string())?;
+        used += (stream.total_in() - in_before) as usize;
+        let spare = out.len() < out.capacity();
+        if (used == input.len() && spare) || status == flate2::Status::StreamEnd {
+            return Ok(out);
+        }
+        if stream.total_in() == in_before && out.len() == out_before && spare {
+            return Err("the seconds' stream does not inflate".into());
+        }
+    }
 }
 
 /// Splits `bytes` (after the preamble) into whole, CRC-checked payloads, and how they ended.
@@ -217,22 +294,31 @@ fn parse_json<T: for<'de> Deserialize<'de>>(bytes: &[u8], index: usize) -> Resul
     serde_json::from_slice(&json).map_err(|e| reason(e.to_string()))
 }
 
-fn parse_second(body: &[u8], index: usize) -> Result<Second, JournalError> {
+fn parse_second(
+    stream: &mut flate2::Decompress,
+    body: &[u8],
+    index: usize,
+) -> Result<Second, JournalError> {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
     let bad = |reason: &str| JournalError::Record {
         index,
         reason: reason.to_string(),
     };
-    let len = body
+    let piece = inflate_piece(stream, body).map_err(|e| bad(&e))?;
+    let len = piece
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         .ok_or_else(|| bad("a second record without its length"))?;
-    let json = body
+    let json = piece
         .get(4..4 + len)
         .ok_or_else(|| bad("a second record shorter than its JSON"))?;
-    Ok(Second {
-        record: parse_json(json, index)?,
-        histogram: body[4 + len..].to_vec(),
-    })
+    let record = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
+    // Handed on as the generator hands its seconds' histograms: V2 deflate.
+    let mut histogram = Vec::new();
+    if let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &piece[4 + len..]) {
+        let _ = V2DeflateSerializer::new().serialize(&h, &mut histogram);
+    }
+    Ok(Second { record, histogram })
 }
 
 /// Reads a journal's bytes: every whole record up to the first damaged one.
@@ -260,9 +346,10 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
         end: None,
         tail,
     };
+    let mut stream = flate2::Decompress::new(false);
     for (i, r) in records {
         match r[0] {
-            KIND_SECOND => journal.seconds.push(parse_second(&r[1..], i)?),
+            KIND_SECOND => journal.seconds.push(parse_second(&mut stream, &r[1..], i)?),
             KIND_END => journal.end = Some(parse_json(&r[1..], i)?),
             // A kind a later version added: skipped, as the format's rule says.
             _ => {}

@@ -184,12 +184,13 @@ impl JournalWriter {
 /// The journal's thread: appends each record, syncs at most every [`SYNC_EVERY`].
 fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &AtomicBool) {
     let mut synced = Instant::now();
+    let mut seconds = journal::SecondsEncoder::default();
     for message in rx {
         if failed.load(Ordering::SeqCst) {
             continue;
         }
         let bytes = match message {
-            Message::Second(record, histogram) => journal::second_record(&record, &histogram),
+            Message::Second(record, histogram) => seconds.record(&record, &histogram),
             Message::End(report) => journal::end_record(&report),
         };
         if let Err(e) = file.write_all(&bytes) {

@@ -14,7 +14,7 @@ const RATE: u64 = 400;
 const CONNECTIONS: u64 = 4;
 
 fn run_command(url: &str, dir: &std::path::Path, duration: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_tailscope"));
+    let mut c = crate::common::tailscope_command();
     c.args([
         "run",
         url,

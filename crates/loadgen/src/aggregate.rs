@@ -362,6 +362,7 @@ impl Aggregator {
             by_request: Vec::new(),
             seconds_closed: 0,
             new_second_histograms: Vec::new(),
+            checkpoint: None,
         }
     }
 
@@ -402,6 +403,9 @@ impl Aggregator {
         snap.new_second_histograms.clear();
         snap.new_second_histograms
             .extend_from_slice(&self.second_histograms[self.seconds_handed..]);
+        let minute = |seconds: usize| seconds / crate::snapshot::CHECKPOINT_SECONDS;
+        snap.checkpoint = (minute(self.second_histograms.len()) > minute(self.seconds_handed))
+            .then(|| Box::new(self.histograms.clone()));
         self.seconds_handed = self.second_histograms.len();
         self.last_tick_latency.reset();
     }

@@ -35,6 +35,7 @@ const MAX_RECORD: usize = 256 << 20;
 const KIND_HEADER: u8 = 1;
 const KIND_SECOND: u8 = 2;
 const KIND_END: u8 = 3;
+const KIND_HISTOGRAMS: u8 = 4;
 
 /// What the journal says of the run before its first second.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -78,6 +79,16 @@ pub struct Second {
     pub histogram: Vec<u8>,
 }
 
+/// The run's histograms but the latency one (which the seconds hold), as of a second:
+/// uncorrected, connect, TLS, first request, body, each V2-deflate serialized, in that order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramsRecord {
+    /// How many seconds of the run were closed when they were taken.
+    pub seconds: u64,
+    /// The five histograms' bytes.
+    pub histograms: Vec<Vec<u8>>,
+}
+
 /// How the journal's bytes ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tail {
@@ -102,6 +113,8 @@ pub struct Journal {
     pub seconds: Vec<Second>,
     /// The report written at the run's normal end; none when the run did not end normally.
     pub end: Option<Report>,
+    /// The run's other histograms as last written (once a minute, and at the end).
+    pub histograms: Option<HistogramsRecord>,
     /// How its bytes ended.
     pub tail: Tail,
 }
@@ -264,6 +277,53 @@ fn inflate_piece(stream: &mut flate2::Decompress, input: &[u8]) -> Result<Vec<u8
     }
 }
 
+/// A histograms record's bytes: the run's histograms (all but the latency one) after
+/// `seconds` closed seconds.
+pub fn histograms_record(seconds: u64, h: &tailscope_loadgen::snapshot::Histograms) -> Vec<u8> {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+    let mut payload = vec![KIND_HISTOGRAMS];
+    payload.extend_from_slice(&seconds.to_le_bytes());
+    for one in [
+        &h.latency_uncorrected,
+        &h.connect,
+        &h.tls,
+        &h.first_request,
+        &h.body,
+    ] {
+        let mut bytes = Vec::new();
+        let _ = V2DeflateSerializer::new().serialize(one, &mut bytes);
+        payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        payload.extend(bytes);
+    }
+    frame(&payload)
+}
+
+fn parse_histograms(body: &[u8], index: usize) -> Result<HistogramsRecord, JournalError> {
+    let bad = || JournalError::Record {
+        index,
+        reason: "a histograms record shorter than its lengths say".into(),
+    };
+    let seconds = body
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(bad)?;
+    let mut at = 8;
+    let mut histograms = Vec::new();
+    while at < body.len() {
+        let len = body
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(bad)?;
+        histograms.push(body.get(at + 4..at + 4 + len).ok_or_else(bad)?.to_vec());
+        at += 4 + len;
+    }
+    Ok(HistogramsRecord {
+        seconds,
+        histograms,
+    })
+}
+
 /// Splits `bytes` (after the preamble) into whole, CRC-checked payloads, and how they ended.
 fn payloads(bytes: &[u8], base: u64) -> (Vec<&[u8]>, Tail) {
     let mut out = Vec::new();
@@ -344,6 +404,7 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
         header,
         seconds: Vec::new(),
         end: None,
+        histograms: None,
         tail,
     };
     let mut stream = flate2::Decompress::new(false);
@@ -351,6 +412,7 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
         match r[0] {
             KIND_SECOND => journal.seconds.push(parse_second(&mut stream, &r[1..], i)?),
             KIND_END => journal.end = Some(parse_json(&r[1..], i)?),
+            KIND_HISTOGRAMS => journal.histograms = Some(parse_histograms(&r[1..], i)?),
             // A kind a later version added: skipped, as the format's rule says.
             _ => {}
         }
@@ -361,8 +423,9 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
 impl Journal {
     /// The run's totals as far as the journal has them: every second recorded, the counters
     /// and slowest requests as of the last, and the latency histogram summed from the
-    /// seconds'. What it does not hold reads as n/a: the connect, TLS, first-request, body
-    /// and uncorrected histograms, figures per name of a mix, rate changes, the grace period.
+    /// seconds', the other histograms (connect, TLS, first-request, body, uncorrected) as last
+    /// written (once a minute). What it does not hold reads as n/a: those histograms before
+    /// their first minute, figures per name of a mix, rate changes, the grace period.
     pub fn totals(&self) -> RunTotals {
         let mut latency: Option<Histogram<u64>> = None;
         for s in &self.seconds {
@@ -386,6 +449,21 @@ impl Journal {
         let counters = last.map(|s| s.record.totals.clone()).unwrap_or_default();
         let duration = std::time::Duration::from_secs_f64(last.map_or(0.0, |s| s.record.point.t_s));
         let mut totals = RunTotals::of_latency(duration, counters, latency);
+        if let Some(record) = &self.histograms {
+            let h = &mut totals.histograms;
+            let slots = [
+                &mut h.latency_uncorrected,
+                &mut h.connect,
+                &mut h.tls,
+                &mut h.first_request,
+                &mut h.body,
+            ];
+            for (slot, bytes) in slots.into_iter().zip(&record.histograms) {
+                if let Ok(read) = Deserializer::new().deserialize::<u64, _>(&mut bytes.as_slice()) {
+                    *slot = read;
+                }
+            }
+        }
         totals.timeseries = self
             .seconds
             .iter()

@@ -186,3 +186,27 @@ fn seconds_keep_their_counts_at_two_digits_and_repeats_cost_little() {
         );
     }
 }
+
+/// The run's other histograms, written once a minute and at the end, are read back into the
+/// totals; the last written is the one kept.
+#[test]
+fn the_histograms_record_gives_the_totals_their_other_histograms() {
+    use tailscope_loadgen::snapshot::Histograms;
+    let (mut bytes, _) = three_seconds();
+    let mut h = Histograms::new(std::time::Duration::from_secs(60));
+    h.connect.record(250).unwrap();
+    bytes.extend(histograms_record(2, &h));
+    h.connect.record(300).unwrap();
+    h.latency_uncorrected.record(90).unwrap();
+    bytes.extend(histograms_record(3, &h));
+    let j = read(&bytes).unwrap();
+    assert_eq!(j.histograms.as_ref().map(|h| h.seconds), Some(3));
+    let totals = j.totals();
+    assert_eq!(totals.histograms.connect.len(), 2);
+    assert_eq!(totals.histograms.connect.max(), 300);
+    assert_eq!(totals.histograms.latency_uncorrected.len(), 1);
+    assert!(totals.histograms.tls.is_empty());
+    // Without one, they are empty (n/a in the report), not made up.
+    let (bytes, _) = three_seconds();
+    assert!(read(&bytes).unwrap().totals().histograms.connect.is_empty());
+}

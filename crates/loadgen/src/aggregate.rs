@@ -525,6 +525,33 @@ mod tests {
         assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
     }
 
+    /// The run's histograms ride on a snapshot once a minute of closed seconds (for the
+    /// journal), not on every one, and hold every request up to then.
+    #[test]
+    fn a_snapshot_carries_the_runs_histograms_once_a_minute() {
+        let base = Instant::now();
+        let tick = Duration::from_secs(1);
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3);
+        let mut carried = Vec::new();
+        for s in 0..130u64 {
+            r.record_finished(&finished(base, s * 1_000 + 10, 5, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(s * 1_000 + 500), tick));
+            let snap = agg.snapshot(Phase::Running, Duration::from_secs(s), Duration::ZERO, tick);
+            if let Some(h) = &snap.checkpoint {
+                carried.push((snap.seconds_closed, h.latency.len()));
+            }
+        }
+        assert_eq!(carried.len(), 2, "{carried:?}");
+        for (closed, requests) in carried {
+            assert_eq!(closed % 60, 0, "carried after {closed} seconds");
+            assert!(
+                requests >= closed as u64,
+                "{requests} requests after {closed} s"
+            );
+        }
+    }
+
     /// A mix's names get a point a second (the seconds they had requests in), the dashboard
     /// their figures so far, and the run their totals, from hand-overs once a second.
     #[test]

@@ -3,7 +3,7 @@
 //! kernel matches against every armed request: 19,000 connections closing together held a
 //! one-worker server for 2.5 s (`server_stall`, 90 % of its CPU in `io_try_cancel`).
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use super::common::{self, n, Engine};
@@ -17,7 +17,7 @@ const STORM: u64 = 19_000;
 /// a second) during a 3 s warm-up, keeps them through `load` and then closes them all and
 /// exits.
 fn storm(addr: &str, load: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    crate::common::tailscope_command()
         .args(["run", &format!("http://{addr}/"), "--json", "-"])
         .args(["-c", "1", "-q", "50", "--warmup", "3s", "-z", load])
         .args(["--idle-conns", &STORM.to_string(), "--source-addrs", "auto"])

@@ -286,6 +286,7 @@ exit $rc"#,
         e = e.name()
     );
     let out = std::process::Command::new("unshare")
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .args(["-n", "sh", "-c", &script])
         .stdin(std::process::Stdio::null())
         .output()
@@ -403,6 +404,7 @@ fn run_uring_under_1000_files(url: &str, args: &str) -> Option<(i32, serde_json:
         return None;
     }
     let out = std::process::Command::new("sh")
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .args([
             "-c",
             &format!(
@@ -563,6 +565,7 @@ fn sixty_thousand_connections_each_complete_a_request_within_400_mib() {
         .to_string();
     let count = CONNS.to_string();
     let run = std::process::Command::new(bin)
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .args([
             "run",
             &format!("http://{addr}/"),

@@ -142,7 +142,7 @@ fn the_kubernetes_example_is_an_indexed_job_of_n_segments_and_a_merge() {
     };
     assert!(var("TARGET_URL").starts_with("http://"));
     assert!(tailscope_loadgen::segment::parse_start_time(&var("START_AT")).is_ok());
-    let out = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let out = crate::common::tailscope_command()
         .args(args.iter().map(expand))
         .env("JOB_COMPLETION_INDEX", (completions - 1).to_string())
         .output()
@@ -186,6 +186,7 @@ fn the_ssh_example_runs_three_segments_and_merges_them() {
     );
     let out_dir = dir.join("reports");
     let mut child = Command::new("bash")
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ssh/run-segments.sh"))
         .args(["gen1", "gen2", "gen3"])
         .env("PATH", path)

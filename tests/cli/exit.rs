@@ -115,7 +115,7 @@ fn bad_flags_fail_fast_with_exit_code_2() {
 
 fn ctrl_c_stops_gracefully_and_still_reports(e: Engine) {
     let server = serve(|_| Reply::Send(ok("x")));
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let child = crate::common::tailscope_command()
         .args([
             "run",
             &server.url("/"),
@@ -158,7 +158,7 @@ fn ctrl_c_stops_gracefully_and_still_reports(e: Engine) {
 #[test]
 fn a_closed_stderr_is_not_an_error() {
     let server = serve(|_| Reply::Send(ok("x")));
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let mut child = crate::common::tailscope_command()
         .args([
             "run",
             &server.url("/"),
@@ -210,6 +210,7 @@ fn more_connections_than_the_open_file_limit_exit_2_naming_it() {
     // engine's sockets are not in the process's table: see tests/c100k.rs.)
     let refused = |args: &str| {
         let out = Command::new("sh")
+            .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
             .args([
                 "-c",
                 &format!(
@@ -246,6 +247,7 @@ fn the_soft_open_file_limit_is_raised_to_the_hard_one(e: Engine) {
     // Soft 256, hard 4096: 1,000 connections fit once the soft limit is raised.
     let server = serve(|_| Reply::Send(ok("x")));
     let out = Command::new("sh")
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .args([
             "-c",
             &format!(

@@ -272,7 +272,7 @@ pub fn spawn_serve(flags: &[&str]) -> Option<(std::process::Child, String)> {
 /// [`spawn_serve`] with only the flags given (its own number of worker threads).
 pub fn spawn_serve_as(flags: &[&str]) -> Option<(std::process::Child, String)> {
     use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let mut child = tailscope_command()
         .args(["serve", "--addr", "127.0.0.1:0"])
         .args(flags)
         .stdin(std::process::Stdio::null())
@@ -332,7 +332,7 @@ pub fn children(ppid: u32) -> Vec<u64> {
 /// Starts tailscope with `args` (stdout and stderr piped) and reads its stderr until `marker`
 /// shows up (or it ends, or 20 s pass); returns the child and what was read.
 pub fn spawn_until(args: &[&str], marker: &str) -> (std::process::Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let mut child = tailscope_command()
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -362,12 +362,24 @@ pub fn interrupt(pid: u32) {
     assert!(ok.success());
 }
 
+/// The tailscope binary as a command, its journals (of runs that name no report file) sent
+/// to the target's temp dir, not into the source tree: every test that starts tailscope
+/// starts it with this.
+pub fn tailscope_command() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tailscope"));
+    c.env("TAILSCOPE_JOURNAL_DIR", JOURNAL_DIR);
+    c
+}
+
+/// Where the tests' runs that name no report file put their journals (set as
+/// `TAILSCOPE_JOURNAL_DIR` by [`tailscope_command`]; a test that starts tailscope through a
+/// shell, tmux or `ip netns exec` sets it likewise).
+pub const JOURNAL_DIR: &str = env!("CARGO_TARGET_TMPDIR");
+
 /// Runs the tailscope binary with these arguments (stdin closed, not a terminal).
 pub fn tailscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    tailscope_command()
         .args(args)
-        // The journals of runs that name no report file go here, not into the source tree.
-        .env("TAILSCOPE_JOURNAL_DIR", env!("CARGO_TARGET_TMPDIR"))
         .stdin(std::process::Stdio::null())
         .output()
         .expect("the tailscope binary runs")

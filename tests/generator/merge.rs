@@ -236,6 +236,7 @@ fn in_netns(ns: &str, args: &[&str]) -> Command {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_tailscope")])
         .args(args)
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .stdin(Stdio::null());
     c
 }

@@ -5,7 +5,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use common::{n, ok, read_json, serve, tailscope, unix_now, wait_bounded, Reply};
@@ -22,7 +22,7 @@ fn loopback_segment_reports(dir: &Path, url: &str) -> Vec<PathBuf> {
         .map(|(run, i)| {
             let file = dir.join(format!("{run}-{i}.json"));
             let segment = format!("{i}/3");
-            let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+            let child = crate::common::tailscope_command()
                 .args(["run", url, "-n", "300", "-q", "150", "-c", "3"])
                 .args(["--threads", "1", "--segment", &segment])
                 .args(["--start-at", &start_at, "--json"])
@@ -212,7 +212,7 @@ fn segment_and_start_at_flags_refuse_bad_values() {
     ] {
         let mut all = vec!["run", "http://127.0.0.1:9/"];
         all.extend(args);
-        let out = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        let out = crate::common::tailscope_command()
             .args(&all)
             .env_remove("JOB_COMPLETION_INDEX")
             .output()

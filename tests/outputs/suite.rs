@@ -494,7 +494,7 @@ fn an_interrupted_suite_leaves_the_run_it_cut_short_out() {
     );
     let json = file.with_extension("json");
     let _ = std::fs::remove_file(&json);
-    let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let child = crate::common::tailscope_command()
         .args([
             "suite",
             file.to_str().unwrap(),

@@ -44,7 +44,8 @@ impl Session {
             width,
             height,
             &format!(
-                "{} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
+                "TAILSCOPE_JOURNAL_DIR={} {} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
+                crate::common::JOURNAL_DIR,
                 env!("CARGO_BIN_EXE_tailscope"),
             ),
         )
@@ -355,7 +356,8 @@ fn sigkill_in_the_dashboard_still_gives_the_terminal_back() {
         "100",
         "30",
         &format!(
-            "{} run {} -z 60s -c 2 --threads 1; sleep 1; stty -a; echo SETTINGS-END; sleep 60",
+            "TAILSCOPE_JOURNAL_DIR={} {} run {} -z 60s -c 2 --threads 1; sleep 1; stty -a; echo SETTINGS-END; sleep 60",
+            crate::common::JOURNAL_DIR,
             env!("CARGO_BIN_EXE_tailscope"),
             server.url("/plaintext"),
         ),
@@ -441,7 +443,8 @@ fn no_color_draws_every_view_without_a_colour_and_every_panel_reads() {
             "120",
             "40",
             &format!(
-                "{env} {} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
+                "TAILSCOPE_JOURNAL_DIR={} {env} {} run {} -z 60s -c 4 --threads 1; echo EXIT=$?; sleep 60",
+                crate::common::JOURNAL_DIR,
                 env!("CARGO_BIN_EXE_tailscope"),
                 server.url("/plaintext"),
             ),

@@ -36,7 +36,7 @@ impl AgentProcess {
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
         let token_file = token_file.to_str().unwrap().to_string();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        let mut child = crate::common::tailscope_command()
             .args([
                 "agent",
                 "--listen",
@@ -248,7 +248,7 @@ fn an_agent_killed_mid_run_leaves_the_run_going() {
     let html = scratch.path().join("lost.html");
     args.extend(["--html".to_string(), html.to_str().unwrap().to_string()]);
     args.extend(agent.flags());
-    let mut run = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let mut run = crate::common::tailscope_command()
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -555,6 +555,7 @@ impl Netns {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_tailscope")])
             .args(args)
+            .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
             .stdin(Stdio::null());
         c
     }
@@ -841,7 +842,7 @@ fn of_segments_the_first_carries_the_agent_s_data_and_merge_keeps_it() {
         .into_iter()
         .map(|i| {
             let file = dir.path().join(format!("{i}.json"));
-            let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+            let child = crate::common::tailscope_command()
                 .args(["run", &url, "-z", "2s", "-q", "200", "-c", "2", "--no-tui"])
                 .args(["--segment", &format!("{i}/2"), "--start-at", &start_at])
                 .args(["--json", file.to_str().unwrap()])

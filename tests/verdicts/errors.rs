@@ -267,7 +267,7 @@ fn a_server_killed_and_restarted_mid_run_is_named() {
         std::thread::sleep(Duration::from_millis(1200));
         drop(first);
         std::thread::sleep(Duration::from_millis(700));
-        let child = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        let child = crate::common::tailscope_command()
             .args([
                 "serve",
                 "--threads",

@@ -547,6 +547,7 @@ fn packet_loss_in_a_private_network_namespace_is_named_retransmission() {
          {bin} run http://127.0.0.1:18100/ -z 3s -c 8 --threads 1 --json -; code=$?; kill $sp; exit $code"
     );
     let out = match std::process::Command::new("unshare")
+        .env("TAILSCOPE_JOURNAL_DIR", crate::common::JOURNAL_DIR)
         .args(["-n", "bash", "-c", &script])
         .output()
     {

@@ -45,7 +45,7 @@ fn bare_tailscope_runs_the_embedded_server_headless_and_cleans_up() {
 
 #[test]
 fn run_target_embedded_reports_the_server_and_stops_it() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let out = crate::common::tailscope_command()
         .args([
             "run", "--target", "embedded", "-n", "2000", "-c", "8", "--path", "/json", "--json",
             "-",

@@ -63,9 +63,11 @@ pub enum Command {
   tailscope compare base.json new.json --fail-if-regression 5% --html compare.html
   tailscope compare --base a1.json a2.json a3.json --new b1.json b2.json b3.json --fail-if-regression 5%")]
     Compare(CompareArgs),
-    /// Turn a saved JSON report into a self-contained HTML page with charts.
-    #[command(after_help = "Example:
-  tailscope report run.json --html run.html")]
+    /// Write a saved JSON report, or a run's journal (of a killed run too), as an HTML page
+    /// with charts, a JSON report or the text summary.
+    #[command(after_help = "Examples:
+  tailscope report run.json --html run.html
+  tailscope report tailscope-20261128T010203.journal --json run.json --html run.html")]
     Report(ReportArgs),
     /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
     /// histograms added, counters summed, seconds aligned on wall-clock time.

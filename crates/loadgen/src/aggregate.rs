@@ -362,6 +362,7 @@ impl Aggregator {
             by_request: Vec::new(),
             seconds_closed: 0,
             new_second_histograms: Vec::new(),
+            checkpoint: None,
         }
     }
 
@@ -402,6 +403,9 @@ impl Aggregator {
         snap.new_second_histograms.clear();
         snap.new_second_histograms
             .extend_from_slice(&self.second_histograms[self.seconds_handed..]);
+        let minute = |seconds: usize| seconds / crate::snapshot::CHECKPOINT_SECONDS;
+        snap.checkpoint = (minute(self.second_histograms.len()) > minute(self.seconds_handed))
+            .then(|| Box::new(self.histograms.clone()));
         self.seconds_handed = self.second_histograms.len();
         self.last_tick_latency.reset();
     }
@@ -519,6 +523,33 @@ mod tests {
         assert_eq!(totals.histograms.latency.len(), 22);
         assert_eq!(totals.timeseries[1].t_s, 1.2);
         assert!(totals.timeseries[1].partial && !totals.timeseries[0].partial);
+    }
+
+    /// The run's histograms ride on a snapshot once a minute of closed seconds (for the
+    /// journal), not on every one, and hold every request up to then.
+    #[test]
+    fn a_snapshot_carries_the_runs_histograms_once_a_minute() {
+        let base = Instant::now();
+        let tick = Duration::from_secs(1);
+        let mut agg = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        let mut r = WorkerRecorder::new(0, base, Duration::from_secs(60), 3);
+        let mut carried = Vec::new();
+        for s in 0..130u64 {
+            r.record_finished(&finished(base, s * 1_000 + 10, 5, 200));
+            agg.merge(r.take_interval(base + Duration::from_millis(s * 1_000 + 500), tick));
+            let snap = agg.snapshot(Phase::Running, Duration::from_secs(s), Duration::ZERO, tick);
+            if let Some(h) = &snap.checkpoint {
+                carried.push((snap.seconds_closed, h.latency.len()));
+            }
+        }
+        assert_eq!(carried.len(), 2, "{carried:?}");
+        for (closed, requests) in carried {
+            assert_eq!(closed % 60, 0, "carried after {closed} seconds");
+            assert!(
+                requests >= closed as u64,
+                "{requests} requests after {closed} s"
+            );
+        }
     }
 
     /// A mix's names get a point a second (the seconds they had requests in), the dashboard

@@ -643,7 +643,15 @@ pub struct Snapshot {
     /// of the seconds closed since the previous snapshot, in order: the last
     /// `new_second_histograms.len()` of the `seconds_closed`. The run's journal writes them.
     pub new_second_histograms: Vec<Vec<u8>>,
+    /// Each time a multiple of [`CHECKPOINT_SECONDS`] seconds is closed, the run's histograms
+    /// so far (a clone, once a minute): the journal writes the connect, TLS, first-request,
+    /// body and uncorrected ones, which a killed run's report then has as of that second.
+    pub checkpoint: Option<Box<Histograms>>,
 }
+
+/// How often (in closed seconds) a snapshot carries the run's histograms for the journal:
+/// the uncorrected one alone is a few KB deflated, too much for every second.
+pub const CHECKPOINT_SECONDS: usize = 60;
 
 impl Clone for Snapshot {
     fn clone(&self) -> Snapshot {
@@ -665,6 +673,7 @@ impl Clone for Snapshot {
             by_request: self.by_request.clone(),
             seconds_closed: self.seconds_closed,
             new_second_histograms: self.new_second_histograms.clone(),
+            checkpoint: self.checkpoint.clone(),
         }
     }
 
@@ -689,6 +698,7 @@ impl Clone for Snapshot {
             by_request,
             seconds_closed,
             new_second_histograms,
+            checkpoint,
         } = self;
         *phase = source.phase;
         *elapsed = source.elapsed;
@@ -707,6 +717,7 @@ impl Clone for Snapshot {
         by_request.clone_from(&source.by_request);
         *seconds_closed = source.seconds_closed;
         new_second_histograms.clone_from(&source.new_second_histograms);
+        checkpoint.clone_from(&source.checkpoint);
     }
 }
 

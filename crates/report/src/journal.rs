@@ -4,10 +4,12 @@
 //! The file is the magic `tailscope-journal\n`, a little-endian u16 format version, then
 //! records. A record is `u32 length | u32 CRC32 of the payload | payload`; the payload's first
 //! byte says its kind: a header (once, first), a second (one per finished second) or the end
-//! (once, on a normal end). Header and end are deflated JSON; a second is a u32 length, its
-//! deflated JSON ([`SecondRecord`]), then its latency histogram in hdrhistogram's own V2
-//! deflate serialization. A reader keeps every whole record with a good CRC up to the first
-//! that is cut short or damaged: a kill that lands mid-write loses that record only.
+//! (once, on a normal end). Header and end are deflated JSON. The seconds are pieces of one
+//! DEFLATE stream, each ended by a sync flush ([`SecondsEncoder`]): a piece inflates to a u32
+//! length, the second's JSON ([`SecondRecord`]), then its latency histogram in hdrhistogram's
+//! V2 serialization at [`SECOND_DIGITS`]. A reader keeps every whole record with a good CRC up
+//! to the first that is cut short or damaged: a kill that lands mid-write loses that record
+//! only.
 
 use std::io::{Read, Write};
 
@@ -23,7 +25,9 @@ use crate::document::{Report, TargetInfo};
 /// The first bytes of every journal.
 pub const MAGIC: &[u8] = b"tailscope-journal\n";
 /// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+/// Version 1 (before 2026-11-28) deflated each second on its own, its histogram at the
+/// generator's full precision: it is refused, with a message that says so.
+pub const VERSION: u16 = 2;
 /// A record longer than this is taken for damage, not data (a second is a few KiB; the end
 /// record holds the final report, some MiB for a day-long run).
 const MAX_RECORD: usize = 256 << 20;
@@ -31,6 +35,7 @@ const MAX_RECORD: usize = 256 << 20;
 const KIND_HEADER: u8 = 1;
 const KIND_SECOND: u8 = 2;
 const KIND_END: u8 = 3;
+const KIND_HISTOGRAMS: u8 = 4;
 
 /// What the journal says of the run before its first second.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -70,8 +75,18 @@ pub struct SecondRecord {
 pub struct Second {
     /// What was recorded of it.
     pub record: SecondRecord,
-    /// Its latency histogram, as serialized (V2 deflate).
+    /// Its latency histogram, V2 deflate serialized, at [`SECOND_DIGITS`].
     pub histogram: Vec<u8>,
+}
+
+/// The run's histograms but the latency one (which the seconds hold), as of a second:
+/// uncorrected, connect, TLS, first request, body, each V2-deflate serialized, in that order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramsRecord {
+    /// How many seconds of the run were closed when they were taken.
+    pub seconds: u64,
+    /// The five histograms' bytes.
+    pub histograms: Vec<Vec<u8>>,
 }
 
 /// How the journal's bytes ended.
@@ -98,6 +113,8 @@ pub struct Journal {
     pub seconds: Vec<Second>,
     /// The report written at the run's normal end; none when the run did not end normally.
     pub end: Option<Report>,
+    /// The run's other histograms as last written (once a minute, and at the end).
+    pub histograms: Option<HistogramsRecord>,
     /// How its bytes ended.
     pub tail: Tail,
 }
@@ -109,7 +126,7 @@ pub enum JournalError {
     #[error("not a tailscope journal (it does not begin with the journal's magic bytes)")]
     NotAJournal,
     /// A version this build does not read.
-    #[error("journal format version {0}: this tailscope reads version {VERSION}")]
+    #[error("journal format version {0}: this tailscope reads version {VERSION} only (version 1 was written by tailscope before 2026-11-28: read it with the tailscope that wrote it)")]
     Version(u16),
     /// No whole header record.
     #[error("the journal ends before its header record is whole: nothing of the run is in it")]
@@ -176,15 +193,135 @@ pub fn end_record(report: &Report) -> Vec<u8> {
     json_record(KIND_END, report)
 }
 
-/// A second's record bytes; `histogram` is its latency histogram, V2-deflate serialized.
-pub fn second_record(second: &SecondRecord, histogram: &[u8]) -> Vec<u8> {
-    let json = deflate(&serde_json::to_vec(second).unwrap_or_default());
-    let mut payload = Vec::with_capacity(json.len() + histogram.len() + 5);
-    payload.push(KIND_SECOND);
-    payload.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    payload.extend_from_slice(&json);
-    payload.extend_from_slice(histogram);
+/// Significant digits of the seconds' histograms as a journal keeps them (hdrhistogram's
+/// precision: a value within 1 % of the one measured). At 3 digits a second of widely spread
+/// latencies takes some 1 KB even compressed, two thirds of the record; at 2 a few hundred
+/// bytes. The run's report, written at its end, keeps the generator's full precision; only
+/// the report of a killed run, rebuilt from the seconds, reads its percentiles at this one.
+pub const SECOND_DIGITS: u8 = 2;
+
+/// Encodes the second records of one journal: their bytes are pieces of one DEFLATE stream,
+/// each ended by a sync flush (so that a reader inflates every whole record written so far),
+/// so what repeats from a second to the next (the JSON's keys, the counters that did not
+/// move, an unchanged slowest list) costs a back-reference, not its bytes again.
+pub struct SecondsEncoder {
+    stream: flate2::write::DeflateEncoder<Vec<u8>>,
+}
+
+impl Default for SecondsEncoder {
+    fn default() -> Self {
+        SecondsEncoder {
+            stream: flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(6)),
+        }
+    }
+}
+
+impl SecondsEncoder {
+    /// The next second's record bytes. `histogram` is its latency histogram, serialized by
+    /// hdrhistogram (V2, deflated or not, at any precision): it is kept at [`SECOND_DIGITS`].
+    /// Must be written after every record this encoder returned before it.
+    pub fn record(&mut self, second: &SecondRecord, histogram: &[u8]) -> Vec<u8> {
+        let json = serde_json::to_vec(second).unwrap_or_default();
+        let mut piece = Vec::with_capacity(json.len() + histogram.len() + 4);
+        piece.extend_from_slice(&(json.len() as u32).to_le_bytes());
+        piece.extend_from_slice(&json);
+        piece.extend(coarse(histogram));
+        // Writing to and flushing into a Vec cannot fail.
+        let _ = self.stream.write_all(&piece);
+        let _ = self.stream.flush();
+        let mut payload = vec![KIND_SECOND];
+        payload.append(self.stream.get_mut());
+        frame(&payload)
+    }
+}
+
+/// A serialized histogram re-serialized (V2, not deflated: the stream deflates it) at
+/// [`SECOND_DIGITS`]; empty when it cannot be read.
+fn coarse(histogram: &[u8]) -> Vec<u8> {
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &histogram[..]) else {
+        return Vec::new();
+    };
+    let Ok(mut out) = Histogram::<u64>::new_with_bounds(h.low(), h.high(), SECOND_DIGITS) else {
+        return Vec::new();
+    };
+    out.auto(true);
+    let mut bytes = Vec::new();
+    if out.add(&h).is_err() || V2Serializer::new().serialize(&out, &mut bytes).is_err() {
+        return Vec::new();
+    }
+    bytes
+}
+
+/// Inflates the next piece of a journal's seconds stream (all of it: a piece ends with a
+/// sync flush).
+fn inflate_piece(stream: &mut flate2::Decompress, input: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(input.len() * 4 + 1024);
+    let mut used = 0usize;
+    loop {
+        if out.capacity() - out.len() < 1024 {
+            out.reserve(out.capacity());
+        }
+        let (in_before, out_before) = (stream.total_in(), out.len());
+        let status = stream
+            .decompress_vec(&input[used..], &mut out, flate2::FlushDecompress::Sync)
+            .map_err(|e| e.to_string())?;
+        used += (stream.total_in() - in_before) as usize;
+        let spare = out.len() < out.capacity();
+        if (used == input.len() && spare) || status == flate2::Status::StreamEnd {
+            return Ok(out);
+        }
+        if stream.total_in() == in_before && out.len() == out_before && spare {
+            return Err("the seconds' stream does not inflate".into());
+        }
+    }
+}
+
+/// A histograms record's bytes: the run's histograms (all but the latency one) after
+/// `seconds` closed seconds.
+pub fn histograms_record(seconds: u64, h: &tailscope_loadgen::snapshot::Histograms) -> Vec<u8> {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+    let mut payload = vec![KIND_HISTOGRAMS];
+    payload.extend_from_slice(&seconds.to_le_bytes());
+    for one in [
+        &h.latency_uncorrected,
+        &h.connect,
+        &h.tls,
+        &h.first_request,
+        &h.body,
+    ] {
+        let mut bytes = Vec::new();
+        let _ = V2DeflateSerializer::new().serialize(one, &mut bytes);
+        payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+        payload.extend(bytes);
+    }
     frame(&payload)
+}
+
+fn parse_histograms(body: &[u8], index: usize) -> Result<HistogramsRecord, JournalError> {
+    let bad = || JournalError::Record {
+        index,
+        reason: "a histograms record shorter than its lengths say".into(),
+    };
+    let seconds = body
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(bad)?;
+    let mut at = 8;
+    let mut histograms = Vec::new();
+    while at < body.len() {
+        let len = body
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(bad)?;
+        histograms.push(body.get(at + 4..at + 4 + len).ok_or_else(bad)?.to_vec());
+        at += 4 + len;
+    }
+    Ok(HistogramsRecord {
+        seconds,
+        histograms,
+    })
 }
 
 /// Splits `bytes` (after the preamble) into whole, CRC-checked payloads, and how they ended.
@@ -217,22 +354,31 @@ fn parse_json<T: for<'de> Deserialize<'de>>(bytes: &[u8], index: usize) -> Resul
     serde_json::from_slice(&json).map_err(|e| reason(e.to_string()))
 }
 
-fn parse_second(body: &[u8], index: usize) -> Result<Second, JournalError> {
+fn parse_second(
+    stream: &mut flate2::Decompress,
+    body: &[u8],
+    index: usize,
+) -> Result<Second, JournalError> {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
     let bad = |reason: &str| JournalError::Record {
         index,
         reason: reason.to_string(),
     };
-    let len = body
+    let piece = inflate_piece(stream, body).map_err(|e| bad(&e))?;
+    let len = piece
         .get(..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         .ok_or_else(|| bad("a second record without its length"))?;
-    let json = body
+    let json = piece
         .get(4..4 + len)
         .ok_or_else(|| bad("a second record shorter than its JSON"))?;
-    Ok(Second {
-        record: parse_json(json, index)?,
-        histogram: body[4 + len..].to_vec(),
-    })
+    let record = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
+    // Handed on as the generator hands its seconds' histograms: V2 deflate.
+    let mut histogram = Vec::new();
+    if let Ok(h) = Deserializer::new().deserialize::<u64, _>(&mut &piece[4 + len..]) {
+        let _ = V2DeflateSerializer::new().serialize(&h, &mut histogram);
+    }
+    Ok(Second { record, histogram })
 }
 
 /// Reads a journal's bytes: every whole record up to the first damaged one.
@@ -258,12 +404,15 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
         header,
         seconds: Vec::new(),
         end: None,
+        histograms: None,
         tail,
     };
+    let mut stream = flate2::Decompress::new(false);
     for (i, r) in records {
         match r[0] {
-            KIND_SECOND => journal.seconds.push(parse_second(&r[1..], i)?),
+            KIND_SECOND => journal.seconds.push(parse_second(&mut stream, &r[1..], i)?),
             KIND_END => journal.end = Some(parse_json(&r[1..], i)?),
+            KIND_HISTOGRAMS => journal.histograms = Some(parse_histograms(&r[1..], i)?),
             // A kind a later version added: skipped, as the format's rule says.
             _ => {}
         }
@@ -274,8 +423,9 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
 impl Journal {
     /// The run's totals as far as the journal has them: every second recorded, the counters
     /// and slowest requests as of the last, and the latency histogram summed from the
-    /// seconds'. What it does not hold reads as n/a: the connect, TLS, first-request, body
-    /// and uncorrected histograms, figures per name of a mix, rate changes, the grace period.
+    /// seconds', the other histograms (connect, TLS, first-request, body, uncorrected) as last
+    /// written (once a minute). What it does not hold reads as n/a: those histograms before
+    /// their first minute, figures per name of a mix, rate changes, the grace period.
     pub fn totals(&self) -> RunTotals {
         let mut latency: Option<Histogram<u64>> = None;
         for s in &self.seconds {
@@ -299,6 +449,21 @@ impl Journal {
         let counters = last.map(|s| s.record.totals.clone()).unwrap_or_default();
         let duration = std::time::Duration::from_secs_f64(last.map_or(0.0, |s| s.record.point.t_s));
         let mut totals = RunTotals::of_latency(duration, counters, latency);
+        if let Some(record) = &self.histograms {
+            let h = &mut totals.histograms;
+            let slots = [
+                &mut h.latency_uncorrected,
+                &mut h.connect,
+                &mut h.tls,
+                &mut h.first_request,
+                &mut h.body,
+            ];
+            for (slot, bytes) in slots.into_iter().zip(&record.histograms) {
+                if let Ok(read) = Deserializer::new().deserialize::<u64, _>(&mut bytes.as_slice()) {
+                    *slot = read;
+                }
+            }
+        }
         totals.timeseries = self
             .seconds
             .iter()

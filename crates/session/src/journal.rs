@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use tailscope_loadgen::snapshot::Histograms;
 use tailscope_loadgen::{SlowRequest, Snapshot};
 use tailscope_report::document::Report;
 use tailscope_report::journal::{self, Header, SecondRecord};
@@ -36,6 +37,7 @@ const QUEUE: usize = 600;
 enum Message {
     Second(Box<SecondRecord>, Vec<u8>),
     End(Box<Report>),
+    Histograms(u64, Box<Histograms>),
 }
 
 /// The journal of a run being written.
@@ -149,6 +151,9 @@ impl JournalWriter {
             self.send(Message::Second(Box::new(record), histogram.clone()));
             self.seconds += 1;
         }
+        if let Some(h) = &snap.checkpoint {
+            self.send(Message::Histograms(snap.seconds_closed as u64, h.clone()));
+        }
     }
 
     fn send(&mut self, message: Message) {
@@ -167,9 +172,15 @@ impl JournalWriter {
         }
     }
 
-    /// Ends the journal: the run's report as its end record (a normal end), then the last
-    /// sync. Returns false when the journal is incomplete.
-    pub fn finish(mut self, report: Option<&Report>) -> bool {
+    /// Ends the journal: the run's final histograms and its report as its end record (a
+    /// normal end), then the last sync. Returns false when the journal is incomplete.
+    pub fn finish(mut self, report: Option<&Report>, histograms: Option<&Histograms>) -> bool {
+        if let Some(h) = histograms {
+            self.send(Message::Histograms(
+                self.seconds as u64,
+                Box::new(h.clone()),
+            ));
+        }
         if let Some(r) = report {
             self.send(Message::End(Box::new(r.clone())));
         }
@@ -184,13 +195,15 @@ impl JournalWriter {
 /// The journal's thread: appends each record, syncs at most every [`SYNC_EVERY`].
 fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &AtomicBool) {
     let mut synced = Instant::now();
+    let mut seconds = journal::SecondsEncoder::default();
     for message in rx {
         if failed.load(Ordering::SeqCst) {
             continue;
         }
         let bytes = match message {
-            Message::Second(record, histogram) => journal::second_record(&record, &histogram),
+            Message::Second(record, histogram) => seconds.record(&record, &histogram),
             Message::End(report) => journal::end_record(&report),
+            Message::Histograms(seconds, h) => journal::histograms_record(seconds, &h),
         };
         if let Err(e) = file.write_all(&bytes) {
             give_up(path, failed, &e.to_string());
@@ -269,8 +282,12 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
             format!(" (and a last record cut short, {bytes} bytes, was left out)")
         }
     };
+    let others = match &journal.histograms {
+        Some(h) => format!("the connect, TLS, first-request, body and uncorrected histograms are as of second {} (the journal writes them once a minute)", h.seconds),
+        None => "the connect, TLS, first-request, body and uncorrected histograms are not (the journal writes them once a minute: the run stopped before its first)".to_string(),
+    };
     let warning = format!(
-        "Rebuilt from the journal of a run that did not end normally (killed, or its machine stopped): the {} whole seconds recorded are here, up to {last:.0} s; what came after, at most the second being recorded when it stopped, is lost{lost}. Not in a journal: the connect, TLS, first-request, body and uncorrected histograms, figures per name of a mix, the profile beyond per-CPU busy, the stacks.",
+        "Rebuilt from the journal of a run that did not end normally (killed, or its machine stopped): the {} whole seconds recorded are here, up to {last:.0} s; what came after, at most the second being recorded when it stopped, is lost{lost}; {others}. Not in a journal: figures per name of a mix, the profile beyond per-CPU busy, the stacks.",
         journal.seconds.len()
     );
     let measure_started =

@@ -429,7 +429,8 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let text = report.to_text() + &sections + &inside_text;
     // Each output is written whatever became of the others: one that cannot be (a full disk)
     // is said and makes the exit code say the output is incomplete.
-    let mut incomplete = journal.is_some_and(|j| !j.finish(Some(&report)));
+    let mut incomplete =
+        journal.is_some_and(|j| !j.finish(Some(&report), Some(&totals.histograms)));
     let mut loud = |written: Result<()>| {
         if let Err(e) = written {
             say!("tailscope: {e:#}");

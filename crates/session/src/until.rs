@@ -340,6 +340,7 @@ mod tests {
             by_request: Vec::new(),
             seconds_closed: elapsed.as_secs() as usize,
             new_second_histograms: Vec::new(),
+            checkpoint: None,
         }
     }
 

@@ -56,13 +56,14 @@ fn second(t: u64, requests: u64, slowest: bool) -> (SecondRecord, Vec<u8>) {
 fn three_seconds() -> (Vec<u8>, usize) {
     let mut bytes = preamble();
     bytes.extend(header_record(&header()));
+    let mut seconds = SecondsEncoder::default();
     for t in 1..=2 {
         let (r, h) = second(t, 50, t == 1);
-        bytes.extend(second_record(&r, &h));
+        bytes.extend(seconds.record(&r, &h));
     }
     let last = bytes.len();
     let (r, h) = second(3, 50, false);
-    bytes.extend(second_record(&r, &h));
+    bytes.extend(seconds.record(&r, &h));
     (bytes, last)
 }
 
@@ -132,4 +133,80 @@ fn what_is_not_a_journal_says_so() {
     other.extend_from_slice(&9u16.to_le_bytes());
     assert!(matches!(read(&other), Err(JournalError::Version(9))));
     assert!(matches!(read(&preamble()), Err(JournalError::NoHeader)));
+}
+
+/// A journal of the first format (each second deflated on its own) is refused with a message
+/// that names its version and says which tailscope reads it.
+#[test]
+fn a_version_1_journal_is_refused_with_a_clear_message() {
+    let mut old = MAGIC.to_vec();
+    old.extend_from_slice(&1u16.to_le_bytes());
+    old.extend(header_record(&header()));
+    let e = read(&old).unwrap_err();
+    assert!(matches!(e, JournalError::Version(1)), "{e}");
+    let said = e.to_string();
+    assert!(
+        said.contains("version 1") && said.contains("reads version 2"),
+        "{said}"
+    );
+}
+
+/// A second's histogram is kept at two significant digits: every count, each value within
+/// 1 % of the one recorded; and the seconds' stream makes a repeated second cheap.
+#[test]
+fn seconds_keep_their_counts_at_two_digits_and_repeats_cost_little() {
+    let values: Vec<u64> = (0..3_000u64).map(|i| 1_000 + i * 13).collect();
+    let (record, _) = second(1, 1, false);
+    let mut seconds = SecondsEncoder::default();
+    let mut bytes = preamble();
+    bytes.extend(header_record(&header()));
+    let first = seconds.record(&record, &histogram_bytes(&values));
+    let again = seconds.record(&record, &histogram_bytes(&values));
+    assert!(
+        again.len() * 4 < first.len(),
+        "a repeated second took {} bytes, the first {}",
+        again.len(),
+        first.len()
+    );
+    bytes.extend(first);
+    bytes.extend(again);
+    let j = read(&bytes).unwrap();
+    assert_eq!(j.seconds.len(), 2);
+    let h = Deserializer::new()
+        .deserialize::<u64, _>(&mut j.seconds[1].histogram.as_slice())
+        .unwrap();
+    assert_eq!(h.len(), 3_000);
+    assert_eq!(h.sigfig(), SECOND_DIGITS);
+    for q in [0.5, 0.9, 0.99] {
+        let exact = values[((values.len() as f64 * q) as usize).min(values.len() - 1)] as f64;
+        let read = h.value_at_quantile(q) as f64;
+        assert!(
+            (read - exact).abs() / exact < 0.011,
+            "q{q}: {read} vs {exact}"
+        );
+    }
+}
+
+/// The run's other histograms, written once a minute and at the end, are read back into the
+/// totals; the last written is the one kept.
+#[test]
+fn the_histograms_record_gives_the_totals_their_other_histograms() {
+    use tailscope_loadgen::snapshot::Histograms;
+    let (mut bytes, _) = three_seconds();
+    let mut h = Histograms::new(std::time::Duration::from_secs(60));
+    h.connect.record(250).unwrap();
+    bytes.extend(histograms_record(2, &h));
+    h.connect.record(300).unwrap();
+    h.latency_uncorrected.record(90).unwrap();
+    bytes.extend(histograms_record(3, &h));
+    let j = read(&bytes).unwrap();
+    assert_eq!(j.histograms.as_ref().map(|h| h.seconds), Some(3));
+    let totals = j.totals();
+    assert_eq!(totals.histograms.connect.len(), 2);
+    assert_eq!(totals.histograms.connect.max(), 300);
+    assert_eq!(totals.histograms.latency_uncorrected.len(), 1);
+    assert!(totals.histograms.tls.is_empty());
+    // Without one, they are empty (n/a in the report), not made up.
+    let (bytes, _) = three_seconds();
+    assert!(read(&bytes).unwrap().totals().histograms.connect.is_empty());
 }

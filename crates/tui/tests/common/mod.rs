@@ -101,6 +101,7 @@ pub fn snapshot(tick: u64) -> Snapshot {
         by_request: Vec::new(),
         seconds_closed: (tick / 10) as usize,
         new_second_histograms: Vec::new(),
+        checkpoint: None,
     }
 }
 

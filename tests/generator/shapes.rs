@@ -87,29 +87,6 @@ fn stages_give_the_planned_rate_in_every_second(e: Engine) {
         ],
     );
     assert_eq!(code, 0, "{stderr}");
-    let t = seconds_from_first(&arrivals);
-    // The schedule's origin on the server's clock: the k-th arrival was intended at
-    // Λ⁻¹(k) (Λ the planned count so far, the workers' slots interleaved), so the median of
-    // (arrival − intended) is where the schedule's 0 fell plus the usual trip. One number
-    // for the whole run: it moves no second against another.
-    let origin = {
-        let mut offsets: Vec<f64> = t
-            .iter()
-            .enumerate()
-            .map(|(k, a)| a - planned_time_of(&shape, k as f64))
-            .collect();
-        offsets.sort_by(f64::total_cmp);
-        offsets[offsets.len() / 2]
-    };
-    let mut counts = vec![0u64; 11];
-    for x in &t {
-        let at = x - origin;
-        if at >= 0.0 {
-            if let Some(c) = counts.get_mut(at as usize) {
-                *c += 1;
-            }
-        }
-    }
     // Each stage's figures: offered is the plan's mean over the stage, answered what came back.
     let stages = r["stages"].as_array().expect("per-stage figures");
     assert_eq!(stages.len(), 4);
@@ -119,8 +96,71 @@ fn stages_give_the_planned_rate_in_every_second(e: Engine) {
         assert!((answered / want - 1.0).abs() < 0.1, "{st}");
         assert!(st["latency_us"]["p99"].as_u64().unwrap() > 0, "{st}");
     }
-    // The whole schedule was sent, late or not: 17,700 requests planned.
-    let planned_total: f64 = (0..11).map(|s| planned_in_second(&shape, s)).sum();
+    arrived_as_planned(&shape, &arrivals, &r);
+}
+
+/// A `--load` file's `stages` shape the run as `--stages` does, second by second.
+fn a_load_file_s_stages_give_the_planned_rate(e: Engine) {
+    let shape = [(2.0, 1000.0), (2.0, 1000.0), (2.0, 200.0)];
+    let (server, arrivals) = stamping_server();
+    let dir = common::scratch_dir("load-stages");
+    let mix = dir.path().join("mix.toml");
+    std::fs::write(
+        &mix,
+        "stages = \"2s:1000,2s:1000,2s:200\"\n[[request]]\npath = \"/a\"\n[[request]]\npath = \"/b\"\n",
+    )
+    .unwrap();
+    let (code, r, stderr) = e.run_json(
+        &server.url("/"),
+        &["--load", mix.to_str().unwrap(), "-c", "8", "--threads", "2"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(r["stages"].as_array().map(Vec::len), Some(3), "{r}");
+    arrived_as_planned(&shape, &arrivals, &r);
+    // find-max sets each step's rate: a load file's stages are refused, nothing sent.
+    let before = arrivals.lock().unwrap().len();
+    let out = common::tailscope(&[
+        "find-max",
+        &server.url("/"),
+        "--load",
+        mix.to_str().unwrap(),
+        "--slo",
+        "p99<10ms",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("search's to set"));
+    assert_eq!(arrivals.lock().unwrap().len(), before, "nothing was sent");
+}
+
+/// The arrivals counted second by second against `shape` ((duration s, rate at its end)),
+/// each within 2 % of the plan; a run that sent late is inconclusive.
+fn arrived_as_planned(shape: &[(f64, f64)], arrivals: &Mutex<Vec<Instant>>, r: &serde_json::Value) {
+    let seconds = shape.iter().map(|s| s.0).sum::<f64>().round() as usize;
+    let t = seconds_from_first(arrivals);
+    // The schedule's origin on the server's clock: the k-th arrival was intended at
+    // Λ⁻¹(k) (Λ the planned count so far, the workers' slots interleaved), so the median of
+    // (arrival − intended) is where the schedule's 0 fell plus the usual trip. One number
+    // for the whole run: it moves no second against another.
+    let origin = {
+        let mut offsets: Vec<f64> = t
+            .iter()
+            .enumerate()
+            .map(|(k, a)| a - planned_time_of(shape, k as f64))
+            .collect();
+        offsets.sort_by(f64::total_cmp);
+        offsets[offsets.len() / 2]
+    };
+    let mut counts = vec![0u64; seconds];
+    for x in &t {
+        let at = x - origin;
+        if at >= 0.0 {
+            if let Some(c) = counts.get_mut(at as usize) {
+                *c += 1;
+            }
+        }
+    }
+    // The whole schedule was sent, late or not.
+    let planned_total: f64 = (0..seconds).map(|s| planned_in_second(shape, s)).sum();
     assert!(
         (t.len() as f64 - planned_total).abs() <= 0.005 * planned_total,
         "{} sent, {planned_total} planned",
@@ -128,7 +168,7 @@ fn stages_give_the_planned_rate_in_every_second(e: Engine) {
     );
     let late = r["summary"]["late_sends"].as_u64().unwrap_or(0);
     for (s, &got) in counts.iter().enumerate() {
-        let planned = planned_in_second(&shape, s);
+        let planned = planned_in_second(shape, s);
         // 2 %, at least 3 requests (where a second plans few, the first arrival's own offset
         // from the schedule's start is a request or two).
         let slack = (planned * 0.02).max(3.0);
@@ -264,6 +304,7 @@ fn connection_stages_ramp_the_connections_sending(e: Engine) {
 
 engine_tests!(
     stages_give_the_planned_rate_in_every_second,
+    a_load_file_s_stages_give_the_planned_rate,
     poisson_arrivals_keep_the_mean_rate_with_exponential_spread,
     bursts_land_as_planned,
     connection_stages_ramp_the_connections_sending,

@@ -35,6 +35,12 @@ pub fn find_max_config(mut args: FindMaxArgs) -> Result<FindMaxConfig> {
     // Taken out: `run` refuses an arrival process without a rate, which the search sets.
     let arrival = args.run.load.shape.arrival.take();
     let mut run = crate::run::run_config(args.run)?;
+    if !run.plan.stages.is_empty() {
+        return Err(usage(
+            "the --load file's stages are the search's to set (each step is one rate): drop its `stages`"
+                .into(),
+        ));
+    }
     // The rate is the search's: a placeholder until the first step sets it.
     run.plan.pace = tailscope_loadgen::Pace::Rate(args.start_rate);
     if let Some(a) = arrival {

@@ -23,7 +23,7 @@ use crate::process::fit_open_files;
 fn config(args: RunArgs) -> Result<RunConfig> {
     let usage = |e: String| anyhow::Error::new(UsageError(e));
     let target = args.target;
-    let load = args.load;
+    let mut load = args.load;
     let agent = agent_options(&args.agent_link, &target).map_err(usage)?;
     // clap's `requires = "target"` on these is satisfied by their own group (the flattened
     // `target: TargetArgs` shares the id): checked here instead.
@@ -45,6 +45,13 @@ fn config(args: RunArgs) -> Result<RunConfig> {
         }
     }
     let mix = read_mix(&args.request).map_err(usage)?;
+    // A load file's stages, unless --stages gives others (the command line wins, as for
+    // its url): checked below as --stages is.
+    if load.shape.stages.is_none() {
+        if let Some(stages) = mix.as_ref().and_then(|f| f.stages.clone()) {
+            load.shape.stages = Some(crate::args::StagesArg(stages));
+        }
+    }
     // A load file's `url` is a default: a URL on the command line wins, and --target loads
     // the server it launches. A URL list's whole URLs are its requests' own: the run must
     // go where they say.
@@ -566,6 +573,41 @@ mod tests {
             err.contains("--target launches a server of its own"),
             "{err}"
         );
+    }
+
+    /// `run ARGS…` validated: the plan's stages (duration s each), or the refusal.
+    fn stages_of(argv: &[&str]) -> Result<Vec<u64>, String> {
+        let argv = ["tailscope", "run"].iter().chain(argv);
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Some(Command::Run(args)),
+            }) => super::config(args)
+                .map(|c| c.plan.stages.iter().map(|s| s.duration.as_secs()).collect())
+                .map_err(|e| e.to_string()),
+            _ => unreachable!("run parses as run"),
+        }
+    }
+
+    #[test]
+    fn a_load_file_s_stages_shape_the_run_unless_stages_are_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = dir.path().join("mix.toml");
+        std::fs::write(
+            &load,
+            "stages = \"2s:100,3s:400\"\n[[request]]\npath = \"/json\"\n",
+        )
+        .unwrap();
+        let load = load.to_str().unwrap();
+        let url = "http://127.0.0.1:18080/";
+        assert_eq!(stages_of(&[url, "--load", load]).unwrap(), [2, 3]);
+        assert_eq!(
+            stages_of(&[url, "--load", load, "--stages", "4s:50"]).unwrap(),
+            [4],
+            "--stages wins"
+        );
+        // Checked as --stages is: they set the run's length.
+        let err = stages_of(&[url, "--load", load, "-z", "5s"]).unwrap_err();
+        assert!(err.contains("drop -z"), "{err}");
     }
 
     #[test]

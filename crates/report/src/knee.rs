@@ -8,7 +8,9 @@
 //! score interval. The SLO *passes* when the whole interval meets it, *fails* when the whole
 //! interval misses it, and is *unsure* otherwise: the search then runs the step again, twice
 //! as long, and, still unsure, counts it as not shown to pass (the rate reported is one
-//! shown to meet the SLO, never one that merely did not miss it).
+//! shown to meet the SLO, never one that merely did not miss it). A failing step is run
+//! again before the search believes it (two of three decide), unless the server answered
+//! under nine tenths of the offered rate.
 
 use serde::{Deserialize, Serialize};
 
@@ -188,7 +190,8 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 pub struct KneeStep {
     /// Its place in the order the steps ran (0-based).
     pub index: usize,
-    /// "climb", "bisect" or "repeat" (an unsure step run again).
+    /// "climb", "bisect", "repeat" (an unsure step run again, twice as long) or "confirm" (a
+    /// failing step run again before the search believes it).
     pub phase: String,
     /// The open-loop rate asked for.
     pub offered_rps: f64,
@@ -338,6 +341,9 @@ pub struct KneeReport {
     pub arrival: String,
     /// Each step's length.
     pub step_s: f64,
+    /// The unmeasured warm-up before each step (0 in documents from before it existed).
+    #[serde(default)]
+    pub warmup_s: f64,
     /// The search stops once the lowest fail is within this fraction above the highest pass.
     pub precision: f64,
     /// The steps in the order they ran.

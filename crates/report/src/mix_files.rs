@@ -7,6 +7,7 @@
 //! ```toml
 //! url = "http://127.0.0.1:8080"      # optional: the URL on the command line wins
 //! order = "round-robin"              # or "random"; optional
+//! stages = "10s:500,30s:2000"        # optional, as --stages (which wins)
 //!
 //! [[request]]
 //! name = "search"                    # optional: "METHOD path" by default
@@ -28,10 +29,10 @@ use serde::Deserialize;
 
 use tailscope_loadgen::error::Error;
 use tailscope_loadgen::mix::{self, Order, RequestSpec};
-use tailscope_loadgen::plan::{basic_authorization, redact_password};
+use tailscope_loadgen::plan::{basic_authorization, parse_stages, redact_password, LoadStage};
 
 /// What a request file says: the requests, and the URL and order it names, if it does.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RequestFile {
     /// The file, as named in messages.
     pub path: String,
@@ -48,6 +49,8 @@ pub struct RequestFile {
     pub order: Option<Order>,
     /// The requests, in the file's order.
     pub requests: Vec<RequestSpec>,
+    /// A load file's `stages = "10s:1000,30s:5000"` (as `--stages`, which wins over it).
+    pub stages: Option<Vec<LoadStage>>,
 }
 
 impl RequestFile {
@@ -132,6 +135,7 @@ pub fn read_url_file(path: &Path) -> Result<RequestFile, Error> {
 struct LoadToml {
     url: Option<toml::Spanned<String>>,
     order: Option<String>,
+    stages: Option<toml::Spanned<String>>,
     #[serde(default)]
     request: Vec<toml::Spanned<RequestToml>>,
 }
@@ -184,6 +188,14 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         .map(Order::parse)
         .transpose()
         .map_err(|m| bad(line_of(text, text.find("order").unwrap_or(0)), m))?;
+    let stages = doc
+        .stages
+        .as_ref()
+        .map(|s| {
+            parse_stages(s.get_ref())
+                .map_err(|m| bad(line_of(text, s.span().start), format!("stages: {m}")))
+        })
+        .transpose()?;
     if doc.request.is_empty() {
         return Err(bad(
             0,
@@ -281,6 +293,7 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
         url_authorization: None,
         order,
         requests,
+        stages,
     };
     mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
@@ -430,6 +443,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
         url_authorization: credentials.and_then(|(_, a)| a),
         order: None,
         requests,
+        stages: None,
     };
     mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
@@ -681,5 +695,29 @@ GET http://u:s3cret@a:1/b c
             .to_string();
         assert!(!e.contains("s3cret") && !e.contains("other"), "{e}");
         assert!(e.contains("u:***@") && e.contains("v:***@"), "{e}");
+    }
+
+    #[test]
+    fn a_load_file_may_give_stages_and_a_bad_one_names_its_line() {
+        let f = parse_load_file(
+            "mix.toml",
+            "stages = \"2s:100,3s:400\"\n[[request]]\npath = \"/\"\n",
+        )
+        .unwrap();
+        let stages = f.stages.unwrap();
+        assert_eq!(stages.len(), 2);
+        assert_eq!(stages[1].duration, std::time::Duration::from_secs(3));
+        let e = parse_load_file(
+            "mix.toml",
+            "order = \"random\"\nstages = \"2s:fast\"\n[[request]]\npath = \"/\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("mix.toml") && e.contains('2') && e.contains("stages"),
+            "{e}"
+        );
+        let none = parse_load_file("m.toml", "[[request]]\npath = \"/\"\n").unwrap();
+        assert!(none.stages.is_none());
     }
 }

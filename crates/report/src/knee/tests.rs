@@ -66,6 +66,7 @@ fn a_crossing_is_interpolated_between_the_last_pass_and_the_first_fail() {
         connections: 1,
         arrival: "uniform".into(),
         step_s: 10.0,
+        warmup_s: 2.0,
         precision: 0.05,
         steps: vec![
             step(1000.0, 2000.0, Call::Pass),
@@ -152,6 +153,7 @@ fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
         connections: 20,
         arrival: "uniform".into(),
         step_s: 4.0,
+        warmup_s: 1.0,
         precision: 0.05,
         steps: vec![kept, behind],
         highest_pass_rps: Some(1000.0),

@@ -29,12 +29,13 @@ pub fn knee_text(r: &KneeReport) -> String {
     let us = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), fmt_us);
     let _ = writeln!(
         out,
-        "find-max: {} — SLO {}, {} connections, {} arrivals, {} s steps",
+        "find-max: {} — SLO {}, {} connections, {} arrivals, {} s steps (after {} s unmeasured)",
         r.url,
         r.slos.join(" and "),
         r.connections,
         r.arrival,
-        r.step_s
+        r.step_s,
+        r.warmup_s
     );
     let _ = writeln!(
         out,

@@ -10,6 +10,7 @@ use tailscope_targets::TargetSpec;
 use toml::Spanned;
 
 use crate::mix_files as files;
+use sections::{endpoints_of, target_spec};
 use tailscope_loadgen::mix::{Order, RequestSpec};
 use tailscope_loadgen::plan::{
     parse_duration_within, MAX_CONNECTIONS, MAX_DURATION, MAX_RATE, MAX_STREAMS, MAX_THREADS,
@@ -403,10 +404,8 @@ fn stages(
     Ok(stages)
 }
 
-/// Parses and validates a suite file's text.
-pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
-    let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let l = &raw.load;
+/// The `[load]` section checked: every run's settings.
+fn load_of(file: &Path, text: &str, l: &LoadSection) -> Result<Load, String> {
     let runs = count(file, text, &l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
     let load = Load {
         connections: count(
@@ -481,6 +480,13 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
             ));
         }
     }
+    Ok(load)
+}
+
+/// Parses and validates a suite file's text.
+pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
+    let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let load = load_of(file, text, &raw.load)?;
     if raw.target.is_empty() {
         return Err(format!(
             "{}: no [[target]]: add at least one (kind = \"embedded\", \"nginx\" or \"command\")",
@@ -519,81 +525,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 }
             }
         }
-        let spec = match t.kind.get_ref().as_str() {
-            "embedded" => {
-                let stall = match (&t.stall_every, &t.stall_for) {
-                    (Some(e), Some(f)) => Some((
-                        duration(file, text, &Some(e.clone()), Duration::ZERO, MS..=HOUR)?,
-                        duration(file, text, &Some(f.clone()), Duration::ZERO, MS..=HOUR)?,
-                    )),
-                    (None, None) => None,
-                    (Some(s), None) | (None, Some(s)) => {
-                        return Err(at(file, text, s, "stall_every and stall_for go together"))
-                    }
-                };
-                TargetSpec::Embedded {
-                    threads: count(file, text, &t.threads, "threads", 1..=MAX_THREADS)?,
-                    backlog: number(file, text, &t.backlog, "backlog", 1..=65535)?,
-                    stall,
-                }
-            }
-            "nginx" => TargetSpec::Nginx {
-                workers: match &t.workers {
-                    Some(w) => match usize::try_from(*w.get_ref()) {
-                        Ok(n) => tailscope_targets::check_nginx_workers(n),
-                        Err(_) => Err(format!(
-                            "{} is out of range: give 1..={}",
-                            w.get_ref(),
-                            tailscope_targets::MAX_NGINX_WORKERS
-                        )),
-                    }
-                    .map_err(|e| at(file, text, w, format!("workers = {e}")))?,
-                    None => 1,
-                },
-                static_dir: t.static_dir.clone(),
-                tls: t.tls.as_ref().is_some_and(|b| *b.get_ref()),
-                http2: t.http2.as_ref().is_some_and(|b| *b.get_ref()),
-            },
-            "command" => {
-                let Some(command) = &t.command else {
-                    return Err(at(
-                        file,
-                        text,
-                        &t.kind,
-                        "a command target needs command = \"... {port} ...\"",
-                    ));
-                };
-                if !command.get_ref().contains("{port}") {
-                    return Err(at(
-                        file,
-                        text,
-                        command,
-                        "the command has no {port}: the server must listen where tailscope says",
-                    ));
-                }
-                TargetSpec::Command {
-                    template: command.get_ref().clone(),
-                    env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                    cwd: t.cwd.clone(),
-                    ready_path: t.ready_path.clone().unwrap_or_else(|| "/".into()),
-                    ready_timeout: duration(
-                        file,
-                        text,
-                        &t.ready_timeout,
-                        Duration::from_secs(10),
-                        MS..=HOUR,
-                    )?,
-                }
-            }
-            other => {
-                return Err(at(
-                    file,
-                    text,
-                    &t.kind,
-                    format!("unknown kind {other:?}: use \"embedded\", \"nginx\" or \"command\""),
-                ));
-            }
-        };
+        let spec = target_spec(file, text, t)?;
         if let Some(n) = &t.streams {
             if !spec.http2() {
                 return Err(at(
@@ -608,57 +540,7 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         streams.insert(name.clone(), n.unwrap_or(1));
         targets.push((name, spec));
     }
-    let mut endpoints = Vec::new();
-    let mut mixes = BTreeMap::new();
-    for e in &raw.endpoint {
-        match (&e.path, &e.load) {
-            (Some(path), None) => {
-                if !path.get_ref().starts_with('/') {
-                    return Err(at(
-                        file,
-                        text,
-                        path,
-                        format!("endpoint path {:?} must start with '/'", path.get_ref()),
-                    ));
-                }
-                endpoints.push(path.get_ref().clone());
-            }
-            (None, Some(load)) => {
-                let dir = file.parent().unwrap_or(Path::new("."));
-                let mix = files::read_load_file(&dir.join(load.get_ref()))
-                    .map_err(|e| at(file, text, load, e))?;
-                if let Some(url) = &mix.url {
-                    return Err(at(
-                        file,
-                        text,
-                        load,
-                        format!(
-                            "{}: names url = {:?}, and the suite launches each target itself: leave the url out",
-                            mix.path,
-                            tailscope_loadgen::plan::redact_password(url)
-                        ),
-                    ));
-                }
-                let name = format!("mix:{}", load.get_ref());
-                mixes.insert(name.clone(), (mix.requests, mix.order.unwrap_or_default()));
-                endpoints.push(name);
-            }
-            (Some(path), Some(_)) => {
-                return Err(at(
-                    file,
-                    text,
-                    path,
-                    "an endpoint is a path or a load file (a mix), not both",
-                ))
-            }
-            (None, None) => {
-                return Err(format!(
-                    "{}: an [[endpoint]] has neither path nor load: give path = \"/plaintext\" or load = \"mix.toml\"",
-                    file.display()
-                ))
-            }
-        }
-    }
+    let (endpoints, mixes) = endpoints_of(file, text, &raw.endpoint)?;
     let baseline = match &raw.suite.baseline {
         Some(b) if !targets.iter().any(|(n, _)| n == b.get_ref()) => {
             let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
@@ -687,6 +569,8 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         mixes,
     })
 }
+
+mod sections;
 
 #[cfg(test)]
 mod tests;

@@ -78,6 +78,11 @@ fn an_endpoint_may_be_a_request_mix() {
         "url = \"http://u:s3cret@h:1\"\n[[request]]\npath = \"/a\"\n",
     )
     .unwrap();
+    std::fs::write(
+        dir.join("with-stages.toml"),
+        "stages = \"1s:100\"\n[[request]]\npath = \"/a\"\n",
+    )
+    .unwrap();
     let suite_file = dir.join("s.toml");
     let text = format!("{GOOD}[[endpoint]]\nload = \"mix.toml\"\n");
     let s = parse(&suite_file, &text).unwrap();
@@ -104,6 +109,8 @@ fn an_endpoint_may_be_a_request_mix() {
     for (endpoint, needle) in [
         ("load = \"missing.toml\"", "s.toml:24: "),
         ("load = \"with-url.toml\"", "leave the url out"),
+        // Else silently ignored: the suite's stages are its [load]'s.
+        ("load = \"with-stages.toml\"", "move them there"),
         ("path = \"/a\"\nload = \"mix.toml\"", "not both"),
     ] {
         let text = format!("{GOOD}[[endpoint]]\n{endpoint}\n");

@@ -193,7 +193,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         (Some(options), _) => Some(crate::agent::start_for(
             options,
             config.pid,
-            &config.plan,
+            &mut config.plan,
             stacks_options.mode,
         )?),
         (None, _) => None,
@@ -238,6 +238,16 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .map(|t| t.server_cpus().to_vec())
         .unwrap_or_default();
     let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
+    // The server the agent launched: named in the report as a launched one is.
+    let agent_launched = agent.as_ref().and_then(|a| a.launched().cloned());
+    if let Some(l) = &agent_launched {
+        say!(
+            "tailscope: the agent launched {} (pid {} there) at {}",
+            l.name,
+            l.server_pid,
+            plan.url_shown()
+        );
+    }
     // The agent samples the server's stacks where it runs, and says when it cannot.
     let agent_stacks = agent
         .as_ref()
@@ -269,6 +279,13 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let in_flight = plan.max_in_flight() as u64;
     // Known before the run, so that a page saved from the dashboard names the server too.
     let target_info = match (&target, config.pid) {
+        (None, _) if agent_launched.is_some() => agent_launched.map(|l| TargetInfo {
+            kind: "command".into(),
+            name: l.name,
+            pid: Some(l.server_pid),
+            command: Some(l.command),
+            server_cpus: Vec::new(),
+        }),
         (Some(t), _) => Some(TargetInfo {
             kind: t.kind().to_string(),
             name: t.name().to_string(),

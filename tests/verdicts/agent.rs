@@ -587,6 +587,11 @@ impl Drop for Netns {
     }
 }
 
+/// Whether the tests run as root (network namespaces need it).
+pub(crate) fn root() -> bool {
+    nix_uid() == 0
+}
+
 fn nix_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     // /proc/self belongs to the process's effective user.
@@ -594,7 +599,7 @@ fn nix_uid() -> u32 {
 }
 
 /// Reads the first line of a child's stdout that starts with `prefix`, its rest.
-fn line_after(child: &mut Child, prefix: &str) -> String {
+pub(crate) fn line_after(child: &mut Child, prefix: &str) -> String {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut rest = None;
     for _ in 0..4 {

@@ -9,6 +9,7 @@
 mod common;
 
 mod agent;
+mod agent_container;
 mod agent_launch;
 mod errors;
 mod forensics;

@@ -97,6 +97,11 @@ impl AgentSide {
         })
     }
 
+    /// The agent's host name.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
     /// The server the agent launched for the run, when it did.
     pub fn launched(&self) -> Option<&Launched> {
         self.launched.as_ref()

@@ -219,7 +219,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // `s` on the dashboard asks for the HTML report of the run so far.
     let (saves, save_requests) = std::sync::mpsc::channel();
     let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control, saves)
+        start_dashboard(&config, target.as_ref(), agent.as_ref(), &control, saves)
     } else {
         None
     };
@@ -514,10 +514,15 @@ fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
 fn start_dashboard(
     config: &RunConfig,
     target: Option<&Target>,
+    agent: Option<&crate::agent::AgentSide>,
     control: &RunControl,
     saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let info = RunInfo::new(&config.plan, target);
+    let mut info = RunInfo::new(&config.plan, target);
+    if let Some(agent) = agent {
+        let launched = agent.launched().map(|l| (l.name.as_str(), l.server_pid));
+        info = info.through_agent(agent.host(), launched);
+    }
     match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {

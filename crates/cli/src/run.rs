@@ -138,12 +138,12 @@ fn refuse_launch_flags_without_target(
     }
     if tls.tls {
         return Err(usage(
-            "--tls is for a server tailscope launches here (--target nginx --tls); for a server at a URL, write https://".into(),
+            "--tls is for a server tailscope launches (--target nginx --tls); for a server at a URL, write https://".into(),
         ));
     }
     if target.server_cpus.is_some() {
         return Err(usage(
-            "--server-cpus is for a server tailscope launches here (--target); a server elsewhere runs where it was started (pin it with taskset, or in the command the agent runs)".into(),
+            "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
         ));
     }
     Ok(())

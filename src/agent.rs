@@ -25,11 +25,18 @@ pub fn agent(args: AgentArgs) -> Result<Outcome> {
         token: token.clone(),
         max_clients: args.max_clients,
         cert_dir: args.cert_dir,
+        allow_launch: args.allow_launch,
     })
     .map_err(usage)?;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "tailscope agent listening on {}", agent.local_addr()?);
     let _ = writeln!(out, "fingerprint SHA256:{}", agent.fingerprint());
+    if args.allow_launch {
+        let _ = writeln!(
+            out,
+            "launching allowed: a run holding the token may start any command here, as this user"
+        );
+    }
     if generated {
         // Printed once: the runs need it in a file (--agent-token).
         let _ = writeln!(out, "token {token}");

@@ -155,6 +155,58 @@ fn the_kubernetes_example_is_an_indexed_job_of_n_segments_and_a_merge() {
     );
 }
 
+/// The agent's two Kubernetes shapes (no cluster here): the DaemonSet sees the node's
+/// processes and listens on the node's address, the sidecar shares its pod's processes;
+/// neither lets runs launch anything; the binary takes each one's arguments as Kubernetes
+/// expands them (refused only for the token file, which exists in the pod alone).
+#[test]
+fn the_kubernetes_agent_examples_are_a_daemonset_and_a_sidecar() {
+    let daemonset = yaml_docs("examples/kubernetes/agent-daemonset.yaml");
+    let ds = daemonset
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("DaemonSet"))
+        .expect("a DaemonSet");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["hostPID"].as_bool(),
+        Some(true),
+        "it sees every pod's processes"
+    );
+    assert_eq!(pod["hostNetwork"].as_bool(), Some(true));
+    let sidecar = yaml_docs("examples/kubernetes/agent-sidecar.yaml");
+    let deployment = sidecar
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("Deployment"))
+        .expect("a Deployment");
+    let side_pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(side_pod["shareProcessNamespace"].as_bool(), Some(true));
+    let agents = [
+        &pod["containers"][0],
+        side_pod["containers"]
+            .as_vec()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"].as_str() == Some("tailscope-agent"))
+            .expect("the agent's container"),
+    ];
+    for container in agents {
+        let args = strings(&container["args"]);
+        assert_eq!(args[0], "agent");
+        assert!(!args.iter().any(|a| a == "--allow-launch"), "{args:?}");
+        let out = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+            .args(args.iter().map(|a| a.replace("$(NODE_IP)", "127.0.0.1")))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("/etc/tailscope/agent.token"),
+            "only the token file is missing: {stderr}"
+        );
+    }
+}
+
 /// The ssh recipe, with `ssh` and `scp` that run on this machine: three segments against a
 /// loopback server, merged by the script.
 #[test]

@@ -13,17 +13,17 @@ use std::time::Duration;
 
 use common::{run_json, spawn_serve, tailscope};
 
-const TOKEN: &str = "agent-test-token-0123456789";
+pub(crate) const TOKEN: &str = "agent-test-token-0123456789";
 
 /// One test at a time: they compare CPU figures, and each loads the machine.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
     common::quiet_machine()
 }
 
 /// A running agent, its address, its fingerprint and what it logged.
-struct AgentProcess {
-    child: Child,
-    addr: String,
+pub(crate) struct AgentProcess {
+    pub(crate) child: Child,
+    pub(crate) addr: String,
     fingerprint: String,
     log: Arc<Mutex<String>>,
     _dir: tempfile::TempDir,
@@ -31,7 +31,12 @@ struct AgentProcess {
 }
 
 impl AgentProcess {
-    fn start() -> AgentProcess {
+    pub(crate) fn start() -> AgentProcess {
+        Self::start_with(&[])
+    }
+
+    /// An agent on loopback with `extra` flags.
+    pub(crate) fn start_with(extra: &[&str]) -> AgentProcess {
         let dir = common::scratch_dir("agent");
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
@@ -44,6 +49,7 @@ impl AgentProcess {
                 "--token-file",
                 &token_file,
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -83,7 +89,7 @@ impl AgentProcess {
         }
     }
 
-    fn flags(&self) -> Vec<String> {
+    pub(crate) fn flags(&self) -> Vec<String> {
         [
             "--agent",
             &self.addr,
@@ -97,7 +103,7 @@ impl AgentProcess {
     }
 
     /// Whether the agent logged `needle` within 5 s.
-    fn logged(&self, needle: &str) -> bool {
+    pub(crate) fn logged(&self, needle: &str) -> bool {
         (0..100).any(|_| {
             let found = self.log.lock().unwrap().contains(needle);
             if !found {
@@ -115,7 +121,7 @@ impl Drop for AgentProcess {
     }
 }
 
-struct Server(Child, String);
+pub(crate) struct Server(pub(crate) Child, pub(crate) String);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -133,7 +139,7 @@ fn run_with(url: &str, flags: &[String]) -> (i32, serde_json::Value, String) {
     run_json(url, &flags)
 }
 
-fn service_demand(report: &serde_json::Value) -> f64 {
+pub(crate) fn service_demand(report: &serde_json::Value) -> f64 {
     report["profile"]["target"]["service_demand_us"]
         .as_f64()
         .unwrap_or_else(|| panic!("no service demand: {}", report["profile"]))
@@ -487,6 +493,19 @@ fn bad_agent_flags_exit_2_before_anything_is_sent() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a SHA-256 fingerprint"));
+    // Through an agent, a launched target is a command that listens where the run reaches.
+    let out = tailscope(&[
+        "run",
+        "--target",
+        "embedded",
+        "--no-tui",
+        "--agent",
+        "127.0.0.1:7070",
+        "--agent-token",
+        token.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the agent launches a command"));
     let out = tailscope(&["agent", "--token-file", short]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at least 16"));
@@ -494,15 +513,15 @@ fn bad_agent_flags_exit_2_before_anything_is_sent() {
 
 /// Two network namespaces joined by a veth pair: the server's (with the agent) and the
 /// generator's. Deleted on drop.
-struct Netns {
-    server: String,
-    generator: String,
-    server_ip: String,
+pub(crate) struct Netns {
+    pub(crate) server: String,
+    pub(crate) generator: String,
+    pub(crate) server_ip: String,
 }
 
 impl Netns {
     /// Sets them up; `None`, said visibly, where that cannot be done here.
-    fn new() -> Option<Netns> {
+    pub(crate) fn new() -> Option<Netns> {
         if nix_uid() != 0 {
             common::skip("network namespaces need root (id -u is not 0)");
             return None;
@@ -551,7 +570,7 @@ impl Netns {
     }
 
     /// tailscope ARGS inside namespace `ns`.
-    fn tailscope(ns: &str, args: &[&str]) -> Command {
+    pub(crate) fn tailscope(ns: &str, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_tailscope")])
             .args(args)
@@ -569,6 +588,11 @@ impl Drop for Netns {
     }
 }
 
+/// Whether the tests run as root (network namespaces need it).
+pub(crate) fn root() -> bool {
+    nix_uid() == 0
+}
+
 fn nix_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     // /proc/self belongs to the process's effective user.
@@ -576,7 +600,7 @@ fn nix_uid() -> u32 {
 }
 
 /// Reads the first line of a child's stdout that starts with `prefix`, its rest.
-fn line_after(child: &mut Child, prefix: &str) -> String {
+pub(crate) fn line_after(child: &mut Child, prefix: &str) -> String {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut rest = None;
     for _ in 0..4 {

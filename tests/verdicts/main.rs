@@ -9,6 +9,8 @@
 mod common;
 
 mod agent;
+mod agent_container;
+mod agent_launch;
 mod errors;
 mod forensics;
 mod guardian;

@@ -34,6 +34,32 @@ pub struct AgentOptions {
     /// The agent's certificate fingerprint ([`crate::tls::parse_fingerprint`]'s form), or
     /// `None` to take the one presented (and say so).
     pub fingerprint: Option<String>,
+    /// A server for the agent to launch (`run --agent ... --target 'command:CMD'`).
+    pub launch: Option<LaunchRequest>,
+}
+
+/// A server the run asks the agent to launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchRequest {
+    /// The shell command, with `{port}`.
+    pub command: String,
+    /// The path loaded, which must answer HTTP for the server to count as ready.
+    pub path: String,
+}
+
+/// A server the agent launched for the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launched {
+    /// The root of its tree on the agent's host (what is profiled).
+    pub pid: u32,
+    /// The process that serves.
+    pub server_pid: u32,
+    /// The port it listens on.
+    pub port: u16,
+    /// Its name.
+    pub name: String,
+    /// The command line the agent ran.
+    pub command: String,
 }
 
 /// A link whose token was accepted.
@@ -144,6 +170,35 @@ impl Connected {
             uncertainty_ms: trip as f64 / 2e6,
             round_trips: rounds.max(1),
         })
+    }
+
+    /// Has the agent launch `request`'s server and waits until it answers HTTP there.
+    pub fn launch(&mut self, request: &LaunchRequest) -> Result<Launched, Error> {
+        self.link.send(&Request::Launch {
+            command: request.command.clone(),
+            ready_path: request.path.clone(),
+        })?;
+        // The agent waits up to its ready timeout (10 s) for the server to answer.
+        match self
+            .link
+            .recv::<Reply>(REPLY_TIMEOUT * 2, "launch of the server")?
+        {
+            Reply::Launched {
+                pid,
+                server_pid,
+                port,
+                name,
+                command,
+            } => Ok(Launched {
+                pid,
+                server_pid,
+                port,
+                name,
+                command,
+            }),
+            Reply::Refused { reason } => Err(Error::Refused(reason)),
+            other => Err(Error::Refused(format!("unexpected answer {other:?}"))),
+        }
     }
 
     /// Starts the profile of `watch` (and of its stacks as `stacks` says) and hands the

@@ -120,10 +120,12 @@ impl ServerSampler {
                     "no process {pid} on the agent's host: only the host is profiled"
                 )),
             ),
-            Watch::Port(port) => match listener_owner(port) {
+            Watch::Port(port) => match listener_owner(port)
+                .and_then(|own| own.map_or_else(|| listener_owner_elsewhere(port), |p| Ok(Some(p))))
+            {
                 Ok(Some(pid)) => (Some(pid), None),
                 Ok(None) => (None, Some(format!(
-                    "no process of the agent's host (that the agent may read) listens on port {port}: only the host is profiled"
+                    "no process of the agent's host (that the agent may read) listens on port {port}, in any network namespace: only the host is profiled"
                 ))),
                 Err(e) => (None, Some(format!(
                     "the listeners on port {port} cannot be read ({e}): only the host is profiled"
@@ -135,12 +137,23 @@ impl ServerSampler {
             Watch::Port(p) => Some(p),
             _ => None,
         });
-        let sampler = ServerSampler::new(target_pid, listen.map(ListenWatch::on_port), warmup);
+        // A server in another network namespace (a container's): its listeners are read
+        // there.
+        let elsewhere = target_pid.filter(|&p| netns(p).is_some_and(|n| Some(n) != netns_self()));
+        let listen = listen.map(|port| {
+            let watch = ListenWatch::on_port(port);
+            match elsewhere {
+                Some(pid) => watch.in_netns_of(pid),
+                None => watch,
+            }
+        });
+        let sampler = ServerSampler::new(target_pid, listen, warmup);
         (sampler, Resolved { target_pid, note })
     }
 }
 
-/// The process that owns a socket listening on `port` in this network namespace: of those
+/// The process that owns a socket listening on `port` in this network namespace (see
+/// [`listener_owner_elsewhere`] for the others): of those
 /// holding one, the oldest (nginx's master rather than a worker, the server rather than a
 /// `sh -c` around it, which holds none). `None` when no readable process holds one.
 pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
@@ -151,22 +164,82 @@ pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
     if sockets.is_empty() {
         return Ok(None);
     }
-    let holds = |pid: i32| {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
-    };
     let owner = procfs::process::all_processes()
         .map_err(std::io::Error::other)?
         .flatten()
-        .filter(|p| holds(p.pid))
+        .filter(|p| holds(p.pid, &sockets))
         .filter_map(|p| p.stat().ok())
         .min_by_key(|s| (s.starttime, s.pid))
         .and_then(|s| u32::try_from(s.pid).ok());
     Ok(owner)
+}
+
+/// The network namespace `pid` is in (its /proc/PID/ns/net link, `net:[INODE]`).
+fn netns(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()
+}
+
+fn netns_self() -> Option<std::path::PathBuf> {
+    std::fs::read_link("/proc/self/ns/net").ok()
+}
+
+/// The process that owns a socket listening on `port` in a network namespace other than
+/// this one (a container's server, seen by an agent on the host): each namespace's
+/// listeners are read from /proc/PID/net/tcp{,6} of one of its processes, and their sockets
+/// looked for among the fds of that namespace's processes; of the holders, the oldest.
+/// `None` when none does.
+pub fn listener_owner_elsewhere(port: u16) -> std::io::Result<Option<u32>> {
+    use std::collections::BTreeMap;
+    let own = netns_self();
+    let mut by_netns: BTreeMap<std::path::PathBuf, Vec<procfs::process::Process>> = BTreeMap::new();
+    for p in procfs::process::all_processes()
+        .map_err(std::io::Error::other)?
+        .flatten()
+    {
+        if let Some(ns) = u32::try_from(p.pid).ok().and_then(netns) {
+            if Some(&ns) != own.as_ref() {
+                by_netns.entry(ns).or_default().push(p);
+            }
+        }
+    }
+    for processes in by_netns.values() {
+        let Some(first) = processes.first() else {
+            continue;
+        };
+        let listening = |table: procfs::ProcResult<Vec<procfs::net::TcpNetEntry>>| {
+            table.into_iter().flatten().filter(|e| {
+                e.state == procfs::net::TcpState::Listen && e.local_address.port() == port
+            })
+        };
+        let sockets: Vec<String> = listening(first.tcp())
+            .chain(listening(first.tcp6()))
+            .map(|e| format!("socket:[{}]", e.inode))
+            .collect();
+        if sockets.is_empty() {
+            continue;
+        }
+        let owner = processes
+            .iter()
+            .filter(|p| holds(p.pid, &sockets))
+            .filter_map(|p| p.stat().ok())
+            .min_by_key(|s| (s.starttime, s.pid))
+            .and_then(|s| u32::try_from(s.pid).ok());
+        if owner.is_some() {
+            return Ok(owner);
+        }
+    }
+    Ok(None)
+}
+
+/// Whether process `pid` holds one of `sockets` (`socket:[INODE]` as /proc/PID/fd links
+/// read).
+fn holds(pid: i32, sockets: &[String]) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
 }
 
 #[cfg(test)]

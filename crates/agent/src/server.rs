@@ -18,6 +18,10 @@ use crate::stacks::AgentStacks;
 use crate::tls::{agent_tls, AgentTls};
 use crate::wire::{Reply, Request};
 use crate::Error;
+use tailscope_targets::{Target, TargetSpec};
+
+/// What a run asking an agent without `--allow-launch` for a server is told.
+pub const LAUNCH_REFUSED: &str = "this agent launches nothing: it was started without --allow-launch (start it with `tailscope agent --allow-launch`, or start the server on its host and give the run its URL)";
 
 /// How long a client has for its handshake and each message before the profile starts.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -35,6 +39,9 @@ pub struct AgentConfig {
     pub max_clients: usize,
     /// Where the certificate is kept across restarts (`None`: a new one each start).
     pub cert_dir: Option<std::path::PathBuf>,
+    /// Whether runs may have it launch their server (`--allow-launch`): a token holder then
+    /// runs any shell command as the agent's user.
+    pub allow_launch: bool,
 }
 
 /// A bound agent, ready to serve.
@@ -47,6 +54,7 @@ pub struct Agent {
 struct Shared {
     token_digest: [u8; 32],
     max_clients: usize,
+    allow_launch: bool,
     clients: AtomicUsize,
     /// The run ids being profiled now: one profile per run id.
     runs: Mutex<HashSet<String>>,
@@ -74,6 +82,7 @@ impl Agent {
             shared: Arc::new(Shared {
                 token_digest: digest(config.token.as_bytes()),
                 max_clients: config.max_clients.max(1),
+                allow_launch: config.allow_launch,
                 clients: AtomicUsize::new(0),
                 runs: Mutex::new(HashSet::new()),
             }),
@@ -165,6 +174,16 @@ fn say_plain(mut stream: &TcpStream, first: &[u8]) -> Error {
     }
 }
 
+type AgentLink = Link<StreamOwned<ServerConnection, TcpStream>>;
+
+/// Refuses the request with `reason`, said to the client and returned for the log.
+fn refuse(link: &mut AgentLink, reason: String) -> Error {
+    let _ = link.send(&Reply::Refused {
+        reason: reason.clone(),
+    });
+    Error::Refused(format!("refused: {reason}"))
+}
+
 fn serve_client(
     stream: TcpStream,
     config: Arc<rustls::ServerConfig>,
@@ -172,6 +191,69 @@ fn serve_client(
     log: &(dyn Fn(String) + Send + Sync),
     peer: &str,
 ) -> Result<(), Error> {
+    let mut link = accept(stream, config)?;
+    welcome(&mut link, shared)?;
+    // The server launched for this client: dropped (its whole tree stopped) when this
+    // function returns, whatever ends the connection; its guardian process stops it if the
+    // agent itself dies.
+    let mut launched: Option<Target> = None;
+    loop {
+        let request: Request = link.recv(HANDSHAKE_TIMEOUT * 6, "request")?;
+        match request {
+            Request::Clock => link.send(&Reply::Clock {
+                unix_ns: crate::unix_ns(),
+            })?,
+            Request::Launch {
+                command,
+                ready_path,
+            } => {
+                if launched.is_some() {
+                    return Err(refuse(&mut link, "one launch per run".into()));
+                }
+                let target = launch(&mut link, shared, &command, &ready_path)?;
+                log(format!(
+                    "{peer}: launched {} (pid {}, port {})",
+                    target.command_line(),
+                    target.pid(),
+                    target.port()
+                ));
+                launched = Some(target);
+            }
+            Request::Start {
+                run_id,
+                watch,
+                listen_port,
+                tick_ms,
+                warmup,
+                stacks,
+            } => {
+                let start = ProfileStart {
+                    watch,
+                    listen_port,
+                    warmup,
+                    stacks,
+                };
+                let result = run_profile(&mut link, shared, log, peer, &run_id, tick_ms, start);
+                if let Some(target) = launched.take() {
+                    target.stop();
+                    log(format!(
+                        "{peer}: run {run_id}: the launched server was stopped"
+                    ));
+                }
+                return result;
+            }
+            other => {
+                return Err(refuse(
+                    &mut link,
+                    format!("unexpected {other:?} before a profile started"),
+                ))
+            }
+        }
+    }
+}
+
+/// The TLS handshake, after a peek that tells a client not speaking TLS what it reached.
+fn accept(stream: TcpStream, config: Arc<rustls::ServerConfig>) -> Result<AgentLink, Error> {
     stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
     let _ = stream.set_nodelay(true);
@@ -190,15 +272,14 @@ fn serve_client(
             ))
         })?;
     }
-    let mut link = Link::agent_side(tls);
+    Ok(Link::agent_side(tls))
+}
+
+/// Reads the client's hello and checks its token (in constant time); welcomes it.
+fn welcome(link: &mut AgentLink, shared: &Shared) -> Result<(), Error> {
     let hello: Request = match link.recv(HANDSHAKE_TIMEOUT, "hello") {
         Ok(hello) => hello,
-        Err(e @ Error::Wire(_)) => {
-            let _ = link.send(&Reply::Refused {
-                reason: e.to_string(),
-            });
-            return Err(Error::Refused(format!("refused: {e}")));
-        }
+        Err(e @ Error::Wire(_)) => return Err(refuse(link, e.to_string())),
         Err(e) => return Err(e),
     };
     let token_ok = match &hello {
@@ -218,80 +299,118 @@ fn serve_client(
     link.send(&Reply::Welcome {
         version: env!("CARGO_PKG_VERSION").to_string(),
         host: host_name(),
-    })?;
-    loop {
-        let request: Request = link.recv(HANDSHAKE_TIMEOUT * 6, "request")?;
-        match request {
-            Request::Clock => link.send(&Reply::Clock {
-                unix_ns: crate::unix_ns(),
-            })?,
-            Request::Start {
-                run_id,
-                watch,
-                listen_port,
-                tick_ms,
-                warmup,
-                stacks,
-            } => {
-                if !TICK_MS.contains(&tick_ms) {
-                    let reason = format!("a tick of {tick_ms} ms: from 20 to 10000 ms");
-                    link.send(&Reply::Refused {
-                        reason: reason.clone(),
-                    })?;
-                    return Err(Error::Refused(format!("refused: {reason}")));
-                }
-                if !shared
-                    .runs
-                    .lock()
-                    .is_ok_and(|mut r| r.insert(run_id.clone()))
-                {
-                    let reason = format!("run {run_id} is already being profiled here");
-                    link.send(&Reply::Refused {
-                        reason: reason.clone(),
-                    })?;
-                    return Err(Error::Refused(format!("refused: {reason}")));
-                }
-                let (sampler, resolved) = ServerSampler::for_watch(watch, listen_port, warmup);
-                log(format!(
-                    "{peer}: run {run_id}: profiling {}",
-                    resolved.target_pid.map_or_else(
-                        || "the host".to_string(),
-                        |p| format!("process {p} and its tree")
-                    )
-                ));
-                let (stacks, stacks_not_sampled) = AgentStacks::open(stacks, resolved.target_pid);
-                if let Some(why) = &stacks_not_sampled {
-                    log(format!("{peer}: run {run_id}: stacks not sampled: {why}"));
-                }
-                link.send(&Reply::Started {
-                    target_pid: resolved.target_pid,
-                    note: resolved.note,
-                    stacks_not_sampled,
-                })?;
-                let result = profile(&mut link, sampler, stacks, Duration::from_millis(tick_ms));
-                if let Ok(mut r) = shared.runs.lock() {
-                    r.remove(&run_id);
-                }
-                log(match &result {
-                    Ok(()) => format!("{peer}: run {run_id}: profile sent"),
-                    Err(e) => format!("{peer}: run {run_id}: client lost ({e}): profile dropped"),
-                });
-                return result;
-            }
-            other => {
-                let reason = format!("unexpected {other:?} before a profile started");
-                link.send(&Reply::Refused {
-                    reason: reason.clone(),
-                })?;
-                return Err(Error::Refused(format!("refused: {reason}")));
-            }
-        }
+    })
+}
+
+/// Launches the server a run asked for, when this agent may (`--allow-launch`), and says
+/// where it listens.
+fn launch(
+    link: &mut AgentLink,
+    shared: &Shared,
+    command: &str,
+    ready_path: &str,
+) -> Result<Target, Error> {
+    if !shared.allow_launch {
+        return Err(refuse(link, LAUNCH_REFUSED.into()));
     }
+    let spec = match TargetSpec::parse(&format!("command:{command}")) {
+        Ok(TargetSpec::Command {
+            template,
+            env,
+            cwd,
+            ready_timeout,
+            ..
+        }) => TargetSpec::Command {
+            template,
+            env,
+            cwd,
+            ready_path: ready_path.to_string(),
+            ready_timeout,
+        },
+        Ok(_) => return Err(refuse(link, format!("{command:?} is not a command"))),
+        Err(e) => return Err(refuse(link, e.to_string())),
+    };
+    let target = match Target::launch(&spec, &[]) {
+        Ok(t) => t,
+        Err(e) => return Err(refuse(link, format!("the server did not start here: {e}"))),
+    };
+    link.send(&Reply::Launched {
+        pid: target.root_pid(),
+        server_pid: target.pid(),
+        port: target.port(),
+        name: target.name().to_string(),
+        command: target.command_line().to_string(),
+    })?;
+    Ok(target)
+}
+
+/// What a run's `Start` asks to profile.
+struct ProfileStart {
+    watch: crate::wire::Watch,
+    listen_port: Option<u16>,
+    warmup: bool,
+    stacks: crate::wire::StacksWanted,
+}
+
+/// Checks a `Start`, starts the profile and streams it until the run finishes it.
+fn run_profile(
+    link: &mut AgentLink,
+    shared: &Shared,
+    log: &(dyn Fn(String) + Send + Sync),
+    peer: &str,
+    run_id: &str,
+    tick_ms: u64,
+    start: ProfileStart,
+) -> Result<(), Error> {
+    if !TICK_MS.contains(&tick_ms) {
+        return Err(refuse(
+            link,
+            format!("a tick of {tick_ms} ms: from 20 to 10000 ms"),
+        ));
+    }
+    if !shared
+        .runs
+        .lock()
+        .is_ok_and(|mut r| r.insert(run_id.to_string()))
+    {
+        return Err(refuse(
+            link,
+            format!("run {run_id} is already being profiled here"),
+        ));
+    }
+    let (sampler, resolved) =
+        ServerSampler::for_watch(start.watch, start.listen_port, start.warmup);
+    log(format!(
+        "{peer}: run {run_id}: profiling {}",
+        resolved.target_pid.map_or_else(
+            || "the host".to_string(),
+            |p| format!("process {p} and its tree")
+        )
+    ));
+    let (stacks, stacks_not_sampled) = AgentStacks::open(start.stacks, resolved.target_pid);
+    if let Some(why) = &stacks_not_sampled {
+        log(format!("{peer}: run {run_id}: stacks not sampled: {why}"));
+    }
+    let result = link
+        .send(&Reply::Started {
+            target_pid: resolved.target_pid,
+            note: resolved.note,
+            stacks_not_sampled,
+        })
+        .and_then(|()| profile(link, sampler, stacks, Duration::from_millis(tick_ms)));
+    if let Ok(mut r) = shared.runs.lock() {
+        r.remove(run_id);
+    }
+    log(match &result {
+        Ok(()) => format!("{peer}: run {run_id}: profile sent"),
+        Err(e) => format!("{peer}: run {run_id}: client lost ({e}): profile dropped"),
+    });
+    result
 }
 
 /// Streams a tick every `tick` until the run asks for the finished profile.
 fn profile(
-    link: &mut Link<StreamOwned<ServerConnection, TcpStream>>,
+    link: &mut AgentLink,
     mut sampler: ServerSampler,
     mut stacks: AgentStacks,
     tick: Duration,

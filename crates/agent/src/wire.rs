@@ -20,7 +20,8 @@ use tailscope_targets::stacks::Inside;
 /// say so.
 /// v2: the server's stacks (`Start.stacks`, `Begin.origin_unix_ns`, `Finish.seconds`,
 /// `Finished.stacks`).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// v3: a server launched by the agent (`Launch`, `Launched`; `agent --allow-launch`).
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The first bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"TSAG";
 /// Magic, version and length.
@@ -44,6 +45,16 @@ pub enum Request {
     },
     /// One round trip of the clock-offset measurement.
     Clock,
+    /// Launches a server on the agent's host (before `Start`, at most once per connection):
+    /// refused unless the agent was started with `--allow-launch`. The agent tears its
+    /// whole process tree down when the connection ends, however it ends.
+    Launch {
+        /// A shell command with `{port}` (a free port the agent picks) and optionally
+        /// `{cpus}`, as `run --target 'command:CMD'` takes it.
+        command: String,
+        /// The path that must answer HTTP for the server to count as ready.
+        ready_path: String,
+    },
     /// Starts a profile.
     Start {
         /// The run's id: the agent runs one profile per id at once.
@@ -117,6 +128,19 @@ pub enum Reply {
     Refused {
         /// What was wrong, said for the run's user.
         reason: String,
+    },
+    /// The server asked for by `Launch` is up and answers HTTP.
+    Launched {
+        /// The root of its process tree (what is profiled: the command the agent ran).
+        pid: u32,
+        /// The process that serves (the root when it cannot be told).
+        server_pid: u32,
+        /// The port it listens on, on the agent's host.
+        port: u16,
+        /// What it is called (the serving process's name).
+        name: String,
+        /// The command line the agent ran.
+        command: String,
     },
     /// The agent's clock, read when the `Clock` request arrived.
     Clock {
@@ -285,6 +309,10 @@ mod tests {
                 stacks: StacksWanted::Auto,
             },
             Request::Begin { origin_unix_ns: 12 },
+            Request::Launch {
+                command: "tailscope serve --addr 0.0.0.0:{port}".into(),
+                ready_path: "/".into(),
+            },
             Request::Finish {
                 requests: 7,
                 seconds: vec![(0, 1, 900)],

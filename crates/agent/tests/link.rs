@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rustls::StreamOwned;
-use tailscope_agent::client::{connect, AgentOptions, Event};
+use tailscope_agent::client::{connect, AgentOptions, Event, LaunchRequest};
 use tailscope_agent::server::{Agent, AgentConfig};
 use tailscope_agent::tls::{agent_name, run_tls};
 use tailscope_agent::wire::{StacksWanted, Watch, MAGIC, PROTOCOL_VERSION};
@@ -22,6 +22,7 @@ fn start_agent() -> (SocketAddr, String, mpsc::Receiver<String>) {
         token: TOKEN.into(),
         max_clients: 4,
         cert_dir: None,
+        allow_launch: false,
     })
     .unwrap();
     let (addr, fp) = (agent.local_addr().unwrap(), agent.fingerprint().to_string());
@@ -40,6 +41,7 @@ fn options(addr: SocketAddr, token: &str, fingerprint: Option<&str>) -> AgentOpt
         address: addr.to_string(),
         token: token.into(),
         fingerprint: fingerprint.map(str::to_string),
+        launch: None,
     }
 }
 
@@ -205,6 +207,7 @@ fn clients_beyond_the_limit_are_refused_and_the_agent_says_so() {
         token: TOKEN.into(),
         max_clients: 1,
         cert_dir: None,
+        allow_launch: false,
     })
     .unwrap();
     let (addr, fp) = (agent.local_addr().unwrap(), agent.fingerprint().to_string());
@@ -300,6 +303,7 @@ fn a_kept_certificate_keeps_its_fingerprint_across_restarts() {
             token: TOKEN.into(),
             max_clients: 1,
             cert_dir: Some(dir.clone()),
+            allow_launch: false,
         })
     };
     let first = bind().unwrap().fingerprint().to_string();
@@ -321,4 +325,25 @@ fn a_kept_certificate_keeps_its_fingerprint_across_restarts() {
     let e = bind().err().unwrap().to_string();
     assert!(e.contains("without the other"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An agent started without `--allow-launch` launches nothing: the run is told why (and
+/// how to allow it), the agent logs the refusal, runs nothing, and serves on.
+#[test]
+fn an_agent_without_allow_launch_refuses_to_launch() {
+    let (addr, fp, logs) = start_agent();
+    let marker = format!("ts-launch-refused-{}", std::process::id());
+    let mut c = connect(&options(addr, TOKEN, Some(&fp))).unwrap();
+    let refused = c.launch(&LaunchRequest {
+        command: format!("sh -c 'echo > /tmp/{marker}; sleep 5' {{port}}"),
+        path: "/".into(),
+    });
+    match refused {
+        Err(Error::Refused(reason)) => assert!(reason.contains("--allow-launch"), "{reason}"),
+        Err(other) => panic!("not a refusal: {other}"),
+        Ok(l) => panic!("launched without --allow-launch: {l:?}"),
+    }
+    assert!(logged(&logs, "--allow-launch"));
+    assert!(!std::path::Path::new(&format!("/tmp/{marker}")).exists());
+    profile_works(addr, &fp);
 }

@@ -130,6 +130,12 @@ pub struct AgentArgs {
     /// certificate is made at each start.
     #[arg(long = "cert-dir", value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
+    /// Let runs have the agent launch their server (`run --agent ... --target
+    /// 'command:CMD {port}'`): whoever holds the token may then run any shell command on
+    /// this host as the agent's user. The launched process tree is stopped when the run
+    /// ends, when its connection drops, or when the agent ends.
+    #[arg(long = "allow-launch")]
+    pub allow_launch: bool,
 }
 
 /// `tailscope serve [flags]`.

@@ -21,29 +21,12 @@ use crate::process::fit_open_files;
 
 /// Validates the flags; every problem is a [`UsageError`] (exit code 2).
 fn config(args: RunArgs) -> Result<RunConfig> {
-    let usage = |e: String| anyhow::Error::new(UsageError(e));
     let target = args.target;
     let mut load = args.load;
-    let agent = agent_options(&args.agent_link, &target).map_err(usage)?;
-    // clap's `requires = "target"` on these is satisfied by their own group (the flattened
-    // `target: TargetArgs` shares the id): checked here instead.
-    if target.target.is_none() {
-        if target.path.is_some() {
-            return Err(usage(
-                    "--path is for a server tailscope launches (--target); with a URL, put the path in the URL".into(),
-                ));
-        }
-        if args.tls.tls {
-            return Err(usage(
-                    "--tls is for a server tailscope launches (--target nginx --tls); for a server at a URL, write https://".into(),
-                ));
-        }
-        if target.server_cpus.is_some() {
-            return Err(usage(
-                    "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
-                ));
-        }
-    }
+    let agent =
+        agent_options(&args.agent_link, &target, &args.tls, &args.segment).map_err(usage)?;
+    let launched_by_agent = agent.as_ref().is_some_and(|a| a.launch.is_some());
+    refuse_launch_flags_without_target(&target, &args.tls, launched_by_agent)?;
     let mix = read_mix(&args.request).map_err(usage)?;
     // A load file's stages, unless --stages gives others (the command line wins, as for
     // its url): checked below as --stages is.
@@ -69,78 +52,185 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     }
     // The file's URL when there is neither a URL nor a server to launch.
     let file_url = file_url.filter(|_| target.target.is_none());
-    let (url, launch) = match (args.url.or(file_url), target.target) {
-            (Some(url), _) => (url, None),
-            (None, Some(kind)) => {
-                let mut spec = TargetSpec::parse(&kind).map_err(|e| usage(e.to_string()))?;
-                if args.tls.tls || args.tls.http2 {
-                    spec = spec
-                        .serving(args.tls.tls, args.tls.http2)
-                        .map_err(|e| usage(e.to_string()))?;
-                }
-                // embedded and nginx serve the benchmark's /plaintext; a command: server is
-                // anyone's, and `/` is the one path it surely has.
-                let path = target.path.unwrap_or_else(|| {
-                    match spec {
-                        TargetSpec::Command { .. } => "/",
-                        _ => "/plaintext",
-                    }
-                    .to_string()
-                });
-                if !path.starts_with('/') {
-                    return Err(usage(format!("--path {path:?} must start with '/'")));
-                }
-                let available = cpus::available();
-                let (default_server, default_client) = cpus::default_split(&available);
-                let server_cpus = target.server_cpus.map_or(default_server, |c| c.0);
-                if let Some(&cpu) = server_cpus.iter().find(|c| !available.contains(c)) {
-                    return Err(usage(format!(
-                        "CPU {cpu} is not available to this process (available: {}) (--server-cpus)",
-                        format_list(&available)
-                    )));
-                }
-                let client_default = match available.iter().copied().filter(|c| !server_cpus.contains(c)).collect::<Vec<_>>() {
-                    rest if rest.is_empty() => default_client,
-                    rest => rest,
-                };
-                let client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
-                // The port is not known until the server is up; the URL is set then.
-                let scheme = if args.tls.tls { "https" } else { "http" };
-                let placeholder = format!("{scheme}://127.0.0.1:1{path}");
-                let launch = Launch {
-                    spec,
-                    server_cpus,
-                    path,
-                };
-                let mut cfg_cpus = client;
-                cfg_cpus.dedup();
-                (placeholder, Some((launch, cfg_cpus)))
-            }
-            (None, None) => {
-                return Err(usage(
+    let (url, launch) = match (args.url.or(file_url), &target.target) {
+        (Some(url), _) => (url, None),
+        // The agent launches it; the URL is set once it says on which port.
+        (None, Some(_)) if launched_by_agent => ("http://127.0.0.1:1/".to_string(), None),
+        (None, Some(kind)) => {
+            let (url, launch) = local_launch(kind, &target, &args.tls, &load)?;
+            (url, Some(launch))
+        }
+        (None, None) => {
+            return Err(usage(
                     "give a URL to load (tailscope run http://127.0.0.1:8080/), or --target embedded|nginx|'command:CMD {port}' to launch a server".into(),
                 ))
-            }
-        };
+        }
+    };
     let mut plan = Plan::new(&url).map_err(|e| usage(e.to_string()))?;
     apply_tls(&mut plan, &args.tls).map_err(usage)?;
-    plan.connections = load.connections;
-    if let Some(cpus) = load.cpus {
-        plan.cpus = cpus.0;
-    }
     let launch = launch.map(|(launch, client_cpus)| {
         plan.cpus = client_cpus;
         launch
     });
-    match load.threads {
-        Some(t) => plan.threads = t,
-        None if launch.is_some() => plan.threads = plan.cpus.len().max(1),
-        None => {}
-    }
     if let (Some(pid), None) = (target.pid, &agent) {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(usage(format!("no process with pid {pid} (--pid)")));
         }
+    }
+    let warmup_auto = apply_load(&mut plan, &load, launch.is_some())?;
+    let body_file = apply_request(&mut plan, args.request, mix, own_urls)?;
+    let segment = segment_of(&args.segment).map_err(usage)?;
+    if let Some(seg) = segment {
+        seg.apply(&mut plan)
+            .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
+    }
+    let start_at = args.segment.start_at;
+    if let Some(at) = start_at {
+        segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
+    }
+    plan.validate().map_err(|e| usage(e.to_string()))?;
+    let out = args.output;
+    check_outputs(&out, body_file.as_deref())?;
+    let journal = journal_path(&out);
+    let stacks = StacksOptions {
+        mode: out.stacks,
+        flamegraph: out.flamegraph.clone(),
+        flamegraph_slow: out.flamegraph_slow.clone(),
+    };
+    let thresholds = out
+        .fail_if
+        .iter()
+        .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
+        .collect::<Result<Vec<_>>>()?;
+    let names = plan.request_names();
+    for t in &thresholds {
+        t.check_names(&names).map_err(|e| usage(e.to_string()))?;
+    }
+    Ok(RunConfig {
+        plan,
+        json: out.json,
+        html: out.html,
+        hdr_log: out.hdr_log,
+        csv: out.csv,
+        csv_slowest: out.csv_slowest,
+        thresholds,
+        launch,
+        pid: target.pid,
+        tui: !out.no_tui && std::io::stdout().is_terminal(),
+        segment,
+        start_at,
+        stacks,
+        agent,
+        until: load.until,
+        warmup_auto,
+        journal,
+    })
+}
+
+/// Refuses the flags that shape a server tailscope launches when none is launched here.
+/// clap's `requires = "target"` on these is satisfied by their own group (the flattened
+/// `target: TargetArgs` shares the id): checked here instead.
+fn refuse_launch_flags_without_target(
+    target: &crate::args::TargetArgs,
+    tls: &crate::args::TlsArgs,
+    launched_by_agent: bool,
+) -> Result<()> {
+    if target.target.is_some() && !launched_by_agent {
+        return Ok(());
+    }
+    if target.path.is_some() && target.target.is_none() {
+        return Err(usage(
+            "--path is for a server tailscope launches (--target); with a URL, put the path in the URL".into(),
+        ));
+    }
+    if tls.tls {
+        return Err(usage(
+            "--tls is for a server tailscope launches (--target nginx --tls); for a server at a URL, write https://".into(),
+        ));
+    }
+    if target.server_cpus.is_some() {
+        return Err(usage(
+            "--server-cpus is for a server tailscope launches (--target); a server at a URL runs where it was started (pin it with taskset)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// `--target KIND` launched on this host: the URL (a placeholder until the server says its
+/// port), the launch, and the generator's CPUs (those the server was not given).
+fn local_launch(
+    kind: &str,
+    target: &crate::args::TargetArgs,
+    tls: &crate::args::TlsArgs,
+    load: &crate::args::LoadArgs,
+) -> Result<(String, (Launch, Vec<usize>))> {
+    let mut spec = TargetSpec::parse(kind).map_err(|e| usage(e.to_string()))?;
+    if tls.tls || tls.http2 {
+        spec = spec
+            .serving(tls.tls, tls.http2)
+            .map_err(|e| usage(e.to_string()))?;
+    }
+    let path = launch_path(&spec, target.path.clone())?;
+    let available = cpus::available();
+    let (default_server, default_client) = cpus::default_split(&available);
+    let server_cpus = target.server_cpus.clone().map_or(default_server, |c| c.0);
+    if let Some(&cpu) = server_cpus.iter().find(|c| !available.contains(c)) {
+        return Err(usage(format!(
+            "CPU {cpu} is not available to this process (available: {}) (--server-cpus)",
+            format_list(&available)
+        )));
+    }
+    let rest: Vec<usize> = available
+        .iter()
+        .copied()
+        .filter(|c| !server_cpus.contains(c))
+        .collect();
+    let client_default = if rest.is_empty() {
+        default_client
+    } else {
+        rest
+    };
+    let mut client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
+    client.dedup();
+    // The port is not known until the server is up; the URL is set then.
+    let scheme = if tls.tls { "https" } else { "http" };
+    let placeholder = format!("{scheme}://127.0.0.1:1{path}");
+    let launch = Launch {
+        spec,
+        server_cpus,
+        path,
+    };
+    Ok((placeholder, (launch, client)))
+}
+
+/// The path a launched server is loaded at: `--path`, or what it surely serves.
+fn launch_path(spec: &TargetSpec, path: Option<String>) -> Result<String> {
+    // embedded and nginx serve the benchmark's /plaintext; a command: server is anyone's,
+    // and `/` is the one path it surely has.
+    let path = path.unwrap_or_else(|| {
+        match spec {
+            TargetSpec::Command { .. } => "/",
+            _ => "/plaintext",
+        }
+        .to_string()
+    });
+    if !path.starts_with('/') {
+        return Err(usage(format!("--path {path:?} must start with '/'")));
+    }
+    Ok(path)
+}
+
+/// The load's flags into the plan: threads, stop, pace, warm-up, shape, timeouts and
+/// connections; whether the warm-up is `auto`.
+fn apply_load(plan: &mut Plan, load: &crate::args::LoadArgs, launched: bool) -> Result<bool> {
+    plan.connections = load.connections;
+    if let (Some(cpus), false) = (&load.cpus, launched) {
+        plan.cpus = cpus.0.clone();
+    }
+    match load.threads {
+        Some(t) => plan.threads = t,
+        None if launched => plan.threads = plan.cpus.len().max(1),
+        None => {}
     }
     let (requests, duration) = (load.requests, load.duration);
     plan.stop = match until_stop(
@@ -163,7 +253,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     };
     crate::shape::apply(
         &load.shape,
-        &mut plan,
+        plan,
         load.requests.is_some() || load.duration.is_some(),
     )
     .map_err(usage)?;
@@ -190,8 +280,18 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     plan.idle_conns = load.idle_conns;
     plan.slow_conns = load.slow_conns;
     plan.slow_interval = load.slow_interval;
-    tailscope_loadgen::resolve_engine_for(&plan).map_err(|e| usage(e.to_string()))?;
-    let req = args.request;
+    tailscope_loadgen::resolve_engine_for(plan).map_err(|e| usage(e.to_string()))?;
+    Ok(warmup_auto)
+}
+
+/// The request's flags into the plan: method, headers, the mix, the body; the body file's
+/// path, when one was read.
+fn apply_request(
+    plan: &mut Plan,
+    req: crate::args::RequestArgs,
+    mix: Option<RequestFile>,
+    own_urls: bool,
+) -> Result<Option<PathBuf>> {
     plan.method = req.method.to_ascii_uppercase();
     for h in &req.headers {
         let (k, v) = h
@@ -225,8 +325,7 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     if let Some(body) = req.body {
         plan.body = body.into_bytes();
     }
-    let body_file = req.body_file;
-    if let Some(path) = &body_file {
+    if let Some(path) = &req.body_file {
         plan.body = std::fs::read(path).map_err(|e| {
             usage(format!(
                 "cannot read body file {}: {e} (-D)",
@@ -234,17 +333,11 @@ fn config(args: RunArgs) -> Result<RunConfig> {
             ))
         })?;
     }
-    let segment = segment_of(&args.segment).map_err(usage)?;
-    if let Some(seg) = segment {
-        seg.apply(&mut plan)
-            .map_err(|e| usage(format!("--segment {seg}: {e}")))?;
-    }
-    let start_at = args.segment.start_at;
-    if let Some(at) = start_at {
-        segment::check_start_time(at, SystemTime::now()).map_err(usage)?;
-    }
-    plan.validate().map_err(|e| usage(e.to_string()))?;
-    let out = &args.output;
+    Ok(req.body_file)
+}
+
+/// Checks that the output files can be written and do not overwrite the body file.
+fn check_outputs(out: &crate::args::OutputArgs, body_file: Option<&std::path::Path>) -> Result<()> {
     let outputs: Vec<Output> = [
         Output::of("--json", "JSON report", out.json.as_deref()),
         Output::of("--html", "HTML report", out.html.as_deref()),
@@ -266,42 +359,8 @@ fn config(args: RunArgs) -> Result<RunConfig> {
     .into_iter()
     .flatten()
     .collect();
-    check_files(body_file.as_deref().as_slice(), &outputs)?;
-    let journal = journal_path(out);
-    let stacks = StacksOptions {
-        mode: args.output.stacks,
-        flamegraph: args.output.flamegraph.clone(),
-        flamegraph_slow: args.output.flamegraph_slow.clone(),
-    };
-    let thresholds = args
-        .output
-        .fail_if
-        .iter()
-        .map(|e| Threshold::parse(e).map_err(|e| usage(e.to_string())))
-        .collect::<Result<Vec<_>>>()?;
-    let names = plan.request_names();
-    for t in &thresholds {
-        t.check_names(&names).map_err(|e| usage(e.to_string()))?;
-    }
-    Ok(RunConfig {
-        plan,
-        json: args.output.json,
-        html: args.output.html,
-        hdr_log: args.output.hdr_log,
-        csv: args.output.csv,
-        csv_slowest: args.output.csv_slowest,
-        thresholds,
-        launch,
-        pid: target.pid,
-        tui: !args.output.no_tui && std::io::stdout().is_terminal(),
-        segment,
-        start_at,
-        stacks,
-        agent,
-        until: load.until,
-        warmup_auto,
-        journal,
-    })
+    check_files(body_file.as_slice(), &outputs)?;
+    Ok(())
 }
 
 /// Where the journal goes: `--journal`, or beside the first report file, or in
@@ -330,11 +389,14 @@ fn journal_path(out: &crate::args::OutputArgs) -> Option<PathBuf> {
     }
 }
 
-/// `--agent` and its flags, checked: the token file read, the fingerprint parsed, and
-/// what an agent cannot do refused.
+/// `--agent` and its flags, checked: the token file read, the fingerprint parsed, a
+/// `--target` for the agent to launch taken (a `command:` one), and what an agent cannot do
+/// refused.
 fn agent_options(
     args: &crate::args::AgentLinkArgs,
     target: &crate::args::TargetArgs,
+    tls: &crate::args::TlsArgs,
+    segment: &crate::args::SegmentArgs,
 ) -> Result<Option<tailscope_agent::client::AgentOptions>, String> {
     let Some(address) = &args.agent else {
         return match (&args.agent_token, &args.agent_fingerprint) {
@@ -351,9 +413,7 @@ fn agent_options(
             ))
         }
     }
-    if target.target.is_some() {
-        return Err("--agent profiles a server already running on the agent's host: give its URL (and --pid there, or let the agent find the process listening on the URL's port), not --target".into());
-    }
+    let launch = agent_launch(target, tls, segment)?;
     let Some(token_file) = &args.agent_token else {
         return Err("--agent needs --agent-token FILE (the agent's token)".into());
     };
@@ -371,6 +431,38 @@ fn agent_options(
         address: address.clone(),
         token,
         fingerprint,
+        launch,
+    }))
+}
+
+/// `--target 'command:CMD {port}'` with `--agent`: the server the agent launches on its
+/// host (one started with `--allow-launch`). Only a command: the embedded server and nginx
+/// listen on loopback, out of the run's reach; the command binds where the run can reach it.
+fn agent_launch(
+    target: &crate::args::TargetArgs,
+    tls: &crate::args::TlsArgs,
+    segment: &crate::args::SegmentArgs,
+) -> Result<Option<tailscope_agent::client::LaunchRequest>, String> {
+    let Some(kind) = &target.target else {
+        return Ok(None);
+    };
+    let spec = TargetSpec::parse(kind).map_err(|e| e.to_string())?;
+    let TargetSpec::Command { template, .. } = &spec else {
+        return Err(format!(
+            "--target {kind} with --agent: the agent launches a command ('command:CMD {{port}}', listening where this host can reach it, e.g. 'command:tailscope serve --addr 0.0.0.0:{{port}}'), not {}",
+            spec.kind()
+        ));
+    };
+    if tls.http2 {
+        return Err("--http2 is for a server tailscope launches here (--target nginx); through an agent, give the command's own flags".into());
+    }
+    if segment.segment.is_some() || segment.segments.is_some() {
+        return Err("--target with --agent launches one server for one run: for --segment runs, have it started once on the agent's host and give every segment its URL".into());
+    }
+    let path = launch_path(&spec, target.path.clone()).map_err(|e| e.to_string())?;
+    Ok(Some(tailscope_agent::client::LaunchRequest {
+        command: template.clone(),
+        path,
     }))
 }
 

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tailscope_agent::client::{connect, AgentOptions, AgentRun, ClockOffset, Event};
+use tailscope_agent::client::{connect, AgentOptions, AgentRun, ClockOffset, Event, Launched};
 use tailscope_agent::wire::{StacksWanted, Tick, Watch};
 use tailscope_targets::listen::ListenReport;
 use tailscope_targets::profile::{AgentLink, Profile, Profiler};
@@ -40,23 +40,43 @@ pub struct AgentSide {
     stacks_not_sampled: Option<String>,
     /// The measured window's start was sent to the agent.
     begun: bool,
+    /// The server the agent launched for the run (`--target` through it).
+    launched: Option<Launched>,
 }
 
 impl AgentSide {
-    /// Connects, measures the clock offset and starts the profile of `watch`.
+    /// Connects, measures the clock offset, has the agent launch the run's server when
+    /// `options` asks (`plan`'s URL then points at it, and it is what is watched), and
+    /// starts the profile of `watch`.
     pub fn start(
         options: &AgentOptions,
-        watch: Watch,
-        listen_port: Option<u16>,
-        tick: Duration,
-        warmup: bool,
+        mut watch: Watch,
+        plan: &mut tailscope_loadgen::Plan,
         stacks: StacksWanted,
     ) -> Result<AgentSide, tailscope_agent::Error> {
         let mut connected = connect(options)?;
         let clock = connected.clock(CLOCK_ROUNDS)?;
         let (host, fingerprint) = (connected.host.clone(), connected.fingerprint.clone());
+        let launched = match &options.launch {
+            Some(request) => {
+                let launched = connected.launch(request)?;
+                let url = format!(
+                    "http://{}:{}{}",
+                    agent_host(&options.address),
+                    launched.port,
+                    request.path
+                );
+                plan.set_url(&url).map_err(|e| {
+                    tailscope_agent::Error::Usage(format!("the launched server's URL {url}: {e}"))
+                })?;
+                watch = Watch::Pid(launched.pid);
+                Some(launched)
+            }
+            None => None,
+        };
         let run_id = format!("{}-{}", std::process::id(), tailscope_agent::unix_ns());
-        let run = connected.start(&run_id, watch, listen_port, tick, warmup, stacks)?;
+        let (listen_port, tick, warmup) = (plan.addr.port(), plan.tick, !plan.warmup.is_zero());
+        let run = connected.start(&run_id, watch, Some(listen_port), tick, warmup, stacks)?;
         let note = run.note.clone();
         let stacks_not_sampled = run.stacks_not_sampled.clone();
         Ok(AgentSide {
@@ -73,7 +93,18 @@ impl AgentSide {
             note,
             stacks_not_sampled,
             begun: false,
+            launched,
         })
+    }
+
+    /// The agent's host name.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The server the agent launched for the run, when it did.
+    pub fn launched(&self) -> Option<&Launched> {
+        self.launched.as_ref()
     }
 
     /// Why the agent samples no stacks, when they were asked for.
@@ -230,7 +261,7 @@ fn tick_age(now_ns: u64, tick_ns: u64, offset_ms: f64) -> Duration {
 pub fn start_for(
     options: &AgentOptions,
     pid: Option<u32>,
-    plan: &tailscope_loadgen::Plan,
+    plan: &mut tailscope_loadgen::Plan,
     stacks: StacksMode,
 ) -> anyhow::Result<AgentSide> {
     let watch = pid.map_or(Watch::Port(plan.addr.port()), Watch::Pid);
@@ -239,14 +270,7 @@ pub fn start_for(
         StacksMode::Auto => StacksWanted::Auto,
         StacksMode::On => StacksWanted::On,
     };
-    let started = AgentSide::start(
-        options,
-        watch,
-        Some(plan.addr.port()),
-        plan.tick,
-        !plan.warmup.is_zero(),
-        wanted,
-    );
+    let started = AgentSide::start(options, watch, plan, wanted);
     match started {
         Ok(side) => match (stacks, side.stacks_not_sampled()) {
             (StacksMode::On, Some(why)) => Err(crate::UsageError(format!(
@@ -273,6 +297,12 @@ pub fn start_for(
     }
 }
 
+/// The host part of the agent's `HOST:PORT` (`[::1]:7070`'s `::1` in brackets kept, as a
+/// URL wants it).
+fn agent_host(address: &str) -> &str {
+    address.rsplit_once(':').map_or(address, |(host, _)| host)
+}
+
 /// The report's warnings about the agent: its certificate not pinned, its loss mid-run.
 pub fn warnings(profile: &Profile) -> Vec<String> {
     let Some(link) = &profile.agent else {
@@ -297,6 +327,13 @@ pub fn warnings(profile: &Profile) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_agent_s_host_is_its_address_without_the_port() {
+        assert_eq!(agent_host("10.0.0.5:7070"), "10.0.0.5");
+        assert_eq!(agent_host("[::1]:7070"), "[::1]");
+        assert_eq!(agent_host("agent.example:1"), "agent.example");
+    }
 
     #[test]
     fn a_tick_s_age_is_read_on_this_host_s_clock() {

@@ -193,7 +193,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         (Some(options), _) => Some(crate::agent::start_for(
             options,
             config.pid,
-            &config.plan,
+            &mut config.plan,
             stacks_options.mode,
         )?),
         (None, _) => None,
@@ -219,7 +219,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     // `s` on the dashboard asks for the HTML report of the run so far.
     let (saves, save_requests) = std::sync::mpsc::channel();
     let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), &control, saves)
+        start_dashboard(&config, target.as_ref(), agent.as_ref(), &control, saves)
     } else {
         None
     };
@@ -238,6 +238,16 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         .map(|t| t.server_cpus().to_vec())
         .unwrap_or_default();
     let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
+    // The server the agent launched: named in the report as a launched one is.
+    let agent_launched = agent.as_ref().and_then(|a| a.launched().cloned());
+    if let Some(l) = &agent_launched {
+        say!(
+            "tailscope: the agent launched {} (pid {} there) at {}",
+            l.name,
+            l.server_pid,
+            plan.url_shown()
+        );
+    }
     // The agent samples the server's stacks where it runs, and says when it cannot.
     let agent_stacks = agent
         .as_ref()
@@ -269,6 +279,13 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     let in_flight = plan.max_in_flight() as u64;
     // Known before the run, so that a page saved from the dashboard names the server too.
     let target_info = match (&target, config.pid) {
+        (None, _) if agent_launched.is_some() => agent_launched.map(|l| TargetInfo {
+            kind: "command".into(),
+            name: l.name,
+            pid: Some(l.server_pid),
+            command: Some(l.command),
+            server_cpus: Vec::new(),
+        }),
         (Some(t), _) => Some(TargetInfo {
             kind: t.kind().to_string(),
             name: t.name().to_string(),
@@ -498,10 +515,15 @@ fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
 fn start_dashboard(
     config: &RunConfig,
     target: Option<&Target>,
+    agent: Option<&crate::agent::AgentSide>,
     control: &RunControl,
     saves: tailscope_tui::SaveRequests,
 ) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let info = RunInfo::new(&config.plan, target);
+    let mut info = RunInfo::new(&config.plan, target);
+    if let Some(agent) = agent {
+        let launched = agent.launched().map(|l| (l.name.as_str(), l.server_pid));
+        info = info.through_agent(agent.host(), launched);
+    }
     match tailscope_tui::spawn(info, control.clone(), saves) {
         Ok(d) => Some(d),
         Err(e) => {

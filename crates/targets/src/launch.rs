@@ -423,6 +423,11 @@ impl Target {
         }
     }
 
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `http://127.0.0.1:PORT`, or `https://` for a target served over TLS.
     pub fn base_url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };

@@ -112,6 +112,23 @@ fn sock_diag() -> std::io::Result<Socket> {
     Ok(socket)
 }
 
+/// A [`sock_diag`] socket in `pid`'s network namespace: made by a short-lived thread that
+/// enters it (a netlink socket stays in the namespace it was made in, whichever thread then
+/// uses it; the rest of the process never leaves its own).
+fn sock_diag_in_netns_of(pid: u32) -> std::io::Result<Socket> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(std::io::Error::from)?;
+                sock_diag()
+            })
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread panicked")))
+    })
+}
+
 /// [`listeners`] through a netlink socket of [`sock_diag`], and whether both dumps were
 /// read to their end (else replies may be left queued on the socket).
 fn listeners_via(socket: &Socket, port: u16) -> std::io::Result<(Vec<Listener>, bool)> {
@@ -169,6 +186,9 @@ pub struct ListenWatch {
     /// The netlink socket, opened at the first sample and kept: the run's loop samples
     /// every tick, on a CPU it may share with the generator.
     socket: Option<Socket>,
+    /// A process whose network namespace the listeners are in, when not this one's (an
+    /// agent on the host watching a container's server).
+    netns_of: Option<u32>,
 }
 
 /// Whether `l` is what a client of `target` connects to: the same address, or a wildcard
@@ -196,7 +216,16 @@ impl ListenWatch {
             },
             full_seconds: BTreeSet::new(),
             socket: None,
+            netns_of: None,
         }
+    }
+
+    /// Watches the listeners in `pid`'s network namespace instead of this one's (its
+    /// sock_diag socket is opened there; that needs CAP_SYS_ADMIN, and without it the
+    /// report says why nothing was watched).
+    pub fn in_netns_of(mut self, pid: u32) -> ListenWatch {
+        self.netns_of = Some(pid);
+        self
     }
 
     /// Watches every listener on `port`, whatever its address (an agent on the server's
@@ -211,9 +240,10 @@ impl ListenWatch {
     /// Forgets what was seen so far (the warm-up is over).
     pub fn restart(&mut self) {
         let socket = self.socket.take();
-        let any_address = self.any_address;
+        let (any_address, netns_of) = (self.any_address, self.netns_of);
         *self = ListenWatch::new(self.target);
         self.any_address = any_address;
+        self.netns_of = netns_of;
         self.socket = socket;
     }
 
@@ -226,9 +256,10 @@ impl ListenWatch {
 
     /// Samples now, `elapsed` into the measured run.
     pub fn sample(&mut self, elapsed: Duration) -> Option<ListenSample> {
-        let socket = match self.socket.take() {
-            Some(socket) => Ok(socket),
-            None => sock_diag(),
+        let socket = match (self.socket.take(), self.netns_of) {
+            (Some(socket), _) => Ok(socket),
+            (None, None) => sock_diag(),
+            (None, Some(pid)) => sock_diag_in_netns_of(pid),
         };
         let found = socket.and_then(|socket| {
             // After a failed dump its replies may be half read, and the next dump would read

@@ -25,7 +25,8 @@ pub const RATE_STEP: f64 = 1.25;
 pub struct RunInfo {
     /// Method and URL.
     pub target: String,
-    /// The launched server, e.g. `embedded (pid 1234)`.
+    /// The launched server, e.g. `embedded (pid 1234)`, or the agent it is read through
+    /// ([`RunInfo::through_agent`]).
     pub server: Option<String>,
     /// Open-loop rate asked for at the start; none for closed loop.
     pub rate: Option<f64>,
@@ -48,6 +49,17 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
+    /// The server is read through the agent on `host` (`run --agent`): the header's server
+    /// field names it there, with the server the agent launched for the run (its name and
+    /// pid on the agent's host), when it did.
+    pub fn through_agent(mut self, host: &str, launched: Option<(&str, u32)>) -> RunInfo {
+        self.server = Some(match launched {
+            Some((name, pid)) => format!("{name} (pid {pid}) via agent {host}"),
+            None => format!("agent {host}"),
+        });
+        self
+    }
+
     /// What the header shows of `plan`, and of `target` when tailscope launched it.
     pub fn new(plan: &Plan, target: Option<&Target>) -> RunInfo {
         // A mix is named as one (its method and path are the requests', view 5), not as the

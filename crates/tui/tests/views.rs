@@ -45,6 +45,27 @@ fn throughput_is_drawn_per_finished_second_not_per_tick() {
     assert!(text.contains("last second n/a"), "{text}");
 }
 
+/// `run --agent`: the header names where the server is read, the agent's host (and the
+/// server the agent launched, when it did), in place of a local server.
+#[test]
+fn the_header_names_the_agent_the_server_is_read_through() {
+    let plan = tailscope_loadgen::Plan::new("http://10.0.0.5:8080/").unwrap();
+    let mut app =
+        App::new(tailscope_tui::app::RunInfo::new(&plan, None).through_agent("srv-1", None));
+    app.update(Action::Snapshot(std::sync::Arc::new(snapshot(5)), None));
+    let text = screen(&app, 120, 40);
+    let header = text.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(header.contains("server: agent srv-1"), "{header}");
+    let info = tailscope_tui::app::RunInfo::new(&plan, None)
+        .through_agent("srv-1", Some(("my-server", 4242)));
+    let text = screen(&App::new(info), 120, 40);
+    let header = text.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(
+        header.contains("server: my-server (pid 4242) via agent srv-1"),
+        "{header}"
+    );
+}
+
 #[test]
 fn overview_120x40() {
     insta::assert_snapshot!(screen(&app_with_data(None), 120, 40));

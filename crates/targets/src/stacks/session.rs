@@ -236,6 +236,10 @@ pub struct InsideReport {
 pub struct Inside {
     on_cpu: OnCpu,
     off_cpu: Option<OffCpu>,
+    /// Why off-CPU time was not seen, kept to say it again when compared in other seconds
+    /// ([`Inside::compared_in`]); absent from what an older agent sent.
+    #[serde(default)]
+    off_notes: Vec<String>,
     slow: BTreeSet<u32>,
     /// The report section.
     pub report: InsideReport,
@@ -285,7 +289,7 @@ impl Inside {
         slow: BTreeSet<u32>,
     ) -> Inside {
         let mut on_report = on_cpu.differential(&slow);
-        on_report.missing.extend(off_notes);
+        on_report.missing.extend(off_notes.iter().cloned());
         let (off_times, off_over) = off_cpu
             .as_ref()
             .map(|o| o.differential(&slow))
@@ -302,9 +306,22 @@ impl Inside {
         Inside {
             on_cpu,
             off_cpu,
+            off_notes,
             slow,
             report,
         }
+    }
+
+    /// The same stacks compared in `slow` against the other seconds: the lists, every
+    /// diagnosis' inside line and the rules that refine a stall then all read those seconds.
+    /// A named `server_stall` passes its own: the run's slow seconds, found from the time
+    /// series alone, can hold others (a Node server's warm-up second, its JIT compiling
+    /// through `Builtin_HandleApiCall`, was read as a `cpu_burn` of the stall).
+    pub fn compared_in(self, slow: BTreeSet<u32>) -> Inside {
+        if slow == self.slow {
+            return self;
+        }
+        Inside::new(self.on_cpu, self.off_cpu, self.off_notes, slow)
     }
 
     /// `self` if its on-CPU samples name only stacks it holds: what a peer sent is
@@ -495,6 +512,55 @@ mod tests {
             text.contains("blocked in the slow seconds: thread srv (S) in futex"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn compared_in_a_stalls_seconds_the_lists_and_the_line_read_them() {
+        // A warm-up second 0 (the JIT through Builtin_HandleApiCall) and a collection in
+        // second 3: the time series found both slow, the stall held only second 3.
+        let mut on = OnCpu {
+            frequency_hz: 100,
+            stacks: vec![
+                vec!["handle".into(), "main".into()],
+                vec!["Builtin_HandleApiCall".into(), "main".into()],
+                vec!["v8::internal::Heap::CollectGarbage".into(), "main".into()],
+            ],
+            ..OnCpu::default()
+        };
+        for s in 0..10u32 {
+            on.per_second.push((s, 0, 90));
+        }
+        on.per_second.push((0, 1, 80));
+        on.per_second.push((3, 2, 40));
+        on.samples = on.per_second.iter().map(|p| p.2).sum();
+        let note = vec!["off-CPU not seen: test".to_string()];
+        let run = Inside::new(on, None, note, BTreeSet::from([0, 3]));
+        assert_eq!(
+            run.report.on_cpu.over_represented[0].frame,
+            "Builtin_HandleApiCall"
+        );
+        let stall = run.compared_in(BTreeSet::from([3]));
+        let listed: Vec<&str> = stall
+            .report
+            .on_cpu
+            .over_represented
+            .iter()
+            .map(|o| o.frame.as_str())
+            .collect();
+        assert_eq!(listed, ["v8::internal::Heap::CollectGarbage"]);
+        assert_eq!(stall.report.on_cpu.slow_seconds, [3]);
+        let line = stall.explain(None);
+        assert!(
+            line.contains("slow seconds (3)") && line.contains("Heap::CollectGarbage"),
+            "{line}"
+        );
+        let gc = stall
+            .on_cpu_share(|f| f.contains("CollectGarbage"))
+            .unwrap();
+        assert!(gc.slow_share > 0.3 && gc.normal_share == 0.0, "{gc:?}");
+        // What could not be seen is said again, once.
+        let notes = &stall.report.on_cpu.missing;
+        assert_eq!(notes.iter().filter(|m| m.contains("test")).count(), 1);
     }
 
     #[test]

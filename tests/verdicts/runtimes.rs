@@ -33,6 +33,11 @@ struct Server {
 
 impl Server {
     fn start(program: &Path, args: &[&str], dir: &Path) -> Server {
+        Server::start_with(program, args, dir, &[])
+    }
+
+    /// [`Server::start`] with `env` set for the server.
+    fn start_with(program: &Path, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Server {
         let mut command = if common::has_tool("taskset", "--version") {
             let mut c = Command::new("taskset");
             c.args(["-c", "0"]).arg(program);
@@ -60,6 +65,7 @@ impl Server {
         }
         let mut child = command
             .args(args)
+            .envs(env.iter().copied())
             // What a runtime leaves behind (V8's isolate logs) goes to the test's directory.
             .current_dir(dir)
             .stdin(Stdio::null())
@@ -542,6 +548,10 @@ fn a_healthy_node_server_names_no_pause() {
 /// no second was free of the collector to compare the stall's with. The healthy twin has no
 /// graph: Go's own collections of a big heap are pauses too (a twin that kept the graph had
 /// one named, rightly).
+/// Its collections stop the world (`GODEBUG=gcstoptheworld=2`, for both twins): Go marks
+/// concurrently otherwise, and `gc_pause` is named for Go only where the slow seconds show it
+/// stopping goroutines (its mark termination, a stop-the-world, a mark assist); a forced
+/// cycle marked concurrently showed those frames in one run of two here.
 const GO_SERVER: &str = r#"
 package main
 
@@ -627,10 +637,11 @@ fn go_server(dir: &Path, gc: bool) -> Option<Server> {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    Some(Server::start(
+    Some(Server::start_with(
         &binary,
         &[if gc { "gc" } else { "healthy" }],
         dir,
+        &[("GODEBUG", "gcstoptheworld=2")],
     ))
 }
 
@@ -650,6 +661,11 @@ fn a_go_collection_is_named_gc_pause_with_gos_collector_frames() {
         .as_str()
         .unwrap();
     assert!(evidence.contains("(runtime."), "{evidence}");
+    // What stopped the goroutines is named with it.
+    assert!(
+        evidence.contains("stopped goroutines for it (stop-the-world or mark assist: runtime."),
+        "{evidence}"
+    );
 }
 
 #[test]

@@ -349,6 +349,32 @@ impl Inside {
         self.on_cpu.share_of(&self.slow, matches)
     }
 
+    /// The frames that `matches` on the server's stacks in the slow seconds, on CPU or off
+    /// it, most time first (a sample on CPU counts as its period): what was there at all,
+    /// however briefly, where a short phase (a runtime stopping its threads) is the point.
+    pub fn seen_in_slow(&self, matches: impl Fn(&str) -> bool) -> Vec<String> {
+        let us_per_sample = 1_000_000 / self.on_cpu.frequency_hz.max(1);
+        let mut frames: std::collections::HashMap<String, u64> = self
+            .off_cpu
+            .as_ref()
+            .map(|o| o.frames_in(&self.slow, &matches))
+            .unwrap_or_default();
+        for &(second, id, n) in &self.on_cpu.per_second {
+            if !self.slow.contains(&second) {
+                continue;
+            }
+            let Some(stack) = self.on_cpu.stacks.get(id) else {
+                continue;
+            };
+            for f in stack.iter().filter(|f| matches(f)).collect::<BTreeSet<_>>() {
+                *frames.entry(f.clone()).or_insert(0) += n * us_per_sample;
+            }
+        }
+        let mut frames: Vec<(String, u64)> = frames.into_iter().collect();
+        frames.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        frames.into_iter().map(|(f, _)| f).collect()
+    }
+
     /// What the server was doing in the slow seconds, said for a diagnosis whose window is
     /// `[start_s, end_s]` (`None`: the slow seconds): [`InsideReport::standout`], the frame on
     /// CPU or the wait that the lists of the report name first, or a sentence saying that none

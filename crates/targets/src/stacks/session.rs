@@ -590,6 +590,23 @@ mod tests {
     }
 
     #[test]
+    fn what_was_in_the_slow_seconds_is_seen_on_cpu_and_off() {
+        let inside = inside();
+        // burn (on CPU, second 3) and lock_wait (off CPU, 7 and 9); handle ran in every
+        // second, main is under all. The lock's 1.2 s off CPU before the burn's 60 samples
+        // (0.6 s at 100 Hz); its two frames, equal, by name.
+        let seen = inside.seen_in_slow(|f| f != "main" && f != "handle");
+        assert_eq!(
+            seen,
+            ["__x64_sys_futex_[k]", "lock_wait", "burn"].map(String::from)
+        );
+        let later = inside.compared_in(BTreeSet::from([5]));
+        assert!(later
+            .seen_in_slow(|f| f == "burn" || f == "lock_wait")
+            .is_empty());
+    }
+
+    #[test]
     fn nothing_listed_and_nothing_named_go_together() {
         let mut inside = inside();
         inside.report.on_cpu.over_represented.clear();

@@ -33,6 +33,11 @@ struct Server {
 
 impl Server {
     fn start(program: &Path, args: &[&str], dir: &Path) -> Server {
+        Server::start_with(program, args, dir, &[])
+    }
+
+    /// [`Server::start`] with `env` set for the server.
+    fn start_with(program: &Path, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Server {
         let mut command = if common::has_tool("taskset", "--version") {
             let mut c = Command::new("taskset");
             c.args(["-c", "0"]).arg(program);
@@ -60,6 +65,7 @@ impl Server {
         }
         let mut child = command
             .args(args)
+            .envs(env.iter().copied())
             // What a runtime leaves behind (V8's isolate logs) goes to the test's directory.
             .current_dir(dir)
             .stdin(Stdio::null())
@@ -432,19 +438,22 @@ fn a_healthy_python_server_names_no_pause() {
     names_no_pause(&report);
 }
 
-/// A Node server; with `gc`, holding a large live heap (~1.2M objects), every 2 s a request runs
-/// two full collections (`global.gc()`), a few hundred ms that every request waits for: the
-/// first 2 s after it listens, then every 3 s, so that the seconds of a 6 s run without
-/// one are a third or more of them (with a collection every 1.5 s, nearly every second was
-/// slow and none was left to compare them with).
+/// A Node server; with `gc`, holding a large live heap (~3M small objects), every 3 s a request
+/// runs two full collections (`global.gc()`, ~0.5 s of CPU here) that every request waits
+/// for: the first 2 s after it listens, then 3 s after the last, so that the seconds of a 6 s
+/// run without one are a third or more of them (with a collection every 1.5 s, nearly every
+/// second was slow and none was left to compare them with). Its collector works on the main
+/// thread alone (`--single-threaded-gc`): with V8's helper threads pinned to the same CPU, the
+/// main thread waited for them, and the stall read as a wait for a CPU (CI: no server_stall,
+/// with ~1.2M objects a collection short enough to be lost in that wait too).
 const NODE_SERVER: &str = r#"
 const http = require("http");
 const gc = process.argv[2] === "gc";
-// ~1.2M small objects in a linked structure: a full collection marks them all. Held by the
+// ~3M small objects in a linked structure: a full collection marks them all. Held by the
 // global object: an array no closure refers to is dead once the module's code has run, and
 // V8 collects it (~3 MB left of ~65 MB), which left nothing for a collection to mark.
 const live = globalThis.live = [];
-for (let i = 0; i < (gc ? 400000 : 0); i++) live.push({ i, a: [i, i + 1], s: "x" + i, next: live[i - 1] || null });
+for (let i = 0; i < (gc ? 1000000 : 0); i++) live.push({ i, a: [i, i + 1], s: "x" + i, next: live[i - 1] || null });
 let next = Date.now() + 2000;
 const server = http.createServer((req, res) => {
   if (gc && Date.now() >= next) {
@@ -469,6 +478,7 @@ fn node_server(dir: &Path, gc: bool) -> Option<Server> {
         Path::new("node"),
         &[
             "--expose-gc",
+            "--single-threaded-gc",
             "--perf-basic-prof",
             script.to_str().unwrap(),
             mode,
@@ -538,6 +548,10 @@ fn a_healthy_node_server_names_no_pause() {
 /// no second was free of the collector to compare the stall's with. The healthy twin has no
 /// graph: Go's own collections of a big heap are pauses too (a twin that kept the graph had
 /// one named, rightly).
+/// Its collections stop the world (`GODEBUG=gcstoptheworld=2`, for both twins): Go marks
+/// concurrently otherwise, and `gc_pause` is named for Go only where the slow seconds show it
+/// stopping goroutines (its mark termination, a stop-the-world, a mark assist); a forced
+/// cycle marked concurrently showed those frames in one run of two here.
 const GO_SERVER: &str = r#"
 package main
 
@@ -623,10 +637,11 @@ fn go_server(dir: &Path, gc: bool) -> Option<Server> {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    Some(Server::start(
+    Some(Server::start_with(
         &binary,
         &[if gc { "gc" } else { "healthy" }],
         dir,
+        &[("GODEBUG", "gcstoptheworld=2")],
     ))
 }
 
@@ -646,6 +661,11 @@ fn a_go_collection_is_named_gc_pause_with_gos_collector_frames() {
         .as_str()
         .unwrap();
     assert!(evidence.contains("(runtime."), "{evidence}");
+    // What stopped the goroutines is named with it.
+    assert!(
+        evidence.contains("stopped goroutines for it (stop-the-world or mark assist: runtime."),
+        "{evidence}"
+    );
 }
 
 #[test]

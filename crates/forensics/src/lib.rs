@@ -244,6 +244,11 @@ pub struct Verdict {
     pub named: Vec<Diagnosis>,
     /// The causes held back, and why.
     pub held_back: Vec<HeldBack>,
+    /// The seconds of the run (0-based) that a named `server_stall` held its requests in;
+    /// empty when none was named. Its stacks are compared in these against the others
+    /// ([`tailscope_targets::stacks::Inside::compared_in`]), so that what refines it is read
+    /// from its own seconds.
+    pub stalled_seconds: std::collections::BTreeSet<u32>,
 }
 
 /// What one rule concluded.
@@ -304,15 +309,19 @@ pub fn diagnose(e: &Evidence) -> Vec<Diagnosis> {
 /// Names the causes the evidence supports, most specific first, and says which were held
 /// back and why.
 pub fn judge(e: &Evidence) -> Verdict {
+    let (stall, stalled_seconds) = server_stall(e);
     let rulings: [Ruling; 6] = [
         accept_queue_overflow(e).into(),
         delayed_ack(e).into(),
         retransmission(e).into(),
-        server_stall(e),
+        stall,
         cpu_contention(e).into(),
         generator_saturated(e).into(),
     ];
-    let mut verdict = Verdict::default();
+    let mut verdict = Verdict {
+        stalled_seconds,
+        ..Verdict::default()
+    };
     for ruling in rulings.into_iter().chain(errors::rulings(e)) {
         match ruling {
             Ruling::Named(mut d) => {

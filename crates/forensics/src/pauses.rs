@@ -21,6 +21,9 @@ pub(crate) struct Seen {
     /// The samples with a collector's frame on their stack, where clearly more of the slow
     /// seconds' than of the others'.
     pub(crate) collector: Option<OverRepresented>,
+    /// Go's frames that stop its goroutines for the collector ([`go_stops`]) seen in the
+    /// slow seconds, on CPU or off it, most time first.
+    pub(crate) go_stops: Vec<String>,
 }
 
 impl Seen {
@@ -32,6 +35,7 @@ impl Seen {
             off_cpu: report.off_cpu_over_represented.clone(),
             running_stands_out: matches!(report.standout(), Some(Standout::Running(_))),
             collector: inside.on_cpu_share(|f| collector_of(f).is_some()),
+            go_stops: inside.seen_in_slow(go_stops),
         }
     }
 }
@@ -122,6 +126,32 @@ pub(crate) fn collector_of(frame: &str) -> Option<&'static str> {
         .then_some("CPython")
 }
 
+/// Whether `frame` is one of Go's that stop the program's goroutines for its collector: the
+/// world stopped (a cycle's start, its mark termination), a goroutine made to assist the
+/// marking as it allocates, or one blocked in a forced collection (`runtime.GC()`). Go marks
+/// concurrently: its mark workers on CPU beside running goroutines stop nothing, and read
+/// alone they named a pause wherever a cycle ran in the slow seconds.
+pub(crate) fn go_stops(frame: &str) -> bool {
+    const STOPS: [&str; 6] = [
+        "gcStart",
+        "gcMarkDone",
+        "gcMarkTermination",
+        "gcAssistAlloc",
+        "gcParkAssist",
+        "gcWaitOnMark",
+    ];
+    frame.strip_prefix("runtime.").is_some_and(|f| {
+        // stopTheWorld, stopTheWorldWithSema, stopTheWorldGC; the others, their closures
+        // (gcMarkTermination.func1) and numbered halves (gcAssistAlloc1).
+        f == "GC"
+            || f.starts_with("stopTheWorld")
+            || STOPS.iter().any(|p| {
+                f.strip_prefix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '1']))
+            })
+    })
+}
+
 /// What to do about a collector's pauses, per runtime.
 fn collector_advice(runtime: &str) -> &'static str {
     match runtime {
@@ -136,26 +166,40 @@ fn collector_advice(runtime: &str) -> &'static str {
 /// seconds, most specific first: each with the stall's window, requests and inside line.
 pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
     let mut found: Vec<(Cause, String)> = Vec::new();
+    // Go's collector is a pause only where it stopped goroutines (its evidence says how).
+    let stops = || {
+        (!seen.go_stops.is_empty()).then(|| {
+            seen.go_stops
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let stopped_go = |runtime: &str| runtime != "Go" || !seen.go_stops.is_empty();
     let on_cpu = seen.collector.as_ref().and_then(|c| {
         let runtime = collector_of(&c.frame)?;
-        Some((c, runtime))
+        stopped_go(runtime).then_some((c, runtime))
     });
     // Threads stopped for a collection wait where the collector stops them (HotSpot's
     // SafepointSynchronize::block): a stop-the-world pause seen from the threads it stopped.
     let stopped = seen.off_cpu.iter().find_map(|w| {
         let frame = w.blocked.stack.iter().find(|f| collector_of(f).is_some())?;
-        Some((w, frame, collector_of(frame)?))
+        let runtime = collector_of(frame)?;
+        stopped_go(runtime).then_some((w, frame, runtime))
     });
     if let Some((c, runtime)) = on_cpu {
         found.push((
             Cause::GcPause,
             format!(
                 "{:.0} % of the server's on-CPU samples in the slow seconds had {runtime}'s garbage collector on their stack \
-                 ({}{}) against {:.1} % in the other seconds: the stall was a collection, {}",
+                 ({}{}) against {:.1} % in the other seconds{}: the stall was a collection, {}",
                 c.slow_share * 100.0,
                 c.frame,
                 c.location.as_ref().map_or(String::new(), |l| format!(" at {l}")),
                 c.normal_share * 100.0,
+                go_stopped(runtime, stops()),
                 collector_advice(runtime)
             ),
         ));
@@ -164,10 +208,11 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             Cause::GcPause,
             format!(
                 "thread {} was stopped by {runtime}'s garbage collector ({frame}) {:.0} % of its time in the slow seconds \
-                 against {:.1} % in the others: the stall was a stop-the-world pause, {}",
+                 against {:.1} % in the others{}: the stall was a stop-the-world pause, {}",
                 w.blocked.thread,
                 w.slow_share * 100.0,
                 w.normal_share * 100.0,
+                go_stopped(runtime, stops()),
                 collector_advice(runtime)
             ),
         ));
@@ -214,6 +259,9 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
         .iter()
         .find(|o| !o.frame.ends_with("_[k]"))
         .or(seen.on_cpu.first());
+    // A collector's own frame is no hot function of the server's (Go's mark workers, where
+    // nothing says they stopped a goroutine).
+    let hot = hot.filter(|o| collector_of(&o.frame).is_none());
     if let (false, true, Some(o)) = (collector, seen.running_stands_out, hot) {
         found.push((
             Cause::CpuBurn,
@@ -236,6 +284,16 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ..stall.clone()
         })
         .collect()
+}
+
+/// What Go's collector did to the goroutines, said after its share (nothing for the others).
+fn go_stopped(runtime: &str, stops: Option<String>) -> String {
+    match (runtime, stops) {
+        ("Go", Some(frames)) => format!(
+            ", and stopped goroutines for it in those seconds (stop-the-world or mark assist: {frames})"
+        ),
+        _ => String::new(),
+    }
 }
 
 /// A runtime's thread with no work, parked on a futex: Go's idle Ms (`runtime.stopm`; a
@@ -365,6 +423,7 @@ mod tests {
             off_cpu: vec![wait("futex", "S", 4)],
             running_stands_out: true,
             collector: Some(frame("v8::internal::Heap::CollectGarbage", 0.7, 0.02)),
+            ..Seen::default()
         };
         let named = refine(&stall(), &seen);
         assert_eq!(named.len(), 1, "{named:?}");
@@ -380,6 +439,67 @@ mod tests {
         // The stall's window, requests and inside line go with it.
         assert_eq!(named[0].requests_affected, 40);
         assert_eq!(named[0].inside.as_deref(), Some("inside"));
+    }
+
+    #[test]
+    fn gos_collector_is_a_pause_only_where_it_stopped_goroutines() {
+        for frame in [
+            "runtime.stopTheWorldWithSema",
+            "runtime.gcStart",
+            "runtime.gcMarkTermination.func1",
+            "runtime.gcAssistAlloc1",
+            "runtime.gcParkAssist",
+            "runtime.GC",
+        ] {
+            assert!(go_stops(frame), "{frame}");
+        }
+        for frame in [
+            "runtime.gcBgMarkWorker",
+            "runtime.gcDrain",
+            "runtime.GCstats",
+            "runtime.gcStartX",
+            "main.GC",
+            "runtime.mallocgc",
+        ] {
+            assert!(!go_stops(frame), "{frame}");
+        }
+        // Its mark workers stood out in the slow seconds, and nothing stopped: a cycle ran
+        // beside the goroutines. No pause, and no cpu_burn of the collector's own frames.
+        let concurrent = Seen {
+            on_cpu: vec![
+                frame("runtime.gcDrain", 0.44, 0.0),
+                frame("runtime.gcBgMarkWorker", 0.44, 0.0),
+            ],
+            running_stands_out: true,
+            collector: Some(frame("runtime.gcBgMarkWorker", 0.45, 0.0)),
+            ..Seen::default()
+        };
+        assert!(
+            causes(&concurrent).is_empty(),
+            "{:?}",
+            refine(&stall(), &concurrent)
+        );
+        // The same with the world stopped (or goroutines made to assist) in those seconds.
+        let stopped = Seen {
+            go_stops: vec!["runtime.gcMarkTermination".into(), "runtime.GC".into()],
+            ..concurrent
+        };
+        let named = refine(&stall(), &stopped);
+        assert_eq!(causes(&stopped), [Cause::GcPause], "{named:?}");
+        assert!(
+            named[0].evidence.contains("Go's garbage collector")
+                && named[0]
+                    .evidence
+                    .contains("mark assist: runtime.gcMarkTermination, runtime.GC"),
+            "{}",
+            named[0].evidence
+        );
+        // Other runtimes' collectors need no such frame.
+        let v8 = Seen {
+            collector: Some(frame("v8::internal::Heap::CollectGarbage", 0.5, 0.0)),
+            ..Seen::default()
+        };
+        assert_eq!(causes(&v8), [Cause::GcPause]);
     }
 
     #[test]

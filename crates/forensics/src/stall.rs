@@ -2,6 +2,8 @@
 //! too, while the generator kept time, the listener never filled and the server did not wait
 //! for a CPU. Each veto that drops the cause says so ([`HeldBack`]).
 
+use std::collections::BTreeSet;
+
 use tailscope_loadgen::fmt::{fmt_count, fmt_us};
 use tailscope_loadgen::{SlowRequest, TimePoint};
 
@@ -190,13 +192,54 @@ fn not_waiting<'a>(e: &Evidence, stalled: Vec<&'a TimePoint>) -> Result<Split<'a
     ))
 }
 
-pub(crate) fn server_stall(e: &Evidence) -> Ruling {
+/// What a stall held: its seconds, those a wait for a CPU explained, the slowest requests
+/// in them, and how many at once made it one.
+struct Stalled<'a> {
+    stalled: Vec<&'a TimePoint>,
+    waited: Vec<&'a TimePoint>,
+    slow: Vec<&'a SlowRequest>,
+    threshold: u64,
+}
+
+/// `server_stall`, and the seconds of the run it held its requests in (empty unless named):
+/// those its stack comparison reads ([`crate::Verdict::stalled_seconds`]).
+pub(crate) fn server_stall(e: &Evidence) -> (Ruling, BTreeSet<u32>) {
+    match stalled(e) {
+        Ok(s) => (
+            Ruling::Named(named(e, &s.stalled, &s.waited, &s.slow, s.threshold)),
+            // With the seconds a wait for a CPU was left to explain: the server did the same
+            // in them, and compared as the others' they hid its burn on a loaded machine.
+            held_seconds(e, s.stalled.iter().chain(&s.waited)),
+        ),
+        Err(ruling) => (ruling, BTreeSet::new()),
+    }
+}
+
+/// The seconds of the run (0-based, as the stacks count them) that the stalled seconds held
+/// their requests in (those a wait for a CPU explained too): each stalled second, and those
+/// before it back to the start of its hold (a 600 ms stall from 1.53 s is released in second 2, and held the server in 1).
+fn held_seconds<'a>(
+    e: &Evidence,
+    stalled: impl Iterator<Item = &'a &'a TimePoint>,
+) -> BTreeSet<u32> {
+    let mut seconds = BTreeSet::new();
+    for s in stalled {
+        let last = second_start(s).max(0.0) as u32;
+        let first = (hold_interval(e, s).0.max(0.0).floor() as u32).min(last);
+        seconds.extend(first..=last);
+    }
+    seconds
+}
+
+/// The stall's seconds and what they held, or the ruling where none is named (absent, or
+/// held back by a veto, which says why).
+fn stalled(e: &Evidence) -> Result<Stalled<'_>, Ruling> {
     // At -c 1 (one request in flight, no pipelining) nothing tells a stall from any other
     // slow response: no two are ever held, let alone released, together. The thresholds
     // below floor at 2 for -c 2, which let -c 1 name a stall "of all of the 1 that can be in
     // flight" from evidence no run there gives.
     if e.in_flight == 1 {
-        return Ruling::Absent;
+        return Err(Ruling::Absent);
     }
     // Half of what can be in flight, and at least 5 (a few slow ones are scattered delays),
     // but never more than can be in flight: below -c 5 the rule could not be met (a stall
@@ -215,7 +258,7 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
         })
         .collect();
     if signature.is_empty() {
-        return Ruling::Absent;
+        return Err(Ruling::Absent);
     }
     // ... while the generator's own loop kept time: a pause the generator took itself would
     // delay every response just the same.
@@ -227,17 +270,17 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
             .map(|s| generator_lag_while_held(e, s))
             .max()
             .unwrap_or(0);
-        return held_back(format!(
+        return Err(held_back(format!(
             "in second(s) {}, requests were held together, but a generator thread's event loop was \
              itself held up to {} around them, at least half as long: the generator may have held \
              them (see generator_saturated where that lag reaches 100 ms)",
             numbered(&generators),
             fmt_us(lag)
-        ));
+        )));
     }
     let (stalled, waited) = match not_waiting(e, stalled) {
         Ok(split) => split,
-        Err(why) => return held_back(why),
+        Err(why) => return Err(held_back(why)),
     };
     // The target's own listener full, or our own SYNs dropped, point at connection setup
     // instead. (The machine-wide ListenOverflows moves for every listener on the machine:
@@ -246,13 +289,13 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
     // TCPTimeouts by about the number of requests it held (+45..+69) with nothing else wrong.
     // What tells a stall from retransmission is timing: many at the same moment.
     if listener_full(e) || own_syn_drops(e) > 0 || syns_at_a_pressed_listener(e) {
-        return held_back(format!(
+        return Err(held_back(format!(
             "in second(s) {}, requests were held together, but connections were being set up \
              through a full accept queue ({}; our SYNs resent: {}): see accept_queue_overflow",
             numbered(&stalled),
             listener_text(e),
             e.own_syn_retransmits.map_or("n/a".into(), fmt_count)
-        ));
+        )));
     }
     // Seconds that qualified by their timeouts, not one stray timeout in a second of slow
     // responses (a review finding: that one let all-new-connection seconds past the veto).
@@ -277,18 +320,18 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
         && slow.iter().all(|s| s.first_on_connection)
         && all_new_is_telling(e, slow.len())
     {
-        return held_back(format!(
+        return Err(held_back(format!(
             "in second(s) {}, requests were held, but all {} of the slowest kept in them were the \
              first on a new connection: connection setup, not a stalled server",
             numbered(&stalled),
             slow.len()
-        ));
+        )));
     }
     // Many slow requests in a second is not enough (scattered retransmit delays add up too):
     // a stall releases what it held at one moment.
     let (least, of) = (least_together(e), one_stall_can_hold(e));
     if !stall_shaped(e, least, of) {
-        return held_back(format!(
+        return Err(held_back(format!(
             "in second(s) {}, many requests were slow, but at most {} of the {} slowest kept ended \
              at the same moment (a stall releases what it held at once: {} needed, and half of {}): \
              delays that end one by one",
@@ -297,9 +340,14 @@ pub(crate) fn server_stall(e: &Evidence) -> Ruling {
             e.slowest.len(),
             least,
             of
-        ));
+        )));
     }
-    Ruling::Named(named(e, &stalled, &waited, &slow, threshold))
+    Ok(Stalled {
+        stalled,
+        waited,
+        slow,
+        threshold,
+    })
 }
 
 /// The stall named: the stalled seconds, what they held, and the seconds left out because a

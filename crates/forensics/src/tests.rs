@@ -1192,3 +1192,34 @@ fn the_wait_that_vetoes_a_stall_is_the_one_within_its_hold() {
         diagnose(&short)
     );
 }
+
+/// A stall says which seconds of the run it held its requests in, for its stacks to be
+/// compared in those: the second it released them in and those its hold reached back into,
+/// not another second that was merely slow (a Node server's warm-up, read through the time
+/// series' slow seconds as a cpu_burn of the stall).
+#[test]
+fn a_stall_says_which_seconds_it_held() {
+    let mut e = healthy();
+    // Second 0, a warm-up: a few responses slow, not a stall.
+    e.seconds[0].outliers = 3;
+    e.seconds[0].max_us = 400_000;
+    // A 600 ms stall from 3.8 s, released in second 4.
+    e.seconds[4].outliers = 60;
+    e.seconds[4].max_us = 600_000;
+    e.slowest = [
+        (3.8, 600_000),
+        (3.85, 550_000),
+        (3.9, 500_000),
+        (4.0, 400_000),
+    ]
+    .into_iter()
+    .map(|(at_s, latency_us)| slow(at_s, latency_us, false))
+    .collect();
+    let v = judge(&e);
+    assert_eq!(v.named[0].cause, Cause::ServerStall, "{:?}", v.named);
+    assert_eq!(v.stalled_seconds, std::collections::BTreeSet::from([3, 4]));
+    // No stall named: no seconds.
+    assert!(judge(&healthy()).stalled_seconds.is_empty());
+    e.in_flight = 1;
+    assert!(judge(&e).stalled_seconds.is_empty());
+}

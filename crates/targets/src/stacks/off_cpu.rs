@@ -178,6 +178,26 @@ impl OffCpu {
         *self.watched.entry((second, tid)).or_insert(0) += us;
     }
 
+    /// The frames that `matches` on the stacks of the waits in `seconds`, with the wall time
+    /// (µs) spent in waits with each on their stack.
+    pub(crate) fn frames_in(
+        &self,
+        seconds: &BTreeSet<u32>,
+        matches: &impl Fn(&str) -> bool,
+    ) -> HashMap<String, u64> {
+        let mut frames: HashMap<String, u64> = HashMap::new();
+        for (&(second, key), &us) in &self.wall {
+            if !seconds.contains(&second) {
+                continue;
+            }
+            let stack = &self.keys[key].stack;
+            for f in stack.iter().filter(|f| matches(f)).collect::<BTreeSet<_>>() {
+                *frames.entry(f.clone()).or_insert(0) += us;
+            }
+        }
+        frames
+    }
+
     /// Splits the time into `slow_seconds` and the rest: the ways of being blocked, most time
     /// first, and those that took a clearly larger share of their threads' time in the slow
     /// seconds (the bars of [`clearly_more`], in milliseconds). Preemption (`R`) is waiting

@@ -173,6 +173,40 @@ mod tests {
         assert_eq!(python_minor("node"), None);
     }
 
+    /// A CPython older than 3.12 gets the one line saying what to run: perf trampolines
+    /// (`-X perf`) came with 3.12, so no flag of its own names its functions.
+    #[test]
+    fn an_older_cpython_is_told_to_run_3_12_with_x_perf() {
+        let Some((minor, mut child)) = [9u32, 10, 11].into_iter().rev().find_map(|minor| {
+            let child = std::process::Command::new(format!("python3.{minor}"))
+                .args(["-c", "import time; time.sleep(30)"])
+                .spawn()
+                .ok()?;
+            Some((minor, child))
+        }) else {
+            eprintln!("skipped: no CPython older than 3.12 here");
+            return;
+        };
+        // Until it has exec'd (its /proc/PID/exe is python's).
+        let mut note = None;
+        for _ in 0..100 {
+            note = prepare(child.id());
+            if note.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                format!("python3.{minor}: run it with 3.12+ and -X perf to see Python functions")
+                    .as_str()
+            )
+        );
+    }
+
     #[test]
     fn this_test_binary_runs_on_no_runtime() {
         assert_eq!(detect(std::process::id()), None);

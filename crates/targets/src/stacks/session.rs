@@ -236,6 +236,10 @@ pub struct InsideReport {
 pub struct Inside {
     on_cpu: OnCpu,
     off_cpu: Option<OffCpu>,
+    /// Why off-CPU time was not seen, kept to say it again when compared in other seconds
+    /// ([`Inside::compared_in`]); absent from what an older agent sent.
+    #[serde(default)]
+    off_notes: Vec<String>,
     slow: BTreeSet<u32>,
     /// The report section.
     pub report: InsideReport,
@@ -285,7 +289,7 @@ impl Inside {
         slow: BTreeSet<u32>,
     ) -> Inside {
         let mut on_report = on_cpu.differential(&slow);
-        on_report.missing.extend(off_notes);
+        on_report.missing.extend(off_notes.iter().cloned());
         let (off_times, off_over) = off_cpu
             .as_ref()
             .map(|o| o.differential(&slow))
@@ -302,9 +306,22 @@ impl Inside {
         Inside {
             on_cpu,
             off_cpu,
+            off_notes,
             slow,
             report,
         }
+    }
+
+    /// The same stacks compared in `slow` against the other seconds: the lists, every
+    /// diagnosis' inside line and the rules that refine a stall then all read those seconds.
+    /// A named `server_stall` passes its own: the run's slow seconds, found from the time
+    /// series alone, can hold others (a Node server's warm-up second, its JIT compiling
+    /// through `Builtin_HandleApiCall`, was read as a `cpu_burn` of the stall).
+    pub fn compared_in(self, slow: BTreeSet<u32>) -> Inside {
+        if slow == self.slow {
+            return self;
+        }
+        Inside::new(self.on_cpu, self.off_cpu, self.off_notes, slow)
     }
 
     /// `self` if its on-CPU samples name only stacks it holds: what a peer sent is
@@ -330,6 +347,32 @@ impl Inside {
     /// seconds' samples ([`OnCpu::share_of`]).
     pub fn on_cpu_share(&self, matches: impl Fn(&str) -> bool) -> Option<OverRepresented> {
         self.on_cpu.share_of(&self.slow, matches)
+    }
+
+    /// The frames that `matches` on the server's stacks in the slow seconds, on CPU or off
+    /// it, most time first (a sample on CPU counts as its period): what was there at all,
+    /// however briefly, where a short phase (a runtime stopping its threads) is the point.
+    pub fn seen_in_slow(&self, matches: impl Fn(&str) -> bool) -> Vec<String> {
+        let us_per_sample = 1_000_000 / self.on_cpu.frequency_hz.max(1);
+        let mut frames: std::collections::HashMap<String, u64> = self
+            .off_cpu
+            .as_ref()
+            .map(|o| o.frames_in(&self.slow, &matches))
+            .unwrap_or_default();
+        for &(second, id, n) in &self.on_cpu.per_second {
+            if !self.slow.contains(&second) {
+                continue;
+            }
+            let Some(stack) = self.on_cpu.stacks.get(id) else {
+                continue;
+            };
+            for f in stack.iter().filter(|f| matches(f)).collect::<BTreeSet<_>>() {
+                *frames.entry(f.clone()).or_insert(0) += n * us_per_sample;
+            }
+        }
+        let mut frames: Vec<(String, u64)> = frames.into_iter().collect();
+        frames.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        frames.into_iter().map(|(f, _)| f).collect()
     }
 
     /// What the server was doing in the slow seconds, said for a diagnosis whose window is
@@ -495,6 +538,72 @@ mod tests {
             text.contains("blocked in the slow seconds: thread srv (S) in futex"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn compared_in_a_stalls_seconds_the_lists_and_the_line_read_them() {
+        // A warm-up second 0 (the JIT through Builtin_HandleApiCall) and a collection in
+        // second 3: the time series found both slow, the stall held only second 3.
+        let mut on = OnCpu {
+            frequency_hz: 100,
+            stacks: vec![
+                vec!["handle".into(), "main".into()],
+                vec!["Builtin_HandleApiCall".into(), "main".into()],
+                vec!["v8::internal::Heap::CollectGarbage".into(), "main".into()],
+            ],
+            ..OnCpu::default()
+        };
+        for s in 0..10u32 {
+            on.per_second.push((s, 0, 90));
+        }
+        on.per_second.push((0, 1, 80));
+        on.per_second.push((3, 2, 40));
+        on.samples = on.per_second.iter().map(|p| p.2).sum();
+        let note = vec!["off-CPU not seen: test".to_string()];
+        let run = Inside::new(on, None, note, BTreeSet::from([0, 3]));
+        assert_eq!(
+            run.report.on_cpu.over_represented[0].frame,
+            "Builtin_HandleApiCall"
+        );
+        let stall = run.compared_in(BTreeSet::from([3]));
+        let listed: Vec<&str> = stall
+            .report
+            .on_cpu
+            .over_represented
+            .iter()
+            .map(|o| o.frame.as_str())
+            .collect();
+        assert_eq!(listed, ["v8::internal::Heap::CollectGarbage"]);
+        assert_eq!(stall.report.on_cpu.slow_seconds, [3]);
+        let line = stall.explain(None);
+        assert!(
+            line.contains("slow seconds (3)") && line.contains("Heap::CollectGarbage"),
+            "{line}"
+        );
+        let gc = stall
+            .on_cpu_share(|f| f.contains("CollectGarbage"))
+            .unwrap();
+        assert!(gc.slow_share > 0.3 && gc.normal_share == 0.0, "{gc:?}");
+        // What could not be seen is said again, once.
+        let notes = &stall.report.on_cpu.missing;
+        assert_eq!(notes.iter().filter(|m| m.contains("test")).count(), 1);
+    }
+
+    #[test]
+    fn what_was_in_the_slow_seconds_is_seen_on_cpu_and_off() {
+        let inside = inside();
+        // burn (on CPU, second 3) and lock_wait (off CPU, 7 and 9); handle ran in every
+        // second, main is under all. The lock's 1.2 s off CPU before the burn's 60 samples
+        // (0.6 s at 100 Hz); its two frames, equal, by name.
+        let seen = inside.seen_in_slow(|f| f != "main" && f != "handle");
+        assert_eq!(
+            seen,
+            ["__x64_sys_futex_[k]", "lock_wait", "burn"].map(String::from)
+        );
+        let later = inside.compared_in(BTreeSet::from([5]));
+        assert!(later
+            .seen_in_slow(|f| f == "burn" || f == "lock_wait")
+            .is_empty());
     }
 
     #[test]

@@ -35,6 +35,21 @@ impl Report {
     /// The text summary, in the spirit of oha and wrk.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        self.write_run_header(&mut out);
+        self.write_request_counts(&mut out);
+        self.write_connections(&mut out);
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        let _ = writeln!(out);
+        self.write_latencies(&mut out);
+        self.write_status_codes_and_errors(&mut out);
+        self.write_slowest(&mut out);
+        out
+    }
+
+    /// The summary's first lines: target, server, load, engine, duration, how the run ended and its rate changes.
+    fn write_run_header(&self, out: &mut String) {
         let s = &self.summary;
         let c = &self.config;
         let _ = writeln!(out, "Summary:");
@@ -135,6 +150,12 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "  Rate changes:  {}", changes.join(", "));
         }
+    }
+
+    /// Requests, their rate, successes, errors, transfer and (open loop) late sends.
+    fn write_request_counts(&self, out: &mut String) {
+        let s = &self.summary;
+        let c = &self.config;
         let _ = writeln!(out, "  Requests:      {}", fmt_count(s.requests));
         let _ = writeln!(out, "  Requests/sec:  {}", fmt_rate(s.rps));
         // Requests count every slot that fell due (open loop) and every failure: when many
@@ -210,6 +231,12 @@ impl Report {
                 ),
             };
         }
+    }
+
+    /// Connections opened and held, and the requests the run ended with: unfinished, aborted, still connecting.
+    fn write_connections(&self, out: &mut String) {
+        let s = &self.summary;
+        let c = &self.config;
         if s.reconnects > 0 {
             let _ = writeln!(
                 out,
@@ -267,17 +294,18 @@ impl Report {
                 fmt_count(s.still_connecting)
             );
         }
-        for w in &self.warnings {
-            let _ = writeln!(out, "  warning: {w}");
-        }
-        let _ = writeln!(out);
+    }
+
+    /// The latency percentiles (corrected and, open loop, uncorrected), connect and TLS times and the histogram.
+    fn write_latencies(&self, out: &mut String) {
+        let c = &self.config;
         let title = if c.rate.is_some() {
             "Latency (from intended send time; coordinated omission corrected):"
         } else {
             "Latency:"
         };
         write_percentiles(
-            &mut out,
+            out,
             title,
             self.latency_us.as_ref(),
             &self.latency_lower_bound,
@@ -285,7 +313,7 @@ impl Report {
         );
         if c.rate.is_some() {
             write_percentiles(
-                &mut out,
+                out,
                 "Latency from actual send (uncorrected):",
                 self.latency_uncorrected_us.as_ref(),
                 &[],
@@ -325,6 +353,10 @@ impl Report {
             out.push_str(&histogram_bars(&h, 40));
             let _ = writeln!(out);
         }
+    }
+
+    /// Status codes, errors by kind and the per-name table of a mix.
+    fn write_status_codes_and_errors(&self, out: &mut String) {
         let _ = writeln!(out, "Status codes:");
         if self.status_codes.is_empty() {
             let _ = writeln!(out, "  (no responses)");
@@ -342,6 +374,10 @@ impl Report {
         if !self.by_request.is_empty() {
             out.push_str(&self.by_request_table());
         }
+    }
+
+    /// The slowest requests kept, with their phases.
+    fn write_slowest(&self, out: &mut String) {
         if !self.slowest.is_empty() {
             let _ = writeln!(out, "\nSlowest requests:");
             if let Some(line) = self.slowest_by_name() {
@@ -377,7 +413,6 @@ impl Report {
                 );
             }
         }
-        out
     }
 }
 

@@ -33,7 +33,7 @@ pub use confidence::{
     LatencyCi95, Unbounded,
 };
 pub use fmt::{fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us};
-pub use histogram::decode_histogram;
+pub use histogram::{decode_histogram, histogram_bars, log_buckets, Bucket};
 pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
 pub use until::{Until, UntilCheck, UntilGoal};
 pub use warmup_auto::WarmupAuto;
@@ -42,7 +42,7 @@ pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use requests::RequestReport;
 pub use stages::{stage_figures, stage_plans, StageFigures, StagePlan};
-pub use text::{histogram_bars, log_buckets, progress_line, Bucket};
+pub use text::progress_line;
 pub use warnings::GENERATOR_LAG_WARN_US;
 
 /// The version of the JSON layout; bumped when a field changes meaning or goes away.

@@ -3,8 +3,10 @@
 use super::fmt::fmt_rate;
 use super::*;
 use std::time::Duration;
+use tailscope_loadgen::error::ErrorKind;
+use tailscope_loadgen::plan::{Pace, Plan, Stop};
 use tailscope_loadgen::recorder::new_histogram;
-use tailscope_loadgen::snapshot::Counters;
+use tailscope_loadgen::snapshot::{Counters, RunTotals};
 
 fn totals() -> RunTotals {
     let mut latency = new_histogram(Duration::from_secs(60));

@@ -27,15 +27,15 @@ mod errors;
 mod evidence;
 mod findings;
 mod pauses;
-mod requests;
+mod slow_by_request;
 mod stall;
 mod tcp;
 
 pub use errors::{errors_unexplained, unexplained, ErrorEvidence};
 pub use evidence::{CpuWaits, Load, Roles, Waited};
 pub use findings::Findings;
-use requests::in_window;
-pub use requests::{slow_by_request, RequestShare};
+use slow_by_request::in_window;
+pub use slow_by_request::{slow_by_request, RequestShare};
 
 /// A window of the run, in seconds from the start of measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -4,13 +4,13 @@
 //! [`RunTotals`](tailscope_loadgen::snapshot::RunTotals) into the serde [`Report`] (this module);
 //! `text` writes the human summary, `histogram` the bars, `fmt` the numbers in it.
 
+mod by_request;
 mod confidence;
 mod fmt;
 mod hdr_log;
 mod histogram;
 pub mod merge;
 mod of_run;
-mod requests;
 mod stages;
 mod steady;
 mod text;
@@ -37,9 +37,9 @@ pub use histogram::{decode_histogram, histogram_bars, log_buckets, Bucket};
 pub use until::{Until, UntilCheck, UntilGoal};
 pub use warmup_auto::WarmupAuto;
 
+pub use by_request::RequestReport;
 pub use hdr_log::write_hdr_log;
 pub use merge::{merge, MergeInfo, MergedRun};
-pub use requests::RequestReport;
 pub use stages::{stage_figures, stage_plans, StageFigures, StagePlan};
 pub use text::progress_line;
 pub use warnings::GENERATOR_LAG_WARN_US;

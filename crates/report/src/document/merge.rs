@@ -202,7 +202,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         tls_us: tls.as_ref().and_then(percentiles),
         status_codes,
         errors: error_kinds,
-        by_request: super::requests::merge_by_request(
+        by_request: super::by_request::merge_by_request(
             &reports
                 .iter()
                 .map(|(name, r)| (name.as_str(), &r.by_request))

@@ -3,7 +3,7 @@
 use base64::Engine as _;
 
 use super::{
-    confidence, encoded, lower_bounds, percentiles, ratio, requests, stage_figures, stage_plans,
+    by_request, confidence, encoded, lower_bounds, percentiles, ratio, stage_figures, stage_plans,
     Config, LateSendsByCause, LittlesLaw, Report, Summary, Tool, SCHEMA_VERSION,
 };
 use crate::sections::RunSections;
@@ -56,7 +56,7 @@ impl Report {
                 .iter()
                 .map(|k| (k.as_str().to_string(), c.errors[k.index()]))
                 .collect(),
-            by_request: requests::by_request(plan, totals),
+            by_request: by_request::by_request(plan, totals),
             timeseries: totals.timeseries.clone(),
             connections: Some(Connections::of(plan, totals)),
             rate_changes: totals.rate_changes.clone(),

@@ -281,7 +281,7 @@ fn merging_adds_the_figures_per_name() {
     let a = mix_report(&[100, 200], &[50_000]);
     let b = mix_report(&[300], &[60_000, 70_000]);
     let merged =
-        requests::merge_by_request(&[("a.json", &a.by_request), ("b.json", &b.by_request)], 4.0)
+        by_request::merge_by_request(&[("a.json", &a.by_request), ("b.json", &b.by_request)], 4.0)
             .unwrap();
     let upload = &merged["upload"];
     assert_eq!(upload.requests, 3);

@@ -8,7 +8,7 @@ use crate::document::{fmt_count, fmt_rate, fmt_us};
 
 use super::{SuiteReport, SuiteResult};
 use crate::chart::{bar_chart, Bar};
-use crate::figures::{count_axis, us_axis};
+use crate::chart_style::{count_axis, us_axis};
 use crate::page::{document, escape, footer, kpis, table};
 
 fn label(r: &SuiteResult) -> String {
@@ -240,7 +240,10 @@ fn write_runs(body: &mut String, r: &SuiteResult, interrupted: bool) {
     ));
     if !r.by_request.is_empty() {
         let _ = writeln!(body, "<h3>Per request (medians over the runs)</h3>");
-        body.push_str(&table(&super::requests::HEADER, &super::requests::rows(r)));
+        body.push_str(&table(
+            &super::by_request::HEADER,
+            &super::by_request::rows(r),
+        ));
     }
 }
 

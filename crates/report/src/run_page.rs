@@ -1,7 +1,7 @@
 //! The page of one run: header, key figures, charts, tables of the slowest requests and of the
 //! profile, and the diagnosis.
 
-mod requests;
+mod by_request;
 
 use std::fmt::Write as _;
 
@@ -13,7 +13,7 @@ use serde_json::Value;
 use tailscope_forensics::Diagnosis;
 
 use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
-use crate::figures::*;
+use crate::chart_style::*;
 use crate::page::{document, escape, footer, kpis, table};
 
 fn cpu_role(report: &Report, cpu: usize) -> &'static str {
@@ -200,7 +200,7 @@ fn charts(report: &Report, so_far: bool) -> String {
             ),
         ],
     }));
-    out.push_str(&requests::charts(report));
+    out.push_str(&by_request::charts(report));
     out.push_str(&latency_distribution_charts(report));
     out.push_str(&cpu_busy_chart(report, so_far));
     out.push_str(&line_chart(&LineChart {
@@ -388,7 +388,7 @@ fn tables(report: &Report) -> String {
     } else {
         out.push_str(&table(&["outcome", "requests"], &rows));
     }
-    out.push_str(&requests::table(report));
+    out.push_str(&by_request::table(report));
     out.push_str("<h2>Slowest requests</h2>\n");
     if let Some(line) = report.slowest_by_name() {
         out.push_str(&format!("<p>{}</p>\n", escape(&line)));

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::document::{fmt_us, Report};
 
 use crate::chart::{bar_chart_with_legend, Bar};
-use crate::figures::{count_axis, series, spectrum_chart, spectrum_of, BLUE, P99};
+use crate::chart_style::{count_axis, series, spectrum_chart, spectrum_of, BLUE, P99};
 use crate::page::{document, escape, footer, table};
 use crate::suite::{SuiteReport, SuiteResult};
 use crate::AnyReport;

@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 
 use crate::document::{fmt_count, fmt_us, Report};
 use tailscope_forensics::{Findings, Roles};
+use tailscope_targets::profile::{Profile, TargetProfile};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map_or("n/a".into(), |v| v.to_string())
@@ -25,9 +26,7 @@ fn tree_heading(name: &str, serving: Option<u32>, root: u32, root_comm: Option<&
 /// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
 /// marks the server's and the generator's CPUs in the per-CPU table.
 pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
-    let (profile, diagnosis) = (&findings.profile, &findings.diagnosis);
-    let (server_cpus, client_cpus) = (roles.server, roles.client);
-    let listen = findings.listen_queue.as_ref();
+    let profile = &findings.profile;
     let mut out = String::new();
     // The profile covers the load and the grace for responses in flight, not the warm-up.
     let _ = writeln!(
@@ -49,86 +48,7 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         );
     }
     if let Some(t) = &profile.target {
-        let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
-        let serving = report.target.as_ref().and_then(|t| t.pid);
-        let root_comm = t.processes.iter().find(|p| p.pid == t.root());
-        let heading = tree_heading(name, serving, t.root(), root_comm.map(|p| p.comm.as_str()));
-        let _ = writeln!(
-            out,
-            "  {heading}: {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",
-            t.processes_seen,
-            if t.processes_seen == 1 { "" } else { "es" },
-            match t.processes_alive_at_end {
-                0 => "it exited during the run".to_string(),
-                alive => format!("{alive} alive at the end"),
-            },
-            t.cpu_time_s,
-            t.user_s,
-            t.system_s,
-            t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
-            // Threads and RSS are read from the processes alive at the end: none is left
-            // to read once the server exited ("0 threads" would read as a count).
-            match t.processes_alive_at_end {
-                0 => "no threads or RSS left to read".to_string(),
-                _ => format!(
-                    "{} thread{}; RSS {} KiB in all",
-                    t.threads,
-                    if t.threads == 1 { "" } else { "s" },
-                    opt(t.rss_sum_kb.map(fmt_count))
-                ),
-            },
-            opt(t.max_rss_kb.map(fmt_count)),
-        );
-        // The busiest processes by name; a prefork server's many exited workers go on one line.
-        const SHOWN: usize = 8;
-        for p in t.processes.iter().take(SHOWN) {
-            let what = if p.command.is_empty() {
-                &p.comm
-            } else {
-                &p.command
-            };
-            let what: String = if what.chars().count() > 40 {
-                what.chars().take(39).chain(['…']).collect()
-            } else {
-                what.clone()
-            };
-            let _ = writeln!(
-                out,
-                "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s) = {}{}",
-                p.pid,
-                what,
-                p.cpu_time_s,
-                p.user_s,
-                p.system_s,
-                p.service_demand_us
-                    .map_or("n/a".into(), |u| format!("{u:.2} µs/req")),
-                if p.alive_at_end { "" } else { "  exited" },
-            );
-        }
-        if t.processes.len() > SHOWN {
-            let rest = &t.processes[SHOWN..];
-            let _ = writeln!(
-                out,
-                "    … and {} more process{} ({} exited): {:.2} s",
-                rest.len(),
-                if rest.len() == 1 { "" } else { "es" },
-                rest.iter().filter(|p| !p.alive_at_end).count(),
-                rest.iter().map(|p| p.cpu_time_s).sum::<f64>(),
-            );
-        }
-        if t.exited_cpu_s > 0.0 {
-            let _ = writeln!(
-                out,
-                "    of which {:.2} s by processes that exited during the run",
-                t.exited_cpu_s
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  context switches: {} voluntary, {} involuntary",
-            opt(t.voluntary_ctx_switches.map(fmt_count)),
-            opt(t.involuntary_ctx_switches.map(fmt_count))
-        );
+        write_target_tree(&mut out, t, report);
     }
     if let Some(g) = &profile.generator {
         let _ = writeln!(
@@ -140,38 +60,139 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         );
     }
     if !profile.cpus.is_empty() {
+        write_cpu_table(&mut out, profile, roles);
+    }
+    write_network(&mut out, findings, report);
+    for note in &profile.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
+    write_diagnosis(&mut out, findings, report);
+    out
+}
+
+/// The profiled process tree: its CPU time, the busiest processes, context switches.
+fn write_target_tree(out: &mut String, t: &TargetProfile, report: &Report) {
+    let name = report.target.as_ref().map_or("target", |t| t.name.as_str());
+    let serving = report.target.as_ref().and_then(|t| t.pid);
+    let root_comm = t.processes.iter().find(|p| p.pid == t.root());
+    let heading = tree_heading(name, serving, t.root(), root_comm.map(|p| p.comm.as_str()));
+    let _ = writeln!(
+        out,
+        "  {heading}: {} process{} ({}): {:.2} s CPU (user {:.2} s, system {:.2} s) = {} per request; {}, largest peak {} KiB",
+        t.processes_seen,
+        if t.processes_seen == 1 { "" } else { "es" },
+        match t.processes_alive_at_end {
+            0 => "it exited during the run".to_string(),
+            alive => format!("{alive} alive at the end"),
+        },
+        t.cpu_time_s,
+        t.user_s,
+        t.system_s,
+        t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
+        // Threads and RSS are read from the processes alive at the end: none is left
+        // to read once the server exited ("0 threads" would read as a count).
+        match t.processes_alive_at_end {
+            0 => "no threads or RSS left to read".to_string(),
+            _ => format!(
+                "{} thread{}; RSS {} KiB in all",
+                t.threads,
+                if t.threads == 1 { "" } else { "s" },
+                opt(t.rss_sum_kb.map(fmt_count))
+            ),
+        },
+        opt(t.max_rss_kb.map(fmt_count)),
+    );
+    // The busiest processes by name; a prefork server's many exited workers go on one line.
+    const SHOWN: usize = 8;
+    for p in t.processes.iter().take(SHOWN) {
+        let what = if p.command.is_empty() {
+            &p.comm
+        } else {
+            &p.command
+        };
+        let what: String = if what.chars().count() > 40 {
+            what.chars().take(39).chain(['…']).collect()
+        } else {
+            what.clone()
+        };
         let _ = writeln!(
             out,
-            "  CPU      user   sys   irq  sirq  idle steal   ctx-sw/s  migr/s   IPC"
+            "    pid {:<7} {:<40} {:>7.2} s (user {:.2} s, system {:.2} s) = {}{}",
+            p.pid,
+            what,
+            p.cpu_time_s,
+            p.user_s,
+            p.system_s,
+            p.service_demand_us
+                .map_or("n/a".into(), |u| format!("{u:.2} µs/req")),
+            if p.alive_at_end { "" } else { "  exited" },
         );
-        for c in &profile.cpus {
-            let role = match (server_cpus.contains(&c.cpu), client_cpus.contains(&c.cpu)) {
-                (true, true) => "SG",
-                (true, false) => "S ",
-                (false, true) => " G",
-                _ => "  ",
-            };
-            let per_s = |v: Option<u64>| {
-                v.map_or("n/a".into(), |n| {
-                    fmt_count((n as f64 / profile.duration_s.max(1e-3)).round() as u64)
-                })
-            };
-            let _ = writeln!(
-                out,
-                "  cpu{:<2} {role} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>10} {:>7} {:>5}",
-                c.cpu,
-                c.user_pct,
-                c.system_pct,
-                c.irq_pct,
-                c.softirq_pct,
-                c.idle_pct,
-                c.steal_pct,
-                per_s(c.context_switches),
-                per_s(c.cpu_migrations),
-                c.ipc.map_or("n/a".into(), |i| format!("{i:.2}")),
-            );
-        }
     }
+    if t.processes.len() > SHOWN {
+        let rest = &t.processes[SHOWN..];
+        let _ = writeln!(
+            out,
+            "    … and {} more process{} ({} exited): {:.2} s",
+            rest.len(),
+            if rest.len() == 1 { "" } else { "es" },
+            rest.iter().filter(|p| !p.alive_at_end).count(),
+            rest.iter().map(|p| p.cpu_time_s).sum::<f64>(),
+        );
+    }
+    if t.exited_cpu_s > 0.0 {
+        let _ = writeln!(
+            out,
+            "    of which {:.2} s by processes that exited during the run",
+            t.exited_cpu_s
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  context switches: {} voluntary, {} involuntary",
+        opt(t.voluntary_ctx_switches.map(fmt_count)),
+        opt(t.involuntary_ctx_switches.map(fmt_count))
+    );
+}
+
+/// The per-CPU table, each CPU marked S (the server's) and G (the generator's).
+fn write_cpu_table(out: &mut String, profile: &Profile, roles: Roles<'_>) {
+    let (server_cpus, client_cpus) = (roles.server, roles.client);
+    let _ = writeln!(
+        out,
+        "  CPU      user   sys   irq  sirq  idle steal   ctx-sw/s  migr/s   IPC"
+    );
+    for c in &profile.cpus {
+        let role = match (server_cpus.contains(&c.cpu), client_cpus.contains(&c.cpu)) {
+            (true, true) => "SG",
+            (true, false) => "S ",
+            (false, true) => " G",
+            _ => "  ",
+        };
+        let per_s = |v: Option<u64>| {
+            v.map_or("n/a".into(), |n| {
+                fmt_count((n as f64 / profile.duration_s.max(1e-3)).round() as u64)
+            })
+        };
+        let _ = writeln!(
+            out,
+            "  cpu{:<2} {role} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>5.1} {:>10} {:>7} {:>5}",
+            c.cpu,
+            c.user_pct,
+            c.system_pct,
+            c.irq_pct,
+            c.softirq_pct,
+            c.idle_pct,
+            c.steal_pct,
+            per_s(c.context_switches),
+            per_s(c.cpu_migrations),
+            c.ipc.map_or("n/a".into(), |i| format!("{i:.2}")),
+        );
+    }
+}
+
+/// Our connections' retransmits, the listen queue and the machine's TCP counters.
+fn write_network(out: &mut String, findings: &Findings, report: &Report) {
+    let (profile, listen) = (&findings.profile, findings.listen_queue.as_ref());
     let s = &report.summary;
     match (s.retransmits, s.syn_retransmits) {
         (Some(data), Some(syn)) => {
@@ -225,9 +246,11 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
             let _ = writeln!(out, "  TCP, machine-wide: n/a");
         }
     }
-    for note in &profile.notes {
-        let _ = writeln!(out, "  note: {note}");
-    }
+}
+
+/// The "Diagnosis" section: the causes found, those held back, or why there is none.
+fn write_diagnosis(out: &mut String, findings: &Findings, report: &Report) {
+    let diagnosis = &findings.diagnosis;
     let _ = writeln!(out, "\nDiagnosis:");
     if tailscope_forensics::errors_unexplained(report.summary.errors, diagnosis) {
         // Requests failed and no rule said why: that, not "no spike", is the news (a latency
@@ -271,7 +294,6 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         };
         let _ = writeln!(out, "  (the slowest request took {s}; {why})");
     }
-    out
 }
 
 #[cfg(test)]

@@ -18,17 +18,17 @@
 
 mod assemble;
 pub mod chart;
+mod chart_style;
 pub mod compare;
 pub mod csv;
 pub mod document;
-mod figures;
 pub mod findings;
 pub mod journal;
 pub mod knee;
 pub mod mix_files;
 pub mod page;
 mod read;
-mod run;
+mod run_page;
 pub mod sections;
 pub mod stats;
 pub mod suite;
@@ -36,4 +36,4 @@ pub mod threshold;
 
 pub use assemble::{GeneratorClock, RunParts};
 pub use read::{AnyReport, Kind, ReadError};
-pub use run::{run_page, run_page_so_far};
+pub use run_page::{run_page, run_page_so_far};

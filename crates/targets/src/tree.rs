@@ -167,6 +167,11 @@ fn context_switches(process: &procfs::process::Process) -> (Option<u64>, Option<
     (voluntary, involuntary)
 }
 
+/// The same process: same pid (the caller's) and start time, since pids are reused.
+fn same_process(m: &Member, s: &ProcStat) -> bool {
+    m.stat.starttime == s.starttime
+}
+
 impl ProcessTree {
     /// Follows `root` and its descendants; `group`: also every member of this process group
     /// (a launched target's, so that what the root's children fork is caught even when they
@@ -205,12 +210,19 @@ impl ProcessTree {
     pub fn refresh(&mut self) {
         let now = scan();
         let by_pid: HashMap<i32, &ProcStat> = now.iter().map(|s| (s.pid, s)).collect();
-        let is_same = |m: &Member, s: &ProcStat| m.stat.starttime == s.starttime;
+        self.account_gone(&by_pid);
+        self.join_new(&now, &by_pid);
+        self.update_live(&by_pid);
+    }
+
+    /// Marks the members no longer there as gone, keeping the CPU time of those reaped
+    /// outside the tree.
+    fn account_gone(&mut self, by_pid: &HashMap<i32, &ProcStat>) {
         // Which members are still there (same pid and start time: pids are reused).
         let present: Vec<i32> = self
             .members
             .iter()
-            .filter(|(pid, m)| m.alive && by_pid.get(pid).is_some_and(|s| is_same(m, s)))
+            .filter(|(pid, m)| m.alive && by_pid.get(pid).is_some_and(|s| same_process(m, s)))
             .map(|(pid, _)| *pid)
             .collect();
         let gone: Vec<i32> = self
@@ -236,6 +248,10 @@ impl ProcessTree {
                 self.gone_ticks.1 += m.stat.stime + m.stat.cstime;
             }
         }
+    }
+
+    /// Adds the processes that joined since the last read.
+    fn join_new(&mut self, now: &[ProcStat], by_pid: &HashMap<i32, &ProcStat>) {
         // Join: the root, the group, and children of members, until nothing new joins (a
         // child can have a lower pid than its parent after pid wrap-around). tailscope itself
         // never joins (`--pid` of the shell it was started from): the generator's work is not
@@ -249,14 +265,13 @@ impl ProcessTree {
                 let known = self
                     .members
                     .get(&s.pid)
-                    .is_some_and(|m| m.alive && is_same(m, s));
+                    .is_some_and(|m| m.alive && same_process(m, s));
                 if known {
                     continue;
                 }
-                let parent_member = self
-                    .members
-                    .get(&s.ppid)
-                    .is_some_and(|m| m.alive && by_pid.get(&s.ppid).is_some_and(|p| is_same(m, p)));
+                let parent_member = self.members.get(&s.ppid).is_some_and(|m| {
+                    m.alive && by_pid.get(&s.ppid).is_some_and(|p| same_process(m, p))
+                });
                 if s.pid == self.root || Some(s.pgrp) == self.group || parent_member {
                     if s.pid == self.root && self.members.contains_key(&s.pid) {
                         // The root's pid came back as another process: not ours.
@@ -286,6 +301,10 @@ impl ProcessTree {
                 break;
             }
         }
+    }
+
+    /// Re-reads each live member's figures (and its command line when it may have changed).
+    fn update_live(&mut self, by_pid: &HashMap<i32, &ProcStat>) {
         // Update the live ones. A fork keeps its parent's command line until it execs or
         // retitles itself (an nginx worker read just after the fork is "nginx: master
         // process"; its `comm` stays "nginx"), so one that still reads as its parent is read

@@ -133,7 +133,7 @@ mod tests {
     use super::*;
 
     fn run(mutate: impl Fn(&mut crate::document::Config)) -> AnyReport {
-        let mut r = crate::run::tests::report_of(10, Vec::new());
+        let mut r = crate::run_page::tests::report_of(10, Vec::new());
         r.config.url = "http://127.0.0.1:9/plaintext".into();
         r.config.connections = 50;
         r.config.duration_s = Some(10.0);

@@ -14,8 +14,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, LateSendsByCause,
-    LittlesLaw, Report, Summary, TargetInfo,
+    decode_base64, encoded, lower_bounds, percentiles, ratio, rfc3339, Config, Generator,
+    LateSendsByCause, LittlesLaw, Report, Summary, TargetInfo,
 };
 use crate::sections::RunSections;
 use tailscope_loadgen::error::Error;
@@ -24,7 +24,7 @@ use tailscope_loadgen::segment::Segment;
 mod admit;
 mod series;
 
-use admit::admit;
+use admit::{admit, Admitted};
 use series::{series, Series};
 use tailscope_loadgen::snapshot::Percentiles;
 
@@ -151,34 +151,14 @@ fn sum_of_rates(rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 /// never overlapped. Missing segments are not refused: they are named in the result.
 pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error> {
     let admitted = admit(reports, force)?;
-    let (first, generators, overridden) =
-        (admitted.first, admitted.generators, admitted.overridden);
-    let (count, counts) = (admitted.count, admitted.counts);
-    let (missing, any_segment) = (admitted.missing, admitted.any_segment);
-    let (start, window_end) = (admitted.start, admitted.window_end);
-    let (latest_start, data_end) = (admitted.latest_start, admitted.data_end);
+    let first = admitted.first;
+    let (start, data_end) = (admitted.start, admitted.data_end);
 
-    // Histograms: added, never averaged.
-    let mut latency = None;
-    let mut connect = None;
-    let mut uncorrected = None;
-    let mut connect_known = true;
-    let mut uncorrected_known = true;
-    for (name, r) in reports {
-        add(&mut latency, decode(name, "latency", &r.histogram.data)?);
-        match &r.connect_histogram {
-            Some(h) => add(&mut connect, decode(name, "connect", &h.data)?),
-            None => connect_known = false,
-        }
-        match &r.latency_uncorrected_histogram {
-            Some(h) => add(
-                &mut uncorrected,
-                decode(name, "uncorrected latency", &h.data)?,
-            ),
-            None => uncorrected_known = false,
-        }
-    }
-    let latency = latency.expect("at least one report");
+    let Added {
+        latency,
+        connect,
+        uncorrected,
+    } = added_histograms(reports)?;
     let tls = merged_tls(reports)?;
 
     let Series {
@@ -186,110 +166,17 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         timeseries,
         second_histograms,
         slowest,
-    } = series(reports, &generators, start)?;
+    } = series(reports, &admitted.generators, start)?;
 
     let all = || reports.iter().map(|(_, r)| r);
-    let sum = |f: fn(&Summary) -> u64| all().map(|r| f(&r.summary)).sum::<u64>();
-    let requests = sum(|s| s.requests);
-    let successes = sum(|s| s.successes);
-    let errors = sum(|s| s.errors);
-    let non2xx = sum(|s| s.non2xx);
-    // The time some run was loading: with a gap between windows (forced), the gap is no load.
-    let duration_s = admitted.loaded_s.max(0.0);
-    let unfinished_min_us = all().filter_map(|r| r.summary.unfinished_min_us).min();
-    let summary = Summary {
-        requests,
-        successes,
-        errors,
-        timeouts: sum(|s| s.timeouts),
-        duration_s,
-        grace_s: (data_end - window_end).max(0.0),
-        rps: if duration_s > 0.0 {
-            requests as f64 / duration_s
-        } else {
-            0.0
-        },
-        bytes_read: sum(|s| s.bytes_read),
-        late_sends: sum(|s| s.late_sends),
-        late_sends_by_cause: late_sends_by_cause(all().map(|r| r.summary.late_sends_by_cause)),
-        reconnects: sum(|s| s.reconnects),
-        aborted: sum(|s| s.aborted),
-        still_connecting: sum(|s| s.still_connecting),
-        connections_opened: sum(|s| s.connections_opened),
-        connect_failures: sum(|s| s.connect_failures),
-        unfinished: sum(|s| s.unfinished),
-        unfinished_unsent: sum(|s| s.unfinished_unsent),
-        unfinished_min_us,
-        unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),
-        retransmits: sum_known(all().map(|r| r.summary.retransmits)),
-        syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
-        transport: all().filter_map(|r| r.summary.transport.as_ref()).fold(
-            None,
-            |acc: Option<tailscope_loadgen::transport::TransportCounters>, t| {
-                let mut acc = acc.unwrap_or_default();
-                acc.merge(t);
-                Some(acc)
-            },
-        ),
-        error_rate: ratio(errors, requests),
-        non2xx,
-        non2xx_rate: ratio(non2xx, requests),
-    };
-    let mut status_codes: BTreeMap<String, u64> = BTreeMap::new();
-    let mut error_kinds: BTreeMap<String, u64> = BTreeMap::new();
-    for r in all() {
-        for (k, n) in &r.status_codes {
-            *status_codes.entry(k.clone()).or_default() += n;
-        }
-        for (k, n) in &r.errors {
-            *error_kinds.entry(k.clone()).or_default() += n;
-        }
-    }
-    let connection_s: Option<f64> = all()
-        .map(|r| r.littles_law.as_ref().map(|l| l.connection_s))
-        .sum();
-    let accounted_s: Option<f64> = all()
-        .map(|r| r.littles_law.as_ref().map(|l| l.accounted_s))
-        .sum();
-    let littles_law = connection_s.zip(accounted_s).filter(|&(c, _)| c > 0.0).map(
-        |(connection_s, accounted_s)| LittlesLaw {
-            connection_s,
-            accounted_s,
-            unaccounted_pct: 100.0 * (1.0 - accounted_s / connection_s).max(0.0),
-        },
-    );
-
-    let mut config = first.config.clone();
-    config.connections = all().map(|r| r.config.connections).sum();
-    config.threads = all().map(|r| r.config.threads).sum();
-    config.rate = sum_of_rates(all().map(|r| r.config.rate));
-    config.requests = all().map(|r| r.config.requests).sum();
-    config.cpus = Vec::new();
-    config.idle_conns = all().map(|r| r.config.idle_conns).sum();
-    config.slow_conns = all().map(|r| r.config.slow_conns).sum();
-    config.source_addrs = Vec::new();
+    let summary = merged_summary(reports, &admitted);
+    let duration_s = summary.duration_s;
+    let (status_codes, error_kinds) = merged_status_codes_and_errors(reports);
     let target = all()
         .all(|r| r.target == first.target)
         .then(|| first.target.clone())
         .flatten();
-
-    let runs = reports
-        .iter()
-        .zip(&generators)
-        .map(|((name, r), g)| MergedRun {
-            file: name.clone(),
-            host: g.host.clone(),
-            segment: g.segment,
-            started_at: g.started_at.clone(),
-            offset_s: g.started_unix_s - start,
-            connections: r.config.connections,
-            requests: r.summary.requests,
-            rps: r.summary.rps,
-            latency_us: r.latency_us,
-            target: r.target.clone(),
-            sections: r.sections.clone(),
-        })
-        .collect();
+    let runs = merged_runs(reports, &admitted.generators, start);
     let at = |unix_s: f64| {
         rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix_s.max(0.0)))
     };
@@ -303,25 +190,19 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     let mut merged = Report {
         schema_version: first.schema_version,
         tool: first.tool.clone(),
-        config,
+        config: merged_config(first, reports),
         target,
-        summary,
         latency_us: latency_with_ci.as_ref().map(|(p, _)| *p),
         latency_ci95: latency_with_ci.map(|(_, ci)| ci),
-        latency_lower_bound: lower_bounds(&latency, unfinished_min_us),
-        littles_law,
-        latency_uncorrected_us: uncorrected
-            .as_ref()
-            .filter(|_| uncorrected_known)
-            .and_then(percentiles),
-        connect_us: connect
-            .as_ref()
-            .filter(|_| connect_known)
-            .and_then(percentiles),
+        latency_lower_bound: lower_bounds(&latency, summary.unfinished_min_us),
+        summary,
+        littles_law: merged_littles_law(reports),
+        latency_uncorrected_us: uncorrected.as_ref().and_then(percentiles),
+        connect_us: connect.as_ref().and_then(percentiles),
         tls_us: tls.as_ref().and_then(percentiles),
         status_codes,
         errors: error_kinds,
-        by_request: super::requests::merge_by_request(
+        by_request: super::by_request::merge_by_request(
             &reports
                 .iter()
                 .map(|(name, r)| (name.as_str(), &r.by_request))
@@ -342,23 +223,199 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         warnings: Vec::new(),
         slowest,
         histogram: encoded(&latency),
-        connect_histogram: connect.filter(|_| connect_known).map(|h| encoded(&h)),
+        connect_histogram: connect.as_ref().map(encoded),
         tls_histogram: tls.as_ref().map(encoded),
-        latency_uncorrected_histogram: uncorrected
-            .filter(|_| uncorrected_known)
-            .map(|h| encoded(&h)),
+        latency_uncorrected_histogram: uncorrected.as_ref().map(encoded),
         second_histograms,
         generator: None,
         merged: Some(MergeInfo {
-            segments: any_segment.then_some(count),
-            missing_segments: missing.clone(),
-            forced: !overridden.is_empty(),
+            segments: admitted.any_segment.then_some(admitted.count),
+            missing_segments: admitted.missing.clone(),
+            forced: !admitted.overridden.is_empty(),
             started_at: at(start),
             ended_at: at(data_end),
             runs,
         }),
         sections: RunSections::default(),
     };
+    merged.warnings = merge_warnings(&merged, reports, &admitted, &misaligned);
+    Ok(merged)
+}
+
+/// The histograms of every report added up: latency always; connect times and uncorrected
+/// latency only when every report has them (n/a rather than some generators' figures).
+struct Added {
+    latency: Histogram<u64>,
+    connect: Option<Histogram<u64>>,
+    uncorrected: Option<Histogram<u64>>,
+}
+
+/// Histograms are added, never averaged.
+fn added_histograms(reports: &[(String, Report)]) -> Result<Added, Error> {
+    let mut latency = None;
+    let mut connect = None;
+    let mut uncorrected = None;
+    let mut connect_known = true;
+    let mut uncorrected_known = true;
+    for (name, r) in reports {
+        add(&mut latency, decode(name, "latency", &r.histogram.data)?);
+        match &r.connect_histogram {
+            Some(h) => add(&mut connect, decode(name, "connect", &h.data)?),
+            None => connect_known = false,
+        }
+        match &r.latency_uncorrected_histogram {
+            Some(h) => add(
+                &mut uncorrected,
+                decode(name, "uncorrected latency", &h.data)?,
+            ),
+            None => uncorrected_known = false,
+        }
+    }
+    Ok(Added {
+        latency: latency.expect("at least one report"),
+        connect: connect.filter(|_| connect_known),
+        uncorrected: uncorrected.filter(|_| uncorrected_known),
+    })
+}
+
+/// The counters of every report summed, over the time some run was loading.
+fn merged_summary(reports: &[(String, Report)], admitted: &Admitted<'_>) -> Summary {
+    let all = || reports.iter().map(|(_, r)| r);
+    let sum = |f: fn(&Summary) -> u64| all().map(|r| f(&r.summary)).sum::<u64>();
+    let requests = sum(|s| s.requests);
+    let successes = sum(|s| s.successes);
+    let errors = sum(|s| s.errors);
+    let non2xx = sum(|s| s.non2xx);
+    // The time some run was loading: with a gap between windows (forced), the gap is no load.
+    let duration_s = admitted.loaded_s.max(0.0);
+    Summary {
+        requests,
+        successes,
+        errors,
+        timeouts: sum(|s| s.timeouts),
+        duration_s,
+        grace_s: (admitted.data_end - admitted.window_end).max(0.0),
+        rps: if duration_s > 0.0 {
+            requests as f64 / duration_s
+        } else {
+            0.0
+        },
+        bytes_read: sum(|s| s.bytes_read),
+        late_sends: sum(|s| s.late_sends),
+        late_sends_by_cause: late_sends_by_cause(all().map(|r| r.summary.late_sends_by_cause)),
+        reconnects: sum(|s| s.reconnects),
+        aborted: sum(|s| s.aborted),
+        still_connecting: sum(|s| s.still_connecting),
+        connections_opened: sum(|s| s.connections_opened),
+        connect_failures: sum(|s| s.connect_failures),
+        unfinished: sum(|s| s.unfinished),
+        unfinished_unsent: sum(|s| s.unfinished_unsent),
+        unfinished_min_us: all().filter_map(|r| r.summary.unfinished_min_us).min(),
+        unfinished_max_us: all().filter_map(|r| r.summary.unfinished_max_us).max(),
+        retransmits: sum_known(all().map(|r| r.summary.retransmits)),
+        syn_retransmits: sum_known(all().map(|r| r.summary.syn_retransmits)),
+        transport: all().filter_map(|r| r.summary.transport.as_ref()).fold(
+            None,
+            |acc: Option<tailscope_loadgen::transport::TransportCounters>, t| {
+                let mut acc = acc.unwrap_or_default();
+                acc.merge(t);
+                Some(acc)
+            },
+        ),
+        error_rate: ratio(errors, requests),
+        non2xx,
+        non2xx_rate: ratio(non2xx, requests),
+    }
+}
+
+/// Responses by status code and errors by kind, summed over the reports.
+fn merged_status_codes_and_errors(
+    reports: &[(String, Report)],
+) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let mut status_codes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut error_kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, r) in reports {
+        for (k, n) in &r.status_codes {
+            *status_codes.entry(k.clone()).or_default() += n;
+        }
+        for (k, n) in &r.errors {
+            *error_kinds.entry(k.clone()).or_default() += n;
+        }
+    }
+    (status_codes, error_kinds)
+}
+
+/// Little's law over the connections of every run, when every report has it.
+fn merged_littles_law(reports: &[(String, Report)]) -> Option<LittlesLaw> {
+    let all = || reports.iter().map(|(_, r)| r);
+    let connection_s: Option<f64> = all()
+        .map(|r| r.littles_law.as_ref().map(|l| l.connection_s))
+        .sum();
+    let accounted_s: Option<f64> = all()
+        .map(|r| r.littles_law.as_ref().map(|l| l.accounted_s))
+        .sum();
+    connection_s
+        .zip(accounted_s)
+        .filter(|&(c, _)| c > 0.0)
+        .map(|(connection_s, accounted_s)| LittlesLaw {
+            connection_s,
+            accounted_s,
+            unaccounted_pct: 100.0 * (1.0 - accounted_s / connection_s).max(0.0),
+        })
+}
+
+/// The first report's settings with the load summed: connections, threads, rate, requests
+/// and held connections; what belongs to one host (CPUs, source addresses) left out.
+fn merged_config(first: &Report, reports: &[(String, Report)]) -> Config {
+    let all = || reports.iter().map(|(_, r)| r);
+    let mut config = first.config.clone();
+    config.connections = all().map(|r| r.config.connections).sum();
+    config.threads = all().map(|r| r.config.threads).sum();
+    config.rate = sum_of_rates(all().map(|r| r.config.rate));
+    config.requests = all().map(|r| r.config.requests).sum();
+    config.cpus = Vec::new();
+    config.idle_conns = all().map(|r| r.config.idle_conns).sum();
+    config.slow_conns = all().map(|r| r.config.slow_conns).sum();
+    config.source_addrs = Vec::new();
+    config
+}
+
+/// Each merged run as the merged report lists it, with its offset from the earliest start.
+fn merged_runs(
+    reports: &[(String, Report)],
+    generators: &[&Generator],
+    start: f64,
+) -> Vec<MergedRun> {
+    reports
+        .iter()
+        .zip(generators)
+        .map(|((name, r), g)| MergedRun {
+            file: name.clone(),
+            host: g.host.clone(),
+            segment: g.segment,
+            started_at: g.started_at.clone(),
+            offset_s: g.started_unix_s - start,
+            connections: r.config.connections,
+            requests: r.summary.requests,
+            rps: r.summary.rps,
+            latency_us: r.latency_us,
+            target: r.target.clone(),
+            sections: r.sections.clone(),
+        })
+        .collect()
+}
+
+/// The merged report's warnings: its own, what the merge found (segments split differently
+/// or missing, starts apart, seconds misaligned, rates changed, checks forced), then each
+/// run's own warnings named by host, once each.
+fn merge_warnings(
+    merged: &Report,
+    reports: &[(String, Report)],
+    admitted: &Admitted<'_>,
+    misaligned: &[(&str, f64)],
+) -> Vec<String> {
+    let (count, counts, missing) = (admitted.count, &admitted.counts, &admitted.missing);
+    let (start, latest_start) = (admitted.start, admitted.latest_start);
     let mut warnings = merged.compute_warnings();
     if counts.len() > 1 {
         let list: Vec<String> = counts.iter().map(usize::to_string).collect();
@@ -397,16 +454,16 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             runs.join(", ")
         ));
     }
-    if all().any(|r| !r.rate_changes.is_empty()) {
+    if reports.iter().any(|(_, r)| !r.rate_changes.is_empty()) {
         warnings.push(
             "a generator's rate was changed during its run (+/-): the merged report does not list the changes; see each report"
                 .into(),
         );
     }
-    for m in overridden {
+    for m in &admitted.overridden {
         warnings.push(format!("merged with --force although {m}"));
     }
-    for ((name, r), g) in reports.iter().zip(&generators) {
+    for ((name, r), g) in reports.iter().zip(&admitted.generators) {
         let who = g.host.clone().unwrap_or_else(|| name.clone());
         for w in &r.warnings {
             let w = format!("{who}: {w}");
@@ -415,8 +472,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
             }
         }
     }
-    merged.warnings = warnings;
-    Ok(merged)
+    warnings
 }
 
 /// The TLS handshake histograms added up, when every report has one (https runs); none

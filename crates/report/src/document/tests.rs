@@ -3,8 +3,10 @@
 use super::fmt::fmt_rate;
 use super::*;
 use std::time::Duration;
+use tailscope_loadgen::error::ErrorKind;
+use tailscope_loadgen::plan::{Pace, Plan, Stop};
 use tailscope_loadgen::recorder::new_histogram;
-use tailscope_loadgen::snapshot::Counters;
+use tailscope_loadgen::snapshot::{Counters, RunTotals};
 
 fn totals() -> RunTotals {
     let mut latency = new_histogram(Duration::from_secs(60));
@@ -279,7 +281,7 @@ fn merging_adds_the_figures_per_name() {
     let a = mix_report(&[100, 200], &[50_000]);
     let b = mix_report(&[300], &[60_000, 70_000]);
     let merged =
-        requests::merge_by_request(&[("a.json", &a.by_request), ("b.json", &b.by_request)], 4.0)
+        by_request::merge_by_request(&[("a.json", &a.by_request), ("b.json", &b.by_request)], 4.0)
             .unwrap();
     let upload = &merged["upload"];
     assert_eq!(upload.requests, 3);

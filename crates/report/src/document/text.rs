@@ -1,13 +1,12 @@
 //! The text summary of a run (`Report::to_text`, in the spirit of oha and wrk) and the
-//! log-bucketed histogram bars it and the dashboard draw.
+//! headless progress line.
 
 use std::fmt::Write as _;
-
-use hdrhistogram::Histogram;
 
 use super::fmt::{
     cpu_list, fmt_asked_rate, fmt_bytes, fmt_count, fmt_pct, fmt_rate, fmt_us, plural,
 };
+use super::histogram::histogram_bars;
 use super::{decode_histogram, ratio, LateSendsByCause, Report};
 use tailscope_loadgen::snapshot::{Percentiles, Snapshot};
 use tailscope_loadgen::Phase;
@@ -35,6 +34,21 @@ impl Report {
     /// The text summary, in the spirit of oha and wrk.
     pub fn to_text(&self) -> String {
         let mut out = String::new();
+        self.write_run_header(&mut out);
+        self.write_request_counts(&mut out);
+        self.write_connections(&mut out);
+        for w in &self.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+        let _ = writeln!(out);
+        self.write_latencies(&mut out);
+        self.write_status_codes_and_errors(&mut out);
+        self.write_slowest(&mut out);
+        out
+    }
+
+    /// The summary's first lines: target, server, load, engine, duration, how the run ended and its rate changes.
+    fn write_run_header(&self, out: &mut String) {
         let s = &self.summary;
         let c = &self.config;
         let _ = writeln!(out, "Summary:");
@@ -135,6 +149,12 @@ impl Report {
                 .collect();
             let _ = writeln!(out, "  Rate changes:  {}", changes.join(", "));
         }
+    }
+
+    /// Requests, their rate, successes, errors, transfer and (open loop) late sends.
+    fn write_request_counts(&self, out: &mut String) {
+        let s = &self.summary;
+        let c = &self.config;
         let _ = writeln!(out, "  Requests:      {}", fmt_count(s.requests));
         let _ = writeln!(out, "  Requests/sec:  {}", fmt_rate(s.rps));
         // Requests count every slot that fell due (open loop) and every failure: when many
@@ -210,6 +230,12 @@ impl Report {
                 ),
             };
         }
+    }
+
+    /// Connections opened and held, and the requests the run ended with: unfinished, aborted, still connecting.
+    fn write_connections(&self, out: &mut String) {
+        let s = &self.summary;
+        let c = &self.config;
         if s.reconnects > 0 {
             let _ = writeln!(
                 out,
@@ -267,17 +293,18 @@ impl Report {
                 fmt_count(s.still_connecting)
             );
         }
-        for w in &self.warnings {
-            let _ = writeln!(out, "  warning: {w}");
-        }
-        let _ = writeln!(out);
+    }
+
+    /// The latency percentiles (corrected and, open loop, uncorrected), connect and TLS times and the histogram.
+    fn write_latencies(&self, out: &mut String) {
+        let c = &self.config;
         let title = if c.rate.is_some() {
             "Latency (from intended send time; coordinated omission corrected):"
         } else {
             "Latency:"
         };
         write_percentiles(
-            &mut out,
+            out,
             title,
             self.latency_us.as_ref(),
             &self.latency_lower_bound,
@@ -285,7 +312,7 @@ impl Report {
         );
         if c.rate.is_some() {
             write_percentiles(
-                &mut out,
+                out,
                 "Latency from actual send (uncorrected):",
                 self.latency_uncorrected_us.as_ref(),
                 &[],
@@ -325,6 +352,10 @@ impl Report {
             out.push_str(&histogram_bars(&h, 40));
             let _ = writeln!(out);
         }
+    }
+
+    /// Status codes, errors by kind and the per-name table of a mix.
+    fn write_status_codes_and_errors(&self, out: &mut String) {
         let _ = writeln!(out, "Status codes:");
         if self.status_codes.is_empty() {
             let _ = writeln!(out, "  (no responses)");
@@ -342,6 +373,10 @@ impl Report {
         if !self.by_request.is_empty() {
             out.push_str(&self.by_request_table());
         }
+    }
+
+    /// The slowest requests kept, with their phases.
+    fn write_slowest(&self, out: &mut String) {
         if !self.slowest.is_empty() {
             let _ = writeln!(out, "\nSlowest requests:");
             if let Some(line) = self.slowest_by_name() {
@@ -377,7 +412,6 @@ impl Report {
                 );
             }
         }
-        out
     }
 }
 
@@ -527,81 +561,6 @@ fn write_percentiles(
         );
     }
     let _ = writeln!(out);
-}
-
-/// One bucket of a log-spaced latency histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bucket {
-    /// Lower edge, inclusive, in microseconds.
-    pub low_us: u64,
-    /// Upper edge, exclusive, in microseconds.
-    pub high_us: u64,
-    /// Responses in it.
-    pub count: u64,
-}
-
-/// Log-spaced buckets (1-2-5 per decade) from the fastest to the slowest response, so a
-/// second mode of slow requests stands apart as its own group. Empty buckets between modes
-/// are kept: the gap is part of the picture.
-pub fn log_buckets(h: &Histogram<u64>) -> Vec<Bucket> {
-    if h.is_empty() {
-        return Vec::new();
-    }
-    let mut edges = Vec::new();
-    let mut decade = 1u64;
-    'outer: loop {
-        for m in [1, 2, 5] {
-            let edge = decade.saturating_mul(m);
-            edges.push(edge);
-            if edge > h.max() {
-                break 'outer;
-            }
-        }
-        decade = decade.saturating_mul(10);
-    }
-    let first = edges.iter().rposition(|&e| e <= h.min()).unwrap_or(0);
-    let edges = &edges[first..];
-    let mut buckets: Vec<Bucket> = edges
-        .windows(2)
-        .map(|w| Bucket {
-            low_us: w[0],
-            high_us: w[1],
-            count: 0,
-        })
-        .collect();
-    for v in h.iter_recorded() {
-        let value = v.value_iterated_to();
-        let i = edges
-            .partition_point(|&e| e <= value)
-            .saturating_sub(1)
-            .min(buckets.len().saturating_sub(1));
-        if let Some(b) = buckets.get_mut(i) {
-            b.count += v.count_at_value();
-        }
-    }
-    buckets
-}
-
-/// [`log_buckets`] drawn as text bars `width` wide.
-pub fn histogram_bars(h: &Histogram<u64>, width: usize) -> String {
-    let buckets = log_buckets(h);
-    let most = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
-    let total = h.len().max(1);
-    let mut out = String::new();
-    for b in &buckets {
-        let bar = ((b.count as f64 / most as f64) * width as f64).ceil() as usize;
-        let _ = writeln!(
-            out,
-            "  {:>8} – {:<8} {:>6.2} % {:<width$} {}",
-            fmt_us(b.low_us),
-            fmt_us(b.high_us),
-            100.0 * b.count as f64 / total as f64,
-            "■".repeat(bar),
-            fmt_count(b.count),
-            width = width
-        );
-    }
-    out
 }
 
 /// The headless progress line of a run so far: req/s, p50, p99, max and errors.

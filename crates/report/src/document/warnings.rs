@@ -181,7 +181,30 @@ impl Report {
                 fmt_count(no_port)
             ));
         }
-        let responses = s.successes;
+        out.extend(self.status_code_warnings());
+        out.extend(self.connect_setup_warning());
+        if let Some(w) = self.never_opened() {
+            out.push(w);
+        }
+        if let Some(c) = &self.connections {
+            out.extend(c.warnings());
+        }
+        let stopped = self.stopped_answering();
+        // The requests never sent are said apart only by a server that still answered: one
+        // that stopped, or never answered, is told by its own warning above or below.
+        let unsent_applies = stopped.is_none() && self.no_response_reason().is_none();
+        out.extend(self.pace_warnings(unsent_applies));
+        out.extend(stopped);
+        out.extend(self.littles_law_lost_time());
+        out.extend(self.stationarity_warnings());
+        out
+    }
+
+    /// One warning per status code other than 2xx, with its share of the responses and what
+    /// it usually means.
+    fn status_code_warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let responses = self.summary.successes;
         for (code, n) in &self.status_codes {
             let is_2xx = code.starts_with('2') && code.len() == 3;
             if is_2xx || *n == 0 || responses == 0 {
@@ -219,6 +242,13 @@ impl Report {
                 fmt_count(*n)
             ));
         }
+        out
+    }
+
+    /// Connections still opening at the end, or connects that took a good part of the run:
+    /// the run measured connection set-up.
+    fn connect_setup_warning(&self) -> Option<String> {
+        let s = &self.summary;
         // A server that closes its connections (gunicorn's sync workers, `Connection:
         // close`) has some reopening at any moment: that is its steady state, not a set-up
         // the run did not get past (a newcomer was told "fewer -c" beside "more -c").
@@ -232,7 +262,7 @@ impl Report {
                 ),
                 None => "no connect finished".to_string(),
             };
-            out.push(format!(
+            return Some(format!(
                 "{} of {} connections were still opening when the run ended ({connects}): the run measured connection set-up; give a longer -z, a --warmup, or fewer -c",
                 fmt_count(s.still_connecting),
                 fmt_count(self.config.connections as u64)
@@ -242,7 +272,7 @@ impl Report {
             // connections the run measured set-up, not the steady state (-c 20000 -z 3s).
             let window_us = s.duration_s * 1e6;
             if window_us > 0.0 && p.p99 as f64 >= 0.1 * window_us {
-                out.push(format!(
+                return Some(format!(
                     "connects took up to {} (p50 {}, p99 {}) in a {:.2} s run: much of it measured connection set-up; give a --warmup, a longer -z, or fewer -c",
                     fmt_us(p.max),
                     fmt_us(p.p50),
@@ -251,21 +281,7 @@ impl Report {
                 ));
             }
         }
-        if let Some(w) = self.never_opened() {
-            out.push(w);
-        }
-        if let Some(c) = &self.connections {
-            out.extend(c.warnings());
-        }
-        let stopped = self.stopped_answering();
-        // The requests never sent are said apart only by a server that still answered: one
-        // that stopped, or never answered, is told by its own warning above or below.
-        let unsent_applies = stopped.is_none() && self.no_response_reason().is_none();
-        out.extend(self.pace_warnings(unsent_applies));
-        out.extend(stopped);
-        out.extend(self.littles_law_lost_time());
-        out.extend(self.stationarity_warnings());
-        out
+        None
     }
 
     /// Open loop: a share of the schedule's requests never answered by the end, from a

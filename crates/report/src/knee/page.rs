@@ -2,7 +2,7 @@
 
 use super::fmt_rps as fmt_rate;
 use crate::chart::{line_chart, LineChart, Scale};
-use crate::figures::{count_axis, series, us_axis, BLUE, MAX, P50, P99};
+use crate::chart_style::{count_axis, series, us_axis, BLUE, MAX, P50, P99};
 use crate::page::{document, escape, footer, kpis, table};
 
 use super::{knee_text, KneeReport};

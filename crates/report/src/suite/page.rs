@@ -8,7 +8,7 @@ use crate::document::{fmt_count, fmt_rate, fmt_us};
 
 use super::{SuiteReport, SuiteResult};
 use crate::chart::{bar_chart, Bar};
-use crate::figures::{count_axis, us_axis};
+use crate::chart_style::{count_axis, us_axis};
 use crate::page::{document, escape, footer, kpis, table};
 
 fn label(r: &SuiteResult) -> String {
@@ -22,6 +22,22 @@ fn or_na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 /// The HTML page of a suite's report.
 pub fn page(suite: &SuiteReport) -> String {
     let mut body = String::new();
+    write_heading(&mut body, suite);
+    let measured: Vec<&SuiteResult> = suite.results.iter().filter(|r| r.error.is_none()).collect();
+    write_charts(&mut body, &measured);
+    write_results_table(&mut body, suite);
+    for r in &measured {
+        write_runs(&mut body, r, suite.interrupted);
+    }
+    body.push_str(&footer(&format!(
+        "{} {} from its JSON report (schema {})",
+        suite.tool.name, suite.tool.version, suite.schema_version
+    )));
+    document("tailscope suite", &body)
+}
+
+/// The title, the host's facts, the key figures and whether the suite was interrupted.
+fn write_heading(body: &mut String, suite: &SuiteReport) {
     let _ = writeln!(body, "<h1>tailscope suite</h1>");
     let h = &suite.host;
     let mut facts = vec![format!("{} CPUs", h.cpus)];
@@ -55,7 +71,10 @@ pub fn page(suite: &SuiteReport) -> String {
     if suite.interrupted {
         body.push_str("<p class=\"warn\">The suite was interrupted: the run in progress was cut short and left out, and targets not reached are missing.</p>\n");
     }
-    let measured: Vec<&SuiteResult> = suite.results.iter().filter(|r| r.error.is_none()).collect();
+}
+
+/// Req/s (median, whiskers from the slowest to the fastest run) and p99 per result.
+fn write_charts(body: &mut String, measured: &[&SuiteResult]) {
     body.push_str("<h2>Throughput and tail</h2>\n");
     let rps: Vec<Bar> = measured
         .iter()
@@ -105,6 +124,10 @@ pub fn page(suite: &SuiteReport) -> String {
         &p99,
         &us_axis,
     ));
+}
+
+/// The table of every result with its numbered notes, then the suite's warnings.
+fn write_results_table(body: &mut String, suite: &SuiteReport) {
     body.push_str("<h2>Results</h2>\n");
     let base = suite
         .baseline
@@ -165,63 +188,63 @@ pub fn page(suite: &SuiteReport) -> String {
     for w in super::warnings(&suite.results) {
         let _ = writeln!(body, "<p class=\"warn\">{}</p>", escape(&w));
     }
-    for r in &measured {
-        let _ = writeln!(body, "<h2>{}</h2>", escape(&label(r)));
-        if r.runs.is_empty() {
-            body.push_str(if suite.interrupted {
-                "<p class=\"empty\">Not measured: the suite was interrupted before this endpoint's first run finished.</p>\n"
-            } else {
-                "<p class=\"empty\">Not measured: no run of this endpoint finished.</p>\n"
-            });
-            continue;
-        }
-        let ms = |v: Option<u64>| or_na(v, fmt_us);
-        let rows: Vec<Vec<String>> = r
-            .runs
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                vec![
-                    (i + 1).to_string(),
-                    fmt_rate(f.rps),
-                    fmt_count(f.requests),
-                    fmt_count(f.errors),
-                    fmt_count(f.non2xx),
-                    ms(f.p50_us),
-                    ms(f.p99_us),
-                    ms(f.p999_us),
-                    ms(f.max_us),
-                    format!("{:.2} s", f.duration_s),
-                    or_na(f.server_us_per_request, |u| format!("{u:.2} µs")),
-                ]
-            })
-            .collect();
-        body.push_str(&table(
-            &[
-                "run",
-                "req/s",
-                "requests",
-                "errors",
-                "non-2xx",
-                "p50",
-                "p99",
-                "p99.9",
-                "max",
-                "duration",
-                "server CPU/req",
-            ],
-            &rows,
-        ));
-        if !r.by_request.is_empty() {
-            let _ = writeln!(body, "<h3>Per request (medians over the runs)</h3>");
-            body.push_str(&table(&super::requests::HEADER, &super::requests::rows(r)));
-        }
+}
+
+/// One result's runs, and its per-request table for a mix.
+fn write_runs(body: &mut String, r: &SuiteResult, interrupted: bool) {
+    let _ = writeln!(body, "<h2>{}</h2>", escape(&label(r)));
+    if r.runs.is_empty() {
+        body.push_str(if interrupted {
+            "<p class=\"empty\">Not measured: the suite was interrupted before this endpoint's first run finished.</p>\n"
+        } else {
+            "<p class=\"empty\">Not measured: no run of this endpoint finished.</p>\n"
+        });
+        return;
     }
-    body.push_str(&footer(&format!(
-        "{} {} from its JSON report (schema {})",
-        suite.tool.name, suite.tool.version, suite.schema_version
-    )));
-    document("tailscope suite", &body)
+    let ms = |v: Option<u64>| or_na(v, fmt_us);
+    let rows: Vec<Vec<String>> = r
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            vec![
+                (i + 1).to_string(),
+                fmt_rate(f.rps),
+                fmt_count(f.requests),
+                fmt_count(f.errors),
+                fmt_count(f.non2xx),
+                ms(f.p50_us),
+                ms(f.p99_us),
+                ms(f.p999_us),
+                ms(f.max_us),
+                format!("{:.2} s", f.duration_s),
+                or_na(f.server_us_per_request, |u| format!("{u:.2} µs")),
+            ]
+        })
+        .collect();
+    body.push_str(&table(
+        &[
+            "run",
+            "req/s",
+            "requests",
+            "errors",
+            "non-2xx",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "duration",
+            "server CPU/req",
+        ],
+        &rows,
+    ));
+    if !r.by_request.is_empty() {
+        let _ = writeln!(body, "<h3>Per request (medians over the runs)</h3>");
+        body.push_str(&table(
+            &super::by_request::HEADER,
+            &super::by_request::rows(r),
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -184,6 +184,135 @@ pub fn syscall_of(stack: &[String]) -> String {
         .to_string()
 }
 
+/// A symbol's name with `suffix`, its file:line kept in `locations` where debug info has one.
+fn sym_name(
+    sym: &blazesym::symbolize::Sym<'_>,
+    suffix: &str,
+    locations: &mut BTreeMap<String, String>,
+) -> String {
+    let name = format!("{}{suffix}", sym.name);
+    if let Some(code) = &sym.code_info {
+        if let Some(line) = code.line {
+            locations
+                .entry(name.clone())
+                .or_insert_with(|| format!("{}:{line}", code.to_path().display()));
+        }
+    }
+    name
+}
+
+/// Names of each process's user addresses: by blazesym from the live process, else from
+/// the JIT's perf map, else module+offset (a process that exited: from `maps`).
+fn resolve_user(
+    symbolizer: &blazesym::symbolize::Symbolizer,
+    user_addrs: &BTreeMap<u32, BTreeSet<u64>>,
+    maps: &HashMap<u32, Vec<Mapping>>,
+    locations: &mut BTreeMap<String, String>,
+    unnamed: &mut BTreeMap<String, u64>,
+    missing: &mut Vec<String>,
+) -> HashMap<(u32, u64), String> {
+    use blazesym::symbolize::source::{Process, Source};
+    use blazesym::symbolize::{Input, Symbolized};
+    use blazesym::Pid;
+
+    let mut resolved_user = HashMap::new();
+    for (pid, addrs) in user_addrs {
+        let addrs: Vec<u64> = addrs.iter().copied().collect();
+        let live_maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .ok()
+            .map(|t| parse_maps(&t));
+        let maps = live_maps
+            .as_deref()
+            .or(maps.get(pid).map(Vec::as_slice))
+            .unwrap_or(&[]);
+        let src = Source::Process(Process::new(Pid::from(*pid)));
+        let symbolized = if live_maps.is_some() {
+            symbolizer
+                .symbolize(&src, Input::AbsAddr(&addrs))
+                .or_else(|_| {
+                    // A perf map blazesym cannot read (the JVM's, with 0x) fails every
+                    // name of the process: the files are named without it, the JIT
+                    // code from our own reading of the map below.
+                    let mut without = Process::new(Pid::from(*pid));
+                    without.perf_map = false;
+                    symbolizer.symbolize(&Source::Process(without), Input::AbsAddr(&addrs))
+                })
+                .ok()
+        } else {
+            missing.push(format!(
+                "pid {pid} exited before the end: its frames are module+offset"
+            ));
+            None
+        };
+        let mut jit: Option<Vec<(std::ops::Range<u64>, String)>> = None;
+        for (i, &addr) in addrs.iter().enumerate() {
+            let name = match symbolized.as_ref().map(|s| &s[i]) {
+                Some(Symbolized::Sym(sym)) => sym_name(sym, "", locations),
+                _ => {
+                    // JIT code the perf map names (also where blazesym could not read it).
+                    let entries = jit.get_or_insert_with(|| {
+                        super::jit::perf_map_text(*pid)
+                            .map(|t| super::jit::perf_map_entries(&t))
+                            .unwrap_or_default()
+                    });
+                    if let Some(name) = super::jit::name_at(entries, addr) {
+                        resolved_user.insert((*pid, addr), name.to_string());
+                        continue;
+                    }
+                    let (frame, module) = unresolved_frame(maps, addr);
+                    *unnamed.entry(module).or_insert(0) += 1;
+                    frame
+                }
+            };
+            resolved_user.insert((*pid, addr), name);
+        }
+    }
+    resolved_user
+}
+
+/// Names of the kernel addresses, from /proc/kallsyms; `[kernel]+0x...` where none.
+fn resolve_kernel(
+    symbolizer: &blazesym::symbolize::Symbolizer,
+    kernel_addrs: BTreeSet<u64>,
+    locations: &mut BTreeMap<String, String>,
+    unnamed: &mut BTreeMap<String, u64>,
+    missing: &mut Vec<String>,
+) -> HashMap<u64, String> {
+    use blazesym::symbolize::source::{Kernel, Source};
+    use blazesym::symbolize::{Input, Symbolized};
+
+    let kernel_addrs: Vec<u64> = kernel_addrs.into_iter().collect();
+    let kernel_src = Source::Kernel(Kernel {
+        // /proc/kallsyms only: looking for a vmlinux image costs time and is rarely there.
+        vmlinux: blazesym::MaybeDefault::None,
+        ..Kernel::default()
+    });
+    let kernel_syms = if kernel_addrs.is_empty() {
+        None
+    } else {
+        match symbolizer.symbolize(&kernel_src, Input::AbsAddr(&kernel_addrs)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                missing.push(format!("kernel frames without names (/proc/kallsyms: {e})"));
+                None
+            }
+        }
+    };
+    let mut resolved_kernel = HashMap::new();
+    for (i, &addr) in kernel_addrs.iter().enumerate() {
+        let name = match kernel_syms.as_ref().map(|s| &s[i]) {
+            // perf's convention, which inferno colours as kernel code.
+            Some(Symbolized::Sym(sym)) => sym_name(sym, "_[k]", locations),
+            _ => {
+                *unnamed.entry("[kernel]".into()).or_insert(0) += 1;
+                format!("[kernel]+{addr:#x}")
+            }
+        };
+        resolved_kernel.insert(addr, name);
+    }
+    resolved_kernel
+}
+
 /// Names of every address of the sampled stacks, resolved once.
 pub(crate) struct Names {
     user: HashMap<(u32, u64), String>,
@@ -214,10 +343,6 @@ impl Names {
         maps: &HashMap<u32, Vec<Mapping>>,
         missing: &mut Vec<String>,
     ) -> Names {
-        use blazesym::symbolize::source::{Kernel, Process, Source};
-        use blazesym::symbolize::{Input, Symbolized};
-        use blazesym::Pid;
-
         let mut user_addrs: BTreeMap<u32, BTreeSet<u64>> = BTreeMap::new();
         let mut kernel_addrs = BTreeSet::new();
         for raw in stacks {
@@ -227,114 +352,34 @@ impl Names {
                 .extend(raw.user.iter().copied());
             kernel_addrs.extend(raw.kernel.iter().copied());
         }
-        let mut names = Names {
-            user: HashMap::new(),
-            kernel: HashMap::new(),
-            locations: BTreeMap::new(),
-        };
-        let mut name_of = |sym: &blazesym::symbolize::Sym<'_>, suffix: &str| {
-            let name = format!("{}{suffix}", sym.name);
-            if let Some(code) = &sym.code_info {
-                if let Some(line) = code.line {
-                    names
-                        .locations
-                        .entry(name.clone())
-                        .or_insert_with(|| format!("{}:{line}", code.to_path().display()));
-                }
-            }
-            name
-        };
+        let mut locations = BTreeMap::new();
         // Frames without a name, per module: what the `missing` notes say.
         let mut unnamed: BTreeMap<String, u64> = BTreeMap::new();
-        let mut resolved_user = HashMap::new();
-        for (pid, addrs) in &user_addrs {
-            let addrs: Vec<u64> = addrs.iter().copied().collect();
-            let live_maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-                .ok()
-                .map(|t| parse_maps(&t));
-            let maps = live_maps
-                .as_deref()
-                .or(maps.get(pid).map(Vec::as_slice))
-                .unwrap_or(&[]);
-            let src = Source::Process(Process::new(Pid::from(*pid)));
-            let symbolized = if live_maps.is_some() {
-                symbolizer
-                    .symbolize(&src, Input::AbsAddr(&addrs))
-                    .or_else(|_| {
-                        // A perf map blazesym cannot read (the JVM's, with 0x) fails every
-                        // name of the process: the files are named without it, the JIT
-                        // code from our own reading of the map below.
-                        let mut without = Process::new(Pid::from(*pid));
-                        without.perf_map = false;
-                        symbolizer.symbolize(&Source::Process(without), Input::AbsAddr(&addrs))
-                    })
-                    .ok()
-            } else {
-                missing.push(format!(
-                    "pid {pid} exited before the end: its frames are module+offset"
-                ));
-                None
-            };
-            let mut jit: Option<Vec<(std::ops::Range<u64>, String)>> = None;
-            for (i, &addr) in addrs.iter().enumerate() {
-                let name = match symbolized.as_ref().map(|s| &s[i]) {
-                    Some(Symbolized::Sym(sym)) => name_of(sym, ""),
-                    _ => {
-                        // JIT code the perf map names (also where blazesym could not read it).
-                        let entries = jit.get_or_insert_with(|| {
-                            super::jit::perf_map_text(*pid)
-                                .map(|t| super::jit::perf_map_entries(&t))
-                                .unwrap_or_default()
-                        });
-                        if let Some(name) = super::jit::name_at(entries, addr) {
-                            resolved_user.insert((*pid, addr), name.to_string());
-                            continue;
-                        }
-                        let (frame, module) = unresolved_frame(maps, addr);
-                        *unnamed.entry(module).or_insert(0) += 1;
-                        frame
-                    }
-                };
-                resolved_user.insert((*pid, addr), name);
-            }
-        }
-        let kernel_addrs: Vec<u64> = kernel_addrs.into_iter().collect();
-        let kernel_src = Source::Kernel(Kernel {
-            // /proc/kallsyms only: looking for a vmlinux image costs time and is rarely there.
-            vmlinux: blazesym::MaybeDefault::None,
-            ..Kernel::default()
-        });
-        let kernel_syms = if kernel_addrs.is_empty() {
-            None
-        } else {
-            match symbolizer.symbolize(&kernel_src, Input::AbsAddr(&kernel_addrs)) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    missing.push(format!("kernel frames without names (/proc/kallsyms: {e})"));
-                    None
-                }
-            }
-        };
-        let mut resolved_kernel = HashMap::new();
-        for (i, &addr) in kernel_addrs.iter().enumerate() {
-            let name = match kernel_syms.as_ref().map(|s| &s[i]) {
-                // perf's convention, which inferno colours as kernel code.
-                Some(Symbolized::Sym(sym)) => name_of(sym, "_[k]"),
-                _ => {
-                    *unnamed.entry("[kernel]".into()).or_insert(0) += 1;
-                    format!("[kernel]+{addr:#x}")
-                }
-            };
-            resolved_kernel.insert(addr, name);
-        }
+        let user = resolve_user(
+            symbolizer,
+            &user_addrs,
+            maps,
+            &mut locations,
+            &mut unnamed,
+            missing,
+        );
+        let kernel = resolve_kernel(
+            symbolizer,
+            kernel_addrs,
+            &mut locations,
+            &mut unnamed,
+            missing,
+        );
         for (module, n) in unnamed {
             missing.push(format!(
                 "{n} distinct addresses in {module} have no symbol (stripped, or not a file): shown as {module}+0xoffset"
             ));
         }
-        names.user = resolved_user;
-        names.kernel = resolved_kernel;
-        names
+        Names {
+            user,
+            kernel,
+            locations,
+        }
     }
 
     /// The frames of a stack, leaf first: kernel frames, then user frames.

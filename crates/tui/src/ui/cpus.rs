@@ -35,7 +35,6 @@ impl Widget for &CpusPanel<'_> {
             Paragraph::new(line).render(inner, buf);
             return;
         };
-        let name = |cpu: usize| format!("cpu{cpu:<2}");
         let split = |c: &CpuUsage| {
             format!(
                 "u{:<2.0} s{:<2.0} si{:<2.0}",
@@ -47,7 +46,7 @@ impl Widget for &CpusPanel<'_> {
         let widest = |f: &dyn Fn(&CpuUsage) -> String| {
             cpus.iter().map(|c| f(c).chars().count()).max().unwrap_or(0)
         };
-        let name_w = widest(&|c| name(c.cpu));
+        let name_w = widest(&|c| cpu_name(c.cpu));
         let split_w = widest(&split);
         // Which core and how busy stay; the u/s/si split, then the roles, then the bar go
         // first, each whole (the bar only draws the numbers beside it).
@@ -74,7 +73,7 @@ impl Widget for &CpusPanel<'_> {
                 (false, true) => " G",
                 _ => "  ",
             };
-            let mut spans = vec![Span::raw(format!("{:<name_w$}", name(c.cpu)))];
+            let mut spans = vec![Span::raw(format!("{:<name_w$}", cpu_name(c.cpu)))];
             if show_role {
                 spans.push(Span::raw(format!(" {role}")));
             }
@@ -107,65 +106,82 @@ impl Widget for &CpusPanel<'_> {
         if show_split {
             lines.push(legend(app.theme, width));
         }
-        // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
-        // IPC, no perf permission), never a made-up zero.
-        let counters = app.counters.as_ref();
-        let rows: Vec<[String; 4]> = cpus
-            .iter()
-            .map(|c| {
-                let get =
-                    |v: Option<&Vec<Option<f64>>>| v.and_then(|v| v.get(c.cpu).copied().flatten());
-                let ctx = get(counters.map(|k| &k.context_switches_per_s));
-                let migr = get(counters.map(|k| &k.migrations_per_s));
-                let ipc = get(counters.map(|k| &k.ipc));
-                [
-                    name(c.cpu),
-                    format!("ctx/s {}", fmt_or_na(ctx, 0)),
-                    format!("migr/s {}", fmt_or_na(migr, 0)),
-                    format!("IPC {}", fmt_or_na(ipc, 2)),
-                ]
-            })
-            .collect();
-        let counter_w: Vec<usize> = (0..4)
-            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-            .collect();
-        let kept = fit_columns(
-            &[
-                (0, counter_w[0]),
-                (1, counter_w[1]),
-                (3, counter_w[2]),
-                (2, counter_w[3]),
-            ],
-            1,
-            width,
-        );
-        for row in &rows {
-            let cells: Vec<String> = (0..4)
-                .filter(|&i| kept[i])
-                .map(|i| format!("{:<w$}", row[i], w = counter_w[i]))
-                .collect();
-            lines.push(Line::from(Span::styled(
-                cells.join(" ").trim_end().to_string(),
-                fg(DIM),
-            )));
-        }
-        // The target's own accept queue: full means new connections wait for SYN retransmits.
-        let listen = match app.listen {
-            Some(l) if l.full > 0 => Fields::new(" ")
-                .add(
-                    0,
-                    Span::styled(format!("listen queue {}/{}", l.queue, l.backlog), fg(BAD)),
-                )
-                .add(0, Span::styled("FULL", fg(BAD))),
-            Some(l) => Fields::new(" ").add(
-                0,
-                Span::styled(format!("listen queue {}/{}", l.queue, l.backlog), fg(DIM)),
-            ),
-            None => Fields::new(" ").add(0, Span::styled("listen queue n/a", fg(DIM))),
-        };
-        lines.push(listen.fit(width));
+        lines.extend(counter_lines(app, cpus, width));
+        lines.push(listen_line(app, width));
         Paragraph::new(lines).render(inner, buf);
     }
+}
+
+/// A CPU's name in the panel, `cpu3 `.
+fn cpu_name(cpu: usize) -> String {
+    format!("cpu{cpu:<2}")
+}
+
+/// The profiler's counters per CPU (context switches, migrations, IPC), as many columns as fit.
+fn counter_lines(app: &App, cpus: &[CpuUsage], width: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    // The profiler's counters: "n/a" where this machine cannot count them (no PMU for
+    // IPC, no perf permission), never a made-up zero.
+    let counters = app.counters.as_ref();
+    let rows: Vec<[String; 4]> = cpus
+        .iter()
+        .map(|c| {
+            let get =
+                |v: Option<&Vec<Option<f64>>>| v.and_then(|v| v.get(c.cpu).copied().flatten());
+            let ctx = get(counters.map(|k| &k.context_switches_per_s));
+            let migr = get(counters.map(|k| &k.migrations_per_s));
+            let ipc = get(counters.map(|k| &k.ipc));
+            [
+                cpu_name(c.cpu),
+                format!("ctx/s {}", fmt_or_na(ctx, 0)),
+                format!("migr/s {}", fmt_or_na(migr, 0)),
+                format!("IPC {}", fmt_or_na(ipc, 2)),
+            ]
+        })
+        .collect();
+    let counter_w: Vec<usize> = (0..4)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let kept = fit_columns(
+        &[
+            (0, counter_w[0]),
+            (1, counter_w[1]),
+            (3, counter_w[2]),
+            (2, counter_w[3]),
+        ],
+        1,
+        width,
+    );
+    for row in &rows {
+        let cells: Vec<String> = (0..4)
+            .filter(|&i| kept[i])
+            .map(|i| format!("{:<w$}", row[i], w = counter_w[i]))
+            .collect();
+        lines.push(Line::from(Span::styled(
+            cells.join(" ").trim_end().to_string(),
+            fg(DIM),
+        )));
+    }
+    lines
+}
+
+/// The target's listen queue: its length, its backlog, and FULL when it overflowed.
+fn listen_line(app: &App, width: usize) -> Line<'static> {
+    // The target's own accept queue: full means new connections wait for SYN retransmits.
+    let listen = match app.listen {
+        Some(l) if l.full > 0 => Fields::new(" ")
+            .add(
+                0,
+                Span::styled(format!("listen queue {}/{}", l.queue, l.backlog), fg(BAD)),
+            )
+            .add(0, Span::styled("FULL", fg(BAD))),
+        Some(l) => Fields::new(" ").add(
+            0,
+            Span::styled(format!("listen queue {}/{}", l.queue, l.backlog), fg(DIM)),
+        ),
+        None => Fields::new(" ").add(0, Span::styled("listen queue n/a", fg(DIM))),
+    };
+    listen.fit(width)
 }
 
 /// A CPU bar's user, system+irq and softirq shares: one block in three colours, or without

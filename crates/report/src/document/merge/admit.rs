@@ -40,12 +40,35 @@ pub(super) struct Admitted<'a> {
 
 /// Checks `reports` for a merge (see [`super::merge`] for what is refused).
 pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitted<'_>, Error> {
-    let refuse = |m: String| Err(Error::Merge(m));
     let Some((first_name, first)) = reports.first() else {
-        return refuse(
+        return Err(Error::Merge(
             "no report to merge: give the JSON reports of `tailscope run --json`".into(),
-        );
+        ));
     };
+    refuse_duplicates(reports)?;
+    let mut overridden = Vec::new();
+    let generators = check_each(reports, first_name, first, force, &mut overridden)?;
+    let segments = check_segments(reports, &generators, force, &mut overridden)?;
+    let windows = check_windows(reports, &generators, force, &mut overridden)?;
+    Ok(Admitted {
+        first,
+        generators,
+        overridden,
+        count: segments.count,
+        counts: segments.counts,
+        missing: segments.missing,
+        any_segment: segments.any_segment,
+        start: windows.start,
+        window_end: windows.window_end,
+        latest_start: windows.latest_start,
+        loaded_s: windows.loaded_s,
+        data_end: windows.data_end,
+    })
+}
+
+/// Refuses one run given twice.
+fn refuse_duplicates(reports: &[(String, Report)]) -> Result<(), Error> {
+    let refuse = |m: String| Err(Error::Merge(m));
     // One run given twice (the same file under two names, or a copy) would count its load
     // twice: never what was meant, so --force does not override it. Looked for first, so that
     // `merge a.json a.json` says so rather than what else is wrong with a.json.
@@ -74,7 +97,19 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
             g.map_or("n/a", |g| g.started_at.as_str())
         ));
     }
-    let mut overridden = Vec::new();
+    Ok(())
+}
+
+/// Checks each report on its own and against the first (merged already, schema, generator
+/// section, histograms, segment, settings); each one's generator section, in order.
+fn check_each<'a>(
+    reports: &'a [(String, Report)],
+    first_name: &str,
+    first: &Report,
+    force: bool,
+    overridden: &mut Vec<String>,
+) -> Result<Vec<&'a Generator>, Error> {
+    let refuse = |m: String| Err(Error::Merge(m));
     let mut generators: Vec<&Generator> = Vec::with_capacity(reports.len());
     for (name, r) in reports {
         if r.merged.is_some() {
@@ -109,7 +144,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
             let m = format!(
                 "{name} is not a segment: it was run without --segment I/N, so it is a whole load of its own, not a share of one; merge the reports of `tailscope run --segment I/N` (one per generator)"
             );
-            overridable(m, force, &mut overridden)?;
+            overridable(m, force, overridden)?;
         }
         let diff = differences(&first.config, &r.config);
         if !diff.is_empty() {
@@ -117,11 +152,29 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
                 "{first_name} and {name} are not parts of one load: {}",
                 diff.join(", ")
             );
-            overridable(m, force, &mut overridden)?;
+            overridable(m, force, overridden)?;
         }
         generators.push(g);
     }
 
+    Ok(generators)
+}
+
+/// How the reports split the load into segments.
+struct Segments {
+    count: usize,
+    counts: Vec<usize>,
+    missing: Vec<usize>,
+    any_segment: bool,
+}
+
+/// Checks the reports' segments (split one way, none run twice) and finds the missing ones.
+fn check_segments(
+    reports: &[(String, Report)],
+    generators: &[&Generator],
+    force: bool,
+    overridden: &mut Vec<String>,
+) -> Result<Segments, Error> {
     // Segments: each report is segment I of one N; a report without one (only with --force)
     // is the whole load.
     let whole = Segment { index: 1, count: 1 };
@@ -153,7 +206,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
     let segments = || {
         reports
             .iter()
-            .zip(&generators)
+            .zip(generators)
             .filter_map(|((name, _), g)| Some((name.as_str(), g.segment?)))
     };
     let first_segment = segments().next();
@@ -162,7 +215,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
             let m = format!(
                 "{name} is segment {s} but {first_name} is segment {first}: the load was split in different ways"
             );
-            overridable(m, force, &mut overridden)?;
+            overridable(m, force, overridden)?;
         }
         by_segment.entry(s).or_default().push(name);
     }
@@ -172,7 +225,7 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
                 "segment {s} overlaps: {} all ran it (a load counted twice)",
                 names.join(", ")
             );
-            overridable(m, force, &mut overridden)?;
+            overridable(m, force, overridden)?;
         }
     }
     let missing: Vec<usize> = (1..=count)
@@ -180,10 +233,34 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
         .collect();
     let any_segment = generators.iter().any(|g| g.segment.is_some());
 
+    Ok(Segments {
+        count,
+        counts,
+        missing,
+        any_segment,
+    })
+}
+
+/// The runs' load windows on wall-clock time (see [`Admitted`]).
+struct Windows {
+    start: f64,
+    window_end: f64,
+    latest_start: f64,
+    loaded_s: f64,
+    data_end: f64,
+}
+
+/// Places the runs' load windows on wall-clock time and checks that they overlap.
+fn check_windows(
+    reports: &[(String, Report)],
+    generators: &[&Generator],
+    force: bool,
+    overridden: &mut Vec<String>,
+) -> Result<Windows, Error> {
     // Each run's load window [start, start + duration] on wall-clock time, and their union.
     let windows: Vec<(f64, f64)> = reports
         .iter()
-        .zip(&generators)
+        .zip(generators)
         .map(|((_, r), g)| (g.started_unix_s, g.started_unix_s + r.summary.duration_s))
         .collect();
     // The run that began last and the one whose window ended first.
@@ -213,17 +290,10 @@ pub(super) fn admit(reports: &[(String, Report)], force: bool) -> Result<Admitte
             latest_start - windows[early].1,
             reports[early].0
         );
-        overridable(m, force, &mut overridden)?;
+        overridable(m, force, overridden)?;
     }
 
-    Ok(Admitted {
-        first,
-        generators,
-        overridden,
-        count,
-        counts,
-        missing,
-        any_segment,
+    Ok(Windows {
         start,
         window_end,
         latest_start,

@@ -1,7 +1,7 @@
 //! The page of one run: header, key figures, charts, tables of the slowest requests and of the
 //! profile, and the diagnosis.
 
-mod requests;
+mod by_request;
 
 use std::fmt::Write as _;
 
@@ -13,7 +13,7 @@ use serde_json::Value;
 use tailscope_forensics::Diagnosis;
 
 use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
-use crate::figures::*;
+use crate::chart_style::*;
 use crate::page::{document, escape, footer, kpis, table};
 
 fn cpu_role(report: &Report, cpu: usize) -> &'static str {
@@ -200,7 +200,38 @@ fn charts(report: &Report, so_far: bool) -> String {
             ),
         ],
     }));
-    out.push_str(&requests::charts(report));
+    out.push_str(&by_request::charts(report));
+    out.push_str(&latency_distribution_charts(report));
+    out.push_str(&cpu_busy_chart(report, so_far));
+    out.push_str(&line_chart(&LineChart {
+        id: "errors-over-time",
+        title: "Errors and timeouts per second",
+        x_desc: "seconds into the run",
+        y_desc: "requests",
+        x_scale: Scale::Linear,
+        y_scale: Scale::Linear,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: &count_axis,
+        series: vec![
+            series(
+                "errors",
+                MAX,
+                ts.iter().map(|p| (p.t_s, p.errors as f64)).collect(),
+            ),
+            series(
+                "timeouts",
+                P99,
+                ts.iter().map(|p| (p.t_s, p.timeouts as f64)).collect(),
+            ),
+        ],
+    }));
+    out
+}
+
+/// The percentile spectrum and the log-bucketed histogram of the run's latency.
+fn latency_distribution_charts(report: &Report) -> String {
+    let mut out = String::new();
     let histogram = decode_histogram(&report.histogram).filter(|h| !h.is_empty());
     out.push_str(&spectrum_chart(
         "percentile-spectrum",
@@ -236,6 +267,14 @@ fn charts(report: &Report, so_far: bool) -> String {
         &bars,
         &count_axis,
     ));
+    out
+}
+
+/// Each CPU's busy share per second, the server's and the generator's marked; while the run
+/// goes on, a placeholder until a whole second was measured.
+fn cpu_busy_chart(report: &Report, so_far: bool) -> String {
+    let ts = &report.timeseries;
+    let mut out = String::new();
     let cpus = ts.iter().map(|p| p.cpu_busy_pct.len()).max().unwrap_or(0);
     let mut cpu_series: Vec<Series> = (0..cpus)
         .map(|i| {
@@ -277,29 +316,6 @@ fn charts(report: &Report, so_far: bool) -> String {
             series: cpu_series,
         }));
     }
-    out.push_str(&line_chart(&LineChart {
-        id: "errors-over-time",
-        title: "Errors and timeouts per second",
-        x_desc: "seconds into the run",
-        y_desc: "requests",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &count_axis,
-        series: vec![
-            series(
-                "errors",
-                MAX,
-                ts.iter().map(|p| (p.t_s, p.errors as f64)).collect(),
-            ),
-            series(
-                "timeouts",
-                P99,
-                ts.iter().map(|p| (p.t_s, p.timeouts as f64)).collect(),
-            ),
-        ],
-    }));
     out
 }
 
@@ -372,7 +388,7 @@ fn tables(report: &Report) -> String {
     } else {
         out.push_str(&table(&["outcome", "requests"], &rows));
     }
-    out.push_str(&requests::table(report));
+    out.push_str(&by_request::table(report));
     out.push_str("<h2>Slowest requests</h2>\n");
     if let Some(line) = report.slowest_by_name() {
         out.push_str(&format!("<p>{}</p>\n", escape(&line)));

@@ -3,13 +3,13 @@
 //! (medians, ranges, the baseline ratio), its markdown table and its page. The binary runs
 //! the suite; this module knows nothing of the command line.
 
+pub mod by_request;
 pub mod file;
 mod page;
-pub mod requests;
 pub mod rounds;
 
+pub use by_request::{NameFigures, NameSummary};
 pub use page::page;
-pub use requests::{NameFigures, NameSummary};
 pub use rounds::{round_order, Rounds};
 
 use std::collections::BTreeMap;
@@ -129,7 +129,7 @@ impl RunFigures {
             max_us: p.map(|p| p.max),
             duration_s: report.summary.duration_s,
             server_us_per_request,
-            by_request: requests::of_report(report),
+            by_request: by_request::of_report(report),
             warnings: report.warnings.clone(),
             causes: Vec::new(),
         }
@@ -303,7 +303,7 @@ pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
             .filter_map(|x| x.server_us_per_request)
             .collect();
         r.server_us_per_request_median = median(&demand);
-        r.by_request = requests::summarize(&r.runs);
+        r.by_request = by_request::summarize(&r.runs);
     }
     let Some(base) = baseline else { return };
     let base_runs: Vec<(String, Option<f64>, Vec<f64>)> = results
@@ -412,7 +412,7 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
     for w in warnings(results) {
         out.push_str(&format!("\n**Warning:** {w}\n"));
     }
-    out.push_str(&requests::markdown(results));
+    out.push_str(&by_request::markdown(results));
     out
 }
 

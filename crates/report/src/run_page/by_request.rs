@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::document::{fmt_count, fmt_rate, fmt_us, Report};
 
 use crate::chart::{line_chart, LineChart, Scale};
-use crate::figures::*;
+use crate::chart_style::*;
 use crate::page::table as html_table;
 
 /// The table by request: each name's figures over the run.
@@ -147,8 +147,8 @@ pub(super) fn charts(report: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::run::run_page;
-    use crate::run::tests::report_of;
+    use crate::run_page::run_page;
+    use crate::run_page::tests::report_of;
 
     /// A mix's names over time: their rates and p99s, one line each, on the page.
     #[test]

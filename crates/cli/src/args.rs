@@ -67,7 +67,7 @@ pub enum Command {
     /// with charts, a JSON report or the text summary.
     #[command(after_help = "Examples:
   tailscope report run.json --html run.html
-  tailscope report tailscope-20261128T010203.journal --json run.json --html run.html")]
+  tailscope report tailscope-20261128T010203-4242.journal --json run.json --html run.html")]
     Report(ReportArgs),
     /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
     /// histograms added, counters summed, seconds aligned on wall-clock time.

@@ -381,10 +381,12 @@ fn journal_path(out: &crate::args::OutputArgs) -> Option<PathBuf> {
         (None, Some(dir)) => Some(tailscope_session::journal::default_path(
             Some(&PathBuf::from(dir).join("x")),
             now,
+            std::process::id(),
         )),
         (first, _) => Some(tailscope_session::journal::default_path(
             first.map(PathBuf::as_path),
             now,
+            std::process::id(),
         )),
     }
 }

@@ -4,6 +4,7 @@
 
 use tailscope_loadgen::fmt::{fmt_count, fmt_us};
 use tailscope_targets::listen::ListenReport;
+use tailscope_targets::seconds::seconds_list;
 
 use crate::{machine_wide, window_of, Cause, Diagnosis, Evidence, Window};
 
@@ -102,8 +103,8 @@ pub(crate) fn accept_queue_overflow(e: &Evidence) -> Option<Diagnosis> {
         watched(e)
             .filter(|l| !l.full_seconds.is_empty())
             .map_or(String::new(), |l| {
-                let secs: Vec<String> = l.full_seconds.iter().map(u64::to_string).collect();
-                format!(" (full in second(s) {})", secs.join(", "))
+                let secs = seconds_list(l.full_seconds.iter().copied());
+                format!(" (full in second(s) {secs})")
             });
     let mut signature = Vec::new();
     if slow_new > 0 {

@@ -17,6 +17,7 @@ use tailscope_loadgen::fmt::fmt_us;
 use tailscope_loadgen::snapshot::GENERATOR_LAG_WARN_US;
 use tailscope_loadgen::{SlowRequest, SpikeCounts, TimePoint};
 use tailscope_targets::listen::ListenReport;
+use tailscope_targets::seconds::seconds_list;
 
 use accept::accept_queue_overflow;
 use stall::server_stall;
@@ -519,10 +520,7 @@ fn generator_stall(e: &Evidence) -> Option<Diagnosis> {
         .map(|s| generator_lag_while_held(e, s))
         .max()
         .unwrap_or(0);
-    let seconds: Vec<String> = held
-        .iter()
-        .map(|s| format!("{:.0}", s.t_s.ceil() - 1.0))
-        .collect();
+    let seconds = seconds_list(held.iter().map(|s| (s.t_s.ceil() - 1.0).max(0.0) as u64));
     let start_s = first.t_s.ceil() - 1.0 - worst_held as f64 / 1e6;
     let in_seconds = |r: &&SlowRequest| held.iter().any(|s| released_in(s, r));
     Some(Diagnosis {
@@ -533,7 +531,7 @@ fn generator_stall(e: &Evidence) -> Option<Diagnosis> {
              server, held these requests (its thread did not get a CPU, or did other work); these delays are the \
              generator's: keep other work off its CPUs (--cpus apart from the server's and from other busy \
              processes) and run again",
-            seconds.join(", "),
+            seconds,
             fmt_us(worst_held),
             fmt_us(worst_lag),
         ),

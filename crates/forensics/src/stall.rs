@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use tailscope_loadgen::fmt::{fmt_count, fmt_us};
 use tailscope_loadgen::{SlowRequest, TimePoint};
+use tailscope_targets::seconds::seconds_list;
 
 use crate::accept::{listener_full, listener_text, own_syn_drops, syns_at_a_pressed_listener};
 use crate::{
@@ -28,11 +29,11 @@ fn timed_out_second(e: &Evidence, s: &TimePoint, threshold: u64, floor: u64) -> 
 
 /// The seconds, as the report numbers them (`0, 2, 3`).
 fn numbered(seconds: &[&TimePoint]) -> String {
-    seconds
-        .iter()
-        .map(|s| format!("{:.0}", second_start(s)))
-        .collect::<Vec<_>>()
-        .join(", ")
+    seconds_list(
+        seconds
+            .iter()
+            .map(|s| second_start(s).max(0.0).round() as u64),
+    )
 }
 
 fn held_back(why: String) -> Ruling {

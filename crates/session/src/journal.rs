@@ -319,15 +319,17 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
     report
 }
 
-/// The default journal path: `tailscope-<UTC time>.journal` in the directory of `beside`
-/// (the first report output), or in the working directory.
-pub fn default_path(beside: Option<&Path>, now: std::time::SystemTime) -> PathBuf {
+/// The default journal path: `tailscope-<UTC time>-<pid>.journal` in the directory of `beside`
+/// (the first report output), or in the working directory. The pid keeps two runs started in
+/// the same second in the same directory apart (a soak's two generators once wrote into one
+/// file, each truncating the other's).
+pub fn default_path(beside: Option<&Path>, now: std::time::SystemTime, pid: u32) -> PathBuf {
     let stamp: String = humantime::format_rfc3339_seconds(now)
         .to_string()
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == 'T')
         .collect();
-    let name = format!("tailscope-{stamp}.journal");
+    let name = format!("tailscope-{stamp}-{pid}.journal");
     match beside.and_then(Path::parent) {
         Some(dir) if !dir.as_os_str().is_empty() => dir.join(name),
         _ => PathBuf::from(name),
@@ -342,16 +344,18 @@ mod tests {
     fn the_default_journal_goes_beside_the_first_output() {
         let at = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(
-            default_path(Some(Path::new("out/r.json")), at),
-            PathBuf::from("out/tailscope-20231114T221320.journal")
+            default_path(Some(Path::new("out/r.json")), at, 42),
+            PathBuf::from("out/tailscope-20231114T221320-42.journal")
         );
         assert_eq!(
-            default_path(Some(Path::new("r.json")), at),
-            PathBuf::from("tailscope-20231114T221320.journal")
+            default_path(Some(Path::new("r.json")), at, 42),
+            PathBuf::from("tailscope-20231114T221320-42.journal")
         );
         assert_eq!(
-            default_path(None, at),
-            PathBuf::from("tailscope-20231114T221320.journal")
+            default_path(None, at, 42),
+            PathBuf::from("tailscope-20231114T221320-42.journal")
         );
+        // Two processes started in the same second get two journals.
+        assert_ne!(default_path(None, at, 42), default_path(None, at, 43));
     }
 }

@@ -16,6 +16,7 @@ pub mod listen;
 mod nginx;
 pub mod procstat;
 pub mod profile;
+pub mod seconds;
 mod spec;
 pub mod stacks;
 mod sys;

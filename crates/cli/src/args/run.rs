@@ -367,7 +367,7 @@ pub struct OutputArgs {
     pub hdr_log: Option<PathBuf>,
     /// Append each finished second to this journal as the run goes (default: beside the first
     /// report output, else in the working directory or $TAILSCOPE_JOURNAL_DIR, named
-    /// tailscope-<UTC time>.journal). `tailscope report JOURNAL` rebuilds the report from it,
+    /// tailscope-<UTC time>-<pid>.journal). `tailscope report JOURNAL` rebuilds the report from it,
     /// after a crash or kill too (docs/journal.md).
     #[arg(long, value_name = "PATH", conflicts_with = "no_journal")]
     pub journal: Option<PathBuf>,

@@ -383,8 +383,8 @@ impl Inside {
         if self.slow.is_empty() {
             return "no slow second to look inside".into();
         }
-        let listed: Vec<String> = self.slow.iter().map(u32::to_string).collect();
-        let mut when = format!("the slow seconds ({})", listed.join(", "));
+        let listed = crate::seconds::seconds_list(self.slow.iter().map(|&s| u64::from(s)));
+        let mut when = format!("the slow seconds ({listed})");
         if let Some((start, end)) = window {
             let first = start.max(0.0).floor() as u32;
             let last = (end.max(start).ceil() as u32).max(first + 1);

@@ -223,9 +223,9 @@ fn most_run_queue_wait_in_a_second(pid: u32) -> Option<Duration> {
 }
 
 /// The generator's own teardown and event loop at scale: `run -c 16000 --threads 1 -z 3s`
-/// against the reference server (server on CPU 0, generator on CPU 1) ends within run + grace
-/// + 0.3 s (issue 32: +2.4 s when every close matched a cancel against every armed op), and
-/// no second of it has generator lag above 20 ms. Before the generator's sockets searched the
+/// against the reference server (server on CPU 0, generator on CPU 1) ends within 0.3 s of
+/// run and grace (issue 32: 2.4 s past them when every close matched a cancel against every
+/// armed op), and no second of it has generator lag above 20 ms. Before the generator's sockets searched the
 /// whole port range (crates/loadgen/src/sys.rs `use_whole_port_range`), the debug generator's
 /// loop lagged 370–1,220 ms a second here: past ~14,100 connections from one address to one
 /// server, every connect scanned all the even ports in the kernel, inside the ring's submit.

@@ -185,16 +185,60 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
     );
 }
 
-/// The generator's own teardown at scale: `run -c 16000 --threads 1 -z 3s` against the
-/// reference server (server on CPU 0, generator on CPU 1) ends within run + grace + 0.3 s
-/// (issue 32: +2.4 s when every close matched a cancel against every armed op). Unless the
-/// machine was kept busy by other work before the run started (then a miss is inconclusive
-/// and says so), the bound is asserted. The issue's lag bound (20 ms in every second) is
-/// printed, not asserted: see the end.
+/// How long the threads of live process `pid` have waited for a CPU while runnable so far
+/// (ns; the 2nd field of each `/proc/PID/task/TID/schedstat`), kept per thread in `seen` so that
+/// a thread that has exited still counts. `None` once the process is gone or where the kernel
+/// keeps no schedstat.
+fn run_queue_wait_ns(pid: u32, seen: &mut std::collections::HashMap<String, u64>) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        if let Some(wait) = stat.split_whitespace().nth(1).and_then(|w| w.parse().ok()) {
+            seen.insert(task.file_name().to_string_lossy().into_owned(), wait);
+        }
+    }
+    (!seen.is_empty()).then(|| seen.values().sum())
+}
+
+/// The most the threads of process `pid` waited for a CPU within any one second of its life
+/// (sampled every 50 ms until it exits): the part of a second's generator lag that other work
+/// on its CPU may explain. `None` where it cannot be read.
+fn most_run_queue_wait_in_a_second(pid: u32) -> Option<Duration> {
+    let mut seen = std::collections::HashMap::new();
+    let mut samples: Vec<(Instant, u64)> = Vec::new();
+    while let Some(wait) = run_queue_wait_ns(pid, &mut seen) {
+        samples.push((Instant::now(), wait));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut most = None;
+    for (j, &(tj, wj)) in samples.iter().enumerate() {
+        for &(ti, wi) in &samples[..j] {
+            // Windows a sample period wider than a second: an upper bound, never less.
+            if tj - ti <= Duration::from_millis(1_050) {
+                most = most.max(Some(wj.saturating_sub(wi)));
+            }
+        }
+    }
+    most.map(Duration::from_nanos)
+}
+
+/// The generator's own teardown and event loop at scale: `run -c 16000 --threads 1 -z 3s`
+/// against the reference server (server on CPU 0, generator on CPU 1) ends within 0.3 s of
+/// run and grace (issue 32: 2.4 s past them when every close matched a cancel against every
+/// armed op), and no second of it has generator lag above 20 ms. Before the generator's sockets searched the
+/// whole port range (crates/loadgen/src/sys.rs `use_whole_port_range`), the debug generator's
+/// loop lagged 370–1,220 ms a second here: past ~14,100 connections from one address to one
+/// server, every connect scanned all the even ports in the kernel, inside the ring's submit.
+/// The machine's share of a lag is bounded by how long the generator waited for a CPU in a
+/// second (its threads' schedstat): a miss that this share explains is inconclusive, and says so;
+/// one it does not explain fails. A machine kept busy by other work before the run makes
+/// the teardown bound inconclusive too.
 #[test]
 fn sixteen_thousand_connections_end_within_run_and_grace_without_lag() {
     const CONNS: u64 = 16_000;
+    const MOST_LAG: Duration = Duration::from_millis(20);
     let _turn = heavy();
+    let _alone = common::quiet_machine();
     if !Engine::Uring.available() {
         return;
     }
@@ -214,37 +258,48 @@ fn sixteen_thousand_connections_end_within_run_and_grace_without_lag() {
     };
     let busy_before = common::machine_busy_before();
     let started = Instant::now();
-    let (code, r, stderr) = common::run_json(
-        &format!("http://{addr}/"),
-        &["-c", "16000", "--threads", "1", "-z", "3s", "--cpus", "1"],
-    );
+    let generator = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+        .args(["run", &format!("http://{addr}/"), "--json", "-"])
+        .args(["-c", "16000", "--threads", "1", "-z", "3s", "--cpus", "1"])
+        .env("TAILSCOPE_JOURNAL_DIR", env!("CARGO_TARGET_TMPDIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = generator.id();
+    let waits = std::thread::spawn(move || most_run_queue_wait_in_a_second(pid));
+    let out = generator.wait_with_output().unwrap();
     let wall = started.elapsed().as_secs_f64();
+    let machine_wait = waits.join().unwrap();
     let _ = server.kill();
     let _ = server.wait();
-    assert_eq!(code, 0, "{stderr}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let s = &r["summary"];
     let run = s["duration_s"].as_f64().expect("duration_s");
     let grace = s["grace_s"].as_f64().unwrap_or(0.0);
     let over = wall - run - grace;
-    let lag_ms: Vec<f64> = r["timeseries"]
+    let lags: Vec<Duration> = r["timeseries"]
         .as_array()
         .expect("timeseries")
         .iter()
-        .map(|t| n(&t["generator_lag_us"]) as f64 / 1e3)
+        .map(|t| Duration::from_micros(n(&t["generator_lag_us"])))
         .collect();
-    let worst_lag = lag_ms.iter().cloned().fold(0.0, f64::max);
+    let worst_lag = lags.iter().copied().max().unwrap_or_default();
+    let opened = n(&s["connections_opened"]);
     eprintln!(
         "-c {CONNS}: wall {wall:.2} s = run {run:.2} + grace {grace:.2} + {over:.2} s; \
-         generator lag per second (ms) {lag_ms:?}; opened {}; machine busy before {:.0} %",
-        s["connections_opened"],
+         generator lag per second {lags:?}; the generator waited for a CPU up to \
+         {machine_wait:?} in a second; opened {opened}; machine busy before {:.0} %",
         busy_before * 100.0
     );
-    let opened = n(&s["connections_opened"]);
     let missed = over > 0.3 || opened < CONNS * 9 / 10;
     if missed && busy_before > 0.15 {
         common::inconclusive(format!(
             "other work kept {:.0} % of the CPUs busy before the run: {over:.2} s past run + \
-             grace, worst generator lag {worst_lag:.1} ms, {opened} opened are not the \
+             grace, worst generator lag {worst_lag:?}, {opened} opened are not the \
              generator's own",
             busy_before * 100.0
         ));
@@ -255,11 +310,25 @@ fn sixteen_thousand_connections_end_within_run_and_grace_without_lag() {
         over <= 0.3,
         "{over:.2} s past run + grace ({wall:.2} s in all)"
     );
-    // Issue 32's second bound, no second with generator lag above 20 ms, is not met yet and
-    // is not asserted: on the quiet CI machine the debug generator's loop lagged 250–590 ms
-    // in each second of the load (8 ms in the teardown second), with 16,000 connections on
-    // one thread, closes apart (none happen before the end of a keep-alive run). The lag is
-    // printed above; the issue stays open on it.
-    let teardown_lag = lag_ms.last().copied().unwrap_or(0.0);
-    eprintln!("teardown second's generator lag {teardown_lag:.1} ms (not asserted: see above)");
+    // Issue 32: no second with generator lag above 20 ms. What the generator's wait for a
+    // CPU cannot explain is its own.
+    if worst_lag <= MOST_LAG {
+        return;
+    }
+    let Some(machine_wait) = machine_wait else {
+        common::inconclusive(format!(
+            "a second's generator lag reached {worst_lag:?} and the generator's wait for a CPU \
+             cannot be read here (no schedstat)"
+        ));
+        return;
+    };
+    assert!(
+        worst_lag.saturating_sub(machine_wait) <= MOST_LAG,
+        "a second's generator lag reached {worst_lag:?} ({lags:?}), of which at most \
+         {machine_wait:?} was a wait for a CPU"
+    );
+    common::inconclusive(format!(
+        "a second's generator lag reached {worst_lag:?}, but the generator waited for a CPU up \
+         to {machine_wait:?} in a second: other work on its CPU, not its own loop"
+    ));
 }

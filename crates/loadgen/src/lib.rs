@@ -10,24 +10,40 @@
 //! only at `WorkerRecorder`, so nothing after the engine knows which one ran.
 //!
 //! No `unsafe` here but for [`sys`], the few system calls no well-kept crate wraps (TCP_INFO,
-//! IP_BIND_ADDRESS_NO_PORT, the allocator's mmap threshold, a thread's context switches); the
-//! io_uring engine's ring and its `unsafe` are `tailscope_uring::client`.
+//! IP_BIND_ADDRESS_NO_PORT, IP_LOCAL_PORT_RANGE, the allocator's mmap threshold, a thread's
+//! context switches); the io_uring engine's ring and its `unsafe` are
+//! `tailscope_uring::client`. Every other module is `forbid(unsafe_code)` (no `allow` inside
+//! can lift it); the crate as a whole can only deny it, since `sys` must allow it.
 #![deny(unsafe_code)]
 
+#[forbid(unsafe_code)]
 pub mod aggregate;
+#[forbid(unsafe_code)]
 pub mod conns;
+#[forbid(unsafe_code)]
 mod counts;
+#[forbid(unsafe_code)]
 mod engine;
+#[forbid(unsafe_code)]
 pub mod error;
+#[forbid(unsafe_code)]
 pub mod failures;
+#[forbid(unsafe_code)]
 pub mod fmt;
+#[forbid(unsafe_code)]
 pub mod http;
+#[forbid(unsafe_code)]
 pub mod mix;
+#[forbid(unsafe_code)]
 pub mod plan;
+#[forbid(unsafe_code)]
 pub mod recorder;
+#[forbid(unsafe_code)]
 pub mod segment;
+#[forbid(unsafe_code)]
 pub mod snapshot;
 mod sys;
+#[forbid(unsafe_code)]
 pub mod transport;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -11,7 +11,7 @@ use tokio::time::timeout;
 use super::connection::connect_error_kind;
 use super::Shared;
 use crate::error::ErrorKind;
-use crate::sys::bind_source;
+use crate::sys::prepare_connect;
 
 /// One read from a socket tokio said is readable. A read shorter than `buf` emptied the
 /// socket: its readiness is cleared at once, as tokio's own `read` does, so the next wait
@@ -52,19 +52,17 @@ pub(super) async fn dial_tcp(
     }
 }
 
-/// Connects to `addr`, from `source` when one is given (see [`bind_source`]).
+/// Connects to `addr`, from `source` when one is given, searching the whole port range (see
+/// [`prepare_connect`]).
 pub(super) async fn connect_from(
     source: Option<std::net::SocketAddr>,
     addr: std::net::SocketAddr,
 ) -> std::io::Result<TcpStream> {
-    let Some(src) = source else {
-        return TcpStream::connect(addr).await;
-    };
     let socket = match addr {
         std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
         std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
     };
-    bind_source(&socket, src)?;
+    prepare_connect(&socket, source)?;
     socket.connect(addr).await
 }
 

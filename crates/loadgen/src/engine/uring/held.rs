@@ -112,10 +112,7 @@ impl UringWorker {
         let source = self.w.take_source();
         // A slow connection's bytes are plain sends: it keeps its plain descriptor.
         let keep_fd = self.held[i].c.byte_interval().is_some();
-        let bind = |fd: &std::os::fd::OwnedFd| match source {
-            Some(src) => crate::sys::bind_source(fd, src),
-            None => Ok(()),
-        };
+        let bind = |fd: &std::os::fd::OwnedFd| crate::sys::prepare_connect(fd, source);
         let socket = Socket::tcp(&self.shared.plan.addr, keep_fd, &mut self.ring, bind);
         let h = &mut self.held[i];
         h.gen = h.gen.wrapping_add(1);

@@ -73,10 +73,7 @@ impl UringWorker {
         let s = &mut self.slots[i];
         s.c.begin_connect();
         let source = self.w.take_source();
-        let bind = |fd: &std::os::fd::OwnedFd| match source {
-            Some(src) => crate::sys::bind_source(fd, src),
-            None => Ok(()),
-        };
+        let bind = |fd: &std::os::fd::OwnedFd| crate::sys::prepare_connect(fd, source);
         let socket = match Socket::tcp(&self.shared.plan.addr, false, &mut self.ring, bind) {
             Ok(socket) => socket,
             Err(e) => return self.connect_failed(i, ErrorKind::from_io(&e), now),

@@ -258,7 +258,7 @@ fn sixteen_thousand_connections_end_within_run_and_grace_without_lag() {
     };
     let busy_before = common::machine_busy_before();
     let started = Instant::now();
-    let generator = Command::new(env!("CARGO_BIN_EXE_tailscope"))
+    let generator = common::tailscope_command()
         .args(["run", &format!("http://{addr}/"), "--json", "-"])
         .args(["-c", "16000", "--threads", "1", "-z", "3s", "--cpus", "1"])
         .env("TAILSCOPE_JOURNAL_DIR", env!("CARGO_TARGET_TMPDIR"))

@@ -663,7 +663,7 @@ fn a_go_collection_is_named_gc_pause_with_gos_collector_frames() {
     assert!(evidence.contains("(runtime."), "{evidence}");
     // What stopped the goroutines is named with it.
     assert!(
-        evidence.contains("stopped goroutines for it (stop-the-world or mark assist: runtime."),
+        evidence.contains("(stop-the-world or mark assist: runtime."),
         "{evidence}"
     );
 }

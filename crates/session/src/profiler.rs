@@ -2,7 +2,7 @@
 //! and at the end, where they leave [`Findings`], the report's typed sections. The rules are
 //! `tailscope_forensics`'; driving the profiler tick by tick is the session's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tailscope_agent::sampler::ServerSampler;
@@ -199,15 +199,14 @@ impl RunProfiler {
         self.finish_with_stacks(plan, totals, requests).0
     }
 
-    /// [`RunProfiler::finish`], with the server's stacks when an agent sampled them and the
-    /// seconds a named `server_stall` held its requests in (both for
-    /// [`crate::stacks::RunStacks::finish`]: the stacks are compared in those seconds).
+    /// [`RunProfiler::finish`], with the server's stacks when an agent sampled them (for
+    /// [`crate::stacks::RunStacks::finish`]).
     pub fn finish_with_stacks(
         self,
         plan: &Plan,
         totals: &RunTotals,
         requests: u64,
-    ) -> (Findings, Option<Inside>, BTreeSet<u32>) {
+    ) -> (Findings, Option<Inside>) {
         let (profile, listen_queue, inside) = match self.side {
             ServerSide::Local(s) => {
                 let (profile, listen) = s.finish(requests, plan.tick);
@@ -239,6 +238,6 @@ impl RunProfiler {
             listen_queue,
             slowest_by_request: slow_by_request(&totals.slowest),
         };
-        (findings, inside, verdict.stalled_seconds)
+        (findings, inside)
     }
 }

@@ -399,7 +399,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         }
     }
     let cpu_busy = profiler.cpu_busy();
-    let (mut findings, agent_inside, stalled_seconds) =
+    let (mut findings, agent_inside) =
         profiler.finish_with_stacks(plan, &totals, totals.counters.requests());
     warnings.extend(crate::agent::warnings(&findings.profile));
     // The tree is profiled from its root (the `sh -c` around a command's server), but named
@@ -408,8 +408,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         profile.serving(t.pid());
     }
     // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text, stacks_section) =
-        stacks.finish(&totals.timeseries, agent_inside, stalled_seconds);
+    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries, agent_inside);
     if let Some(inside) = &inside {
         findings.look_inside(inside);
     }

@@ -3,7 +3,7 @@
 //! end the `stacks` section of the report, the [`Inside`] the diagnosis is joined to
 //! ([`tailscope_forensics::Findings::look_inside`]), the text and the flame graphs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -202,15 +202,16 @@ impl RunStacks {
     /// threads did over the run (for [`tailscope_forensics::Findings::look_inside`]; `None` when not
     /// sampled), the text section and the report's `stacks` section. `from_agent`: the stacks
     /// an agent sampled and named on the server's host ([`RunStacks::through_agent`]).
-    /// `stalled_seconds`: those a named `server_stall` held its requests in; when there are
-    /// some, the stacks are compared in them rather than in the slow seconds of the time
-    /// series, so that the lists, every inside line and the causes that refine the stall
-    /// read the stall's own seconds.
+    ///
+    /// The stacks are compared in the time series' slow seconds. Comparing them in the seconds
+    /// a named `server_stall` held its requests in (`Verdict::stalled_seconds`,
+    /// `Inside::compared_in`) was tried and taken back: with the seconds before the hold and
+    /// those a wait for a CPU explained, a 600 ms sleep through an agent was no longer told
+    /// from the other seconds (issue 36, still open).
     pub fn finish(
         self,
         timeseries: &[TimePoint],
         from_agent: Option<Inside>,
-        stalled_seconds: BTreeSet<u32>,
     ) -> (Option<Inside>, String, Option<StacksSection>) {
         let inside = match (self.session, from_agent) {
             (Some(session), _) => session.finish(&seconds_of(timeseries)),
@@ -227,11 +228,6 @@ impl RunStacks {
                 }
                 return (None, String::new(), None);
             }
-        };
-        let inside = if stalled_seconds.is_empty() {
-            inside
-        } else {
-            inside.compared_in(stalled_seconds)
         };
         let mut out = String::new();
         for (path, slow_only) in [

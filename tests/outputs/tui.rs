@@ -554,3 +554,72 @@ fn no_color_draws_every_view_without_a_colour_and_every_panel_reads() {
         Vec::<String>::new()
     );
 }
+
+/// Nothing is written over the dashboard: a journal whose disk fills mid-run (a one-page
+/// tmpfs) is said in the dashboard's footer while it runs, and why on stderr once it has given
+/// the terminal back. (Before, the line went to stderr at once and stayed in the drawing: CI
+/// saw the journal's start-up line cut the header.)
+#[test]
+fn a_journal_that_fails_under_the_dashboard_is_said_in_it_and_after_it() {
+    if !common::has_tool("tmux", "-V") {
+        common::skip("tmux not installed (apt-get install tmux)");
+        return;
+    }
+    let dir = common::scratch_dir("tui-journal-full");
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4k", "tmpfs"])
+        .arg(&mnt)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        common::skip("cannot mount a small tmpfs (not root): the full-disk case is not run");
+        return;
+    }
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let session = Session::start(
+        "tailscope-journal-full",
+        "120",
+        "40",
+        &server.url("/plaintext"),
+        &format!(" -q 400 --journal {}", mnt.join("r.journal").display()),
+    );
+    let live = wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
+    assert!(!live.contains("tailscope: journal"), "{live}");
+    // A page at some 300 B a second fills within some 15 s.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let screen = loop {
+        let screen = tmux(&["capture-pane", "-p", "-t", &session.0]);
+        if screen.contains("The journal is no longer being written.") {
+            break screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard never said the journal stopped:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(
+        !screen.contains("tailscope: "),
+        "a line of stderr is drawn over the dashboard:\n{screen}"
+    );
+    tmux(&["send-keys", "-t", &session.0, "q"]);
+    let after = wait_for(&session.0, "EXIT=", true).expect("tailscope exits after q");
+    assert!(
+        after.contains("EXIT=3"),
+        "incomplete output exits 3:\n{after}"
+    );
+    assert!(
+        after.contains("is no longer being written: "),
+        "why is said once the terminal is back:\n{after}"
+    );
+}

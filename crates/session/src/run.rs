@@ -320,15 +320,15 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 .map_or(0, |d| d.as_millis() as u64),
             target: target_info.clone(),
         };
-        let j = JournalWriter::create(path, &header);
-        if !j.failed() {
-            say!(
-                "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
-                path.display()
-            );
+        // While the dashboard has the terminal, nothing is written to stderr: its notes wait
+        // for the dashboard to end.
+        let j = JournalWriter::create(path, &header, dashboard.is_some());
+        if dashboard.is_none() && !j.failed() {
+            say!("{}", journal_note(path));
         }
         j
     });
+    let mut journal_failure_shown = false;
     let totals = tailscope_loadgen::run(plan, &control, |snap| {
         if let Some(j) = journal.as_mut() {
             if !snap.new_second_histograms.is_empty() {
@@ -341,6 +341,12 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         let (cpus, counters) = profiler.on_snapshot(snap);
         stacks.on_snapshot(snap, &profiler.tree_pids());
         if let Some((feed, _)) = &dashboard {
+            if !journal_failure_shown && journal.as_ref().is_some_and(JournalWriter::failed) {
+                journal_failure_shown = true;
+                let _ = feed.send(Action::Note(
+                    "The journal is no longer being written. Why is said at the end; the run goes on.".into(),
+                ));
+            }
             let _ = feed.send(Action::Snapshot(shared.share(snap), cpus));
             let _ = feed.send(Action::Counters(counters));
             let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
@@ -374,6 +380,12 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Ok(Ok(())) => {}
             Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
             Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
+        }
+        if let Some(j) = &journal {
+            if !j.failed() {
+                say!("{}", journal_note(j.path()));
+            }
+            j.release_notes();
         }
     }
     let until = until.map(UntilWatch::finish);
@@ -508,6 +520,14 @@ fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
         return None;
     };
     (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap, control))
+}
+
+/// Where the run's journal is, said once on stderr.
+fn journal_note(path: &Path) -> String {
+    format!(
+        "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
+        path.display()
+    )
 }
 
 /// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,

@@ -8,17 +8,16 @@
 //! [`SYNC_EVERY`] on the journal's thread (a machine that loses power loses at most that
 //! much), and once at the end.
 //!
-//! A failing write (a full disk) stops the journal, not the run: it is said once on stderr and
-//! the run ends with the incomplete-output exit code. Records already written stay whole.
-//! While the dashboard has the terminal, the saying waits ([`JournalWriter::hold_notes`]):
-//! a line written to stderr then would land in the middle of the drawing.
+//! A failing write (a full disk) stops the journal, not the run: it is said once on stderr (after
+//! the dashboard, if one has the terminal: [`crate::stderr`]) and the run ends with the
+//! incomplete-output exit code. Records already written stay whole.
 
 use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -47,54 +46,28 @@ pub struct JournalWriter {
     path: PathBuf,
     to_thread: Option<SyncSender<Message>>,
     thread: Option<JoinHandle<()>>,
-    failed: Arc<Failed>,
+    failed: Arc<AtomicBool>,
     /// Seconds handed to the thread so far.
     seconds: usize,
     /// The slowest list last written (a record carries it only when it changed).
     last_slowest: Vec<SlowRequest>,
 }
 
-/// Whether the journal gave up, and the saying of it while it is held back.
-#[derive(Default)]
-struct Failed {
-    failed: AtomicBool,
-    /// Notes are held (not written to stderr) while this is set.
-    hold: AtomicBool,
-    held: Mutex<Vec<String>>,
-}
-
-impl Failed {
-    fn is_set(&self) -> bool {
-        self.failed.load(Ordering::SeqCst)
-    }
-
-    fn say(&self, note: String) {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        if self.hold.load(Ordering::SeqCst) {
-            held.push(note);
-        } else {
-            say!("{note}");
-        }
-    }
-}
-
 /// Says once that the journal is no longer written, and why.
-fn give_up(path: &Path, failed: &Failed, why: &str) {
-    if !failed.failed.swap(true, Ordering::SeqCst) {
-        failed.say(format!(
+fn give_up(path: &Path, failed: &AtomicBool, why: &str) {
+    if !failed.swap(true, Ordering::SeqCst) {
+        say!(
             "tailscope: the journal {} is no longer being written: {why}; the run goes on, what was written stays readable, and the exit code will say the output is incomplete",
             path.display()
-        ));
+        );
     }
 }
 
 impl JournalWriter {
     /// Creates the journal at `path` with its header. A journal that cannot be created is
-    /// said on stderr (held back with `hold_notes`, see [`Self::hold_notes`]) and the run goes
-    /// on without it ([`Self::failed`] is then true).
-    pub fn create(path: &Path, header: &Header, hold_notes: bool) -> JournalWriter {
-        let failed = Arc::new(Failed::default());
-        failed.hold.store(hold_notes, Ordering::SeqCst);
+    /// said on stderr and the run goes on without it ([`Self::failed`] is then true).
+    pub fn create(path: &Path, header: &Header) -> JournalWriter {
+        let failed = Arc::new(AtomicBool::new(false));
         let mut writer = JournalWriter {
             path: path.to_path_buf(),
             to_thread: None,
@@ -139,17 +112,7 @@ impl JournalWriter {
 
     /// True once a write failed (or the journal could not be created).
     pub fn failed(&self) -> bool {
-        self.failed.is_set()
-    }
-
-    /// Writes the notes held back while the dashboard had the terminal to stderr, and says
-    /// any later ones at once.
-    pub fn release_notes(&self) {
-        let mut held = self.failed.held.lock().unwrap_or_else(|e| e.into_inner());
-        self.failed.hold.store(false, Ordering::SeqCst);
-        for note in held.drain(..) {
-            say!("{note}");
-        }
+        self.failed.load(Ordering::SeqCst)
     }
 
     /// Hands the seconds this snapshot closed to the journal's thread (never waits).
@@ -231,11 +194,11 @@ impl JournalWriter {
 }
 
 /// The journal's thread: appends each record, syncs at most every [`SYNC_EVERY`].
-fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &Failed) {
+fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &AtomicBool) {
     let mut synced = Instant::now();
     let mut seconds = journal::SecondsEncoder::default();
     for message in rx {
-        if failed.is_set() {
+        if failed.load(Ordering::SeqCst) {
             continue;
         }
         let bytes = match message {
@@ -256,7 +219,7 @@ fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &Fa
             }
         }
     }
-    if !failed.is_set() {
+    if !failed.load(Ordering::SeqCst) {
         if let Err(e) = file.sync_data() {
             give_up(path, failed, &e.to_string());
         }

@@ -21,13 +21,18 @@
 //! `anyhow`'s, as the binary's were: this is the application's upper half, and its messages
 //! (with their context) are printed as they were; bad input is a [`UsageError`] within.
 
-/// Writes a line to stderr. A closed stderr (`2>&-`, a pipe whose reader left) is not an
-/// error: the run goes on and the exit code stays what the run decides (`eprintln!` panics).
+/// Writes a line to stderr (held back while the dashboard has the terminal: see
+/// [`stderr::Held`]). A closed stderr (`2>&-`, a pipe whose reader left) is not an error: the
+/// run goes on and the exit code stays what the run decides (`eprintln!` panics).
 #[macro_export]
 macro_rules! say {
+    () => {{
+        $crate::stderr::write("\n");
+    }};
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        $crate::stderr::write(&line);
     }};
 }
 
@@ -35,8 +40,7 @@ macro_rules! say {
 #[macro_export]
 macro_rules! say_part {
     ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = write!(std::io::stderr(), $($arg)*);
+        $crate::stderr::write(&format!($($arg)*));
     }};
 }
 
@@ -49,6 +53,7 @@ pub mod profiler;
 pub mod run;
 pub mod signals;
 pub mod stacks;
+pub mod stderr;
 pub mod suite;
 pub mod until;
 pub mod warmup;

@@ -218,11 +218,18 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     );
     // `s` on the dashboard asks for the HTML report of the run so far.
     let (saves, save_requests) = std::sync::mpsc::channel();
+    // Declared before the dashboard, so that on an early return it is dropped (and what it
+    // kept written) after the dashboard is.
+    let mut stderr_held = crate::stderr::Held::default();
     let dashboard = if config.tui {
         start_dashboard(&config, target.as_ref(), agent.as_ref(), &control, saves)
     } else {
         None
     };
+    if dashboard.is_some() {
+        // Until the dashboard gives the terminal back, stderr is kept (`crate::stderr`).
+        stderr_held.hold();
+    }
     let live = live && dashboard.is_none();
     let warmup_auto = if config.warmup_auto {
         Some(
@@ -320,11 +327,12 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 .map_or(0, |d| d.as_millis() as u64),
             target: target_info.clone(),
         };
-        // While the dashboard has the terminal, nothing is written to stderr: its notes wait
-        // for the dashboard to end.
-        let j = JournalWriter::create(path, &header, dashboard.is_some());
-        if dashboard.is_none() && !j.failed() {
-            say!("{}", journal_note(path));
+        let j = JournalWriter::create(path, &header);
+        if !j.failed() {
+            say!(
+                "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
+                path.display()
+            );
         }
         j
     });
@@ -381,12 +389,8 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
             Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
         }
-        if let Some(j) = &journal {
-            if !j.failed() {
-                say!("{}", journal_note(j.path()));
-            }
-            j.release_notes();
-        }
+        // What was said meanwhile: the terminal is back.
+        stderr_held.release();
     }
     let until = until.map(UntilWatch::finish);
     let mut totals = totals.context("the load generator could not run")?;
@@ -520,14 +524,6 @@ fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
         return None;
     };
     (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap, control))
-}
-
-/// Where the run's journal is, said once on stderr.
-fn journal_note(path: &Path) -> String {
-    format!(
-        "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
-        path.display()
-    )
 }
 
 /// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,

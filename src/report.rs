@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::Result;
 use clap::Parser as _;
-use tailscope_cli::args::{Cli, Command, ReportArgs};
+use tailscope_cli::args::{Cli, Command, ReportArgs, RunArgs};
 use tailscope_report::document::Report;
 use tailscope_report::{journal, AnyReport};
 use tailscope_session::files::{check_files, Output};
@@ -87,7 +87,53 @@ fn from_journal(bytes: &[u8], path: &Path) -> Result<Report> {
     let Some(Command::Run(run)) = cli.command else {
         return Err(cannot("not a `tailscope run`".into()).into());
     };
+    let run = for_rebuild(run, journal.header.cwd.as_deref());
     let mut config = tailscope_cli::run::run_config(run).map_err(|e| cannot(e.to_string()))?;
     let _ = config.plan.set_url(&journal.header.url);
     Ok(tailscope_session::journal::rebuild(&journal, &config.plan))
+}
+
+/// The run's flags made independent of where and when `report` runs (a newcomer's rebuild
+/// from another directory was refused: the run's relative `--journal` could not be written
+/// from there). Only the plan is wanted: the outputs and the journal are not written again;
+/// `--pid`, `--start-at` and the agent were checked at the run's own moment (the server may
+/// be gone, the start time past); and the files the run read (`--load`, `-D`, the URL list,
+/// TLS files) are found where it ran, when the journal says where that was.
+fn for_rebuild(mut run: RunArgs, ran_in: Option<&Path>) -> RunArgs {
+    let o = &mut run.output;
+    for out in [
+        &mut o.json,
+        &mut o.html,
+        &mut o.csv,
+        &mut o.csv_slowest,
+        &mut o.hdr_log,
+        &mut o.journal,
+        &mut o.flamegraph,
+        &mut o.flamegraph_slow,
+    ] {
+        *out = None;
+    }
+    o.no_journal = true;
+    run.target.pid = None;
+    run.segment.start_at = None;
+    run.agent_link.agent = None;
+    run.agent_link.agent_token = None;
+    run.agent_link.agent_fingerprint = None;
+    if let Some(dir) = ran_in {
+        let r = &mut run.request;
+        let t = &mut run.tls;
+        for input in [
+            &mut r.body_file,
+            &mut r.load,
+            &mut r.urls_from_file,
+            &mut t.cacert,
+            &mut t.cert,
+            &mut t.key,
+        ] {
+            if let Some(p) = input.as_mut().filter(|p| p.is_relative()) {
+                *p = dir.join(&*p);
+            }
+        }
+    }
+    run
 }

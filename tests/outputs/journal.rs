@@ -227,3 +227,62 @@ fn a_full_disk_mid_run_is_loud_but_not_fatal() {
         .unwrap()
         .is_empty());
 }
+
+/// A killed run's journal is rebuilt from any directory: the run named its journal, its
+/// outputs and its load file relative to where it ran (a newcomer's rebuild from another
+/// directory was refused: "cannot write the journal to intr/x.journal"), and the rebuilt
+/// report neither reads 0 connections open nor warns that they never opened (it did: a
+/// journal kept no peak, and the rebuild took 0 for it).
+#[test]
+fn a_killed_runs_journal_is_rebuilt_from_another_directory() {
+    let server = serve(|_| Reply::Send(ok("ok")));
+    let dir = scratch_dir("journal-elsewhere");
+    std::fs::create_dir(dir.path().join("out")).unwrap();
+    std::fs::write(
+        dir.path().join("mix.toml"),
+        format!(
+            "url = \"{}\"\n[[request]]\nname = \"a\"\npath = \"/a\"\n[[request]]\nname = \"b\"\npath = \"/b\"\n",
+            server.url("")
+        ),
+    )
+    .unwrap();
+    let mut run = crate::common::tailscope_command();
+    run.current_dir(dir.path())
+        .args(["run", "--load", "mix.toml", "--no-tui", "-c", "4"])
+        .args(["--threads", "1", "-z", "60s", "-q", &RATE.to_string()])
+        .args(["--json", "out/r.json", "--journal", "out/r.journal"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut run = run.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(3_500));
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    let elsewhere = scratch_dir("journal-elsewhere-cwd");
+    let rebuilt = elsewhere.path().join("rebuilt.json");
+    let out = crate::common::tailscope_command()
+        .current_dir(elsewhere.path())
+        .arg("report")
+        .arg(dir.path().join("out/r.journal"))
+        .args(["--json", "rebuilt.json", "--text"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report = read_json(&rebuilt);
+    assert_eq!(report["interrupted"], true);
+    assert!(!report["timeseries"].as_array().unwrap().is_empty());
+    let open = report["connections"]["peak_open"].as_u64().unwrap();
+    assert!((1..=CONNECTIONS).contains(&open), "peak_open {open}");
+    assert!(
+        !text.contains("connections were open at once"),
+        "a false warning:\n{text}"
+    );
+    assert!(
+        text.contains("Interrupted:   by a kill or a crash"),
+        "{text}"
+    );
+    // Nothing of the run's own outputs was written from here.
+    assert!(!elsewhere.path().join("out").exists());
+}

@@ -50,6 +50,10 @@ pub struct Header {
     pub measure_started_unix_ms: u64,
     /// The server under test, when known.
     pub target: Option<TargetInfo>,
+    /// The run's working directory: the files its command line names (`--load`, `-D`) are
+    /// found from it when the report is rebuilt elsewhere. Absent in journals before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 /// One finished second of the run.
@@ -470,6 +474,7 @@ impl Journal {
             .map(|s| s.record.point.clone())
             .collect();
         totals.second_histograms = self.seconds.iter().map(|s| s.histogram.clone()).collect();
+        totals.conns_peak = self.conns_peak();
         totals.slowest = self
             .seconds
             .iter()
@@ -478,6 +483,25 @@ impl Journal {
             .unwrap_or_default();
         totals.stopped_early = true;
         totals
+    }
+
+    /// The most connections open (and opening) in the seconds recorded, each second as it
+    /// ended: a journal keeps no peak within a second, so this is a lower bound of the run's
+    /// (the report of a killed run once read 0 open of 10 and warned that they never opened).
+    fn conns_peak(&self) -> tailscope_loadgen::conns::Gauges {
+        use tailscope_loadgen::conns::HeldKind;
+        let mut peak = tailscope_loadgen::conns::Gauges::default();
+        for s in &self.seconds {
+            let c = &s.record.point.connections;
+            peak.load.open = peak.load.open.max(c.open);
+            peak.load.opening = peak.load.opening.max(c.opening);
+            peak.serving = peak.serving.max(c.serving);
+            for (kind, open) in [(HeldKind::Idle, c.idle_open), (HeldKind::Slow, c.slow_open)] {
+                let held = &mut peak.held[kind.index()];
+                held.open = held.open.max(open.unwrap_or(0));
+            }
+        }
+        peak
     }
 }
 

@@ -302,7 +302,10 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
             segment: None,
             start_at: None,
         },
-        signal: Some("none recorded: the run did not end (rebuilt from its journal)".into()),
+        signal: Some(
+            "a kill or a crash, none recorded: the run did not end (rebuilt from its journal)"
+                .into(),
+        ),
         target: header.target.clone(),
         cpu_busy,
         findings: Some(Findings {

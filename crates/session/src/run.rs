@@ -326,6 +326,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
             target: target_info.clone(),
+            cwd: std::env::current_dir().ok(),
         };
         let j = JournalWriter::create(path, &header);
         if !j.failed() {

@@ -12,6 +12,7 @@ fn header() -> Header {
         url: "http://127.0.0.1:1/".into(),
         measure_started_unix_ms: 1_700_000_000_000,
         target: None,
+        cwd: None,
     }
 }
 

@@ -186,6 +186,9 @@ fn bad_urls_and_settings_are_refused() {
         let err = Plan::new(given).unwrap_err().to_string();
         assert!(err.contains(&format!("write {written} ")), "{err}");
     }
+    // Three slashes: no host (the parser took `path` for one, and resolving it failed).
+    let no_host = Plan::new("http:///path").unwrap_err().to_string();
+    assert!(no_host.contains("it has no host"), "{no_host}");
     let ftp = Plan::new("ftp://127.0.0.1/").unwrap_err().to_string();
     assert!(ftp.contains("use http:// or https://"), "{ftp}");
     let port_zero = Plan::new("http://127.0.0.1:0/").unwrap_err();

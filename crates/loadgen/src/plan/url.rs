@@ -38,6 +38,15 @@ pub(super) fn parse_url(url: &str) -> Result<ParsedUrl, Error> {
             "it has no scheme: write http://{shown} (or https://{shown})"
         )));
     }
+    // `http:///path` is, to the WHATWG parser, the host `path` (a newcomer was told "cannot
+    // resolve path:80"): three slashes leave the host out.
+    if let Some((_, rest)) = url.split_once("://") {
+        if rest.starts_with('/') {
+            return Err(bad(
+                "it has no host (three slashes): write http(s)://HOST[:PORT]/PATH",
+            ));
+        }
+    }
     let parsed = url::Url::parse(url)
         .map_err(|e| bad(&format!("{e}; expected http(s)://HOST[:PORT]/PATH")))?;
     let https = match parsed.scheme() {

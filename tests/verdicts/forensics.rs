@@ -868,6 +868,11 @@ fn a_listener_that_never_accepts_is_named_accept_queue_overflow() {
         &["-c", "8", "--connect-timeout", "1s", "-t", "2s", "-z", "3s"],
     );
     drop(listener);
+    // A URL alone names no server process, and the summary says so under its heading.
+    assert!(
+        stderr.contains("the server's processes: not profiled (a URL alone names none"),
+        "{stderr}"
+    );
     let errors = &r["errors"];
     assert!(
         n(&r["listen_queue"]["full_samples"]) > 0,

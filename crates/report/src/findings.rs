@@ -47,8 +47,17 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
                 .map_or_else(String::new, |at| format!("; lost {at:.1} s into the run"))
         );
     }
-    if let Some(t) = &profile.target {
-        write_target_tree(&mut out, t, report);
+    match &profile.target {
+        Some(t) => write_target_tree(&mut out, t, report),
+        // A URL alone names no process: say so, rather than a heading over the generator's
+        // line alone (a newcomer read it as the server's profile gone missing).
+        None if profile.agent.is_none() => {
+            let _ = writeln!(
+                out,
+                "  the server's processes: not profiled (a URL alone names none: --pid PID or --target to have their CPU and service demand)"
+            );
+        }
+        None => {}
     }
     if let Some(g) = &profile.generator {
         let _ = writeln!(

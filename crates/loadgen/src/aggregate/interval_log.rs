@@ -108,6 +108,10 @@ mod tests {
         }
         let bytes = ours.serialize(&h);
         assert!(bytes.len() > 8, "a second with requests has a body");
-        assert_eq!(bytes.capacity(), bytes.len(), "no spare room kept per second");
+        assert_eq!(
+            bytes.capacity(),
+            bytes.len(),
+            "no spare room kept per second"
+        );
     }
 }

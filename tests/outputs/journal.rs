@@ -153,6 +153,30 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
         assert!(!written[key].is_null(), "{key} is in the run's report");
         assert_eq!(written[key], from_seconds[key], "{key}");
     }
+    // The profile too (written at the end as once a minute): per CPU, the generator's CPU
+    // and the TCP counters are the run's, not n/a; its notes say as of which second.
+    let (profile, rebuilt_profile) = (&written["profile"], &from_seconds["profile"]);
+    for key in ["cpus", "generator", "tcp", "duration_s"] {
+        assert!(
+            !profile[key].is_null(),
+            "profile.{key} is in the run's report"
+        );
+        assert_eq!(profile[key], rebuilt_profile[key], "profile.{key}");
+    }
+    assert!(
+        rebuilt_profile["notes"]
+            .to_string()
+            .contains("the profile is as of second"),
+        "{}",
+        rebuilt_profile["notes"]
+    );
+    assert!(
+        from_seconds["warnings"]
+            .to_string()
+            .contains("the profile (per-CPU, the server's processes, the generator's CPU, TCP counters) is as of second"),
+        "{}",
+        from_seconds["warnings"]
+    );
 }
 
 /// Where a journal's end record (kind 3) begins, walking its frames (docs/journal.md).

@@ -88,6 +88,15 @@ impl ServerSampler {
         self.listen.as_ref().map(ListenWatch::so_far)
     }
 
+    /// The profile and the accept queues as of now, over the run's `requests` so far: what
+    /// [`ServerSampler::finish`] would give, the sampler going on.
+    pub fn so_far(&mut self, requests: u64, interval: Duration) -> (Profile, Option<ListenReport>) {
+        (
+            self.profiler.so_far(requests, interval),
+            self.listen_so_far(),
+        )
+    }
+
     /// The last tick's accept queues is in its [`Tick`]; this ends the profile over the
     /// run's `requests`, sampled every `interval`.
     pub fn finish(self, requests: u64, interval: Duration) -> (Profile, Option<ListenReport>) {

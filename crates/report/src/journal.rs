@@ -18,7 +18,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tailscope_loadgen::snapshot::{new_histogram, Counters};
 use tailscope_loadgen::{RunTotals, SlowRequest, TimePoint};
-use tailscope_targets::listen::ListenSample;
+use tailscope_targets::listen::{ListenReport, ListenSample};
+use tailscope_targets::profile::Profile;
 
 use crate::document::{Report, TargetInfo};
 
@@ -36,6 +37,7 @@ const KIND_HEADER: u8 = 1;
 const KIND_SECOND: u8 = 2;
 const KIND_END: u8 = 3;
 const KIND_HISTOGRAMS: u8 = 4;
+const KIND_PROFILE: u8 = 5;
 
 /// What the journal says of the run before its first second.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -93,6 +95,20 @@ pub struct HistogramsRecord {
     pub histograms: Vec<Vec<u8>>,
 }
 
+/// The server side's profile as of a second of the run, as the run would have reported it
+/// had it ended then: written once a minute, after the histograms record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProfileRecord {
+    /// How many seconds of the run were closed when it was taken.
+    pub seconds: u64,
+    /// The profile of the measured run up to then (per-CPU, the server's tree, the
+    /// generator's CPU, TCP counters).
+    pub profile: Profile,
+    /// The loaded listeners' accept queues up to then, when watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_queue: Option<ListenReport>,
+}
+
 /// How the journal's bytes ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tail {
@@ -119,6 +135,9 @@ pub struct Journal {
     pub end: Option<Report>,
     /// The run's other histograms as last written (once a minute, and at the end).
     pub histograms: Option<HistogramsRecord>,
+    /// The server side's profile as last written (once a minute); none from a run killed
+    /// in its first minute, or profiled through an agent.
+    pub profile: Option<ProfileRecord>,
     /// How its bytes ended.
     pub tail: Tail,
 }
@@ -195,6 +214,11 @@ pub fn header_record(header: &Header) -> Vec<u8> {
 /// The end record's bytes: the run's final report.
 pub fn end_record(report: &Report) -> Vec<u8> {
     json_record(KIND_END, report)
+}
+
+/// The profile record's bytes (deflated JSON, as the header's).
+pub fn profile_record(record: &ProfileRecord) -> Vec<u8> {
+    json_record(KIND_PROFILE, record)
 }
 
 /// Significant digits of the seconds' histograms as a journal keeps them (hdrhistogram's
@@ -409,6 +433,7 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
         seconds: Vec::new(),
         end: None,
         histograms: None,
+        profile: None,
         tail,
     };
     let mut stream = flate2::Decompress::new(false);
@@ -417,6 +442,7 @@ pub fn read(bytes: &[u8]) -> Result<Journal, JournalError> {
             KIND_SECOND => journal.seconds.push(parse_second(&mut stream, &r[1..], i)?),
             KIND_END => journal.end = Some(parse_json(&r[1..], i)?),
             KIND_HISTOGRAMS => journal.histograms = Some(parse_histograms(&r[1..], i)?),
+            KIND_PROFILE => journal.profile = Some(parse_json(&r[1..], i)?),
             // A kind a later version added: skipped, as the format's rule says.
             _ => {}
         }

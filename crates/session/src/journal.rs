@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use tailscope_loadgen::snapshot::Histograms;
 use tailscope_loadgen::{SlowRequest, Snapshot};
 use tailscope_report::document::Report;
-use tailscope_report::journal::{self, Header, SecondRecord};
+use tailscope_report::journal::{self, Header, ProfileRecord, SecondRecord};
 use tailscope_report::sections::CpuBusy;
 use tailscope_targets::listen::ListenSample;
 
@@ -39,6 +39,7 @@ enum Message {
     Second(Box<SecondRecord>, Vec<u8>),
     End(Box<Report>),
     Histograms(u64, Box<Histograms>),
+    Profile(Box<ProfileRecord>),
 }
 
 /// The journal of a run being written.
@@ -157,6 +158,12 @@ impl JournalWriter {
         }
     }
 
+    /// Hands the server's profile as of `seconds` closed seconds to the journal's thread (the
+    /// run gives it with each snapshot that carries a histograms checkpoint, once a minute).
+    pub fn on_profile(&mut self, record: ProfileRecord) {
+        self.send(Message::Profile(Box::new(record)));
+    }
+
     fn send(&mut self, message: Message) {
         let Some(tx) = &self.to_thread else { return };
         match tx.try_send(message) {
@@ -183,6 +190,15 @@ impl JournalWriter {
             ));
         }
         if let Some(r) = report {
+            // The run's profile too, as the histograms: a journal cut before its end record
+            // (a kill while the report was being written) still has them as of the end.
+            if let Some(f) = &r.sections.findings {
+                self.on_profile(ProfileRecord {
+                    seconds: self.seconds as u64,
+                    profile: f.profile.clone(),
+                    listen_queue: f.listen_queue.clone(),
+                });
+            }
             self.send(Message::End(Box::new(r.clone())));
         }
         drop(self.to_thread.take());
@@ -205,6 +221,7 @@ fn write_records(mut file: File, rx: Receiver<Message>, path: &Path, failed: &At
             Message::Second(record, histogram) => seconds.record(&record, &histogram),
             Message::End(report) => journal::end_record(&report),
             Message::Histograms(seconds, h) => journal::histograms_record(seconds, &h),
+            Message::Profile(record) => journal::profile_record(&record),
         };
         if let Err(e) = file.write_all(&bytes) {
             give_up(path, failed, &e.to_string());
@@ -247,25 +264,37 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
         client: &plan.cpus,
     };
     let last = totals.timeseries.last().map_or(0.0, |p| p.t_s);
-    let profile = tailscope_targets::profile::Profile {
-        interval_ms: plan.tick.as_millis() as u64,
-        duration_s: last,
-        cpus: Vec::new(),
-        target: None,
-        generator: None,
-        tcp: None,
-        notes: vec![
-            "rebuilt from the journal of a run that did not end: the profile is not in a journal (each second's per-CPU busy is)".into(),
-        ],
-        source: None,
-        agent: None,
+    let (profile, listen_queue) = match &journal.profile {
+        Some(r) => {
+            let mut profile = r.profile.clone();
+            profile.notes.push(format!(
+                "rebuilt from the journal of a run that did not end: the profile is as of second {} (the journal writes it once a minute)",
+                r.seconds
+            ));
+            (profile, r.listen_queue.clone())
+        }
+        None => (
+            tailscope_targets::profile::Profile {
+                interval_ms: plan.tick.as_millis() as u64,
+                duration_s: last,
+                cpus: Vec::new(),
+                target: None,
+                generator: None,
+                tcp: None,
+                notes: vec![
+                    "rebuilt from the journal of a run that did not end: no profile was written before it stopped (the journal writes one a minute; none through an agent): only each second's per-CPU busy is here".into(),
+                ],
+                source: None,
+                agent: None,
+            },
+            None,
+        ),
     };
-    let listen = None;
     let verdict = judge(&Evidence::new(
         Load::of_totals(plan, &totals),
-        None,
-        listen,
-        None,
+        profile.tcp.clone(),
+        listen_queue.clone(),
+        journal.profile.as_ref().map(|_| &profile),
         roles,
     ));
     let cpu_busy = CpuBusy(
@@ -287,8 +316,12 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
         Some(h) => format!("the connect, TLS, first-request, body and uncorrected histograms are as of second {} (the journal writes them once a minute)", h.seconds),
         None => "the connect, TLS, first-request, body and uncorrected histograms are not (the journal writes them once a minute: the run stopped before its first)".to_string(),
     };
+    let profiled = match &journal.profile {
+        Some(r) => format!("the profile (per-CPU, the server's processes, the generator's CPU, TCP counters) is as of second {} (written once a minute)", r.seconds),
+        None => "no profile was written before it stopped (once a minute; none through an agent): only each second's per-CPU busy".to_string(),
+    };
     let warning = format!(
-        "Rebuilt from the journal of a run that did not end normally (killed, or its machine stopped): the {} whole seconds recorded are here, up to {last:.0} s; what came after, at most the second being recorded when it stopped, is lost{lost}; {others}. Not in a journal: figures per name of a mix, the profile beyond per-CPU busy, the stacks.",
+        "Rebuilt from the journal of a run that did not end normally (killed, or its machine stopped): the {} whole seconds recorded are here, up to {last:.0} s; what came after, at most the second being recorded when it stopped, is lost{lost}; {others}; {profiled}. Not in a journal: figures per name of a mix, the stacks.",
         journal.seconds.len()
     );
     let measure_started =
@@ -312,7 +345,7 @@ pub fn rebuild(journal: &journal::Journal, plan: &tailscope_loadgen::Plan) -> Re
             profile,
             diagnosis: verdict.named,
             diagnosis_held_back: verdict.held_back,
-            listen_queue: None,
+            listen_queue,
             slowest_by_request: Vec::new(),
         }),
         stacks: None,

@@ -9,9 +9,9 @@ use tailscope_agent::sampler::ServerSampler;
 use tailscope_agent::wire::Tick;
 use tailscope_loadgen::{Phase, Plan, RunTotals, Snapshot};
 use tailscope_report::sections::CpuBusy;
-use tailscope_targets::listen::{ListenSample, ListenWatch};
+use tailscope_targets::listen::{ListenReport, ListenSample, ListenWatch};
 use tailscope_targets::procstat::CpuUsage;
-use tailscope_targets::profile::TickCounters;
+use tailscope_targets::profile::{Profile, TickCounters};
 use tailscope_targets::stacks::Inside;
 
 use crate::agent::AgentSide;
@@ -191,6 +191,20 @@ impl RunProfiler {
                 })
                 .collect(),
         )
+    }
+
+    /// The server side's profile and accept queues as of now, over the run's `requests` so
+    /// far: the journal keeps it once a minute for the report of a run that is killed. None
+    /// before the measured window begins, or through an agent (its profile comes at the end).
+    pub fn profile_so_far(
+        &mut self,
+        requests: u64,
+        interval: Duration,
+    ) -> Option<(Profile, Option<ListenReport>)> {
+        match &mut self.side {
+            ServerSide::Local(s) if self.begun => Some(s.so_far(requests, interval)),
+            _ => None,
+        }
     }
 
     /// Ends the profile (over the run's `requests`, as its report counts them) and diagnoses

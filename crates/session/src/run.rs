@@ -343,6 +343,17 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             if !snap.new_second_histograms.is_empty() {
                 j.on_snapshot(snap, &profiler.cpu_busy(), profiler.listen_now());
             }
+            if snap.checkpoint.is_some() {
+                let requests = snap.totals.requests();
+                if let Some((profile, listen_queue)) = profiler.profile_so_far(requests, plan.tick)
+                {
+                    j.on_profile(tailscope_report::journal::ProfileRecord {
+                        seconds: snap.seconds_closed as u64,
+                        profile,
+                        listen_queue,
+                    });
+                }
+            }
         }
         if let Some(u) = until.as_mut() {
             u.watch(snap);

@@ -322,6 +322,12 @@ impl Profiler {
     /// The profile of the window since [`Profiler::begin`], for `requests` requests, sampled
     /// every `interval` (the caller's tick: the profiler samples when it is told to).
     pub fn finish(mut self, requests: u64, interval: std::time::Duration) -> Profile {
+        self.so_far(requests, interval)
+    }
+
+    /// [`Profiler::finish`] as of now, the profiler going on: the run's journal keeps it once
+    /// a minute, so that the report of a killed run has the profile as of its last minute.
+    pub fn so_far(&mut self, requests: u64, interval: std::time::Duration) -> Profile {
         let duration_s = self.started.elapsed().as_secs_f64();
         let mut notes = Vec::new();
         let cpu_end = read_ticks();

@@ -211,3 +211,44 @@ fn the_histograms_record_gives_the_totals_their_other_histograms() {
     let (bytes, _) = three_seconds();
     assert!(read(&bytes).unwrap().totals().histograms.connect.is_empty());
 }
+
+/// The profile records (once a minute): the last whole one is the journal's, and a reader
+/// that meets them between seconds reads the seconds on.
+#[test]
+fn the_last_profile_record_is_the_journals() {
+    let profile = |seconds: u64| ProfileRecord {
+        seconds,
+        profile: Profile {
+            interval_ms: 100,
+            duration_s: seconds as f64,
+            cpus: Vec::new(),
+            target: None,
+            generator: Some(tailscope_targets::profile::GeneratorProfile {
+                cpu_time_s: seconds as f64 / 2.0,
+                cpu_us_per_request: Some(40.0),
+            }),
+            tcp: Some([("RetransSegs".to_string(), 3)].into()),
+            notes: Vec::new(),
+            source: None,
+            agent: None,
+        },
+        listen_queue: None,
+    };
+    let mut bytes = preamble();
+    bytes.extend(header_record(&header()));
+    let mut seconds = SecondsEncoder::default();
+    let (r, h) = second(1, 10, false);
+    bytes.extend(seconds.record(&r, &h));
+    bytes.extend(profile_record(&profile(1)));
+    let (r, h) = second(2, 10, false);
+    bytes.extend(seconds.record(&r, &h));
+    let last = bytes.len();
+    bytes.extend(profile_record(&profile(2)));
+    let journal = read(&bytes).unwrap();
+    assert_eq!(journal.seconds.len(), 2);
+    assert_eq!(journal.profile, Some(profile(2)));
+    // Cut within the second profile record: the first is the journal's.
+    let journal = read(&bytes[..last + 9]).unwrap();
+    assert_eq!(journal.profile, Some(profile(1)));
+    assert!(matches!(journal.tail, Tail::Damaged { .. }));
+}

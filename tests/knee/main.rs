@@ -9,4 +9,5 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod dashboard;
 mod find_max;

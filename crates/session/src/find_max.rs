@@ -26,10 +26,13 @@ use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::Target;
 
+mod live;
+
 use crate::profiler::RunProfiler;
 use crate::run::{trust_target, RunConfig};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
+use live::Live;
 
 /// What `find-max` needs besides a run's configuration (whose plan's pace and length it sets
 /// per step).
@@ -133,7 +136,11 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
         }
         None => None,
     };
-    let result = search(&config, target.as_ref(), &control);
+    // The dashboard takes the terminal after the target's start-up line, and gives it back
+    // before the report is printed.
+    let live = Live::start(&config, target.as_ref(), &control);
+    let result = search(&config, target.as_ref(), &control, &live);
+    live.finish();
     if let Some(t) = target.take() {
         t.stop();
     }
@@ -156,7 +163,8 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         say!("tailscope: wrote {}", path.display());
     }
-    if signalled() {
+    // Cut short (q on the dashboard, Ctrl-C, SIGTERM): 130 as `run`'s, whatever was found.
+    if signalled() || control.is_stopped() {
         return Ok(Outcome::Interrupted);
     }
     Ok(match knee.highest_pass_rps {
@@ -165,7 +173,12 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
     })
 }
 
-fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> Result<KneeReport> {
+fn search(
+    c: &FindMaxConfig,
+    target: Option<&Target>,
+    control: &RunControl,
+    live: &Live,
+) -> Result<KneeReport> {
     let plan = &c.run.plan;
     let mut knee = KneeReport {
         schema: SCHEMA.into(),
@@ -207,15 +220,27 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
             length: c.step,
             index: knee.steps.len(),
         };
-        let (steps, report) = settle(first, &|| control.is_stopped(), &mut |s| {
-            run_step(c, target, control, s)
-        })?;
+        let (steps, report) = settle(
+            first,
+            &|| control.is_stopped(),
+            &|line| live.progress(line),
+            &mut |s| run_step(c, target, control, live, s),
+        )?;
         let (mut earlier, step) = {
             let mut steps = steps;
             let last = steps.pop().expect("settle runs at least one step");
             (steps, last)
         };
         knee.steps.append(&mut earlier);
+        if control.is_stopped() {
+            // The step running when the search was stopped ended early: its verdict rests
+            // on part of a step, and is not counted.
+            knee.stopped_because = format!(
+                "cut short (q on the dashboard, Ctrl-C or SIGTERM) during a step at {} req/s, which is not counted: the rates above are what the search had found",
+                fmt_rps(rate)
+            );
+            break;
+        }
         let passed = step.call == Call::Pass;
         if passed {
             state.pass = Some(state.pass.map_or(rate, |p| p.max(rate)));
@@ -227,10 +252,7 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
             }
         }
         knee.steps.push(step);
-        if control.is_stopped() {
-            knee.stopped_because = "interrupted".into();
-            break;
-        }
+        live.bounds(state.pass, state.fail);
     }
     if state.pass.is_none() && knee.steps.last().is_some_and(|s| s.call == Call::Unsure) {
         knee.stopped_because = format!(
@@ -257,6 +279,7 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
 fn settle<R>(
     first: Step,
     stopped: &dyn Fn() -> bool,
+    say: &dyn Fn(String),
     run: &mut dyn FnMut(Step) -> Result<(KneeStep, R)>,
 ) -> Result<(Vec<KneeStep>, R)> {
     let Step {
@@ -278,10 +301,10 @@ fn settle<R>(
         })
     };
     if step.call == Call::Unsure && !stopped() {
-        say!(
+        say(format!(
             "tailscope: step at {} req/s unsure: running it again, twice as long",
             fmt_rps(rate)
-        );
+        ));
         (step, report) = again("repeat", length * 2, &mut steps, step)?;
     }
     let length = if steps.is_empty() { length } else { length * 2 };
@@ -289,12 +312,12 @@ fn settle<R>(
     let mut passes = usize::from(step.call == Call::Pass);
     if step.call == Call::Fail && !failed_beyond_doubt(&step) {
         while fails < 2 && passes < 2 && !stopped() {
-            say!(
+            say(format!(
                 "tailscope: step at {} req/s failed: confirming it ({} fail, {} pass so far)",
                 fmt_rps(rate),
                 fails,
                 passes
-            );
+            ));
             (step, report) = again("confirm", length, &mut steps, step)?;
             if step.call == Call::Pass {
                 passes += 1;
@@ -338,8 +361,10 @@ fn run_step(
     c: &FindMaxConfig,
     target: Option<&Target>,
     control: &RunControl,
+    live: &Live,
     s: Step,
 ) -> Result<(KneeStep, Report)> {
+    live.step_started(&s);
     let Step {
         rate,
         phase,
@@ -350,12 +375,12 @@ fn run_step(
     plan.pace = Pace::Rate(rate);
     plan.stop = Stop::Duration(length);
     plan.warmup = warmup_for(length);
-    say!(
+    live.progress(format!(
         "tailscope: find-max step {} ({phase}): {} req/s for {}",
         index + 1,
         fmt_rps(rate),
         humantime::format_duration(length)
-    );
+    ));
     let server_cpus = target.map(|t| t.server_cpus().to_vec()).unwrap_or_default();
     let target_pid = target.map(|t| t.root_pid()).or(c.run.pid);
     let mut profiler = RunProfiler::new(target_pid, server_cpus, plan.cpus.clone(), false)
@@ -363,6 +388,7 @@ fn run_step(
     let measure_started = SystemTime::now();
     let totals = tailscope_loadgen::run(&plan, control, |snap| {
         profiler.on_snapshot(snap);
+        live.tick(snap);
     })
     .context("the load generator could not run")?;
     let cpu_busy = profiler.cpu_busy();
@@ -392,7 +418,7 @@ fn run_step(
     });
     let calls = c.slos.iter().map(|s| judge(s, &report)).collect();
     let step = KneeStep::of(index, phase, rate, &report, calls);
-    say!(
+    live.progress(format!(
         "tailscope:   answered {} req/s, {} due unsent at its end, p99 {}, errors {:.3} %: {}",
         fmt_rps(step.answered_rps),
         step.unsent_end,
@@ -400,7 +426,8 @@ fn run_step(
             .map_or("n/a".into(), tailscope_report::document::fmt_us),
         step.error_rate * 100.0,
         tailscope_report::knee::verdict(&step)
-    );
+    ));
+    live.step_done(&step);
     Ok((step, report))
 }
 
@@ -459,198 +486,4 @@ fn diagnose(step: &KneeStep, report: &Report, c: &FindMaxConfig) -> Vec<String> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(start: f64, max: f64) -> Range {
-        Range {
-            start_rate: start,
-            max_rate: max,
-            precision: 0.05,
-        }
-    }
-
-    /// The rates the search tries against a server whose SLO holds below `knee`.
-    fn tried(knee: f64, c: &Range) -> (Vec<f64>, String) {
-        let mut s = Search {
-            pass: None,
-            fail: None,
-        };
-        let mut rates = Vec::new();
-        loop {
-            match s.next(c) {
-                Ok((r, _)) => {
-                    rates.push(r);
-                    if r < knee {
-                        s.pass = Some(s.pass.map_or(r, |p: f64| p.max(r)));
-                    } else {
-                        s.fail = Some(s.fail.map_or(r, |f: f64| f.min(r)));
-                    }
-                }
-                Err(why) => return (rates, why),
-            }
-            assert!(rates.len() < 50, "{rates:?}");
-        }
-    }
-
-    #[test]
-    fn the_search_climbs_then_bisects_to_the_precision() {
-        let c = config(100.0, 1e6);
-        let (rates, why) = tried(4000.0, &c);
-        assert_eq!(
-            &rates[..7],
-            &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0]
-        );
-        let pass = rates
-            .iter()
-            .copied()
-            .filter(|r| *r < 4000.0)
-            .fold(0.0, f64::max);
-        let fail = rates
-            .iter()
-            .copied()
-            .filter(|r| *r >= 4000.0)
-            .fold(f64::MAX, f64::min);
-        assert!(
-            fail <= pass * 1.05 && pass < 4000.0 && pass > 3800.0,
-            "{rates:?}"
-        );
-        assert!(why.contains("within 5 %"), "{why}");
-    }
-
-    #[test]
-    fn the_search_stops_at_the_ends() {
-        let (rates, why) = tried(50.0, &config(100.0, 1e6));
-        assert_eq!(rates, vec![100.0]);
-        assert!(why.contains("even the lowest"), "{why}");
-        let (rates, why) = tried(1e9, &config(100.0, 500.0));
-        assert_eq!(rates, vec![100.0, 200.0, 400.0, 500.0]);
-        assert!(why.contains("--max-rate"), "{why}");
-    }
-
-    /// A step with this verdict, its server answering `answered` of the offered rate.
-    fn fake(s: &Step, call: Call, answered: f64) -> KneeStep {
-        KneeStep {
-            index: s.index,
-            phase: s.phase.into(),
-            offered_rps: s.rate,
-            answered_rps: answered * s.rate,
-            backlog_end: 0,
-            unsent_end: 0,
-            requests: 1000,
-            errors: 0,
-            error_rate: 0.0,
-            seconds: s.length.as_secs() as usize,
-            p50_us: None,
-            p99_us: None,
-            p999_us: None,
-            late_no_free_connection: 0,
-            late_waited_for_cpu: 0,
-            slos: Vec::new(),
-            call,
-        }
-    }
-
-    /// The steps `settle` runs for one rate when its runs give `calls` in turn: (phase,
-    /// length s, verdict) each; the last decides.
-    fn settled(calls: &[(Call, f64)]) -> Vec<(String, u64, Call)> {
-        let mut script = calls.iter();
-        let first = Step {
-            rate: 1000.0,
-            phase: "bisect",
-            length: Duration::from_secs(3),
-            index: 4,
-        };
-        let (steps, ran) = settle(first, &|| false, &mut |s| {
-            let (call, answered) = *script.next().expect("more steps than scripted");
-            Ok((fake(&s, call, answered), s.index))
-        })
-        .unwrap();
-        assert_eq!(
-            ran,
-            4 + steps.len() - 1,
-            "the last run's report is returned"
-        );
-        assert!(script.next().is_none(), "fewer steps than scripted");
-        steps
-            .iter()
-            .map(|s| (s.phase.clone(), s.seconds as u64, s.call))
-            .collect()
-    }
-
-    fn phase(p: &str, s: u64, c: Call) -> (String, u64, Call) {
-        (p.to_string(), s, c)
-    }
-
-    #[test]
-    fn a_pass_and_a_fail_beyond_doubt_are_believed_at_once() {
-        use Call::*;
-        assert_eq!(settled(&[(Pass, 1.0)]), [phase("bisect", 3, Pass)]);
-        // The server answered 80 % of the offered rate: no stall of the machine does that.
-        assert_eq!(settled(&[(Fail, 0.8)]), [phase("bisect", 3, Fail)]);
-    }
-
-    #[test]
-    fn a_fail_where_the_generator_waited_for_a_cpu_is_confirmed() {
-        let s = Step {
-            rate: 1000.0,
-            phase: "bisect",
-            length: Duration::from_secs(3),
-            index: 0,
-        };
-        let mut step = fake(&s, Call::Fail, 0.8);
-        assert!(failed_beyond_doubt(&step));
-        step.late_waited_for_cpu = 11;
-        assert!(!failed_beyond_doubt(&step), "the machine, not the server");
-    }
-
-    #[test]
-    fn a_close_fail_is_confirmed_two_of_three() {
-        use Call::*;
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Fail, 0.97)]),
-            [phase("bisect", 3, Fail), phase("confirm", 3, Fail)]
-        );
-        // One noisy fail between two passes: the rate passes.
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Pass, 1.0), (Pass, 1.0)]),
-            [
-                phase("bisect", 3, Fail),
-                phase("confirm", 3, Pass),
-                phase("confirm", 3, Pass)
-            ]
-        );
-        // An unsure confirmation is not a pass.
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Pass, 1.0), (Unsure, 1.0)]).last(),
-            Some(&phase("confirm", 3, Unsure))
-        );
-    }
-
-    #[test]
-    fn an_unsure_step_runs_twice_as_long_and_its_fail_is_confirmed_as_long() {
-        use Call::*;
-        assert_eq!(
-            settled(&[(Unsure, 1.0), (Unsure, 1.0)]),
-            [phase("bisect", 3, Unsure), phase("repeat", 6, Unsure)]
-        );
-        assert_eq!(
-            settled(&[(Unsure, 1.0), (Fail, 0.95), (Fail, 0.95)]),
-            [
-                phase("bisect", 3, Unsure),
-                phase("repeat", 6, Fail),
-                phase("confirm", 6, Fail)
-            ]
-        );
-    }
-
-    #[test]
-    fn the_warm_up_is_a_quarter_of_the_step_within_bounds() {
-        assert_eq!(warmup_for(Duration::from_secs(4)), Duration::from_secs(1));
-        assert_eq!(
-            warmup_for(Duration::from_secs(1)),
-            Duration::from_millis(500)
-        );
-        assert_eq!(warmup_for(Duration::from_secs(60)), Duration::from_secs(2));
-    }
-}
+mod tests;

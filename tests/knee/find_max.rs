@@ -310,3 +310,51 @@ fn find_max_on_nginx_one_worker() {
         &["-H", "Accept-Encoding: gzip"],
     );
 }
+
+/// Ctrl-C (SIGINT) during a headless search: it ends with what it found, exit 130, the
+/// report says it was cut short, and the step the signal cut is not counted (before, the cut
+/// step was judged on its part and kept, and the report said only "interrupted").
+#[test]
+fn sigint_cuts_the_search_short_without_counting_the_step_it_cut() {
+    let _alone = common::quiet_machine();
+    let server = common::serve(|_| common::Reply::Send(common::ok("Hello, World!")));
+    let dir = common::scratch_dir("find-max-sigint");
+    let json = dir.path().join("knee.json");
+    let url = server.url("/plaintext");
+    let args = [
+        "find-max",
+        &url,
+        "--slo",
+        "p90<500ms",
+        "--start-rate",
+        "200",
+        "--max-rate",
+        "100000",
+        "--step",
+        "3s",
+        "-c",
+        "4",
+        "--threads",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    // The second step has started: the first is judged, the second is under way.
+    let (mut child, seen) = common::spawn_until(&args, "find-max step 2");
+    assert!(seen.contains("find-max step 2"), "{seen}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    common::interrupt(child.id());
+    let code = common::wait_bounded(&mut child, std::time::Duration::from_secs(30));
+    assert_eq!(code, 130, "{seen}");
+    let doc = common::read_json(&json);
+    let why = doc["stopped_because"].as_str().unwrap_or_default();
+    assert!(why.starts_with("cut short"), "{doc:#}");
+    let steps = doc["steps"].as_array().unwrap();
+    assert!(!steps.is_empty(), "the judged steps are kept: {doc:#}");
+    for step in steps {
+        assert!(
+            step["seconds"].as_u64().unwrap() >= 3,
+            "a cut step counted: {step:#}"
+        );
+    }
+}

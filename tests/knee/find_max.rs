@@ -60,7 +60,9 @@ fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
     let _ = server.kill();
     let _ = server.wait();
     let found = doc["highest_pass_rps"].as_f64();
-    let why = doc["diagnosis"].to_string();
+    // The diagnosis of the step at the lowest failing rate, and of the first failing step
+    // when the climb's overshoot was another.
+    let why = format!("{} {}", doc["diagnosis"], doc["first_fail_diagnosis"]);
     // The pool's real capacity here: 20 connections over the time a request held one at the
     // lowest rate (5 ms and what this machine adds to it).
     let held_ms = doc["steps"][0]["p50_us"].as_f64().unwrap_or(f64::NAN) / 1000.0;
@@ -357,4 +359,87 @@ fn sigint_cuts_the_search_short_without_counting_the_step_it_cut() {
             "a cut step counted: {step:#}"
         );
     }
+}
+
+/// An error-rate SLO with no errors at all: a step of a few hundred flawless requests cannot
+/// show a rate under 0.1 % (Wilson's upper bound for 0 of n is about 3.84 / n), so it is
+/// unsure, and the search climbs on from it until a step has requests enough (before, the
+/// first unsure step capped the search: "No rate met the SLO", exit 99, with 0 errors).
+/// Whether a step's generator waited for a CPU on more than one send in ten: such a step is
+/// unsure and caps the search (`tailscope_report::knee::generator_bound`).
+fn generator_bound(doc: &serde_json::Value) -> bool {
+    doc["steps"].as_array().is_some_and(|steps| {
+        steps.iter().any(|s| {
+            s["late_waited_for_cpu"].as_f64().unwrap_or(0.0)
+                > 0.1 * s["requests"].as_f64().unwrap_or(0.0)
+        })
+    })
+}
+
+#[test]
+fn find_max_with_only_an_error_rate_slo_and_no_errors_finds_a_rate() {
+    let _alone = common::quiet_machine();
+    // 500 req/s: 1,000 then (repeated, twice as long) 2,000 requests, unsure of 0.1 %; 1,000
+    // req/s repeated gives 4,000 and 2,000 req/s gives 4,000 in 2 s: both enough.
+    let (code, doc, stderr) = find_max(&[
+        "--target",
+        "embedded",
+        "--slo",
+        "error_rate<0.1%",
+        "--start-rate",
+        "500",
+        "--max-rate",
+        "2000",
+        "--step",
+        "2s",
+    ]);
+    let errors: u64 = doc["steps"].as_array().map_or(0, |s| {
+        s.iter().map(|s| s["errors"].as_u64().unwrap_or(0)).sum()
+    });
+    assert_eq!(
+        errors, 0,
+        "the embedded server failed requests\n{doc:#}\n{stderr}"
+    );
+    assert_eq!(doc["steps"][0]["call"], "unsure", "{doc:#}");
+    let found = doc["highest_pass_rps"].as_f64();
+    match found {
+        Some(r) => {
+            assert_eq!(code, 0, "{doc:#}\n{stderr}");
+            assert!(r >= 1000.0, "{doc:#}");
+        }
+        // Every step unsure: only a generator short of CPU (more than one send in ten)
+        // caps a flawless search.
+        None if generator_bound(&doc) => common::inconclusive(format!(
+            "the generator waited for a CPU; stopped because: {}",
+            doc["stopped_because"]
+        )),
+        None => panic!("no rate found with 0 errors (exit {code})\n{doc:#}\n{stderr}"),
+    }
+
+    // Capped at 500 req/s, no step is shown to pass: the search says "not shown to be met"
+    // with the requests a step needs, and exits 0 (not 99: nothing missed the SLO).
+    let (code, doc, stderr) = find_max(&[
+        "--target",
+        "embedded",
+        "--slo",
+        "error_rate<0.1%",
+        "--start-rate",
+        "500",
+        "--max-rate",
+        "500",
+        "--step",
+        "2s",
+    ]);
+    if generator_bound(&doc) && doc["highest_unsure_rps"].is_null() {
+        common::inconclusive("the generator waited for a CPU at 500 req/s");
+        return;
+    }
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert!(doc["highest_pass_rps"].is_null(), "{doc:#}");
+    assert_eq!(doc["highest_unsure_rps"], 500.0, "{doc:#}");
+    let why = doc["stopped_because"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not shown to be met") && why.contains("at least 3,838 requests"),
+        "{why}"
+    );
 }

@@ -15,23 +15,25 @@
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_forensics::Roles;
 use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
 use tailscope_report::document::{Report, TargetInfo};
 use tailscope_report::knee::{
-    check_slo, fmt_rps, judge, knee_page, knee_text, Call, KneeReport, KneeStep, SCHEMA,
+    check_slo, fmt_rps, generator_bound, judge, knee_page, knee_text, meets, requests_to_bound,
+    Call, KneeReport, KneeStep, SCHEMA,
 };
 use tailscope_report::threshold::{Metric, Threshold};
 use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::Target;
 
+mod diagnose;
 mod live;
 
 use crate::profiler::RunProfiler;
 use crate::run::{trust_target, RunConfig};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
+use diagnose::diagnose;
 use live::Live;
 
 /// What `find-max` needs besides a run's configuration (whose plan's pace and length it sets
@@ -80,26 +82,90 @@ struct Range {
 
 /// Where the search stands.
 struct Search {
+    /// The highest rate shown to meet every SLO.
     pass: Option<f64>,
+    /// The highest rate whose step was unsure while its figures met every SLO: not
+    /// evidence of a fail (a few hundred flawless requests cannot bound an error rate under
+    /// 0.1 %), so the search climbs on from it, but not a pass either.
+    unsure: Option<f64>,
+    /// The lowest rate that failed, or was not shown to pass while a figure missed its SLO,
+    /// or whose generator was short of CPU: it caps the search.
     fail: Option<f64>,
 }
 
+/// What a settled step does to the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    Pass,
+    /// Unsure, its figures meeting every SLO: climb on from it.
+    Unsure,
+    /// A fail, an unsure step whose figures miss an SLO, or one whose generator waited for
+    /// a CPU: the rates above it are not tried.
+    Cap,
+}
+
+/// How a settled step moves the search.
+fn effect(step: &KneeStep, slos: &[Threshold]) -> Effect {
+    match step.call {
+        Call::Pass => Effect::Pass,
+        Call::Fail => Effect::Cap,
+        Call::Unsure if generator_bound(step) => Effect::Cap,
+        Call::Unsure => {
+            let figures_meet = slos.len() == step.slos.len()
+                && slos
+                    .iter()
+                    .zip(&step.slos)
+                    .all(|(t, c)| c.estimate.is_some_and(|e| meets(t, e)));
+            if figures_meet {
+                Effect::Unsure
+            } else {
+                Effect::Cap
+            }
+        }
+    }
+}
+
 impl Search {
-    /// The next rate to try, and its phase; none when the search is over (with why).
+    /// Records a settled step at `rate`.
+    fn record(&mut self, rate: f64, e: Effect) {
+        let (slot, higher) = match e {
+            Effect::Pass => (&mut self.pass, true),
+            Effect::Unsure => (&mut self.unsure, true),
+            Effect::Cap => (&mut self.fail, false),
+        };
+        *slot = Some(slot.map_or(rate, |r| if higher { r.max(rate) } else { r.min(rate) }));
+    }
+
+    /// The next rate to try, and its phase; none when the search is over (with why). The
+    /// search climbs and bisects from the highest rate that did not cap it (a pass, or an
+    /// unsure step whose figures met every SLO); the answer stays the highest pass.
     fn next(&self, c: &Range) -> Result<(f64, &'static str), String> {
-        match (self.pass, self.fail) {
+        let low = match (self.pass, self.unsure) {
+            (Some(p), Some(u)) => Some(p.max(u)),
+            (p, u) => p.or(u),
+        };
+        let shown = |r: f64| {
+            if self.pass == Some(r) {
+                "met the SLO"
+            } else {
+                "met the SLO on its figures but was unsure (not shown to)"
+            }
+        };
+        match (low, self.fail) {
             (None, None) => Ok((c.start_rate, "climb")),
             (None, Some(f)) => Err(format!(
                 "even the lowest rate tried, {} req/s, missed the SLO",
                 fmt_rps(f)
             )),
             (Some(p), None) if p >= c.max_rate => Err(format!(
-                "the highest rate allowed, {} req/s (--max-rate), met the SLO: the knee is above it",
-                fmt_rps(p)
+                "the highest rate allowed, {} req/s (--max-rate), {}: the knee is above it",
+                fmt_rps(p),
+                shown(p)
             )),
             (Some(p), None) => Ok(((p * 2.0).min(c.max_rate), "climb")),
             (Some(p), Some(f)) if f <= p * (1.0 + c.precision) => Err(format!(
-                "the highest pass and the lowest fail are within {:.0} % of each other",
+                "the highest rate that met the SLO{} and the lowest that did not are within {:.0} % of each other",
+                if self.pass == Some(p) { "" } else { " on its figures (unsure)" },
                 c.precision * 100.0
             )),
             (Some(p), Some(f)) => Ok(((p * f).sqrt(), "bisect")),
@@ -108,7 +174,8 @@ impl Search {
 }
 
 /// Runs the search and reports. Returns how the process should exit: 0 when a rate met
-/// every SLO, 99 when even the lowest did not.
+/// every SLO (shown by its intervals, or only by its figures: see the end), 99 when even
+/// the lowest did not.
 pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
     config.validate()?;
     let control = RunControl::new();
@@ -167,9 +234,13 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
     if signalled() || control.is_stopped() {
         return Ok(Outcome::Interrupted);
     }
-    Ok(match knee.highest_pass_rps {
-        Some(_) => Outcome::Success,
-        None => Outcome::ThresholdFailed,
+    // A rate whose figures met every SLO but whose intervals were too wide to show it is not
+    // a fail: `run --fail-if` judges the bare figures, and would pass it. 99 is kept for a
+    // search where even the lowest rate missed (or was not shown to meet) an SLO on its
+    // figures; the report says when no rate was *shown* to meet it.
+    Ok(match (knee.highest_pass_rps, knee.highest_unsure_rps) {
+        (None, None) => Outcome::ThresholdFailed,
+        _ => Outcome::Success,
     })
 }
 
@@ -191,14 +262,18 @@ fn search(
         precision: c.precision,
         steps: Vec::new(),
         highest_pass_rps: None,
+        highest_unsure_rps: None,
         lowest_fail_rps: None,
         crossings: Vec::new(),
         stopped_because: String::new(),
         diagnosis: Vec::new(),
         first_fail_step: None,
+        lowest_fail_step: None,
+        first_fail_diagnosis: Vec::new(),
     };
     let mut state = Search {
         pass: None,
+        unsure: None,
         fail: None,
     };
     let range = Range {
@@ -241,29 +316,92 @@ fn search(
             );
             break;
         }
-        let passed = step.call == Call::Pass;
-        if passed {
-            state.pass = Some(state.pass.map_or(rate, |p| p.max(rate)));
-        } else {
-            state.fail = Some(state.fail.map_or(rate, |f| f.min(rate)));
-            if knee.first_fail_step.is_none() {
-                knee.first_fail_step = Some(knee.steps.len());
-                knee.diagnosis = diagnose(&step, &report, c);
-            }
+        let e = effect(&step, &c.slos);
+        if e == Effect::Cap {
+            note_cap(&mut knee, &step, diagnose(&step, &report, c));
         }
+        state.record(rate, e);
         knee.steps.push(step);
         live.bounds(state.pass, state.fail);
     }
-    if state.pass.is_none() && knee.steps.last().is_some_and(|s| s.call == Call::Unsure) {
-        knee.stopped_because = format!(
-            "even the lowest rate tried, {} req/s, was not shown to meet the SLO: its interval straddled the limit twice (noise: a longer --step narrows it)",
-            fmt_rps(c.start_rate)
-        );
+    if knee.first_fail_step == knee.lowest_fail_step {
+        knee.first_fail_diagnosis.clear();
+    }
+    if !control.is_stopped() {
+        if let Some(why) = why_unshown(&knee, &state, c) {
+            knee.stopped_because = why;
+        }
+        if let Some(s) = knee.lowest_fail_step.map(|i| &knee.steps[i]) {
+            if generator_bound(s) {
+                knee.stopped_because.push_str(&format!(
+                    "; the rate found is bounded by the generator, not the server: at {} req/s it waited for a CPU on {:.0} % of its sends",
+                    fmt_rps(s.offered_rps),
+                    100.0 * s.late_waited_for_cpu as f64 / s.requests.max(1) as f64
+                ));
+            }
+        }
     }
     knee.highest_pass_rps = state.pass;
+    knee.highest_unsure_rps = state.unsure.filter(|u| state.pass.is_none_or(|p| *u > p));
     knee.lowest_fail_rps = state.fail;
     knee.find_crossings(&c.slos);
     Ok(knee)
+}
+
+/// Records a step that caps the search: the first such step, and the one at the lowest
+/// capping rate (the one that bounds the answer), each with its diagnosis.
+fn note_cap(knee: &mut KneeReport, step: &KneeStep, diagnosis: Vec<String>) {
+    let at = knee.steps.len();
+    if knee.first_fail_step.is_none() {
+        knee.first_fail_step = Some(at);
+        knee.first_fail_diagnosis = diagnosis.clone();
+    }
+    let lower = knee
+        .lowest_fail_step
+        .is_none_or(|i| step.offered_rps < knee.steps[i].offered_rps);
+    if lower {
+        knee.lowest_fail_step = Some(at);
+        knee.diagnosis = diagnosis;
+    }
+}
+
+/// Why no rate was shown to meet the SLO, when none was and no step missed it outright:
+/// the steps were unsure, and how many requests (or seconds) a step needs to be sure.
+fn why_unshown(knee: &KneeReport, state: &Search, c: &FindMaxConfig) -> Option<String> {
+    if state.pass.is_some() {
+        return None;
+    }
+    let highest = state.unsure.or(state.fail)?;
+    let step = knee
+        .curve()
+        .into_iter()
+        .find(|s| s.offered_rps == highest)?;
+    if step.call != Call::Unsure {
+        return None;
+    }
+    let needs: Vec<String> = c
+        .slos
+        .iter()
+        .zip(&step.slos)
+        .filter(|(_, call)| call.call == Call::Unsure)
+        .map(|(t, _)| match requests_to_bound(t) {
+            Some(n) => format!(
+                "{}: with no failures a step needs at least {} requests to bound it under the limit (about 3.84 / limit), {} req/s for {} gave {}",
+                t.expr,
+                tailscope_report::document::fmt_count(n),
+                fmt_rps(step.offered_rps),
+                humantime::format_duration(Duration::from_secs(step.seconds as u64)),
+                tailscope_report::document::fmt_count(step.requests)
+            ),
+            None => format!("{}: its interval straddled the limit (a longer --step narrows it)", t.expr),
+        })
+        .collect();
+    Some(format!(
+        "no rate was shown to meet the SLO (not shown to be met, not missed): up to {} req/s the steps were unsure{}{}",
+        fmt_rps(highest),
+        if needs.is_empty() { "" } else { ": " },
+        needs.join("; ")
+    ))
 }
 
 /// The steps one rate needs before its verdict can be believed; the last one decides.
@@ -429,60 +567,6 @@ fn run_step(
     ));
     live.step_done(&step);
     Ok((step, report))
-}
-
-/// What limited the server at the first failing step, one sentence each: the generator's
-/// connections, the answered rate, and what the forensics and the profile said.
-fn diagnose(step: &KneeStep, report: &Report, c: &FindMaxConfig) -> Vec<String> {
-    let mut why = Vec::new();
-    let sends = step.requests.max(1) as f64;
-    if step.late_no_free_connection as f64 > 0.01 * sends {
-        why.push(format!(
-            "no free connection: {} sends ({:.0} %) waited for one of the {} connections, all busy on the server (the requests queued in the generator: give more -c if the server has room, else this is its limit)",
-            step.late_no_free_connection,
-            100.0 * step.late_no_free_connection as f64 / sends,
-            c.run.plan.connections
-        ));
-    }
-    if step.answered_rps < 0.95 * step.offered_rps || step.unsent_end > 0 {
-        why.push(format!(
-            "the server's queue: it answered {} req/s of the {} offered within the step, and {} requests due by its end were never sent (it fell behind; the backlog grew through the step)",
-            fmt_rps(step.answered_rps),
-            fmt_rps(step.offered_rps),
-            step.unsent_end
-        ));
-    }
-    if step.late_waited_for_cpu as f64 > 0.01 * sends {
-        why.push(format!(
-            "the generator itself waited for a CPU on {} sends: the step measured the machine too (give the generator and the server CPUs apart)",
-            step.late_waited_for_cpu
-        ));
-    }
-    if let Some(f) = report.sections.findings.as_ref() {
-        let roles = Roles {
-            server: &[],
-            client: &c.run.plan.cpus,
-        };
-        let text = tailscope_report::findings::findings_text(f, roles, report);
-        let mut in_diagnosis = false;
-        for line in text.lines() {
-            let l = line.trim();
-            if line.starts_with("Diagnosis") {
-                in_diagnosis = true;
-                continue;
-            }
-            let keep = (in_diagnosis && !l.is_empty() && !l.starts_with("no spike cause"))
-                || l.starts_with("listen queue")
-                || l.starts_with("target ");
-            if keep {
-                why.push(l.to_string());
-            }
-        }
-    }
-    if why.is_empty() {
-        why.push("nothing stood out: the latency grew with the rate".into());
-    }
-    why
 }
 
 #[cfg(test)]

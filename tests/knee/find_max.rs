@@ -409,10 +409,13 @@ fn find_max_with_only_an_error_rate_slo_and_no_errors_finds_a_rate() {
         }
         // Every step unsure: only a generator short of CPU (more than one send in ten)
         // caps a flawless search.
-        None if generator_bound(&doc) => common::inconclusive(format!(
-            "the generator waited for a CPU; stopped because: {}",
-            doc["stopped_because"]
-        )),
+        None if generator_bound(&doc) => {
+            common::inconclusive(format!(
+                "the generator waited for a CPU; stopped because: {}",
+                doc["stopped_because"]
+            ));
+            return;
+        }
         None => panic!("no rate found with 0 errors (exit {code})\n{doc:#}\n{stderr}"),
     }
 

@@ -88,8 +88,8 @@ struct Search {
     /// evidence of a fail (a few hundred flawless requests cannot bound an error rate under
     /// 0.1 %), so the search climbs on from it, but not a pass either.
     unsure: Option<f64>,
-    /// The lowest rate that failed, or was not shown to pass while a figure missed its SLO,
-    /// or whose generator was short of CPU: it caps the search.
+    /// The lowest rate that failed, or was not shown to pass while a figure missed its SLO
+    /// (a generator short of CPU makes a fail unsure): it caps the search.
     fail: Option<f64>,
 }
 
@@ -99,8 +99,8 @@ enum Effect {
     Pass,
     /// Unsure, its figures meeting every SLO: climb on from it.
     Unsure,
-    /// A fail, an unsure step whose figures miss an SLO, or one whose generator waited for
-    /// a CPU: the rates above it are not tried.
+    /// A fail, or an unsure step whose figures miss an SLO (among them a fail the
+    /// generator's CPU wait made unsure): the rates above it are not tried.
     Cap,
 }
 
@@ -109,7 +109,6 @@ fn effect(step: &KneeStep, slos: &[Threshold]) -> Effect {
     match step.call {
         Call::Pass => Effect::Pass,
         Call::Fail => Effect::Cap,
-        Call::Unsure if generator_bound(step) => Effect::Cap,
         Call::Unsure => {
             let figures_meet = slos.len() == step.slos.len()
                 && slos

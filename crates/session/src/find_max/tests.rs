@@ -252,14 +252,18 @@ fn an_unsure_step_whose_figures_meet_the_slo_does_not_cap_the_search() {
         (s.pass, s.unsure, s.fail),
         (Some(4000.0), Some(1000.0), None)
     );
-    // An unsure step whose figure misses the limit still caps it, and so does one whose
-    // generator waited for a CPU on a large share of its sends.
+    // An unsure step whose figure misses the limit still caps it; one whose generator
+    // waited for a CPU on a large share of its sends caps it only when a figure misses (a
+    // fail the CPU wait made unsure), not when its figures met the SLO all the same.
     let (over, _) = error_rate_step(500.0, 1000, 2);
     assert_eq!(
         (over.call, effect(&over, std::slice::from_ref(&slo))),
         (Call::Unsure, Effect::Cap)
     );
     let mut busy = step.clone();
+    busy.late_waited_for_cpu = 200;
+    assert_eq!(effect(&busy, std::slice::from_ref(&slo)), Effect::Unsure);
+    let mut busy = over.clone();
     busy.late_waited_for_cpu = 200;
     assert_eq!(effect(&busy, &[slo]), Effect::Cap);
 }

@@ -46,7 +46,6 @@ pub fn find_max_config(mut args: FindMaxArgs) -> Result<FindMaxConfig> {
     if let Some(a) = arrival {
         run.plan.arrival = a;
     }
-    run.tui = false;
     let config = FindMaxConfig {
         run,
         slos,

@@ -112,12 +112,7 @@ pub fn judge(slo: &Threshold, report: &Report) -> SloCall {
         }
         _ => (None, None, "not judged".to_string()),
     };
-    let holds = |v: f64| match slo.op {
-        Op::Lt => v < slo.limit,
-        Op::Le => v <= slo.limit,
-        Op::Gt => v > slo.limit,
-        Op::Ge => v >= slo.limit,
-    };
+    let holds = |v: f64| meets(slo, v);
     let call = match bounds {
         Some((low, high)) if holds(low) && holds(high) => Call::Pass,
         Some((low, high)) if !holds(low) && !holds(high) => Call::Fail,
@@ -133,6 +128,30 @@ pub fn judge(slo: &Threshold, report: &Report) -> SloCall {
         high: bounds.map(|b| b.1),
         method,
         call,
+    }
+}
+
+/// Whether the figure `v` meets `slo`.
+pub fn meets(slo: &Threshold, v: f64) -> bool {
+    match slo.op {
+        Op::Lt => v < slo.limit,
+        Op::Le => v <= slo.limit,
+        Op::Gt => v > slo.limit,
+        Op::Ge => v >= slo.limit,
+    }
+}
+
+/// The requests a step needs before a rate SLO (`error_rate<L`) can pass with no failure at
+/// all: Wilson's upper bound for 0 of n is z² / (n + z²), under L once n > z² (1 − L) / L
+/// (about 3.84 / L: 3,842 for 0.1 %). Fewer, and even a flawless step is unsure. None for
+/// a latency SLO (its interval narrows with the step's length, not a count).
+pub fn requests_to_bound(slo: &Threshold) -> Option<u64> {
+    let z2 = 1.959_963_984_540_054_f64.powi(2);
+    match slo.metric {
+        Metric::ErrorRate | Metric::Non2xxRate if slo.limit > 0.0 => {
+            Some((z2 * (1.0 - slo.limit) / slo.limit).floor() as u64 + 1)
+        }
+        _ => None,
     }
 }
 
@@ -228,7 +247,8 @@ pub struct KneeStep {
     /// Each SLO's verdict.
     pub slos: Vec<SloCall>,
     /// Pass when every SLO passes, fail when any fails or the server fell behind, else
-    /// unsure.
+    /// unsure; unsure too, not fail, when the generator waited for a CPU on more than one
+    /// send in ten ([`generator_bound`]).
     pub call: Call,
 }
 
@@ -257,6 +277,15 @@ fn window_figures(report: &Report, offered: f64) -> (f64, u64, u64) {
 /// whatever the step's own interval says.
 pub fn fell_behind(step: &KneeStep, intended: u64) -> bool {
     step.unsent_end > 0 && step.unsent_end * 50 > intended
+}
+
+/// Whether the generator, not the server, limited a step: its threads waited for a CPU on
+/// more than one send in ten. Its latencies (from the intended send times) then hold the
+/// generator's own delays, and its backlog sends the generator could not make: a failing
+/// step like that is inconclusive about the server (issue 34: nginx's knee was decided by a
+/// step where 46 % of the sends waited for a CPU).
+pub fn generator_bound(step: &KneeStep) -> bool {
+    step.late_waited_for_cpu > 0 && step.late_waited_for_cpu * 10 > step.requests
 }
 
 impl KneeStep {
@@ -309,6 +338,10 @@ impl KneeStep {
         if fell_behind(&step, intended) {
             step.call = Call::Fail;
         }
+        // A fail the generator's own CPU wait explains says nothing of the server.
+        if step.call == Call::Fail && generator_bound(&step) {
+            step.call = Call::Unsure;
+        }
         step
     }
 }
@@ -350,17 +383,31 @@ pub struct KneeReport {
     pub steps: Vec<KneeStep>,
     /// The highest rate at which every SLO passed; null when none did.
     pub highest_pass_rps: Option<f64>,
-    /// The lowest rate at which one failed (or was not shown to pass); null when none did.
+    /// The highest rate whose step was unsure while its figures met every SLO (not shown
+    /// to pass, not shown to fail: too few requests or seconds to bound them), when above
+    /// `highest_pass_rps`; null otherwise.
+    #[serde(default)]
+    pub highest_unsure_rps: Option<f64>,
+    /// The lowest rate at which one failed (or was not shown to pass while a figure missed
+    /// its SLO, or the generator was short of CPU); null when none did. It caps the search.
     pub lowest_fail_rps: Option<f64>,
     /// Each SLO's crossing.
     pub crossings: Vec<Crossing>,
     /// Why the search stopped.
     pub stopped_because: String,
-    /// What limited the server at the first failing step: the late sends, the forensics
-    /// causes and the profile's figures, one sentence each.
+    /// What limited the server at the step at the lowest failing rate (the one that bounds
+    /// the answer, [`KneeReport::lowest_fail_step`]): the late sends, the forensics causes
+    /// and the profile's figures, one sentence each.
     pub diagnosis: Vec<String>,
     /// The first failing step's index, if one failed.
     pub first_fail_step: Option<usize>,
+    /// The index of the step at the lowest failing rate, the one `diagnosis` is of.
+    #[serde(default)]
+    pub lowest_fail_step: Option<usize>,
+    /// The first failing step's diagnosis, when that step is not the lowest failing rate's
+    /// (the climb overshoots: its first fail is far above the knee); else empty.
+    #[serde(default)]
+    pub first_fail_diagnosis: Vec<String>,
 }
 
 impl KneeReport {

@@ -15,21 +15,26 @@
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use tailscope_forensics::Roles;
 use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
 use tailscope_report::document::{Report, TargetInfo};
 use tailscope_report::knee::{
-    check_slo, fmt_rps, judge, knee_page, knee_text, Call, KneeReport, KneeStep, SCHEMA,
+    check_slo, fmt_rps, generator_bound, judge, knee_page, knee_text, meets, requests_to_bound,
+    Call, KneeReport, KneeStep, SCHEMA,
 };
 use tailscope_report::threshold::{Metric, Threshold};
 use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::Target;
 
+mod diagnose;
+mod live;
+
 use crate::profiler::RunProfiler;
 use crate::run::{trust_target, RunConfig};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::{Outcome, UsageError};
+use diagnose::diagnose;
+use live::Live;
 
 /// What `find-max` needs besides a run's configuration (whose plan's pace and length it sets
 /// per step).
@@ -77,26 +82,89 @@ struct Range {
 
 /// Where the search stands.
 struct Search {
+    /// The highest rate shown to meet every SLO.
     pass: Option<f64>,
+    /// The highest rate whose step was unsure while its figures met every SLO: not
+    /// evidence of a fail (a few hundred flawless requests cannot bound an error rate under
+    /// 0.1 %), so the search climbs on from it, but not a pass either.
+    unsure: Option<f64>,
+    /// The lowest rate that failed, or was not shown to pass while a figure missed its SLO
+    /// (a generator short of CPU makes a fail unsure): it caps the search.
     fail: Option<f64>,
 }
 
+/// What a settled step does to the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Effect {
+    Pass,
+    /// Unsure, its figures meeting every SLO: climb on from it.
+    Unsure,
+    /// A fail, or an unsure step whose figures miss an SLO (among them a fail the
+    /// generator's CPU wait made unsure): the rates above it are not tried.
+    Cap,
+}
+
+/// How a settled step moves the search.
+fn effect(step: &KneeStep, slos: &[Threshold]) -> Effect {
+    match step.call {
+        Call::Pass => Effect::Pass,
+        Call::Fail => Effect::Cap,
+        Call::Unsure => {
+            let figures_meet = slos.len() == step.slos.len()
+                && slos
+                    .iter()
+                    .zip(&step.slos)
+                    .all(|(t, c)| c.estimate.is_some_and(|e| meets(t, e)));
+            if figures_meet {
+                Effect::Unsure
+            } else {
+                Effect::Cap
+            }
+        }
+    }
+}
+
 impl Search {
-    /// The next rate to try, and its phase; none when the search is over (with why).
+    /// Records a settled step at `rate`.
+    fn record(&mut self, rate: f64, e: Effect) {
+        let (slot, higher) = match e {
+            Effect::Pass => (&mut self.pass, true),
+            Effect::Unsure => (&mut self.unsure, true),
+            Effect::Cap => (&mut self.fail, false),
+        };
+        *slot = Some(slot.map_or(rate, |r| if higher { r.max(rate) } else { r.min(rate) }));
+    }
+
+    /// The next rate to try, and its phase; none when the search is over (with why). The
+    /// search climbs and bisects from the highest rate that did not cap it (a pass, or an
+    /// unsure step whose figures met every SLO); the answer stays the highest pass.
     fn next(&self, c: &Range) -> Result<(f64, &'static str), String> {
-        match (self.pass, self.fail) {
+        let low = match (self.pass, self.unsure) {
+            (Some(p), Some(u)) => Some(p.max(u)),
+            (p, u) => p.or(u),
+        };
+        let shown = |r: f64| {
+            if self.pass == Some(r) {
+                "met the SLO"
+            } else {
+                "met the SLO on its figures but was unsure (not shown to)"
+            }
+        };
+        match (low, self.fail) {
             (None, None) => Ok((c.start_rate, "climb")),
             (None, Some(f)) => Err(format!(
                 "even the lowest rate tried, {} req/s, missed the SLO",
                 fmt_rps(f)
             )),
             (Some(p), None) if p >= c.max_rate => Err(format!(
-                "the highest rate allowed, {} req/s (--max-rate), met the SLO: the knee is above it",
-                fmt_rps(p)
+                "the highest rate allowed, {} req/s (--max-rate), {}: the knee is above it",
+                fmt_rps(p),
+                shown(p)
             )),
             (Some(p), None) => Ok(((p * 2.0).min(c.max_rate), "climb")),
             (Some(p), Some(f)) if f <= p * (1.0 + c.precision) => Err(format!(
-                "the highest pass and the lowest fail are within {:.0} % of each other",
+                "the highest rate that met the SLO{} and the lowest that did not are within {:.0} % of each other",
+                if self.pass == Some(p) { "" } else { " on its figures (unsure)" },
                 c.precision * 100.0
             )),
             (Some(p), Some(f)) => Ok(((p * f).sqrt(), "bisect")),
@@ -105,7 +173,8 @@ impl Search {
 }
 
 /// Runs the search and reports. Returns how the process should exit: 0 when a rate met
-/// every SLO, 99 when even the lowest did not.
+/// every SLO (shown by its intervals, or only by its figures: see the end), 99 when even
+/// the lowest did not.
 pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
     config.validate()?;
     let control = RunControl::new();
@@ -133,7 +202,11 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
         }
         None => None,
     };
-    let result = search(&config, target.as_ref(), &control);
+    // The dashboard takes the terminal after the target's start-up line, and gives it back
+    // before the report is printed.
+    let live = Live::start(&config, target.as_ref(), &control);
+    let result = search(&config, target.as_ref(), &control, &live);
+    live.finish();
     if let Some(t) = target.take() {
         t.stop();
     }
@@ -156,16 +229,26 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         say!("tailscope: wrote {}", path.display());
     }
-    if signalled() {
+    // Cut short (q on the dashboard, Ctrl-C, SIGTERM): 130 as `run`'s, whatever was found.
+    if signalled() || control.is_stopped() {
         return Ok(Outcome::Interrupted);
     }
-    Ok(match knee.highest_pass_rps {
-        Some(_) => Outcome::Success,
-        None => Outcome::ThresholdFailed,
+    // A rate whose figures met every SLO but whose intervals were too wide to show it is not
+    // a fail: `run --fail-if` judges the bare figures, and would pass it. 99 is kept for a
+    // search where even the lowest rate missed (or was not shown to meet) an SLO on its
+    // figures; the report says when no rate was *shown* to meet it.
+    Ok(match (knee.highest_pass_rps, knee.highest_unsure_rps) {
+        (None, None) => Outcome::ThresholdFailed,
+        _ => Outcome::Success,
     })
 }
 
-fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> Result<KneeReport> {
+fn search(
+    c: &FindMaxConfig,
+    target: Option<&Target>,
+    control: &RunControl,
+    live: &Live,
+) -> Result<KneeReport> {
     let plan = &c.run.plan;
     let mut knee = KneeReport {
         schema: SCHEMA.into(),
@@ -178,14 +261,18 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
         precision: c.precision,
         steps: Vec::new(),
         highest_pass_rps: None,
+        highest_unsure_rps: None,
         lowest_fail_rps: None,
         crossings: Vec::new(),
         stopped_because: String::new(),
         diagnosis: Vec::new(),
         first_fail_step: None,
+        lowest_fail_step: None,
+        first_fail_diagnosis: Vec::new(),
     };
     let mut state = Search {
         pass: None,
+        unsure: None,
         fail: None,
     };
     let range = Range {
@@ -207,41 +294,113 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
             length: c.step,
             index: knee.steps.len(),
         };
-        let (steps, report) = settle(first, &|| control.is_stopped(), &mut |s| {
-            run_step(c, target, control, s)
-        })?;
+        let (steps, report) = settle(
+            first,
+            &|| control.is_stopped(),
+            &|line| live.progress(line),
+            &mut |s| run_step(c, target, control, live, s),
+        )?;
         let (mut earlier, step) = {
             let mut steps = steps;
             let last = steps.pop().expect("settle runs at least one step");
             (steps, last)
         };
         knee.steps.append(&mut earlier);
-        let passed = step.call == Call::Pass;
-        if passed {
-            state.pass = Some(state.pass.map_or(rate, |p| p.max(rate)));
-        } else {
-            state.fail = Some(state.fail.map_or(rate, |f| f.min(rate)));
-            if knee.first_fail_step.is_none() {
-                knee.first_fail_step = Some(knee.steps.len());
-                knee.diagnosis = diagnose(&step, &report, c);
-            }
-        }
-        knee.steps.push(step);
         if control.is_stopped() {
-            knee.stopped_because = "interrupted".into();
+            // The step running when the search was stopped ended early: its verdict rests
+            // on part of a step, and is not counted.
+            knee.stopped_because = format!(
+                "cut short (q on the dashboard, Ctrl-C or SIGTERM) during a step at {} req/s, which is not counted: the rates above are what the search had found",
+                fmt_rps(rate)
+            );
             break;
         }
+        let e = effect(&step, &c.slos);
+        if e == Effect::Cap {
+            note_cap(&mut knee, &step, diagnose(&step, &report, c));
+        }
+        state.record(rate, e);
+        knee.steps.push(step);
+        live.bounds(state.pass, state.fail);
     }
-    if state.pass.is_none() && knee.steps.last().is_some_and(|s| s.call == Call::Unsure) {
-        knee.stopped_because = format!(
-            "even the lowest rate tried, {} req/s, was not shown to meet the SLO: its interval straddled the limit twice (noise: a longer --step narrows it)",
-            fmt_rps(c.start_rate)
-        );
+    if knee.first_fail_step == knee.lowest_fail_step {
+        knee.first_fail_diagnosis.clear();
+    }
+    if !control.is_stopped() {
+        if let Some(why) = why_unshown(&knee, &state, c) {
+            knee.stopped_because = why;
+        }
+        if let Some(s) = knee.lowest_fail_step.map(|i| &knee.steps[i]) {
+            if generator_bound(s) {
+                knee.stopped_because.push_str(&format!(
+                    "; the rate found is bounded by the generator, not the server: at {} req/s it waited for a CPU on {:.0} % of its sends",
+                    fmt_rps(s.offered_rps),
+                    100.0 * s.late_waited_for_cpu as f64 / s.requests.max(1) as f64
+                ));
+            }
+        }
     }
     knee.highest_pass_rps = state.pass;
+    knee.highest_unsure_rps = state.unsure.filter(|u| state.pass.is_none_or(|p| *u > p));
     knee.lowest_fail_rps = state.fail;
     knee.find_crossings(&c.slos);
     Ok(knee)
+}
+
+/// Records a step that caps the search: the first such step, and the one at the lowest
+/// capping rate (the one that bounds the answer), each with its diagnosis.
+fn note_cap(knee: &mut KneeReport, step: &KneeStep, diagnosis: Vec<String>) {
+    let at = knee.steps.len();
+    if knee.first_fail_step.is_none() {
+        knee.first_fail_step = Some(at);
+        knee.first_fail_diagnosis = diagnosis.clone();
+    }
+    let lower = knee
+        .lowest_fail_step
+        .is_none_or(|i| step.offered_rps < knee.steps[i].offered_rps);
+    if lower {
+        knee.lowest_fail_step = Some(at);
+        knee.diagnosis = diagnosis;
+    }
+}
+
+/// Why no rate was shown to meet the SLO, when none was and no step missed it outright:
+/// the steps were unsure, and how many requests (or seconds) a step needs to be sure.
+fn why_unshown(knee: &KneeReport, state: &Search, c: &FindMaxConfig) -> Option<String> {
+    if state.pass.is_some() {
+        return None;
+    }
+    let highest = state.unsure.or(state.fail)?;
+    let step = knee
+        .curve()
+        .into_iter()
+        .find(|s| s.offered_rps == highest)?;
+    if step.call != Call::Unsure {
+        return None;
+    }
+    let needs: Vec<String> = c
+        .slos
+        .iter()
+        .zip(&step.slos)
+        .filter(|(_, call)| call.call == Call::Unsure)
+        .map(|(t, _)| match requests_to_bound(t) {
+            Some(n) => format!(
+                "{}: with no failures a step needs at least {} requests to bound it under the limit (about 3.84 / limit), {} req/s for {} gave {}",
+                t.expr,
+                tailscope_report::document::fmt_count(n),
+                fmt_rps(step.offered_rps),
+                humantime::format_duration(Duration::from_secs(step.seconds as u64)),
+                tailscope_report::document::fmt_count(step.requests)
+            ),
+            None => format!("{}: its interval straddled the limit (a longer --step narrows it)", t.expr),
+        })
+        .collect();
+    Some(format!(
+        "no rate was shown to meet the SLO (not shown to be met, not missed): up to {} req/s the steps were unsure{}{}",
+        fmt_rps(highest),
+        if needs.is_empty() { "" } else { ": " },
+        needs.join("; ")
+    ))
 }
 
 /// The steps one rate needs before its verdict can be believed; the last one decides.
@@ -257,6 +416,7 @@ fn search(c: &FindMaxConfig, target: Option<&Target>, control: &RunControl) -> R
 fn settle<R>(
     first: Step,
     stopped: &dyn Fn() -> bool,
+    say: &dyn Fn(String),
     run: &mut dyn FnMut(Step) -> Result<(KneeStep, R)>,
 ) -> Result<(Vec<KneeStep>, R)> {
     let Step {
@@ -278,10 +438,10 @@ fn settle<R>(
         })
     };
     if step.call == Call::Unsure && !stopped() {
-        say!(
+        say(format!(
             "tailscope: step at {} req/s unsure: running it again, twice as long",
             fmt_rps(rate)
-        );
+        ));
         (step, report) = again("repeat", length * 2, &mut steps, step)?;
     }
     let length = if steps.is_empty() { length } else { length * 2 };
@@ -289,12 +449,12 @@ fn settle<R>(
     let mut passes = usize::from(step.call == Call::Pass);
     if step.call == Call::Fail && !failed_beyond_doubt(&step) {
         while fails < 2 && passes < 2 && !stopped() {
-            say!(
+            say(format!(
                 "tailscope: step at {} req/s failed: confirming it ({} fail, {} pass so far)",
                 fmt_rps(rate),
                 fails,
                 passes
-            );
+            ));
             (step, report) = again("confirm", length, &mut steps, step)?;
             if step.call == Call::Pass {
                 passes += 1;
@@ -338,8 +498,10 @@ fn run_step(
     c: &FindMaxConfig,
     target: Option<&Target>,
     control: &RunControl,
+    live: &Live,
     s: Step,
 ) -> Result<(KneeStep, Report)> {
+    live.step_started(&s);
     let Step {
         rate,
         phase,
@@ -350,12 +512,12 @@ fn run_step(
     plan.pace = Pace::Rate(rate);
     plan.stop = Stop::Duration(length);
     plan.warmup = warmup_for(length);
-    say!(
+    live.progress(format!(
         "tailscope: find-max step {} ({phase}): {} req/s for {}",
         index + 1,
         fmt_rps(rate),
         humantime::format_duration(length)
-    );
+    ));
     let server_cpus = target.map(|t| t.server_cpus().to_vec()).unwrap_or_default();
     let target_pid = target.map(|t| t.root_pid()).or(c.run.pid);
     let mut profiler = RunProfiler::new(target_pid, server_cpus, plan.cpus.clone(), false)
@@ -363,6 +525,7 @@ fn run_step(
     let measure_started = SystemTime::now();
     let totals = tailscope_loadgen::run(&plan, control, |snap| {
         profiler.on_snapshot(snap);
+        live.tick(snap);
     })
     .context("the load generator could not run")?;
     let cpu_busy = profiler.cpu_busy();
@@ -392,7 +555,7 @@ fn run_step(
     });
     let calls = c.slos.iter().map(|s| judge(s, &report)).collect();
     let step = KneeStep::of(index, phase, rate, &report, calls);
-    say!(
+    live.progress(format!(
         "tailscope:   answered {} req/s, {} due unsent at its end, p99 {}, errors {:.3} %: {}",
         fmt_rps(step.answered_rps),
         step.unsent_end,
@@ -400,257 +563,10 @@ fn run_step(
             .map_or("n/a".into(), tailscope_report::document::fmt_us),
         step.error_rate * 100.0,
         tailscope_report::knee::verdict(&step)
-    );
+    ));
+    live.step_done(&step);
     Ok((step, report))
 }
 
-/// What limited the server at the first failing step, one sentence each: the generator's
-/// connections, the answered rate, and what the forensics and the profile said.
-fn diagnose(step: &KneeStep, report: &Report, c: &FindMaxConfig) -> Vec<String> {
-    let mut why = Vec::new();
-    let sends = step.requests.max(1) as f64;
-    if step.late_no_free_connection as f64 > 0.01 * sends {
-        why.push(format!(
-            "no free connection: {} sends ({:.0} %) waited for one of the {} connections, all busy on the server (the requests queued in the generator: give more -c if the server has room, else this is its limit)",
-            step.late_no_free_connection,
-            100.0 * step.late_no_free_connection as f64 / sends,
-            c.run.plan.connections
-        ));
-    }
-    if step.answered_rps < 0.95 * step.offered_rps || step.unsent_end > 0 {
-        why.push(format!(
-            "the server's queue: it answered {} req/s of the {} offered within the step, and {} requests due by its end were never sent (it fell behind; the backlog grew through the step)",
-            fmt_rps(step.answered_rps),
-            fmt_rps(step.offered_rps),
-            step.unsent_end
-        ));
-    }
-    if step.late_waited_for_cpu as f64 > 0.01 * sends {
-        why.push(format!(
-            "the generator itself waited for a CPU on {} sends: the step measured the machine too (give the generator and the server CPUs apart)",
-            step.late_waited_for_cpu
-        ));
-    }
-    if let Some(f) = report.sections.findings.as_ref() {
-        let roles = Roles {
-            server: &[],
-            client: &c.run.plan.cpus,
-        };
-        let text = tailscope_report::findings::findings_text(f, roles, report);
-        let mut in_diagnosis = false;
-        for line in text.lines() {
-            let l = line.trim();
-            if line.starts_with("Diagnosis") {
-                in_diagnosis = true;
-                continue;
-            }
-            let keep = (in_diagnosis && !l.is_empty() && !l.starts_with("no spike cause"))
-                || l.starts_with("listen queue")
-                || l.starts_with("target ");
-            if keep {
-                why.push(l.to_string());
-            }
-        }
-    }
-    if why.is_empty() {
-        why.push("nothing stood out: the latency grew with the rate".into());
-    }
-    why
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn config(start: f64, max: f64) -> Range {
-        Range {
-            start_rate: start,
-            max_rate: max,
-            precision: 0.05,
-        }
-    }
-
-    /// The rates the search tries against a server whose SLO holds below `knee`.
-    fn tried(knee: f64, c: &Range) -> (Vec<f64>, String) {
-        let mut s = Search {
-            pass: None,
-            fail: None,
-        };
-        let mut rates = Vec::new();
-        loop {
-            match s.next(c) {
-                Ok((r, _)) => {
-                    rates.push(r);
-                    if r < knee {
-                        s.pass = Some(s.pass.map_or(r, |p: f64| p.max(r)));
-                    } else {
-                        s.fail = Some(s.fail.map_or(r, |f: f64| f.min(r)));
-                    }
-                }
-                Err(why) => return (rates, why),
-            }
-            assert!(rates.len() < 50, "{rates:?}");
-        }
-    }
-
-    #[test]
-    fn the_search_climbs_then_bisects_to_the_precision() {
-        let c = config(100.0, 1e6);
-        let (rates, why) = tried(4000.0, &c);
-        assert_eq!(
-            &rates[..7],
-            &[100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0]
-        );
-        let pass = rates
-            .iter()
-            .copied()
-            .filter(|r| *r < 4000.0)
-            .fold(0.0, f64::max);
-        let fail = rates
-            .iter()
-            .copied()
-            .filter(|r| *r >= 4000.0)
-            .fold(f64::MAX, f64::min);
-        assert!(
-            fail <= pass * 1.05 && pass < 4000.0 && pass > 3800.0,
-            "{rates:?}"
-        );
-        assert!(why.contains("within 5 %"), "{why}");
-    }
-
-    #[test]
-    fn the_search_stops_at_the_ends() {
-        let (rates, why) = tried(50.0, &config(100.0, 1e6));
-        assert_eq!(rates, vec![100.0]);
-        assert!(why.contains("even the lowest"), "{why}");
-        let (rates, why) = tried(1e9, &config(100.0, 500.0));
-        assert_eq!(rates, vec![100.0, 200.0, 400.0, 500.0]);
-        assert!(why.contains("--max-rate"), "{why}");
-    }
-
-    /// A step with this verdict, its server answering `answered` of the offered rate.
-    fn fake(s: &Step, call: Call, answered: f64) -> KneeStep {
-        KneeStep {
-            index: s.index,
-            phase: s.phase.into(),
-            offered_rps: s.rate,
-            answered_rps: answered * s.rate,
-            backlog_end: 0,
-            unsent_end: 0,
-            requests: 1000,
-            errors: 0,
-            error_rate: 0.0,
-            seconds: s.length.as_secs() as usize,
-            p50_us: None,
-            p99_us: None,
-            p999_us: None,
-            late_no_free_connection: 0,
-            late_waited_for_cpu: 0,
-            slos: Vec::new(),
-            call,
-        }
-    }
-
-    /// The steps `settle` runs for one rate when its runs give `calls` in turn: (phase,
-    /// length s, verdict) each; the last decides.
-    fn settled(calls: &[(Call, f64)]) -> Vec<(String, u64, Call)> {
-        let mut script = calls.iter();
-        let first = Step {
-            rate: 1000.0,
-            phase: "bisect",
-            length: Duration::from_secs(3),
-            index: 4,
-        };
-        let (steps, ran) = settle(first, &|| false, &mut |s| {
-            let (call, answered) = *script.next().expect("more steps than scripted");
-            Ok((fake(&s, call, answered), s.index))
-        })
-        .unwrap();
-        assert_eq!(
-            ran,
-            4 + steps.len() - 1,
-            "the last run's report is returned"
-        );
-        assert!(script.next().is_none(), "fewer steps than scripted");
-        steps
-            .iter()
-            .map(|s| (s.phase.clone(), s.seconds as u64, s.call))
-            .collect()
-    }
-
-    fn phase(p: &str, s: u64, c: Call) -> (String, u64, Call) {
-        (p.to_string(), s, c)
-    }
-
-    #[test]
-    fn a_pass_and_a_fail_beyond_doubt_are_believed_at_once() {
-        use Call::*;
-        assert_eq!(settled(&[(Pass, 1.0)]), [phase("bisect", 3, Pass)]);
-        // The server answered 80 % of the offered rate: no stall of the machine does that.
-        assert_eq!(settled(&[(Fail, 0.8)]), [phase("bisect", 3, Fail)]);
-    }
-
-    #[test]
-    fn a_fail_where_the_generator_waited_for_a_cpu_is_confirmed() {
-        let s = Step {
-            rate: 1000.0,
-            phase: "bisect",
-            length: Duration::from_secs(3),
-            index: 0,
-        };
-        let mut step = fake(&s, Call::Fail, 0.8);
-        assert!(failed_beyond_doubt(&step));
-        step.late_waited_for_cpu = 11;
-        assert!(!failed_beyond_doubt(&step), "the machine, not the server");
-    }
-
-    #[test]
-    fn a_close_fail_is_confirmed_two_of_three() {
-        use Call::*;
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Fail, 0.97)]),
-            [phase("bisect", 3, Fail), phase("confirm", 3, Fail)]
-        );
-        // One noisy fail between two passes: the rate passes.
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Pass, 1.0), (Pass, 1.0)]),
-            [
-                phase("bisect", 3, Fail),
-                phase("confirm", 3, Pass),
-                phase("confirm", 3, Pass)
-            ]
-        );
-        // An unsure confirmation is not a pass.
-        assert_eq!(
-            settled(&[(Fail, 0.97), (Pass, 1.0), (Unsure, 1.0)]).last(),
-            Some(&phase("confirm", 3, Unsure))
-        );
-    }
-
-    #[test]
-    fn an_unsure_step_runs_twice_as_long_and_its_fail_is_confirmed_as_long() {
-        use Call::*;
-        assert_eq!(
-            settled(&[(Unsure, 1.0), (Unsure, 1.0)]),
-            [phase("bisect", 3, Unsure), phase("repeat", 6, Unsure)]
-        );
-        assert_eq!(
-            settled(&[(Unsure, 1.0), (Fail, 0.95), (Fail, 0.95)]),
-            [
-                phase("bisect", 3, Unsure),
-                phase("repeat", 6, Fail),
-                phase("confirm", 6, Fail)
-            ]
-        );
-    }
-
-    #[test]
-    fn the_warm_up_is_a_quarter_of_the_step_within_bounds() {
-        assert_eq!(warmup_for(Duration::from_secs(4)), Duration::from_secs(1));
-        assert_eq!(
-            warmup_for(Duration::from_secs(1)),
-            Duration::from_millis(500)
-        );
-        assert_eq!(warmup_for(Duration::from_secs(60)), Duration::from_secs(2));
-    }
-}
+mod tests;

@@ -8,6 +8,7 @@
 //! path, a panic included.
 
 pub mod app;
+pub mod knee;
 pub mod terminal;
 pub mod ui;
 

@@ -15,8 +15,11 @@ pub fn knee_page(r: &KneeReport, limits_us: &[(String, f64)]) -> String {
     body.push_str(&kpis(&[
         (
             "highest rate meeting the SLO",
-            r.highest_pass_rps
-                .map_or("none".into(), |p| format!("{} req/s", fmt_rate(p))),
+            match (r.highest_pass_rps, r.highest_unsure_rps) {
+                (Some(p), _) => format!("{} req/s", fmt_rate(p)),
+                (None, Some(u)) => format!("not shown (unsure up to {} req/s)", fmt_rate(u)),
+                (None, None) => "none".into(),
+            },
         ),
         (
             "lowest rate missing it",

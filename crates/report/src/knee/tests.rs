@@ -75,11 +75,14 @@ fn a_crossing_is_interpolated_between_the_last_pass_and_the_first_fail() {
             step(3000.0, 14_000.0, Call::Fail),
         ],
         highest_pass_rps: None,
+        highest_unsure_rps: None,
         lowest_fail_rps: None,
         crossings: Vec::new(),
         stopped_because: String::new(),
         diagnosis: Vec::new(),
         first_fail_step: None,
+        lowest_fail_step: None,
+        first_fail_diagnosis: Vec::new(),
     };
     r.find_crossings(&[Threshold::parse("p99<10ms").unwrap()]);
     let c = &r.crossings[0];
@@ -157,11 +160,14 @@ fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
         precision: 0.05,
         steps: vec![kept, behind],
         highest_pass_rps: Some(1000.0),
+        highest_unsure_rps: None,
         lowest_fail_rps: Some(4000.0),
         crossings: Vec::new(),
         stopped_because: String::new(),
         diagnosis: Vec::new(),
         first_fail_step: Some(1),
+        lowest_fail_step: Some(1),
+        first_fail_diagnosis: Vec::new(),
     };
     r.find_crossings(&[Threshold::parse("p99<10ms").unwrap()]);
     let text = knee_text(&r);
@@ -187,4 +193,34 @@ fn a_poisson_count_short_of_its_mean_is_not_a_backlog() {
     let s = KneeStep::of(0, "climb", 1000.0, &r, pass);
     assert_eq!((s.backlog_end, s.unsent_end), (102, 86));
     assert_eq!(s.call, Call::Fail);
+}
+
+#[test]
+fn a_fail_where_the_generator_waited_for_a_cpu_on_many_sends_is_unsure() {
+    // Fell behind (2,380 never sent of 16,000), but 46 % of the sends waited for a CPU on
+    // the generator's side: the step measured the generator, not the server (issue 34,
+    // nginx). Before, it was a plain FAIL that decided the knee.
+    let pass = step(1000.0, 2000.0, Call::Pass).slos;
+    let mut r = step_report(4, 3400, 2400, 20);
+    r.summary.requests = 16_000;
+    r.summary.late_sends_by_cause = Some(crate::document::LateSendsByCause {
+        waited_for_cpu: Some(7_360),
+        no_free_connection: 0,
+        generator: 0,
+    });
+    let s = KneeStep::of(1, "climb", 4000.0, &r, pass.clone());
+    assert!(generator_bound(&s));
+    assert_eq!(s.call, Call::Unsure);
+    assert_eq!(text::verdict(&s), "unsure (generator short of CPU)");
+    // One send in a hundred waiting for a CPU leaves the fail the server's.
+    r.summary
+        .late_sends_by_cause
+        .as_mut()
+        .unwrap()
+        .waited_for_cpu = Some(160);
+    let s = KneeStep::of(1, "climb", 4000.0, &r, pass);
+    assert_eq!(
+        (s.call, text::verdict(&s).as_str()),
+        (Call::Fail, "FAIL (fell behind)")
+    );
 }

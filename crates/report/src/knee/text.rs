@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::fmt_rps as fmt_rate;
-use super::{fmt_figure, Call, KneeReport};
+use super::{fmt_figure, generator_bound, Call, KneeReport, KneeStep};
 use crate::document::fmt_us;
 
 fn word(c: Call) -> &'static str {
@@ -14,10 +14,13 @@ fn word(c: Call) -> &'static str {
     }
 }
 
-/// A step's verdict, saying when it failed because the server fell behind.
-pub fn verdict(s: &super::KneeStep) -> String {
+/// A step's verdict, saying when it failed because the server fell behind, and when it is
+/// unsure because the generator was short of CPU.
+pub fn verdict(s: &KneeStep) -> String {
     if s.call == Call::Fail && s.slos.iter().all(|c| c.call != Call::Fail) {
         "FAIL (fell behind)".into()
+    } else if s.call == Call::Unsure && generator_bound(s) {
+        "unsure (generator short of CPU)".into()
     } else {
         word(s.call).into()
     }
@@ -60,16 +63,52 @@ pub fn knee_text(r: &KneeReport) -> String {
         out,
         "  (answered: responses within the step; unsent: requests due by its end still waiting for a connection)"
     );
-    match r.highest_pass_rps {
-        Some(p) => {
+    result(&mut out, r);
+    let _ = writeln!(out, "Stopped because: {}", r.stopped_because);
+    let at = |i: Option<usize>| i.and_then(|i| r.steps.get(i));
+    if let Some(s) = at(r.lowest_fail_step) {
+        step_block(&mut out, "Step at the lowest failing rate", s, &r.diagnosis);
+    }
+    if let Some(s) = at(r.first_fail_step).filter(|_| r.first_fail_step != r.lowest_fail_step) {
+        step_block(&mut out, "First failing step", s, &r.first_fail_diagnosis);
+    }
+    out
+}
+
+/// The rates found and each SLO's crossing, "unsure" where the steps were.
+fn result(out: &mut String, r: &KneeReport) {
+    match (r.highest_pass_rps, r.highest_unsure_rps) {
+        (Some(p), _) => {
             let _ = writeln!(out, "Highest rate meeting the SLO: {} req/s", fmt_rate(p));
         }
-        None => {
+        (None, Some(_)) => {
+            let _ = writeln!(
+                out,
+                "No rate was shown to meet the SLO (not shown to be met: unsure, not missed)"
+            );
+        }
+        (None, None) => {
             let _ = writeln!(out, "No rate met the SLO, not even the lowest tried");
         }
     }
+    if let Some(u) = r.highest_unsure_rps {
+        let _ = writeln!(
+            out,
+            "Highest rate unsure:          {} req/s (its figures met every SLO, its intervals did not show it)",
+            fmt_rate(u)
+        );
+    }
     if let Some(f) = r.lowest_fail_rps {
-        let _ = writeln!(out, "Lowest rate missing it:       {} req/s", fmt_rate(f));
+        let capped_by = r
+            .curve()
+            .into_iter()
+            .find(|s| s.offered_rps == f)
+            .map(|s| s.call);
+        let label = match capped_by {
+            Some(Call::Unsure) => "Lowest rate not shown to meet it:",
+            _ => "Lowest rate missing it:      ",
+        };
+        let _ = writeln!(out, "{label} {} req/s", fmt_rate(f));
     }
     for c in &r.crossings {
         let at = match (c.at_rps, c.last_pass_rps, c.first_fail_rps) {
@@ -78,37 +117,37 @@ pub fn knee_text(r: &KneeReport) -> String {
                 format!("crossed between {} and {} req/s", fmt_rate(p), fmt_rate(f))
             }
             (None, Some(_), None) => "held at every rate tried".into(),
-            (None, None, _) => "missed at every rate tried".into(),
+            (None, None, Some(_)) => "missed at every rate tried".into(),
+            (None, None, None) => "not shown to be met at any rate tried (unsure)".into(),
         };
         let _ = writeln!(out, "  {}: {at}", c.slo);
     }
-    let _ = writeln!(out, "Stopped because: {}", r.stopped_because);
-    if let Some(i) = r.first_fail_step {
-        if let Some(s) = r.steps.get(i) {
-            let _ = writeln!(
-                out,
-                "First failing step: {} req/s offered, {} answered, {} requests due by its end unanswered ({} never sent)",
-                fmt_rate(s.offered_rps),
-                fmt_rate(s.answered_rps),
-                crate::document::fmt_count(s.backlog_end),
-                crate::document::fmt_count(s.unsent_end)
-            );
-            for c in s.slos.iter().filter(|c| c.call != Call::Pass) {
-                let bound = match (c.low, c.high) {
-                    (Some(l), Some(h)) => format!(
-                        "{} .. {} ({})",
-                        fmt_figure(&c.slo, l),
-                        fmt_figure(&c.slo, h),
-                        c.method
-                    ),
-                    _ => c.method.clone(),
-                };
-                let _ = writeln!(out, "  {} {}: 95 % interval {bound}", c.slo, word(c.call));
-            }
-        }
-        for d in &r.diagnosis {
-            let _ = writeln!(out, "  why: {d}");
-        }
+}
+
+/// One step's figures, its SLOs' intervals where they did not pass, and its diagnosis.
+fn step_block(out: &mut String, label: &str, s: &KneeStep, diagnosis: &[String]) {
+    let _ = writeln!(
+        out,
+        "{label}: {} req/s offered, {} answered, {} requests due by its end unanswered ({} never sent): {}",
+        fmt_rate(s.offered_rps),
+        fmt_rate(s.answered_rps),
+        crate::document::fmt_count(s.backlog_end),
+        crate::document::fmt_count(s.unsent_end),
+        verdict(s)
+    );
+    for c in s.slos.iter().filter(|c| c.call != Call::Pass) {
+        let bound = match (c.low, c.high) {
+            (Some(l), Some(h)) => format!(
+                "{} .. {} ({})",
+                fmt_figure(&c.slo, l),
+                fmt_figure(&c.slo, h),
+                c.method
+            ),
+            _ => c.method.clone(),
+        };
+        let _ = writeln!(out, "  {} {}: 95 % interval {bound}", c.slo, word(c.call));
     }
-    out
+    for d in diagnosis {
+        let _ = writeln!(out, "  why: {d}");
+    }
 }

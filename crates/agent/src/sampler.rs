@@ -176,7 +176,7 @@ pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
     let owner = procfs::process::all_processes()
         .map_err(std::io::Error::other)?
         .flatten()
-        .filter(|p| holds(p.pid, &sockets))
+        .filter(|p| tailscope_targets::listen::holds(p.pid, &sockets))
         .filter_map(|p| p.stat().ok())
         .min_by_key(|s| (s.starttime, s.pid))
         .and_then(|s| u32::try_from(s.pid).ok());
@@ -229,7 +229,7 @@ pub fn listener_owner_elsewhere(port: u16) -> std::io::Result<Option<u32>> {
         }
         let owner = processes
             .iter()
-            .filter(|p| holds(p.pid, &sockets))
+            .filter(|p| tailscope_targets::listen::holds(p.pid, &sockets))
             .filter_map(|p| p.stat().ok())
             .min_by_key(|s| (s.starttime, s.pid))
             .and_then(|s| u32::try_from(s.pid).ok());
@@ -238,17 +238,6 @@ pub fn listener_owner_elsewhere(port: u16) -> std::io::Result<Option<u32>> {
         }
     }
     Ok(None)
-}
-
-/// Whether process `pid` holds one of `sockets` (`socket:[INODE]` as /proc/PID/fd links
-/// read).
-fn holds(pid: i32, sockets: &[String]) -> bool {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-        .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
 }
 
 #[cfg(test)]

@@ -165,7 +165,36 @@ fn collector_advice(runtime: &str) -> &'static str {
 /// The causes that explain `stall` (a `server_stall`) from what the stacks saw in the slow
 /// seconds, most specific first: each with the stall's window, requests and inside line.
 pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
-    let mut found: Vec<(Cause, String)> = Vec::new();
+    let gc = gc_pause(seen);
+    // A collection stops the other threads at a safepoint or a lock of its own, and its
+    // frames are no hot function of the server's: with one, neither is asked.
+    let collector = gc.is_some();
+    let others = |cause: fn(&Seen) -> Option<(Cause, String)>| {
+        if collector {
+            None
+        } else {
+            cause(seen)
+        }
+    };
+    [
+        gc,
+        blocking_io(seen),
+        others(lock_contention),
+        others(cpu_burn),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(cause, evidence)| Diagnosis {
+        cause,
+        evidence,
+        ..stall.clone()
+    })
+    .collect()
+}
+
+/// A garbage collection's pause: the collector on the server's on-CPU stacks in the slow
+/// seconds, or threads stopped where the collector stops them.
+fn gc_pause(seen: &Seen) -> Option<(Cause, String)> {
     // Go's collector is a pause only where it stopped goroutines (its evidence says how).
     let stops = || {
         (!seen.go_stops.is_empty()).then(|| {
@@ -190,7 +219,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
         stopped_go(runtime).then_some((w, frame, runtime))
     });
     if let Some((c, runtime)) = on_cpu {
-        found.push((
+        return Some((
             Cause::GcPause,
             format!(
                 "{:.0} % of the server's on-CPU samples in the slow seconds had {runtime}'s garbage collector on their stack \
@@ -204,7 +233,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ),
         ));
     } else if let Some((w, frame, runtime)) = stopped {
-        found.push((
+        return Some((
             Cause::GcPause,
             format!(
                 "thread {} was stopped by {runtime}'s garbage collector ({frame}) {:.0} % of its time in the slow seconds \
@@ -217,31 +246,37 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ),
         ));
     }
-    let collector = on_cpu.is_some() || stopped.is_some();
-    if let Some(w) = seen.off_cpu.iter().find(|w| is_disk_wait(w)) {
-        found.push((
-            Cause::BlockingIo,
-            format!(
-                "thread {} waited for the disk ({}) {} {:.0} % of its time in the slow seconds against {:.1} % in the \
-                 others: the stall was blocking file I/O on a serving thread (move it off the request path, or to a thread pool)",
-                w.blocked.thread,
-                w.blocked.state,
-                w.blocked.place(),
-                w.slow_share * 100.0,
-                w.normal_share * 100.0
-            ),
-        ));
-    }
-    // A collection stops the other threads at a safepoint or a lock of its own: their futex
-    // waits are the collection's, not contention.
+    None
+}
+
+/// Blocking file I/O: a serving thread waiting for the disk in the slow seconds.
+fn blocking_io(seen: &Seen) -> Option<(Cause, String)> {
+    let w = seen.off_cpu.iter().find(|w| is_disk_wait(w))?;
+    Some((
+        Cause::BlockingIo,
+        format!(
+            "thread {} waited for the disk ({}) {} {:.0} % of its time in the slow seconds against {:.1} % in the \
+             others: the stall was blocking file I/O on a serving thread (move it off the request path, or to a thread pool)",
+            w.blocked.thread,
+            w.blocked.state,
+            w.blocked.place(),
+            w.slow_share * 100.0,
+            w.normal_share * 100.0
+        ),
+    ))
+}
+
+/// Lock contention: threads waiting on a futex in the slow seconds (asked only when no
+/// collection explains the stall).
+fn lock_contention(seen: &Seen) -> Option<(Cause, String)> {
     let futex: Vec<&BlockedOverRepresented> = seen
         .off_cpu
         .iter()
         .filter(|w| w.blocked.syscall == "futex" && !idle_park(&w.blocked.stack))
         .collect();
-    if let (false, Some(first)) = (collector, futex.first()) {
+    if let Some(first) = futex.first() {
         let threads: usize = futex.iter().map(|w| w.threads.max(1)).sum();
-        found.push((
+        return Some((
             Cause::LockContention,
             format!(
                 "{threads} thread(s) waited on a lock (futex) in the slow seconds: thread {} {} {:.0} % of its time against \
@@ -253,6 +288,12 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ),
         ));
     }
+    None
+}
+
+/// A function burning the CPU: the hottest frame of the server's own code standing out in
+/// the slow seconds (asked only when no collection explains the stall).
+fn cpu_burn(seen: &Seen) -> Option<(Cause, String)> {
     // The hottest frame of the user's code: kernel frames say where, not whose.
     let hot = seen
         .on_cpu
@@ -262,8 +303,8 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
     // A collector's own frame is no hot function of the server's (Go's mark workers, where
     // nothing says they stopped a goroutine).
     let hot = hot.filter(|o| collector_of(&o.frame).is_none());
-    if let (false, true, Some(o)) = (collector, seen.running_stands_out, hot) {
-        found.push((
+    if let (true, Some(o)) = (seen.running_stands_out, hot) {
+        return Some((
             Cause::CpuBurn,
             format!(
                 "{:.0} % of the server's on-CPU samples in the slow seconds were in {}{} against {:.1} % in the other \
@@ -276,14 +317,7 @@ pub(crate) fn refine(stall: &Diagnosis, seen: &Seen) -> Vec<Diagnosis> {
             ),
         ));
     }
-    found
-        .into_iter()
-        .map(|(cause, evidence)| Diagnosis {
-            cause,
-            evidence,
-            ..stall.clone()
-        })
-        .collect()
+    None
 }
 
 /// What Go's collector did to the goroutines, said after its share (nothing for the others).

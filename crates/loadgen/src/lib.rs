@@ -202,6 +202,10 @@ fn worker_specs(plan: &Plan, threads: usize) -> Vec<engine::WorkerSpec> {
 
 /// Runs `plan` to its end (or until `control` stops it), calling `on_snapshot` about once a
 /// tick with the run so far, and returns what it measured.
+///
+/// The phases: the plan checked and its requests encoded, one worker thread per share of the
+/// connections, the loop on this thread that merges what they record and hands out a
+/// snapshot each tick, then the workers joined and the load window measured.
 pub fn run(
     plan: &Plan,
     control: &RunControl,
@@ -216,8 +220,44 @@ pub fn run(
         .map(|ip| std::net::SocketAddr::new(ip, 0))
         .collect();
     let (engine, engine_used) = engine::choose(plan.engine, plan.needs_tokio())?;
-    let tls = engine::transport_client(plan)?;
+    let shared = Arc::new(shared_state(plan, control, sources)?);
     let threads = plan.effective_threads();
+    let (tx, rx) = mpsc::channel();
+    let workers = spawn_workers(engine, &shared, plan, threads, tx)?;
+    let agg = aggregate::Aggregator::new(threads, shared.highest, plan.tick, plan.slowest)
+        .with_held([plan.idle_conns as u64, plan.slow_conns as u64])
+        .with_requests(&shared.names, &mix::series_names(&plan.requests));
+    let mut driver = Driver::new(plan, &shared, control, agg);
+    driver.drive(&workers, &rx, &mut on_snapshot);
+    let measure_start = shared.measure_start;
+    let mut sending_ended = measure_start;
+    let mut last_finish = measure_start;
+    for (handle, _) in workers {
+        match handle.join() {
+            Ok(outcome) => {
+                sending_ended = sending_ended.max(outcome.sending_ended);
+                last_finish = last_finish.max(outcome.finished);
+            }
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+    // The load window is the measured part of sending; responses that came back in the
+    // grace period after it are counted, and the grace is reported on its own.
+    let duration = sending_ended.saturating_duration_since(measure_start);
+    let grace = last_finish.saturating_duration_since(sending_ended.max(measure_start));
+    let mut totals = driver.finish(duration, grace, &mut on_snapshot);
+    totals.engine = engine_used;
+    Ok(totals)
+}
+
+/// What every worker shares: the plan with its requests encoded once, and the run's clock
+/// (its start now, the measured part after the warm-up, the end of `-z`).
+fn shared_state(
+    plan: &Plan,
+    control: &RunControl,
+    sources: Vec<std::net::SocketAddr>,
+) -> Result<engine::Shared, Error> {
+    let tls = engine::transport_client(plan)?;
     let run_for = match plan.stop {
         Stop::Duration(d) => d,
         Stop::Requests(_) => Duration::from_secs(3600),
@@ -235,11 +275,11 @@ pub fn run(
     };
     let requests = plan.encode()?;
     let names: Arc<[String]> = plan.request_names().into();
-    let shared = Arc::new(engine::Shared {
+    Ok(engine::Shared {
         rate_override: control.rate_cell(),
         plan: plan.clone(),
         requests,
-        names: names.clone(),
+        names,
         placeholder_seq: AtomicU64::new(0),
         start,
         measure_start,
@@ -247,9 +287,25 @@ pub fn run(
         highest,
         sources,
         tls,
-    });
-    let (tx, rx) = mpsc::channel();
-    let mut workers = Vec::with_capacity(threads);
+    })
+}
+
+/// A worker thread and the signal that stops it.
+type Worker = (
+    std::thread::JoinHandle<engine::WorkerOutcome>,
+    engine::StopSignal,
+);
+
+/// Starts one worker per share of the connections, each sending what it records on `tx`; if
+/// one cannot be started, those already started are stopped.
+fn spawn_workers(
+    engine: engine::EngineKind,
+    shared: &Arc<engine::Shared>,
+    plan: &Plan,
+    threads: usize,
+    tx: mpsc::Sender<recorder::IntervalData>,
+) -> Result<Vec<Worker>, Error> {
+    let mut workers: Vec<Worker> = Vec::with_capacity(threads);
     for spec in worker_specs(plan, threads) {
         let stop = engine::StopSignal::default();
         let handle =
@@ -257,7 +313,6 @@ pub fn run(
                 Ok(h) => h,
                 Err(e) => {
                     for (_, stop) in &workers {
-                        let stop: &engine::StopSignal = stop;
                         stop.stop();
                     }
                     return Err(Error::Spawn(e));
@@ -265,102 +320,146 @@ pub fn run(
             };
         workers.push((handle, stop));
     }
-    drop(tx);
+    Ok(workers)
+}
 
-    let mut agg = aggregate::Aggregator::new(threads, highest, plan.tick, plan.slowest)
-        .with_held([plan.idle_conns as u64, plan.slow_conns as u64])
-        .with_requests(&names, &mix::series_names(&plan.requests));
-    // One snapshot, overwritten every tick: its buffers (a histogram of some 100 KiB) are
-    // reused rather than allocated anew ten times a second.
-    let mut snap = agg.new_snapshot();
-    let mut next_snapshot = Instant::now() + plan.tick;
-    let mut last_snapshot = Instant::now();
-    let mut stop_sent = false;
-    let mut stopped_at = None;
-    let mut rate_changes = Vec::new();
-    let mut last_rate = control.rate();
-    loop {
-        // Rate changes are noted here, off the workers' path, when they are asked for.
-        let asked = control.rate();
-        if asked != last_rate {
-            last_rate = asked;
-            if let Some(rate) = asked {
-                let now = Instant::now();
-                let t_s = if now >= measure_start {
-                    (now - measure_start).as_secs_f64()
-                } else {
-                    -(measure_start - now).as_secs_f64()
-                };
-                rate_changes.push(RateChange { t_s, rate });
+/// The run's loop on the calling thread: the workers' interval data merged as it comes, a
+/// snapshot of the run so far each tick, the rate changes asked for noted, a stop passed on.
+struct Driver<'a> {
+    plan: &'a Plan,
+    shared: &'a engine::Shared,
+    control: &'a RunControl,
+    agg: aggregate::Aggregator,
+    /// One snapshot, overwritten every tick: its buffers (a histogram of some 100 KiB) are
+    /// reused rather than allocated anew ten times a second.
+    snap: Snapshot,
+    next_snapshot: Instant,
+    last_snapshot: Instant,
+    /// When the stop was passed on to the workers.
+    stopped_at: Option<Instant>,
+    rate_changes: Vec<RateChange>,
+    last_rate: Option<f64>,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        plan: &'a Plan,
+        shared: &'a engine::Shared,
+        control: &'a RunControl,
+        agg: aggregate::Aggregator,
+    ) -> Self {
+        let snap = agg.new_snapshot();
+        Driver {
+            plan,
+            shared,
+            control,
+            agg,
+            snap,
+            next_snapshot: Instant::now() + plan.tick,
+            last_snapshot: Instant::now(),
+            stopped_at: None,
+            rate_changes: Vec::new(),
+            last_rate: control.rate(),
+        }
+    }
+
+    /// Loops until every worker has ended (their channel closes).
+    fn drive(
+        &mut self,
+        workers: &[Worker],
+        rx: &mpsc::Receiver<recorder::IntervalData>,
+        on_snapshot: &mut impl FnMut(&Snapshot),
+    ) {
+        loop {
+            self.note_rate_change();
+            let now = Instant::now();
+            if now >= self.next_snapshot {
+                self.snapshot(now, on_snapshot);
+            }
+            if self.stopped_at.is_none() && self.control.is_stopped() {
+                for (_, stop) in workers {
+                    stop.stop();
+                }
+                self.stopped_at = Some(Instant::now());
+            }
+            // Wake at least every 10 ms so a stop request is passed on promptly.
+            let wait = self
+                .next_snapshot
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(10));
+            match rx.recv_timeout(wait) {
+                Ok(data) => self.agg.merge(data),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
             }
         }
-        let now = Instant::now();
-        if now >= next_snapshot {
-            let phase = if stop_sent || end.is_some_and(|e| now >= e) {
-                Phase::Stopping
-            } else if now < measure_start {
-                Phase::WarmingUp
+    }
+
+    /// Rate changes are noted here, off the workers' path, when they are asked for.
+    fn note_rate_change(&mut self) {
+        let asked = self.control.rate();
+        if asked == self.last_rate {
+            return;
+        }
+        self.last_rate = asked;
+        if let Some(rate) = asked {
+            let now = Instant::now();
+            let measure_start = self.shared.measure_start;
+            let t_s = if now >= measure_start {
+                (now - measure_start).as_secs_f64()
             } else {
-                Phase::Running
+                -(measure_start - now).as_secs_f64()
             };
-            agg.snapshot_into(
-                &mut snap,
-                phase,
-                now.saturating_duration_since(measure_start),
-                measure_start.saturating_duration_since(now),
-                now - last_snapshot,
-            );
-            on_snapshot(&snap);
-            last_snapshot = now;
-            next_snapshot = now + plan.tick;
-        }
-        if !stop_sent && control.is_stopped() {
-            for (_, stop) in &workers {
-                stop.stop();
-            }
-            stop_sent = true;
-            stopped_at = Some(Instant::now());
-        }
-        // Wake at least every 10 ms so a stop request is passed on promptly.
-        let wait = next_snapshot
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(10));
-        match rx.recv_timeout(wait) {
-            Ok(data) => agg.merge(data),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            self.rate_changes.push(RateChange { t_s, rate });
         }
     }
-    let mut sending_ended = measure_start;
-    let mut last_finish = measure_start;
-    for (handle, _) in workers {
-        match handle.join() {
-            Ok(outcome) => {
-                sending_ended = sending_ended.max(outcome.sending_ended);
-                last_finish = last_finish.max(outcome.finished);
-            }
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+
+    /// The tick's snapshot of the run so far, handed to `on_snapshot`.
+    fn snapshot(&mut self, now: Instant, on_snapshot: &mut impl FnMut(&Snapshot)) {
+        let measure_start = self.shared.measure_start;
+        let phase = if self.stopped_at.is_some() || self.shared.end.is_some_and(|e| now >= e) {
+            Phase::Stopping
+        } else if now < measure_start {
+            Phase::WarmingUp
+        } else {
+            Phase::Running
+        };
+        self.agg.snapshot_into(
+            &mut self.snap,
+            phase,
+            now.saturating_duration_since(measure_start),
+            measure_start.saturating_duration_since(now),
+            now - self.last_snapshot,
+        );
+        on_snapshot(&self.snap);
+        self.last_snapshot = now;
+        self.next_snapshot = now + self.plan.tick;
     }
-    // The load window is the measured part of sending; responses that came back in the
-    // grace period after it are counted, and the grace is reported on its own.
-    let duration = sending_ended.saturating_duration_since(measure_start);
-    let grace = last_finish.saturating_duration_since(sending_ended.max(measure_start));
-    let now = Instant::now();
-    agg.snapshot_into(
-        &mut snap,
-        Phase::Done,
-        duration + grace,
-        Duration::ZERO,
-        now - last_snapshot,
-    );
-    on_snapshot(&snap);
-    let mut totals = agg.finish(duration, grace);
-    totals.rate_changes = rate_changes;
-    totals.engine = engine_used;
-    // A stop asked for once sending had ended (during the grace) cut nothing short.
-    totals.stopped_early = stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
-    Ok(totals)
+
+    /// The last snapshot (the run done) and the run's totals over the load window `duration`
+    /// and the `grace` after it.
+    fn finish(
+        mut self,
+        duration: Duration,
+        grace: Duration,
+        on_snapshot: &mut impl FnMut(&Snapshot),
+    ) -> RunTotals {
+        let now = Instant::now();
+        self.agg.snapshot_into(
+            &mut self.snap,
+            Phase::Done,
+            duration + grace,
+            Duration::ZERO,
+            now - self.last_snapshot,
+        );
+        on_snapshot(&self.snap);
+        let mut totals = self.agg.finish(duration, grace);
+        totals.rate_changes = self.rate_changes;
+        // A stop asked for once sending had ended (during the grace) cut nothing short.
+        let end = self.shared.end;
+        totals.stopped_early = self.stopped_at.is_some_and(|t| end.is_none_or(|e| t < e));
+        totals
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ mod arrival;
 mod encode;
 mod limits;
 mod source;
+
 #[cfg(test)]
 mod tests;
 mod url;
@@ -225,7 +226,20 @@ impl Plan {
 
     /// Checks the settings against each other; called by [`crate::run`] before any load.
     pub fn validate(&self) -> Result<(), Error> {
-        let invalid = |m: String| Err(Error::InvalidPlan(m));
+        self.validate_concurrency()?;
+        self.validate_shape()?;
+        self.validate_times()?;
+        self.validate_requests()?;
+        self.validate_cpus()?;
+        self.validate_held()?;
+        self.validate_protocol()?;
+        self.source_ips()?;
+        crate::transport::tls_client(self.tls.as_ref(), self.http2)?;
+        Ok(())
+    }
+
+    /// Connections, threads, pipelining and the open-loop rate within their bounds.
+    fn validate_concurrency(&self) -> Result<(), Error> {
         if !(1..=MAX_CONNECTIONS).contains(&self.connections) {
             return invalid(format!(
                 "connections must be 1..={MAX_CONNECTIONS}, got {} (-c)",
@@ -254,19 +268,11 @@ impl Plan {
                 ));
             }
         }
-        self.validate_shape()?;
-        let span = |d: Duration, lo: Duration, hi: Duration, what: &str| {
-            if d < lo || d > hi {
-                Err(Error::InvalidPlan(format!(
-                    "{what} must be {}..={}, got {}",
-                    fmt_duration(lo),
-                    fmt_duration(hi),
-                    fmt_duration(d)
-                )))
-            } else {
-                Ok(())
-            }
-        };
+        Ok(())
+    }
+
+    /// The run's length, warm-up, timeouts, grace and tick within their bounds.
+    fn validate_times(&self) -> Result<(), Error> {
         match self.stop {
             Stop::Requests(n) if !(1..=MAX_REQUESTS).contains(&n) => {
                 return invalid(format!(
@@ -299,6 +305,12 @@ impl Plan {
         if self.tick.is_zero() {
             return invalid("tick must be more than 0".into());
         }
+        Ok(())
+    }
+
+    /// The request (or the mix) well formed, encoded once if a mix, so that what only encoding
+    /// finds is found before anything is sent.
+    fn validate_requests(&self) -> Result<(), Error> {
         if self.method.is_empty() || !self.method.bytes().all(|b| b.is_ascii_alphabetic()) {
             return invalid(format!(
                 "method {:?} is not an HTTP method (-m)",
@@ -316,6 +328,11 @@ impl Plan {
             // period or of the copies placeholders need) is found before anything is sent.
             self.encode()?;
         }
+        Ok(())
+    }
+
+    /// The generator's CPUs available to this process.
+    fn validate_cpus(&self) -> Result<(), Error> {
         if !self.cpus.is_empty() {
             let available: Vec<usize> = core_affinity::get_core_ids()
                 .unwrap_or_default()
@@ -330,6 +347,11 @@ impl Plan {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The connect rate and the held (idle and slow) connections within their bounds.
+    fn validate_held(&self) -> Result<(), Error> {
         if let Some(r) = self.connect_rate {
             if !(MIN_CONNECT_RATE..=MAX_CONNECT_RATE).contains(&r) {
                 return invalid(format!(
@@ -351,6 +373,11 @@ impl Plan {
             MAX_TIMEOUT,
             "slow-connection byte interval (--slow-interval)",
         )?;
+        Ok(())
+    }
+
+    /// HTTP/1.1's and HTTP/2's settings not mixed.
+    fn validate_protocol(&self) -> Result<(), Error> {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return invalid(format!(
                 "streams must be 1..={MAX_STREAMS}, got {} (--streams)",
@@ -370,8 +397,6 @@ impl Plan {
                 "--streams is HTTP/2's; add --http2, or use --pipeline for HTTP/1.1".into(),
             );
         }
-        self.source_ips()?;
-        crate::transport::tls_client(self.tls.as_ref(), self.http2)?;
         Ok(())
     }
 
@@ -514,5 +539,24 @@ pub fn url_shown(url: &str, mix: bool) -> &str {
     match url[after_scheme..].find('/') {
         Some(i) => &url[..after_scheme + i],
         None => url,
+    }
+}
+
+/// A plan that cannot run, saying why.
+fn invalid(m: String) -> Result<(), Error> {
+    Err(Error::InvalidPlan(m))
+}
+
+/// `d` within `lo..=hi`, or an error naming `what`.
+fn span(d: Duration, lo: Duration, hi: Duration, what: &str) -> Result<(), Error> {
+    if d < lo || d > hi {
+        Err(Error::InvalidPlan(format!(
+            "{what} must be {}..={}, got {}",
+            fmt_duration(lo),
+            fmt_duration(hi),
+            fmt_duration(d)
+        )))
+    } else {
+        Ok(())
     }
 }

@@ -16,15 +16,15 @@ use crate::conns::{ConnPoint, Gauges, HeldCounters};
 pub use crate::counts::sum_some;
 use crate::counts::{is_zero, min_some};
 
+mod by_request;
 mod figures;
 mod percentiles;
-mod requests;
 mod slow_request;
 use crate::error::ErrorKind;
+pub use by_request::{count_by_request, RequestLive, RequestPoint};
 pub(crate) use figures::record_us;
 pub use figures::{new_histogram, Histograms, RequestFigures, Slowest};
 pub use percentiles::{Ci95, Percentiles};
-pub use requests::{count_by_request, RequestLive, RequestPoint};
 pub use slow_request::{SlowRequest, Stage};
 
 /// Counters of a run or of one interval.

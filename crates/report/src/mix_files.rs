@@ -173,11 +173,7 @@ fn header(line: &str) -> Result<(String, String), String> {
 
 /// Parses a TOML load file's text; `path` names it in messages.
 pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
-    let bad = |line: usize, reason: String| Error::BadRequestFile {
-        path: path.to_string(),
-        line,
-        reason,
-    };
+    let bad = |line: usize, reason: String| bad_line(path, line, reason);
     let doc: LoadToml = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(0, |s| line_of(text, s.start));
         bad(line, e.message().trim().to_string())
@@ -203,72 +199,101 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
                 .into(),
         ));
     }
-    let mut requests = Vec::with_capacity(doc.request.len());
-    for spanned in &doc.request {
-        // Each problem on the line of the field it is in (the table's own line otherwise).
-        let line = line_of(text, spanned.span().start);
-        let r = spanned.get_ref();
-        let path_line = line_of(text, r.path.span().start);
-        let method = r.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
-        let weight = r.weight.as_ref().map_or(1, |w| *w.get_ref());
-        let weight_line = r
-            .weight
-            .as_ref()
-            .map_or(line, |w| line_of(text, w.span().start));
-        let weight = u32::try_from(weight)
-            .ok()
-            .filter(|w| (1..=mix::MAX_WEIGHT).contains(w))
-            .ok_or_else(|| {
-                bad(
-                    weight_line,
-                    format!("weight must be 1..={}, got {weight}", mix::MAX_WEIGHT),
-                )
-            })?;
-        let headers_line = r
-            .headers
-            .as_ref()
-            .map_or(line, |h| line_of(text, h.span().start));
-        let headers = match r.headers.as_ref().map(|h| h.get_ref()) {
-            None => Vec::new(),
-            Some(Headers::List(list)) => list
-                .iter()
-                .map(|h| header(h))
-                .collect::<Result<_, _>>()
-                .map_err(|m| bad(headers_line, m))?,
-            Some(Headers::Table(t)) => t.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        };
-        let path = r.path.get_ref();
-        let spec = RequestSpec {
-            name: r.name.clone().unwrap_or_else(|| format!("{method} {path}")),
-            method,
-            target: path.clone(),
-            headers,
-            body: r
-                .body
-                .as_ref()
-                .map(|b| b.get_ref().clone().into_bytes())
-                .unwrap_or_default(),
-            weight,
-        };
-        mix::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
-        // A placeholder's own error on the line of the field it is in; what is wrong with
-        // the request as a whole (too many of them) on the table's.
-        let marks = |text: &[u8]| mix::check_field_placeholders(text);
-        mix::check_target(&spec.target).map_err(|m| bad(path_line, m))?;
-        for (_, v) in &spec.headers {
-            marks(v.as_bytes()).map_err(|m| bad(headers_line, m))?;
-        }
-        if let Some(b) = &r.body {
-            marks(b.get_ref().as_bytes()).map_err(|m| bad(line_of(text, b.span().start), m))?;
-        }
-        mix::check_placeholders(&spec).map_err(|m| bad(line, m))?;
-        requests.push(spec);
-    }
-    let url_line = doc
-        .url
+    let requests = doc
+        .request
+        .iter()
+        .map(|spanned| load_request(path, text, spanned))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (url, url_line) = load_url(path, text, doc.url)?;
+    let file = RequestFile {
+        path: path.to_string(),
+        url,
+        url_line,
+        url_authorization: None,
+        order,
+        requests,
+        stages,
+    };
+    mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
+    Ok(file)
+}
+
+/// One `[[request]]` of a load file, each problem said on the line of the field it is in.
+fn load_request(
+    path: &str,
+    text: &str,
+    spanned: &toml::Spanned<RequestToml>,
+) -> Result<RequestSpec, Error> {
+    let bad = |line: usize, reason: String| bad_line(path, line, reason);
+    // Each problem on the line of the field it is in (the table's own line otherwise).
+    let line = line_of(text, spanned.span().start);
+    let r = spanned.get_ref();
+    let path_line = line_of(text, r.path.span().start);
+    let method = r.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+    let weight = r.weight.as_ref().map_or(1, |w| *w.get_ref());
+    let weight_line = r
+        .weight
         .as_ref()
-        .map_or(0, |u| line_of(text, u.span().start));
-    let url = doc.url.map(toml::Spanned::into_inner);
+        .map_or(line, |w| line_of(text, w.span().start));
+    let weight = u32::try_from(weight)
+        .ok()
+        .filter(|w| (1..=mix::MAX_WEIGHT).contains(w))
+        .ok_or_else(|| {
+            bad(
+                weight_line,
+                format!("weight must be 1..={}, got {weight}", mix::MAX_WEIGHT),
+            )
+        })?;
+    let headers_line = r
+        .headers
+        .as_ref()
+        .map_or(line, |h| line_of(text, h.span().start));
+    let headers = match r.headers.as_ref().map(|h| h.get_ref()) {
+        None => Vec::new(),
+        Some(Headers::List(list)) => list
+            .iter()
+            .map(|h| header(h))
+            .collect::<Result<_, _>>()
+            .map_err(|m| bad(headers_line, m))?,
+        Some(Headers::Table(t)) => t.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    };
+    let path = r.path.get_ref();
+    let spec = RequestSpec {
+        name: r.name.clone().unwrap_or_else(|| format!("{method} {path}")),
+        method,
+        target: path.clone(),
+        headers,
+        body: r
+            .body
+            .as_ref()
+            .map(|b| b.get_ref().clone().into_bytes())
+            .unwrap_or_default(),
+        weight,
+    };
+    mix::validate(std::slice::from_ref(&spec)).map_err(|e| bad(line, e.to_string()))?;
+    // A placeholder's own error on the line of the field it is in; what is wrong with
+    // the request as a whole (too many of them) on the table's.
+    let marks = |text: &[u8]| mix::check_field_placeholders(text);
+    mix::check_target(&spec.target).map_err(|m| bad(path_line, m))?;
+    for (_, v) in &spec.headers {
+        marks(v.as_bytes()).map_err(|m| bad(headers_line, m))?;
+    }
+    if let Some(b) = &r.body {
+        marks(b.get_ref().as_bytes()).map_err(|m| bad(line_of(text, b.span().start), m))?;
+    }
+    mix::check_placeholders(&spec).map_err(|m| bad(line, m))?;
+    Ok(spec)
+}
+
+/// A load file's `url`, checked (a host and port, no path), and its line.
+fn load_url(
+    path: &str,
+    text: &str,
+    url: Option<toml::Spanned<String>>,
+) -> Result<(Option<String>, usize), Error> {
+    let bad = |line: usize, reason: String| bad_line(path, line, reason);
+    let url_line = url.as_ref().map_or(0, |u| line_of(text, u.span().start));
+    let url = url.map(toml::Spanned::into_inner);
     if let Some(u) = &url {
         let shown = redact_password(u);
         let parsed = url::Url::parse(u).map_err(|e| {
@@ -286,17 +311,16 @@ pub fn parse_load_file(path: &str, text: &str) -> Result<RequestFile, Error> {
             ));
         }
     }
-    let file = RequestFile {
+    Ok((url, url_line))
+}
+
+/// A request file's error on `line` (0: the file as a whole).
+fn bad_line(path: &str, line: usize, reason: String) -> Error {
+    Error::BadRequestFile {
         path: path.to_string(),
-        url,
-        url_line,
-        url_authorization: None,
-        order,
-        requests,
-        stages,
-    };
-    mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
-    Ok(file)
+        line,
+        reason,
+    }
 }
 
 /// A method as a URL list writes it: upper-case letters.
@@ -306,16 +330,9 @@ fn is_method(s: &str) -> bool {
 
 /// Parses a URL list's text; `path` names it in messages, `dir` is where `@FILE` bodies are.
 pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile, Error> {
-    let bad = |line: usize, reason: String| Error::BadRequestFile {
-        path: path.to_string(),
-        line,
-        reason,
-    };
+    let bad = |line: usize, reason: String| bad_line(path, line, reason);
     let mut requests: Vec<RequestSpec> = Vec::new();
-    let mut url: Option<(String, String)> = None;
-    let mut url_line = 0;
-    // The first whole URL's line and its credentials: every whole URL must carry the same.
-    let mut credentials: Option<(usize, Option<String>)> = None;
+    let mut origin_seen = UrlListOrigin::default();
     // The request that header and body lines belong to: none after a blank line.
     let mut open = false;
     for (i, raw) in text.lines().enumerate() {
@@ -337,52 +354,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
             let target = if target.starts_with('/') {
                 target.to_string()
             } else {
-                let shown = redact_password(target);
-                let parsed = url::Url::parse(target)
-                    .map_err(|e| bad(n, format!("{shown:?} is not a URL: {e}")))?;
-                if parsed.scheme() != "http" {
-                    return Err(bad(
-                        n,
-                        format!("{shown:?}: only http:// URLs can be loaded"),
-                    ));
-                }
-                let own = origin(target);
-                match &url {
-                    None => {
-                        url = Some((own, target.to_string()));
-                        url_line = n;
-                    }
-                    Some((first, first_url)) if *first != own => {
-                        return Err(bad(
-                            n,
-                            format!("{shown:?} is not on the host and port of {:?}: one run loads one host and port", redact_password(first_url)),
-                        ))
-                    }
-                    Some(_) => {}
-                }
-                let own_credentials = basic_authorization(&parsed);
-                match &credentials {
-                    None => credentials = Some((n, own_credentials)),
-                    Some((first, c)) if *c != own_credentials => {
-                        return Err(bad(
-                            n,
-                            format!("{shown:?} carries other credentials (user:password@) than line {first}'s URL: the run's connections send one set; {CREDENTIALS_ONCE}"),
-                        ))
-                    }
-                    Some(_) => {}
-                }
-                // The target as written, not as the URL parser re-encodes it: a placeholder's
-                // braces must stay braces.
-                let after_scheme = &target[target.find("://").map_or(0, |i| i + 3)..];
-                let raw = after_scheme
-                    .find(['/', '?'])
-                    .map_or("/", |i| &after_scheme[i..]);
-                let raw = raw.split('#').next().unwrap_or("/");
-                if raw.starts_with('?') {
-                    format!("/{raw}")
-                } else {
-                    raw.to_string()
-                }
+                origin_seen.target_of(path, n, target)?
             };
             let spec = RequestSpec {
                 name: format!("{method} {target}"),
@@ -404,31 +376,7 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
                 format!("{:?} is not a request: write METHOD URL, a URL, or a path starting with '/' (headers and @body follow their request's line)", redact_password(line)),
             ));
         };
-        if let Some(file) = line.strip_prefix('@') {
-            let body_path = dir.join(file.trim());
-            current.body = std::fs::read(&body_path).map_err(|e| {
-                bad(
-                    n,
-                    format!("cannot read body file {}: {e}", body_path.display()),
-                )
-            })?;
-        } else if line.starts_with('/')
-            || line
-                .split_whitespace()
-                .find(|w| !is_method(w))
-                .is_some_and(|w| w.contains("://"))
-        {
-            return Err(bad(
-                n,
-                format!(
-                    "{:?} is a URL with a space in it: write the space as %20",
-                    redact_password(line)
-                ),
-            ));
-        } else {
-            let h = header(line).map_err(|m| bad(n, m))?;
-            current.headers.push(h);
-        }
+        follow_line(path, dir, current, line, n)?;
     }
     if requests.is_empty() {
         return Err(bad(
@@ -438,15 +386,117 @@ pub fn parse_url_file(path: &str, text: &str, dir: &Path) -> Result<RequestFile,
     }
     let file = RequestFile {
         path: path.to_string(),
-        url: url.map(|(_, u)| u),
-        url_line,
-        url_authorization: credentials.and_then(|(_, a)| a),
+        url: origin_seen.url.map(|(_, u)| u),
+        url_line: origin_seen.url_line,
+        url_authorization: origin_seen.credentials.and_then(|(_, a)| a),
         order: None,
         requests,
         stages: None,
     };
     mix::validate(&file.requests).map_err(|e| file.bad(0, e.to_string()))?;
     Ok(file)
+}
+
+/// What every whole URL of a URL list must share with the first: its host and port, and its
+/// credentials.
+#[derive(Default)]
+struct UrlListOrigin {
+    /// The first whole URL's origin, and the URL.
+    url: Option<(String, String)>,
+    url_line: usize,
+    /// The first whole URL's line and its credentials: every whole URL must carry the same.
+    credentials: Option<(usize, Option<String>)>,
+}
+
+impl UrlListOrigin {
+    /// The request target of the whole URL `target` on line `n`, once its scheme, origin and
+    /// credentials are checked against the first one's.
+    fn target_of(&mut self, path: &str, n: usize, target: &str) -> Result<String, Error> {
+        let bad = |line: usize, reason: String| bad_line(path, line, reason);
+        let shown = redact_password(target);
+        let parsed =
+            url::Url::parse(target).map_err(|e| bad(n, format!("{shown:?} is not a URL: {e}")))?;
+        if parsed.scheme() != "http" {
+            return Err(bad(
+                n,
+                format!("{shown:?}: only http:// URLs can be loaded"),
+            ));
+        }
+        let own = origin(target);
+        match &self.url {
+            None => {
+                self.url = Some((own, target.to_string()));
+                self.url_line = n;
+            }
+            Some((first, first_url)) if *first != own => {
+                return Err(bad(
+                    n,
+                    format!("{shown:?} is not on the host and port of {:?}: one run loads one host and port", redact_password(first_url)),
+                ))
+            }
+            Some(_) => {}
+        }
+        let own_credentials = basic_authorization(&parsed);
+        match &self.credentials {
+            None => self.credentials = Some((n, own_credentials)),
+            Some((first, c)) if *c != own_credentials => {
+                return Err(bad(
+                    n,
+                    format!("{shown:?} carries other credentials (user:password@) than line {first}'s URL: the run's connections send one set; {CREDENTIALS_ONCE}"),
+                ))
+            }
+            Some(_) => {}
+        }
+        // The target as written, not as the URL parser re-encodes it: a placeholder's
+        // braces must stay braces.
+        let after_scheme = &target[target.find("://").map_or(0, |i| i + 3)..];
+        let raw = after_scheme
+            .find(['/', '?'])
+            .map_or("/", |i| &after_scheme[i..]);
+        let raw = raw.split('#').next().unwrap_or("/");
+        Ok(if raw.starts_with('?') {
+            format!("/{raw}")
+        } else {
+            raw.to_string()
+        })
+    }
+}
+
+/// A line under a request's: its `@FILE` body (read from `dir`) or one of its headers.
+fn follow_line(
+    path: &str,
+    dir: &Path,
+    current: &mut RequestSpec,
+    line: &str,
+    n: usize,
+) -> Result<(), Error> {
+    let bad = |line: usize, reason: String| bad_line(path, line, reason);
+    if let Some(file) = line.strip_prefix('@') {
+        let body_path = dir.join(file.trim());
+        current.body = std::fs::read(&body_path).map_err(|e| {
+            bad(
+                n,
+                format!("cannot read body file {}: {e}", body_path.display()),
+            )
+        })?;
+    } else if line.starts_with('/')
+        || line
+            .split_whitespace()
+            .find(|w| !is_method(w))
+            .is_some_and(|w| w.contains("://"))
+    {
+        return Err(bad(
+            n,
+            format!(
+                "{:?} is a URL with a space in it: write the space as %20",
+                redact_password(line)
+            ),
+        ));
+    } else {
+        let h = header(line).map_err(|m| bad(n, m))?;
+        current.headers.push(h);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,31 +3,33 @@
 //! tick, and at the end the report (text, JSON, HTML, HdrHistogram log) and the thresholds.
 
 use std::io::{IsTerminal, Write as _};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::{Context, Result};
 use tailscope_forensics::Roles;
 
 use crate::profiler::RunProfiler;
-use crate::stacks::{RunStacks, StacksError, StacksOptions};
+use crate::stacks::{RunStacks, StacksOptions};
 use crate::until::UntilWatch;
 use tailscope_loadgen::segment::{self, Segment};
 use tailscope_loadgen::{Pace, Phase, Plan, RunControl, RunTotals, Snapshot, Stop};
-use tailscope_report::document::{fmt_count, progress_line, Report, TargetInfo};
-use tailscope_report::sections::CpuBusy;
+use tailscope_report::document::{fmt_count, Report, TargetInfo};
 use tailscope_report::threshold::Threshold;
 use tailscope_report::{GeneratorClock, RunParts};
-use tailscope_targets::cpus::format_list;
+use tailscope_targets::procstat::CpuUsage;
+use tailscope_targets::profile::TickCounters;
 use tailscope_targets::{Target, TargetSpec};
-use tailscope_tui::app::{Action, RunInfo};
+use tailscope_tui::app::Action;
 use tailscope_tui::Feed;
 
 use crate::journal::JournalWriter;
+use crate::live::{save_so_far, start_dashboard, Progress, SharedSnapshots};
 use crate::output::{emit, judge, write_csv};
+use crate::server_side::{follow_server, launch_target, server_at_end, target_info};
 use crate::signals::{signal_name, signalled, watch_signals};
-use crate::{Outcome, UsageError};
+use crate::Outcome;
 
 /// Everything `run` needs, checked before any load starts.
 pub struct RunConfig {
@@ -106,82 +108,159 @@ fn wait_for_start(at: SystemTime, control: &RunControl) -> bool {
     segment::wait_until(at, control)
 }
 
-/// What to say when the launched server and the generator were given CPUs in common.
-fn shared_cpus_warning(server: &[usize], generator: &[usize]) -> Option<String> {
-    let shared: Vec<usize> = server
-        .iter()
-        .copied()
-        .filter(|c| generator.contains(c))
-        .collect();
-    (!shared.is_empty()).then(|| {
-        format!(
-            "the server and the generator share CPU {}: each takes CPU time from the other, and the figures measure both (give --server-cpus and --cpus apart)",
-            format_list(&shared)
-        )
-    })
-}
-
 /// Runs the load and reports. Returns how the process should exit.
+///
+/// The run's phases: the target launched (or named) and the agent asked, the dashboard
+/// started, the profiler and the sampler set to follow the server, the load run with every
+/// snapshot fed to what follows it, and the outputs written from the report.
 pub fn run(mut config: RunConfig) -> Result<Outcome> {
-    let stacks_options = config.stacks.clone();
     let control = RunControl::new();
     watch_signals(&control)?;
-    let mut target = match &config.launch {
-        Some(launch) => {
-            say!(
-                "tailscope: starting {} on CPU {}",
-                launch.spec.kind(),
-                format_list(&launch.server_cpus)
-            );
-            let t = match Target::launch_unless_stopped(
-                &launch.spec,
-                &launch.server_cpus,
-                &control.flag(),
-            ) {
-                Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
-                    say!("tailscope: {e}: nothing was sent");
-                    return Ok(Outcome::Interrupted);
-                }
-                started => started.with_context(|| {
-                    format!("the {} target could not start", launch.spec.kind())
-                })?,
-            };
-            config
-                .plan
-                .set_url(&format!("{}{}", t.base_url(), launch.path))
-                .context("the launched target's URL")?;
-            trust_target(&mut config.plan, &t);
-            say!(
-                "tailscope: {} ready at {} (pid {}); generator on CPU {}",
-                t.name(),
-                t.base_url(),
-                t.pid(),
-                format_list(&config.plan.cpus)
-            );
-            if let Some(w) = shared_cpus_warning(t.server_cpus(), &config.plan.cpus) {
-                say!("tailscope: warning: {w}");
-            }
-            Some(t)
-        }
-        None => None,
+    let mut target = match prepare_target(&mut config, &control)? {
+        ControlFlow::Continue(target) => target,
+        ControlFlow::Break(outcome) => return Ok(outcome),
+    };
+    let agent = connect_agent(&mut config)?;
+    let plan = &config.plan;
+    let live = std::io::stderr().is_terminal();
+    announce(plan);
+    // `s` on the dashboard asks for the HTML report of the run so far.
+    let (saves, save_requests) = std::sync::mpsc::channel();
+    // Declared before the dashboard, so that on an early return it is dropped (and what it
+    // kept written) after the dashboard is.
+    let mut stderr_held = crate::stderr::Held::default();
+    let dashboard = take_terminal(&config, target.as_ref(), agent.as_ref(), &control, saves)
+        .inspect(|_| stderr_held.hold());
+    let live = live && dashboard.is_none();
+    let warmup_auto = config
+        .warmup_auto
+        .then(|| crate::warmup::warm_up(plan, &control, live))
+        .transpose()
+        .context("the load generator could not run the warm-up")?;
+    let server_cpus = target
+        .as_ref()
+        .map(|t| t.server_cpus().to_vec())
+        .unwrap_or_default();
+    let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
+    // The server the agent launched: named in the report as a launched one is.
+    let agent_launched = agent.as_ref().and_then(|a| a.launched().cloned());
+    if let Some(l) = &agent_launched {
+        say!(
+            "tailscope: the agent launched {} (pid {} there) at {}",
+            l.name,
+            l.server_pid,
+            plan.url_shown()
+        );
+    }
+    let (profiler, stacks) = follow_server(&config, agent, target_pid, &server_cpus)?;
+    // Known before the run, so that a page saved from the dashboard names the server too.
+    let target_info = target_info(target.as_ref(), config.pid, agent_launched);
+    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
+    // monotonic clock from here.
+    let measure_started = SystemTime::now() + plan.warmup;
+    let journal = open_journal(&config, measure_started, target_info.clone());
+    let mut followers = Followers {
+        plan,
+        html: config.html.as_deref(),
+        target_info: target_info.as_ref(),
+        in_flight: plan.max_in_flight() as u64,
+        profiler,
+        stacks,
+        until: until_watch(&config, &control),
+        journal,
+        journal_failure_shown: false,
+        dashboard: dashboard.as_ref().map(|(feed, _)| feed),
+        save_requests,
+        diagnosed_at: None,
+        shared: SharedSnapshots::default(),
+        live,
+        progress: Progress::default(),
+    };
+    let totals = tailscope_loadgen::run(plan, &control, |snap| followers.on_snapshot(snap));
+    let Followers {
+        profiler,
+        stacks,
+        until,
+        journal,
+        ..
+    } = followers;
+    if let Some((feed, handle)) = dashboard {
+        end_dashboard(feed, handle);
+        // What was said meanwhile: the terminal is back.
+        stderr_held.release();
+    }
+    let until = until.map(UntilWatch::finish);
+    let mut totals = totals.context("the load generator could not run")?;
+    // Met goals end the run as planned: not an interruption.
+    if until.as_ref().is_some_and(|u| u.stopped_the_run) {
+        totals.stopped_early = false;
+    }
+    if live {
+        say!();
+    }
+    // Before the target stops: its binaries are read through /proc/PID to name the frames.
+    let server = server_at_end(profiler, stacks, plan, &totals, target.as_mut());
+    let report = Report::assemble(RunParts {
+        plan,
+        totals: &totals,
+        warnings: server.warnings,
+        generator: GeneratorClock {
+            measure_started,
+            segment: config.segment,
+            start_at: config.start_at,
+        },
+        signal: signal_name(),
+        target: target_info,
+        cpu_busy: server.cpu_busy,
+        findings: Some(server.findings),
+        stacks: server.stacks,
+        until: until.map(|u| u.outcome),
+        warmup_auto,
+    });
+    let roles = Roles {
+        server: &server_cpus,
+        client: &plan.cpus,
+    };
+    let text = text_of(&report, roles, &server.inside_text);
+    if let Some(t) = target.take() {
+        t.stop();
+    }
+    let incomplete = write_outputs(&config, &report, &text, &totals, measure_started, journal);
+    Ok(outcome(&report, &config.thresholds, incomplete))
+}
+
+/// The target launched (if any) and `--start-at` waited for; breaks with the outcome when a
+/// signal came first (nothing was sent).
+fn prepare_target(
+    config: &mut RunConfig,
+    control: &RunControl,
+) -> Result<ControlFlow<Outcome, Option<Target>>> {
+    let mut target = match launch_target(config, control)? {
+        ControlFlow::Continue(target) => target,
+        interrupted => return Ok(interrupted),
     };
     if let Some(at) = config.start_at {
-        if !wait_for_start(at, &control) {
+        if !wait_for_start(at, control) {
             if let Some(t) = target.take() {
                 t.stop();
             }
             say!("tailscope: interrupted while waiting for --start-at: nothing was sent");
-            return Ok(Outcome::Interrupted);
+            return Ok(ControlFlow::Break(Outcome::Interrupted));
         }
     }
     if let Some(seg) = config.segment {
         say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
-    // Before the dashboard and the load: a refused agent stops the run with nothing sent.
+    Ok(ControlFlow::Continue(target))
+}
+
+/// The agent that reads the server side on its host (`--agent`), asked before the dashboard
+/// and the load: a refused agent stops the run with nothing sent.
+fn connect_agent(config: &mut RunConfig) -> Result<Option<crate::agent::AgentSide>> {
     // Of a load split into segments, segment 1 alone reads the server through the agent
     // (one profile of the one server; `merge` keeps it in that run's sections), so that
     // every generator may be given the same command line.
-    let agent = match (&config.agent, config.segment) {
+    Ok(match (&config.agent, config.segment) {
         (Some(options), Some(seg)) if seg.index != 1 => {
             say!(
                 "tailscope: segment {seg}: the server side is read through the agent at {} by segment 1/{} alone: this run does not connect to it",
@@ -194,12 +273,14 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             options,
             config.pid,
             &mut config.plan,
-            stacks_options.mode,
+            config.stacks.mode,
         )?),
         (None, _) => None,
-    };
-    let plan = &config.plan;
-    let live = std::io::stderr().is_terminal();
+    })
+}
+
+/// The line that says what is about to be sent, how, and for how long.
+fn announce(plan: &Plan) {
     say!(
         "tailscope: {} {} — {} connections, {} generator thread(s), {}{}",
         plan.what_is_sent(),
@@ -216,136 +297,63 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
             Stop::Requests(n) => format!(", {} requests", fmt_count(n)),
         }
     );
-    // `s` on the dashboard asks for the HTML report of the run so far.
-    let (saves, save_requests) = std::sync::mpsc::channel();
-    // Declared before the dashboard, so that on an early return it is dropped (and what it
-    // kept written) after the dashboard is.
-    let mut stderr_held = crate::stderr::Held::default();
-    let dashboard = if config.tui {
-        start_dashboard(&config, target.as_ref(), agent.as_ref(), &control, saves)
-    } else {
-        None
-    };
-    if dashboard.is_some() {
-        // Until the dashboard gives the terminal back, stderr is kept (`crate::stderr`).
-        stderr_held.hold();
-    }
-    let live = live && dashboard.is_none();
-    let warmup_auto = if config.warmup_auto {
-        Some(
-            crate::warmup::warm_up(plan, &control, live)
-                .context("the load generator could not run the warm-up")?,
-        )
-    } else {
-        None
-    };
-    let mut progress = Progress::default();
-    let server_cpus = target
-        .as_ref()
-        .map(|t| t.server_cpus().to_vec())
-        .unwrap_or_default();
-    let target_pid = target.as_ref().map(|t| t.root_pid()).or(config.pid);
-    // The server the agent launched: named in the report as a launched one is.
-    let agent_launched = agent.as_ref().and_then(|a| a.launched().cloned());
-    if let Some(l) = &agent_launched {
-        say!(
-            "tailscope: the agent launched {} (pid {} there) at {}",
-            l.name,
-            l.server_pid,
-            plan.url_shown()
-        );
-    }
-    // The agent samples the server's stacks where it runs, and says when it cannot.
-    let agent_stacks = agent
-        .as_ref()
-        .map(|a| a.stacks_not_sampled().map(str::to_string));
-    let mut profiler = match agent {
-        // The server is on the agent's host: nothing of it is read here.
-        Some(agent) => {
-            say!("tailscope: {}", agent.describe());
-            RunProfiler::new(None, Vec::new(), plan.cpus.clone(), !plan.warmup.is_zero())
-                .through_agent(agent)
-        }
-        None => RunProfiler::new(
-            target_pid,
-            server_cpus.clone(),
-            plan.cpus.clone(),
-            !plan.warmup.is_zero(),
-        )
-        .watching_listeners(plan.addr),
-    };
-    let local_pid = target_pid.filter(|_| config.agent.is_none());
-    let stacks = match agent_stacks {
-        Some(not_sampled) => RunStacks::through_agent(stacks_options, not_sampled),
-        None => RunStacks::start(stacks_options, local_pid, &plan.cpus),
-    };
-    let mut stacks = match stacks {
-        Err(StacksError::Usage(e)) => return Err(UsageError(e.into()).into()),
-        started => started?,
-    };
-    let in_flight = plan.max_in_flight() as u64;
-    // Known before the run, so that a page saved from the dashboard names the server too.
-    let target_info = match (&target, config.pid) {
-        (None, _) if agent_launched.is_some() => agent_launched.map(|l| TargetInfo {
-            kind: "command".into(),
-            name: l.name,
-            pid: Some(l.server_pid),
-            command: Some(l.command),
-            server_cpus: Vec::new(),
-        }),
-        (Some(t), _) => Some(TargetInfo {
-            kind: t.kind().to_string(),
-            name: t.name().to_string(),
-            pid: Some(t.pid()),
-            command: Some(t.command_line().to_string()),
-            server_cpus: t.server_cpus().to_vec(),
-        }),
-        (None, Some(pid)) => Some(TargetInfo {
-            kind: "external".into(),
-            name: "external".into(),
-            pid: Some(pid),
-            command: None,
-            server_cpus: Vec::new(),
-        }),
-        (None, None) => None,
-    };
-    let mut diagnosed_at = None;
-    // Wall-clock time for the report (merging aligns on it); the generator keeps its own
-    // monotonic clock from here.
-    let measure_started = SystemTime::now() + plan.warmup;
-    let mut shared = SharedSnapshots::default();
-    let mut until = until_watch(&config, &control);
-    let mut journal = config.journal.as_deref().map(|path| {
+}
+
+/// The run's journal (`--journal`); one that cannot be written is said on stderr.
+fn open_journal(
+    config: &RunConfig,
+    measure_started: SystemTime,
+    target: Option<TargetInfo>,
+) -> Option<JournalWriter> {
+    config.journal.as_deref().map(|path| {
         let header = tailscope_report::journal::Header {
             tailscope_version: env!("CARGO_PKG_VERSION").to_string(),
             args: std::env::args_os()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
-            url: plan.url.clone(),
+            url: config.plan.url.clone(),
             measure_started_unix_ms: measure_started
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
-            target: target_info.clone(),
+            target,
             cwd: std::env::current_dir().ok(),
         };
-        let j = JournalWriter::create(path, &header);
-        if !j.failed() {
-            say!(
-                "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
-                path.display()
-            );
-        }
-        j
-    });
-    let mut journal_failure_shown = false;
-    let totals = tailscope_loadgen::run(plan, &control, |snap| {
-        if let Some(j) = journal.as_mut() {
+        JournalWriter::create(path, &header)
+    })
+}
+
+/// What follows the run snapshot by snapshot: the journal, `--until`'s watch, the profiler
+/// and the stack sampler, then the dashboard (or the progress line of a headless run).
+struct Followers<'a> {
+    plan: &'a Plan,
+    html: Option<&'a Path>,
+    target_info: Option<&'a TargetInfo>,
+    in_flight: u64,
+    profiler: RunProfiler,
+    stacks: RunStacks,
+    until: Option<UntilWatch>,
+    journal: Option<JournalWriter>,
+    journal_failure_shown: bool,
+    dashboard: Option<&'a Feed>,
+    save_requests: std::sync::mpsc::Receiver<()>,
+    /// The second the live diagnosis was last sent for.
+    diagnosed_at: Option<u64>,
+    shared: SharedSnapshots,
+    live: bool,
+    progress: Progress,
+}
+
+impl Followers<'_> {
+    /// One snapshot of the run so far, handed to each follower.
+    fn on_snapshot(&mut self, snap: &Snapshot) {
+        if let Some(j) = self.journal.as_mut() {
             if !snap.new_second_histograms.is_empty() {
-                j.on_snapshot(snap, &profiler.cpu_busy(), profiler.listen_now());
+                j.on_snapshot(snap, &self.profiler.cpu_busy(), self.profiler.listen_now());
             }
             if snap.checkpoint.is_some() {
                 let requests = snap.totals.requests();
-                if let Some((profile, listen_queue)) = profiler.profile_so_far(requests, plan.tick)
+                if let Some((profile, listen_queue)) =
+                    self.profiler.profile_so_far(requests, self.plan.tick)
                 {
                     j.on_profile(tailscope_report::journal::ProfileRecord {
                         seconds: snap.seconds_closed as u64,
@@ -355,127 +363,115 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
                 }
             }
         }
-        if let Some(u) = until.as_mut() {
+        if let Some(u) = self.until.as_mut() {
             u.watch(snap);
         }
-        let (cpus, counters) = profiler.on_snapshot(snap);
-        stacks.on_snapshot(snap, &profiler.tree_pids());
-        if let Some((feed, _)) = &dashboard {
-            if !journal_failure_shown && journal.as_ref().is_some_and(JournalWriter::failed) {
-                journal_failure_shown = true;
-                let _ = feed.send(Action::Note(
-                    "The journal is no longer being written. Why is said at the end; the run goes on.".into(),
-                ));
-            }
-            let _ = feed.send(Action::Snapshot(shared.share(snap), cpus));
-            let _ = feed.send(Action::Counters(counters));
-            let _ = feed.send(Action::ListenQueue(profiler.listen_now()));
-            if let Some(inside) = stacks.live(snap) {
-                let _ = feed.send(Action::Inside(Box::new(inside)));
-            }
-            if save_requests.try_recv().is_ok() {
-                save_so_far(
-                    plan,
-                    snap,
-                    profiler.cpu_busy(),
-                    target_info.as_ref(),
-                    config.html.as_deref(),
-                    feed,
-                );
-            }
-            // The spikes view: the rules re-run on the run so far once a second.
-            let second = snap.elapsed.as_secs();
-            if diagnosed_at != Some(second) || snap.phase == tailscope_loadgen::Phase::Done {
-                diagnosed_at = Some(second);
-                let _ = feed.send(Action::Diagnosis(profiler.live_diagnosis(snap, in_flight)));
-            }
-        } else if live {
-            progress.show(snap);
+        let (cpus, counters) = self.profiler.on_snapshot(snap);
+        self.stacks.on_snapshot(snap, &self.profiler.tree_pids());
+        if let Some(feed) = self.dashboard {
+            self.feed_dashboard(feed, snap, cpus, counters);
+        } else if self.live {
+            self.progress.show(snap);
         }
-    });
-    if let Some((feed, handle)) = dashboard {
-        // Dropping the feed ends the dashboard; it gives the terminal back before returning.
-        drop(feed);
-        match handle.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
-            Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
+    }
+
+    /// The dashboard's share of a snapshot: the figures, what the server did, the notes, the
+    /// page asked for with `s`, and once a second the rules re-run on the run so far.
+    fn feed_dashboard(
+        &mut self,
+        feed: &Feed,
+        snap: &Snapshot,
+        cpus: Option<Vec<CpuUsage>>,
+        counters: TickCounters,
+    ) {
+        if !self.journal_failure_shown && self.journal.as_ref().is_some_and(JournalWriter::failed) {
+            self.journal_failure_shown = true;
+            let _ = feed.send(Action::Note(
+                "The journal is no longer being written. Why is said at the end; the run goes on."
+                    .into(),
+            ));
         }
-        // What was said meanwhile: the terminal is back.
-        stderr_held.release();
-    }
-    let until = until.map(UntilWatch::finish);
-    let mut totals = totals.context("the load generator could not run")?;
-    // Met goals end the run as planned: not an interruption.
-    if until.as_ref().is_some_and(|u| u.stopped_the_run) {
-        totals.stopped_early = false;
-    }
-    if live {
-        say!();
-    }
-    let mut warnings: Vec<String> = target
-        .as_ref()
-        .and_then(|t| shared_cpus_warning(t.server_cpus(), &plan.cpus))
-        .into_iter()
-        .collect();
-    if let Some(t) = target.as_mut() {
-        if let Some(status) = t.exited() {
-            warnings.push(format!(
-                "the {} server exited during the run (the launched command's {status}): what was measured after that was no server",
-                t.name()
+        let _ = feed.send(Action::Snapshot(self.shared.share(snap), cpus));
+        let _ = feed.send(Action::Counters(counters));
+        let _ = feed.send(Action::ListenQueue(self.profiler.listen_now()));
+        if let Some(inside) = self.stacks.live(snap) {
+            let _ = feed.send(Action::Inside(Box::new(inside)));
+        }
+        if self.save_requests.try_recv().is_ok() {
+            save_so_far(
+                self.plan,
+                snap,
+                self.profiler.cpu_busy(),
+                self.target_info,
+                self.html,
+                feed,
+            );
+        }
+        // The spikes view: the rules re-run on the run so far once a second.
+        let second = snap.elapsed.as_secs();
+        if self.diagnosed_at != Some(second) || snap.phase == Phase::Done {
+            self.diagnosed_at = Some(second);
+            let _ = feed.send(Action::Diagnosis(
+                self.profiler.live_diagnosis(snap, self.in_flight),
             ));
         }
     }
-    let cpu_busy = profiler.cpu_busy();
-    let (mut findings, agent_inside) =
-        profiler.finish_with_stacks(plan, &totals, totals.counters.requests());
-    warnings.extend(crate::agent::warnings(&findings.profile));
-    // The tree is profiled from its root (the `sh -c` around a command's server), but named
-    // by the pid that serves, as the report's `target.pid` is.
-    if let (Some(t), Some(profile)) = (&target, findings.profile.target.as_mut()) {
-        profile.serving(t.pid());
+}
+
+/// The dashboard, when asked for and the terminal can be had; the journal's path is said
+/// before it takes the terminal, so that a run killed under it still leaves the path on the
+/// screen (a newcomer's `kill -9` left none). Until it ends, stderr is to be held.
+fn take_terminal(
+    config: &RunConfig,
+    target: Option<&Target>,
+    agent: Option<&crate::agent::AgentSide>,
+    control: &RunControl,
+    saves: tailscope_tui::SaveRequests,
+) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
+    if let Some(path) = &config.journal {
+        say!("{}", journal_note(path));
     }
-    // Before the target stops: its binaries are read through /proc/PID to name the frames.
-    let (inside, inside_text, stacks_section) = stacks.finish(&totals.timeseries, agent_inside);
-    if let Some(inside) = &inside {
-        findings.look_inside(inside);
+    if config.tui {
+        start_dashboard(config, target, agent, control, saves)
+    } else {
+        None
     }
-    let report = Report::assemble(RunParts {
-        plan,
-        totals: &totals,
-        warnings,
-        generator: GeneratorClock {
-            measure_started,
-            segment: config.segment,
-            start_at: config.start_at,
-        },
-        signal: signal_name(),
-        target: target_info,
-        cpu_busy,
-        findings: Some(findings),
-        stacks: stacks_section,
-        until: until.map(|u| u.outcome),
-        warmup_auto,
-    });
-    let roles = Roles {
-        server: &server_cpus,
-        client: &plan.cpus,
-    };
+}
+
+/// Ends the dashboard (dropping its feed).
+fn end_dashboard(feed: Feed, handle: std::thread::JoinHandle<std::io::Result<()>>) {
+    // Dropping the feed ends the dashboard; it gives the terminal back before returning.
+    drop(feed);
+    match handle.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => say!("tailscope: the dashboard failed: {e}"),
+        Err(_) => say!("tailscope: the dashboard panicked (terminal restored)"),
+    }
+}
+
+/// The text summary: the report's, then the findings' and the stacks'.
+fn text_of(report: &Report, roles: Roles, inside_text: &str) -> String {
     let sections = report
         .sections
         .findings
         .as_ref()
         .map_or_else(String::new, |f| {
-            tailscope_report::findings::findings_text(f, roles, &report)
+            tailscope_report::findings::findings_text(f, roles, report)
         });
-    if let Some(t) = target.take() {
-        t.stop();
-    }
-    let text = report.to_text() + &sections + &inside_text;
-    // Each output is written whatever became of the others: one that cannot be (a full disk)
-    // is said and makes the exit code say the output is incomplete.
-    let mut incomplete =
-        journal.is_some_and(|j| !j.finish(Some(&report), Some(&totals.histograms)));
+    report.to_text() + &sections + inside_text
+}
+
+/// Writes every output (journal's end, text, JSON, HTML, CSV, HdrHistogram log), each
+/// whatever became of the others; true when one could not be (a full disk), after saying so.
+fn write_outputs(
+    config: &RunConfig,
+    report: &Report,
+    text: &str,
+    totals: &RunTotals,
+    measure_started: SystemTime,
+    journal: Option<JournalWriter>,
+) -> bool {
+    let mut incomplete = journal.is_some_and(|j| !j.finish(Some(report), Some(&totals.histograms)));
     let mut loud = |written: Result<()>| {
         if let Err(e) = written {
             say!("tailscope: {e:#}");
@@ -483,41 +479,46 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         }
     };
     loud(emit(
-        &report,
-        &text,
+        report,
+        text,
         config.json.as_deref(),
         config.html.as_deref(),
     ));
     loud(write_csv(
-        &report,
+        report,
         config.csv.as_deref(),
         config.csv_slowest.as_deref(),
     ));
     if let Some(path) = &config.hdr_log {
-        loud(write_hdr_log(&totals, measure_started, path));
+        loud(write_hdr_log(totals, measure_started, path));
     }
+    incomplete
+}
+
+/// How the process exits: a run that measured nothing fails whatever the thresholds say
+/// (unless a signal cut it short, which says more); then the thresholds, the signal, an
+/// output left incomplete.
+fn outcome(report: &Report, thresholds: &[Threshold], incomplete: bool) -> Outcome {
     let signalled = signalled();
     let no_response = report.no_response_reason();
     if let Some(reason) = &no_response {
         say!("tailscope: {reason}");
     }
-    let failed = judge(&report, &config.thresholds);
-    // A run that measured nothing is a failure whatever the thresholds say (unless it was
-    // cut short by a signal, which says more).
+    let failed = judge(report, thresholds);
     if no_response.is_some() && !signalled {
-        return Ok(Outcome::Failure);
+        return Outcome::Failure;
     }
     if failed > 0 {
-        return Ok(Outcome::ThresholdFailed);
+        return Outcome::ThresholdFailed;
     }
     if signalled {
-        return Ok(Outcome::Interrupted);
+        return Outcome::Interrupted;
     }
     if incomplete {
-        return Ok(Outcome::OutputIncomplete);
+        return Outcome::OutputIncomplete;
     }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
-    Ok(Outcome::Success)
+    Outcome::Success
 }
 
 /// Writes the HdrHistogram interval log (`--hdr-log`).
@@ -538,169 +539,10 @@ fn until_watch(config: &RunConfig, control: &RunControl) -> Option<UntilWatch> {
     (!config.until.is_empty()).then(|| UntilWatch::new(config.until.clone(), cap, control))
 }
 
-/// Starts the dashboard for this run; `None` (after saying why) if the terminal cannot be used,
-/// and the run goes on headless.
-fn start_dashboard(
-    config: &RunConfig,
-    target: Option<&Target>,
-    agent: Option<&crate::agent::AgentSide>,
-    control: &RunControl,
-    saves: tailscope_tui::SaveRequests,
-) -> Option<(Feed, std::thread::JoinHandle<std::io::Result<()>>)> {
-    let mut info = RunInfo::new(&config.plan, target);
-    if let Some(agent) = agent {
-        let launched = agent.launched().map(|l| (l.name.as_str(), l.server_pid));
-        info = info.through_agent(agent.host(), launched);
-    }
-    match tailscope_tui::spawn(info, control.clone(), saves) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            say!("tailscope: cannot start the dashboard ({e}); running headless");
-            None
-        }
-    }
-}
-
-/// The snapshots the dashboard is handed, each reused once the dashboard has let go of it
-/// (it keeps the one it shows; others may wait in its channel): a copy into a used buffer
-/// allocates nothing, a fresh one a histogram of some 100 KiB ten times a second.
-#[derive(Default)]
-struct SharedSnapshots(Vec<Arc<Snapshot>>);
-
-/// How many shared snapshots are kept for reuse.
-const SHARED_SNAPSHOTS: usize = 4;
-
-impl SharedSnapshots {
-    /// `snap`, in a buffer nobody else holds.
-    fn share(&mut self, snap: &Snapshot) -> Arc<Snapshot> {
-        for kept in &mut self.0 {
-            if let Some(free) = Arc::get_mut(kept) {
-                free.clone_from(snap);
-                return kept.clone();
-            }
-        }
-        let fresh = Arc::new(snap.clone());
-        if self.0.len() < SHARED_SNAPSHOTS {
-            self.0.push(fresh.clone());
-        }
-        fresh
-    }
-}
-
-/// One line on stderr, rewritten in place, while a headless run goes on.
-#[derive(Default)]
-struct Progress {
-    last_shown: Option<Duration>,
-}
-
-impl Progress {
-    fn show(&mut self, snap: &Snapshot) {
-        let shown_recently = self
-            .last_shown
-            .is_some_and(|t| snap.elapsed < t + Duration::from_millis(500));
-        if shown_recently && snap.phase != Phase::Done {
-            return;
-        }
-        self.last_shown = Some(snap.elapsed);
-        let line = progress_line(snap);
-        say_part!("\r\x1b[2K{line}");
-    }
-}
-
-/// Where the page of the run so far goes: beside the `--html` page when there is one
-/// (`report-at-12s.html`), otherwise `tailscope-at-12s.html` in the working directory.
-fn so_far_path(html: Option<&Path>, snap: &Snapshot) -> PathBuf {
-    let at = format!("at-{}s.html", snap.elapsed.as_secs());
-    match html {
-        Some(p) => {
-            let stem = p
-                .file_stem()
-                .map_or("tailscope".into(), |s| s.to_string_lossy());
-            p.with_file_name(format!("{stem}-{at}"))
-        }
-        None => PathBuf::from(format!("tailscope-{at}")),
-    }
-}
-
-/// Saves the HTML page of the run so far (the dashboard's `s`) on a thread of its own, so the
-/// run's snapshots are not held up by the drawing, and tells the dashboard where it went.
-fn save_so_far(
-    plan: &Plan,
-    snap: &Snapshot,
-    cpu_busy: CpuBusy,
-    target: Option<&TargetInfo>,
-    html: Option<&Path>,
-    feed: &Feed,
-) {
-    let path = so_far_path(html, snap);
-    let (plan, snap, target, to_dashboard) =
-        (plan.clone(), snap.clone(), target.cloned(), feed.clone());
-    let saving = std::thread::Builder::new()
-        .name("tailscope-save".into())
-        .spawn(move || {
-            let mut report = Report::new(&plan, &RunTotals::so_far(&snap));
-            report.target = target;
-            cpu_busy.fill(&mut report.timeseries);
-            report.warnings.insert(
-                0,
-                format!(
-                    "Saved from the dashboard {:.1} s into the run while it went on: connect times and the uncorrected latency are not in this page, the time series holds the last two minutes, and the profile (but for per-CPU busy) and the diagnosis come at the end.",
-                    snap.elapsed.as_secs_f64()
-                ),
-            );
-            let note = match std::fs::write(&path, tailscope_report::run_page_so_far(&report)) {
-                Ok(()) => format!("saved {}", path.display()),
-                Err(e) => format!("cannot save {}: {e}", path.display()),
-            };
-            let _ = to_dashboard.send(Action::Note(note));
-        });
-    if let Err(e) = saving {
-        let _ = feed.send(Action::Note(format!("cannot save the report: {e}")));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tailscope_loadgen::aggregate::Aggregator;
-
-    #[test]
-    fn the_dashboard_s_snapshots_are_reused_once_it_lets_go() {
-        let agg = Aggregator::new(1, Duration::from_secs(60), Duration::from_millis(100), 3);
-        let mut snap = agg.new_snapshot();
-        let mut shared = SharedSnapshots::default();
-        let at = |s| {
-            move |snap: &mut Snapshot| {
-                snap.elapsed = Duration::from_secs(s);
-                snap.histogram.record(s * 1_000).unwrap();
-            }
-        };
-        at(1)(&mut snap);
-        let first = shared.share(&snap);
-        at(2)(&mut snap);
-        // The dashboard still holds the first: the second goes elsewhere.
-        let second = shared.share(&snap);
-        assert!(!Arc::ptr_eq(&first, &second));
-        assert_eq!((first.histogram.len(), second.histogram.len()), (1, 2));
-        let first_buffer = Arc::as_ptr(&first);
-        drop(first);
-        at(3)(&mut snap);
-        let third = shared.share(&snap);
-        assert_eq!(
-            Arc::as_ptr(&third),
-            first_buffer,
-            "the buffer let go of is reused"
-        );
-        assert_eq!(third.elapsed, Duration::from_secs(3));
-        assert_eq!(
-            third.histogram.len(),
-            3,
-            "with the run so far, not the old copy"
-        );
-        assert_eq!(
-            second.elapsed,
-            Duration::from_secs(2),
-            "one still held is untouched"
-        );
-    }
+/// Where the run's journal will be, said once on stderr before the run.
+fn journal_note(path: &Path) -> String {
+    format!(
+        "tailscope: journal {} (each second as it ends; `tailscope report` rebuilds the report from it; --no-journal leaves it out)",
+        path.display()
+    )
 }

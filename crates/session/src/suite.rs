@@ -6,7 +6,7 @@
 //! of the machine is shared by the targets rather than pinned on one; then every target stops. Progress goes to stderr, a
 //! markdown table to stdout, every run and the host to the JSON.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::profiler::RunProfiler;
 use anyhow::{Context, Result};
@@ -68,91 +68,25 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
         format_list(&server_cpus),
         format_list(&client_cpus)
     );
-    let mut failed = false;
     // Every target is started first and kept up: the rounds go from one to the next.
-    let mut live: Vec<Option<Target>> = Vec::new();
-    let mut failures: Vec<Option<String>> = Vec::new();
-    for (name, spec) in &suite.targets {
-        if control.is_stopped() {
-            break;
-        }
-        say!("suite: starting {name} ({})", spec.kind());
-        match Target::launch_unless_stopped(spec, &server_cpus, &control.flag()) {
-            Ok(t) => {
-                live.push(Some(t));
-                failures.push(None);
-            }
-            Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
-                say!("suite: {e}");
-                break;
-            }
-            Err(e) => {
-                say!("suite: {name} could not start: {e}");
-                failed = true;
-                live.push(None);
-                failures.push(Some(e.to_string()));
-            }
-        }
-    }
+    let (live, failures) = start_targets(&suite, &server_cpus, &control);
+    let failed = failures.iter().any(Option::is_some);
     let rounds = round_order(
         live.len(),
         load.runs,
         suite.seed.unwrap_or(rounds::DEFAULT_SEED),
     );
-    // runs[target][endpoint], each in round order.
-    let mut runs: Vec<Vec<Vec<RunFigures>>> =
-        vec![vec![Vec::new(); suite.endpoints.len()]; live.len()];
-    'endpoints: for (e, endpoint) in suite.endpoints.iter().enumerate() {
-        if let Some(stop) = load.warmup_stop() {
-            for (t, target) in live.iter().enumerate() {
-                let Some(target) = target else { continue };
-                let (name, spec) = &suite.targets[t];
-                let streams = suite.streams.get(name).copied().unwrap_or(1);
-                say!("suite: {name} {endpoint} warm-up");
-                let plan = served(
-                    suite.plan(endpoint, &target.base_url(), &client_cpus, stop)?,
-                    target,
-                    spec,
-                    streams,
-                );
-                tailscope_loadgen::run(&plan, &control, |_| {})?;
-            }
-        }
-        for (round, order) in rounds.order.iter().enumerate() {
-            for &t in order {
-                if control.is_stopped() {
-                    break 'endpoints;
-                }
-                let Some(target) = &live[t] else { continue };
-                let (name, spec) = &suite.targets[t];
-                let label = format!("{name} {endpoint} run {}/{}", round + 1, load.runs);
-                let bench = Bench {
-                    suite: &suite,
-                    server_cpus: &server_cpus,
-                    client_cpus: &client_cpus,
-                    control: &control,
-                };
-                match bench.measure(t, endpoint, target, spec, &label)? {
-                    Some(figures) => runs[t][e].push(figures),
-                    None => break 'endpoints,
-                }
-            }
-        }
-    }
+    let bench = Bench {
+        suite: &suite,
+        server_cpus: &server_cpus,
+        client_cpus: &client_cpus,
+        control: &control,
+    };
+    let runs = bench.rounds(&live, &rounds.order)?;
     for target in live.into_iter().flatten() {
         target.stop();
     }
-    let mut results = Vec::new();
-    for (t, (name, _)) in suite.targets.iter().enumerate().take(failures.len()) {
-        for (e, endpoint) in suite.endpoints.iter().enumerate() {
-            results.push(SuiteResult::new(
-                name,
-                endpoint,
-                failures[t].clone(),
-                std::mem::take(&mut runs[t][e]),
-            ));
-        }
-    }
+    let mut results = results_of(&suite, &failures, runs);
     summarize(&mut results, suite.baseline.as_deref());
     let table = markdown(&results, suite.baseline.as_deref());
     let report = SuiteReport {
@@ -169,29 +103,13 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
         interrupted: control.is_stopped(),
         rounds: Some(rounds),
     };
-    let json =
-        serde_json::to_string_pretty(&report).context("serializing the suite report")? + "\n";
-    match json_path.as_deref() {
-        Some(p) if p.as_os_str() == "-" => {
-            say_part!("{table}");
-            print_stdout(&json)?;
-        }
-        other => {
-            print_stdout(&table)?;
-            if let Some(p) = other {
-                std::fs::write(p, &json)
-                    .with_context(|| format!("cannot write {}", p.display()))?;
-                say!("tailscope: wrote {}", p.display());
-            }
-        }
-    }
-    if let Some(p) = &html {
-        write_page(&tailscope_report::suite::page(&report), p)?;
-    }
-    if let Some(p) = &markdown_path {
-        std::fs::write(p, &table).with_context(|| format!("cannot write {}", p.display()))?;
-        say!("tailscope: wrote {}", p.display());
-    }
+    write_outputs(
+        &report,
+        &table,
+        json_path.as_deref(),
+        markdown_path.as_deref(),
+        html.as_deref(),
+    )?;
     if report.interrupted {
         say!(
             "tailscope: the suite was interrupted: the table holds the runs that finished; the run in progress was cut short and left out, and targets not reached are missing"
@@ -206,6 +124,93 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
     })
 }
 
+/// Starts every target of the suite on the server's CPUs, in file order, until a signal: the
+/// targets up (None for one that could not start), and why each that could not did not.
+fn start_targets(
+    suite: &Suite,
+    server_cpus: &[usize],
+    control: &RunControl,
+) -> (Vec<Option<Target>>, Vec<Option<String>>) {
+    let mut live: Vec<Option<Target>> = Vec::new();
+    let mut failures: Vec<Option<String>> = Vec::new();
+    for (name, spec) in &suite.targets {
+        if control.is_stopped() {
+            break;
+        }
+        say!("suite: starting {name} ({})", spec.kind());
+        match Target::launch_unless_stopped(spec, server_cpus, &control.flag()) {
+            Ok(t) => {
+                live.push(Some(t));
+                failures.push(None);
+            }
+            Err(e @ tailscope_targets::Error::Interrupted { .. }) => {
+                say!("suite: {e}");
+                break;
+            }
+            Err(e) => {
+                say!("suite: {name} could not start: {e}");
+                live.push(None);
+                failures.push(Some(e.to_string()));
+            }
+        }
+    }
+    (live, failures)
+}
+
+/// One result per target (of those reached) × endpoint, with its runs in round order.
+fn results_of(
+    suite: &Suite,
+    failures: &[Option<String>],
+    mut runs: Vec<Vec<Vec<RunFigures>>>,
+) -> Vec<SuiteResult> {
+    let mut results = Vec::new();
+    for (t, (name, _)) in suite.targets.iter().enumerate().take(failures.len()) {
+        for (e, endpoint) in suite.endpoints.iter().enumerate() {
+            results.push(SuiteResult::new(
+                name,
+                endpoint,
+                failures[t].clone(),
+                std::mem::take(&mut runs[t][e]),
+            ));
+        }
+    }
+    results
+}
+
+/// The table on stdout (on stderr when the JSON takes stdout), the JSON, the page and the
+/// markdown file.
+fn write_outputs(
+    report: &SuiteReport,
+    table: &str,
+    json_path: Option<&Path>,
+    markdown_path: Option<&Path>,
+    html: Option<&Path>,
+) -> Result<()> {
+    let json = serde_json::to_string_pretty(report).context("serializing the suite report")? + "\n";
+    match json_path {
+        Some(p) if p.as_os_str() == "-" => {
+            say_part!("{table}");
+            print_stdout(&json)?;
+        }
+        other => {
+            print_stdout(table)?;
+            if let Some(p) = other {
+                std::fs::write(p, &json)
+                    .with_context(|| format!("cannot write {}", p.display()))?;
+                say!("tailscope: wrote {}", p.display());
+            }
+        }
+    }
+    if let Some(p) = html {
+        write_page(&tailscope_report::suite::page(report), p)?;
+    }
+    if let Some(p) = markdown_path {
+        std::fs::write(p, table).with_context(|| format!("cannot write {}", p.display()))?;
+        say!("tailscope: wrote {}", p.display());
+    }
+    Ok(())
+}
+
 /// What every measured run of a suite shares: the suite, where the servers and the generator
 /// run, and the stop flag.
 #[derive(Clone, Copy)]
@@ -217,6 +222,59 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
+    /// Every endpoint in turn: each target's warm-up, then the rounds of one measured run per
+    /// target in each round's order, until a signal. `runs[target][endpoint]`, each in round
+    /// order.
+    fn rounds(
+        &self,
+        live: &[Option<Target>],
+        order: &[Vec<usize>],
+    ) -> Result<Vec<Vec<Vec<RunFigures>>>> {
+        let suite = self.suite;
+        let mut runs: Vec<Vec<Vec<RunFigures>>> =
+            vec![vec![Vec::new(); suite.endpoints.len()]; live.len()];
+        'endpoints: for (e, endpoint) in suite.endpoints.iter().enumerate() {
+            self.warm_up(endpoint, live)?;
+            for (round, order) in order.iter().enumerate() {
+                for &t in order {
+                    if self.control.is_stopped() {
+                        break 'endpoints;
+                    }
+                    let Some(target) = &live[t] else { continue };
+                    let (name, spec) = &suite.targets[t];
+                    let label = format!("{name} {endpoint} run {}/{}", round + 1, suite.load.runs);
+                    match self.measure(t, endpoint, target, spec, &label)? {
+                        Some(figures) => runs[t][e].push(figures),
+                        None => break 'endpoints,
+                    }
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Each target's warm-up on `endpoint` (not recorded), when the suite has one.
+    fn warm_up(&self, endpoint: &str, live: &[Option<Target>]) -> Result<()> {
+        let suite = self.suite;
+        let Some(stop) = suite.load.warmup_stop() else {
+            return Ok(());
+        };
+        for (t, target) in live.iter().enumerate() {
+            let Some(target) = target else { continue };
+            let (name, spec) = &suite.targets[t];
+            let streams = suite.streams.get(name).copied().unwrap_or(1);
+            say!("suite: {name} {endpoint} warm-up");
+            let plan = served(
+                suite.plan(endpoint, &target.base_url(), self.client_cpus, stop)?,
+                target,
+                spec,
+                streams,
+            );
+            tailscope_loadgen::run(&plan, self.control, |_| {})?;
+        }
+        Ok(())
+    }
+
     /// One measured run of target `t` on `endpoint`: its figures, or None when the run was
     /// cut short by an interruption (left out: shorter than the others and cut at an arbitrary
     /// moment, in the median and the range it would pass for a measurement of the same load).

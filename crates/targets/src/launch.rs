@@ -76,17 +76,9 @@ fn serving_pid(pgid: i32, port: u16) -> Option<i32> {
         .iter()
         .map(|l| format!("socket:[{}]", l.inode))
         .collect();
-    let holds = |pid: i32| {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|fd| std::fs::read_link(fd.path()).ok())
-            .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
-    };
     ProcessTree::for_killing(pgid as u32, Some(pgid as u32))
         .members()
-        .filter(|m| m.alive && !m.stat.zombie && holds(m.stat.pid))
+        .filter(|m| m.alive && !m.stat.zombie && crate::listen::holds(m.stat.pid, &sockets))
         .min_by_key(|m| (m.stat.starttime, m.stat.pid))
         .map(|m| m.stat.pid)
 }

@@ -317,6 +317,17 @@ impl ListenWatch {
     }
 }
 
+/// Whether process `pid` holds one of `sockets` (`socket:[INODE]`, as its /proc/PID/fd links
+/// read): how the process that serves a port is told from the others of its group.
+pub fn holds(pid: i32, sockets: &[String]) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

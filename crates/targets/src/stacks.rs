@@ -7,24 +7,24 @@
 //! caller hands it the target's pids ([`Session::tick`], the process tree as someone else
 //! follows it) and it drains the ring buffers; [`Session::finish`] names the frames once, with
 //! blazesym (`symbols`), and returns an [`Inside`]: the differential profile of the slow
-//! seconds against the others ([`compare`]), what a diagnosis' window looked like from
+//! seconds against the others ([`slow_seconds`]), what a diagnosis' window looked like from
 //! inside, the text section and the flame graphs.
 //!
 //! Parts: [`on_cpu`] (cpu-clock samples), [`switches`] (sched_switch), [`threads`] (the /proc
 //! fallback), [`off_cpu`] (what either off-CPU sampler saw), [`live`] (the dashboard's
 //! per-second summary), `symbols` (callchains and their
 //! names), `unwind` (user stacks unwound from the samples' stack copies and the binaries'
-//! .eh_frame, where frame pointers are missing), [`compare`] (slow seconds and the test of a
-//! share), [`session`] (the run's view of all of them), `text` (the summary's section). perf-event2 parses the ring buffers; the one
+//! .eh_frame, where frame pointers are missing), [`slow_seconds`] (slow seconds and the test of a
+//! share), [`samplers`] (the samplers of one run, driven together), `text` (the summary's section). perf-event2 parses the ring buffers; the one
 //! ioctl it lacks (a tracepoint filter) is in the crate's `sys` module.
 
-pub mod compare;
 mod jit;
 pub mod live;
 pub mod off_cpu;
 pub mod on_cpu;
 mod runtimes;
-pub mod session;
+pub mod samplers;
+pub mod slow_seconds;
 pub mod switches;
 pub(crate) mod symbols;
 mod text;
@@ -32,11 +32,11 @@ pub mod threads;
 mod tracepoint;
 mod unwind;
 
-pub use compare::{slow_seconds, TOP_STACKS};
 pub use live::{LiveInside, SecondInside, Share};
 pub use off_cpu::{Blocked, BlockedOverRepresented, BlockedTime, OffCpu};
 pub use on_cpu::{OnCpu, OverRepresented, StackCount, StackSampler, StacksReport};
-pub use session::{Inside, InsideReport, Session, Standout};
+pub use samplers::{Inside, InsideReport, Session, Standout};
+pub use slow_seconds::{slow_seconds, TOP_STACKS};
 pub use switches::SwitchSampler;
 pub use symbols::{parse_maps, syscall_of, unresolved_frame, Mapping};
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::compare::{clearly_more, round3, TOP_STACKS};
+use super::slow_seconds::{clearly_more, round3, TOP_STACKS};
 
 /// Where a thread was off CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

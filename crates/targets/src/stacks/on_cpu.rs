@@ -13,7 +13,7 @@ use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use serde::{Deserialize, Serialize};
 
-use super::compare::{clearly_more, round3, TOP_STACKS};
+use super::slow_seconds::{clearly_more, round3, TOP_STACKS};
 use super::symbols::{Names, RawStack, StackTable, MAX_STACK};
 use super::unwind::{Unwound, UserUnwinder, REGS_MASK, RING_BYTES_WITH_STACK, STACK_COPY_BYTES};
 use super::{online_cpus, sampling_allowed, SamplerError};

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::session::InsideReport;
+use super::samplers::InsideReport;
 
 /// Kernel frames of the scheduler and of the system call entry: where every wait ends, so they
 /// say nothing about which wait it was.

@@ -214,6 +214,8 @@ pub fn run(
     plan.validate()?;
     // Memory in steady state from the first tick (see the function).
     sys::steady_allocator();
+    // One growth of the descriptor table now, not one per doubling while connecting.
+    sys::grow_descriptor_table(plan.connections + plan.idle_conns + plan.slow_conns);
     let sources = plan
         .source_ips()?
         .into_iter()

@@ -1,12 +1,13 @@
 //! The crate's `unsafe` outside the io_uring ring: reading the kernel's TCP_INFO of the
 //! generator's own sockets, IP_BIND_ADDRESS_NO_PORT and IP_LOCAL_PORT_RANGE (which no socket
 //! crate wraps), the C
-//! allocator's mmap threshold (see [`steady_allocator`]), and the calling thread's voluntary
+//! allocator's mmap threshold (see [`steady_allocator`]), the descriptor table's one growth
+//! before the run (see [`grow_descriptor_table`]), and the calling thread's voluntary
 //! context switches (see [`voluntary_switches`]); and [`TcpFacts`], what TCP_INFO says.
 #![allow(unsafe_code)]
 
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 
 /// What the kernel's TCP_INFO said of one of the generator's own connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -167,9 +168,54 @@ pub fn steady_allocator() {
     }
 }
 
+/// Grows the process's descriptor table once, before the run, to room for `descriptors`
+/// (within RLIMIT_NOFILE): a descriptor is duplicated at that number and closed again (the
+/// table never shrinks). Else the table doubles while the connections open, and each growth
+/// of a table that the process's threads share waits for an RCU grace period inside the
+/// `socket()` that needed it (fs/file.c `expand_fdtable`, `synchronize_rcu`): up to 16 ms a
+/// time in a release run of `-c 16000 --threads 1` (issue 32), which held the generator's
+/// loop. Best effort: a refusal leaves the table to grow as before.
+pub fn grow_descriptor_table(descriptors: usize) {
+    let limit = tailscope_uring::open_file_limit().saturating_sub(1);
+    let at = (descriptors as u64 + 64).min(limit);
+    if at <= 1024 {
+        return;
+    }
+    let Ok(null) = std::fs::File::open("/dev/null") else {
+        return;
+    };
+    // SAFETY: F_DUPFD_CLOEXEC of an open descriptor takes no pointer; a refusal is an error
+    // returned. The duplicate is closed at once below and never used.
+    let fd = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_DUPFD_CLOEXEC, at as libc::c_int) };
+    if fd >= 0 {
+        // SAFETY: `fd` was just made by this call and is owned by nobody else.
+        drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table's size (FDSize in /proc/self/status) covers what was asked for.
+    #[test]
+    fn the_descriptor_table_is_grown_before_the_run() {
+        let fd_size = || {
+            std::fs::read_to_string("/proc/self/status")
+                .unwrap()
+                .lines()
+                .find_map(|l| l.strip_prefix("FDSize:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap()
+        };
+        let want = 3000u64.min(tailscope_uring::open_file_limit().saturating_sub(65));
+        if want <= 1024 {
+            eprintln!("skipped: RLIMIT_NOFILE too low to grow the table");
+            return;
+        }
+        grow_descriptor_table(want as usize);
+        assert!(fd_size() >= want, "FDSize {} < {want}", fd_size());
+    }
 
     #[test]
     fn a_loopback_connection_has_facts_and_no_retransmits() {

@@ -289,6 +289,24 @@ impl<T: OpToken> Ring<T> {
         self.push(&[e])
     }
 
+    /// Hands what is queued to the kernel now, without waiting for a completion: the kernel
+    /// issues each op inside this call (a loopback connect's handshake, a send's delivery to
+    /// the peer's socket), so a caller that queues many can bound the time it spends before
+    /// its next look at the clock. Refusals that leave entries queued (EBUSY, EAGAIN) are
+    /// not errors: they go with the next submit.
+    pub fn submit(&mut self) -> io::Result<()> {
+        if self.table.is_some() && !self.parked.borrow().slots.is_empty() {
+            self.retire_slots()?;
+        }
+        let r = self.ring.submit();
+        self.submitted();
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if submit_error_is_transient(&e) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Submits what is queued and waits for a completion or for `limit` to pass, whichever
     /// comes first. Interrupted waits (signals) and the timeout return normally.
     pub fn submit_and_wait(&mut self, limit: Duration) -> io::Result<()> {

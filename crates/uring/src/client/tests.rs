@@ -195,3 +195,39 @@ fn a_direct_socket_works_and_its_slot_comes_back_after_its_close() {
     );
     assert!(tcp(&addr, &mut ring).is_ok());
 }
+
+/// `Ring::submit` hands the queue to the kernel without a wait: the connect is issued inside
+/// it (the generator's pass relies on that to count the kernel's part of its advances against
+/// its budget, issue 32), so the listener has the connection although no completion was
+/// waited for or reaped.
+#[test]
+fn submit_issues_the_queued_ops_without_waiting() {
+    if !usable() {
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut ring: Ring<Tok> = Ring::new(8, 4, 64, Vec::new(), addr, None, 1).unwrap();
+    let socket = tcp(&addr, &mut ring).unwrap();
+    ring.connect(&socket, Duration::from_secs(5), Tok(1), Tok(2))
+        .unwrap();
+    assert!(!ring.ring.submission().is_empty());
+    ring.submit().unwrap();
+    assert!(
+        ring.ring.submission().is_empty(),
+        "still queued after submit"
+    );
+    // Bounded: a handshake on loopback is done long before this.
+    let until = Instant::now() + Duration::from_secs(5);
+    let accepted = loop {
+        match listener.accept() {
+            Ok(_) => break true,
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break false,
+        }
+    };
+    assert!(accepted, "the connect was not issued by submit");
+    drop(socket);
+    ring.cancel_and_wait(Duration::from_secs(1));
+}

@@ -387,6 +387,9 @@ fn sigkill_in_the_dashboard_still_gives_the_terminal_back() {
         !after.contains("Throughput  last second"),
         "the alternate screen is gone:\n{after}"
     );
+    // Where the journal of the killed run is was said before the dashboard took the terminal
+    // (a newcomer's kill -9 left no path on the screen: it waited for the dashboard's end).
+    assert!(after.contains("tailscope: journal "), "{after}");
 }
 
 /// The SGR parameters of `screen` (as `tmux capture-pane -e` writes it) that set a colour:

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod engine;
+pub mod tmux;
 pub mod tree;
 #[allow(unused_imports)]
 pub(crate) use engine::{engine_tests, Engine};

@@ -7,64 +7,10 @@
 use crate::common;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::tmux::{tmux, wait_for, Session};
 use common::{ok, serve, Reply};
-
-fn tmux(args: &[&str]) -> String {
-    let out = Command::new("tmux").args(args).output().expect("tmux runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Polls the pane (with scrollback when `history`) until `needle` shows up.
-fn wait_for(session: &str, needle: &str, history: bool, limit: Duration) -> Option<String> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        let screen = if history {
-            tmux(&["capture-pane", "-p", "-S", "-400", "-t", session])
-        } else {
-            tmux(&["capture-pane", "-p", "-t", session])
-        };
-        if screen.contains(needle) {
-            return Some(screen);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
-
-/// A detached 80x24 tmux session running the shell `command`; killed on drop.
-struct Session(String);
-
-impl Session {
-    fn shell(name: &str, command: &str) -> Session {
-        let session = Session(format!("{name}-{}", std::process::id()));
-        let started = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session.0,
-                "-x",
-                "80",
-                "-y",
-                "24",
-                command,
-            ])
-            .status()
-            .unwrap();
-        assert!(started.success());
-        session
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .output();
-    }
-}
 
 /// `tailscope find-max URL …` as the pane runs it, from 200 req/s up to far more than the
 /// steps take to climb to: the search is still going when the test acts.
@@ -91,6 +37,8 @@ fn the_search_shows_in_a_dashboard_and_q_ends_it_with_what_it_found() {
     let stderr = dir.path().join("stderr.txt");
     let session = Session::shell(
         "tailscope-knee",
+        "80",
+        "24",
         &format!(
             "{}; echo EXIT=$?; sleep 60",
             find_max_command(&server.url("/plaintext"), &json, &stderr)
@@ -171,6 +119,8 @@ fn sigkill_during_the_search_still_gives_the_terminal_back() {
     let dir = common::scratch_dir("find-max-kill9");
     let session = Session::shell(
         "tailscope-knee-kill9",
+        "80",
+        "24",
         &format!(
             "{}; sleep 1; stty -a; echo SETTINGS-END; sleep 60",
             find_max_command(

@@ -8,77 +8,28 @@ use crate::common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::tmux::{tmux, Session};
 use common::{ok, serve, Reply};
 use tailscope_tui::ui::fit::cut_fields;
 
-fn tmux(args: &[&str]) -> String {
-    let out = Command::new("tmux").args(args).output().expect("tmux runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Polls the pane (with `history` lines of scrollback) until `needle` shows up.
+/// Polls the pane until `needle` shows up, for at most 15 s.
 fn wait_for(session: &str, needle: &str, history: bool) -> Option<String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        let screen = if history {
-            tmux(&["capture-pane", "-p", "-S", "-400", "-t", session])
-        } else {
-            tmux(&["capture-pane", "-p", "-t", session])
-        };
-        if screen.contains(needle) {
-            return Some(screen);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
+    common::tmux::wait_for(session, needle, history, Duration::from_secs(15))
 }
 
-struct Session(String);
-
-impl Session {
-    /// A detached tmux session `name` of `width`×`height` running `tailscope run URL -z 60s
-    /// -c 4 --threads 1 EXTRA…`, then printing its exit code and waiting a minute to be read.
-    fn start(name: &str, width: &str, height: &str, url: &str, extra: &str) -> Session {
-        Session::shell(
-            name,
-            width,
-            height,
-            &format!(
-                "TAILSCOPE_JOURNAL_DIR={} {} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
-                crate::common::JOURNAL_DIR,
-                env!("CARGO_BIN_EXE_tailscope"),
-            ),
-        )
-    }
-
-    /// A detached tmux session running the shell `command`.
-    fn shell(name: &str, width: &str, height: &str, command: &str) -> Session {
-        let session = Session(format!("{name}-{}", std::process::id()));
-        let started = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session.0,
-                "-x",
-                width,
-                "-y",
-                height,
-                command,
-            ])
-            .status()
-            .unwrap();
-        assert!(started.success());
-        session
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .output();
-    }
+/// A detached tmux session `name` of `width`×`height` running `tailscope run URL -z 60s -c 4
+/// --threads 1 EXTRA…`, then printing its exit code and waiting a minute to be read.
+fn start_run(name: &str, width: &str, height: &str, url: &str, extra: &str) -> Session {
+    Session::shell(
+        name,
+        width,
+        height,
+        &format!(
+            "TAILSCOPE_JOURNAL_DIR={} {} run {url} -z 60s -c 4 --threads 1{extra}; echo EXIT=$?; sleep 60",
+            crate::common::JOURNAL_DIR,
+            env!("CARGO_BIN_EXE_tailscope"),
+        ),
+    )
 }
 
 #[test]
@@ -88,7 +39,7 @@ fn dashboard_shows_live_numbers_and_q_prints_the_summary() {
         return;
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session::start("tailscope-test", "120", "40", &server.url("/plaintext"), "");
+    let session = start_run("tailscope-test", "120", "40", &server.url("/plaintext"), "");
     let live = wait_for(&session.0, "[200]", false).expect("the dashboard shows responses");
     for panel in [
         "tailscope",
@@ -124,7 +75,7 @@ fn a_rate_changed_with_plus_is_in_the_summary() {
         return;
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session::start(
+    let session = start_run(
         "tailscope-rate",
         "120",
         "40",
@@ -158,7 +109,7 @@ fn s_saves_the_html_report_of_the_run_so_far() {
         let _ = std::fs::remove_file(old.path());
     }
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session::start(
+    let session = start_run(
         "tailscope-save",
         "120",
         "40",
@@ -312,7 +263,7 @@ fn no_field_is_cut_on_a_live_dashboard_at_80x24_and_120x40() {
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
     let fields = live_fields();
     for (width, height) in [("80", "24"), ("120", "40")] {
-        let session = Session::start(
+        let session = start_run(
             &format!("tailscope-fit-{width}"),
             width,
             height,
@@ -589,7 +540,7 @@ fn a_journal_that_fails_under_the_dashboard_is_said_in_it_and_after_it() {
     }
     let _unmount = Unmount(&mnt);
     let server = serve(|_| Reply::Send(ok("Hello, World!")));
-    let session = Session::start(
+    let session = start_run(
         "tailscope-journal-full",
         "120",
         "40",

@@ -84,6 +84,8 @@ fn a_healthy_run_names_no_cause_and_profiles_the_server() {
         &["-q", "1000", "-c", "4", "-z", "2s", "--pid", &server.pid()],
     );
     assert_eq!(code, 0, "{stderr}");
+    // With --pid the server's processes are profiled: the URL-only line is not said.
+    assert!(!stderr.contains("not profiled (a URL alone"), "{stderr}");
     if contended_by_others(busy_before, &r) {
         return;
     }

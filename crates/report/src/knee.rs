@@ -359,8 +359,8 @@ pub struct Crossing {
     pub at_rps: Option<f64>,
 }
 
-/// What find-max found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What find-max found (the default: a search with no step yet).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct KneeReport {
     /// [`SCHEMA`].
     pub schema: String,

@@ -259,16 +259,7 @@ fn search(
         step_s: c.step.as_secs_f64(),
         warmup_s: warmup_for(c.step).as_secs_f64(),
         precision: c.precision,
-        steps: Vec::new(),
-        highest_pass_rps: None,
-        highest_unsure_rps: None,
-        lowest_fail_rps: None,
-        crossings: Vec::new(),
-        stopped_because: String::new(),
-        diagnosis: Vec::new(),
-        first_fail_step: None,
-        lowest_fail_step: None,
-        first_fail_diagnosis: Vec::new(),
+        ..KneeReport::default()
     };
     let mut state = Search {
         pass: None,

@@ -61,7 +61,6 @@ fn step(rate: f64, p99: f64, call: Call) -> KneeStep {
 fn a_crossing_is_interpolated_between_the_last_pass_and_the_first_fail() {
     let mut r = KneeReport {
         schema: SCHEMA.into(),
-        url: String::new(),
         slos: vec!["p99<10ms".into()],
         connections: 1,
         arrival: "uniform".into(),
@@ -74,15 +73,7 @@ fn a_crossing_is_interpolated_between_the_last_pass_and_the_first_fail() {
             step(2000.0, 6000.0, Call::Pass),
             step(3000.0, 14_000.0, Call::Fail),
         ],
-        highest_pass_rps: None,
-        highest_unsure_rps: None,
-        lowest_fail_rps: None,
-        crossings: Vec::new(),
-        stopped_because: String::new(),
-        diagnosis: Vec::new(),
-        first_fail_step: None,
-        lowest_fail_step: None,
-        first_fail_diagnosis: Vec::new(),
+        ..KneeReport::default()
     };
     r.find_crossings(&[Threshold::parse("p99<10ms").unwrap()]);
     let c = &r.crossings[0];
@@ -151,7 +142,6 @@ fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
     assert_eq!(text::verdict(&behind), "FAIL (fell behind)");
     let mut r = KneeReport {
         schema: SCHEMA.into(),
-        url: String::new(),
         slos: vec!["p99<10ms".into()],
         connections: 20,
         arrival: "uniform".into(),
@@ -160,14 +150,10 @@ fn a_step_the_server_fell_behind_in_fails_whatever_its_interval_said() {
         precision: 0.05,
         steps: vec![kept, behind],
         highest_pass_rps: Some(1000.0),
-        highest_unsure_rps: None,
         lowest_fail_rps: Some(4000.0),
-        crossings: Vec::new(),
-        stopped_because: String::new(),
-        diagnosis: Vec::new(),
         first_fail_step: Some(1),
         lowest_fail_step: Some(1),
-        first_fail_diagnosis: Vec::new(),
+        ..KneeReport::default()
     };
     r.find_crossings(&[Threshold::parse("p99<10ms").unwrap()]);
     let text = knee_text(&r);

@@ -288,23 +288,13 @@ fn a_search_never_shown_to_pass_says_unsure_not_missed() {
 fn the_diagnosis_is_of_the_lowest_failing_rate_and_the_first_is_kept_labelled() {
     let mut knee = KneeReport {
         schema: SCHEMA.into(),
-        url: String::new(),
         slos: vec!["p99<100ms".into()],
         connections: 20,
         arrival: "uniform".into(),
         step_s: 4.0,
         warmup_s: 1.0,
         precision: 0.03,
-        steps: Vec::new(),
-        highest_pass_rps: None,
-        highest_unsure_rps: None,
-        lowest_fail_rps: None,
-        crossings: Vec::new(),
-        stopped_because: String::new(),
-        diagnosis: Vec::new(),
-        first_fail_step: None,
-        lowest_fail_step: None,
-        first_fail_diagnosis: Vec::new(),
+        ..KneeReport::default()
     };
     // The climb overshoots to 4,000 (its first fail), bisection finds 2,378 failing too:
     // gunicorn's search diagnosed 4,000, not the step that bounds the answer.

@@ -84,8 +84,12 @@ fn a_healthy_run_names_no_cause_and_profiles_the_server() {
         &["-q", "1000", "-c", "4", "-z", "2s", "--pid", &server.pid()],
     );
     assert_eq!(code, 0, "{stderr}");
-    // With --pid the server's processes are profiled: the URL-only line is not said.
+    // With --pid the server's processes are profiled: the URL-only line is not said; the
+    // pid serves the port, so no warning says it does not; the server is named by its comm.
     assert!(!stderr.contains("not profiled (a URL alone"), "{stderr}");
+    assert!(!stderr.contains("hold no socket listening"), "{stderr}");
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", server.pid())).unwrap();
+    assert_eq!(r["target"]["name"], comm.trim(), "{}", r["target"]);
     if contended_by_others(busy_before, &r) {
         return;
     }

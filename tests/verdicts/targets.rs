@@ -206,6 +206,37 @@ fn run_needs_a_url_or_a_target() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no process"));
 }
 
+/// A `--pid` that names another process than the server answering the URL (here a `sleep`)
+/// is said before the run and in the report; the server is named by that process's comm, and
+/// its CPU per request is n/a, not a made-up 0.00 µs. (The healthy `--pid` run of
+/// verdicts::forensics is the case where it must not be said.)
+#[test]
+fn a_pid_that_does_not_serve_the_port_is_warned_of() {
+    let server = common::serve(|_| common::Reply::Send(common::ok("x")));
+    let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleep.id().to_string();
+    let (code, r, stderr) = common::run_json(
+        &server.url("/"),
+        &["-z", "1s", "-c", "2", "--threads", "1", "--pid", &pid],
+    );
+    let _ = sleep.kill();
+    let _ = sleep.wait();
+    assert_eq!(code, 0, "{stderr}");
+    let said =
+        format!("--pid {pid}: pid {pid} (sleep) and its children hold no socket listening on port");
+    assert!(stderr.contains(&said), "{stderr}");
+    assert!(
+        r["warnings"].to_string().contains(&said),
+        "{}",
+        r["warnings"]
+    );
+    assert!(n(&r["summary"]["successes"]) > 0);
+    assert_eq!(r["target"]["name"], "sleep", "{}", r["target"]);
+    let target = &r["profile"]["target"];
+    assert_eq!(target["cpu_time_s"].as_f64(), Some(0.0), "{target}");
+    assert!(target["service_demand_us"].is_null(), "{target}");
+}
+
 /// A launched server that dies mid-run is a warning with its exit status (in the JSON and the
 /// text), and the summary's server line says it exited instead of "0 threads".
 #[test]

@@ -162,9 +162,8 @@ impl ServerSampler {
 }
 
 /// The process that owns a socket listening on `port` in this network namespace (see
-/// [`listener_owner_elsewhere`] for the others): of those
-/// holding one, the oldest (nginx's master rather than a worker, the server rather than a
-/// `sh -c` around it, which holds none). `None` when no readable process holds one.
+/// [`listener_owner_elsewhere`] for the others): of those holding one, the oldest
+/// ([`tailscope_targets::listen::oldest_holder`]). `None` when no readable process holds one.
 pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
     let sockets: Vec<String> = listeners(port)?
         .iter()
@@ -173,14 +172,11 @@ pub fn listener_owner(port: u16) -> std::io::Result<Option<u32>> {
     if sockets.is_empty() {
         return Ok(None);
     }
-    let owner = procfs::process::all_processes()
+    let all: Vec<_> = procfs::process::all_processes()
         .map_err(std::io::Error::other)?
         .flatten()
-        .filter(|p| tailscope_targets::listen::holds(p.pid, &sockets))
-        .filter_map(|p| p.stat().ok())
-        .min_by_key(|s| (s.starttime, s.pid))
-        .and_then(|s| u32::try_from(s.pid).ok());
-    Ok(owner)
+        .collect();
+    Ok(tailscope_targets::listen::oldest_holder(&all, &sockets))
 }
 
 /// The network namespace `pid` is in (its /proc/PID/ns/net link, `net:[INODE]`).
@@ -227,12 +223,7 @@ pub fn listener_owner_elsewhere(port: u16) -> std::io::Result<Option<u32>> {
         if sockets.is_empty() {
             continue;
         }
-        let owner = processes
-            .iter()
-            .filter(|p| tailscope_targets::listen::holds(p.pid, &sockets))
-            .filter_map(|p| p.stat().ok())
-            .min_by_key(|s| (s.starttime, s.pid))
-            .and_then(|s| u32::try_from(s.pid).ok());
+        let owner = tailscope_targets::listen::oldest_holder(processes, &sockets);
         if owner.is_some() {
             return Ok(owner);
         }

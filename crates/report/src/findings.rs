@@ -97,7 +97,16 @@ fn write_target_tree(out: &mut String, t: &TargetProfile, report: &Report) {
         t.cpu_time_s,
         t.user_s,
         t.system_s,
-        t.service_demand_us.map_or("n/a".into(), |u| format!("{u:.2} µs")),
+        t.service_demand_us.map_or_else(
+            || {
+                if t.cpu_time_s == 0.0 {
+                    "n/a (not one clock tick of CPU)".into()
+                } else {
+                    "n/a".into()
+                }
+            },
+            |u| format!("{u:.2} µs")
+        ),
         // Threads and RSS are read from the processes alive at the end: none is left
         // to read once the server exited ("0 threads" would read as a count).
         match t.processes_alive_at_end {

@@ -251,6 +251,13 @@ fn prepare_target(
     if let Some(seg) = config.segment {
         say!("tailscope: segment {seg}: this generator's share of -c, -n, -q and the held connections follows");
     }
+    // Said before anything is sent, so that a wrong pid can be stopped at once; the report
+    // says it again.
+    if let (Some(pid), None, None) = (config.pid, &target, &config.agent) {
+        if let Some(w) = crate::server_side::pid_warning(pid, config.plan.addr.port()) {
+            say!("tailscope: warning: {w}");
+        }
+    }
     Ok(ControlFlow::Continue(target))
 }
 

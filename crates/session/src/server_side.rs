@@ -10,6 +10,8 @@ use tailscope_loadgen::{Plan, RunControl, RunTotals};
 use tailscope_report::document::TargetInfo;
 use tailscope_report::sections::{CpuBusy, StacksSection};
 use tailscope_targets::cpus::format_list;
+use tailscope_targets::listen::PidServes;
+use tailscope_targets::tree::comm;
 use tailscope_targets::Target;
 
 use crate::profiler::RunProfiler;
@@ -137,12 +139,30 @@ pub(crate) fn target_info(
         }),
         (None, Some(pid)) => Some(TargetInfo {
             kind: "external".into(),
-            name: "external".into(),
+            // Named by what it runs (`nginx`), as a launched server is.
+            name: comm(pid).unwrap_or_else(|| "external".into()),
             pid: Some(pid),
             command: None,
             server_cpus: Vec::new(),
         }),
         (None, None) => None,
+    }
+}
+
+/// What to say of a `--pid` whose process tree holds no socket listening on the URL's port:
+/// its CPU figures are of another process than the one answering the load. `None` when it
+/// serves the port, or when that cannot be told here (nothing listens on the port in this
+/// network namespace: a forward to another host or namespace).
+pub(crate) fn pid_warning(pid: u32, port: u16) -> Option<String> {
+    let named = |pid: u32| comm(pid).map_or(format!("pid {pid}"), |c| format!("pid {pid} ({c})"));
+    match tailscope_targets::listen::pid_serves(pid, port) {
+        Ok(PidServes::No { owner }) => Some(format!(
+            "--pid {pid}: {} and its children hold no socket listening on port {port}{}: the server's CPU figures are of {}, not of the server answering the load (expected only of a backend behind a proxy on that port)",
+            named(pid),
+            owner.map_or(String::new(), |o| format!(" ({} does)", named(o))),
+            named(pid)
+        )),
+        _ => None,
     }
 }
 
@@ -176,6 +196,11 @@ pub(crate) fn server_at_end(
         profile.serving(t.pid());
     }
     warnings.extend(crate::agent::warnings(&findings.profile));
+    // A tree named by `--pid` (not launched, not read by an agent) that turned out not to
+    // serve the load's port.
+    if let (None, None, Some(t)) = (&target, &findings.profile.agent, &findings.profile.target) {
+        warnings.extend(pid_warning(t.pid, plan.addr.port()));
+    }
     let (inside, inside_text, stacks) = stacks.finish(&totals.timeseries, agent_inside);
     if let Some(inside) = &inside {
         findings.look_inside(inside);

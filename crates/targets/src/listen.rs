@@ -328,6 +328,60 @@ pub fn holds(pid: i32, sockets: &[String]) -> bool {
         .any(|link| sockets.iter().any(|s| link.as_os_str() == s.as_str()))
 }
 
+/// Of `processes`, the oldest that holds one of `sockets` (nginx's master rather than a
+/// worker, a server rather than the `sh -c` around it, which holds none); `None` when no
+/// readable process holds one.
+pub fn oldest_holder<'a>(
+    processes: impl IntoIterator<Item = &'a procfs::process::Process>,
+    sockets: &[String],
+) -> Option<u32> {
+    processes
+        .into_iter()
+        .filter(|p| holds(p.pid, sockets))
+        .filter_map(|p| p.stat().ok())
+        .min_by_key(|s| (s.starttime, s.pid))
+        .and_then(|s| u32::try_from(s.pid).ok())
+}
+
+/// Whether a process given by `--pid` serves the port the load is sent to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PidServes {
+    /// The process or one of its descendants holds a socket listening on the port.
+    Yes,
+    /// Sockets listen on the port in this network namespace, but none is held by the
+    /// process or its descendants.
+    No {
+        /// The oldest process that holds one, if readable.
+        owner: Option<u32>,
+    },
+    /// Nothing listens on the port in this network namespace (a server on another host or
+    /// in another namespace, reached through a forward): it cannot be told here.
+    Unknown,
+}
+
+/// Whether `pid` or a process of its tree holds a socket listening on `port` (in this
+/// network namespace): how a `--pid` that names another process than the server is caught.
+pub fn pid_serves(pid: u32, port: u16) -> std::io::Result<PidServes> {
+    let sockets: Vec<String> = listeners(port)?
+        .iter()
+        .map(|l| format!("socket:[{}]", l.inode))
+        .collect();
+    if sockets.is_empty() {
+        return Ok(PidServes::Unknown);
+    }
+    let tree = crate::tree::ProcessTree::new(pid, None);
+    if tree.live_pids().into_iter().any(|p| holds(p, &sockets)) {
+        return Ok(PidServes::Yes);
+    }
+    let all: Vec<_> = procfs::process::all_processes()
+        .map_err(std::io::Error::other)?
+        .flatten()
+        .collect();
+    Ok(PidServes::No {
+        owner: oldest_holder(&all, &sockets),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

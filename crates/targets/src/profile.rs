@@ -141,7 +141,8 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
             user_s: user as f64 / tps,
             system_s: system as f64 / tps,
             cpu_time_s: (user + system) as f64 / tps,
-            service_demand_us: (requests > 0)
+            // No tick of CPU is not a demand of zero: it is under the clock's resolution.
+            service_demand_us: (requests > 0 && user + system > 0)
                 .then(|| (user + system) as f64 / tps * 1e6 / requests as f64),
             voluntary_ctx_switches: v,
             involuntary_ctx_switches: i,
@@ -162,7 +163,8 @@ fn tree_profile(tree: &ProcessTree, start: &TreeStart, requests: u64) -> TargetP
         cpu_time_s,
         user_s,
         system_s,
-        service_demand_us: (requests > 0).then(|| cpu_time_s * 1e6 / requests as f64),
+        service_demand_us: (requests > 0 && cpu_time_s > 0.0)
+            .then(|| cpu_time_s * 1e6 / requests as f64),
         voluntary_ctx_switches: voluntary,
         involuntary_ctx_switches: involuntary,
         max_rss_kb,

@@ -72,6 +72,15 @@ pub fn scan() -> Vec<ProcStat> {
         .collect()
 }
 
+/// The kernel's short name of `pid` (`comm`), `None` once it is gone or unreadable.
+pub fn comm(pid: u32) -> Option<String> {
+    let pid = i32::try_from(pid).ok()?;
+    procfs::process::Process::new(pid)
+        .and_then(|p| p.stat())
+        .ok()
+        .map(|s| s.comm)
+}
+
 /// One process of the tree, as last seen.
 #[derive(Debug, Clone)]
 pub struct Member {

@@ -130,4 +130,25 @@ impl Percentiles {
             ci95: None,
         }
     }
+
+    /// These figures, none above `ceiling`: a part's figures (a request name's) bounded by
+    /// the whole run's slowest. A part's histogram may keep fewer significant figures than
+    /// the run's, and each reads the top of its bucket: without the bound a name's max read
+    /// above the run's max, which no request of it can be.
+    pub fn capped(self, ceiling: u64) -> Percentiles {
+        let cap = |v: u64| v.min(ceiling);
+        Percentiles {
+            min: cap(self.min),
+            mean: self.mean.min(ceiling as f64),
+            p50: cap(self.p50),
+            p75: cap(self.p75),
+            p90: cap(self.p90),
+            p95: cap(self.p95),
+            p99: cap(self.p99),
+            p999: cap(self.p999),
+            p9999: cap(self.p9999),
+            max: cap(self.max),
+            ..self
+        }
+    }
 }

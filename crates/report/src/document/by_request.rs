@@ -79,6 +79,8 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
     // A name nothing was recorded for (built once, not per name: it is ~20 KB).
     let empty =
         tailscope_loadgen::recorder::RequestFigures::new(std::time::Duration::from_secs(60));
+    // Every request of a name is in the run's histogram, whose slowest bounds the name's.
+    let run_max = percentiles(&totals.histograms.latency).map(|p| p.max);
     for (i, name) in names.iter().enumerate() {
         let spec = plan
             .requests
@@ -111,7 +113,7 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
                 error_rate: ratio(c.error_total(), requests),
                 non2xx: c.non2xx(),
                 bytes_read: c.bytes_read,
-                latency_us: percentiles(&f.latency),
+                latency_us: capped(percentiles(&f.latency), run_max),
                 status_codes: c
                     .status_codes
                     .iter()
@@ -130,11 +132,21 @@ pub(crate) fn by_request(plan: &Plan, totals: &RunTotals) -> BTreeMap<String, Re
     out
 }
 
+/// A name's figures, none above the run's slowest (`run_max`), when the run has one.
+fn capped(p: Option<Percentiles>, run_max: Option<u64>) -> Option<Percentiles> {
+    match (p, run_max) {
+        (Some(p), Some(max)) => Some(p.capped(max)),
+        (p, _) => p,
+    }
+}
+
 /// Adds up the `by_request` of reports being merged, name by name: counts are summed,
-/// histograms added, rates taken over the merged window of `duration_s`.
+/// histograms added, rates taken over the merged window of `duration_s`; no figure above
+/// the merged run's slowest, `run_max`.
 pub(crate) fn merge_by_request(
     parts: &[(&str, &BTreeMap<String, RequestReport>)],
     duration_s: f64,
+    run_max: Option<u64>,
 ) -> Result<BTreeMap<String, RequestReport>, Error> {
     let mut out: BTreeMap<String, RequestReport> = BTreeMap::new();
     let mut hists: BTreeMap<String, hdrhistogram::Histogram<u64>> = BTreeMap::new();
@@ -188,7 +200,7 @@ pub(crate) fn merge_by_request(
     let total: u64 = out.values().map(|r| r.requests).sum();
     for (name, r) in &mut out {
         let h = &hists[name];
-        r.latency_us = percentiles(h);
+        r.latency_us = capped(percentiles(h), run_max);
         r.histogram = encoded(h);
         r.share = ratio(r.requests, total);
         r.error_rate = ratio(r.errors, r.requests);

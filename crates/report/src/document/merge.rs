@@ -187,6 +187,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
         .filter_map(|d| decode_base64(d))
         .collect();
     let latency_with_ci = super::confidence::latency(&latency, &seconds);
+    let run_max = latency_with_ci.as_ref().map(|(p, _)| p.max);
     let mut merged = Report {
         schema_version: first.schema_version,
         tool: first.tool.clone(),
@@ -208,6 +209,7 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
                 .map(|(name, r)| (name.as_str(), &r.by_request))
                 .collect::<Vec<_>>(),
             duration_s,
+            run_max,
         )?,
         connections: tailscope_loadgen::conns::Connections::merged(
             all().filter_map(|r| r.connections.as_ref()),

@@ -3,7 +3,6 @@
 
 use anyhow::Result;
 use tailscope_loadgen::plan::MAX_RATE;
-use tailscope_report::threshold::Threshold;
 use tailscope_session::find_max::FindMaxConfig;
 use tailscope_session::UsageError;
 
@@ -30,7 +29,7 @@ pub fn find_max_config(mut args: FindMaxArgs) -> Result<FindMaxConfig> {
     let slos = args
         .slo
         .iter()
-        .map(|s| Threshold::parse(s).map_err(|e| usage(format!("--slo: {e}"))))
+        .map(|s| tailscope_report::knee::parse_slo(s).map_err(usage))
         .collect::<Result<Vec<_>>>()?;
     // Taken out: `run` refuses an arrival process without a rate, which the search sets.
     let arrival = args.run.load.shape.arrival.take();

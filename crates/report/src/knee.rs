@@ -42,6 +42,17 @@ pub enum Call {
     Unsure,
 }
 
+/// What find-max's SLOs may be, as its usage errors say it.
+const SLO_HELP: &str = "find-max judges a latency percentile (p50 … p9999) or error_rate / non2xx_rate below a limit, for the whole run, e.g. 'p99<10ms', 'error_rate<0.1%'";
+
+/// An `--slo` as find-max takes it: parsed and checked with [`check_slo`]. The error is the
+/// usage message, which suggests only what find-max accepts.
+pub fn parse_slo(expr: &str) -> Result<Threshold, String> {
+    let t = Threshold::parse_with_help(expr, SLO_HELP).map_err(|e| format!("--slo: {e}"))?;
+    check_slo(&t)?;
+    Ok(t)
+}
+
 /// Whether `t` is an SLO find-max can judge: a latency percentile or an error rate that must
 /// stay below a limit, for the whole run. The error is the usage message.
 pub fn check_slo(t: &Threshold) -> Result<(), String> {
@@ -52,10 +63,7 @@ pub fn check_slo(t: &Threshold) -> Result<(), String> {
         _ => false,
     };
     if !judged || !below || t.request.is_some() {
-        return Err(format!(
-            "--slo {:?}: find-max judges a latency percentile (p50 … p9999) or error_rate / non2xx_rate below a limit, for the whole run, e.g. 'p99<10ms', 'error_rate<0.1%'",
-            t.expr
-        ));
+        return Err(format!("--slo {:?}: {SLO_HELP}", t.expr));
     }
     Ok(())
 }

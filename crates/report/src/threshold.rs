@@ -126,9 +126,15 @@ operators: < <= > >=; latency units: us ms s";
 impl Threshold {
     /// Parses `METRIC OP VALUE`.
     pub fn parse(expr: &str) -> Result<Threshold, Error> {
+        Threshold::parse_with_help(expr, HELP)
+    }
+
+    /// Parses `METRIC OP VALUE`, an error ending with `help` (what the flag takes: find-max's
+    /// SLOs are fewer than `--fail-if`'s thresholds, and its error must not suggest others).
+    pub fn parse_with_help(expr: &str, help: &str) -> Result<Threshold, Error> {
         let bad = |reason: String| Error::BadThreshold {
             expr: expr.to_string(),
-            reason: format!("{reason}; {HELP}"),
+            reason: format!("{reason}; {help}"),
         };
         let op_at = expr
             .find(['<', '>'])

@@ -28,6 +28,21 @@ fn only_percentiles_and_error_rates_below_a_limit_are_slos() {
     }
 }
 
+/// An `--slo` that is no threshold at all is told what find-max takes, never `rps` or the
+/// other `--fail-if` metrics it then refuses (a newcomer was suggested 'rps > 50000').
+#[test]
+fn a_malformed_slo_suggests_only_what_find_max_takes() {
+    assert!(parse_slo("p99<10ms").is_ok());
+    for bad in ["nonsense", "p98<5ms", "p99<5", "rps>100"] {
+        let e = parse_slo(bad).unwrap_err();
+        assert!(e.contains("find-max judges"), "{bad}: {e}");
+        assert!(
+            !e.contains("rps >") && !e.contains("timeouts"),
+            "{bad}: {e}"
+        );
+    }
+}
+
 fn step(rate: f64, p99: f64, call: Call) -> KneeStep {
     KneeStep {
         index: 0,

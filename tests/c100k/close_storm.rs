@@ -166,7 +166,10 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
     let starved = server_wait_us.is_some_and(|w| w >= p999_us.max(100_000));
     if missed && (starved || (storm_health.is_err() && busy_before > 0.15)) {
         common::inconclusive(format!(
-            "the server waited {server_wait_us:?} µs for a CPU during the probe and other              work kept {:.0} % of the CPUs busy before the run: the probe's p99.9              ({p999_us} µs, causes {causes:?}) and the storm ({storm_health:?}) are not the              server's own",
+            "the server waited {server_wait_us:?} µs for a CPU during the probe and other \
+             work kept {:.0} % of the CPUs busy before the run: the probe's p99.9 \
+             ({p999_us} µs, causes {causes:?}) and the storm ({storm_health:?}) are not the \
+             server's own",
             busy_before * 100.0
         ));
         return;

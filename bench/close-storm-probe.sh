@@ -5,12 +5,11 @@
 # -q 50`, 3 s warm-up + 2 s), then exits, closing them all. Prints the probe's p99.9, max,
 # requests per second and named causes, and the load average.
 #
-# MODE `load` runs the storm as sessions 12–15 did (`-c 19000 -z 3s`: 19,000 closed-loop
-# connections each sending as fast as answered). That measures a saturated server, not a
-# storm: a FIFO server's request waits behind the ~19,000 requests queued before it, ~19,000 ×
-# 16 µs ≈ 0.3 s at the server's measured cost per request at 19,000 connections, whatever its
-# closes cost, so the issue's 20 ms cannot be met by any server in that mode; and the figure
-# moves with how fast the *generator* keeps 19,000 connections busy (see BENCHMARKS.md, session 16).
+# MODE `load` runs the storm as sessions 12-15 did (`-c 19000 -z 3s`: 19,000 closed-loop
+# connections each sending as fast as answered): a saturating load on one server thread, not
+# the issue's storm. Its probe figure depends on where the 19,000 requests queue (in the
+# server or in the generator), so on the generator's speed as well as the server's
+# (BENCHMARKS.md, issue 32, session 16).
 # usage: bench/close-storm-probe.sh BIN [storm-conns] [rounds] [idle|load]
 BIN=$1; C=${2:-19000}; ROUNDS=${3:-1}; MODE=${4:-idle}
 ulimit -n "$(ulimit -Hn)"

@@ -163,12 +163,14 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
     let server_wait_us = probe["profile"]["target"]["run_queue_wait_s"]
         .as_f64()
         .map(|s| (s * 1e6) as u64);
-    // Or the probe's own thread did: at least 0.1 % of its sends (the p99.9's share) left late
-    // while it waited for a CPU, which the corrected latency counts.
+    // Or the probe's own thread did, with other work on the machine (the storm shares the
+    // probe's CPU by design: that alone is no excuse): at least 0.1 % of its sends (the
+    // p99.9's share) left late while it waited for a CPU, which the corrected latency counts.
     let probe_waits = probe["summary"]["late_sends_by_cause"]["waited_for_cpu"]
         .as_u64()
         .unwrap_or(0);
-    let probe_starved = probe_waits * 1000 >= n(&probe["summary"]["requests"]).max(1);
+    let probe_starved =
+        busy_before > 0.15 && probe_waits * 1000 >= n(&probe["summary"]["requests"]).max(1);
     let starved = probe_starved || server_wait_us.is_some_and(|w| w >= p999_us.max(100_000));
     if missed && (starved || (storm_health.is_err() && busy_before > 0.15)) {
         common::inconclusive(format!(

@@ -107,8 +107,8 @@ fn serve_exits_promptly_on_sigint_right_after_many_clients_left() {
 /// --threads 1` while a second generator opens 19,000 connections (held idle beside a light
 /// load) and then exits, closing them all: the server's time does not go to matching
 /// cancels (the defect's signature, checked whatever else the machine does), and, unless
-/// the machine's own lag is shown (other work kept its CPUs busy and the probe named
-/// `cpu_contention`: then a miss is inconclusive and says so), the issue's goal holds: the
+/// the machine is shown to have starved the server (its own wait for a CPU, measured, as
+/// long as the miss: then a miss is inconclusive and says so), the issue's goal holds: the
 /// probe's p99.9 under 20 ms and no `server_stall` named. Before the fix, here: p99.9 of
 /// 3.9 s, 97 % of the server's samples in the slow seconds in `io_poll_cancel`.
 #[test]
@@ -152,17 +152,32 @@ fn nineteen_thousand_connections_closing_together_do_not_stall_the_server() {
             "closing scans the armed requests: {d}"
         );
     }
-    let steal = common::mean_steal_pct(&probe);
     let stall = causes.contains(&"server_stall");
     let missed = p999_us >= 20_000 || stall || storm_health.is_err();
-    // The machine's own lag, demonstrated: other work kept its CPUs busy before the run (or
-    // the hypervisor took them), and the probe named cpu_contention.
-    let machine_lag = causes.contains(&"cpu_contention") && (busy_before > 0.15 || steal >= 5.0);
-    if missed && (machine_lag || (storm_health.is_err() && busy_before > 0.15)) {
+    // A miss is the machine's only where the server (or the probe) demonstrably waited for a
+    // CPU: the server's threads' run-queue wait over the probe (schedstat,
+    // `profile.target.run_queue_wait_s`) at least as long as the probe's p99.9 and over
+    // 100 ms in all (1 % of the run; the server alone on CPU 0 of a quiet machine waits a
+    // few ms). Names alone do not decide: `cpu_contention` was named beside `server_stall`
+    // in a quiet sitting (session 15), and a starved server can be named `server_stall`.
+    let server_wait_us = probe["profile"]["target"]["run_queue_wait_s"]
+        .as_f64()
+        .map(|s| (s * 1e6) as u64);
+    // Or the probe's own thread did, with other work on the machine (the storm shares the
+    // probe's CPU by design: that alone is no excuse): at least 0.1 % of its sends (the
+    // p99.9's share) left late while it waited for a CPU, which the corrected latency counts.
+    let probe_waits = probe["summary"]["late_sends_by_cause"]["waited_for_cpu"]
+        .as_u64()
+        .unwrap_or(0);
+    let probe_starved =
+        busy_before > 0.15 && probe_waits * 1000 >= n(&probe["summary"]["requests"]).max(1);
+    let starved = probe_starved || server_wait_us.is_some_and(|w| w >= p999_us.max(100_000));
+    if missed && (starved || (storm_health.is_err() && busy_before > 0.15)) {
         common::inconclusive(format!(
-            "other work kept {:.0} % of the CPUs busy before the run (steal {steal:.1} %): the \
-             probe's p99.9 ({p999_us} µs, causes {causes:?}) and the storm ({storm_health:?}) \
-             are not the server's own",
+            "the server waited {server_wait_us:?} µs for a CPU during the probe, {probe_waits} \
+             of the probe's sends left late while it waited for one, and other work kept \
+             {:.0} % of the CPUs busy before the run: the probe's p99.9 ({p999_us} µs, causes \
+             {causes:?}) and the storm ({storm_health:?}) are not the server's own",
             busy_before * 100.0
         ));
         return;

@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::Parser as _;
 use tailscope_cli::args::{Cli, Command, ReportArgs, RunArgs};
 use tailscope_report::document::Report;
+use tailscope_report::knee::{knee_page, knee_text, KneeReport};
 use tailscope_report::{journal, AnyReport};
 use tailscope_session::files::{check_files, Output};
 use tailscope_session::output::{emit, load_report, write_page};
@@ -44,6 +45,10 @@ pub fn report(args: ReportArgs) -> Result<Outcome> {
         emit(&report, &text, args.json.as_deref(), args.html.as_deref())?;
         return Ok(Outcome::Success);
     }
+    if let Some(knee) = KneeReport::from_json(&bytes) {
+        let knee = knee.map_err(|e| UsageError(format!("{} is {e}", args.file.display())))?;
+        return find_max_outputs(&knee, &args);
+    }
     let any = load_report(&args.file)?;
     if let (AnyReport::Run(report), true) = (&any, args.json.is_some() || args.text) {
         let text = if args.text {
@@ -61,6 +66,28 @@ pub fn report(args: ReportArgs) -> Result<Outcome> {
     match &args.html {
         Some(html) => write_page(&page, html)?,
         None => return Err(UsageError("a suite's report is written as --html only".into()).into()),
+    }
+    Ok(Outcome::Success)
+}
+
+/// A find-max search's report, written again in the forms asked for: its text, its JSON, its
+/// page (the curve), as `find-max` itself wrote them.
+fn find_max_outputs(knee: &KneeReport, args: &ReportArgs) -> Result<Outcome> {
+    if args.text {
+        tailscope_session::output::print_stdout(&knee_text(knee))?;
+    }
+    if let Some(path) = &args.json {
+        let json = knee.to_json() + "\n";
+        if path.as_os_str() == "-" {
+            tailscope_session::output::print_stdout(&json)?;
+        } else {
+            std::fs::write(path, json)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            tailscope_session::say!("tailscope: wrote {}", path.display());
+        }
+    }
+    if let Some(path) = &args.html {
+        write_page(&knee_page(knee, &knee.latency_limits()), path)?;
     }
     Ok(Outcome::Success)
 }

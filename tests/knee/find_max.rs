@@ -446,3 +446,56 @@ fn find_max_with_only_an_error_rate_slo_and_no_errors_finds_a_rate() {
         "{why}"
     );
 }
+
+/// `tailscope report KNEE.json` writes a find-max search again (its text, its page, its
+/// JSON), as `report` does a run's; it said "not a tailscope JSON report" before.
+#[test]
+fn report_reads_a_find_max_document_back() {
+    let Some((mut server, addr)) = common::spawn_serve(&[]) else {
+        return;
+    };
+    let url = format!("http://{addr}/");
+    let dir = common::scratch_dir("find-max-report");
+    let json = dir.path().join("knee.json");
+    let json = json.to_str().unwrap();
+    let search = common::tailscope(&[
+        "find-max",
+        &url,
+        "--slo",
+        "p99<200ms",
+        "--start-rate",
+        "200",
+        "--max-rate",
+        "400",
+        "--step",
+        "1s",
+        "--json",
+        json,
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = String::from_utf8_lossy(&search.stderr);
+    assert!(std::path::Path::new(json).exists(), "{stderr}");
+    let html = dir.path().join("knee.html");
+    let again = dir.path().join("again.json");
+    let out = common::tailscope(&[
+        "report",
+        json,
+        "--text",
+        "--html",
+        html.to_str().unwrap(),
+        "--json",
+        again.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    // The text find-max printed, again.
+    assert_eq!(text, String::from_utf8_lossy(&search.stdout), "{said}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains(&addr), "{page}");
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap().trim_end(),
+        std::fs::read_to_string(json).unwrap().trim_end()
+    );
+}

@@ -470,6 +470,30 @@ impl KneeReport {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a find-max report always serializes")
     }
+
+    /// A find-max document read back (`tailscope report KNEE.json`): `None` when `text` is not
+    /// one (another kind of report, or not JSON); an error when it is one that cannot be read.
+    pub fn from_json(text: &[u8]) -> Option<Result<KneeReport, String>> {
+        let value: serde_json::Value = serde_json::from_slice(text).ok()?;
+        (value["schema"] == SCHEMA).then(|| {
+            serde_json::from_value(value).map_err(|e| {
+                format!("a find-max report ({SCHEMA}) with a field missing or wrong: {e}")
+            })
+        })
+    }
+
+    /// The latency SLOs' limits (µs) its page draws as lines, from its SLOs as written.
+    pub fn latency_limits(&self) -> Vec<(String, f64)> {
+        latency_limits(self.slos.iter().filter_map(|s| Threshold::parse(s).ok()))
+    }
+}
+
+/// The latency SLOs among `slos`, with their limits (µs): the lines of find-max's page.
+pub fn latency_limits(slos: impl IntoIterator<Item = Threshold>) -> Vec<(String, f64)> {
+    slos.into_iter()
+        .filter(|s| matches!(s.metric, Metric::Latency(_)))
+        .map(|s| (s.expr, s.limit))
+        .collect()
 }
 
 /// A rate in whole requests per second, grouped: 2,500.

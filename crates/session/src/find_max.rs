@@ -21,7 +21,7 @@ use tailscope_report::knee::{
     check_slo, fmt_rps, generator_bound, judge, knee_page, knee_text, meets, requests_to_bound,
     Call, KneeReport, KneeStep, SCHEMA,
 };
-use tailscope_report::threshold::{Metric, Threshold};
+use tailscope_report::threshold::Threshold;
 use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::Target;
@@ -219,12 +219,7 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
         say!("tailscope: wrote {}", path.display());
     }
     if let Some(path) = &config.run.html {
-        let limits: Vec<(String, f64)> = config
-            .slos
-            .iter()
-            .filter(|s| matches!(s.metric, Metric::Latency(_)))
-            .map(|s| (s.expr.clone(), s.limit))
-            .collect();
+        let limits = tailscope_report::knee::latency_limits(config.slos.iter().cloned());
         std::fs::write(path, knee_page(&knee, &limits))
             .with_context(|| format!("cannot write {}", path.display()))?;
         say!("tailscope: wrote {}", path.display());

@@ -23,6 +23,16 @@ fn tree_heading(name: &str, serving: Option<u32>, root: u32, root_comm: Option<&
     }
 }
 
+/// A service demand as the summaries write it: `4.40 µs`, or n/a with why when a tree (or a
+/// process) used not one clock tick of CPU.
+pub(crate) fn service_demand(us: Option<f64>, cpu_time_s: f64) -> String {
+    match us {
+        Some(u) => format!("{u:.2} µs"),
+        None if cpu_time_s == 0.0 => "n/a (not one clock tick of CPU)".into(),
+        None => "n/a".into(),
+    }
+}
+
 /// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
 /// marks the server's and the generator's CPUs in the per-CPU table.
 pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
@@ -97,16 +107,7 @@ fn write_target_tree(out: &mut String, t: &TargetProfile, report: &Report) {
         t.cpu_time_s,
         t.user_s,
         t.system_s,
-        t.service_demand_us.map_or_else(
-            || {
-                if t.cpu_time_s == 0.0 {
-                    "n/a (not one clock tick of CPU)".into()
-                } else {
-                    "n/a".into()
-                }
-            },
-            |u| format!("{u:.2} µs")
-        ),
+        service_demand(t.service_demand_us, t.cpu_time_s),
         // Threads and RSS are read from the processes alive at the end: none is left
         // to read once the server exited ("0 threads" would read as a count).
         match t.processes_alive_at_end {

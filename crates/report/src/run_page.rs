@@ -2,6 +2,7 @@
 //! profile, and the diagnosis.
 
 mod by_request;
+mod server;
 
 use std::fmt::Write as _;
 
@@ -514,6 +515,7 @@ fn page_of_run(report: &Report, so_far: bool) -> String {
     body.push_str("<h2>Over time and by percentile</h2>\n");
     body.push_str(&charts(report, so_far));
     body.push_str(&diagnosis(report, so_far));
+    body.push_str(&server::section(report));
     body.push_str(&tables(report));
     body.push_str(&footer(&format!(
         "{} {} from its JSON report (schema {})",
@@ -624,6 +626,65 @@ pub(crate) mod tests {
             html.contains("server side read by the agent on db-1 at 10.0.0.5:7070 (clock offset -1.250 ms ± 0.500 ms); lost 1.5 s into the run"),
             "{html}"
         );
+    }
+
+    /// The page has the server's processes, their CPU and service demand, and the
+    /// generator's, as the text summary does (it had none); a URL-only run says why not.
+    #[test]
+    fn the_page_shows_the_server_processes_cpu_and_service_demand() {
+        let mut report = report_of(2, Vec::new());
+        let process = |pid: u32, cmd: &str, cpu: f64, alive: bool| {
+            serde_json::json!({"pid": pid, "ppid": 1, "comm": "nginx", "command": cmd,
+                "user_s": cpu / 2.0, "system_s": cpu / 2.0, "cpu_time_s": cpu,
+                "service_demand_us": cpu * 100.0, "voluntary_ctx_switches": 5,
+                "involuntary_ctx_switches": 1, "threads": 1, "max_rss_kb": 900,
+                "alive_at_end": alive})
+        };
+        let sections = serde_json::json!({
+            "profile": {"interval_ms": 100, "duration_s": 3.0, "cpus": [],
+                        "target": {"pid": 10, "root_pid": 10, "cpu_time_s": 1.5, "user_s": 0.5,
+                                   "system_s": 1.0, "service_demand_us": 150.0,
+                                   "voluntary_ctx_switches": 10, "involuntary_ctx_switches": 2,
+                                   "max_rss_kb": 900, "rss_sum_kb": 2700, "threads": 3,
+                                   "cpus_allowed": [0], "processes_seen": 3,
+                                   "processes_alive_at_end": 2, "exited_cpu_s": 0.25,
+                                   "processes": [process(11, "nginx: worker <process>", 1.0, true),
+                                                 process(12, "nginx: worker process", 0.25, false),
+                                                 process(10, "nginx: master process", 0.25, true)]},
+                        "generator": {"cpu_time_s": 0.8, "cpu_us_per_request": 80.0},
+                        "tcp": null, "notes": []},
+            "diagnosis": [],
+            "diagnosis_held_back": [],
+        });
+        report.sections.findings = Some(serde_json::from_value(sections).unwrap());
+        let html = run_page(&report);
+        let section = &html[html
+            .find("<h2>Server processes</h2>")
+            .expect("a server section")..];
+        assert!(
+            section
+                .contains("1.50 s CPU (user 0.50 s, system 1.00 s) = <b>150.00 µs per request</b>"),
+            "{section}"
+        );
+        assert!(
+            section.contains("nginx: worker &lt;process&gt;"),
+            "{section}"
+        );
+        assert!(section.contains("exited"), "{section}");
+        assert!(
+            section.contains("Generator: 0.80 s CPU = 80.00 µs per request"),
+            "{section}"
+        );
+        // A URL alone: said, not a blank.
+        let mut url_only = report_of(2, Vec::new());
+        let sections = serde_json::json!({
+            "profile": {"interval_ms": 100, "duration_s": 3.0, "cpus": [], "target": null,
+                        "generator": null, "tcp": null, "notes": []},
+            "diagnosis": [],
+            "diagnosis_held_back": [],
+        });
+        url_only.sections.findings = Some(serde_json::from_value(sections).unwrap());
+        assert!(run_page(&url_only).contains("Not profiled: a URL alone names no process"));
     }
 
     #[test]

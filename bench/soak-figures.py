@@ -40,8 +40,8 @@ def cpu_us_per_request(report, a, b):
     return (b[3] - a[3]) * TICK_US / n if n > 0 else float("nan")
 
 
-print("| run | requests (errors) | RSS KiB first → mid → last sample | fds first → last | journal bytes an hour | CPU µs/request first minute → last minute (whole run) |")
-print("|---|---|---|---|---|---|")
+print("| run | requests (errors) | RSS KiB first → mid → last sample | fds first → last | journal bytes an hour | CPU µs/request first minute → last minute (whole run) | RSS KiB sampled after the load ended (the report being built) |")
+print("|---|---|---|---|---|---|---|")
 for run in ["ref-open", "ref-closed", "ngx-open", "ngx-closed"]:
     s = rows.get(run)
     if not s or len(s) < 4:
@@ -49,8 +49,11 @@ for run in ["ref-open", "ref-closed", "ngx-open", "ngx-closed"]:
     try:
         report = json.load(open(f"{out}/{run}.json"))
     except (OSError, ValueError):
-        print(f"| {run} | n/a (no JSON report) | | | | |")
+        print(f"| {run} | n/a (no JSON report) | | | | | |")
         continue
+    gen = report["generator"]
+    after = [r for r in s if r[0] >= gen["ended_unix_s"]]  # building the report, then gone
+    s = [r for r in s if gen["started_unix_s"] <= r[0] < gen["ended_unix_s"]]
     # s[0] is the run's first seconds; s[1] ends its first whole minute
     first, last = (s[1], s[2]), (s[-2], s[-1])
     jb = (s[-1][4] - s[1][4]) / (s[-1][0] - s[1][0]) * 3600
@@ -59,4 +62,5 @@ for run in ["ref-open", "ref-closed", "ngx-open", "ngx-closed"]:
     mid = s[len(s) // 2]
     print(f"| {run} | {sm['requests']:,} ({sm.get('errors', 'n/a')}) | {s[1][1]:,} → {mid[1]:,} → {s[-1][1]:,} "
           f"(minutes {round((s[1][0]-s[0][0])/60)+0}, {round((mid[0]-s[0][0])/60)}, {round((s[-1][0]-s[0][0])/60)} of this sampling) "
-          f"| {s[1][2]} → {s[-1][2]} | {jb/1e6:.2f} MB | {cpu_us_per_request(report, *first):.1f} → {cpu_us_per_request(report, *last):.1f} ({whole:.1f}) |")
+          f"| {s[1][2]} → {s[-1][2]} | {jb/1e6:.2f} MB | {cpu_us_per_request(report, *first):.1f} → {cpu_us_per_request(report, *last):.1f} ({whole:.1f}) "
+          f"| {max((r[1] for r in after), default='n/a')} |")

@@ -35,7 +35,7 @@ http {
     server {
         listen 127.0.0.1:$nport reuseport backlog=4096;
         location = /plaintext { default_type text/plain; return 200 "Hello, World!"; }
-        location = /paced { limit_req zone=paced burst=1000; default_type text/plain; alias $out/nginx/hello.txt; }
+        location = /paced { limit_req zone=paced burst=1000; limit_req_log_level info; default_type text/plain; alias $out/nginx/hello.txt; }
     }
 }
 CONF

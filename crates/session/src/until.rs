@@ -20,7 +20,13 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
 use tailscope_loadgen::{Phase, RunControl, Snapshot};
 use tailscope_report::document::{percentile_interval, Until, UntilCheck, UntilGoal};
-use tailscope_report::stats::bootstrap::MIN_SECONDS;
+use tailscope_report::stats::bootstrap::{MAX_UNITS, MIN_SECONDS};
+
+/// The most units of consecutive seconds the checker keeps: reaching it, neighbours are merged
+/// in pairs (units of twice the seconds). The bootstrap resamples at most [`MAX_UNITS`] units,
+/// so twice that loses it nothing; a week-long `--max-duration` keeps 512 units, not 604,800
+/// seconds.
+const MAX_KEPT_UNITS: usize = 2 * MAX_UNITS;
 
 /// One `--until 'pN±X%'`, parsed.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,7 +115,7 @@ pub struct UntilWatch {
 /// The goals' state, owned by the checker thread.
 struct Checker {
     goals: Vec<Goal>,
-    seconds: Vec<Vec<u8>>,
+    seconds: SecondUnits,
     last: Vec<Option<UntilCheck>>,
     reached_at: Vec<Option<f64>>,
     /// When every goal was met at once.
@@ -137,7 +143,7 @@ impl UntilWatch {
         let (feed, seconds) = mpsc::channel::<Second>();
         let mut checker = Checker {
             goals: goals.clone(),
-            seconds: Vec::new(),
+            seconds: SecondUnits::default(),
             last: vec![None; n],
             reached_at: vec![None; n],
             met_at: None,
@@ -256,7 +262,7 @@ impl Checker {
             }
             let stopped_before = control.is_stopped();
             let all = self.check(&second.cumulative, second.at_s);
-            if all && self.seconds.len() >= MIN_SECONDS {
+            if all && self.seconds.seconds >= MIN_SECONDS {
                 self.met_at = Some(second.at_s);
                 met.store(true, Ordering::Relaxed);
                 if !stopped_before && !control.is_stopped() {
@@ -272,7 +278,7 @@ impl Checker {
         if h.is_empty() {
             return false;
         }
-        let enough = self.seconds.len() >= MIN_SECONDS;
+        let enough = self.seconds.seconds >= MIN_SECONDS;
         let mut decoded: Option<Vec<Histogram<u64>>> = None;
         let mut all = true;
         for (i, g) in self.goals.iter().enumerate() {
@@ -282,7 +288,7 @@ impl Checker {
             let ordered = percentile_interval(h, &[], g.quantile).ok().map(|(b, _)| b);
             let mut check = UntilCheck::of(at_s, estimate, ordered);
             if check.within(g.within_pct) && enough {
-                let seconds = decoded.get_or_insert_with(|| decode(&self.seconds));
+                let seconds = decoded.get_or_insert_with(|| self.seconds.decoded());
                 let full = percentile_interval(h, seconds, g.quantile)
                     .ok()
                     .map(|(b, _)| b);
@@ -299,11 +305,89 @@ impl Checker {
     }
 }
 
-fn decode(seconds: &[Vec<u8>]) -> Vec<Histogram<u64>> {
-    seconds
-        .iter()
-        .filter_map(|b| Deserializer::new().deserialize(&mut b.as_slice()).ok())
-        .collect()
+/// The run's seconds as the bootstrap reads them, in bounded memory: units of `unit_seconds`
+/// consecutive seconds each (1 until [`MAX_KEPT_UNITS`] is reached, then 2, 4, ...), each
+/// V2-serialized, in order, and the unit being filled. The interval over units of a few
+/// seconds is the bootstrap's own over a long run (it merges consecutive seconds into at most
+/// [`MAX_UNITS`] units), so the check judges a long run as the report does, up to where the
+/// units' edges fall.
+#[derive(Default)]
+struct SecondUnits {
+    /// Whole seconds taken.
+    seconds: usize,
+    /// Full units, oldest first.
+    units: Vec<Vec<u8>>,
+    /// Seconds per full unit (0 before the first second: read as 1).
+    unit_seconds: usize,
+    /// The unit being filled (when units are longer than a second) and its seconds so far.
+    filling: Option<(Histogram<u64>, usize)>,
+}
+
+impl SecondUnits {
+    /// Takes the next second (V2-serialized); one that cannot be read is counted but adds
+    /// nothing (histograms serialized here always can be).
+    fn push(&mut self, bytes: Vec<u8>) {
+        self.seconds += 1;
+        let width = self.unit_seconds.max(1);
+        if width == 1 {
+            self.units.push(bytes);
+        } else {
+            let Some(second) = decode_one(&bytes) else {
+                return;
+            };
+            let (unit, filled) = match self.filling.take() {
+                Some((mut unit, filled)) => {
+                    let _ = unit.add(&second);
+                    (unit, filled + 1)
+                }
+                None => (second, 1),
+            };
+            if filled < width {
+                self.filling = Some((unit, filled));
+                return;
+            }
+            self.units.push(encode(&unit));
+        }
+        if self.units.len() >= MAX_KEPT_UNITS {
+            self.units = self
+                .units
+                .chunks(2)
+                .map(|pair| {
+                    let mut merged: Option<Histogram<u64>> = None;
+                    for h in pair.iter().filter_map(|b| decode_one(b)) {
+                        match &mut merged {
+                            Some(m) => {
+                                let _ = m.add(&h);
+                            }
+                            None => merged = Some(h),
+                        }
+                    }
+                    merged.map_or_else(Vec::new, |m| encode(&m))
+                })
+                .collect();
+            self.unit_seconds = width * 2;
+        }
+    }
+
+    /// Every unit decoded, the one being filled last.
+    fn decoded(&self) -> Vec<Histogram<u64>> {
+        let mut units: Vec<Histogram<u64>> =
+            self.units.iter().filter_map(|b| decode_one(b)).collect();
+        units.extend(self.filling.as_ref().map(|(h, _)| h.clone()));
+        units
+    }
+}
+
+fn decode_one(bytes: &[u8]) -> Option<Histogram<u64>> {
+    Deserializer::new().deserialize(&mut &bytes[..]).ok()
+}
+
+fn encode(h: &Histogram<u64>) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    // Into a Vec, serializing fails only on a histogram too large to describe, which one
+    // merged from a run's seconds is not; an empty unit then reads as no unit.
+    let _ = V2Serializer::new().serialize(h, &mut bytes);
+    bytes
 }
 
 #[cfg(test)]
@@ -375,6 +459,40 @@ mod tests {
         assert!(!control.is_stopped() && !done.stopped_the_run);
         assert!(!done.outcome.reached);
         assert!(done.outcome.goals[0].last.is_some(), "the goal was checked");
+    }
+
+    /// A long `--until` run (3,000 seconds, constructed): the seconds kept never exceed
+    /// [`MAX_KEPT_UNITS`] units, lose no response, and stay in order.
+    #[test]
+    fn a_long_runs_seconds_are_kept_in_bounded_units_in_order() {
+        let mut kept = SecondUnits::default();
+        let mut responses = 0;
+        for i in 0..3000u64 {
+            let mut second = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
+            second.record_n(1000 + 100 * i, i % 7 + 1).unwrap();
+            responses += i % 7 + 1;
+            kept.push(encode(&second));
+            assert!(kept.units.len() < MAX_KEPT_UNITS, "at second {i}");
+        }
+        // 512 seconds make 512 units, merged to 256 of 2 s; at 1,024 s to 256 of 4 s; at
+        // 2,048 s to 256 of 8 s; then 952 more seconds are 119 units of 8 s.
+        assert_eq!(kept.seconds, 3000);
+        assert_eq!(kept.unit_seconds, 8);
+        assert_eq!(kept.units.len(), 256 + 119);
+        assert!(kept.filling.is_none());
+        let units = kept.decoded();
+        assert_eq!(units.iter().map(Histogram::len).sum::<u64>(), responses);
+        for pair in units.windows(2) {
+            let last_of_first = pair[0].lowest_equivalent(pair[0].max());
+            assert!(last_of_first <= pair[1].min(), "units out of order");
+        }
+        // A second more starts a unit being filled, read last.
+        let mut second = Histogram::new_with_bounds(1, 60_000_000, 3).unwrap();
+        second.record(9_000_000).unwrap();
+        kept.push(encode(&second));
+        let units = kept.decoded();
+        assert_eq!(units.len(), 376);
+        assert_eq!(units.last().map(Histogram::len), Some(1));
     }
 
     #[test]

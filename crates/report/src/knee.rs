@@ -172,6 +172,7 @@ fn latency_interval(report: &Report, q: f64) -> Interval {
         .second_histograms
         .iter()
         .filter_map(|b| crate::document::decode_base64(b))
+        .map(|h| crate::stats::bootstrap::Second::of(&h))
         .collect();
     if seconds.len() == report.second_histograms.len() {
         if let Ok(e) = figure_interval(

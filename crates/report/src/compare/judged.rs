@@ -83,7 +83,7 @@ fn run_figure(r: &Report, figure: Figure) -> f64 {
 
 /// A run's per-second latency histograms, in order. For throughput the last second is left
 /// out when it is partial (it covers less than a second, so its count is no second's rate).
-fn seconds_of(r: &Report, figure: Figure) -> Vec<hdrhistogram::Histogram<u64>> {
+fn seconds_of(r: &Report, figure: Figure) -> Vec<crate::stats::bootstrap::Second> {
     r.second_histograms
         .iter()
         .enumerate()
@@ -97,6 +97,7 @@ fn seconds_of(r: &Report, figure: Figure) -> Vec<hdrhistogram::Histogram<u64>> {
                 data: data.clone(),
             })
         })
+        .map(|h| crate::stats::bootstrap::Second::of(&h))
         .collect()
 }
 

@@ -14,7 +14,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::bootstrap::{Insufficient, MIN_SECONDS};
+use crate::stats::bootstrap::{AsSecond, Insufficient, MIN_SECONDS};
 use crate::stats::quantile_ci::{label, Side};
 use crate::stats::{figure_interval, quantile_ci, BootstrapOptions, Figure, Method, CONFIDENCE};
 use tailscope_loadgen::snapshot::{Ci95, Percentiles};
@@ -92,9 +92,9 @@ pub struct Unbounded {
 /// The latency of a run: the percentiles of `latency` with their intervals, the bootstrap
 /// over `seconds` (the run's per-second histograms, in order) where there are enough of them,
 /// and how they were obtained. None when nothing was measured.
-pub fn latency(
+pub fn latency<S: AsSecond>(
     latency: &Histogram<u64>,
-    seconds: &[Histogram<u64>],
+    seconds: &[S],
 ) -> Option<(Percentiles, LatencyCi95)> {
     if latency.is_empty() {
         return None;
@@ -138,9 +138,9 @@ pub fn latency(
 /// the wider of order statistics and, given [`MIN_SECONDS`] or more `seconds` (the run's
 /// per-second histograms, in order), the block bootstrap over them; with the bootstrap's
 /// block length when it ran. `--until` checks the same interval as the run goes.
-pub fn interval(
+pub fn interval<S: AsSecond>(
     latency: &Histogram<u64>,
-    seconds: &[Histogram<u64>],
+    seconds: &[S],
     q: f64,
 ) -> Result<([u64; 2], Option<usize>), crate::stats::CannotBound> {
     let mut bounds = quantile_ci(latency, q, CONFIDENCE)?.bounds();
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn a_short_run_has_order_statistics_and_notes_for_its_thin_tail() {
         let h = histogram((1..=2_000).map(|i| 1_000 + i));
-        let (l, how) = latency(&h, &[]).unwrap();
+        let (l, how) = latency::<Histogram<u64>>(&h, &[]).unwrap();
         let ci = l.ci95.unwrap();
         let [low, high] = ci.p99.unwrap();
         assert!(low <= l.p99 && l.p99 <= high, "{low} {} {high}", l.p99);
@@ -287,7 +287,7 @@ mod tests {
             whole.add(s).unwrap();
         }
         let (both, how) = latency(&whole, &seconds).unwrap();
-        let (alone, _) = latency(&whole, &[]).unwrap();
+        let (alone, _) = latency::<Histogram<u64>>(&whole, &[]).unwrap();
         let method = &how.method;
         assert_eq!(
             method.name,
@@ -311,6 +311,6 @@ mod tests {
 
     #[test]
     fn nothing_measured_is_no_latency() {
-        assert_eq!(latency(&histogram([]), &[]), None);
+        assert_eq!(latency::<Histogram<u64>>(&histogram([]), &[]), None);
     }
 }

@@ -182,9 +182,11 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     };
 
     // The merged run's intervals, over the merged seconds (the bootstrap's unit).
-    let seconds: Vec<Histogram<u64>> = second_histograms
+    // Decoded one at a time into what each recorded (see `of_run`'s `decode_seconds`).
+    let seconds: Vec<crate::stats::bootstrap::Second> = second_histograms
         .iter()
         .filter_map(|d| decode_base64(d))
+        .map(|h| crate::stats::bootstrap::Second::of(&h))
         .collect();
     let latency_with_ci = super::confidence::latency(&latency, &seconds);
     let run_max = latency_with_ci.as_ref().map(|(p, _)| p.max);

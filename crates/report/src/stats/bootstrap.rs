@@ -95,6 +95,92 @@ pub enum Insufficient {
 
 /// A run's seconds as sparse counts over the distinct bucket values of all of them, so that a
 /// resample is merged by adding a few counts per second rather than whole histograms.
+/// One second's latency as the bootstrap reads it: the buckets it recorded, (highest
+/// equivalent value, median equivalent value, count), ascending. A full `Histogram` at a run's
+/// bounds holds ~140 KB of counts whatever it recorded: a 40-minute soak's seconds decoded at
+/// once took ~500 MB at the end of the run (issue 38). This holds what was recorded, a few KB.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Second {
+    buckets: Vec<(u64, u64, u64)>,
+    len: u64,
+}
+
+impl Second {
+    /// The recorded buckets of `h`.
+    pub fn of(h: &Histogram<u64>) -> Second {
+        Second {
+            buckets: h
+                .iter_recorded()
+                .map(|b| {
+                    let v = b.value_iterated_to();
+                    (v, h.median_equivalent(v), b.count_at_value())
+                })
+                .collect(),
+            len: h.len(),
+        }
+    }
+
+    /// The samples it holds.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The mean as `Histogram::mean` computes it (the same terms, in the same order).
+    fn mean(&self) -> f64 {
+        if self.len == 0 {
+            return 0.0;
+        }
+        self.buckets
+            .iter()
+            .fold(0.0_f64, |total, &(_, median, count)| {
+                total + median as f64 * count as f64 / self.len as f64
+            })
+    }
+
+    /// `seconds` merged into one (the buckets of one run share its grid).
+    fn merged(seconds: &[&Second]) -> Second {
+        let mut all: Vec<(u64, u64, u64)> = seconds
+            .iter()
+            .flat_map(|s| s.buckets.iter().copied())
+            .collect();
+        all.sort_unstable_by_key(|b| b.0);
+        let mut buckets: Vec<(u64, u64, u64)> = Vec::with_capacity(all.len());
+        for b in all {
+            match buckets.last_mut() {
+                Some(last) if last.0 == b.0 => last.2 += b.2,
+                _ => buckets.push(b),
+            }
+        }
+        Second {
+            buckets,
+            len: seconds.iter().map(|s| s.len).sum(),
+        }
+    }
+}
+
+/// What the bootstrap takes as a second: a [`Second`], or a histogram read as one.
+pub trait AsSecond {
+    /// It as a [`Second`].
+    fn as_second(&self) -> std::borrow::Cow<'_, Second>;
+}
+
+impl AsSecond for Second {
+    fn as_second(&self) -> std::borrow::Cow<'_, Second> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+impl AsSecond for Histogram<u64> {
+    fn as_second(&self) -> std::borrow::Cow<'_, Second> {
+        std::borrow::Cow::Owned(Second::of(self))
+    }
+}
+
 struct Seconds {
     /// Consecutive seconds merged into one unit (the last unit may hold fewer).
     group: usize,
@@ -133,28 +219,35 @@ struct Window {
 
 impl Seconds {
     /// The table of `seconds` in units of `group` consecutive seconds (1: each its own).
-    fn new(seconds: &[Histogram<u64>], group: usize) -> Seconds {
+    fn new<S: AsSecond>(seconds: &[S], group: usize) -> Seconds {
         let group = group.max(1);
-        let merged: Vec<Histogram<u64>>;
-        let units = if group == 1 {
+        let seconds: Vec<std::borrow::Cow<'_, Second>> =
+            seconds.iter().map(AsSecond::as_second).collect();
+        let units: Vec<std::borrow::Cow<'_, Second>> = if group == 1 {
             seconds
+                .iter()
+                .map(|s| std::borrow::Cow::Borrowed(&**s))
+                .collect()
         } else {
-            merged = seconds.chunks(group).map(merge_unit).collect();
-            &merged[..]
+            seconds
+                .chunks(group)
+                .map(|c| std::borrow::Cow::Owned(merge_unit(c)))
+                .collect()
         };
         let mut values: Vec<u64> = units
             .iter()
-            .flat_map(|h| h.iter_recorded().map(|b| b.value_iterated_to()))
+            .flat_map(|s| s.buckets.iter().map(|b| b.0))
             .collect();
         values.sort_unstable();
         values.dedup();
         let entries = units
             .iter()
-            .map(|h| {
-                h.iter_recorded()
-                    .map(|b| {
-                        let at = values.binary_search(&b.value_iterated_to()).unwrap_or(0);
-                        (at as u32, b.count_at_value())
+            .map(|s| {
+                s.buckets
+                    .iter()
+                    .map(|&(v, _, count)| {
+                        let at = values.binary_search(&v).unwrap_or(0);
+                        (at as u32, count)
                     })
                     .collect()
             })
@@ -164,8 +257,8 @@ impl Seconds {
             spans: seconds.chunks(group).map(|c| c.len() as u64).collect(),
             values,
             entries,
-            counts: units.iter().map(Histogram::len).collect(),
-            sums: units.iter().map(|h| h.mean() * h.len() as f64).collect(),
+            counts: units.iter().map(|s| s.len()).collect(),
+            sums: units.iter().map(|s| s.mean() * s.len() as f64).collect(),
             window: None,
             scratch: Vec::new(),
         }
@@ -363,14 +456,9 @@ fn group_for(seconds: usize) -> usize {
     seconds.div_ceil(MAX_UNITS).max(1)
 }
 
-/// One unit's histogram: its seconds merged (they share the run's bounds; a second that
-/// cannot be added, which histograms of one run never are, is left out rather than panicked on).
-fn merge_unit(seconds: &[Histogram<u64>]) -> Histogram<u64> {
-    let mut unit = seconds[0].clone();
-    for h in &seconds[1..] {
-        let _ = unit.add(h);
-    }
-    unit
+/// One unit: its seconds merged.
+fn merge_unit(seconds: &[std::borrow::Cow<'_, Second>]) -> Second {
+    Second::merged(&seconds.iter().map(|s| &**s).collect::<Vec<_>>())
 }
 
 /// One circular block resample, as how often each second appears: blocks of `block`
@@ -418,8 +506,8 @@ fn expanded_tail(tail: f64, blocks: f64) -> f64 {
 
 /// A figure of one run with its interval, by the circular block bootstrap over the run's
 /// per-second histograms (one histogram per second, in order).
-pub fn figure_interval(
-    seconds: &[Histogram<u64>],
+pub fn figure_interval<S: AsSecond>(
+    seconds: &[S],
     figure: Figure,
     options: &BootstrapOptions,
 ) -> Result<Estimate, Insufficient> {
@@ -457,9 +545,9 @@ fn bootstrap_method(block: usize, options: &BootstrapOptions) -> Method {
 /// The change of a figure from the `base` run to the `new` one, each given as its per-second
 /// histograms: the ratio new/base with its interval by resampling each run's seconds in blocks
 /// independently (the runs are), significant when the interval excludes 1.
-pub fn compare_seconds(
-    base: &[Histogram<u64>],
-    new: &[Histogram<u64>],
+pub fn compare_seconds<S: AsSecond>(
+    base: &[S],
+    new: &[S],
     figure: Figure,
     options: &BootstrapOptions,
 ) -> Change {
@@ -670,6 +758,13 @@ mod tests {
             let ones = vec![1; units.len()];
             let grouped = units.figure(Figure::Percentile(q), &ones);
             prop_assert_eq!(grouped, (!all.is_empty()).then(|| all.value_at_quantile(q) as f64));
+            // A second keeps only what it recorded and reads as its histogram: seconds merged
+            // are the merged histogram's, and the mean is `Histogram::mean`'s to the bit.
+            let parts: Vec<Second> = histograms.iter().map(Second::of).collect();
+            let whole = Second::of(&all);
+            prop_assert_eq!(Second::merged(&parts.iter().collect::<Vec<_>>()), whole.clone());
+            prop_assert_eq!(whole.mean().to_bits(), all.mean().to_bits());
+            prop_assert_eq!(whole.buckets.len(), all.iter_recorded().count());
         }
     }
 

@@ -337,10 +337,16 @@ fn open_loop_holds_the_rate(e: Engine) {
     assert!(r["latency_uncorrected_us"]["p50"].as_u64().is_some());
     // Against a fast server sends leave on schedule; a few may slip on a busy test machine,
     // and many when other work holds the CPUs (then the test cannot tell).
+    // Other work may also start during the run (the other tests of this binary run beside it):
+    // the generator's own measure of its thread waiting for a CPU says so. A CI run, idle
+    // before, sent 128 of 800 late, 54 of them waiting for a CPU.
     let late = n(&r["summary"]["late_sends"]);
-    if late >= requests / 10 && busy_before > 0.15 {
+    let waited = r["summary"]["late_sends_by_cause"]["waited_for_cpu"]
+        .as_u64()
+        .unwrap_or(0);
+    if late >= requests / 10 && (busy_before > 0.15 || waited * 20 >= requests) {
         common::inconclusive(format!(
-            "{late} of {requests} sends late while other work kept {:.0} % of the CPUs busy",
+            "{late} of {requests} sends late ({waited} waiting for a CPU) while other work kept {:.0} % of the CPUs busy before the run",
             busy_before * 100.0
         ));
         return;

@@ -33,6 +33,16 @@ pub(crate) fn service_demand(us: Option<f64>, cpu_time_s: f64) -> String {
     }
 }
 
+/// The generator's CPU as the summaries write it: `3.71 s CPU = 5.20 µs per request`.
+pub(crate) fn generator_cpu(g: &tailscope_targets::profile::GeneratorProfile) -> String {
+    format!(
+        "{:.2} s CPU = {} per request",
+        g.cpu_time_s,
+        g.cpu_us_per_request
+            .map_or("n/a".into(), |u| format!("{u:.2} µs"))
+    )
+}
+
 /// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
 /// marks the server's and the generator's CPUs in the per-CPU table.
 pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
@@ -70,13 +80,7 @@ pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> 
         None => {}
     }
     if let Some(g) = &profile.generator {
-        let _ = writeln!(
-            out,
-            "  generator: {:.2} s CPU = {} per request",
-            g.cpu_time_s,
-            g.cpu_us_per_request
-                .map_or("n/a".into(), |u| format!("{u:.2} µs"))
-        );
+        let _ = writeln!(out, "  generator: {}", generator_cpu(g));
     }
     if !profile.cpus.is_empty() {
         write_cpu_table(&mut out, profile, roles);

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::document::{fmt_count, Report};
-use crate::findings::service_demand;
+use crate::findings::{generator_cpu, service_demand};
 use crate::page::{escape, table};
 
 /// How many of the tree's processes the table lists (the busiest first), as the text does.
@@ -84,13 +84,7 @@ pub(super) fn section(report: &Report) -> String {
         None => {}
     }
     if let Some(g) = &profile.generator {
-        let _ = writeln!(
-            out,
-            "<p>Generator: {:.2} s CPU = {} per request.</p>",
-            g.cpu_time_s,
-            g.cpu_us_per_request
-                .map_or("n/a".into(), |u| format!("{u:.2} µs"))
-        );
+        let _ = writeln!(out, "<p>Generator: {}.</p>", escape(&generator_cpu(g)));
     }
     out
 }

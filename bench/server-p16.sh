@@ -28,6 +28,10 @@
 # tailscope=./target/release/tailscope), so builds can be compared in one sitting; the p16/ts
 # generator is GEN (default: the last build named), the same binary against every server, e.g.
 #   bash bench/server-p16.sh 5 before=/tmp/server-before/tailscope after=./target/release/tailscope
+# A NAME starting with "faf" is faf's example server instead (github.com/errantmind/faf-example,
+# built with nightly Rust), run with one worker thread on CPU 0: FAF_PORT and FAF_THREADS are a
+# local patch of its port and thread count (docs/benchmarks-history.md "faf, built here"); it
+# ignores SIGTERM, so it is killed.
 # Needs nginx-light, wrk, nghttp2-client (h2load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +94,7 @@ start_server() {
   fi
   case $1 in
     nginx) taskset -c 0 nginx -p "$nginx_dir" -c "$nginx_dir/nginx.conf" & ;;
+    faf*) FAF_PORT=$port FAF_THREADS=1 taskset -c 0 "${bin[$1]}" & ;;
     *) "${bin[$1]}" serve --addr "127.0.0.1:$port" --threads 1 --cpus 0 >/dev/null & ;;
   esac
   server_pid=$!
@@ -97,7 +102,10 @@ start_server() {
   echo "$1 did not start" >&2; exit 1
 }
 
-stop_server() { kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; }
+stop_server() {
+  case ${server:-} in faf*) kill -9 "$server_pid" 2>/dev/null || true ;; *) kill "$server_pid" 2>/dev/null || true ;; esac
+  wait "$server_pid" 2>/dev/null || true
+}
 trap 'stop_server; rm -f "$raw" "$gen_json"' EXIT
 
 # Runs one load against the server on $port; prints "requests wall_seconds".

@@ -51,9 +51,12 @@ dur="${minutes}m"
 gen() { # name url args...
   local name=$1 url=$2; shift 2
   echo "tailscope run $url --no-tui --threads 1 -z $dur --json $name.json --journal $name.journal $*" >"$name.cmd"
-  nice -n 10 taskset -c 1 "$bin" run "$url" --no-tui --threads 1 -z "$dur" \
+  # /usr/bin/time gives the peak RSS of the whole run, the report's building at the end included
+  nice -n 10 taskset -c 1 /usr/bin/time -f '%M' -o "$name.maxrss_kb" "$bin" run "$url" --no-tui --threads 1 -z "$dur" \
     --json "$name.json" --journal "$name.journal" "$@" >"$name.out" 2>&1 &
-  echo $! >"$name.pid"
+  local timer=$! child=
+  for _ in $(seq 100); do child=$(pgrep -P "$timer" | head -1) && [ -n "$child" ] && break; sleep 0.05; done
+  echo "$child" >"$name.pid"; echo "$timer" >"$name.timer"
 }
 gen ref-open "http://127.0.0.1:$rport/plaintext" -c 32 -q "$rate"
 gen ref-closed "http://127.0.0.1:$rport/delay/20" -c 16
@@ -78,7 +81,8 @@ for m in $(seq 0 "$minutes"); do
   sample "$m" serve "$serve_pid" >>samples.tsv
   [ "$alive" = 1 ] || break
 done
-for n in $names; do wait "$(cat "$n.pid")" || true; done
+for n in $names; do wait "$(cat "$n.timer")" || true; done
 kill "$serve_pid" 2>/dev/null || true
 kill -QUIT "$nginx_pid" 2>/dev/null || true
+for n in $names; do printf '%s peak RSS %s KiB\n' "$n" "$(cat "$n.maxrss_kb" 2>/dev/null)"; done | tee peak-rss.txt
 echo "samples in $out/samples.tsv"

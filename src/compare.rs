@@ -46,14 +46,7 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
         ))
         .into());
     };
-    let mut unlike: Vec<String> = Vec::new();
-    for other in base.iter().skip(1).chain(&new) {
-        for d in compare::unlike(&base[0], other) {
-            if !unlike.contains(&d) {
-                unlike.push(d);
-            }
-        }
-    }
+    let unlike = unlike_settings(&base, &new);
     // A gate on unlike runs judges their settings, not the server: refused before any output,
     // as a bad flag is, unless asked for.
     if args.fail_if_regression.is_some() && !unlike.is_empty() && !args.allow_unlike {
@@ -70,8 +63,13 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
         ..BootstrapOptions::default()
     };
     let mode = judge(&mut rows, &base, &new, args.point, &options)?;
+    let generator_warnings = compare::generator::generator_warnings(
+        &named(&base_files, &base),
+        &named(&new_files, &new),
+    );
     let text = format!(
-        "{}{}\n{}",
+        "{}{}{}\n{}",
+        compare::generator::note(&generator_warnings),
         compare::unlike::note(&unlike),
         compare::markdown(&rows),
         mode.describe()
@@ -90,7 +88,14 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
     if let Some(path) = &args.html {
         let name = |p: &PathBuf| p.display().to_string();
         let names = (name(&base_files[0]), name(&new_files[0]));
-        if let Some(page) = compare::page(&base[0], &new[0], (&names.0, &names.1), &rows, mode) {
+        if let Some(page) = compare::page(
+            &base[0],
+            &new[0],
+            (&names.0, &names.1),
+            &rows,
+            mode,
+            &generator_warnings,
+        ) {
             write_page(&page, path)?;
         }
     }
@@ -101,7 +106,9 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
             new: new_files.iter().map(|p| p.display().to_string()).collect(),
             mode,
             method: mode.describe().into(),
+            correction: judged::correction_note(&rows),
             unlike: unlike.clone(),
+            generator_warnings: generator_warnings.clone(),
             rows: rows.iter().map(judged::RowJson::of).collect(),
             fail_if_regression: args.fail_if_regression,
             regressions: regressions.clone(),
@@ -126,6 +133,28 @@ pub fn compare(args: CompareArgs) -> Result<Outcome> {
     } else {
         Outcome::ThresholdFailed
     })
+}
+
+/// How every other report's settings differ from the first base's, each difference once.
+fn unlike_settings(base: &[AnyReport], new: &[AnyReport]) -> Vec<String> {
+    let mut unlike: Vec<String> = Vec::new();
+    for other in base.iter().skip(1).chain(new) {
+        for d in compare::unlike(&base[0], other) {
+            if !unlike.contains(&d) {
+                unlike.push(d);
+            }
+        }
+    }
+    unlike
+}
+
+/// Each report of one side with its file's name.
+fn named<'a>(files: &[PathBuf], reports: &'a [AnyReport]) -> Vec<(String, &'a AnyReport)> {
+    files
+        .iter()
+        .map(|p| p.display().to_string())
+        .zip(reports.iter())
+        .collect()
 }
 
 /// Reads each report of one side.

@@ -114,6 +114,9 @@ fn every_refusal_is_kept() {
         &["run", "--target", "nonsense"],
         &["run", "--target", "embedded", "--path", "x"],
         &["run", "--target", "embedded", "--server-cpus", "100000"],
+        // Both flags name the CPUs this process may use the same way (once `0,1` and `0-1`).
+        &["run", "--target", "embedded", "--cpus", "100000"],
+        &["run", URL, "--cpus", "100000"],
         &["serve", "--stall-every", "0s", "--stall-for", "1s"],
         &["serve", "--burn-every", "1s", "--burn-for", "0s"],
         &["serve", "--backlog", "0"],

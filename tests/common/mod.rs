@@ -77,7 +77,15 @@ impl TestServer {
 /// Starts a server; `behaviour(n)` decides the reply to the n-th request it received
 /// (0-based, over all connections).
 pub fn serve(behaviour: impl Fn(u64) -> Reply + Send + Sync + 'static) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // A backlog of 4,096, not std's default: the open-file-limit test opens 1,000 connections
+    // at once (the io_uring engine issues them together), more than a small accept queue
+    // holds, and in one CI rehearsal one of them was reset.
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    socket.listen(4096).unwrap();
+    let listener: TcpListener = socket.into();
     let addr = listener.local_addr().unwrap();
     let stats = Arc::new(Stats::default());
     let behaviour = Arc::new(behaviour);

@@ -19,6 +19,22 @@ fn find_max(args: &[&str]) -> (i32, serde_json::Value, String) {
     (out.status.code().unwrap_or(-1), doc, stderr)
 }
 
+/// `program` to run on CPU 0 alone (`taskset -c 0`, which execs it: the child's pid is the
+/// program's); `None`, after saying so, without taskset.
+fn pinned_to_cpu0(program: &str) -> Option<std::process::Command> {
+    if std::process::Command::new("taskset")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        common::skip("taskset not installed (apt-get install util-linux)");
+        return None;
+    }
+    let mut c = std::process::Command::new("taskset");
+    c.args(["-c", "0", program]);
+    Some(c)
+}
+
 /// Whether the machine took the generator's CPU in a step (more than 1 % of its sends waited
 /// for one): the step then measured the machine, not the server.
 fn machine_interfered(doc: &serde_json::Value) -> bool {
@@ -38,12 +54,16 @@ fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
     // connection carries one request at a time, so above the pool's capacity sends wait for
     // a connection and the backlog grows through the step: the step fails as fallen behind,
     // whatever the noise in its p99. 4 s steps, bisection to 3 %: about 40 s.
-    let Some((mut server, addr)) = common::spawn_serve(&[]) else {
+    // Server and generator pinned apart: unpinned, the quiet CI machine's generator waited
+    // for the server's CPU and the test ended inconclusive in every rehearsal.
+    let Some((mut server, addr)) = common::spawn_serve(&["--cpus", "0"]) else {
         return;
     };
     let url = format!("http://{addr}/delay/5");
     let (code, doc, stderr) = find_max(&[
         &url,
+        "--cpus",
+        "1",
         "-c",
         "20",
         "--slo",
@@ -72,8 +92,17 @@ fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
             return Err(format!("exit {code}"));
         }
         let found = found.ok_or("no rate passed")?;
-        if !(3600.0..=4000.0).contains(&found) {
-            return Err(format!("{found} req/s found, 3,600–4,000 expected"));
+        // The issue's bound: within 10 % below the pool's capacity, which is 20 connections
+        // over the time a request holds one: 5 ms and what this machine adds to it, read at
+        // the lowest rate (at most 20 / 5 ms = 4,000: nothing answers before its 5 ms).
+        // Against 4,000 itself, the 3,589 of every CI rehearsal (10.3 % below it, with each
+        // request holding its connection longer than 5 ms) read as a miss.
+        let lowest = 0.9 * capacity.min(4000.0);
+        if !(found >= lowest && found <= 4000.0) {
+            return Err(format!(
+                "{found} req/s found, {lowest:.0}–4,000 expected (a request held its \
+                 connection {held_ms:.2} ms at the lowest rate: capacity {capacity:.0}/s)"
+            ));
         }
         if !why.contains("no free connection") || !why.contains("queue") {
             return Err(format!("the stop is not named: {why}"));
@@ -84,6 +113,13 @@ fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
         Ok(()) => {
             let fail = doc["lowest_fail_rps"].as_f64().unwrap();
             assert!(fail > found.unwrap());
+            // The confirmation holds the rate found first (10 s, measured from its start).
+            assert_eq!(
+                doc["confirmation"][0]["offered_rps"].as_f64(),
+                found,
+                "{doc:#}"
+            );
+            assert_eq!(doc["confirmation"][0]["phase"], "hold", "{doc:#}");
             assert_eq!(doc["crossings"][0]["slo"], "p99<100ms");
             // The failing step reads as one the server could not keep up with.
             let first = &doc["steps"][doc["first_fail_step"].as_u64().unwrap() as usize];
@@ -94,13 +130,6 @@ fn find_max_finds_the_capacity_of_a_fixed_pool_of_connections() {
         }
         Err(e) if machine_interfered(&doc) => {
             common::inconclusive(format!("the generator waited for a CPU: {e}"));
-        }
-        // A machine that adds more than half a millisecond to each request's 5 ms lowers the
-        // pool's capacity below the 3,600 asked for: the search cannot find what is not there.
-        Err(e) if capacity < 3600.0 / 0.97 => {
-            common::inconclusive(format!(
-                "a request held its connection {held_ms:.2} ms at the lowest rate (capacity {capacity:.0}/s): {e}"
-            ));
         }
         Err(e) => panic!("{e}\n{doc:#}\n{stderr}"),
     }
@@ -121,14 +150,17 @@ fn meets(url: &str, rate: f64, slo: &str, extra: &[&str]) -> bool {
         "16",
         "--fail-if",
         slo,
+        "--cpus",
+        "1",
     ];
     args.extend_from_slice(extra);
     common::tailscope(&args).status.code() == Some(0)
 }
 
 /// find-max on a real server from `start_rate` (with `extra` flags), then the check the issue
-/// asks for: 10 s at the rate found meets the SLO, 10 s at 1.25× it does not. On a machine
-/// that took the generator's CPU in a step the result is inconclusive, else it must hold.
+/// asks for, in runs of their own: 10 s at the rate found (the rate its confirmation held for
+/// 10 s, `confirmed_rps`) meets the SLO, 10 s at 1.25× it does not. On a machine that took
+/// the generator's CPU in a step the result is inconclusive, else it must hold.
 fn found_rate_holds_and_a_quarter_more_does_not(
     url: &str,
     slo: &str,
@@ -149,6 +181,8 @@ fn found_rate_holds_and_a_quarter_more_does_not(
         "3s",
         "--precision",
         "10",
+        "--cpus",
+        "1",
     ];
     args.extend_from_slice(extra);
     // Other work on the machine slows the server by more than its knee's width: a search
@@ -159,8 +193,11 @@ fn found_rate_holds_and_a_quarter_more_does_not(
     let interfered = |doc: &serde_json::Value| machine_interfered(doc) || busy_before > 0.15;
     if code != 0 && interfered(&doc) {
         common::inconclusive(format!(
-            "the generator waited for a CPU or the machine was {:.0} % busy before: exit {code}",
-            busy_before * 100.0
+            "the generator waited for a CPU or the machine was {:.0} % busy before: exit {code}, passed {}, held {}, {}",
+            busy_before * 100.0,
+            doc["highest_pass_rps"],
+            doc["confirmed_rps"],
+            doc["stopped_because"]
         ));
         return;
     }
@@ -171,7 +208,11 @@ fn found_rate_holds_and_a_quarter_more_does_not(
             .is_some_and(|w| w.contains("within 10 %")),
         "the knee must be below --max-rate, found by bisection: {doc:#}\n{stderr}"
     );
-    let found = doc["highest_pass_rps"].as_f64().unwrap();
+    let searched = doc["highest_pass_rps"].as_f64().unwrap();
+    let found = doc["confirmed_rps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("exit 0 and no rate held for 10 s: {doc:#}\n{stderr}"));
+    assert!(found <= searched, "{doc:#}");
     let holds = meets(url, found, slo, extra);
     let above = meets(url, found * 1.25, slo, extra);
     if (!holds || above) && (interfered(&doc) || common::machine_busy_before() > 0.15) {
@@ -200,19 +241,27 @@ fn find_max_on_python_http_server() {
     }
     let port = common::tree::free_port();
     let dir = common::scratch_dir("find-max-python");
-    let mut server = std::process::Command::new("python3")
-        .args([
-            "-m",
-            "http.server",
-            "--bind",
-            "127.0.0.1",
-            &port.to_string(),
-        ])
-        .current_dir(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    // The server on CPU 0, the generator on CPU 1 (found_rate_holds_...): sharing them, the
+    // generator waited for the server's CPU near its knee in every CI rehearsal, and the
+    // checks were called inconclusive.
+    let Some(mut server) = pinned_to_cpu0("python3")
+        .map(|mut c| {
+            c.args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+            c
+        })
+        .map(|mut c| c.spawn().unwrap())
+    else {
+        return;
+    };
     std::thread::sleep(std::time::Duration::from_millis(500));
     found_rate_holds_and_a_quarter_more_does_not(
         &format!("http://127.0.0.1:{port}/"),
@@ -235,10 +284,11 @@ struct GzipNginx {
 impl GzipNginx {
     /// A 58 kB JSON document compressed per request (`gzip on`, level 1, no
     /// `gzip_static`): the worker's CPU bounds it at several hundred responses a second on
-    /// this 2-CPU machine (about 330/s closed loop at load average 13), far below what the generator offers, so the knee found is the server's.
+    /// this 2-CPU machine (about 330/s closed loop at load average 13; 4,000–5,000/s pinned to
+    /// a quiet CPU), below what the generator offers, so the knee found is the server's.
     /// nginx's own `return 200 "Hello"` (the `--target nginx:1` default) answers as fast as
     /// the generator asks, so its search ran into --max-rate or measured the generator.
-    fn start(bin: &std::path::Path) -> GzipNginx {
+    fn start(bin: &std::path::Path) -> Option<GzipNginx> {
         let dir = common::scratch_dir("find-max-nginx");
         let d = dir.path().display().to_string();
         let doc: Vec<String> = (0..500)
@@ -269,7 +319,9 @@ http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path
   server {{ listen 127.0.0.1:{port}; root {d}/www; }}\n}}\n"
         );
         std::fs::write(dir.path().join("nginx.conf"), conf).unwrap();
-        let master = std::process::Command::new(bin)
+        // Master and worker on CPU 0, the generator on CPU 1 (as the Python test's).
+        let mut master = pinned_to_cpu0(bin.to_str().unwrap())?;
+        let master = master
             .args(["-c", &format!("{d}/nginx.conf")])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -280,11 +332,11 @@ http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path
             assert!(std::time::Instant::now() < deadline, "nginx did not listen");
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        GzipNginx {
+        Some(GzipNginx {
             master,
             _dir: dir,
             url: format!("http://127.0.0.1:{port}/catalog.json"),
-        }
+        })
     }
 }
 
@@ -304,7 +356,9 @@ fn find_max_on_nginx_one_worker() {
         common::skip("nginx not installed (apt-get install nginx-light)");
         return;
     };
-    let nginx = GzipNginx::start(&bin);
+    let Some(nginx) = GzipNginx::start(&bin) else {
+        return;
+    };
     found_rate_holds_and_a_quarter_more_does_not(
         &nginx.url,
         "p99<50ms",
@@ -469,6 +523,8 @@ fn report_reads_a_find_max_document_back() {
         "400",
         "--step",
         "1s",
+        "--confirm",
+        "2s",
         "--json",
         json,
     ]);
@@ -490,12 +546,79 @@ fn report_reads_a_find_max_document_back() {
     let text = String::from_utf8_lossy(&out.stdout);
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{said}");
-    // The text find-max printed, again.
+    // The text find-max printed, again, its confirmation with it.
+    assert!(text.contains("for 2 s"), "{text}");
     assert_eq!(text, String::from_utf8_lossy(&search.stdout), "{said}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains(&addr), "{page}");
     assert_eq!(
         std::fs::read_to_string(&again).unwrap().trim_end(),
         std::fs::read_to_string(json).unwrap().trim_end()
+    );
+}
+
+/// The confirmation must step down, and give up after its bound: the reference server stalls
+/// its loop for 400 ms every 6 s, so every 8 s run holds at least one whole stall (5 % of its
+/// requests wait up to 400 ms: p99 far above 100 ms), while a 1 s step misses the stalls
+/// about four times in five. The search passes a rate on its short steps, and no rate holds
+/// for 8 s: each hold steps down by the precision, 4 runs in all, no rate confirmed, exit
+/// 99. (A pass rule as generous as the search's 1 s steps would have confirmed it.)
+#[test]
+fn a_rate_that_does_not_hold_steps_down_and_the_confirmation_gives_up() {
+    let _alone = common::quiet_machine();
+    let Some((mut server, addr)) =
+        common::spawn_serve(&["--stall-every", "6s", "--stall-for", "400ms"])
+    else {
+        return;
+    };
+    let url = format!("http://{addr}/");
+    let (code, doc, stderr) = find_max(&[
+        &url,
+        "-c",
+        "16",
+        "--slo",
+        "p99<100ms",
+        "--start-rate",
+        "500",
+        "--max-rate",
+        "1000",
+        "--step",
+        "1s",
+        "--confirm",
+        "8s",
+        "--no-tui",
+    ]);
+    let _ = server.kill();
+    let _ = server.wait();
+    let Some(searched) = doc["highest_pass_rps"].as_f64() else {
+        // Every rate's steps met a stall (two runs of three): nothing to confirm.
+        common::inconclusive(format!(
+            "every rate's steps met the server's stalls, nothing to confirm: exit {code}, {}",
+            doc["stopped_because"]
+        ));
+        return;
+    };
+    let holds = doc["confirmation"]
+        .as_array()
+        .expect("the confirmation's runs");
+    let rates: Vec<f64> = holds
+        .iter()
+        .map(|h| h["offered_rps"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates.len(), 4, "{doc:#}\n{stderr}");
+    assert_eq!(rates[0], searched, "{doc:#}");
+    for w in rates.windows(2) {
+        assert!((w[0] / w[1] - 1.05).abs() < 1e-9, "steps of 5 %: {rates:?}");
+    }
+    for h in holds {
+        assert_eq!(h["phase"], "hold", "{h:#}");
+        assert_ne!(h["call"], "pass", "a hold of a stall passed: {h:#}");
+        assert!(h["seconds"].as_u64().unwrap() >= 8, "{h:#}");
+    }
+    assert!(doc["confirmed_rps"].is_null(), "{doc:#}");
+    assert_eq!(code, 99, "{doc:#}\n{stderr}");
+    assert!(
+        stderr.contains("did not hold for 8s: holding"),
+        "the step down is said: {stderr}"
     );
 }

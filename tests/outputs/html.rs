@@ -268,7 +268,11 @@ fn a_suite_page_shows_the_figures_of_its_json() {
         assert_eq!(cells[6], fmt_us(r.p99_us_median.unwrap().round() as u64));
         assert_eq!(
             cells[8],
-            tailscope_report::suite::rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95)
+            tailscope_report::suite::rounds::ratio_text(
+                r.vs_baseline,
+                r.vs_baseline_ci95,
+                r.vs_baseline_medians,
+            )
         );
         assert_eq!(r.vs_baseline_ci95.is_none(), r.target == "one-thread");
         // Each run's own row, in its table.
@@ -490,6 +494,76 @@ fn the_hdr_log_reads_back_with_the_same_counts_and_percentiles() {
             "quantile {q}"
         );
     }
+}
+
+/// A compared run whose generator fell behind (its report's warning, as `run` writes it) is
+/// named by side and file in the comparison's text, JSON and page: that side's figures, and
+/// so the changes, are partly the generator's own delay. The other side's report is a real
+/// run's; the lagged one is the same run with the warning a held-up loop gets (a real lag
+/// needs busy loops on the generator's CPU: tests/late_cause.rs, alone in its binary).
+#[test]
+fn a_compare_names_the_side_whose_generator_fell_behind() {
+    let server = serve(|_| Reply::Send(ok("Hello, World!")));
+    let base = scratch("lag-base.json");
+    let new = scratch("lag-new.json");
+    run_ok(&[
+        &server.url("/"),
+        "-c",
+        "2",
+        "-z",
+        "1s",
+        "--json",
+        base.to_str().unwrap(),
+    ]);
+    let warning = "the generator fell behind: a generator thread's event loop was held up to 867.76ms in one second (generator_lag_us); the latency then includes the generator's own delay (p50 236.00ms corrected, 7.50ms from the actual sends), not only the server's: check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it fewer connections (-c) or more threads (--threads)";
+    let mut lagged = common::read_json(&base);
+    lagged["warnings"] = serde_json::json!([warning]);
+    std::fs::write(&new, serde_json::to_string(&lagged).unwrap()).unwrap();
+    let (html, json) = (scratch("lag-compare.html"), scratch("lag-compare.json"));
+    let out = tailscope(&[
+        "compare",
+        base.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("**The generator could not keep up** in a compared run")
+            && stdout.contains(&format!("- new ({}): {warning}\n", new.display())),
+        "{stdout}"
+    );
+    let doc = common::read_json(&json);
+    let carried = doc["generator_warnings"].as_array().unwrap();
+    let of = |side: &str| -> Vec<&serde_json::Value> {
+        carried.iter().filter(|w| w["side"] == side).collect()
+    };
+    assert_eq!(of("new").len(), 1, "{doc}");
+    assert_eq!(of("new")[0]["warning"], warning);
+    // The real base run may have a warning of its own generator (a loaded machine: time
+    // lost between requests): carried as it is, never made up.
+    let base_warnings = common::read_json(&base)["warnings"].clone();
+    for w in of("base") {
+        assert!(
+            base_warnings.as_array().unwrap().contains(&w["warning"]),
+            "{w} is not the base run's: {base_warnings}"
+        );
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<li>new (")
+            && page.contains("the generator fell behind: a generator thread&#39;s event loop"),
+        "{page}"
+    );
+    // Both sides without a warning: nothing said.
+    let clean = scratch("lag-clean.json");
+    lagged["warnings"] = serde_json::json!([]);
+    std::fs::write(&clean, serde_json::to_string(&lagged).unwrap()).unwrap();
+    let out = tailscope(&["compare", clean.to_str().unwrap(), clean.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("could not keep up"));
 }
 
 /// A report whose histogram was overwritten is refused by `report`, `compare` and `merge`

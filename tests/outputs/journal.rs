@@ -95,6 +95,26 @@ fn a_run_killed_with_sigkill_is_rebuilt_from_its_journal() {
             "killed after {kill_after_ms} ms: {counted} of {answered} answered are in the rebuilt report ({} seconds), more than the last second and the in-flight ones lost",
             seconds.len()
         );
+        // Its HdrHistogram log: one interval a second the journal had, ending where they do.
+        let hlog = dir.path().join("rebuilt.hlog");
+        let out = tailscope(&[
+            "report",
+            dir.path().join("r.journal").to_str().unwrap(),
+            "--hdr-log",
+            hlog.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0));
+        let log = std::fs::read_to_string(&hlog).unwrap();
+        let ends: Vec<f64> = log
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let mut f = l.split(',').map(|f| f.parse::<f64>().unwrap_or(f64::NAN));
+                f.next().unwrap() + f.next().unwrap()
+            })
+            .collect();
+        let seconds_ends: Vec<f64> = seconds.iter().map(|s| s["t_s"].as_f64().unwrap()).collect();
+        assert_eq!(ends, seconds_ends, "{log}");
         let warnings = report["warnings"].to_string();
         assert!(warnings.contains("Rebuilt from the journal"), "{warnings}");
         assert!(report["diagnosis"].is_array(), "the diagnosis is made anew");
@@ -128,6 +148,56 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
     let again = read_json(&rebuilt);
     assert_eq!(written["interrupted"], false);
     assert_eq!(written, again);
+    // The HdrHistogram log too: the journal has every second's histogram and when
+    // measurement began, so the log rebuilt from it is the run's, byte for byte.
+    let hlog = dir.path().join("rebuilt.hlog");
+    let out = tailscope(&[
+        "report",
+        dir.path().join("r.journal").to_str().unwrap(),
+        "--hdr-log",
+        hlog.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_log = std::fs::read_to_string(dir.path().join("r.hlog")).unwrap();
+    assert!(
+        run_log.lines().filter(|l| !l.starts_with('#')).count() >= 3,
+        "a header and a histogram a second: {run_log}"
+    );
+    assert_eq!(run_log, std::fs::read_to_string(&hlog).unwrap());
+    // And from the run's JSON report, which has them too.
+    let from_json = dir.path().join("from-json.hlog");
+    let out = tailscope(&[
+        "report",
+        dir.path().join("r.json").to_str().unwrap(),
+        "--hdr-log",
+        from_json.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(run_log, std::fs::read_to_string(&from_json).unwrap());
+    // A report without one generator's start (as a merged one): refused, nothing written.
+    let mut merged_like = written.clone();
+    merged_like.as_object_mut().unwrap().remove("generator");
+    let merged_path = dir.path().join("no-generator.json");
+    std::fs::write(&merged_path, merged_like.to_string()).unwrap();
+    let refused = dir.path().join("refused.hlog");
+    let out = tailscope(&[
+        "report",
+        merged_path.to_str().unwrap(),
+        "--hdr-log",
+        refused.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--hdr-log is written from one run's"),
+        "{stderr}"
+    );
+    assert!(!refused.exists());
     // Without its end record (as a run killed just before writing it would leave it), the
     // report rebuilt from the seconds and the histograms written at the end has the run's
     // connect and uncorrected figures, not n/a.
@@ -309,4 +379,155 @@ fn a_killed_runs_journal_is_rebuilt_from_another_directory() {
     );
     // Nothing of the run's own outputs was written from here.
     assert!(!elsewhere.path().join("out").exists());
+}
+
+/// `tailscope report FILE --text` writes the summary the run printed, its "Server",
+/// "Diagnosis" and "Server inside" sections included, from the JSON and from the journal (a
+/// newcomer found the saved report's text stopped after the slowest requests).
+#[test]
+fn a_saved_reports_text_is_the_runs_own() {
+    let Some((mut server, addr)) = common::spawn_serve(&[]) else {
+        return;
+    };
+    let dir = scratch_dir("saved-text");
+    let pid = server.id().to_string();
+    let run = common::tailscope_command()
+        .current_dir(dir.path())
+        .args(["run", &format!("http://{addr}/plaintext"), "--no-tui"])
+        .args(["-c", "4", "--threads", "1", "-z", "2s", "--pid", &pid])
+        .args(["--json", "r.json", "--journal", "r.journal"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let printed = String::from_utf8_lossy(&run.stdout).to_string();
+    assert!(printed.contains("\nDiagnosis"), "{printed}");
+    assert!(printed.contains("\nServer"), "{printed}");
+    for saved in ["r.json", "r.journal"] {
+        let out = common::tailscope_command()
+            .current_dir(dir.path())
+            .args(["report", saved, "--text"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            printed,
+            "report {saved} --text"
+        );
+    }
+}
+
+/// A run killed before its first second ended left a journal of its header alone: rebuilding
+/// it says so and exits 2, rather than a report of 0 requests in 0 µs (a newcomer's finding:
+/// "Requests: 0" and "none was sent" where tens of thousands had been).
+#[test]
+fn a_journal_without_a_whole_second_is_said_to_hold_no_report() {
+    let server = serve(|_| Reply::Send(ok("ok")));
+    let dir = scratch_dir("journal-header-only");
+    let out = run_command(&server.url("/"), dir.path(), "2s")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // The journal cut after its header record: preamble, then length, CRC and payload.
+    let bytes = std::fs::read(dir.path().join("r.journal")).unwrap();
+    let start = tailscope_report::journal::preamble().len();
+    let len = u32::from_le_bytes(bytes[start..start + 4].try_into().unwrap()) as usize;
+    let cut = dir.path().join("cut.journal");
+    std::fs::write(&cut, &bytes[..start + 8 + len]).unwrap();
+    let rebuilt = dir.path().join("rebuilt.json");
+    let out = tailscope(&[
+        "report",
+        cut.to_str().unwrap(),
+        "--json",
+        rebuilt.to_str().unwrap(),
+        "--text",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no second was recorded"), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!rebuilt.exists());
+}
+
+/// A run whose per-second histograms leave memory for the spill file after one second
+/// (`TAILSCOPE_SPILL_AFTER_SECONDS`, ten minutes otherwise) reports each second with its own
+/// histogram, read back from the file, in the JSON and the HDR log (the aggregator's test
+/// checks the bytes against a run held in memory); and where the spill file cannot be made,
+/// it says so once and loses nothing.
+#[test]
+fn seconds_spilled_to_a_file_come_back_each_in_its_place() {
+    let server = serve(|_| Reply::Send(ok("ok")));
+    let dir = scratch_dir("journal-window");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = run_command(&server.url("/"), dir.path(), "4s")
+        .env("TAILSCOPE_SPILL_AFTER_SECONDS", "1")
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("spill file"), "{stderr}");
+    // Each second the spill file gave back is that second's: its histogram holds the
+    // second's requests and its slowest, as the time series (made before it was spilled) says.
+    let written = read_json(&dir.path().join("r.json"));
+    let (seconds, points) = (
+        written["second_histograms"].as_array().unwrap(),
+        written["timeseries"].as_array().unwrap(),
+    );
+    assert!(seconds.len() >= 4, "{} seconds", seconds.len());
+    assert_eq!(seconds.len(), points.len());
+    for (i, (second, point)) in seconds.iter().zip(points).enumerate() {
+        let bytes = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            second.as_str().unwrap(),
+        )
+        .unwrap();
+        let h: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .unwrap_or_else(|e| panic!("second {i}: {e:?}"));
+        assert_eq!(Some(h.len()), point["requests"].as_u64(), "second {i}");
+        assert_eq!(Some(h.max()), point["max_us"].as_u64(), "second {i}");
+    }
+    // The HDR log has a line per second, read back from the spill file as well.
+    let hlog = std::fs::read_to_string(dir.path().join("r.hlog")).unwrap();
+    let lines = hlog
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('"'));
+    assert_eq!(lines.count(), seconds.len(), "{hlog}");
+
+    // No directory to make the spill file in: said once, and every second is still there.
+    let dir = scratch_dir("journal-no-tmp");
+    let out = run_command(&server.url("/"), dir.path(), "3s")
+        .env("TAILSCOPE_SPILL_AFTER_SECONDS", "1")
+        .env("TMPDIR", dir.path().join("missing"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("spill file").count(), 1, "{stderr}");
+    assert!(stderr.contains("nothing is lost"), "{stderr}");
+    let written = read_json(&dir.path().join("r.json"));
+    let seconds = written["second_histograms"].as_array().unwrap();
+    assert!(seconds.len() >= 3, "{} seconds", seconds.len());
+    assert_eq!(
+        seconds.len(),
+        written["timeseries"].as_array().unwrap().len()
+    );
 }

@@ -6,6 +6,8 @@
 
 use crate::common;
 
+use super::netns;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -534,12 +536,7 @@ pub(crate) struct Netns {
 impl Netns {
     /// Sets them up; `None`, said visibly, where that cannot be done here.
     pub(crate) fn new() -> Option<Netns> {
-        if nix_uid() != 0 {
-            common::skip("network namespaces need root (id -u is not 0)");
-            return None;
-        }
-        if !common::has_tool("ip", "-V") {
-            common::skip("ip (iproute2) not installed");
+        if !netns::can_make() {
             return None;
         }
         let me = std::process::id();
@@ -551,34 +548,22 @@ impl Netns {
         };
         let (s, g) = (ns.server.as_str(), ns.generator.as_str());
         let (a, b) = (format!("tsa{me}"), format!("tsb{me}"));
-        let steps: Vec<Vec<String>> = [
+        let (server_net, generator_net) = (format!("{subnet}.1/24"), format!("{subnet}.2/24"));
+        let steps = [
             vec!["netns", "add", s],
             vec!["netns", "add", g],
             vec![
                 "link", "add", &a, "netns", s, "type", "veth", "peer", "name", &b, "netns", g,
             ],
-            vec!["-n", s, "addr", "add", &format!("{subnet}.1/24"), "dev", &a],
-            vec!["-n", g, "addr", "add", &format!("{subnet}.2/24"), "dev", &b],
+            vec!["-n", s, "addr", "add", &server_net, "dev", &a],
+            vec!["-n", g, "addr", "add", &generator_net, "dev", &b],
             vec!["-n", s, "link", "set", &a, "up"],
             vec!["-n", g, "link", "set", &b, "up"],
             vec!["-n", s, "link", "set", "lo", "up"],
             vec!["-n", g, "link", "set", "lo", "up"],
-        ]
-        .into_iter()
-        .map(|v| v.into_iter().map(str::to_string).collect())
-        .collect();
-        for step in steps {
-            let out = Command::new("ip").args(&step).output().unwrap();
-            if !out.status.success() {
-                common::skip(format!(
-                    "cannot set up network namespaces here (ip {}: {})",
-                    step.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-                return None;
-            }
-        }
-        Some(ns)
+        ];
+        // On a failed step, `ns` is dropped: what was made is deleted.
+        netns::ip_steps(&steps, "network namespaces").then_some(ns)
     }
 
     /// tailscope ARGS inside namespace `ns`.
@@ -598,17 +583,6 @@ impl Drop for Netns {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
-}
-
-/// Whether the tests run as root (network namespaces need it).
-pub(crate) fn root() -> bool {
-    nix_uid() == 0
-}
-
-fn nix_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    // /proc/self belongs to the process's effective user.
-    std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid())
 }
 
 /// Reads the first line of a child's stdout that starts with `prefix`, its rest.

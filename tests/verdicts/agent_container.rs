@@ -9,6 +9,7 @@ use crate::common;
 use std::process::{Command, Stdio};
 
 use super::agent::{self as remote, AgentProcess, Server};
+use super::netns;
 
 /// A network namespace joined to this one by a veth pair: the container's. Deleted on drop.
 struct Container {
@@ -18,12 +19,7 @@ struct Container {
 
 impl Container {
     fn new() -> Option<Container> {
-        if !remote::root() {
-            common::skip("network namespaces need root (id -u is not 0)");
-            return None;
-        }
-        if !common::has_tool("ip", "-V") {
-            common::skip("ip (iproute2) not installed");
+        if !netns::can_make() {
             return None;
         }
         let me = std::process::id();
@@ -34,40 +30,20 @@ impl Container {
         };
         let (inside, host) = (format!("tsc{me}"), format!("tsh{me}"));
         let n = c.name.as_str();
-        let steps: Vec<Vec<String>> = [
+        let (inside_net, host_net) = (format!("{subnet}.1/24"), format!("{subnet}.2/24"));
+        let steps = [
             vec!["netns", "add", n],
             vec![
                 "link", "add", &host, "type", "veth", "peer", "name", &inside, "netns", n,
             ],
-            vec![
-                "-n",
-                n,
-                "addr",
-                "add",
-                &format!("{subnet}.1/24"),
-                "dev",
-                &inside,
-            ],
-            vec!["addr", "add", &format!("{subnet}.2/24"), "dev", &host],
+            vec!["-n", n, "addr", "add", &inside_net, "dev", &inside],
+            vec!["addr", "add", &host_net, "dev", &host],
             vec!["-n", n, "link", "set", &inside, "up"],
             vec!["link", "set", &host, "up"],
             vec!["-n", n, "link", "set", "lo", "up"],
-        ]
-        .into_iter()
-        .map(|v| v.into_iter().map(str::to_string).collect())
-        .collect();
-        for step in steps {
-            let out = Command::new("ip").args(&step).output().unwrap();
-            if !out.status.success() {
-                common::skip(format!(
-                    "cannot set up a network namespace here (ip {}: {})",
-                    step.join(" "),
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ));
-                return None;
-            }
-        }
-        Some(c)
+        ];
+        // On a failed step, `c` is dropped: the namespace, if made, is deleted.
+        netns::ip_steps(&steps, "a network namespace").then_some(c)
     }
 }
 

@@ -460,5 +460,6 @@ fn an_nginx_worker_killed_and_respawned_is_a_crash_with_the_listener_kept() {
     assert!(r["diagnosis"].is_array(), "{stderr}");
     assert_only(&r, "server_crash_or_restart");
     let ev = evidence(&r, "server_crash_or_restart");
+    eprintln!("evidence: {ev}");
     assert!(ev.contains("while the listener stayed"), "{ev}");
 }

@@ -14,6 +14,7 @@ mod agent_launch;
 mod errors;
 mod forensics;
 mod guardian;
+mod netns;
 mod runtimes;
 mod stacks;
 mod targets;

@@ -45,12 +45,6 @@ impl Drop for Server {
     }
 }
 
-/// Loads `server` for 7 s with the stacks on; the report's `stacks` section.
-fn sampled_run(server: &Server, extra: &[&str]) -> serde_json::Value {
-    let (report, _) = sampled_report(&server.url, server.child.id(), "7s", "20", extra);
-    report["stacks"].clone()
-}
-
 /// Loads `url` (served by `pid`) for `duration` over `connections` with the stacks on; the
 /// report and the text summary.
 fn sampled_report(
@@ -331,6 +325,33 @@ fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
     );
 }
 
+/// The kernel spin-lock slowpath frame, if it is claimed and every claimed frame is on a
+/// stack of the server spinning in it (a rehearsal on a busy VM: the server's `io_recv`
+/// waited in `__pv_queued_spin_lock_slowpath` under `lock_sock_nested` in 39 % of the slow
+/// seconds' samples against 11 % of the others').
+fn spinning_for_a_kernel_lock(stacks: &serde_json::Value, over: &[String]) -> Option<String> {
+    let is_lock = |f: &str| f.contains("spin_lock_slowpath");
+    let lock = over.iter().find(|f| is_lock(f))?;
+    let spinning: Vec<Vec<&str>> = stacks["on_cpu"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| {
+            let frames: Vec<&str> = s["stack"]
+                .as_array()?
+                .iter()
+                .filter_map(|f| f.as_str())
+                .collect();
+            frames
+                .first()
+                .is_some_and(|leaf| is_lock(leaf))
+                .then_some(frames)
+        })
+        .collect();
+    over.iter()
+        .all(|f| spinning.iter().any(|s| s.contains(&f.as_str())))
+        .then(|| lock.clone())
+}
+
 #[test]
 fn a_healthy_server_has_nothing_claimed() {
     // The near miss: the same server and load, no burn. Whatever seconds the machine's noise
@@ -342,9 +363,24 @@ fn a_healthy_server_has_nothing_claimed() {
     let Some(server) = Server::start(&[]) else {
         return;
     };
-    let stacks = sampled_run(&server, &[]);
+    let (report, _) = sampled_report(&server.url, server.child.id(), "7s", "20", &[]);
+    let stacks = &report["stacks"];
     assert!(n(&stacks["samples"]) > 0, "{stacks}");
     let over = frames(&stacks["over_represented"]);
+    if let Some(lock) = spinning_for_a_kernel_lock(stacks, &over) {
+        let steal: Vec<&serde_json::Value> = report["profile"]["cpus"]
+            .as_array()
+            .map(|c| c.iter().map(|c| &c["steal_pct"]).collect())
+            .unwrap_or_default();
+        common::inconclusive(format!(
+            "{}: the slow seconds' extra samples were the server spinning for a kernel lock \
+             ({lock}), the socket lock the generator's packet delivery on the other CPU held \
+             (longer when the hypervisor preempts its holder; steal per CPU {steal:?}): the \
+             machine's, not the server's code; claimed {over:?}",
+            module_path!()
+        ));
+        return;
+    }
     assert!(
         over.is_empty(),
         "claimed in a healthy run: {over:?}\n{stacks:#}"

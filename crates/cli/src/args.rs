@@ -64,10 +64,11 @@ pub enum Command {
   tailscope compare --base a1.json a2.json a3.json --new b1.json b2.json b3.json --fail-if-regression 5%")]
     Compare(CompareArgs),
     /// Write a saved JSON report, or a run's journal (of a killed run too), as an HTML page
-    /// with charts, a JSON report or the text summary.
+    /// with charts, a JSON report, the text summary or an HdrHistogram interval log.
     #[command(after_help = "Examples:
   tailscope report run.json --html run.html
-  tailscope report tailscope-20261128T010203-4242.journal --json run.json --html run.html")]
+  tailscope report tailscope-20261128T010203-4242.journal --json run.json --html run.html
+  tailscope report tailscope-20261128T010203-4242.journal --hdr-log run.hlog")]
     Report(ReportArgs),
     /// Merge the reports of several generators (`run --segment I/N` on N hosts) into one:
     /// histograms added, counters summed, seconds aligned on wall-clock time.
@@ -531,6 +532,10 @@ pub struct ReportArgs {
     /// Print the text summary on stdout.
     #[arg(long = "text")]
     pub text: bool,
+    /// Write the run's latency as an HdrHistogram interval log here, as `run --hdr-log` does
+    /// (of one run's journal or JSON report, which have its seconds' histograms).
+    #[arg(long = "hdr-log", value_name = "OUT.hlog")]
+    pub hdr_log: Option<PathBuf>,
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ pub fn find_max_config(mut args: FindMaxArgs) -> Result<FindMaxConfig> {
         max_rate: args.max_rate.unwrap_or(MAX_RATE),
         step: args.step,
         precision: args.precision / 100.0,
+        confirm: args.confirm,
     };
     config.validate()?;
     Ok(config)

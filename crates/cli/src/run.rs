@@ -174,12 +174,7 @@ fn local_launch(
     let available = cpus::available();
     let (default_server, default_client) = cpus::default_split(&available);
     let server_cpus = target.server_cpus.clone().map_or(default_server, |c| c.0);
-    if let Some(&cpu) = server_cpus.iter().find(|c| !available.contains(c)) {
-        return Err(usage(format!(
-            "CPU {cpu} is not available to this process (available: {}) (--server-cpus)",
-            format_list(&available)
-        )));
-    }
+    all_available(&server_cpus, &available, "--server-cpus")?;
     let rest: Vec<usize> = available
         .iter()
         .copied()
@@ -190,6 +185,9 @@ fn local_launch(
     } else {
         rest
     };
+    if let Some(c) = &load.cpus {
+        all_available(&c.0, &available, "--cpus")?;
+    }
     let mut client = load.cpus.as_ref().map_or(client_default, |c| c.0.clone());
     client.dedup();
     // The port is not known until the server is up; the URL is set then.
@@ -201,6 +199,18 @@ fn local_launch(
         path,
     };
     Ok((placeholder, (launch, client)))
+}
+
+/// A usage error naming the first CPU of `cpus` this process may not run on, and the CPUs it
+/// may, written as the command line writes them (`0-1`), whichever flag it is.
+fn all_available(cpus: &[usize], available: &[usize], flag: &str) -> Result<()> {
+    match cpus.iter().find(|c| !available.contains(c)) {
+        Some(cpu) => Err(usage(format!(
+            "CPU {cpu} is not available to this process (available: {}): pick from those ({flag})",
+            format_list(available)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The path a launched server is loaded at: `--path`, or what it surely serves.
@@ -225,6 +235,7 @@ fn launch_path(spec: &TargetSpec, path: Option<String>) -> Result<String> {
 fn apply_load(plan: &mut Plan, load: &crate::args::LoadArgs, launched: bool) -> Result<bool> {
     plan.connections = load.connections;
     if let (Some(cpus), false) = (&load.cpus, launched) {
+        all_available(&cpus.0, &cpus::available(), "--cpus")?;
         plan.cpus = cpus.0.clone();
     }
     match load.threads {

@@ -1023,6 +1023,23 @@ fn a_url_only_run_on_a_saturated_machine_cannot_tell_a_stall_from_contention() {
         "{}",
         h[0].why
     );
+    // The generator's loop held half as long in the stall's own second (CI: 10.34 ms beside
+    // a 20 ms hold): still the saturated machine, and still what to add, not the generator
+    // alone.
+    let mut lagged = saturated.clone();
+    lagged.seconds[4].max_us = 90_000;
+    lagged.seconds[4].generator_lag_us = 50_000;
+    let h = held_back(&lagged);
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(
+        h[0].why.contains("cannot be told")
+            && h[0].why.contains("--pid")
+            && h[0]
+                .why
+                .contains("event loop was held up to 50.00ms around them too"),
+        "{}",
+        h[0].why
+    );
     // Near-miss: held 300 ms where no thread waited more than 50 ms: the server stopped by
     // itself, however busy the machine (a 2 s freeze was held back on a machine others
     // kept busy).
@@ -1222,4 +1239,35 @@ fn a_stall_says_which_seconds_it_held() {
     assert!(judge(&healthy()).stalled_seconds.is_empty());
     e.in_flight = 1;
     assert!(judge(&e).stalled_seconds.is_empty());
+}
+
+/// The waits kept tick by tick (flat, not a map a tick, so that an hour's profile stays small):
+/// each tick in which a working thread waited 1 ms or more gives the longest such wait over
+/// its own window; a helper thread's wait (it hardly ran) and waits under 1 ms are not its.
+#[test]
+fn cpu_waits_tick_by_tick_are_each_ticks_own() {
+    use std::collections::HashMap;
+    use std::time::Duration;
+    let mut waits = crate::CpuWaits::default();
+    let ran = |a: f64, b: f64| HashMap::from([(1, a), (2, b)]);
+    let ticks = [
+        (100, HashMap::from([(1, 0.002), (2, 0.0005)])),
+        (200, HashMap::from([(1, 0.0002)])),
+        (300, HashMap::from([(1, 0.004), (2, 0.010)])),
+        (400, HashMap::from([(2, 0.030)])),
+    ];
+    for (ms, waited) in &ticks {
+        waits.record(Duration::from_millis(*ms), waited, &ran(0.09, 0.001));
+    }
+    let e = node_stall().with_cpu_waits(&waits);
+    let got: Vec<(f64, f64, f64)> = e
+        .server_waits
+        .iter()
+        .map(|w| (w.from_s, w.to_s, w.waited_s))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(0.1, 0.1, 0.002), (0.2, 0.3, 0.004), (0.3, 0.4, 0.0)],
+        "tid 2 ran a hundredth of tid 1: its waits are not the server's"
+    );
 }

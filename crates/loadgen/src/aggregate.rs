@@ -12,9 +12,10 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use crate::conns::{ConnPoint, Gauges, HeldKind};
-use interval_log::SecondSerializer;
+pub use interval_log::SecondSerializer;
 
 mod interval_log;
+pub mod seconds;
 use crate::recorder::{
     new_histogram, ticks_per_second, Histograms, IntervalData, RequestFigures, Slowest,
 };
@@ -22,6 +23,7 @@ use crate::snapshot::{
     copy_histogram, Counters, Percentiles, Phase, RequestLive, RequestPoint, RunTotals, Snapshot,
     TimePoint,
 };
+use seconds::SecondHistograms;
 
 /// How many finished seconds a snapshot carries.
 const RECENT_SECONDS: usize = 120;
@@ -46,8 +48,9 @@ pub struct Aggregator {
     histograms: Histograms,
     /// The finished seconds, in order.
     timeseries: Vec<TimePoint>,
-    /// Each point's latency histogram, serialized (see [`RunTotals::second_histograms`]).
-    second_histograms: Vec<Vec<u8>>,
+    /// Each point's latency histogram, serialized (see [`RunTotals::second_histograms`]):
+    /// the last ten minutes in memory, older ones in a spill file (see [`seconds`]).
+    second_histograms: SecondHistograms,
     /// How many of `second_histograms` a snapshot has handed out (for the run's journal).
     seconds_handed: usize,
     last_tick: Counters,
@@ -106,7 +109,7 @@ impl Aggregator {
             counters: Counters::default(),
             histograms: Histograms::new(highest),
             timeseries: Vec::new(),
-            second_histograms: Vec::new(),
+            second_histograms: SecondHistograms::new(),
             seconds_handed: 0,
             last_tick: Counters::default(),
             last_tick_latency: new_histogram(highest),
@@ -400,9 +403,8 @@ impl Aggregator {
         // The seconds closed since the last snapshot, each with its histogram (a few hundred
         // bytes), so that the journal can write every second once.
         snap.seconds_closed = self.timeseries.len();
-        snap.new_second_histograms.clear();
-        snap.new_second_histograms
-            .extend_from_slice(&self.second_histograms[self.seconds_handed..]);
+        self.second_histograms
+            .copy_from(self.seconds_handed, &mut snap.new_second_histograms);
         let minute = |seconds: usize| seconds / crate::snapshot::CHECKPOINT_SECONDS;
         snap.checkpoint = (minute(self.second_histograms.len()) > minute(self.seconds_handed))
             .then(|| Box::new(self.histograms.clone()));
@@ -431,12 +433,18 @@ impl Aggregator {
                 }
             }
         }
+        let spill_failed = self
+            .second_histograms
+            .failure()
+            .map(|why| format!("the spill file of the seconds' histograms failed ({why}): they were kept in memory from then on, nothing is lost"));
+        let (second_histograms, unread) = self.second_histograms.into_vec();
         RunTotals {
             duration,
             counters: self.counters,
             histograms: self.histograms,
             timeseries: self.timeseries,
-            second_histograms: self.second_histograms,
+            second_histograms,
+            notes: spill_failed.into_iter().chain(unread).collect(),
             slowest: self.slowest.items().to_vec(),
             by_request: self.by_request,
             request_series: self.request_series,
@@ -642,6 +650,55 @@ mod tests {
             .collect();
         assert_eq!(only, run, "one name: its seconds are the run's");
         assert_eq!(run.iter().sum::<u64>(), 20);
+    }
+
+    /// With all but the last 3 seconds spilled to a file, the journal is handed the same
+    /// seconds and the run ends with the same histograms, byte for byte, as with every second
+    /// in memory.
+    #[test]
+    fn spilled_seconds_come_back_byte_for_byte() {
+        let base = Instant::now();
+        let tick = Duration::from_millis(100);
+        let mut in_memory = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        let mut spilling = Aggregator::new(1, Duration::from_secs(60), tick, 3);
+        in_memory.second_histograms = SecondHistograms::with_window(usize::MAX, tempfile::tempfile);
+        spilling.second_histograms = SecondHistograms::with_window(3, tempfile::tempfile);
+        let mut recorders =
+            [0, 1].map(|_| WorkerRecorder::new(0, base, Duration::from_secs(60), 3));
+        let (mut handed, mut spilled_at_end) = (Vec::new(), 0);
+        for k in 1..=200u64 {
+            for (r, agg) in recorders.iter_mut().zip([&mut in_memory, &mut spilling]) {
+                // Latencies spread differently every second: each histogram its own bytes.
+                for i in 0..(k % 13 + 1) {
+                    r.record_finished(&finished(
+                        base,
+                        k * 100 - 90 + i,
+                        1 + (k * 7 + i * 13) % 97,
+                        200,
+                    ));
+                }
+                agg.merge(r.take_interval(base + tick * k as u32, tick));
+            }
+            let snaps = [&mut in_memory, &mut spilling]
+                .map(|agg| agg.snapshot(Phase::Running, tick * k as u32, Duration::ZERO, tick));
+            assert_eq!(
+                snaps[0].new_second_histograms,
+                snaps[1].new_second_histograms
+            );
+            handed.extend(snaps[1].new_second_histograms.iter().cloned());
+            spilled_at_end = spilling.second_histograms.spilled();
+        }
+        assert_eq!(
+            spilled_at_end,
+            20 - 3,
+            "all but the window's seconds are in the file"
+        );
+        let a = in_memory.finish(Duration::from_secs(20), Duration::ZERO);
+        let b = spilling.finish(Duration::from_secs(20), Duration::ZERO);
+        assert_eq!(a.second_histograms.len(), 20);
+        assert_eq!(a.second_histograms, b.second_histograms);
+        assert_eq!(handed, b.second_histograms);
+        assert!(b.notes.is_empty(), "{:?}", b.notes);
     }
 
     #[test]

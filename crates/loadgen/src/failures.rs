@@ -152,6 +152,13 @@ pub struct FailureFacts {
     pub lost_by_second: Vec<u64>,
     /// Refused connects, by second of the run: nothing listening.
     pub refused_by_second: Vec<u64>,
+    /// Busy connections (a response within the last second) the server closed between
+    /// responses without saying so (no `Connection: close`), by second of the run: what a
+    /// server process that died shows on the connections with nothing in flight at that
+    /// moment (their responses were read, the next request not yet written). A keep-alive
+    /// idle timeout closes only idle connections and is not counted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_by_second: Vec<u64>,
     /// Error responses (429, 5xx), by status, in first-seen order.
     pub statuses: Vec<StatusFacts>,
     /// The first `Server` value of a response that was not an error (the application's own,
@@ -178,6 +185,7 @@ impl FailureFacts {
         self.closed_after_other = 0;
         self.lost_by_second.clear();
         self.refused_by_second.clear();
+        self.cut_by_second.clear();
         self.statuses.clear();
         self.ok_server = None;
     }
@@ -203,6 +211,9 @@ impl FailureFacts {
         }
         for (i, n) in o.refused_by_second.iter().enumerate() {
             add_at(&mut self.refused_by_second, i, *n);
+        }
+        for (i, n) in o.cut_by_second.iter().enumerate() {
+            add_at(&mut self.cut_by_second, i, *n);
         }
         for s in &o.statuses {
             self.status_mut(s.status).merge(s);
@@ -258,6 +269,12 @@ impl FailureFacts {
             self.dropped_after_served += 1;
             add_at(&mut self.lost_by_second, second as usize, 1);
         }
+    }
+
+    /// The server closed a busy connection between responses without saying so, `second`
+    /// into the run (see `cut_by_second`).
+    pub fn record_cut(&mut self, second: u64) {
+        add_at(&mut self.cut_by_second, second as usize, 1);
     }
 
     /// A connect was refused, `second` into the run.
@@ -345,6 +362,9 @@ mod tests {
         b.record_dropped(3_000_000, 5, false, 2);
         b.record_closed_after(100);
         b.record_refused(3);
+        a.record_cut(1);
+        b.record_cut(1);
+        b.record_cut(2);
         a.merge(&b);
         let s = a.status(429).unwrap();
         assert_eq!((s.count, s.first_s, s.last_s), (2, 0.5, 1.5));
@@ -361,6 +381,7 @@ mod tests {
         assert_eq!((a.dropped, a.dropped_first_on_connection), (2, 1));
         assert_eq!(a.lost_by_second, vec![0, 0, 1]);
         assert_eq!(a.refused_by_second, vec![0, 0, 0, 1]);
+        assert_eq!(a.cut_by_second, vec![0, 2, 1]);
         assert_eq!(a.dropped_younger_than(1000), 1);
         // 150 µs is in [128, 256): the median's bound is 256.
         assert_eq!(a.dropped_median_age_us(), Some(256));

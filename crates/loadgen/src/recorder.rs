@@ -554,6 +554,15 @@ impl WorkerRecorder {
         );
     }
 
+    /// The server closed a busy connection between responses without saying so, at `now`.
+    pub fn record_cut(&mut self, now: Instant) {
+        if now < self.measure_start {
+            return;
+        }
+        let second = now.saturating_duration_since(self.measure_start).as_secs();
+        self.current.counters.failures.record_cut(second);
+    }
+
     /// The server closed a connection gracefully after it served `served` responses.
     pub fn record_closed_after(&mut self, served: u64) {
         self.current.counters.failures.record_closed_after(served);

@@ -321,6 +321,7 @@ impl RunTotals {
             grace: Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
+            notes: Vec::new(),
             engine: Default::default(),
             conns_peak: Default::default(),
         }
@@ -529,6 +530,10 @@ pub struct RunTotals {
     pub rate_changes: Vec<RateChange>,
     /// The run was stopped before its end (`RunControl::stop`: a signal, the dashboard).
     pub stopped_early: bool,
+    /// What the generator has to say of its own bookkeeping, not of the target (a spill file
+    /// of the seconds' histograms that failed, see `aggregate::seconds`): said on stderr once
+    /// the run is over, not part of the report.
+    pub notes: Vec<String>,
     /// The generator engine that ran it, and why.
     pub engine: crate::EngineUsed,
     /// The most connections open and opening at once, every population.

@@ -36,9 +36,10 @@ pub(crate) use histogram::{decode_base64, encoded, lower_bounds, percentiles};
 pub use histogram::{decode_histogram, histogram_bars, log_buckets, Bucket};
 pub use until::{Until, UntilCheck, UntilGoal};
 pub use warmup_auto::WarmupAuto;
+pub use warnings::is_generator_warning;
 
 pub use by_request::RequestReport;
-pub use hdr_log::write_hdr_log;
+pub use hdr_log::{write_hdr_log, write_report_hdr_log};
 pub use merge::{merge, MergeInfo, MergedRun};
 pub use stages::{stage_figures, stage_plans, StageFigures, StagePlan};
 pub use text::progress_line;

@@ -43,6 +43,41 @@ pub(crate) fn generator_cpu(g: &tailscope_targets::profile::GeneratorProfile) ->
     )
 }
 
+/// A run's whole text summary, as the run printed it: the report's, then the findings'
+/// ("Server", "Diagnosis"), then `inside` (the stacks' "Server inside").
+pub fn summary_text(report: &Report, roles: Roles<'_>, inside: &str) -> String {
+    let sections = report
+        .sections
+        .findings
+        .as_ref()
+        .map_or_else(String::new, |f| findings_text(f, roles, report));
+    report.to_text() + &sections + inside
+}
+
+/// [`summary_text`] of a saved report (`tailscope report FILE --text`): the CPUs' roles and the
+/// "Server inside" section read from the report itself. A newcomer found the saved report's
+/// text stopped after the slowest requests, the diagnosis left out.
+pub fn saved_summary_text(report: &Report) -> String {
+    let server = report
+        .target
+        .as_ref()
+        .map_or(&[][..], |t| t.server_cpus.as_slice());
+    let roles = Roles {
+        server,
+        client: &report.config.cpus,
+    };
+    let inside = match &report.sections.stacks {
+        Some(crate::sections::StacksSection::Sampled(r)) => {
+            tailscope_targets::stacks::inside_text(r)
+        }
+        Some(crate::sections::StacksSection::NotSampled(n)) => {
+            format!("\nServer inside: not sampled ({})\n", n.missing.join("; "))
+        }
+        None => String::new(),
+    };
+    summary_text(report, roles, &inside)
+}
+
 /// The "Server" and "Diagnosis" sections of a run's text summary, from its findings; `roles`
 /// marks the server's and the generator's CPUs in the per-CPU table.
 pub fn findings_text(findings: &Findings, roles: Roles<'_>, report: &Report) -> String {
@@ -292,9 +327,10 @@ fn write_diagnosis(out: &mut String, findings: &Findings, report: &Report) {
             .map_or(String::new(), |w| format!(", {}", w.describe()));
         let _ = writeln!(
             out,
-            "  {} ({} requests{window}): {}",
+            "  {} ({} request{}{window}): {}",
             d.cause,
             fmt_count(d.requests_affected),
+            if d.requests_affected == 1 { "" } else { "s" },
             d.evidence
         );
         if let Some(requests) = d.requests_line() {

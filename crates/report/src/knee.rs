@@ -218,8 +218,9 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 pub struct KneeStep {
     /// Its place in the order the steps ran (0-based).
     pub index: usize,
-    /// "climb", "bisect", "repeat" (an unsure step run again, twice as long) or "confirm" (a
-    /// failing step run again before the search believes it).
+    /// "climb", "bisect", "repeat" (an unsure step run again, twice as long), "confirm" (a
+    /// failing step run again before the search believes it) or "hold" (a run of the
+    /// confirmation, [`KneeReport::confirmation`]).
     pub phase: String,
     /// The open-loop rate asked for.
     pub offered_rps: f64,
@@ -417,7 +418,28 @@ pub struct KneeReport {
     /// (the climb overshoots: its first fail is far above the knee); else empty.
     #[serde(default)]
     pub first_fail_diagnosis: Vec<String>,
+    /// The confirmation's length (`--confirm`, s): each of its runs holds one rate this long,
+    /// measured from its start as `run -q RATE -z LEN` measures. 0 when it was skipped
+    /// (`--confirm 0`); null in documents from before it existed.
+    #[serde(default)]
+    pub confirm_s: Option<f64>,
+    /// The confirmation's runs in the order they ran (phase "hold"): the highest passing
+    /// rate, then, while one misses (or is not shown to meet) the SLO, a rate lower by the
+    /// precision, at most [`MAX_HOLDS`] in all. Not on the curve: its steps are the search's.
+    #[serde(default)]
+    pub confirmation: Vec<KneeStep>,
+    /// The rate whose confirmation run passed: the highest rate shown to hold for
+    /// `confirm_s`. Null when the confirmation was skipped, had nothing to confirm (no rate
+    /// passed), was cut short, or no run of it passed.
+    #[serde(default)]
+    pub confirmed_rps: Option<f64>,
 }
+
+/// The most runs a confirmation makes: the rate found and up to three steps down.
+pub const MAX_HOLDS: usize = 4;
+
+/// The phase of a confirmation run.
+pub const HOLD: &str = "hold";
 
 impl KneeReport {
     /// The steps by offered rate (the curve); a repeated rate keeps its last step.

@@ -10,7 +10,6 @@ use crate::document::{
     decode_histogram, fmt_asked_rate, fmt_bytes, fmt_count, fmt_rate, fmt_us, interval_text,
     log_buckets, CiMethodName, Report,
 };
-use serde_json::Value;
 use tailscope_forensics::Diagnosis;
 
 use crate::chart::{bar_chart, line_chart, Bar, LineChart, Scale, Series};
@@ -51,8 +50,10 @@ fn header(report: &Report) -> String {
         let pid = t.pid.map_or(String::new(), |p| format!(" (pid {p})"));
         facts.push(format!("server: {}{pid}", t.name));
     }
-    if let Some(host) = report.sections.other.get("host").and_then(Value::as_str) {
-        facts.push(format!("host {host}"));
+    // Where the load came from: not the server's host when an agent reads it, one of several
+    // with --segment.
+    if let Some(host) = report.generator.as_ref().and_then(|g| g.host.as_deref()) {
+        facts.push(format!("generator on host {host}"));
     }
     if let Some(a) = report
         .sections
@@ -149,84 +150,74 @@ fn summary(report: &Report) -> String {
     out
 }
 
+/// Whether a second of the run's series was one of the load's: the seconds after the load
+/// window (the grace period, when only the responses still in flight came back) and a
+/// partial last second are no load rate.
+fn in_load(report: &Report, p: &tailscope_loadgen::TimePoint) -> bool {
+    !p.partial && p.t_s <= report.summary.duration_s + 1e-3
+}
+
+/// A chart of lines over the run's seconds (one point a second); `y` is the axis'
+/// description, scale and format.
+fn over_time(
+    id: &str,
+    title: &str,
+    y: (&str, Scale, &dyn Fn(f64) -> String),
+    series: Vec<crate::chart::Series>,
+) -> String {
+    line_chart(&LineChart {
+        id,
+        title,
+        x_desc: "seconds into the run",
+        y_desc: y.0,
+        x_scale: Scale::Linear,
+        y_scale: y.1,
+        x_fmt: &seconds,
+        per_second: true,
+        y_fmt: y.2,
+        series,
+    })
+}
+
 fn charts(report: &Report, so_far: bool) -> String {
     let ts = &report.timeseries;
     let mut out = String::new();
-    out.push_str(&line_chart(&LineChart {
-        id: "throughput",
-        title: "Throughput (requests finished per second)",
-        x_desc: "seconds into the run",
-        y_desc: "requests/s",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &count_axis,
-        // Seconds after the load window (the grace period, when only the responses still in
-        // flight came back) and a partial last second are no load rate: left out.
-        series: vec![series(
-            "requests/s",
-            BLUE,
-            ts.iter()
-                .filter(|p| !p.partial && p.t_s <= report.summary.duration_s + 1e-3)
-                .map(|p| (p.t_s, p.requests as f64))
-                .collect(),
-        )],
-    }));
-    out.push_str(&line_chart(&LineChart {
-        id: "latency-over-time",
-        title: "Latency per second (log scale)",
-        x_desc: "seconds into the run",
-        y_desc: "latency",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Log,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &us_axis,
-        series: vec![
-            series(
-                "p50",
-                P50,
-                ts.iter().map(|p| (p.t_s, p.p50_us as f64)).collect(),
-            ),
-            series(
-                "p99",
-                P99,
-                ts.iter().map(|p| (p.t_s, p.p99_us as f64)).collect(),
-            ),
-            series(
-                "max",
-                MAX,
-                ts.iter().map(|p| (p.t_s, p.max_us as f64)).collect(),
-            ),
+    let per_second = |f: fn(&tailscope_loadgen::TimePoint) -> u64| -> Vec<(f64, f64)> {
+        ts.iter().map(|p| (p.t_s, f(p) as f64)).collect()
+    };
+    let rates = ts
+        .iter()
+        .filter(|p| in_load(report, p))
+        .map(|p| (p.t_s, p.requests as f64))
+        .collect();
+    out.push_str(&over_time(
+        "throughput",
+        "Throughput (requests finished per second)",
+        ("requests/s", Scale::Linear, &count_axis),
+        vec![series("requests/s", BLUE, rates)],
+    ));
+    out.push_str(&over_time(
+        "latency-over-time",
+        "Latency per second (log scale)",
+        ("latency", Scale::Log, &us_axis),
+        vec![
+            series("p50", P50, per_second(|p| p.p50_us)),
+            series("p99", P99, per_second(|p| p.p99_us)),
+            series("max", MAX, per_second(|p| p.max_us)),
         ],
-    }));
+    ));
     out.push_str(&by_request::charts(report));
     out.push_str(&latency_distribution_charts(report));
     out.push_str(&cpu_busy_chart(report, so_far));
-    out.push_str(&line_chart(&LineChart {
-        id: "errors-over-time",
-        title: "Errors and timeouts per second",
-        x_desc: "seconds into the run",
-        y_desc: "requests",
-        x_scale: Scale::Linear,
-        y_scale: Scale::Linear,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: &count_axis,
-        series: vec![
-            series(
-                "errors",
-                MAX,
-                ts.iter().map(|p| (p.t_s, p.errors as f64)).collect(),
-            ),
-            series(
-                "timeouts",
-                P99,
-                ts.iter().map(|p| (p.t_s, p.timeouts as f64)).collect(),
-            ),
+    out.push_str(&over_time(
+        "errors-over-time",
+        "Errors and timeouts per second",
+        ("requests", Scale::Linear, &count_axis),
+        vec![
+            series("errors", MAX, per_second(|p| p.errors)),
+            series("timeouts", P99, per_second(|p| p.timeouts)),
         ],
-    }));
+    ));
     out
 }
 
@@ -304,18 +295,12 @@ fn cpu_busy_chart(report: &Report, so_far: bool) -> String {
             "no whole second of per-CPU busy measured yet (the dashboard shows it live)",
         ));
     } else {
-        out.push_str(&line_chart(&LineChart {
-            id: "cpu-busy",
-            title: CPU_TITLE,
-            x_desc: "seconds into the run",
-            y_desc: "busy %",
-            x_scale: Scale::Linear,
-            y_scale: Scale::Linear,
-            x_fmt: &seconds,
-            per_second: true,
-            y_fmt: &|v| format!("{v:.0}%"),
-            series: cpu_series,
-        }));
+        out.push_str(&over_time(
+            "cpu-busy",
+            CPU_TITLE,
+            ("busy %", Scale::Linear, &|v| format!("{v:.0}%")),
+            cpu_series,
+        ));
     }
     out
 }
@@ -356,7 +341,11 @@ fn tables(report: &Report) -> String {
             let interval = match interval_text(p, report.latency_ci95.as_ref(), name) {
                 _ if report.latency_lower_bound.iter().any(|l| l == name) => String::new(),
                 Some(Ok(interval)) => interval,
-                Some(Err(note)) => note,
+                // The note names its percentile (`p99.99 n/a: …`), which the row already
+                // does: twice, it read as a second p99.99 row (a newcomer's finding).
+                Some(Err(note)) => note
+                    .strip_prefix(&format!("{k} "))
+                    .map_or(note.clone(), str::to_string),
                 None => String::new(),
             };
             vec![
@@ -490,10 +479,11 @@ fn cause(d: &Diagnosis) -> String {
         ));
     }
     format!(
-        "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} requests{window}): {2}{inside}</div>\n",
+        "<div class=\"cause\" data-cause=\"{0}\"><strong>{0}</strong> ({1} request{3}{window}): {2}{inside}</div>\n",
         d.cause,
         fmt_count(d.requests_affected),
-        escape(&d.evidence)
+        escape(&d.evidence),
+        if d.requests_affected == 1 { "" } else { "s" }
     )
 }
 
@@ -558,11 +548,23 @@ pub(crate) mod tests {
             grace: std::time::Duration::ZERO,
             rate_changes: Vec::new(),
             stopped_early: false,
+            notes: Vec::new(),
             engine: Default::default(),
             conns_peak: Default::default(),
         };
         let plan = tailscope_loadgen::Plan::new("http://127.0.0.1:1/").unwrap();
         Report::new(&plan, &totals)
+    }
+
+    #[test]
+    fn a_percentile_without_an_interval_is_named_once() {
+        let report = report_of(2, Vec::new());
+        let html = tables(&report);
+        assert!(html.contains("n/a"), "{html}");
+        for label in ["p99.9", "p99.99"] {
+            assert!(!html.contains(&format!("{label} n/a")), "{html}");
+            assert_eq!(html.matches(&format!(">{label}<")).count(), 1, "{html}");
+        }
     }
 
     #[test]
@@ -604,6 +606,24 @@ pub(crate) mod tests {
         );
         d.inside = None;
         assert!(!cause(&d).contains("inside"));
+    }
+
+    /// The header says on which host the generator ran (the report's `generator.host`).
+    #[test]
+    fn the_page_names_the_generators_host() {
+        let mut report = report_of(2, Vec::new());
+        assert!(!header(&report).contains("generator on host"));
+        report.generator = Some(crate::document::Generator {
+            host: Some("load-1".into()),
+            segment: None,
+            started_at: "2026-11-28T14:00:00Z".into(),
+            started_unix_s: 1_795_874_400.0,
+            ended_at: "2026-11-28T14:00:02Z".into(),
+            ended_unix_s: 1_795_874_402.0,
+            start_at: None,
+        });
+        let html = header(&report);
+        assert!(html.contains("generator on host load-1"), "{html}");
     }
 
     #[test]
@@ -685,6 +705,21 @@ pub(crate) mod tests {
         });
         url_only.sections.findings = Some(serde_json::from_value(sections).unwrap());
         assert!(run_page(&url_only).contains("Not profiled: a URL alone names no process"));
+        // A server named but its processes not in the report (a killed run's rebuild): the
+        // notes say why, not that no process was named.
+        let mut killed = url_only.clone();
+        killed.target = Some(crate::document::TargetInfo {
+            kind: "external".into(),
+            name: "nginx".into(),
+            pid: Some(10),
+            command: None,
+            server_cpus: Vec::new(),
+        });
+        let note = "no profile was written before it stopped (the journal writes one a minute)";
+        killed.sections.findings.as_mut().unwrap().profile.notes = vec![note.into()];
+        let page = run_page(&killed);
+        assert!(!page.contains("a URL alone names no process"), "{page}");
+        assert!(page.contains(note), "{page}");
     }
 
     #[test]
@@ -721,7 +756,11 @@ pub(crate) mod tests {
     fn the_latency_table_has_each_percentiles_interval_or_why_not() {
         let one = run_page(&report_of(2, Vec::new()));
         assert!(one.contains("95 % interval"), "no interval column");
-        assert!(one.contains("p50 n/a: "), "one sample bounds nothing");
+        assert!(one.contains("n/a: "), "one sample bounds nothing");
+        assert!(
+            !one.contains("p50 n/a: "),
+            "the row names its percentile once"
+        );
         let mut latency = Histogram::<u64>::new(3).unwrap();
         for i in 0..10_000u64 {
             latency.record(100 + i % 300).unwrap();

@@ -5,10 +5,12 @@
 
 pub mod by_request;
 pub mod file;
+mod load;
 mod page;
 pub mod rounds;
 
 pub use by_request::{NameFigures, NameSummary};
+pub use load::SuiteLoad;
 pub use page::page;
 pub use rounds::{round_order, Rounds};
 
@@ -191,6 +193,11 @@ pub struct SuiteResult {
     /// runs do not pair or there are fewer than 2 rounds.
     #[serde(default)]
     pub vs_baseline_ci95: Option<[f64; 2]>,
+    /// rps_median / the baseline's rps_median, where `vs_baseline` is the rounds' ratio: the
+    /// table's medians can say the other way round from it (rounds 0.5×, 2×, 2× make 1.26×
+    /// while the medians make 0.5×), and the ratio cell then says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_baseline_medians: Option<f64>,
     /// A mix's figures per request name over the runs; empty for a single request.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_request: BTreeMap<String, NameSummary>,
@@ -221,6 +228,7 @@ impl SuiteResult {
             server_us_per_request_median: None,
             vs_baseline: None,
             vs_baseline_ci95: None,
+            vs_baseline_medians: None,
             by_request: BTreeMap::new(),
         }
     }
@@ -240,7 +248,7 @@ pub struct SuiteReport {
     /// The baseline target, if any.
     pub baseline: Option<String>,
     /// Connections, duration, warm-up, runs, pipelining of every run.
-    pub load: serde_json::Value,
+    pub load: SuiteLoad,
     /// Every target × endpoint, in order.
     pub results: Vec<SuiteResult>,
     /// Stopped early by a signal.
@@ -331,10 +339,13 @@ pub fn summarize(results: &mut [SuiteResult], baseline: Option<&str>) {
         let paired = (runs.len() == b_runs.len())
             .then(|| rounds::paired_ratio(&runs, b_runs))
             .flatten();
-        (r.vs_baseline, r.vs_baseline_ci95) = match (paired, r.rps_median, b) {
-            (Some((ratio, ci)), _, _) => (Some(ratio), Some(ci)),
-            (None, Some(x), Some(b)) if *b > 0.0 => (Some(x / b), None),
-            _ => (None, None),
+        let medians = match (r.rps_median, b) {
+            (Some(x), Some(b)) if *b > 0.0 => Some(x / b),
+            _ => None,
+        };
+        (r.vs_baseline, r.vs_baseline_ci95, r.vs_baseline_medians) = match paired {
+            Some((ratio, ci)) => (Some(ratio), Some(ci), medians),
+            None => (medians, None, None),
         };
     }
 }
@@ -398,7 +409,7 @@ pub fn markdown(results: &[SuiteResult], baseline: Option<&str>) -> String {
             lat(r.p99_us_median, "p99_us"),
             r.server_us_per_request_median
                 .map_or("n/a".to_string(), |u| format!("{u:.2} µs")),
-            rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95),
+            rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95, r.vs_baseline_medians),
         ));
     }
     if results.iter().any(|r| (1..6).contains(&r.runs.len())) {

@@ -10,7 +10,8 @@
 //! doubt, and each step starts with an unmeasured warm-up ([`warmup_for`]). A
 //! step whose server fell behind (sends still waiting for a connection at its end) fails
 //! whatever its interval says: its latencies grow with its length. The target, when
-//! launched, is launched once for the search.
+//! launched, is launched once for the search. After the search, the rate found is held for
+//! `--confirm` and stepped down until it holds ([`confirm`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -19,13 +20,14 @@ use tailscope_loadgen::{Pace, Plan, RunControl, Stop};
 use tailscope_report::document::{Report, TargetInfo};
 use tailscope_report::knee::{
     check_slo, fmt_rps, generator_bound, judge, knee_page, knee_text, meets, requests_to_bound,
-    Call, KneeReport, KneeStep, SCHEMA,
+    Call, KneeReport, KneeStep, HOLD, SCHEMA,
 };
 use tailscope_report::threshold::Threshold;
 use tailscope_report::{GeneratorClock, RunParts};
 use tailscope_targets::cpus::format_list;
 use tailscope_targets::Target;
 
+mod confirm;
 mod diagnose;
 mod live;
 
@@ -51,6 +53,9 @@ pub struct FindMaxConfig {
     pub step: Duration,
     /// Stop once the lowest fail is within this fraction above the highest pass.
     pub precision: f64,
+    /// How long the rate found is held after the search to confirm it (zero: not
+    /// confirmed); a run that does not pass steps it down by the precision.
+    pub confirm: Duration,
 }
 
 impl FindMaxConfig {
@@ -62,6 +67,13 @@ impl FindMaxConfig {
         for s in &self.slos {
             check_slo(s).map_err(UsageError)?;
         }
+        if !self.confirm.is_zero() && self.confirm < MIN_CONFIRM {
+            return Err(UsageError(format!(
+                "--confirm {}: give 0 (no confirmation) or {} or more",
+                humantime::format_duration(self.confirm),
+                humantime::format_duration(MIN_CONFIRM)
+            )));
+        }
         if self.start_rate > self.max_rate {
             return Err(UsageError(format!(
                 "--start-rate {} is above --max-rate {}",
@@ -71,6 +83,9 @@ impl FindMaxConfig {
         Ok(())
     }
 }
+
+/// The shortest confirmation: a run of a second or more.
+pub const MIN_CONFIRM: Duration = Duration::from_secs(1);
 
 /// The rates the search may try and when it is close enough.
 #[derive(Debug, Clone, Copy)]
@@ -232,8 +247,11 @@ pub fn find_max(mut config: FindMaxConfig) -> Result<Outcome> {
     // a fail: `run --fail-if` judges the bare figures, and would pass it. 99 is kept for a
     // search where even the lowest rate missed (or was not shown to meet) an SLO on its
     // figures; the report says when no rate was *shown* to meet it.
+    // A confirmation that ran and held no rate: no rate is known to hold as a user runs it.
+    let none_held = !knee.confirmation.is_empty() && knee.confirmed_rps.is_none();
     Ok(match (knee.highest_pass_rps, knee.highest_unsure_rps) {
         (None, None) => Outcome::ThresholdFailed,
+        _ if none_held => Outcome::ThresholdFailed,
         _ => Outcome::Success,
     })
 }
@@ -330,6 +348,7 @@ fn search(
     knee.highest_unsure_rps = state.unsure.filter(|u| state.pass.is_none_or(|p| *u > p));
     knee.lowest_fail_rps = state.fail;
     knee.find_crossings(&c.slos);
+    confirm::confirm_found(c, &mut knee, target, control, live)?;
     Ok(knee)
 }
 
@@ -479,6 +498,19 @@ struct Step {
     index: usize,
 }
 
+impl Step {
+    /// Its unmeasured warm-up: [`warmup_for`] its length, none for a confirmation run, which
+    /// is measured from its first request as `run -q RATE -z LEN` is (a user's run at the
+    /// rate found has no warm-up, and its cold start must hold too).
+    fn warmup(&self) -> Duration {
+        if self.phase == HOLD {
+            Duration::ZERO
+        } else {
+            warmup_for(self.length)
+        }
+    }
+}
+
 /// One step: an open-loop run at its rate, profiled, judged.
 fn run_step(
     c: &FindMaxConfig,
@@ -488,6 +520,7 @@ fn run_step(
     s: Step,
 ) -> Result<(KneeStep, Report)> {
     live.step_started(&s);
+    let warmup = s.warmup();
     let Step {
         rate,
         phase,
@@ -497,7 +530,7 @@ fn run_step(
     let mut plan: Plan = c.run.plan.clone();
     plan.pace = Pace::Rate(rate);
     plan.stop = Stop::Duration(length);
-    plan.warmup = warmup_for(length);
+    plan.warmup = warmup;
     live.progress(format!(
         "tailscope: find-max step {} ({phase}): {} req/s for {}",
         index + 1,
@@ -514,6 +547,7 @@ fn run_step(
         live.tick(snap);
     })
     .context("the load generator could not run")?;
+    crate::run::say_notes(&totals);
     let cpu_busy = profiler.cpu_busy();
     let findings = profiler.finish(&plan, &totals, totals.counters.requests());
     let report = Report::assemble(RunParts {

@@ -35,6 +35,20 @@ pub fn load_report(path: &Path) -> Result<AnyReport, UsageError> {
     })
 }
 
+/// Writes an HdrHistogram interval log (`--hdr-log`) to `path` with `write`: the run's own
+/// at its end, or `report JOURNAL --hdr-log`'s from the journal.
+pub fn write_hdr_log(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let what = || format!("cannot write the HdrHistogram log to {}", path.display());
+    let mut file = std::fs::File::create(path).with_context(what)?;
+    write(&mut file).with_context(what)?;
+    file.flush().with_context(what)?;
+    say!("tailscope: wrote {}", path.display());
+    Ok(())
+}
+
 /// Writes an HTML page to `path`.
 pub fn write_page(page: &str, path: &Path) -> Result<()> {
     std::fs::write(path, page)

@@ -2,7 +2,7 @@
 //! sampler following it, the generator driven, the dashboard or the progress line fed every
 //! tick, and at the end the report (text, JSON, HTML, HdrHistogram log) and the thresholds.
 
-use std::io::{IsTerminal, Write as _};
+use std::io::IsTerminal;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -26,7 +26,7 @@ use tailscope_tui::Feed;
 
 use crate::journal::JournalWriter;
 use crate::live::{save_so_far, start_dashboard, Progress, SharedSnapshots};
-use crate::output::{emit, judge, write_csv};
+use crate::output::{emit, judge, write_csv, write_hdr_log};
 use crate::server_side::{follow_server, launch_target, server_at_end, target_info};
 use crate::signals::{signal_name, signalled, watch_signals};
 use crate::Outcome;
@@ -191,6 +191,7 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
     }
     let until = until.map(UntilWatch::finish);
     let mut totals = totals.context("the load generator could not run")?;
+    say_notes(&totals);
     // Met goals end the run as planned: not an interruption.
     if until.as_ref().is_some_and(|u| u.stopped_the_run) {
         totals.stopped_early = false;
@@ -221,12 +222,20 @@ pub fn run(mut config: RunConfig) -> Result<Outcome> {
         server: &server_cpus,
         client: &plan.cpus,
     };
-    let text = text_of(&report, roles, &server.inside_text);
+    let text = tailscope_report::findings::summary_text(&report, roles, &server.inside_text);
     if let Some(t) = target.take() {
         t.stop();
     }
     let incomplete = write_outputs(&config, &report, &text, &totals, measure_started, journal);
     Ok(outcome(&report, &config.thresholds, incomplete))
+}
+
+/// Says what the generator had to say of its own bookkeeping (a spill file of the seconds'
+/// histograms that failed): once, after the run (held while a dashboard has the terminal).
+pub(crate) fn say_notes(totals: &RunTotals) {
+    for note in &totals.notes {
+        say!("tailscope: {note}");
+    }
 }
 
 /// The target launched (if any) and `--start-at` waited for; breaks with the outcome when a
@@ -355,7 +364,11 @@ impl Followers<'_> {
     fn on_snapshot(&mut self, snap: &Snapshot) {
         if let Some(j) = self.journal.as_mut() {
             if !snap.new_second_histograms.is_empty() {
-                j.on_snapshot(snap, &self.profiler.cpu_busy(), self.profiler.listen_now());
+                let first_new = snap
+                    .seconds_closed
+                    .saturating_sub(snap.new_second_histograms.len());
+                let cpu_busy = self.profiler.cpu_busy_from(first_new as u64);
+                j.on_snapshot(snap, &cpu_busy, self.profiler.listen_now());
             }
             if snap.checkpoint.is_some() {
                 let requests = snap.totals.requests();
@@ -456,18 +469,6 @@ fn end_dashboard(feed: Feed, handle: std::thread::JoinHandle<std::io::Result<()>
     }
 }
 
-/// The text summary: the report's, then the findings' and the stacks'.
-fn text_of(report: &Report, roles: Roles, inside_text: &str) -> String {
-    let sections = report
-        .sections
-        .findings
-        .as_ref()
-        .map_or_else(String::new, |f| {
-            tailscope_report::findings::findings_text(f, roles, report)
-        });
-    report.to_text() + &sections + inside_text
-}
-
 /// Writes every output (journal's end, text, JSON, HTML, CSV, HdrHistogram log), each
 /// whatever became of the others; true when one could not be (a full disk), after saying so.
 fn write_outputs(
@@ -497,7 +498,9 @@ fn write_outputs(
         config.csv_slowest.as_deref(),
     ));
     if let Some(path) = &config.hdr_log {
-        loud(write_hdr_log(totals, measure_started, path));
+        loud(write_hdr_log(path, |file| {
+            tailscope_report::document::write_hdr_log(totals, measure_started, file)
+        }));
     }
     incomplete
 }
@@ -526,16 +529,6 @@ fn outcome(report: &Report, thresholds: &[Threshold], incomplete: bool) -> Outco
     }
     // Stopped from the dashboard (q, Esc, Ctrl-C as a key) is a normal end: exit 0.
     Outcome::Success
-}
-
-/// Writes the HdrHistogram interval log (`--hdr-log`).
-fn write_hdr_log(totals: &RunTotals, started: SystemTime, path: &Path) -> Result<()> {
-    let what = || format!("cannot write the HdrHistogram log to {}", path.display());
-    let mut file = std::fs::File::create(path).with_context(what)?;
-    tailscope_report::document::write_hdr_log(totals, started, &mut file).with_context(what)?;
-    file.flush().with_context(what)?;
-    say!("tailscope: wrote {}", path.display());
-    Ok(())
 }
 
 /// The watch of `--until`'s goals, when there are any (the plan's duration is their cap).

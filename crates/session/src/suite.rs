@@ -98,7 +98,7 @@ pub fn run(config: SuiteConfig) -> Result<Outcome> {
         },
         host,
         baseline: suite.baseline.clone(),
-        load: load.to_json(&server_cpus, &client_cpus),
+        load: load.report(&server_cpus, &client_cpus),
         results,
         interrupted: control.is_stopped(),
         rounds: Some(rounds),
@@ -315,6 +315,7 @@ impl Bench<'_> {
         let totals = tailscope_loadgen::run(&plan, control, |snap| {
             profiler.on_snapshot(snap);
         })?;
+        crate::run::say_notes(&totals);
         let mut report = Report::new(&plan, &totals);
         profiler.cpu_busy().fill(&mut report.timeseries);
         let findings = profiler.finish(&plan, &totals, report.summary.requests);

@@ -285,13 +285,13 @@ impl Checker {
             let estimate = h.value_at_quantile(g.quantile);
             // Order statistics first: they are never wider than the report's interval, so
             // a goal they miss is missed, without the bootstrap's cost.
-            let ordered = percentile_interval::<hdrhistogram::Histogram<u64>>(h, &[], g.quantile)
+            let ordered = percentile_interval::<[hdrhistogram::Histogram<u64>]>(h, &[], g.quantile)
                 .ok()
                 .map(|(b, _)| b);
             let mut check = UntilCheck::of(at_s, estimate, ordered);
             if check.within(g.within_pct) && enough {
                 let seconds = decoded.get_or_insert_with(|| self.seconds.decoded());
-                let full = percentile_interval(h, seconds, g.quantile)
+                let full = percentile_interval(h, &seconds[..], g.quantile)
                     .ok()
                     .map(|(b, _)| b);
                 check = UntilCheck::of(at_s, estimate, full);

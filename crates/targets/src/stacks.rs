@@ -12,7 +12,8 @@
 //!
 //! Parts: [`on_cpu`] (cpu-clock samples), [`switches`] (sched_switch), [`threads`] (the /proc
 //! fallback), [`off_cpu`] (what either off-CPU sampler saw), [`live`] (the dashboard's
-//! per-second summary), `symbols` (callchains and their
+//! per-second summary), `per_second` (the samplers' counts per second, the old seconds
+//! packed), `symbols` (callchains and their
 //! names), `unwind` (user stacks unwound from the samples' stack copies and the binaries'
 //! .eh_frame, where frame pointers are missing), [`slow_seconds`] (slow seconds and the test of a
 //! share), [`samplers`] (the samplers of one run, driven together), `text` (the summary's section). perf-event2 parses the ring buffers; the one
@@ -22,6 +23,7 @@ mod jit;
 pub mod live;
 pub mod off_cpu;
 pub mod on_cpu;
+mod per_second;
 mod runtimes;
 pub mod samplers;
 pub mod slow_seconds;
@@ -39,6 +41,7 @@ pub use samplers::{Inside, InsideReport, Session, Standout};
 pub use slow_seconds::{slow_seconds, TOP_STACKS};
 pub use switches::SwitchSampler;
 pub use symbols::{parse_maps, syscall_of, unresolved_frame, Mapping};
+pub use text::section as inside_text;
 
 /// The default sampling frequency per CPU: 99 Hz, not 100, so the sampler does not tick in
 /// lock-step with 10 ms timers in the target.

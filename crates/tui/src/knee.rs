@@ -14,16 +14,12 @@ use std::io;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use futures_util::StreamExt;
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tailscope_loadgen::RunControl;
-use tailscope_report::knee::KneeStep;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tailscope_report::knee::{Call, KneeStep, HOLD};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::ui::theme::Theme;
-
-/// How often the screen is redrawn (when something changed).
-const FRAME: Duration = Duration::from_millis(100);
 
 /// What the search is, for the header. Fixed for the search.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -51,7 +47,7 @@ pub struct Running {
     pub index: usize,
     /// The rate offered.
     pub rate: f64,
-    /// "climb", "bisect", "repeat" or "confirm".
+    /// "climb", "bisect", "repeat", "confirm" or "hold" (the confirmation).
     pub phase: String,
     /// How long it measures.
     pub length: Duration,
@@ -65,6 +61,15 @@ pub struct Running {
     pub p99_us: Option<u64>,
 }
 
+/// A rate the confirmation held.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Held {
+    /// The rate.
+    pub rate: f64,
+    /// How long it held.
+    pub length: Duration,
+}
+
 /// What changes the knee dashboard.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KneeAction {
@@ -74,7 +79,7 @@ pub enum KneeAction {
         index: usize,
         /// The rate offered.
         rate: f64,
-        /// "climb", "bisect", "repeat" or "confirm".
+        /// "climb", "bisect", "repeat", "confirm" or "hold" (the confirmation).
         phase: String,
         /// How long it measures.
         length: Duration,
@@ -125,6 +130,8 @@ pub struct KneeApp {
     pub best_pass: Option<f64>,
     /// The lowest rate believed to miss one so far.
     pub lowest_fail: Option<f64>,
+    /// The confirmation's run that held, once one has.
+    pub held: Option<Held>,
     /// The last thing the search said.
     pub note: Option<String>,
     /// q was pressed: the search is ending.
@@ -176,7 +183,13 @@ impl KneeApp {
                 }
             }
             KneeAction::StepDone(step) => {
-                self.running = None;
+                let running = self.running.take();
+                if step.phase == HOLD && step.call == Call::Pass {
+                    self.held = Some(Held {
+                        rate: step.offered_rps,
+                        length: running.map_or(Duration::ZERO, |r| r.length),
+                    });
+                }
                 self.steps.push(*step);
             }
             KneeAction::Bounds { pass, fail } => {
@@ -205,7 +218,7 @@ impl KneeApp {
             && self
                 .running
                 .as_ref()
-                .is_some_and(|r| r.phase != "climb" && r.phase != "bisect")
+                .is_some_and(|r| r.phase == "confirm" || r.phase == "repeat")
             && self.running.as_ref().map(|r| r.rate) == self.steps.get(i).map(|s| s.offered_rps)
     }
 }
@@ -232,64 +245,39 @@ pub fn spawn(
     info: SearchInfo,
     control: RunControl,
 ) -> io::Result<(KneeFeed, JoinHandle<io::Result<()>>)> {
-    let (tx, mut rx) = unbounded_channel::<KneeAction>();
-    let handle = std::thread::Builder::new()
-        .name("tailscope-knee-tui".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let mut guard = crate::terminal::TerminalGuard::enter()?;
-                let mut app = KneeApp::new(info);
-                app.theme = Theme::from_env();
-                let mut events = EventStream::new();
-                let mut frame = tokio::time::interval(FRAME);
-                frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-                let mut dirty = true;
-                let mut keys_open = true;
-                let apply = |app: &mut KneeApp, action| {
-                    if app.update(action) == Some(KneeEffect::Stop) {
-                        control.stop();
-                    }
-                };
-                loop {
-                    tokio::select! {
-                        _ = frame.tick() => {
-                            if dirty {
-                                guard.terminal.draw(|f| view::render(&app, f))?;
-                                dirty = false;
-                            }
-                        }
-                        event = events.next(), if keys_open => match event {
-                            Some(Ok(Event::Key(key))) => {
-                                if let Some(action) = key_action(key) {
-                                    apply(&mut app, action);
-                                    dirty = true;
-                                }
-                            }
-                            Some(Ok(Event::Resize(..))) => {
-                                guard.terminal.autoresize()?;
-                                dirty = true;
-                            }
-                            Some(Ok(_)) => {}
-                            // The terminal went away: stop the search, keep draining.
-                            Some(Err(_)) | None => {
-                                keys_open = false;
-                                apply(&mut app, KneeAction::Quit);
-                            }
-                        },
-                        action = rx.recv() => match action {
-                            Some(action) => {
-                                apply(&mut app, action);
-                                dirty = true;
-                            }
-                            None => break,
-                        }
-                    }
-                }
-                Ok(())
-            })
-        })?;
-    Ok((tx, handle))
+    crate::event_loop::spawn("tailscope-knee-tui", move || {
+        let mut app = KneeApp::new(info);
+        app.theme = Theme::from_env();
+        KneeDashboard { app, control }
+    })
+}
+
+/// The knee dashboard as the loop drives it.
+struct KneeDashboard {
+    app: KneeApp,
+    control: RunControl,
+}
+
+impl crate::event_loop::Dashboard for KneeDashboard {
+    type Action = KneeAction;
+    const DRAW_LAST: bool = false;
+
+    fn key(&self, key: KeyEvent) -> Option<KneeAction> {
+        key_action(key)
+    }
+
+    fn apply(&mut self, action: KneeAction) {
+        if self.app.update(action) == Some(KneeEffect::Stop) {
+            self.control.stop();
+        }
+    }
+
+    fn terminal_gone(&mut self) {
+        // Stop the search as q does; the feed is still drained.
+        self.apply(KneeAction::Quit);
+    }
+
+    fn render(&self, frame: &mut ratatui::Frame) {
+        view::render(&self.app, frame);
+    }
 }

@@ -12,19 +12,15 @@ pub mod knee;
 pub mod terminal;
 pub mod ui;
 
+mod event_loop;
+
 use std::io;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use crossterm::event::{Event, EventStream};
-use futures_util::StreamExt;
 use tailscope_loadgen::RunControl;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::app::{key_action, Action, App, Effect, RunInfo};
-
-/// How often the screen is redrawn (when something changed).
-const FRAME: Duration = Duration::from_millis(100);
 
 /// Feeds the dashboard; dropping it ends the dashboard (the run is over).
 pub type Feed = UnboundedSender<Action>;
@@ -41,64 +37,44 @@ pub fn spawn(
     control: RunControl,
     saves: SaveRequests,
 ) -> io::Result<(Feed, JoinHandle<io::Result<()>>)> {
-    let (tx, mut rx) = unbounded_channel::<Action>();
-    let handle = std::thread::Builder::new()
-        .name("tailscope-tui".into())
-        .spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(async move {
-                let mut guard = terminal::TerminalGuard::enter()?;
-                let mut app = App::new(info);
-                app.theme = ui::theme::Theme::from_env();
-                let mut events = EventStream::new();
-                let mut frame = tokio::time::interval(FRAME);
-                frame.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-                let mut dirty = true;
-                let mut keys_open = true;
-                loop {
-                    tokio::select! {
-                        _ = frame.tick() => {
-                            if dirty {
-                                guard.terminal.draw(|f| ui::render(&app, f))?;
-                                dirty = false;
-                            }
-                        }
-                        event = events.next(), if keys_open => {
-                            match event {
-                                Some(Ok(Event::Key(key))) => {
-                                    if let Some(action) = key_action(key) {
-                                        apply(&mut app, action, &control, &saves);
-                                        dirty = true;
-                                    }
-                                }
-                                Some(Ok(Event::Resize(..))) => {
-                                    guard.terminal.autoresize()?;
-                                    dirty = true;
-                                }
-                                Some(Ok(_)) => {}
-                                // The terminal went away: stop the run, keep draining snapshots.
-                                Some(Err(_)) | None => {
-                                    keys_open = false;
-                                    control.stop();
-                                }
-                            }
-                        }
-                        action = rx.recv() => match action {
-                            Some(action) => {
-                                apply(&mut app, action, &control, &saves);
-                                dirty = true;
-                            }
-                            None => break,
-                        }
-                    }
-                }
-                guard.terminal.draw(|f| ui::render(&app, f))?;
-                Ok(())
-            })
-        })?;
-    Ok((tx, handle))
+    event_loop::spawn("tailscope-tui", move || {
+        let mut app = App::new(info);
+        app.theme = ui::theme::Theme::from_env();
+        RunDashboard {
+            app,
+            control,
+            saves,
+        }
+    })
+}
+
+/// The run's dashboard as the loop drives it.
+struct RunDashboard {
+    app: App,
+    control: RunControl,
+    saves: SaveRequests,
+}
+
+impl event_loop::Dashboard for RunDashboard {
+    type Action = Action;
+    const DRAW_LAST: bool = true;
+
+    fn key(&self, key: crossterm::event::KeyEvent) -> Option<Action> {
+        key_action(key)
+    }
+
+    fn apply(&mut self, action: Action) {
+        apply(&mut self.app, action, &self.control, &self.saves);
+    }
+
+    fn terminal_gone(&mut self) {
+        // Stop the run; its snapshots are still drained.
+        self.control.stop();
+    }
+
+    fn render(&self, frame: &mut ratatui::Frame) {
+        ui::render(&self.app, frame);
+    }
 }
 
 fn apply(app: &mut App, action: Action, control: &RunControl, saves: &SaveRequests) {

@@ -180,3 +180,62 @@ fn an_empty_search_draws_without_figures() {
     // Nothing measured yet is not a zero.
     assert!(!text.contains(" 0 req/s"), "{text}");
 }
+
+/// The confirmation on the dashboard: the step line says it is running and what it holds,
+/// a run that missed says it did not hold, and once one holds the header says the rate.
+#[test]
+fn the_confirmation_says_it_runs_and_which_rate_held() {
+    let mut app = searching();
+    app.update(KneeAction::StepDone(Box::new(step(
+        5,
+        "confirm",
+        3364.0,
+        0.99,
+        9_000,
+        70_000,
+        Call::Fail,
+    ))));
+    let hold = |app: &mut KneeApp, index, rate: f64, call| {
+        app.update(KneeAction::StepStarted {
+            index,
+            rate,
+            phase: "hold".into(),
+            length: Duration::from_secs(10),
+        });
+        let text = screen(app, 120, 40);
+        assert!(
+            text.contains("confirmation: holding the rate found for 10s"),
+            "{text}"
+        );
+        assert!(
+            !text.contains(", confirming"),
+            "a hold is no fail's re-run: {text}"
+        );
+        app.update(KneeAction::StepDone(Box::new(step(
+            index, "hold", rate, 1.0, 6_000, 40_000, call,
+        ))));
+    };
+    hold(&mut app, 6, 2828.0, Call::Fail);
+    let text = screen(&app, 120, 40);
+    assert!(text.contains(") (did not hold)"), "{text}");
+    // The curve is the search's: the same hold with far other figures draws the same charts
+    // (the rows above the steps' table).
+    let mut other = app.clone();
+    let last = other.steps.last_mut().unwrap();
+    (last.p50_us, last.p99_us, last.answered_rps) = (Some(400_000), Some(900_000), 100.0);
+    let charts = |t: &str| {
+        t.lines()
+            .skip(4)
+            .take_while(|l| !l.contains("Steps"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let drawn = screen(&other, 120, 40);
+    assert_ne!(drawn, text, "the table shows the other figures");
+    assert_eq!(charts(&drawn), charts(&text), "{drawn}");
+    assert!(!text.contains("holds 10s"), "nothing held yet: {text}");
+    hold(&mut app, 7, 2694.0, Call::Pass);
+    let text = screen(&app, 120, 40);
+    assert!(text.contains("pass (held)"), "{text}");
+    assert!(text.contains("holds 10s 2,694 req/s"), "{text}");
+}

@@ -158,6 +158,41 @@ pub fn judge_runs(
             _ => (row.base, row.new),
         };
     }
+    correct(rows);
+}
+
+/// Corrects the verdicts of the rows judged together for their number (Holm's procedure,
+/// [`crate::stats::family`]): six figures at 95 % each would flag some change between
+/// identical servers up to a quarter of the time.
+pub fn correct(rows: &mut [Row]) {
+    let mut changes: Vec<&mut Change> = rows
+        .iter_mut()
+        .filter(|r| r.presence == super::Presence::Both)
+        .filter_map(|r| r.judged.as_mut())
+        .collect();
+    crate::stats::family::holm(&mut changes);
+}
+
+/// What the rows' verdicts were corrected for, in a sentence; None when no row was.
+pub fn correction_note(rows: &[Row]) -> Option<String> {
+    let c = rows
+        .iter()
+        .filter_map(|r| r.judged.as_ref()?.correction.as_ref())
+        .next()?;
+    Some(format!(
+        "Verdicts corrected for the {} figures judged together ({}, family-wise {} %): each interval shown is its figure's own {} % interval; a change is significant when that interval excludes 0 % and its Holm-adjusted p-value is at most {}.",
+        c.family,
+        c.describe(),
+        fmt_level(c.alpha * 100.0),
+        fmt_level((1.0 - c.alpha) * 100.0),
+        fmt_level(c.alpha)
+    ))
+}
+
+/// A level as the note writes it: `5`, `95`, `0.05` (no float noise such as 94.99999).
+fn fmt_level(x: f64) -> String {
+    let s = format!("{x:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The geometric mean of the side's runs' figure (None if a run has none, or it is 0).
@@ -209,6 +244,27 @@ pub fn interval_text(c: &Change) -> Option<String> {
 
 /// The verdict as the table writes it: `significant`, `within noise`, `insufficient: …`.
 pub fn verdict_text(c: &Change) -> String {
+    match (c.verdict, &c.correction) {
+        (Verdict::WithinNoise, Some(k)) if k.alone == Verdict::Significant => format!(
+            "within noise after {} (alone: significant, p {})",
+            k.describe(),
+            fmt_p(c.p_value)
+        ),
+        _ => plain_verdict(c),
+    }
+}
+
+/// A p-value to two significant digits, `n/a` when there is none.
+fn fmt_p(p: Option<f64>) -> String {
+    match p {
+        Some(p) if p >= 0.001 => format!("{p:.3}"),
+        Some(p) => format!("{p:.1e}"),
+        None => "n/a".into(),
+    }
+}
+
+/// The verdict without what a correction took away.
+fn plain_verdict(c: &Change) -> String {
     match c.verdict {
         Verdict::Significant => "significant".into(),
         Verdict::WithinNoise => "within noise".into(),
@@ -279,6 +335,9 @@ pub fn markdown(rows: &[Row]) -> String {
             out.push_str(&format!("- {s}\n"));
         }
     }
+    if let Some(note) = correction_note(rows) {
+        out.push_str(&format!("\n{note}\n"));
+    }
     out
 }
 
@@ -319,6 +378,7 @@ pub fn judge_suites(
         (row.base, row.new) = (c.base.or(row.base), c.new.or(row.new));
         row.judged = Some(c);
     }
+    correct(rows);
 }
 
 /// The judged change table as HTML (cells escaped by the table), then each judged change in a
@@ -351,6 +411,12 @@ pub fn html(rows: &[Row]) -> String {
             out.push_str(&format!("<li>{}</li>\n", crate::page::escape(&s)));
         }
         out.push_str("</ul>\n");
+    }
+    if let Some(note) = correction_note(rows) {
+        out.push_str(&format!(
+            "<p class=\"sub\">{}</p>\n",
+            crate::page::escape(&note)
+        ));
     }
     out
 }
@@ -391,8 +457,14 @@ pub struct CompareJson {
     pub mode: Mode,
     /// The method, in words.
     pub method: String,
+    /// What the verdicts were corrected for, judged together (`Holm over 6 figures` and what
+    /// that means); None when nothing was corrected (a plain comparison, a single figure).
+    pub correction: Option<String>,
     /// The settings in which the sides differ (empty for like reports).
     pub unlike: Vec<String>,
+    /// Either side's warnings that its figures are partly the generator's own delay (its
+    /// loop held up, sends late by its own delay), by side and file; empty when none.
+    pub generator_warnings: Vec<super::generator::SideWarning>,
     /// Every compared figure.
     pub rows: Vec<RowJson>,
     /// The gate's limit in percent, when one was asked for.

@@ -103,28 +103,45 @@ fn unlike_runs(base: &Report, new: &Report) -> Vec<String> {
         );
     }
     durations(&mut out, a.duration_s, b.duration_s);
+    // A run cut short (a signal, a kill: a newcomer's SIGTERM-ed side was compared unsaid)
+    // measured another length than it asked for, and maybe another phase of the server.
+    differ(&mut out, "length", length(base), length(new));
     out
+}
+
+/// `whole`, or `cut short at 6.95 s of 20 s (SIGTERM)` (no signal: the dashboard's stop, or a
+/// kill the journal's rebuild found).
+fn length(r: &Report) -> String {
+    if !r.interrupted && r.signal.is_none() {
+        return "whole".into();
+    }
+    let of = r
+        .config
+        .duration_s
+        .map_or(String::new(), |d| format!(" of {d} s"));
+    let how = r
+        .signal
+        .as_ref()
+        .map_or(String::new(), |s| format!(" ({s})"));
+    format!("cut short at {:.2} s{of}{how}", r.summary.duration_s)
 }
 
 fn unlike_suites(base: &SuiteReport, new: &SuiteReport) -> Vec<String> {
     let (a, b) = (&base.load, &new.load);
     let mut out = Vec::new();
     // A field either suite lacks (a hand-made or older report) is no difference seen.
-    let both = |key: &str| a.get(key).is_some() && b.get(key).is_some();
-    if both("rate") {
-        differ(
-            &mut out,
-            "loop",
-            pace(a["rate"].as_f64()),
-            pace(b["rate"].as_f64()),
-        );
+    if let (Some(x), Some(y)) = (a.rate, b.rate) {
+        differ(&mut out, "loop", pace(x), pace(y));
     }
-    for key in ["connections", "pipeline"] {
-        if both(key) {
-            differ(&mut out, key, a[key].to_string(), b[key].to_string());
+    for (key, x, y) in [
+        ("connections", a.connections, b.connections),
+        ("pipeline", a.pipeline, b.pipeline),
+    ] {
+        if let (Some(x), Some(y)) = (x, y) {
+            differ(&mut out, key, x.to_string(), y.to_string());
         }
     }
-    durations(&mut out, a["duration_s"].as_f64(), b["duration_s"].as_f64());
+    durations(&mut out, a.duration_s.flatten(), b.duration_s.flatten());
     out
 }
 
@@ -176,6 +193,15 @@ mod tests {
             ]
         );
         assert!(note(&unlike(&base, &open)).starts_with("**Unlike settings:** loop closed vs"));
+        let AnyReport::Run(mut cut) = run(|_| {}) else {
+            unreachable!()
+        };
+        cut.signal = Some("SIGTERM".into());
+        cut.summary.duration_s = 6.95;
+        assert_eq!(
+            unlike(&base, &AnyReport::Run(cut)),
+            ["length whole vs cut short at 6.95 s of 10 s (SIGTERM)"]
+        );
         assert_eq!(note(&[]), "");
     }
 }

@@ -14,9 +14,9 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::stats::bootstrap::{AsSecond, Insufficient, MIN_SECONDS};
+use crate::stats::bootstrap::{Insufficient, RunSeconds, MIN_SECONDS};
 use crate::stats::quantile_ci::{label, Side};
-use crate::stats::{figure_interval, quantile_ci, BootstrapOptions, Figure, Method, CONFIDENCE};
+use crate::stats::{quantile_ci, BootstrapOptions, Figure, Method, CONFIDENCE};
 use tailscope_loadgen::snapshot::{Ci95, Percentiles};
 
 /// The percentiles that get an interval, as (JSON name, quantile).
@@ -92,15 +92,15 @@ pub struct Unbounded {
 /// The latency of a run: the percentiles of `latency` with their intervals, the bootstrap
 /// over `seconds` (the run's per-second histograms, in order) where there are enough of them,
 /// and how they were obtained. None when nothing was measured.
-pub fn latency<S: AsSecond>(
+pub fn latency<R: RunSeconds + ?Sized>(
     latency: &Histogram<u64>,
-    seconds: &[S],
+    seconds: &R,
 ) -> Option<(Percentiles, LatencyCi95)> {
     if latency.is_empty() {
         return None;
     }
     let options = BootstrapOptions::default();
-    let bootstrap = seconds.len() >= MIN_SECONDS;
+    let bootstrap = seconds.seconds() >= MIN_SECONDS;
     let mut ci95 = Ci95::default();
     let mut unbounded = Vec::new();
     let mut block_seconds = None;
@@ -126,7 +126,7 @@ pub fn latency<S: AsSecond>(
             CiMethodName::OrderStatistics
         },
         confidence: CONFIDENCE,
-        seconds: if bootstrap { seconds.len() } else { 0 },
+        seconds: if bootstrap { seconds.seconds() } else { 0 },
         block_seconds: block_seconds.filter(|_| bootstrap),
         replicates: bootstrap.then_some(options.replicates),
         seed: bootstrap.then_some(options.seed),
@@ -138,16 +138,16 @@ pub fn latency<S: AsSecond>(
 /// the wider of order statistics and, given [`MIN_SECONDS`] or more `seconds` (the run's
 /// per-second histograms, in order), the block bootstrap over them; with the bootstrap's
 /// block length when it ran. `--until` checks the same interval as the run goes.
-pub fn interval<S: AsSecond>(
+pub fn interval<R: RunSeconds + ?Sized>(
     latency: &Histogram<u64>,
-    seconds: &[S],
+    seconds: &R,
     q: f64,
 ) -> Result<([u64; 2], Option<usize>), crate::stats::CannotBound> {
     let mut bounds = quantile_ci(latency, q, CONFIDENCE)?.bounds();
-    if seconds.len() < MIN_SECONDS {
+    if seconds.seconds() < MIN_SECONDS {
         return Ok((bounds, None));
     }
-    match figure_interval(seconds, Figure::Percentile(q), &BootstrapOptions::default()) {
+    match seconds.figure_interval(Figure::Percentile(q), &BootstrapOptions::default()) {
         Ok(e) => {
             bounds = [
                 bounds[0].min(e.low.floor() as u64),
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn a_short_run_has_order_statistics_and_notes_for_its_thin_tail() {
         let h = histogram((1..=2_000).map(|i| 1_000 + i));
-        let (l, how) = latency::<Histogram<u64>>(&h, &[]).unwrap();
+        let (l, how) = latency::<[Histogram<u64>]>(&h, &[]).unwrap();
         let ci = l.ci95.unwrap();
         let [low, high] = ci.p99.unwrap();
         assert!(low <= l.p99 && l.p99 <= high, "{low} {} {high}", l.p99);
@@ -286,8 +286,8 @@ mod tests {
         for s in &seconds {
             whole.add(s).unwrap();
         }
-        let (both, how) = latency(&whole, &seconds).unwrap();
-        let (alone, _) = latency::<Histogram<u64>>(&whole, &[]).unwrap();
+        let (both, how) = latency(&whole, &seconds[..]).unwrap();
+        let (alone, _) = latency::<[Histogram<u64>]>(&whole, &[]).unwrap();
         let method = &how.method;
         assert_eq!(
             method.name,
@@ -311,6 +311,6 @@ mod tests {
 
     #[test]
     fn nothing_measured_is_no_latency() {
-        assert_eq!(latency::<Histogram<u64>>(&histogram([]), &[]), None);
+        assert_eq!(latency::<[Histogram<u64>]>(&histogram([]), &[]), None);
     }
 }

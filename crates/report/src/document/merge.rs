@@ -182,12 +182,12 @@ pub fn merge(reports: &[(String, Report)], force: bool) -> Result<Report, Error>
     };
 
     // The merged run's intervals, over the merged seconds (the bootstrap's unit).
-    // Decoded one at a time into what each recorded (see `of_run`'s `decode_seconds`).
-    let seconds: Vec<crate::stats::bootstrap::Second> = second_histograms
-        .iter()
-        .filter_map(|d| decode_base64(d))
-        .map(|h| crate::stats::bootstrap::Second::of(&h))
-        .collect();
+    // Decoded one at a time into what each recorded and gathered into the bootstrap's units
+    // (see `of_run`'s `decode_seconds`).
+    let mut seconds = crate::stats::bootstrap::Units::for_run(second_histograms.len());
+    for h in second_histograms.iter().filter_map(|d| decode_base64(d)) {
+        seconds.push(crate::stats::bootstrap::Second::of(&h));
+    }
     let latency_with_ci = super::confidence::latency(&latency, &seconds);
     let run_max = latency_with_ci.as_ref().map(|(p, _)| p.max);
     let mut merged = Report {

@@ -187,13 +187,17 @@ fn summary(plan: &Plan, totals: &RunTotals) -> Summary {
 }
 
 /// The per-second histograms as the aggregator serialized them (V2 deflate), decoded one at a
-/// time into what they recorded (a full histogram each, all at once, took ~500 MB at the end of
-/// a 40-minute run); one that cannot be read (never, from our own aggregator) is left out.
-fn decode_seconds(seconds: &[Vec<u8>]) -> Vec<crate::stats::bootstrap::Second> {
+/// time into what they recorded and gathered as read into the bootstrap's units (a full
+/// histogram each, all at once, took ~500 MB at the end of a 40-minute run; the seconds as
+/// recorded, all at once, 370 MB at the end of a 6-hour one); one that cannot be read (never,
+/// from our own aggregator) is left out.
+fn decode_seconds(seconds: &[Vec<u8>]) -> crate::stats::bootstrap::Units {
     let mut decoder = hdrhistogram::serialization::Deserializer::new();
-    seconds
-        .iter()
-        .filter_map(|b| decoder.deserialize::<u64, _>(&mut b.as_slice()).ok())
-        .map(|h| crate::stats::bootstrap::Second::of(&h))
-        .collect()
+    let mut units = crate::stats::bootstrap::Units::for_run(seconds.len());
+    for b in seconds {
+        if let Ok(h) = decoder.deserialize::<u64, _>(&mut b.as_slice()) {
+            units.push(crate::stats::bootstrap::Second::of(&h));
+        }
+    }
+    units
 }

@@ -394,9 +394,7 @@ impl Report {
             ),
             _ => String::new(),
         };
-        let own_delay = format!(
-            "the latency then includes the generator's own delay{p50s}, not only the server's"
-        );
+        let own_delay = format!("{OWN_DELAY}{p50s}, not only the server's");
         let generator_side = match (lagged, &late) {
             (Some(_), _) => !server_side,
             (None, Some(_)) => matches!(
@@ -442,7 +440,7 @@ impl Report {
                 out.extend(late_warning);
                 let waited = s.late_sends_by_cause.map_or(0, |b| b.no_free_connection);
                 out.push(format!(
-                    "a generator thread's event loop was also {} (generator_lag_us), though {} of the {} late sends waited for a free connection (the server's side, above): the hold is in the latency measured then; check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it more threads (--threads)",
+                    "a generator thread's event loop was also {} {LAG_FIELD}, though {} of the {} late sends waited for a free connection (the server's side, above): the hold is in the latency measured then; check that nothing else busy runs on the generator's CPUs (top; --cpus apart from the server's), or give it more threads (--threads)",
                     loop_held(us),
                     fmt_count(waited),
                     fmt_count(s.late_sends)
@@ -450,7 +448,7 @@ impl Report {
             }
             Some(us) => {
                 let mut what = vec![format!(
-                    "a generator thread's event loop was {} (generator_lag_us)",
+                    "a generator thread's event loop was {} {LAG_FIELD}",
                     loop_held(us)
                 )];
                 what.extend(late);
@@ -547,12 +545,29 @@ impl Report {
             .as_ref()
             .filter(|l| l.generator_lost_time())?;
         Some(format!(
-            "{:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: the generator lost time between requests (saturated, or a bug); the figures describe the generator too",
+            "{:.1} % of the connections' time ({:.2} of {:.2} s) is in no request: {LOST_TIME} (saturated, or a bug); the figures describe the generator too",
             l.unaccounted_pct,
             l.connection_s - l.accounted_s,
             l.connection_s
         ))
     }
+}
+
+/// What every warning that the generator's own delay is in the latency says (the loop held
+/// up, late sends that were the generator's): [`is_generator_warning`] finds them by it.
+const OWN_DELAY: &str = "the latency then includes the generator's own delay";
+/// The field a warning of the generator's held-up loop names.
+const LAG_FIELD: &str = "(generator_lag_us)";
+/// What the warning of connections' time in no request says.
+const LOST_TIME: &str = "the generator lost time between requests";
+
+/// Whether a run's warning says that its figures are partly the generator's (its loop held
+/// up, sends late by its own delay, time lost between requests): what a comparison of the
+/// run carries over, since its changes are then partly the generator's too.
+pub fn is_generator_warning(warning: &str) -> bool {
+    [OWN_DELAY, LAG_FIELD, LOST_TIME]
+        .iter()
+        .any(|marker| warning.contains(marker))
 }
 
 /// How long a generator thread's event loop was held (the longest single hold in some

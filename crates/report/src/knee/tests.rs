@@ -225,3 +225,134 @@ fn a_fail_where_the_generator_waited_for_a_cpu_on_many_sends_is_unsure() {
         (Call::Fail, "FAIL (fell behind)")
     );
 }
+
+/// A search that passed 2,000 req/s in 3 s steps, whose confirmation held 2,000 for 10 s only
+/// after stepping down to 1,905.
+fn confirmed_search() -> KneeReport {
+    let hold = |rate: f64, p99: f64, call| KneeStep {
+        phase: HOLD.into(),
+        ..step(rate, p99, call)
+    };
+    KneeReport {
+        schema: SCHEMA.into(),
+        url: "http://127.0.0.1:9/".into(),
+        slos: vec!["p99<10ms".into()],
+        connections: 16,
+        arrival: "uniform".into(),
+        step_s: 3.0,
+        warmup_s: 0.75,
+        precision: 0.05,
+        steps: vec![
+            step(1000.0, 2000.0, Call::Pass),
+            step(2000.0, 6000.0, Call::Pass),
+            step(2100.0, 14_000.0, Call::Fail),
+        ],
+        highest_pass_rps: Some(2000.0),
+        lowest_fail_rps: Some(2100.0),
+        confirm_s: Some(10.0),
+        confirmation: vec![
+            hold(2000.0, 12_000.0, Call::Fail),
+            hold(1904.8, 8000.0, Call::Pass),
+        ],
+        confirmed_rps: Some(1904.8),
+        ..KneeReport::default()
+    }
+}
+
+#[test]
+fn the_text_says_the_rate_that_holds_beside_the_search_s_and_lists_its_runs() {
+    let r = confirmed_search();
+    let text = knee_text(&r);
+    assert!(
+        text.contains(
+            "Highest rate that holds for 10 s: 1,905 req/s; the search's highest passing 3 s step: 2,000 req/s"
+        ),
+        "{text}"
+    );
+    let runs: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("confirmation (10 s at one rate each"))
+        .skip(1)
+        .collect();
+    assert!(
+        runs[0].contains("2,000") && runs[0].ends_with("FAIL"),
+        "{text}"
+    );
+    assert!(
+        runs[1].contains("1,905") && runs[1].ends_with("pass"),
+        "{text}"
+    );
+    // The confirmation is not on the curve: the search's 2,000 stays its passing 3 s step.
+    assert_eq!(r.curve().len(), 3);
+    assert_eq!(r.curve()[1].call, Call::Pass);
+    // Read back, the same text.
+    let back = KneeReport::from_json(r.to_json().as_bytes())
+        .unwrap()
+        .unwrap();
+    assert_eq!(knee_text(&back), text);
+}
+
+#[test]
+fn a_confirmation_skipped_or_holding_nothing_says_so_and_an_old_document_says_nothing() {
+    let mut r = confirmed_search();
+    r.confirmed_rps = None;
+    r.confirmation.truncate(1);
+    let text = knee_text(&r);
+    assert!(
+        text.contains("No rate held for 10 s (each run missed the SLO or was not shown to meet it: 2,000 req/s); the search's highest passing 3 s step: 2,000 req/s"),
+        "{text}"
+    );
+    assert!(r.to_json().contains("\"confirmed_rps\": null"));
+    let mut none = r.clone();
+    (none.highest_pass_rps, none.confirmation) = (None, Vec::new());
+    let text = knee_text(&none);
+    assert!(
+        text.contains("Not confirmed: no rate passed the search\n"),
+        "{text}"
+    );
+    // Cut short during its second run: the first is listed, and nothing said to have failed.
+    let mut cut = r.clone();
+    cut.stopped_because = "cut short (q on the dashboard, Ctrl-C or SIGTERM) during the confirmation's run at 1,905 req/s, which is not counted; the search had ended: …".into();
+    let text = knee_text(&cut);
+    assert!(
+        text.contains(
+            "Not confirmed: cut short; the search's highest passing 3 s step: 2,000 req/s"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("No rate held"), "{text}");
+    r.confirm_s = Some(0.0);
+    r.confirmation.clear();
+    let text = knee_text(&r);
+    assert!(text.contains("Not confirmed (--confirm 0)"), "{text}");
+    // A document from before the confirmation existed has none of its fields.
+    let mut old: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    for f in ["confirm_s", "confirmation", "confirmed_rps"] {
+        old.as_object_mut().unwrap().remove(f);
+    }
+    let old = KneeReport::from_json(old.to_string().as_bytes())
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.confirm_s, None);
+    assert!(!knee_text(&old).contains("onfirm"), "{}", knee_text(&old));
+}
+
+#[test]
+fn the_page_marks_the_confirmed_rate_and_lists_the_confirmation() {
+    let r = confirmed_search();
+    let page = knee_page(&r, &r.latency_limits());
+    assert!(page.contains("highest rate that holds for 10 s"), "{page}");
+    assert!(page.contains("holds for 10 s: 1,905 req/s"), "{page}");
+    assert!(
+        page.contains("Confirmation: 10 s at one rate each"),
+        "{page}"
+    );
+    let skipped = KneeReport {
+        confirm_s: Some(0.0),
+        confirmation: Vec::new(),
+        confirmed_rps: None,
+        ..confirmed_search()
+    };
+    let page = knee_page(&skipped, &skipped.latency_limits());
+    assert!(!page.contains("holds for"), "{page}");
+}

@@ -29,7 +29,6 @@ pub fn verdict(s: &KneeStep) -> String {
 /// The curve, the result, each SLO's crossing and the first failing step's diagnosis.
 pub fn knee_text(r: &KneeReport) -> String {
     let mut out = String::new();
-    let us = |v: Option<u64>| v.map_or_else(|| "n/a".to_string(), fmt_us);
     let _ = writeln!(
         out,
         "find-max: {} — SLO {}, {} connections, {} arrivals, {} s steps (after {} s unmeasured)",
@@ -46,18 +45,7 @@ pub fn knee_text(r: &KneeReport) -> String {
         "offered/s", "answered/s", "unsent", "p50", "p99", "p99.9", "errors"
     );
     for s in r.curve() {
-        let _ = writeln!(
-            out,
-            "  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7.3}%  {}",
-            fmt_rate(s.offered_rps),
-            fmt_rate(s.answered_rps),
-            crate::document::fmt_count(s.unsent_end),
-            us(s.p50_us),
-            us(s.p99_us),
-            us(s.p999_us),
-            s.error_rate * 100.0,
-            verdict(s)
-        );
+        step_row(&mut out, s);
     }
     let _ = writeln!(
         out,
@@ -65,6 +53,7 @@ pub fn knee_text(r: &KneeReport) -> String {
     );
     result(&mut out, r);
     let _ = writeln!(out, "Stopped because: {}", r.stopped_because);
+    confirmation(&mut out, r);
     let at = |i: Option<usize>| i.and_then(|i| r.steps.get(i));
     if let Some(s) = at(r.lowest_fail_step) {
         step_block(&mut out, "Step at the lowest failing rate", s, &r.diagnosis);
@@ -122,6 +111,77 @@ fn result(out: &mut String, r: &KneeReport) {
         };
         let _ = writeln!(out, "  {}: {at}", c.slo);
     }
+}
+
+/// The confirmation: the highest rate that held for its length against the search's
+/// highest passing step, and each of its runs. Nothing for a document from before it.
+fn confirmation(out: &mut String, r: &KneeReport) {
+    let Some(len) = r.confirm_s else { return };
+    let pass = r
+        .highest_pass_rps
+        .map_or("none".into(), |p| format!("{} req/s", fmt_rate(p)));
+    if len <= 0.0 {
+        let _ = writeln!(
+            out,
+            "Not confirmed (--confirm 0): the search's highest passing {} s step: {pass}; a longer run at it may miss the SLO",
+            r.step_s
+        );
+        return;
+    }
+    let head = match (r.confirmed_rps, r.confirmation.is_empty()) {
+        (Some(c), _) => format!("Highest rate that holds for {len} s: {} req/s", fmt_rate(c)),
+        (None, true) if r.highest_pass_rps.is_none() => {
+            let _ = writeln!(out, "Not confirmed: no rate passed the search");
+            return;
+        }
+        (None, _) if r.stopped_because.starts_with("cut short") => {
+            "Not confirmed: cut short".into()
+        }
+        (None, true) => "Not confirmed".into(),
+        (None, false) => format!(
+            "No rate held for {len} s (each run missed the SLO or was not shown to meet it: {} req/s)",
+            r.confirmation
+                .iter()
+                .map(|s| fmt_rate(s.offered_rps))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "{head}; the search's highest passing {} s step: {pass}",
+        r.step_s
+    );
+    if r.confirmation.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  confirmation ({len} s at one rate each, measured from its start as `run -q RATE -z {len}s` measures):"
+    );
+    for s in &r.confirmation {
+        step_row(out, s);
+    }
+}
+
+/// One step's row of the curve's table (and of the confirmation's).
+fn step_row(out: &mut String, s: &KneeStep) {
+    let _ = writeln!(
+        out,
+        "  {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>7.3}%  {}",
+        fmt_rate(s.offered_rps),
+        fmt_rate(s.answered_rps),
+        crate::document::fmt_count(s.unsent_end),
+        opt_us(s.p50_us),
+        opt_us(s.p99_us),
+        opt_us(s.p999_us),
+        s.error_rate * 100.0,
+        verdict(s)
+    );
+}
+
+fn opt_us(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), fmt_us)
 }
 
 /// One step's figures, its SLOs' intervals where they did not pass, and its diagnosis.

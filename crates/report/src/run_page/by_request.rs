@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use crate::document::{fmt_count, fmt_rate, fmt_us, Report};
 
-use crate::chart::{line_chart, LineChart, Scale};
+use super::{in_load, over_time};
+use crate::chart::Scale;
 use crate::chart_style::*;
 use crate::page::table as html_table;
 
@@ -46,28 +47,6 @@ pub(super) fn table(report: &Report) -> String {
     out
 }
 
-/// A chart of one line per name over the run's seconds; `y` is the axis' description,
-/// scale and format.
-fn over_time(
-    id: &str,
-    title: &str,
-    y: (&str, Scale, &dyn Fn(f64) -> String),
-    series: Vec<crate::chart::Series>,
-) -> String {
-    line_chart(&LineChart {
-        id,
-        title,
-        x_desc: "seconds into the run",
-        y_desc: y.0,
-        x_scale: Scale::Linear,
-        y_scale: y.1,
-        x_fmt: &seconds,
-        per_second: true,
-        y_fmt: y.2,
-        series,
-    })
-}
-
 /// A mix's names over time: requests per second and p99 per second of each of the names
 /// with the most requests (as many as the palette has colours; the rest are in the table).
 pub(super) fn charts(report: &Report) -> String {
@@ -93,7 +72,7 @@ pub(super) fn charts(report: &Report) -> String {
     let load_seconds: Vec<f64> = report
         .timeseries
         .iter()
-        .filter(|p| !p.partial && p.t_s <= report.summary.duration_s + 1e-3)
+        .filter(|p| in_load(report, p))
         .map(|p| p.t_s)
         .collect();
     // A name has a point for each second it had requests in: the others had none (0/s).

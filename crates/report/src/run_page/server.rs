@@ -78,6 +78,21 @@ pub(super) fn section(report: &Report) -> String {
                 );
             }
         }
+        // A server named (--pid, --target) whose processes the report lacks: a killed run's
+        // rebuild, before the journal's first profile record. The notes say why (a newcomer
+        // found such a page telling them to name the process they had named).
+        None if report.target.is_some() => {
+            let why = if profile.notes.is_empty() {
+                "its processes were not recorded".to_string()
+            } else {
+                profile.notes.join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "<p>The server's processes are not in this report: {}.</p>",
+                escape(&why)
+            );
+        }
         None if profile.agent.is_none() => out.push_str(
             "<p>Not profiled: a URL alone names no process (<code>--pid PID</code> or <code>--target</code> to have their CPU and service demand).</p>\n",
         ),

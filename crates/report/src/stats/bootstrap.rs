@@ -6,15 +6,18 @@
 //! independent, so the bootstrap resamples blocks of consecutive seconds (keeping the dependence
 //! within a block) and recomputes the figure from the merged resample.
 
-use hdrhistogram::Histogram;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use super::quantile_ci::{ranks, samples_needed, CannotBound, Side};
 use super::{
-    normal_cdf, ratio, t_quantile, verdict, Change, Estimate, Method, Unit, Verdict, CONFIDENCE,
+    normal_cdf, ratio, t_cdf, t_quantile, verdict, Change, Estimate, Method, Unit, Verdict,
+    CONFIDENCE,
 };
+
+mod second;
+pub use second::{AsSecond, RunSeconds, Second, Units};
 
 /// A run of fewer seconds than this has too few blocks for the bootstrap to tell noise from a
 /// change.
@@ -95,92 +98,6 @@ pub enum Insufficient {
 
 /// A run's seconds as sparse counts over the distinct bucket values of all of them, so that a
 /// resample is merged by adding a few counts per second rather than whole histograms.
-/// One second's latency as the bootstrap reads it: the buckets it recorded, (highest
-/// equivalent value, median equivalent value, count), ascending. A full `Histogram` at a run's
-/// bounds holds ~140 KB of counts whatever it recorded: a 40-minute soak's seconds decoded at
-/// once took ~500 MB at the end of the run (issue 38). This holds what was recorded, a few KB.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Second {
-    buckets: Vec<(u64, u64, u64)>,
-    len: u64,
-}
-
-impl Second {
-    /// The recorded buckets of `h`.
-    pub fn of(h: &Histogram<u64>) -> Second {
-        Second {
-            buckets: h
-                .iter_recorded()
-                .map(|b| {
-                    let v = b.value_iterated_to();
-                    (v, h.median_equivalent(v), b.count_at_value())
-                })
-                .collect(),
-            len: h.len(),
-        }
-    }
-
-    /// The samples it holds.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The mean as `Histogram::mean` computes it (the same terms, in the same order).
-    fn mean(&self) -> f64 {
-        if self.len == 0 {
-            return 0.0;
-        }
-        self.buckets
-            .iter()
-            .fold(0.0_f64, |total, &(_, median, count)| {
-                total + median as f64 * count as f64 / self.len as f64
-            })
-    }
-
-    /// `seconds` merged into one (the buckets of one run share its grid).
-    fn merged(seconds: &[&Second]) -> Second {
-        let mut all: Vec<(u64, u64, u64)> = seconds
-            .iter()
-            .flat_map(|s| s.buckets.iter().copied())
-            .collect();
-        all.sort_unstable_by_key(|b| b.0);
-        let mut buckets: Vec<(u64, u64, u64)> = Vec::with_capacity(all.len());
-        for b in all {
-            match buckets.last_mut() {
-                Some(last) if last.0 == b.0 => last.2 += b.2,
-                _ => buckets.push(b),
-            }
-        }
-        Second {
-            buckets,
-            len: seconds.iter().map(|s| s.len).sum(),
-        }
-    }
-}
-
-/// What the bootstrap takes as a second: a [`Second`], or a histogram read as one.
-pub trait AsSecond {
-    /// It as a [`Second`].
-    fn as_second(&self) -> std::borrow::Cow<'_, Second>;
-}
-
-impl AsSecond for Second {
-    fn as_second(&self) -> std::borrow::Cow<'_, Second> {
-        std::borrow::Cow::Borrowed(self)
-    }
-}
-
-impl AsSecond for Histogram<u64> {
-    fn as_second(&self) -> std::borrow::Cow<'_, Second> {
-        std::borrow::Cow::Owned(Second::of(self))
-    }
-}
-
 struct Seconds {
     /// Consecutive seconds merged into one unit (the last unit may hold fewer).
     group: usize,
@@ -234,6 +151,13 @@ impl Seconds {
                 .map(|c| std::borrow::Cow::Owned(merge_unit(c)))
                 .collect()
         };
+        let spans = seconds.chunks(group).map(|c| c.len() as u64).collect();
+        let units: Vec<&Second> = units.iter().map(|u| &**u).collect();
+        Seconds::of_units(&units, spans, group)
+    }
+
+    /// The table of `units`, each of the seconds `spans` gives, `group` to a whole unit.
+    fn of_units(units: &[&Second], spans: Vec<u64>, group: usize) -> Seconds {
         let mut values: Vec<u64> = units
             .iter()
             .flat_map(|s| s.buckets.iter().map(|b| b.0))
@@ -254,7 +178,7 @@ impl Seconds {
             .collect();
         Seconds {
             group,
-            spans: seconds.chunks(group).map(|c| c.len() as u64).collect(),
+            spans,
             values,
             entries,
             counts: units.iter().map(|s| s.len()).collect(),
@@ -452,7 +376,7 @@ fn block_len(units: usize, group: usize, options: &BootstrapOptions) -> usize {
 
 /// The seconds merged into one unit so that a run of `seconds` seconds is at most
 /// [`MAX_UNITS`] units.
-fn group_for(seconds: usize) -> usize {
+pub(crate) fn group_for(seconds: usize) -> usize {
     seconds.div_ceil(MAX_UNITS).max(1)
 }
 
@@ -511,7 +435,17 @@ pub fn figure_interval<S: AsSecond>(
     figure: Figure,
     options: &BootstrapOptions,
 ) -> Result<Estimate, Insufficient> {
-    let mut table = Seconds::new(seconds, group_for(seconds.len()));
+    let table = Seconds::new(seconds, group_for(seconds.len()));
+    interval_of(table, seconds.len(), figure, options)
+}
+
+/// [`figure_interval`] over `seconds` seconds already in `table`.
+fn interval_of(
+    mut table: Seconds,
+    seconds: usize,
+    figure: Figure,
+    options: &BootstrapOptions,
+) -> Result<Estimate, Insufficient> {
     table.check(figure, options.confidence)?;
     let all = vec![1; table.len()];
     let estimate = table.figure(figure, &all).ok_or(Insufficient::NoSamples)?;
@@ -529,7 +463,7 @@ pub fn figure_interval<S: AsSecond>(
         high,
         confidence: options.confidence,
         method: bootstrap_method(block * table.group, options),
-        samples: seconds.len() as u64,
+        samples: seconds as u64,
         unit: Unit::Seconds,
     })
 }
@@ -599,11 +533,13 @@ pub fn compare_seconds<S: AsSecond>(
         return refuse("base", Insufficient::NoSamples);
     }
     let blocks = base_table.len().min(new_table.len()) as f64 / block as f64;
+    let estimate = ratio(base_figure, new_figure);
+    let p_value = bootstrap_p(estimate, &ratios, blocks);
     let (low, high) = percentile_interval(&mut ratios, options.confidence, blocks);
     Change {
         base: base_figure,
         new: new_figure,
-        estimate: ratio(base_figure, new_figure),
+        estimate,
         low: Some(low),
         high: Some(high),
         confidence: options.confidence,
@@ -613,7 +549,43 @@ pub fn compare_seconds<S: AsSecond>(
         unit: Unit::Seconds,
         verdict: verdict(low, high),
         reason: None,
+        p_value,
+        correction: None,
     }
+}
+
+/// The two-sided p-value of "no change" that the expanded percentile interval inverts: the
+/// change's logarithm over the resamples' standard deviation of it is a z that the interval
+/// holds to √(k/(k−1))·t(k−1) for `blocks` = k, so z·√((k−1)/k) is referred to Student's t
+/// with k − 1 degrees of freedom. A p-value from the resamples' own tail would do the same
+/// where the bootstrap is roughly log-normal, but 2 000 resamples cannot resolve a tail below
+/// 1/2 000, and a family-wise correction needs p-values down to 0.05/6 and past them (a real
+/// change's is far below). Where a ratio is 0 or unbounded (no logarithm), the share of
+/// resamples on the far side of no change, (far + 1)/(R + 1) on each side.
+fn bootstrap_p(estimate: Option<f64>, ratios: &[f64], blocks: f64) -> Option<f64> {
+    let estimate = estimate.filter(|e| e.is_finite())?;
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    if estimate > 0.0 && logs.len() > 1 && logs.iter().all(|l| l.is_finite()) {
+        let n = logs.len() as f64;
+        let mean = logs.iter().sum::<f64>() / n;
+        let sd = (logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let d = estimate.ln().abs();
+        if sd == 0.0 {
+            return Some(if d == 0.0 { 1.0 } else { 0.0 });
+        }
+        let z = d / sd;
+        // The lower tail, doubled: 1 − cdf(z) would lose a tiny p to rounding.
+        let p = if blocks > 1.0 {
+            2.0 * t_cdf(-z * ((blocks - 1.0) / blocks).sqrt(), blocks - 1.0)
+        } else {
+            2.0 * normal_cdf(-z)
+        };
+        return (!p.is_nan()).then_some(p.min(1.0));
+    }
+    let below = ratios.iter().filter(|&&r| r <= 1.0).count();
+    let above = ratios.iter().filter(|&&r| r >= 1.0).count();
+    let far = below.min(above);
+    Some((2.0 * (far + 1) as f64 / (ratios.len() + 1) as f64).min(1.0))
 }
 
 /// The change of a figure between several runs per side, each run one unit (its p99, its
@@ -656,21 +628,23 @@ pub fn compare_runs(base: &[f64], new: &[f64], confidence: f64) -> Change {
     let (mn, vn) = log_mean_var(new);
     let (sb, sn) = (vb / base.len() as f64, vn / new.len() as f64);
     let se = (sb + sn).sqrt();
-    let (low, high, df) = if se == 0.0 {
+    let d = mn - mb;
+    let (low, high, df, p) = if se == 0.0 {
         // Identical figures within each side: no spread to build an interval from.
-        let r = (mn - mb).exp();
-        (r, r, f64::INFINITY)
+        let r = d.exp();
+        (r, r, f64::INFINITY, if d == 0.0 { 1.0 } else { 0.0 })
     } else {
         let df = (sb + sn).powi(2)
             / (sb.powi(2) / (base.len() - 1) as f64 + sn.powi(2) / (new.len() - 1) as f64);
         let t = t_quantile(1.0 - (1.0 - confidence) / 2.0, df);
-        let d = mn - mb;
-        ((d - t * se).exp(), (d + t * se).exp(), df)
+        // Welch's test of no change, the one the interval inverts (lower tail, doubled).
+        let p = 2.0 * t_cdf(-d.abs() / se, df);
+        ((d - t * se).exp(), (d + t * se).exp(), df, p)
     };
     Change {
         base: base_mean,
         new: new_mean,
-        estimate: Some((mn - mb).exp()),
+        estimate: Some(d.exp()),
         low: Some(low),
         high: Some(high),
         confidence,
@@ -684,6 +658,8 @@ pub fn compare_runs(base: &[f64], new: &[f64], confidence: f64) -> Change {
             verdict(low, high)
         },
         reason: (low.is_nan() || high.is_nan()).then(|| "no t quantile for these runs".into()),
+        p_value: (!p.is_nan()).then_some(p.min(1.0)),
+        correction: None,
     }
 }
 
@@ -712,6 +688,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use hdrhistogram::Histogram;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]

@@ -680,3 +680,72 @@ fn the_mean_is_bootstrapped_over_seconds_like_the_percentiles() {
     let change = compare_seconds(&seconds, &same, Figure::Mean, &quick(4));
     assert!(!change.regression_beyond(5.0, Worse::Higher), "{change:?}");
 }
+
+/// The seconds gathered into units as they are read (the end of a run, its rebuild from a
+/// journal) give the intervals of the seconds held one by one, to the bit, whatever the
+/// figure: with one second to a unit, with several and a last unit short of them.
+#[test]
+fn seconds_gathered_into_units_give_the_same_intervals() {
+    use bootstrap::{RunSeconds, Second, Units};
+    for n in [40, 600, 601, 3_601] {
+        let seconds = run(7, n, 20.0, 1.0);
+        let mut units = Units::for_run(n);
+        for h in &seconds {
+            units.push(Second::of(h));
+        }
+        assert_eq!(units.seconds(), n);
+        for figure in [
+            Figure::Percentile(0.5),
+            Figure::Percentile(0.99),
+            Figure::Throughput,
+            Figure::Mean,
+        ] {
+            let one_by_one = figure_interval(&seconds, figure, &quick(3));
+            let gathered = units.figure_interval(figure, &quick(3));
+            assert_eq!(one_by_one, gathered, "{n} seconds, {figure:?}");
+        }
+    }
+}
+
+/// The p-values a family-wise correction ranks the figures by invert the intervals: Welch's
+/// is the test its t interval inverts (checked against the closed form for 2 degrees of
+/// freedom), the bootstrap's agrees with its expanded interval on nearly every A/A and A/B
+/// pair, and a real change's is far below what Holm needs of the first of six (0.05 / 6).
+#[test]
+fn p_values_agree_with_the_intervals_and_resolve_a_real_change() {
+    let e = std::f64::consts::E;
+    let c = compare_runs(&[1.0, e.powf(0.2)], &[e.powf(0.5), e.powf(0.7)], 0.95);
+    // Log means 0.1 and 0.6, variances 0.02 a side: t = 0.5 / √0.02, df = 2, where Student's
+    // two-sided tail is 1 − t/√(2 + t²).
+    let t = 0.5 / 0.02f64.sqrt();
+    let expected = 1.0 - t / (2.0 + t * t).sqrt();
+    assert!((c.p_value.unwrap() - expected).abs() < 1e-9, "{c:?}");
+    assert_eq!(c.verdict, Verdict::WithinNoise, "p {expected} > 0.05");
+
+    // 30 s runs: A/A, +20 % and +50 % at p99. What Holm costs: +20 % at p99 passes the
+    // first of six's 0.05 / 6 on 17 of these 20 pairs (measured; each is significant alone),
+    // +50 % on all (at 60 s +20 % does too: p ≤ 5e-5; p50's +20 % is p ≤ 1.4e-4 at 30 s).
+    let (mut agree, mut twenty) = (0, 0);
+    for seed in 0..20u64 {
+        let base = run(2 * seed, 30, 200.0, 1.0);
+        for factor in [1.0, 1.2, 1.5] {
+            let new = run(2 * seed + 1, 30, 200.0, factor);
+            let c = compare_seconds(&base, &new, Figure::Percentile(0.99), &quick(seed));
+            let p = c.p_value.unwrap();
+            agree += usize::from((p < 0.05) == (c.verdict == Verdict::Significant));
+            if factor == 1.2 {
+                twenty += usize::from(p <= 0.05 / 6.0);
+            } else if factor == 1.5 {
+                assert!(p <= 0.05 / 6.0, "a +50 % p99 has p {p}: {c:?}");
+            }
+        }
+    }
+    assert!(
+        agree >= 56,
+        "p < 0.05 agreed with the interval {agree} times of 60"
+    );
+    assert!(
+        twenty >= 16,
+        "a +20 % p99 below 0.05 / 6 {twenty} times of 20"
+    );
+}

@@ -215,26 +215,6 @@ impl Load {
         }
         plan.stages = self.stages.clone();
     }
-
-    /// The load as the suite's JSON report records it, with the CPUs it ran on.
-    pub fn to_json(&self, server_cpus: &[usize], client_cpus: &[usize]) -> serde_json::Value {
-        serde_json::json!({
-            "connections": self.connections,
-            // A counted run or warm-up has no duration: null, not the unused default.
-            "duration_s": self.requests.is_none().then_some(self.duration.as_secs_f64()),
-            "warmup_s": self.warmup_requests.is_none().then_some(self.warmup.as_secs_f64()),
-            "requests": self.requests,
-            "warmup_requests": self.warmup_requests,
-            "runs": self.runs,
-            "pipeline": self.pipeline,
-            "rate": self.rate,
-            "arrival": (self.rate.is_some() || !self.stages.is_empty()).then(|| self.arrival.name()),
-            "stages": crate::document::stage_plans(&self.stages),
-            "threads": self.threads,
-            "server_cpus": server_cpus,
-            "client_cpus": client_cpus,
-        })
-    }
 }
 
 /// A validated suite.
@@ -281,70 +261,81 @@ impl Suite {
     }
 }
 
-/// `FILE:LINE: problem`.
-fn at<T>(file: &Path, text: &str, spanned: &Spanned<T>, problem: impl std::fmt::Display) -> String {
-    let line = text[..spanned.span().start.min(text.len())]
-        .matches('\n')
-        .count()
-        + 1;
-    format!("{}:{line}: {problem}", file.display())
+/// The suite file being checked: its path and text, for problems named `FILE:LINE: …`.
+pub(super) struct Source<'a> {
+    /// The file's path, as given.
+    file: &'a Path,
+    /// Its text, for the line of a span.
+    text: &'a str,
 }
 
-/// A duration field within `range` (the same ranges as the command line's flags).
-fn duration(
-    file: &Path,
-    text: &str,
-    v: &Option<Spanned<String>>,
-    default: Duration,
-    range: std::ops::RangeInclusive<Duration>,
-) -> Result<Duration, String> {
-    match v {
-        None => Ok(default),
-        Some(s) => parse_duration_within(s.get_ref(), *range.start(), *range.end())
-            .map_err(|e| at(file, text, s, format!("{:?}: {e}", s.get_ref()))),
+impl Source<'_> {
+    /// `FILE:LINE: problem`.
+    fn at<T>(&self, spanned: &Spanned<T>, problem: impl std::fmt::Display) -> String {
+        let line = self.text[..spanned.span().start.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1;
+        format!("{}:{line}: {problem}", self.file.display())
     }
-}
 
-/// A count field within `range`, or `None` when absent; read signed, so that a negative
-/// count gets the same range message as any other out of range.
-fn count(
-    file: &Path,
-    text: &str,
-    v: &Option<Spanned<i64>>,
-    name: &str,
-    range: std::ops::RangeInclusive<usize>,
-) -> Result<Option<usize>, String> {
-    let wide = i64::try_from(*range.start()).unwrap_or(i64::MAX)
-        ..=i64::try_from(*range.end()).unwrap_or(i64::MAX);
-    // Within a range of usizes, the value is a usize.
-    Ok(number(file, text, v, name, wide)?.map(|n| n as usize))
-}
+    /// A duration field within `range` (the same ranges as the command line's flags).
+    fn duration(
+        &self,
+        v: &Option<Spanned<String>>,
+        default: Duration,
+        range: std::ops::RangeInclusive<Duration>,
+    ) -> Result<Duration, String> {
+        match v {
+            None => Ok(default),
+            Some(s) => parse_duration_within(s.get_ref(), *range.start(), *range.end())
+                .map_err(|e| self.at(s, format!("{:?}: {e}", s.get_ref()))),
+        }
+    }
 
-/// A numeric field within `range`, or `None` when absent.
-fn number<T>(
-    file: &Path,
-    text: &str,
-    v: &Option<Spanned<T>>,
-    name: &str,
-    range: std::ops::RangeInclusive<T>,
-) -> Result<Option<T>, String>
-where
-    T: PartialOrd + Copy + std::fmt::Display,
-{
-    match v {
-        None => Ok(None),
-        Some(s) if range.contains(s.get_ref()) => Ok(Some(*s.get_ref())),
-        Some(s) => Err(at(
-            file,
-            text,
-            s,
-            format!(
-                "{name} = {} is out of range: give {}..={}",
-                s.get_ref(),
-                range.start(),
-                range.end()
-            ),
-        )),
+    /// A count field within `range`, or `None` when absent; read signed, so that a negative
+    /// count gets the same range message as any other out of range.
+    fn count(
+        &self,
+        v: &Option<Spanned<i64>>,
+        name: &str,
+        range: std::ops::RangeInclusive<usize>,
+    ) -> Result<Option<usize>, String> {
+        let wide = i64::try_from(*range.start()).unwrap_or(i64::MAX)
+            ..=i64::try_from(*range.end()).unwrap_or(i64::MAX);
+        // Within a range of usizes, the value is a usize.
+        Ok(self.number(v, name, wide)?.map(|n| n as usize))
+    }
+
+    /// A numeric field within `range`, or `None` when absent.
+    fn number<T>(
+        &self,
+        v: &Option<Spanned<T>>,
+        name: &str,
+        range: std::ops::RangeInclusive<T>,
+    ) -> Result<Option<T>, String>
+    where
+        T: PartialOrd + Copy + std::fmt::Display,
+    {
+        match v {
+            None => Ok(None),
+            Some(s) if range.contains(s.get_ref()) => Ok(Some(*s.get_ref())),
+            Some(s) => Err(self.at(
+                s,
+                format!(
+                    "{name} = {} is out of range: give {}..={}",
+                    s.get_ref(),
+                    range.start(),
+                    range.end()
+                ),
+            )),
+        }
+    }
+
+    fn cpu_list(&self, v: &Option<Spanned<String>>) -> Result<Option<Vec<usize>>, String> {
+        v.as_ref()
+            .map(|s| tailscope_targets::cpus::parse_list(s.get_ref()).map_err(|e| self.at(s, e)))
+            .transpose()
     }
 }
 
@@ -354,16 +345,6 @@ const HOUR: Duration = Duration::from_secs(3600);
 const MAX_RUNS: usize = 1000;
 /// The most requests a counted run or warm-up may ask for.
 const MAX_REQUESTS: usize = 1_000_000_000;
-
-fn cpu_list(
-    file: &Path,
-    text: &str,
-    v: &Option<Spanned<String>>,
-) -> Result<Option<Vec<usize>>, String> {
-    v.as_ref()
-        .map(|s| tailscope_targets::cpus::parse_list(s.get_ref()).map_err(|e| at(file, text, s, e)))
-        .transpose()
-}
 
 /// Whether the load's stages are rate stages (open loop).
 fn rate_stages(l: &LoadSection) -> bool {
@@ -378,15 +359,14 @@ fn rate_stages(l: &LoadSection) -> bool {
 /// `stages = "…"`, checked as `--stages` is: they set the run's length and its rate or
 /// connections, so not with duration, requests, rate, or connection stages with arrival.
 fn stages(
-    file: &Path,
-    text: &str,
+    src: &Source,
     l: &LoadSection,
 ) -> Result<Vec<tailscope_loadgen::plan::LoadStage>, String> {
     let Some(s) = &l.stages else {
         return Ok(Vec::new());
     };
     let stages = tailscope_loadgen::plan::parse_stages(s.get_ref())
-        .map_err(|e| at(file, text, s, format!("stages: {e}")))?;
+        .map_err(|e| src.at(s, format!("stages: {e}")))?;
     let clash = [
         (l.duration.is_some(), "duration"),
         (l.requests.is_some(), "requests"),
@@ -394,9 +374,7 @@ fn stages(
         (l.arrival.is_some() && !rate_stages(l), "arrival"),
     ];
     if let Some((_, key)) = clash.iter().find(|(given, _)| *given) {
-        return Err(at(
-            file,
-            text,
+        return Err(src.at(
             s,
             format!("stages set each run's length and its rate or connections: drop {key}"),
         ));
@@ -405,66 +383,44 @@ fn stages(
 }
 
 /// The `[load]` section checked: every run's settings.
-fn load_of(file: &Path, text: &str, l: &LoadSection) -> Result<Load, String> {
-    let runs = count(file, text, &l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
+fn load_of(src: &Source, l: &LoadSection) -> Result<Load, String> {
+    let runs = src.count(&l.runs, "runs", 1..=MAX_RUNS)?.unwrap_or(3);
     let load = Load {
-        connections: count(
-            file,
-            text,
-            &l.connections,
-            "connections",
-            1..=MAX_CONNECTIONS,
-        )?
-        .unwrap_or(64),
-        duration: duration(
-            file,
-            text,
-            &l.duration,
-            Duration::from_secs(10),
-            MS..=MAX_DURATION,
-        )?,
-        warmup: duration(
-            file,
-            text,
+        connections: src
+            .count(&l.connections, "connections", 1..=MAX_CONNECTIONS)?
+            .unwrap_or(64),
+        duration: src.duration(&l.duration, Duration::from_secs(10), MS..=MAX_DURATION)?,
+        warmup: src.duration(
             &l.warmup,
             Duration::from_secs(3),
             Duration::ZERO..=MAX_DURATION,
         )?,
-        requests: count(file, text, &l.requests, "requests", 1..=MAX_REQUESTS)?.map(|n| n as u64),
-        warmup_requests: count(
-            file,
-            text,
-            &l.warmup_requests,
-            "warmup_requests",
-            0..=MAX_REQUESTS,
-        )?
-        .map(|n| n as u64),
+        requests: src
+            .count(&l.requests, "requests", 1..=MAX_REQUESTS)?
+            .map(|n| n as u64),
+        warmup_requests: src
+            .count(&l.warmup_requests, "warmup_requests", 0..=MAX_REQUESTS)?
+            .map(|n| n as u64),
         runs,
-        pipeline: count(file, text, &l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
-        rate: number(file, text, &l.rate, "rate", MIN_RATE..=MAX_RATE)?,
-        stages: stages(file, text, l)?,
+        pipeline: src.count(&l.pipeline, "pipeline", 1..=1024)?.unwrap_or(1),
+        rate: src.number(&l.rate, "rate", MIN_RATE..=MAX_RATE)?,
+        stages: stages(src, l)?,
         arrival: match &l.arrival {
             None => tailscope_loadgen::plan::Arrival::Uniform,
             Some(a) if l.rate.is_none() && !rate_stages(l) => {
                 return Err(format!(
                     "{}: arrival = {:?} shapes an open-loop schedule: add rate = N",
-                    file.display(),
+                    src.file.display(),
                     a.get_ref()
                 ))
             }
             Some(a) => tailscope_loadgen::plan::parse_arrival(a.get_ref())
-                .map_err(|e| format!("{}: arrival: {e}", file.display()))?,
+                .map_err(|e| format!("{}: arrival: {e}", src.file.display()))?,
         },
-        threads: count(file, text, &l.threads, "threads", 1..=MAX_THREADS)?,
-        timeout: duration(
-            file,
-            text,
-            &l.timeout,
-            Duration::from_secs(20),
-            MS..=MAX_TIMEOUT,
-        )?,
-        server_cpus: cpu_list(file, text, &l.server_cpus)?,
-        client_cpus: cpu_list(file, text, &l.client_cpus)?,
+        threads: src.count(&l.threads, "threads", 1..=MAX_THREADS)?,
+        timeout: src.duration(&l.timeout, Duration::from_secs(20), MS..=MAX_TIMEOUT)?,
+        server_cpus: src.cpu_list(&l.server_cpus)?,
+        client_cpus: src.cpu_list(&l.client_cpus)?,
     };
     // A run is timed or counted, not both: which would end it would be a race.
     for (count, timed, what) in [
@@ -472,10 +428,7 @@ fn load_of(file: &Path, text: &str, l: &LoadSection) -> Result<Load, String> {
         (&l.warmup_requests, &l.warmup, "warmup_requests and warmup"),
     ] {
         if let (Some(c), Some(_)) = (count, timed) {
-            return Err(at(
-                file,
-                text,
-                c,
+            return Err(src.at(c,
                 format!("{what} both given: a run stops after a count of requests or a duration, give one"),
             ));
         }
@@ -486,7 +439,8 @@ fn load_of(file: &Path, text: &str, l: &LoadSection) -> Result<Load, String> {
 /// Parses and validates a suite file's text.
 pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
     let raw: File = toml::from_str(text).map_err(|e| format!("{}: {e}", file.display()))?;
-    let load = load_of(file, text, &raw.load)?;
+    let src = &Source { file, text };
+    let load = load_of(src, &raw.load)?;
     if raw.target.is_empty() {
         return Err(format!(
             "{}: no [[target]]: add at least one (kind = \"embedded\", \"nginx\" or \"command\")",
@@ -504,19 +458,12 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
     for t in &raw.target {
         let name = t.name.get_ref().clone();
         if targets.iter().any(|(n, _)| *n == name) {
-            return Err(at(
-                file,
-                text,
-                &t.name,
-                format!("target name {name:?} is used twice"),
-            ));
+            return Err(src.at(&t.name, format!("target name {name:?} is used twice")));
         }
         for (flag, name) in [(&t.tls, "tls"), (&t.http2, "http2")] {
             if let Some(on) = flag.as_ref().filter(|b| *b.get_ref()) {
                 if t.kind.get_ref() != "nginx" {
-                    return Err(at(
-                        file,
-                        text,
+                    return Err(src.at(
                         on,
                         format!(
                             "{name} = true is for nginx targets (tailscope serves it that way)"
@@ -525,28 +472,24 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
                 }
             }
         }
-        let spec = target_spec(file, text, t)?;
+        let spec = target_spec(src, t)?;
         if let Some(n) = &t.streams {
             if !spec.http2() {
-                return Err(at(
-                    file,
-                    text,
+                return Err(src.at(
                     n,
                     "streams is HTTP/2's (concurrent streams per connection): add http2 = true",
                 ));
             }
         }
-        let n = count(file, text, &t.streams, "streams", 1..=MAX_STREAMS)?;
+        let n = src.count(&t.streams, "streams", 1..=MAX_STREAMS)?;
         streams.insert(name.clone(), n.unwrap_or(1));
         targets.push((name, spec));
     }
-    let (endpoints, mixes) = endpoints_of(file, text, &raw.endpoint)?;
+    let (endpoints, mixes) = endpoints_of(src, &raw.endpoint)?;
     let baseline = match &raw.suite.baseline {
         Some(b) if !targets.iter().any(|(n, _)| n == b.get_ref()) => {
             let names: Vec<&str> = targets.iter().map(|(n, _)| n.as_str()).collect();
-            return Err(at(
-                file,
-                text,
+            return Err(src.at(
                 b,
                 format!(
                     "baseline {:?} is not a target (targets: {})",
@@ -558,7 +501,9 @@ pub fn parse(file: &Path, text: &str) -> Result<Suite, String> {
         Some(b) => Some(b.get_ref().clone()),
         None => None,
     };
-    let seed = number(file, text, &raw.suite.seed, "seed", 0..=i64::MAX)?.map(|n| n as u64);
+    let seed = src
+        .number(&raw.suite.seed, "seed", 0..=i64::MAX)?
+        .map(|n| n as u64);
     Ok(Suite {
         baseline,
         seed,

@@ -159,7 +159,7 @@ fn write_results_table(body: &mut String, suite: &SuiteReport) {
                 super::with_interval(r.p95_us_median, r.median_ci95.get("p95_us"), us),
                 super::with_interval(r.p99_us_median, r.median_ci95.get("p99_us"), us),
                 or_na(r.server_us_per_request_median, |u| format!("{u:.2} µs")),
-                super::rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95),
+                super::rounds::ratio_text(r.vs_baseline, r.vs_baseline_ci95, r.vs_baseline_medians),
                 super::run_notes(r).map_or(String::new(), |note| {
                     notes.push(note);
                     format!("[{}]", notes.len())

@@ -95,8 +95,22 @@ pub fn paired_ratio(target: &[f64], baseline: &[f64]) -> Option<(f64, [f64; 2])>
 }
 
 /// A ratio as the table writes it: `8.60× (8.10–9.20)`, or `no clear difference (0.97–1.04)`
-/// where the interval spans 1; the bare ratio where there is no interval.
-pub fn ratio_text(ratio: Option<f64>, interval: Option<[f64; 2]>) -> String {
+/// where the interval spans 1; the bare ratio where there is no interval. Where the ratio is
+/// the rounds' and the ratio of the medians (`medians`) lies on the other side of 1 as the
+/// table shows them, both are said: the req/s column beside it would otherwise contradict it.
+pub fn ratio_text(ratio: Option<f64>, interval: Option<[f64; 2]>, medians: Option<f64>) -> String {
+    let text = plain_ratio_text(ratio, interval);
+    let shown = |x: f64| (x * 100.0).round() / 100.0 - 1.0;
+    match (ratio, medians) {
+        (Some(r), Some(m)) if shown(r) * shown(m) < 0.0 => format!(
+            "{text}; by the medians {m:.2}×: the rounds and the medians disagree on which is faster"
+        ),
+        _ => text,
+    }
+}
+
+/// [`ratio_text`] without the medians.
+fn plain_ratio_text(ratio: Option<f64>, interval: Option<[f64; 2]>) -> String {
     match (ratio, interval) {
         (Some(r), Some([lo, hi])) if lo <= 1.0 && hi >= 1.0 => {
             format!("no clear difference ({r:.2}×, {lo:.2}–{hi:.2})")
@@ -163,10 +177,56 @@ mod tests {
             (r - 2.02).abs() < 1e-9 && lo > 2.0 && hi < 2.04,
             "{r} {lo} {hi}"
         );
-        assert!(ratio_text(Some(r), Some([lo, hi])).starts_with("2.02× (2.02–2.02)"));
+        assert!(ratio_text(Some(r), Some([lo, hi]), Some(2.02)).starts_with("2.02× (2.02–2.02)"));
         let noisy = [1.0, 1.1, 0.9];
         let (r, ci) = paired_ratio(&noisy, &[1.0, 1.0, 1.0]).unwrap();
-        assert!(ratio_text(Some(r), Some(ci)).starts_with("no clear difference"));
+        assert!(ratio_text(Some(r), Some(ci), None).starts_with("no clear difference"));
         assert_eq!(paired_ratio(&[1.0], &[1.0]), None);
+    }
+
+    /// Rounds of 0.5×, 2× and 2× the baseline make a ratio of 1.26× while the medians make
+    /// 100 against 200, 0.5×: the ratio cell said "1.26×" beside a req/s column saying the
+    /// other way round (this test failed so); now it says both.
+    #[test]
+    fn a_ratio_the_medians_contradict_says_so() {
+        let mut results = vec![
+            crate::suite::SuiteResult::new("base", "/", None, Vec::new()),
+            crate::suite::SuiteResult::new("other", "/", None, Vec::new()),
+        ];
+        let figures = |rps: f64| crate::suite::RunFigures {
+            rps,
+            requests: 100,
+            errors: 0,
+            non2xx: 0,
+            p50_us: Some(100),
+            p95_us: Some(200),
+            p99_us: Some(300),
+            p999_us: Some(400),
+            max_us: Some(500),
+            duration_s: 1.0,
+            server_us_per_request: None,
+            by_request: Default::default(),
+            warnings: Vec::new(),
+            causes: Vec::new(),
+        };
+        results[0].runs = [200.0, 50.0, 200.0].map(figures).to_vec();
+        results[1].runs = [100.0, 100.0, 400.0].map(figures).to_vec();
+        crate::suite::summarize(&mut results, Some("base"));
+        let other = &results[1];
+        assert!(
+            (other.vs_baseline.unwrap() - 2f64.cbrt()).abs() < 1e-9,
+            "{other:?}"
+        );
+        assert_eq!(other.vs_baseline_medians, Some(0.5));
+        let table = crate::suite::markdown(&results, Some("base"));
+        let row = table.lines().find(|l| l.starts_with("| other |")).unwrap();
+        assert!(row.contains("| 100 |"), "{row}");
+        assert!(
+            row.contains("1.26×, ") && row.contains("; by the medians 0.50×: the rounds and the medians disagree on which is faster"),
+            "{row}"
+        );
+        // Rounds and medians on the same side: the ratio alone.
+        let agree = ratio_text(Some(1.26), Some([1.1, 1.4]), Some(1.3));
+        assert_eq!(agree, "1.26× (1.10–1.40)");
     }
 }

@@ -369,3 +369,99 @@ fn nineteen_unsent_of_forty_thousand_is_not_falling_behind_and_the_cpu_wait_come
     assert!(why.iter().any(|w| w.contains("it fell behind")), "{why:#?}");
     assert!(!why.iter().any(|w| w.contains("CPU")), "{why:#?}");
 }
+
+/// The confirmation's runs when its holds give `calls` in turn, from 2,000 req/s at 5 %
+/// precision: (rate, phase, length s, verdict) each, and the rate confirmed.
+fn confirmed(
+    calls: &[Call],
+    stop_during: Option<usize>,
+) -> (Vec<(f64, String, u64, Call)>, confirm::Confirmation) {
+    let mut script = calls.iter();
+    let ran = std::cell::Cell::new(0usize);
+    let found = confirm::confirm(
+        2000.0,
+        0.05,
+        Duration::from_secs(10),
+        7,
+        &|| stop_during.is_some_and(|n| ran.get() > n),
+        &|_| {},
+        &mut |s| {
+            assert_eq!(s.index, 7 + ran.get(), "the indices follow the search's");
+            assert_eq!(
+                s.warmup(),
+                Duration::ZERO,
+                "measured from its start, as run"
+            );
+            ran.set(ran.get() + 1);
+            let call = *script.next().expect("more holds than scripted");
+            Ok(fake(&s, call, 1.0))
+        },
+    )
+    .unwrap();
+    let runs = found
+        .steps
+        .iter()
+        .map(|s| (s.offered_rps, s.phase.clone(), s.seconds as u64, s.call))
+        .collect();
+    (runs, found)
+}
+
+fn hold(rate: f64, call: Call) -> (f64, String, u64, Call) {
+    (rate, "hold".to_string(), 10, call)
+}
+
+#[test]
+fn the_rate_found_that_holds_is_confirmed_at_once() {
+    let (runs, found) = confirmed(&[Call::Pass], None);
+    assert_eq!(runs, [hold(2000.0, Call::Pass)]);
+    assert_eq!((found.confirmed, found.cut_at), (Some(2000.0), None));
+}
+
+#[test]
+fn a_rate_that_does_not_hold_steps_down_by_the_precision_until_one_does() {
+    // A fail, then an unsure run (not shown to hold), then a pass.
+    let (runs, found) = confirmed(&[Call::Fail, Call::Unsure, Call::Pass], None);
+    let down = 2000.0 / 1.05;
+    let twice = down / 1.05;
+    assert_eq!(
+        runs,
+        [
+            hold(2000.0, Call::Fail),
+            hold(down, Call::Unsure),
+            hold(twice, Call::Pass)
+        ]
+    );
+    assert_eq!(found.confirmed, Some(twice));
+}
+
+#[test]
+fn the_confirmation_is_bounded_and_holding_nothing_confirms_nothing() {
+    // Never a pass: MAX_HOLDS runs, then it gives up (the script panics on a fifth run).
+    let calls = [Call::Fail; tailscope_report::knee::MAX_HOLDS];
+    let (runs, found) = confirmed(&calls, None);
+    assert_eq!(runs.len(), tailscope_report::knee::MAX_HOLDS);
+    assert!(runs.windows(2).all(|w| w[1].0 < w[0].0), "{runs:?}");
+    assert_eq!(found.confirmed, None);
+}
+
+#[test]
+fn a_stop_during_a_hold_ends_the_confirmation_without_counting_that_run() {
+    // Stopped during the second run: the first (a fail) is kept, the cut one is not.
+    let (runs, found) = confirmed(&[Call::Fail, Call::Pass], Some(1));
+    assert_eq!(runs, [hold(2000.0, Call::Fail)]);
+    assert_eq!(found.confirmed, None);
+    assert_eq!(found.cut_at, Some(2000.0 / 1.05));
+}
+
+#[test]
+fn only_the_confirmation_runs_without_a_warm_up() {
+    let s = |phase| Step {
+        rate: 1.0,
+        phase,
+        length: Duration::from_secs(4),
+        index: 0,
+    };
+    assert_eq!(s("bisect").warmup(), Duration::from_secs(1));
+    assert_eq!(s("confirm").warmup(), Duration::from_secs(1));
+    assert_eq!(s("hold").warmup(), Duration::ZERO);
+}

@@ -9,20 +9,158 @@
 //! call *%rcx; add $8,%rsp; ret` (3.12 and 3.13 alike), so its caller's return address is
 //! 8 bytes above the stack pointer at the call's return, and its frame is 16 bytes.
 
+use std::io::Read;
 use std::ops::Range;
+use std::time::{Duration, SystemTime};
 
-/// The perf map of process `pid`, read through its root (a container's /tmp is its own);
-/// where it has none, its jitdump's code entries as perf-map text ([`jitdump_as_perf_map`]).
+/// The perf map of process `pid`, read through its root (a container's /tmp is its own) and
+/// named by its pid in its own PID namespace (a `--target command:` server runs in one, so
+/// CPython writes `/tmp/perf-3.map`, not `perf-HOSTPID.map`: a newcomer's `-X perf` server
+/// had no Python frames named); where it has none, its jitdump's code entries as perf-map
+/// text ([`jitdump_as_perf_map`]). Only a file the process itself created is read
+/// ([`own_file`]): the namespace pid is the same small number run after run, so the map of
+/// an earlier run's server is there under the very name this one's would have.
 pub(crate) fn perf_map_text(pid: u32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/root/tmp/perf-{pid}.map"))
-        .or_else(|_| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")))
-        .ok()
-        .or_else(|| {
-            let dump = std::fs::read(format!("/proc/{pid}/root/tmp/jit-{pid}.dump"))
-                .or_else(|_| std::fs::read(format!("/tmp/jit-{pid}.dump")))
-                .ok()?;
-            jitdump_as_perf_map(&dump)
+    let started = started_at(pid)?;
+    let [map, host_map, dump, host_dump] = jit_paths(pid);
+    let read = |path: &str| match own_file(path, started) {
+        JitFile::Own(bytes) => Some((bytes, false)),
+        JitFile::Rewritten(bytes) => Some((bytes, true)),
+        JitFile::Absent | JitFile::Earlier => None,
+    };
+    let (text, rewritten) = match read(&map).or_else(|| read(&host_map)) {
+        Some((bytes, rewritten)) => (String::from_utf8_lossy(&bytes).into_owned(), rewritten),
+        None => {
+            let (bytes, rewritten) = read(&dump).or_else(|| read(&host_dump))?;
+            (jitdump_as_perf_map(&bytes)?, rewritten)
+        }
+    };
+    if !rewritten {
+        return Some(text);
+    }
+    let mapped: Vec<Range<u64>> = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .maps()
+        .ok()?
+        .into_iter()
+        .map(|m| m.address.0..m.address.1)
+        .collect();
+    Some(entries_within(&text, &mapped))
+}
+
+/// The lines of a perf map's text whose code starts inside one of `mapped` (the process's
+/// mappings): what is left of a map that an earlier process of the same name created and
+/// this one appended to, once the earlier one's entries (its own address space's) are gone.
+fn entries_within(perf_map: &str, mapped: &[Range<u64>]) -> String {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+    perf_map
+        .lines()
+        .filter(|line| {
+            line.split(' ')
+                .next()
+                .and_then(hex)
+                .is_some_and(|start| mapped.iter().any(|m| m.contains(&start)))
         })
+        .fold(String::new(), |text, line| text + line + "\n")
+}
+
+/// Where process `pid`'s perf map and jitdump are, in the order they are looked for: its
+/// perf map through its root under its namespace pid, then in our /tmp under its host pid;
+/// its jitdump the same.
+fn jit_paths(pid: u32) -> [String; 4] {
+    let own = ns_pid(pid).unwrap_or(pid);
+    [
+        format!("/proc/{pid}/root/tmp/perf-{own}.map"),
+        format!("/tmp/perf-{pid}.map"),
+        format!("/proc/{pid}/root/tmp/jit-{own}.dump"),
+        format!("/tmp/jit-{pid}.dump"),
+    ]
+}
+
+/// How much earlier than its process's start a file may seem to have been created and still
+/// be the process's own: the start is known to a clock tick (10 ms, rounded down) and a
+/// file's times come from the kernel's coarse clock (up to a jiffy behind).
+const START_SLACK: Duration = Duration::from_millis(50);
+
+/// A perf map or jitdump as looked for, for the process it would be of.
+enum JitFile {
+    /// Its bytes: the process created it.
+    Own(Vec<u8>),
+    /// None there, or none readable.
+    Absent,
+    /// One created before the process started and not written since: not its own.
+    Earlier,
+    /// One created before the process started and written since: truncated and written
+    /// anew (V8's and the JVM's maps) or appended to (CPython's), so partly its own.
+    Rewritten(Vec<u8>),
+}
+
+/// The file at `path`, for the process that started at `started`, told apart by its birth
+/// time and its last change: CPython appends to a map that is there already (`O_APPEND`),
+/// so an earlier run's map that this run's server appended to has a fresh mtime but an old
+/// birth time, and its old entries would name this run's addresses wrongly. The file is
+/// checked as opened (its inode, not its name, so a map in the process's own mount
+/// namespace, read through its root, is judged, not ours) and read from the same
+/// descriptor.
+fn own_file(path: &str, started: SystemTime) -> JitFile {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return JitFile::Absent;
+    };
+    let Ok(meta) = file.metadata() else {
+        return JitFile::Absent;
+    };
+    let Ok(modified) = meta.modified() else {
+        return JitFile::Absent;
+    };
+    // No birth time (a file system that keeps none): the file may have been appended to.
+    let created = meta.created().ok();
+    if !created_by(modified, started) {
+        return JitFile::Earlier;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    match file.read_to_end(&mut bytes) {
+        Ok(_) if created.is_some_and(|c| created_by(c, started)) => JitFile::Own(bytes),
+        Ok(_) => JitFile::Rewritten(bytes),
+        Err(_) => JitFile::Absent,
+    }
+}
+
+/// Whether a file created at `created` can be the work of a process started at `started`.
+fn created_by(created: SystemTime, started: SystemTime) -> bool {
+    created + START_SLACK >= started
+}
+
+/// When process `pid` started, on the wall clock file times are in: its start after boot
+/// (`/proc/PID/stat`, in clock ticks) moved by how long ago boot was. `None` if it is gone.
+fn started_at(pid: u32) -> Option<SystemTime> {
+    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .stat()
+        .ok()?;
+    let ticks = procfs::ticks_per_second().max(1);
+    let since_boot = Duration::from_secs(stat.starttime / ticks)
+        + Duration::from_secs(stat.starttime % ticks) / ticks as u32;
+    let now_since_boot: Duration = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME)
+        .ok()?
+        .into();
+    SystemTime::now().checked_sub(now_since_boot.checked_sub(since_boot)?)
+}
+
+/// Process `pid`'s pid in its innermost PID namespace (the last field of `NSpid:` in its
+/// status), which is the pid it names its perf map and jitdump by.
+pub(crate) fn ns_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    ns_pid_of(&status)
+}
+
+fn ns_pid_of(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
 }
 
 /// The code entries of a jitdump (`/tmp/jit-PID.dump`, what CPython 3.13's `-X perf_jit`
@@ -125,6 +263,77 @@ pub(crate) fn within(ranges: &[Range<u64>], addr: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_named_by_its_pid_in_its_own_namespace() {
+        let status = "Name:\tpython3\nTgid:\t4242\nPid:\t4242\nNSpid:\t4242\t3\nNStgid:\t4242\t3\n";
+        assert_eq!(ns_pid_of(status), Some(3));
+        assert_eq!(ns_pid_of("Pid:\t10\nNSpid:\t10\n"), Some(10));
+        assert_eq!(ns_pid_of("Pid:\t10\n"), None);
+        assert!(ns_pid(std::process::id()).is_some());
+    }
+
+    /// A perf map there before the process started (an earlier run's server had the same
+    /// namespace pid) is not read as the process's: not at all if it was not written since,
+    /// only for the entries inside the process's mappings if it was (CPython appends).
+    #[test]
+    fn a_map_made_before_the_process_is_not_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("perf-3.map");
+        std::fs::write(&path, "7f0000000000 b py::wrong_name:/srv/old.py\n").unwrap();
+        let path = path.to_str().unwrap();
+        let now = SystemTime::now();
+        let later = now + Duration::from_secs(10);
+        // Made and written before the process started: an earlier run's.
+        assert!(matches!(own_file(path, later), JitFile::Earlier));
+        // Made by it (when the file system keeps birth times; else it may have been
+        // appended to, and only entries inside the process's mappings count).
+        let own = own_file(path, now - Duration::from_secs(10));
+        assert!(matches!(own, JitFile::Own(_) | JitFile::Rewritten(_)));
+        // Made before it, written since (appended to, or truncated and written anew).
+        let file = std::fs::File::options().append(true).open(path).unwrap();
+        file.set_modified(later + Duration::from_secs(1)).unwrap();
+        assert!(matches!(own_file(path, later), JitFile::Rewritten(_)));
+        assert!(matches!(
+            own_file(&format!("{path}.none"), now),
+            JitFile::Absent
+        ));
+        // Within the slack of the start's tick and the file system's coarse clock.
+        assert!(created_by(now, now + START_SLACK));
+        assert!(!created_by(
+            now,
+            now + START_SLACK + Duration::from_millis(1)
+        ));
+    }
+
+    #[test]
+    fn an_appended_map_keeps_the_entries_of_the_process_mappings() {
+        let map = "7f0000000000 b py::wrong_name:/srv/old.py\n\
+                   7f1000000010 b py::do_GET:/srv/app.py\n\
+                   0x7f1000000100 0x10 void Hello.main()\n\
+                   not a line\n";
+        assert_eq!(
+            entries_within(map, &[0x1000..0x2000, 0x7f10_0000_0000..0x7f10_0000_1000]),
+            "7f1000000010 b py::do_GET:/srv/app.py\n0x7f1000000100 0x10 void Hello.main()\n"
+        );
+        assert_eq!(entries_within(map, &[]), "");
+    }
+
+    /// This very process, whose map at its pid's name is older than it: none is read.
+    #[test]
+    fn a_stale_map_of_a_live_process_is_not_read() {
+        let pid = std::process::id();
+        let started = started_at(pid).unwrap();
+        assert!(started <= SystemTime::now());
+        let path = format!("/tmp/perf-{pid}.map");
+        std::fs::write(&path, "7f0000000000 b py::wrong_name:/srv/old.py\n").unwrap();
+        let file = std::fs::File::options().append(true).open(&path).unwrap();
+        file.set_modified(started - Duration::from_secs(60))
+            .unwrap();
+        let text = perf_map_text(pid);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(text, None);
+    }
 
     #[test]
     fn trampolines_are_the_py_entries_merged() {

@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::per_second::PerSecond;
 use super::slow_seconds::{clearly_more, round3, TOP_STACKS};
 
 /// Where a thread was off CPU.
@@ -87,11 +88,11 @@ pub struct OffCpu {
     keys: Vec<Blocked>,
     index: HashMap<Blocked, usize>,
     /// (second, key) → µs.
-    wall: HashMap<(u32, usize), u64>,
+    wall: PerSecond<usize>,
     /// Threads seen blocked in each key.
     tids_of: Vec<BTreeSet<u32>>,
     /// (second, tid) → µs the thread was watched.
-    watched: HashMap<(u32, u32), u64>,
+    watched: PerSecond<u32>,
     /// What was not seen, and why.
     pub missing: Vec<String>,
 }
@@ -112,13 +113,9 @@ impl From<OffCpu> for OffCpuWire {
         OffCpuWire {
             source: o.source,
             keys: o.keys,
-            wall: o.wall.into_iter().map(|((s, k), us)| (s, k, us)).collect(),
+            wall: o.wall.summed(),
             tids_of: o.tids_of,
-            watched: o
-                .watched
-                .into_iter()
-                .map(|((s, t), us)| (s, t, us))
-                .collect(),
+            watched: o.watched.summed(),
             missing: o.missing,
         }
     }
@@ -131,19 +128,10 @@ impl From<OffCpuWire> for OffCpu {
         OffCpu {
             source: w.source,
             index: w.keys.iter().take(n).cloned().zip(0..).collect(),
-            wall: w
-                .wall
-                .into_iter()
-                .filter(|&(_, k, _)| k < n)
-                .map(|(s, k, us)| ((s, k), us))
-                .collect(),
+            wall: w.wall.into_iter().filter(|&(_, k, _)| k < n).collect(),
             keys: w.keys.into_iter().take(n).collect(),
             tids_of: w.tids_of.into_iter().take(n).collect(),
-            watched: w
-                .watched
-                .into_iter()
-                .map(|(s, t, us)| ((s, t), us))
-                .collect(),
+            watched: w.watched.into_iter().collect(),
             missing: w.missing,
         }
     }
@@ -169,13 +157,13 @@ impl OffCpu {
                 self.keys.len() - 1
             }
         };
-        *self.wall.entry((second, key)).or_insert(0) += us;
+        self.wall.add(second, key, us);
         self.tids_of[key].insert(tid);
     }
 
     /// Thread `tid` was watched for `us` of `second`.
     pub fn watch(&mut self, second: u32, tid: u32, us: u64) {
-        *self.watched.entry((second, tid)).or_insert(0) += us;
+        self.watched.add(second, tid, us);
     }
 
     /// The frames that `matches` on the stacks of the waits in `seconds`, with the wall time
@@ -186,7 +174,7 @@ impl OffCpu {
         matches: &impl Fn(&str) -> bool,
     ) -> HashMap<String, u64> {
         let mut frames: HashMap<String, u64> = HashMap::new();
-        for (&(second, key), &us) in &self.wall {
+        for (second, key, us) in self.wall.iter() {
             if !seconds.contains(&second) {
                 continue;
             }
@@ -207,7 +195,7 @@ impl OffCpu {
         slow_seconds: &BTreeSet<u32>,
     ) -> (Vec<BlockedTime>, Vec<BlockedOverRepresented>) {
         let mut per_key = vec![(0u64, 0u64); self.keys.len()];
-        for (&(second, key), &us) in &self.wall {
+        for (second, key, us) in self.wall.iter() {
             if slow_seconds.contains(&second) {
                 per_key[key].0 += us;
             } else {
@@ -215,7 +203,7 @@ impl OffCpu {
             }
         }
         let mut watched: HashMap<u32, (u64, u64)> = HashMap::new();
-        for (&(second, tid), &us) in &self.watched {
+        for (second, tid, us) in self.watched.iter() {
             let e = watched.entry(tid).or_insert((0, 0));
             if slow_seconds.contains(&second) {
                 e.0 += us;
@@ -273,8 +261,8 @@ impl OffCpu {
     /// The same record without the time of `seconds`.
     pub fn without(&self, seconds: &BTreeSet<u32>) -> OffCpu {
         let mut out = self.clone();
-        out.wall.retain(|(s, _), _| !seconds.contains(s));
-        out.watched.retain(|(s, _), _| !seconds.contains(s));
+        out.wall.retain(|s, _| !seconds.contains(&s));
+        out.watched.retain(|s, _| !seconds.contains(&s));
         out
     }
 
@@ -282,7 +270,7 @@ impl OffCpu {
     /// name at the root, of the seconds `keep` accepts.
     pub fn folded(&self, keep: impl Fn(u32) -> bool) -> Vec<String> {
         let mut per_key = vec![0u64; self.keys.len()];
-        for (&(second, key), &us) in &self.wall {
+        for (second, key, us) in self.wall.iter() {
             if keep(second) {
                 per_key[key] += us;
             }

@@ -13,6 +13,7 @@ use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use serde::{Deserialize, Serialize};
 
+use super::per_second::PerSecond;
 use super::slow_seconds::{clearly_more, round3, TOP_STACKS};
 use super::symbols::{Names, RawStack, StackTable, MAX_STACK};
 use super::unwind::{Unwound, UserUnwinder, REGS_MASK, RING_BYTES_WITH_STACK, STACK_COPY_BYTES};
@@ -32,7 +33,7 @@ pub struct StackSampler {
     origin_ns: Option<u64>,
     pub(crate) table: StackTable,
     /// Samples per (second of the run, interned stack).
-    counts: HashMap<(u32, u32), u64>,
+    counts: PerSecond<u32>,
     samples_seen: u64,
     samples_kept: u64,
     lost: u64,
@@ -67,7 +68,7 @@ impl StackSampler {
             pids: HashSet::new(),
             origin_ns: None,
             table: StackTable::default(),
-            counts: HashMap::new(),
+            counts: PerSecond::default(),
             samples_seen: 0,
             samples_kept: 0,
             lost: 0,
@@ -147,20 +148,19 @@ impl StackSampler {
                     raw.user = user.into();
                 }
                 let id = table.intern_raw(raw);
-                *counts.entry((second, id)).or_insert(0) += 1;
+                counts.add(second, id, 1);
                 *samples_kept += 1;
             }
         }
     }
 
-    /// The target's samples of `second` so far, per raw stack id in [`Self::table`]. A scan
-    /// of the run's table: called once a second at most.
+    /// The target's samples of `second` so far, per raw stack id in [`Self::table`].
     pub(crate) fn second(&self, second: u32) -> Vec<(u32, u64)> {
-        self.counts
-            .iter()
-            .filter(|((s, _), _)| *s == second)
-            .map(|(&(_, id), &n)| (id, n))
-            .collect()
+        let mut per_id: HashMap<u32, u64> = HashMap::new();
+        for (id, n) in self.counts.of_second(second) {
+            *per_id.entry(id).or_insert(0) += n;
+        }
+        per_id.into_iter().collect()
     }
 
     /// Stops sampling and names every frame. Call it while the target still runs: its
@@ -224,7 +224,7 @@ impl StackSampler {
             ));
         }
         let mut per_second: BTreeMap<(u32, usize), u64> = BTreeMap::new();
-        for (&(second, id), &n) in &self.counts {
+        for (second, id, n) in self.counts.iter() {
             *per_second
                 .entry((second, merged_id[id as usize]))
                 .or_insert(0) += n;

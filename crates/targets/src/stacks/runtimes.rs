@@ -139,9 +139,7 @@ pub(crate) fn prepare(pid: u32) -> Option<String> {
         Runtime::Jvm { libjvm } => {
             let mut lines = Vec::new();
             if let Err(e) = jvm_perf_map(pid, &libjvm) {
-                lines.push(format!(
-                    "java: its JIT-compiled methods have no names: {e} (jcmd of JDK 17+ writes /tmp/perf-{pid}.map)"
-                ));
+                lines.push(jvm_unnamed(pid, &e));
             }
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             if !String::from_utf8_lossy(&cmdline).contains("+PreserveFramePointer") {
@@ -158,6 +156,16 @@ pub(crate) fn prepare(pid: u32) -> Option<String> {
         ),
         Runtime::Go { symbols: true } => None,
     }
+}
+
+/// The line saying that a JVM's JIT-compiled methods have no names (`why`), with the perf map
+/// jcmd would have had it write: named by its pid in its own PID namespace (a `--target
+/// command:` JVM's is `/tmp/perf-2.map`, say, not that of its pid here), in its /tmp.
+fn jvm_unnamed(pid: u32, why: &str) -> String {
+    let own = super::jit::ns_pid(pid).unwrap_or(pid);
+    format!(
+        "java: its JIT-compiled methods have no names: {why} (jcmd of JDK 17+ writes /tmp/perf-{own}.map)"
+    )
 }
 
 #[cfg(test)]
@@ -204,6 +212,47 @@ mod tests {
                 format!("python3.{minor}: run it with 3.12+ and -X perf to see Python functions")
                     .as_str()
             )
+        );
+    }
+
+    /// A JVM in a PID namespace of its own (as `--target command:` launches it) writes its
+    /// perf map under its pid there: the line names that file, not its pid here.
+    #[test]
+    fn the_jvm_line_names_the_map_by_the_pid_in_its_namespace() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        crate::sys::contain_and_pin(&mut cmd, &[]);
+        let mut child = cmd.spawn().unwrap();
+        // The launched process is the namespace's outer half; its child is the namespace's
+        // pid 1 (once forked).
+        let mut inner = None;
+        for _ in 0..100 {
+            let children =
+                std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+                    .unwrap_or_default();
+            inner = children
+                .split_whitespace()
+                .find_map(|p| p.parse::<u32>().ok());
+            if inner.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ns = inner.and_then(|p| Some((p, super::super::jit::ns_pid(p)?)));
+        let line = ns.map(|(pid, _)| jvm_unnamed(pid, "jcmd could not run"));
+        let _ = child.kill();
+        let _ = child.wait();
+        let Some((pid, ns)) = ns.filter(|(pid, ns)| pid != ns) else {
+            eprintln!("skipped: no PID namespace could be made here (it needs CAP_SYS_ADMIN)");
+            return;
+        };
+        assert_eq!(ns, 1);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                "java: its JIT-compiled methods have no names: jcmd could not run (jcmd of JDK 17+ writes /tmp/perf-1.map)"
+            ),
+            "pid {pid}"
         );
     }
 

@@ -12,6 +12,7 @@ use perf_event::data::Record as PerfRecord;
 use perf_event::Sampler;
 
 use super::off_cpu::{Blocked, OffCpu};
+use super::per_second::PerSecond;
 use super::symbols::{syscall_of, Names, StackTable};
 use super::tracepoint::{filter_for, open_rings, read_u32, sched_switch_dir, state_letter, Layout};
 use super::{monotonic_ns, split_by_second, SamplerError};
@@ -47,10 +48,10 @@ pub struct SwitchSampler {
     /// (name, state, stack) of each way of leaving the CPU.
     ways: Vec<(String, char, u32)>,
     way_index: HashMap<(String, char, u32), u32>,
-    /// (second, tid, way) → ns off CPU.
-    wall: HashMap<(u32, u32, u32), u64>,
+    /// (second, (tid, way)) → ns off CPU.
+    wall: PerSecond<(u32, u32)>,
     /// (second, tid) → ns watched.
-    watched: HashMap<(u32, u32), u64>,
+    watched: PerSecond<u32>,
     last_watch: Option<u64>,
     pub(crate) table: StackTable,
     lost: u64,
@@ -90,8 +91,8 @@ impl SwitchSampler {
             away: HashMap::new(),
             ways: Vec::new(),
             way_index: HashMap::new(),
-            wall: HashMap::new(),
-            watched: HashMap::new(),
+            wall: PerSecond::default(),
+            watched: PerSecond::default(),
             last_watch: None,
             table: StackTable::default(),
             lost: 0,
@@ -111,7 +112,7 @@ impl SwitchSampler {
         if let (Some(origin), Some(last)) = (self.origin_ns, self.last_watch) {
             for &tid in self.tids.keys() {
                 split_by_second(origin, last, now, |second, ns| {
-                    *self.watched.entry((second, tid)).or_insert(0) += ns;
+                    self.watched.add(second, tid, ns);
                 });
             }
         }
@@ -268,20 +269,19 @@ impl SwitchSampler {
     fn off_cpu(&mut self, tid: u32, since: u64, until: u64, way: u32) {
         if let Some(origin) = self.origin_ns {
             split_by_second(origin, since, until, |second, ns| {
-                *self.wall.entry((second, tid, way)).or_insert(0) += ns;
+                self.wall.add(second, (tid, way), ns);
             });
         }
     }
 
     /// Off-CPU time of `second` so far, per way of leaving the CPU (way, µs), and the µs its
-    /// threads were watched. A scan of the run's table: called once a second at most.
-    /// Threads still off CPU count up to now: a long sleep shows while it lasts.
+    /// threads were watched. Threads still off CPU count up to now: a long sleep shows while
+    /// it lasts.
     pub(crate) fn second(&self, second: u32) -> (Vec<(u32, u64)>, u64) {
         let mut wall: Vec<(u32, u64)> = self
             .wall
-            .iter()
-            .filter(|((s, _, _), _)| *s == second)
-            .map(|(&(_, _, way), &ns)| (way, ns / 1000))
+            .of_second(second)
+            .map(|((_, way), ns)| (way, ns / 1000))
             .collect();
         if let Some(origin) = self.origin_ns {
             let now = monotonic_ns();
@@ -295,9 +295,8 @@ impl SwitchSampler {
         }
         let watched = self
             .watched
-            .iter()
-            .filter(|((s, _), _)| *s == second)
-            .map(|(_, &ns)| ns / 1000)
+            .of_second(second)
+            .map(|(_, ns)| ns / 1000)
             .sum();
         (wall, watched)
     }
@@ -360,10 +359,11 @@ impl SwitchSampler {
                 }
             })
             .collect();
-        for (&(second, tid, way), &ns) in &self.wall {
+        // A (second, key) held twice (a late addition) is summed by `add` and `watch`.
+        for (second, (tid, way), ns) in self.wall.iter() {
             off.add(second, &blocked[way as usize], tid, ns / 1000);
         }
-        for (&(second, tid), &ns) in &self.watched {
+        for (second, tid, ns) in self.watched.iter() {
             off.watch(second, tid, ns / 1000);
         }
         off

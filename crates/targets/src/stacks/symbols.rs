@@ -225,18 +225,15 @@ fn resolve_user(
             .as_deref()
             .or(maps.get(pid).map(Vec::as_slice))
             .unwrap_or(&[]);
-        let src = Source::Process(Process::new(Pid::from(*pid)));
+        // blazesym reads no perf map: the JIT code is named by our own reading of it below,
+        // which takes only a map the process wrote (blazesym's would take an earlier run's
+        // under the same namespace pid) and reads the JVM's `0x` (which fails every name of
+        // the process in blazesym's).
+        let mut src = Process::new(Pid::from(*pid));
+        src.perf_map = false;
         let symbolized = if live_maps.is_some() {
             symbolizer
-                .symbolize(&src, Input::AbsAddr(&addrs))
-                .or_else(|_| {
-                    // A perf map blazesym cannot read (the JVM's, with 0x) fails every
-                    // name of the process: the files are named without it, the JIT
-                    // code from our own reading of the map below.
-                    let mut without = Process::new(Pid::from(*pid));
-                    without.perf_map = false;
-                    symbolizer.symbolize(&Source::Process(without), Input::AbsAddr(&addrs))
-                })
+                .symbolize(&Source::Process(src), Input::AbsAddr(&addrs))
                 .ok()
         } else {
             missing.push(format!(

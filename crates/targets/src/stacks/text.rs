@@ -148,7 +148,7 @@ fn count(n: u64) -> String {
 
 /// The section: what stood out in the slow seconds, on and off CPU, the top stacks of the slow
 /// seconds and of the others, and what was missing.
-pub(crate) fn section(report: &InsideReport) -> String {
+pub fn section(report: &InsideReport) -> String {
     let r = &report.on_cpu;
     let mut out = String::new();
     let normal_total = r.samples - r.slow_samples;

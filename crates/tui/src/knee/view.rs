@@ -12,8 +12,9 @@ use tailscope_report::knee::{verdict, Call, KneeStep};
 use super::{KneeApp, Running};
 use crate::ui::fit::{sentences, Fields};
 use crate::ui::format::{fmt_count, fmt_si, fmt_us};
-use crate::ui::theme::{bold, fg, panel, panel_fields, BAD, DIM, OK, P50, P99};
+use crate::ui::theme::{bold, fg, panel, BAD, DIM, OK, P50, P99};
 use crate::ui::y_labels;
+use crate::ui::LogLatencyChart;
 
 /// Draws the whole screen.
 pub fn render(app: &KneeApp, frame: &mut Frame) {
@@ -82,6 +83,15 @@ impl Widget for &HeaderPanel<'_> {
         if let (Some(p), Some(f)) = (app.best_pass, app.lowest_fail) {
             second = second.add(1, format!("gap {:.1} %", (f / p - 1.0) * 100.0));
         }
+        if let Some(h) = app.held {
+            second = second.add(
+                0,
+                Line::from(vec![
+                    Span::styled(format!("holds {:?} ", h.length), fg(DIM)),
+                    Span::styled(rate(Some(h.rate)), bold(OK)),
+                ]),
+            );
+        }
         second = second.add(
             2,
             format!(
@@ -114,9 +124,17 @@ impl Widget for &StepPanel<'_> {
             Paragraph::new(Span::styled(idle, fg(DIM))).render(text, buf);
             return;
         };
+        let hold;
         let what = match r.phase.as_str() {
             "confirm" => "confirming a fail",
             "repeat" => "repeating an unsure step, twice as long",
+            tailscope_report::knee::HOLD => {
+                hold = format!(
+                    "confirmation: holding the rate found for {:?}, measured from its start",
+                    r.length
+                );
+                &hold
+            }
             p => p,
         };
         let line = Fields::new(" · ")
@@ -183,11 +201,14 @@ fn x_bounds(app: &KneeApp) -> (f64, f64) {
     }
 }
 
-/// The steps sorted by offered rate, each as `(offered, f(step))` where `f` has a value.
+/// The search's steps sorted by offered rate, each as `(offered, f(step))` where `f` has a
+/// value. The confirmation's runs are not on the curve (as on the page): a 10 s run from a
+/// cold start beside a step at the same rate would draw a spike that is no rate's.
 fn by_rate(app: &KneeApp, f: impl Fn(&KneeStep) -> Option<f64>) -> Vec<(f64, f64)> {
     let mut points: Vec<(f64, f64)> = app
         .steps
         .iter()
+        .filter(|s| s.phase != tailscope_report::knee::HOLD)
         .filter_map(|s| f(s).map(|v| (s.offered_rps, v)))
         .collect();
     points.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -220,14 +241,6 @@ impl Widget for &CurvePanel<'_> {
             .map(|p| p.1)
             .chain(limits.iter().map(|l| l.1[0].1));
         let (lo, hi) = ys.fold((f64::MAX, f64::MIN), |(lo, hi), y| (lo.min(y), hi.max(y)));
-        let (lo, hi) = if lo > hi {
-            (2.0, 5.0)
-        } else {
-            (lo.floor(), hi.ceil().max(lo.floor() + 1.0))
-        };
-        let labels: Vec<String> = (lo as i32..=hi as i32)
-            .map(|d| fmt_us(10u64.pow(d.max(0) as u32)))
-            .collect();
         let mut sets = vec![
             app.theme.line("p50", P50, &p50),
             app.theme.line("p99", P99, &p99),
@@ -241,23 +254,16 @@ impl Widget for &CurvePanel<'_> {
         if let Some(key) = app.theme.key(&[("p50", P50), ("p99", P99), ("SLO", BAD)]) {
             title = title.add_lead(2, "  ", key);
         }
-        Chart::new(sets)
-            .legend_position(Some(LegendPosition::TopLeft))
-            .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
-            .block(panel_fields(title, area.width))
-            .x_axis(
-                Axis::default()
-                    .bounds([x0, x1])
-                    .labels(vec![fmt_si(x0), fmt_si(x1)])
-                    .style(fg(DIM)),
-            )
-            .y_axis(
-                Axis::default()
-                    .bounds([lo, hi])
-                    .labels(y_labels(labels, area.height))
-                    .style(fg(DIM)),
-            )
-            .render(area, buf);
+        LogLatencyChart {
+            sets,
+            title,
+            x: ([x0, x1], vec![fmt_si(x0), fmt_si(x1)]),
+            y: (lo, hi),
+            empty: (2.0, 5.0),
+        }
+        .chart(area)
+        .hidden_legend_constraints((Constraint::Ratio(1, 2), Constraint::Ratio(1, 2)))
+        .render(area, buf);
     }
 }
 
@@ -316,6 +322,13 @@ impl Widget for &StepsPanel<'_> {
         let mut lines = vec![head];
         for (i, s) in app.steps.iter().enumerate().skip(skip) {
             let mut word = verdict(s);
+            if s.phase == tailscope_report::knee::HOLD {
+                word.push_str(if s.call == Call::Pass {
+                    " (held)"
+                } else {
+                    " (did not hold)"
+                });
+            }
             if app.being_rerun(i) {
                 let running = app.running.as_ref().map(|r| r.phase.as_str());
                 word.push_str(match running {

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use super::{Closed, Connection, InFlight, KEEP_PARTIAL, MIN_BACKOFF};
+use super::{Closed, Connection, InFlight, BUSY_CLOSE, KEEP_PARTIAL, MIN_BACKOFF};
 use crate::error::ErrorKind;
 use crate::recorder::{Finished, TcpFacts};
 
@@ -47,6 +47,14 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
     /// partial one failed, and the requests behind it are sent again.
     pub(in crate::engine) fn on_eof(&mut self, now: Instant) {
         let outcome = if self.in_flight.is_empty() {
+            // No `Connection: close` came (that closes at the parse): the server closed a
+            // keep-alive connection unannounced. Soon after a response it was a busy one.
+            let busy = self
+                .last_response
+                .is_some_and(|t| now.saturating_duration_since(t) < BUSY_CLOSE);
+            if busy && self.shared.plan.keepalive {
+                self.w.rec.borrow_mut().record_cut(now);
+            }
             Closed::Graceful
         } else {
             match self.parser.on_eof(self.partial.len()) {
@@ -166,6 +174,7 @@ impl<S: std::os::fd::AsRawFd> Connection<S> {
             self.w.serving.set(self.w.serving.get() + 1);
         }
         self.served += 1;
+        self.last_response = Some(end);
         let mut rec = self.w.rec.borrow_mut();
         let first_byte = f.first_byte.unwrap_or(end);
         rec.record_head(

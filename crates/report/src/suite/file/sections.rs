@@ -4,26 +4,22 @@
 use super::*;
 
 /// A `[[target]]`'s kind and its settings, checked.
-pub(super) fn target_spec(
-    file: &Path,
-    text: &str,
-    t: &TargetSection,
-) -> Result<TargetSpec, String> {
+pub(super) fn target_spec(src: &Source, t: &TargetSection) -> Result<TargetSpec, String> {
     let spec = match t.kind.get_ref().as_str() {
         "embedded" => {
             let stall = match (&t.stall_every, &t.stall_for) {
                 (Some(e), Some(f)) => Some((
-                    duration(file, text, &Some(e.clone()), Duration::ZERO, MS..=HOUR)?,
-                    duration(file, text, &Some(f.clone()), Duration::ZERO, MS..=HOUR)?,
+                    src.duration(&Some(e.clone()), Duration::ZERO, MS..=HOUR)?,
+                    src.duration(&Some(f.clone()), Duration::ZERO, MS..=HOUR)?,
                 )),
                 (None, None) => None,
                 (Some(s), None) | (None, Some(s)) => {
-                    return Err(at(file, text, s, "stall_every and stall_for go together"))
+                    return Err(src.at(s, "stall_every and stall_for go together"))
                 }
             };
             TargetSpec::Embedded {
-                threads: count(file, text, &t.threads, "threads", 1..=MAX_THREADS)?,
-                backlog: number(file, text, &t.backlog, "backlog", 1..=65535)?,
+                threads: src.count(&t.threads, "threads", 1..=MAX_THREADS)?,
+                backlog: src.number(&t.backlog, "backlog", 1..=65535)?,
                 stall,
             }
         }
@@ -37,7 +33,7 @@ pub(super) fn target_spec(
                         tailscope_targets::MAX_NGINX_WORKERS
                     )),
                 }
-                .map_err(|e| at(file, text, w, format!("workers = {e}")))?,
+                .map_err(|e| src.at(w, format!("workers = {e}")))?,
                 None => 1,
             },
             static_dir: t.static_dir.clone(),
@@ -46,17 +42,13 @@ pub(super) fn target_spec(
         },
         "command" => {
             let Some(command) = &t.command else {
-                return Err(at(
-                    file,
-                    text,
+                return Err(src.at(
                     &t.kind,
                     "a command target needs command = \"... {port} ...\"",
                 ));
             };
             if !command.get_ref().contains("{port}") {
-                return Err(at(
-                    file,
-                    text,
+                return Err(src.at(
                     command,
                     "the command has no {port}: the server must listen where tailscope says",
                 ));
@@ -66,9 +58,7 @@ pub(super) fn target_spec(
                 env: t.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 cwd: t.cwd.clone(),
                 ready_path: t.ready_path.clone().unwrap_or_else(|| "/".into()),
-                ready_timeout: duration(
-                    file,
-                    text,
+                ready_timeout: src.duration(
                     &t.ready_timeout,
                     Duration::from_secs(10),
                     MS..=HOUR,
@@ -76,9 +66,7 @@ pub(super) fn target_spec(
             }
         }
         other => {
-            return Err(at(
-                file,
-                text,
+            return Err(src.at(
                 &t.kind,
                 format!("unknown kind {other:?}: use \"embedded\", \"nginx\" or \"command\""),
             ));
@@ -92,8 +80,7 @@ pub(super) fn target_spec(
 /// for every endpoint, and a mix's would be silently ignored otherwise.
 #[allow(clippy::type_complexity)]
 pub(super) fn endpoints_of(
-    file: &Path,
-    text: &str,
+    src: &Source,
     sections: &[EndpointSection],
 ) -> Result<(Vec<String>, BTreeMap<String, (Vec<RequestSpec>, Order)>), String> {
     let mut endpoints = Vec::new();
@@ -102,24 +89,18 @@ pub(super) fn endpoints_of(
         match (&e.path, &e.load) {
             (Some(path), None) => {
                 if !path.get_ref().starts_with('/') {
-                    return Err(at(
-                        file,
-                        text,
-                        path,
+                    return Err(src.at(path,
                         format!("endpoint path {:?} must start with '/'", path.get_ref()),
                     ));
                 }
                 endpoints.push(path.get_ref().clone());
             }
             (None, Some(load)) => {
-                let dir = file.parent().unwrap_or(Path::new("."));
+                let dir = src.file.parent().unwrap_or(Path::new("."));
                 let mix = files::read_load_file(&dir.join(load.get_ref()))
-                    .map_err(|e| at(file, text, load, e))?;
+                    .map_err(|e| src.at(load, e))?;
                 if let Some(url) = &mix.url {
-                    return Err(at(
-                        file,
-                        text,
-                        load,
+                    return Err(src.at(load,
                         format!(
                             "{}: names url = {:?}, and the suite launches each target itself: leave the url out",
                             mix.path,
@@ -128,10 +109,7 @@ pub(super) fn endpoints_of(
                     ));
                 }
                 if mix.stages.is_some() {
-                    return Err(at(
-                        file,
-                        text,
-                        load,
+                    return Err(src.at(load,
                         format!(
                             "{}: names stages, and a suite's stages are its [load]'s (every endpoint's): move them there",
                             mix.path
@@ -143,17 +121,14 @@ pub(super) fn endpoints_of(
                 endpoints.push(name);
             }
             (Some(path), Some(_)) => {
-                return Err(at(
-                    file,
-                    text,
-                    path,
+                return Err(src.at(path,
                     "an endpoint is a path or a load file (a mix), not both",
                 ))
             }
             (None, None) => {
                 return Err(format!(
                     "{}: an [[endpoint]] has neither path nor load: give path = \"/plaintext\" or load = \"mix.toml\"",
-                    file.display()
+                    src.file.display()
                 ))
             }
         }

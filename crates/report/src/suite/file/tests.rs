@@ -220,7 +220,10 @@ fn fixed_count_runs_parse_and_bad_counts_are_refused() {
     assert_eq!(s.load.runs, 25);
     assert_eq!(s.load.measured_stop(), Stop::Requests(2500));
     assert_eq!(s.load.warmup_stop(), Some(Stop::Requests(300)));
-    assert_eq!(s.load.to_json(&[0], &[1])["requests"], 2500);
+    assert_eq!(
+        serde_json::to_value(s.load.report(&[0], &[1])).unwrap()["requests"],
+        2500
+    );
     for (bad, message) in [
         (
             "requests = 0",
@@ -305,7 +308,10 @@ fn a_suite_load_may_follow_stages() {
     let plan = s.load.plan("http://127.0.0.1:9/", &[0], warm).unwrap();
     assert!(plan.stages.is_empty());
     assert_eq!(plan.pace, tailscope_loadgen::Pace::Rate(1000.0));
-    assert_eq!(s.load.to_json(&[], &[])["stages"][1]["rate"], 4000.0);
+    assert_eq!(
+        serde_json::to_value(s.load.report(&[], &[])).unwrap()["stages"][1]["rate"],
+        4000.0
+    );
     // Connection stages: closed loop at the most connections.
     let s = parse(Path::new("s.toml"), &with("stages = \"1s:c=4,1s:c=32\"")).unwrap();
     let plan = s

@@ -34,6 +34,7 @@ pub use help::HelpPanel;
 pub use histogram::{fit_rows, HistogramPanel};
 pub use inside::InsidePanel;
 pub use latency_chart::LatencyChartPanel;
+pub(crate) use latency_chart::LogLatencyChart;
 pub use percentiles::{live_intervals, LiveInterval, PercentilesPanel};
 pub use requests::RequestsPanel;
 pub use slowest::SlowestPanel;

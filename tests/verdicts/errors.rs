@@ -423,6 +423,20 @@ fn errors_no_rule_explains_are_said_so_not_as_no_spike() {
     assert!(!diagnosis.contains("no spike cause found"), "{text}");
 }
 
+/// TCP connections established to 127.0.0.1:`port`, from /proc/net/tcp (the server's ends).
+fn established_to(port: u16) -> usize {
+    let local = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&local.as_str()) && f.get(3) == Some(&"01")
+        })
+        .count()
+}
+
 #[test]
 fn an_nginx_worker_killed_and_respawned_is_a_crash_with_the_listener_kept() {
     let scratch = common::scratch_dir("errors-worker");
@@ -437,7 +451,14 @@ fn an_nginx_worker_killed_and_respawned_is_a_crash_with_the_listener_kept() {
     };
     let master_pid = master.0.id();
     let killer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1300));
+        // Once the load is on (its 8 connections established: a slow start on a busy machine
+        // must not put the kill before the first request, which would leave nothing to see),
+        // and a second into it.
+        let started = std::time::Instant::now();
+        while established_to(port) < 8 && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(1000));
         let workers = common::children(master_pid);
         assert_eq!(workers.len(), 1, "one nginx worker: {workers:?}");
         // SIGKILL the worker alone: its master keeps the listener and starts another.
@@ -462,4 +483,82 @@ fn an_nginx_worker_killed_and_respawned_is_a_crash_with_the_listener_kept() {
     let ev = evidence(&r, "server_crash_or_restart");
     eprintln!("evidence: {ev}");
     assert!(ev.contains("while the listener stayed"), "{ev}");
+}
+
+/// CI's second failure made certain: the generator held off its CPU (SIGSTOP) when the worker
+/// dies, so every connection has its last response waiting unread and no request in flight:
+/// the kernel closes all 8 with a FIN, and not one request fails. Still the crash, with the
+/// generator's stop named as the generator's.
+#[test]
+fn a_worker_killed_while_the_generator_was_stopped_is_still_a_crash() {
+    let scratch = common::scratch_dir("errors-worker-stopped");
+    let Some((mut master, port)) = nginx_as(
+        scratch.path(),
+        "master_process on;",
+        "worker_connections 1024;",
+        "",
+        HELLO,
+    ) else {
+        return;
+    };
+    let json = scratch.path().join("r.json");
+    let run = common::tailscope_command()
+        .args([
+            "run",
+            &format!("http://127.0.0.1:{port}/"),
+            "-c",
+            "8",
+            "-z",
+            "3s",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while established_to(port) < 8 && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let signal = |sig: &str, pid: u64| {
+        let sent = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {sig} {pid}");
+    };
+    signal("-STOP", u64::from(run.id()));
+    std::thread::sleep(Duration::from_millis(200));
+    let workers = common::children(master.0.id());
+    assert_eq!(workers.len(), 1, "one nginx worker: {workers:?}");
+    signal("-9", workers[0]);
+    std::thread::sleep(Duration::from_millis(300));
+    signal("-CONT", u64::from(run.id()));
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let _ = Command::new("kill")
+        .args(["-TERM", &master.0.id().to_string()])
+        .status();
+    common::wait_bounded(&mut master.0, Duration::from_secs(5));
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("no report ({e}): {stderr}")),
+    )
+    .unwrap();
+    let ev = evidence(&r, "server_crash_or_restart");
+    assert!(
+        ev.contains("8 established connections of the 8"),
+        "{:#}\n{}",
+        r["diagnosis"],
+        r["errors"]
+    );
+    assert!(ev.contains("while the listener stayed"), "{ev}");
+    // The stop was the generator's, and is said to be.
+    assert!(
+        causes(&r).contains(&"generator_saturated".to_string()),
+        "{:#}",
+        r["diagnosis"]
+    );
 }

@@ -214,11 +214,31 @@ fn a_worker_lost_while_the_generator_was_between_requests_is_still_a_crash() {
         ),
         "{ev}"
     );
-    // Before the fix only the 2 lost counted, a quarter of the connections: nothing named.
-    // Closes alone, with no request lost, may be the server's drain of its connections.
+    // Every connection closed between responses, not one request lost (CI's second run of
+    // the nginx test, its generator off the CPU when the worker died): still the crash.
     let mut e = healthy(40_000);
     for _ in 0..8 {
         e.errors.facts.record_cut(1);
+    }
+    let v = crate::judge(&e);
+    assert_eq!(named(&e), vec![Cause::ServerCrashOrRestart]);
+    let ev = &v.named[0].evidence;
+    assert!(ev.contains("8 established connections of the 8"), "{ev}");
+    assert!(ev.contains("every one between responses"), "{ev}");
+    assert_eq!(v.named[0].requests_affected, 8);
+    // Near miss: 7 of the 8 closed between responses, none lost: a server closing some of
+    // its connections, not one that died, may do that. Nothing named.
+    let mut e = healthy(40_000);
+    for _ in 0..7 {
+        e.errors.facts.record_cut(1);
+    }
+    assert_eq!(named(&e), vec![]);
+    // Near miss: every connection closed in the run's last second, nothing answered after
+    // it: a server that stopped (or drained at its end), not one that came back.
+    let mut e = healthy(40_000);
+    e.errors.facts.record_dropped(2_000_000, 500, false, 3);
+    for _ in 0..8 {
+        e.errors.facts.record_cut(3);
     }
     assert_eq!(named(&e), vec![]);
     // Unannounced closes now and then over the run (a server that closes after N requests

@@ -325,31 +325,27 @@ fn a_stall_is_named_as_the_blocking_call_of_the_slow_seconds() {
     );
 }
 
-/// The kernel spin-lock slowpath frame, if it is claimed and every claimed frame is on a
-/// stack of the server spinning in it (a rehearsal on a busy VM: the server's `io_recv`
-/// waited in `__pv_queued_spin_lock_slowpath` under `lock_sock_nested` in 39 % of the slow
-/// seconds' samples against 11 % of the others').
-fn spinning_for_a_kernel_lock(stacks: &serde_json::Value, over: &[String]) -> Option<String> {
-    let is_lock = |f: &str| f.contains("spin_lock_slowpath");
-    let lock = over.iter().find(|f| is_lock(f))?;
-    let spinning: Vec<Vec<&str>> = stacks["on_cpu"]
-        .as_array()?
-        .iter()
-        .filter_map(|s| {
+/// Whether `frame` is on a stack of the server spinning in a kernel spin lock's slow path
+/// (a rehearsal on a busy VM: the server's `io_recv` waited in
+/// `__pv_queued_spin_lock_slowpath` under `lock_sock_nested` in 39 % of the slow seconds'
+/// samples against 11 % of the others'), read from the report's stacks, not its labels;
+/// `""`: whether any stack spins.
+fn on_a_spinning_stack(stacks: &serde_json::Value, frame: &str) -> bool {
+    stacks["on_cpu"].as_array().is_some_and(|all| {
+        all.iter().any(|s| {
             let frames: Vec<&str> = s["stack"]
-                .as_array()?
-                .iter()
+                .as_array()
+                .into_iter()
+                .flatten()
                 .filter_map(|f| f.as_str())
                 .collect();
             frames
-                .first()
-                .is_some_and(|leaf| is_lock(leaf))
-                .then_some(frames)
+                .iter()
+                .take(4)
+                .any(|f| f.contains("spin_lock_slowpath"))
+                && (frame.is_empty() || frames.contains(&frame))
         })
-        .collect();
-    over.iter()
-        .all(|f| spinning.iter().any(|s| s.contains(&f.as_str())))
-        .then(|| lock.clone())
+    })
 }
 
 #[test]
@@ -366,21 +362,25 @@ fn a_healthy_server_has_nothing_claimed() {
     let (report, _) = sampled_report(&server.url, server.child.id(), "7s", "20", &[]);
     let stacks = &report["stacks"];
     assert!(n(&stacks["samples"]) > 0, "{stacks}");
-    let over = frames(&stacks["over_represented"]);
-    if let Some(lock) = spinning_for_a_kernel_lock(stacks, &over) {
-        let steal: Vec<&serde_json::Value> = report["profile"]["cpus"]
-            .as_array()
-            .map(|c| c.iter().map(|c| &c["steal_pct"]).collect())
-            .unwrap_or_default();
-        common::inconclusive(format!(
-            "{}: the slow seconds' extra samples were the server spinning for a kernel lock \
-             ({lock}), the socket lock the generator's packet delivery on the other CPU held \
-             (longer when the hypervisor preempts its holder; steal per CPU {steal:?}): the \
-             machine's, not the server's code; claimed {over:?}",
-            module_path!()
-        ));
-        return;
+    // Frames whose excess is a kernel spin lock's wait are said to be (`lock_wait`): the
+    // socket lock the generator's packet delivery on the other CPU holds, longer when the
+    // hypervisor preempts its holder. They are no claim about the server's code, but each
+    // must really be on a stack spinning for a lock.
+    // (When a spinning stack is among the report's top stacks at all: it lists 20.)
+    let listed = stacks["over_represented"].as_array().unwrap();
+    let spun = on_a_spinning_stack(stacks, "");
+    for o in listed.iter().filter(|o| !o["lock_wait"].is_null() && spun) {
+        let frame = o["frame"].as_str().unwrap();
+        assert!(
+            on_a_spinning_stack(stacks, frame),
+            "{frame} said to be a lock's wait on no spinning stack\n{stacks:#}"
+        );
     }
+    let over: Vec<&str> = listed
+        .iter()
+        .filter(|o| o["lock_wait"].is_null())
+        .map(|o| o["frame"].as_str().unwrap())
+        .collect();
     assert!(
         over.is_empty(),
         "claimed in a healthy run: {over:?}\n{stacks:#}"

@@ -294,12 +294,13 @@ fn lock_contention(seen: &Seen) -> Option<(Cause, String)> {
 /// A function burning the CPU: the hottest frame of the server's own code standing out in
 /// the slow seconds (asked only when no collection explains the stall).
 fn cpu_burn(seen: &Seen) -> Option<(Cause, String)> {
-    // The hottest frame of the user's code: kernel frames say where, not whose.
-    let hot = seen
-        .on_cpu
-        .iter()
+    // The hottest frame of the user's code: kernel frames say where, not whose. A frame
+    // that stands out only by spinning for a kernel lock burned no CPU on work of its own:
+    // it waited for another CPU to let the lock go.
+    let working = || seen.on_cpu.iter().filter(|o| o.lock_wait.is_none());
+    let hot = working()
         .find(|o| !o.frame.ends_with("_[k]"))
-        .or(seen.on_cpu.first());
+        .or(working().next());
     // A collector's own frame is no hot function of the server's (Go's mark workers, where
     // nothing says they stopped a goroutine).
     let hot = hot.filter(|o| collector_of(&o.frame).is_none());
@@ -396,6 +397,7 @@ mod tests {
             slow_share: slow,
             normal_share: normal,
             slow_samples: 60,
+            lock_wait: None,
         }
     }
 
@@ -582,6 +584,37 @@ mod tests {
             ..seen
         };
         assert!(causes(&waited).is_empty());
+    }
+
+    /// A stall whose on-CPU excess is the server spinning for a kernel lock another CPU held
+    /// names no hot function: the spin's frames, the server's own included, waited.
+    #[test]
+    fn spinning_for_a_kernel_lock_is_no_cpu_burn() {
+        let spin = |name: &str, slow, normal| OverRepresented {
+            lock_wait: Some("lock_sock_nested_[k]".into()),
+            ..frame(name, slow, normal)
+        };
+        let seen = Seen {
+            on_cpu: vec![
+                spin("__pv_queued_spin_lock_slowpath_[k]", 0.39, 0.11),
+                spin("serve_connection", 0.45, 0.2),
+            ],
+            running_stands_out: true,
+            ..Seen::default()
+        };
+        assert!(causes(&seen).is_empty());
+        // The near miss: a function of the server's that stands out by its own work beside
+        // the spin is still named.
+        let mut burning = seen;
+        burning
+            .on_cpu
+            .push(frame("py::burn_cpu_for:/srv/app.py", 0.3, 0.0));
+        let named = refine(&stall(), &burning);
+        assert_eq!(causes(&burning), [Cause::CpuBurn]);
+        assert!(
+            named[0].evidence.contains("in py::burn_cpu_for"),
+            "{named:?}"
+        );
     }
 
     #[test]

@@ -394,11 +394,12 @@ impl Inside {
         }
         match self.report.standout() {
             Some(Standout::Running(o)) => format!(
-                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the other seconds)",
+                "{:.0} % of the server's on-CPU samples in {when} were in {}{} (vs {:.1} % in the other seconds){}",
                 o.slow_share * 100.0,
                 o.frame,
                 o.location.as_ref().map_or(String::new(), |l| format!(" at {l}")),
-                o.normal_share * 100.0
+                o.normal_share * 100.0,
+                super::text::lock_wait_note(o)
             ),
             Some(Standout::Waiting(o)) => format!(
                 "{:.0} % of thread {}'s time in {when} was off-CPU ({}) {} (vs {:.1} % in the other seconds)",

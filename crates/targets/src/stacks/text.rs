@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::on_cpu::OverRepresented;
 use super::samplers::InsideReport;
 
 /// Kernel frames of the scheduler and of the system call entry: where every wait ends, so they
@@ -146,6 +147,18 @@ fn count(n: u64) -> String {
     out
 }
 
+/// What a frame's excess was when it is a kernel spin lock's wait (empty otherwise): said
+/// beside it, so that a lock another CPU held is not read as the server's own work.
+pub(crate) fn lock_wait_note(o: &OverRepresented) -> String {
+    o.lock_wait.as_ref().map_or(String::new(), |taker| {
+        format!(
+            "; spinning for a kernel lock taken in {taker}: the CPU waited for another to let \
+             the lock go (the kernel's packet delivery, another of the server's threads, or, on a VM, \
+             a holder the hypervisor preempted: see the CPUs' steal), not for the server's own work"
+        )
+    })
+}
+
 /// The section: what stood out in the slow seconds, on and off CPU, the top stacks of the slow
 /// seconds and of the others, and what was missing.
 pub fn section(report: &InsideReport) -> String {
@@ -165,11 +178,12 @@ pub fn section(report: &InsideReport) -> String {
     for o in r.over_represented.iter().take(3) {
         let _ = writeln!(
             out,
-            "  over-represented on CPU in the slow seconds: {}{} — {:.1} % of their samples vs {:.1} % of the others",
+            "  over-represented on CPU in the slow seconds: {}{} — {:.1} % of their samples vs {:.1} % of the others{}",
             o.frame,
             o.location.as_ref().map_or(String::new(), |l| format!(" ({l})")),
             o.slow_share * 100.0,
-            o.normal_share * 100.0
+            o.normal_share * 100.0,
+            lock_wait_note(o)
         );
     }
     let blocked: Vec<_> = report.off_cpu_over_represented.iter().take(3).collect();

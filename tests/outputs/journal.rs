@@ -41,6 +41,21 @@ fn run_command(url: &str, dir: &std::path::Path, duration: &str) -> Command {
     c
 }
 
+/// `tailscope report INPUT FLAG OUTPUT`: a report rebuilt from a journal (or a JSON report)
+/// into one form.
+fn report_from(
+    input: &std::path::Path,
+    flag: &str,
+    output: &std::path::Path,
+) -> std::process::Output {
+    tailscope(&[
+        "report",
+        input.to_str().unwrap(),
+        flag,
+        output.to_str().unwrap(),
+    ])
+}
+
 /// `kill -9` a few moments into a run asking for every output, then rebuild: every second
 /// the journal had is in the report, numbered without a gap, and its requests are those the
 /// server answered but for the second being recorded at the kill and those in flight.
@@ -59,12 +74,7 @@ fn a_run_killed_with_sigkill_is_rebuilt_from_its_journal() {
         std::thread::sleep(Duration::from_millis(200));
         let answered = server.stats.answered.load(Ordering::SeqCst);
         let rebuilt = dir.path().join("rebuilt.json");
-        let out = tailscope(&[
-            "report",
-            dir.path().join("r.journal").to_str().unwrap(),
-            "--json",
-            rebuilt.to_str().unwrap(),
-        ]);
+        let out = report_from(&dir.path().join("r.journal"), "--json", &rebuilt);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{stderr}");
         let report = read_json(&rebuilt);
@@ -97,12 +107,7 @@ fn a_run_killed_with_sigkill_is_rebuilt_from_its_journal() {
         );
         // Its HdrHistogram log: one interval a second the journal had, ending where they do.
         let hlog = dir.path().join("rebuilt.hlog");
-        let out = tailscope(&[
-            "report",
-            dir.path().join("r.journal").to_str().unwrap(),
-            "--hdr-log",
-            hlog.to_str().unwrap(),
-        ]);
+        let out = report_from(&dir.path().join("r.journal"), "--hdr-log", &hlog);
         assert_eq!(out.status.code(), Some(0));
         let log = std::fs::read_to_string(&hlog).unwrap();
         let ends: Vec<f64> = log
@@ -137,12 +142,7 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
         String::from_utf8_lossy(&out.stderr)
     );
     let rebuilt = dir.path().join("rebuilt.json");
-    let out = tailscope(&[
-        "report",
-        dir.path().join("r.journal").to_str().unwrap(),
-        "--json",
-        rebuilt.to_str().unwrap(),
-    ]);
+    let out = report_from(&dir.path().join("r.journal"), "--json", &rebuilt);
     assert_eq!(out.status.code(), Some(0));
     let written = read_json(&dir.path().join("r.json"));
     let again = read_json(&rebuilt);
@@ -151,12 +151,7 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
     // The HdrHistogram log too: the journal has every second's histogram and when
     // measurement began, so the log rebuilt from it is the run's, byte for byte.
     let hlog = dir.path().join("rebuilt.hlog");
-    let out = tailscope(&[
-        "report",
-        dir.path().join("r.journal").to_str().unwrap(),
-        "--hdr-log",
-        hlog.to_str().unwrap(),
-    ]);
+    let out = report_from(&dir.path().join("r.journal"), "--hdr-log", &hlog);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -171,12 +166,7 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
     assert_eq!(run_log, std::fs::read_to_string(&hlog).unwrap());
     // And from the run's JSON report, which has them too.
     let from_json = dir.path().join("from-json.hlog");
-    let out = tailscope(&[
-        "report",
-        dir.path().join("r.json").to_str().unwrap(),
-        "--hdr-log",
-        from_json.to_str().unwrap(),
-    ]);
+    let out = report_from(&dir.path().join("r.json"), "--hdr-log", &from_json);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(run_log, std::fs::read_to_string(&from_json).unwrap());
     // A report without one generator's start (as a merged one): refused, nothing written.
@@ -185,12 +175,7 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
     let merged_path = dir.path().join("no-generator.json");
     std::fs::write(&merged_path, merged_like.to_string()).unwrap();
     let refused = dir.path().join("refused.hlog");
-    let out = tailscope(&[
-        "report",
-        merged_path.to_str().unwrap(),
-        "--hdr-log",
-        refused.to_str().unwrap(),
-    ]);
+    let out = report_from(&merged_path, "--hdr-log", &refused);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -205,12 +190,7 @@ fn a_normal_runs_report_equals_the_one_rebuilt_from_its_journal() {
     let cut = dir.path().join("cut.journal");
     std::fs::write(&cut, &bytes[..end_record_offset(&bytes)]).unwrap();
     let from_seconds = dir.path().join("from-seconds.json");
-    let out = tailscope(&[
-        "report",
-        cut.to_str().unwrap(),
-        "--json",
-        from_seconds.to_str().unwrap(),
-    ]);
+    let out = report_from(&cut, "--json", &from_seconds);
     assert_eq!(out.status.code(), Some(0));
     let from_seconds = read_json(&from_seconds);
     assert_eq!(from_seconds["interrupted"], true);
@@ -304,12 +284,7 @@ fn a_full_disk_mid_run_is_loud_but_not_fatal() {
     let rebuilt = dir.path().join("rebuilt.json");
     let copy = dir.path().join("copy.journal");
     std::fs::write(&copy, &bytes).unwrap();
-    let out = tailscope(&[
-        "report",
-        copy.to_str().unwrap(),
-        "--json",
-        rebuilt.to_str().unwrap(),
-    ]);
+    let out = report_from(&copy, "--json", &rebuilt);
     assert_eq!(
         out.status.code(),
         Some(0),
